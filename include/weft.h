@@ -1,0 +1,329 @@
+/*
+ * weft.h — the one public header of Weft, a task runtime for multi-GPU nodes.
+ *
+ * A program describes work as tasks: a body function plus the tasks it must
+ * follow (explicit dependencies) and the data it touches (data handles with an
+ * access mode, from which Weft infers further dependencies in spawn order).
+ * Worker threads run ready tasks; the thread that finishes a task releases its
+ * dependents; idle workers steal.
+ *
+ * Conventions that hold for every function below unless its comment says
+ * otherwise:
+ *   - Functions that can fail return int: 0 (WEFT_OK) on success, a negative
+ *     WEFT_E... code otherwise; weft_strerror() names the code and
+ *     weft_last_error() gives a message describing the last failure on the
+ *     calling thread.  Results come back through out-parameters, which are
+ *     left untouched on failure.
+ *   - Handles (weft_runtime, weft_task, weft_data) are opaque.  Using a handle
+ *     after it was released/destroyed returns WEFT_EINVAL (or WEFT_ECLOSED for
+ *     a destroyed runtime): handle memory is type-stable and every handle
+ *     carries a generation tag, so such misuse is detected, not undefined.
+ *     (The tag has 8 bits: a slot reused exactly 256 times in between would
+ *     alias; treat detection as a safety net, not as an API.)
+ *   - All functions are thread-safe unless noted.
+ *   - "May be called from a task" means from inside a task body.
+ */
+#ifndef WEFT_H
+#define WEFT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(WEFT_STATIC_DEFINE) || !defined(__GNUC__)
+#define WEFT_API
+#else
+#define WEFT_API __attribute__((visibility("default")))
+#endif
+
+#if defined(__GNUC__)
+#define WEFT_NODISCARD __attribute__((warn_unused_result))
+#else
+#define WEFT_NODISCARD
+#endif
+
+#define WEFT_VERSION_MAJOR 0
+#define WEFT_VERSION_MINOR 1
+#define WEFT_VERSION_PATCH 0
+
+/* ------------------------------------------------------------------------ */
+/* Errors                                                                    */
+/* ------------------------------------------------------------------------ */
+
+typedef enum weft_error {
+    WEFT_OK = 0,
+    WEFT_EINVAL = -1,      /* misuse: bad argument, released or foreign handle */
+    WEFT_ENOMEM = -2,      /* an internal allocation failed; nothing was changed */
+    WEFT_ECLOSED = -3,     /* the runtime was destroyed (or is being destroyed) */
+    WEFT_EBUSY = -4,       /* the operation would wait for the calling task itself */
+    WEFT_ETASKFAILED = -5, /* the task's body returned non-zero */
+    WEFT_ECANCELLED = -6,  /* the task never ran: an ancestor failed, or it was cancelled */
+    WEFT_ETIMEDOUT = -7,   /* a timed wait ran out of time; the task is still pending */
+    WEFT_EDEADLK = -8,     /* waiting here could never finish (e.g. wait_all inside a task) */
+    WEFT_ESYSTEM = -9      /* the operating system refused (e.g. a thread could not start) */
+} weft_error;
+
+/* A static, human-readable name for an error code ("WEFT_EINVAL: invalid
+ * argument").  Never NULL, never blocks; unknown codes give a generic text. */
+WEFT_API const char *weft_strerror(int code);
+
+/* The message describing the most recent failed Weft call on this thread
+ * (e.g. "weft_spawn: dependency 2 belongs to another runtime").  Empty string
+ * if none.  The pointer is owned by Weft and valid until the next Weft call on
+ * this thread.  Never blocks; may be called from a task. */
+WEFT_API const char *weft_last_error(void);
+
+/* ------------------------------------------------------------------------ */
+/* Runtime                                                                   */
+/* ------------------------------------------------------------------------ */
+
+typedef struct weft_runtime weft_runtime;
+typedef struct weft_task weft_task;
+typedef struct weft_data weft_data;
+
+typedef struct weft_config {
+    /* Worker threads.  0 means one per online CPU core.  Env: WEFT_WORKERS. */
+    unsigned workers;
+    /* Path of a Chrome-trace JSON file written when the runtime is destroyed,
+     * or NULL for no trace.  The string is copied.  Env: WEFT_TRACE. */
+    const char *trace_path;
+    /* Most trace events kept per worker; later ones are counted as dropped. */
+    size_t trace_max_events;
+    /* How long an idle worker spins looking for work before it parks, in
+     * nanoseconds.  Env: WEFT_SPIN_NS. */
+    uint64_t spin_ns;
+    /* Spawning blocks (an outside thread) or helps run tasks (a worker) while
+     * this many tasks are in flight, so that an unbounded producer runs in
+     * bounded memory.  0 means the default (65536 per worker).
+     * Env: WEFT_MAX_INFLIGHT. */
+    size_t max_inflight;
+} weft_config;
+
+/* Fill *cfg with defaults, then apply the environment overrides named above.
+ * Malformed environment values are ignored.  Never fails; never blocks. */
+WEFT_API void weft_config_init(weft_config *cfg);
+
+/* Create a runtime and start its workers.  cfg may be NULL (defaults plus
+ * environment).  On success *out owns the runtime until weft_runtime_destroy.
+ * Errors: WEFT_EINVAL (out is NULL), WEFT_ENOMEM, WEFT_ESYSTEM (a worker thread
+ * could not start; none is left running).  Blocks only to start threads.
+ * Must not be called from a task. */
+WEFT_API WEFT_NODISCARD int weft_runtime_create(const weft_config *cfg, weft_runtime **out);
+
+/* Finish every outstanding task (they run to completion), stop and join all
+ * workers, write the trace if configured, and free the runtime.  Task and
+ * data handles that the caller still holds stay safe to pass to Weft (they
+ * report WEFT_EINVAL); their memory is reclaimed here.  NULL is accepted and
+ * returns 0.  Returns 0, or WEFT_ETASKFAILED when some task failed since the
+ * last weft_wait_all (the runtime is destroyed either way), WEFT_ECLOSED for
+ * an already destroyed runtime, WEFT_EDEADLK if called from one of this
+ * runtime's tasks (nothing is destroyed then).  Blocks. */
+WEFT_API int weft_runtime_destroy(weft_runtime *rt);
+
+/* Number of worker threads, or 0 for an invalid runtime.  Never blocks. */
+WEFT_API unsigned weft_runtime_workers(const weft_runtime *rt);
+
+typedef struct weft_stats {
+    uint64_t tasks_spawned;   /* tasks accepted by weft_spawn */
+    uint64_t tasks_run;       /* bodies executed */
+    uint64_t tasks_failed;    /* bodies that returned non-zero */
+    uint64_t tasks_cancelled; /* tasks that never ran */
+    uint64_t steals;          /* tasks a worker took from another worker's queue */
+    uint64_t parks;           /* times a worker went to sleep for lack of work */
+    uint64_t idle_ns;         /* total time workers spent spinning or parked */
+    uint64_t inflight;        /* tasks spawned and not yet finished, now */
+    uint64_t inflight_peak;   /* most tasks in flight at once */
+    uint64_t bytes_per_task;  /* memory one in-flight task holds: its slot plus
+                                 the average of its out-of-line allocations */
+    uint64_t trace_dropped;   /* trace events not recorded (buffer full) */
+    unsigned workers;
+} weft_stats;
+
+/* Snapshot of the counters (approximate while tasks run).  Errors:
+ * WEFT_EINVAL, WEFT_ECLOSED.  Never blocks; may be called from a task. */
+WEFT_API WEFT_NODISCARD int weft_runtime_stats(weft_runtime *rt, weft_stats *out);
+
+/* ------------------------------------------------------------------------ */
+/* Data handles                                                              */
+/* ------------------------------------------------------------------------ */
+
+/* Dependencies inferred from data accesses, in spawn order, per data handle:
+ *   - a reader (WEFT_R) follows the last writer(s); readers run concurrently;
+ *   - a writer (WEFT_W, WEFT_RW) follows the last writer(s) and every reader
+ *     since them;
+ *   - WEFT_RW|WEFT_COMMUTE tasks spawned in a row form a group: each follows
+ *     what came before the group, they exclude each other at run time, and
+ *     the next non-commuting access follows the whole group.
+ * Failure flows with the data: a task is cancelled when an explicit
+ * dependency failed or was cancelled, or when it reads (R, RW, COMMUTE) data
+ * whose last writer failed or was cancelled.  Pure ordering edges — a writer
+ * after readers, a WEFT_W writer after a writer — do not cancel: a task that
+ * overwrites data makes it valid again.
+ *
+ * Access modes: bit flags.  WEFT_COMMUTE may be added to WEFT_RW: tasks that
+ * access the same data with WEFT_RW|WEFT_COMMUTE, spawned one after another,
+ * run in any order but never two at once (an accumulation, say). */
+enum weft_access_mode {
+    WEFT_R = 1u,
+    WEFT_W = 2u,
+    WEFT_RW = 3u,
+    WEFT_COMMUTE = 4u
+};
+
+/* Register n bytes at ptr (host memory) as a data handle.  The caller keeps
+ * ownership of the memory; it must stay valid until weft_data_unregister
+ * returns.  Errors: WEFT_EINVAL (NULL ptr, n == 0, NULL out), WEFT_ECLOSED,
+ * WEFT_ENOMEM.  Never blocks; may be called from a task. */
+WEFT_API WEFT_NODISCARD int weft_data_register(weft_runtime *rt, void *ptr, size_t n,
+                                               weft_data **out);
+
+/* Unregister: new spawns that name d fail with WEFT_EINVAL; the call blocks
+ * until every task already spawned with d has finished, then frees the
+ * handle.  Errors: WEFT_EINVAL (NULL, already unregistered), WEFT_EBUSY (the
+ * calling task itself accesses d: waiting would never end; nothing changes).
+ * May be called from a task (it then helps run other tasks while it waits). */
+WEFT_API WEFT_NODISCARD int weft_data_unregister(weft_data *d);
+
+/* Host address and size of d.  Errors: WEFT_EINVAL.  Never blocks. */
+WEFT_API WEFT_NODISCARD int weft_data_host(const weft_data *d, void **ptr, size_t *n);
+
+/* ------------------------------------------------------------------------ */
+/* Tasks                                                                     */
+/* ------------------------------------------------------------------------ */
+
+/* What a body sees of its own execution (opaque; valid during the body). */
+typedef struct weft_ctx weft_ctx;
+
+/* A task body.  Returns 0 on success; any other value fails the task with
+ * that value (kept as the task's result) and cancels its dependents. */
+typedef int (*weft_body_fn)(weft_ctx *ctx, void *arg);
+
+typedef struct weft_access {
+    weft_data *data;
+    unsigned mode; /* WEFT_R, WEFT_W, WEFT_RW, optionally | WEFT_COMMUTE */
+} weft_access;
+
+typedef struct weft_task_desc {
+    weft_body_fn body;                /* required */
+    void *arg;                        /* passed to body; owned by the task if arg_destroy is set */
+    void (*arg_destroy)(void *arg);   /* called exactly once, after the body ran or the
+                                         task was cancelled (on some worker or in
+                                         weft_spawn if the spawn fails) */
+    weft_task *const *deps;           /* tasks this one must follow; may be NULL if ndeps == 0 */
+    size_t ndeps;
+    const weft_access *accesses;      /* data this task touches; may be NULL if naccesses == 0 */
+    size_t naccesses;
+    const char *name;                 /* for traces and error reports; copied (first 31 bytes) */
+    int priority;                     /* higher runs first among ready tasks; default 0 */
+} weft_task_desc;
+
+/* Zero *d (no deps, no data, priority 0, no name).  Never fails. */
+WEFT_API void weft_task_desc_init(weft_task_desc *d);
+
+/* Spawn a task.  If out is non-NULL it receives a handle the caller must
+ * release with weft_task_release; if NULL, the task runs unobserved (its
+ * failure still counts for weft_wait_all).  The descriptor and the arrays it
+ * points to are only read during the call.  A task whose dependency already
+ * failed is accepted and finishes as cancelled.
+ * Errors (nothing is spawned; arg_destroy, if set, has been called):
+ *   WEFT_EINVAL  NULL rt/desc/body, a NULL/released dependency or one of
+ *                another runtime, an invalid mode, an unregistered data
+ *                handle or one of another runtime;
+ *   WEFT_ECLOSED the runtime was destroyed;
+ *   WEFT_ENOMEM.
+ * Blocks only when max_inflight tasks are in flight (from a task it then helps
+ * run other tasks instead).  May be called from a task. */
+WEFT_API WEFT_NODISCARD int weft_spawn(weft_runtime *rt, const weft_task_desc *desc,
+                                       weft_task **out);
+
+/* Sugar: spawn body(arg) with no dependencies. */
+WEFT_API WEFT_NODISCARD int weft_spawn_simple(weft_runtime *rt, weft_body_fn body, void *arg,
+                                              weft_task **out);
+
+typedef enum weft_task_status {
+    WEFT_TASK_WAITING = 0,   /* spawned; some dependency has not finished */
+    WEFT_TASK_READY = 1,     /* queued on a worker */
+    WEFT_TASK_RUNNING = 2,   /* its body is executing */
+    WEFT_TASK_COMPLETED = 3, /* body returned 0 */
+    WEFT_TASK_FAILED = 4,    /* body returned non-zero */
+    WEFT_TASK_CANCELLED = 5  /* never ran */
+} weft_task_status;
+
+/* Wait until the task has finished.  Returns 0 (completed), WEFT_ETASKFAILED,
+ * WEFT_ECANCELLED, WEFT_EINVAL (NULL/released handle), WEFT_EBUSY (a task
+ * waiting on itself).  Blocks; from a task it runs other ready tasks while it
+ * waits, so nested waits cannot starve the pool.  The handle stays valid. */
+WEFT_API WEFT_NODISCARD int weft_task_wait(weft_task *t);
+
+/* As weft_task_wait, but gives up after timeout_ns nanoseconds with
+ * WEFT_ETIMEDOUT.  timeout_ns == 0 polls. */
+WEFT_API WEFT_NODISCARD int weft_task_timedwait(weft_task *t, uint64_t timeout_ns);
+
+/* Current status.  Errors: WEFT_EINVAL.  Never blocks. */
+WEFT_API WEFT_NODISCARD int weft_task_status_get(const weft_task *t, weft_task_status *out);
+
+typedef struct weft_task_info {
+    uint64_t id;              /* unique within the runtime, in spawn order from 1 */
+    weft_task_status status;
+    int result;               /* the body's return value (when it ran) */
+    uint64_t cause_id;        /* for a cancelled task: the id of the root of the
+                                 cancellation: the ancestor whose body failed, or
+                                 the task cancelled by request (maybe itself) */
+    char name[32];            /* the task's own name */
+    char cause_name[32];      /* the name of that failed task */
+} weft_task_info;
+
+/* Everything known about the task.  Errors: WEFT_EINVAL.  Never blocks. */
+WEFT_API WEFT_NODISCARD int weft_task_info_get(const weft_task *t, weft_task_info *out);
+
+/* Ask that the task not run: if it has not started, it finishes as
+ * cancelled (naming itself as the cause) and so do its dependents.  A running or finished
+ * task is unaffected.  Errors: WEFT_EINVAL.  Never blocks. */
+WEFT_API WEFT_NODISCARD int weft_task_cancel(weft_task *t);
+
+/* Drop the caller's handle.  The task still runs; its memory is reclaimed
+ * once it has finished and nothing refers to it.  NULL is accepted.  Releasing
+ * a handle twice is detected and ignored.  Never blocks. */
+WEFT_API void weft_task_release(weft_task *t);
+
+/* Wait until no task of the runtime is in flight (including tasks spawned
+ * while waiting).  Returns 0, or WEFT_ETASKFAILED if any task failed since the
+ * previous weft_wait_all (cancelled dependents of a failure do not count
+ * twice), WEFT_EINVAL/WEFT_ECLOSED for a bad runtime, WEFT_EDEADLK from inside
+ * one of its tasks.  Blocks. */
+WEFT_API WEFT_NODISCARD int weft_wait_all(weft_runtime *rt);
+
+/* As weft_wait_all with a timeout (WEFT_ETIMEDOUT). */
+WEFT_API WEFT_NODISCARD int weft_wait_all_timed(weft_runtime *rt, uint64_t timeout_ns);
+
+/* Cancel every task of the runtime that has not started yet (running tasks
+ * finish).  Tasks spawned afterwards are not affected.  Errors: WEFT_EINVAL,
+ * WEFT_ECLOSED.  Never blocks; may be called from a task. */
+WEFT_API WEFT_NODISCARD int weft_cancel_pending(weft_runtime *rt);
+
+/* ------------------------------------------------------------------------ */
+/* Inside a task body                                                        */
+/* ------------------------------------------------------------------------ */
+
+/* The runtime running this body (for nested spawns). */
+WEFT_API weft_runtime *weft_ctx_runtime(const weft_ctx *ctx);
+
+/* Index of the worker thread running this body, 0 .. workers-1. */
+WEFT_API unsigned weft_ctx_worker(const weft_ctx *ctx);
+
+/* Address, on the device this body runs on, of the task's i-th data access
+ * (in descriptor order).  For CPU tasks it is the registered host pointer.
+ * NULL if i is out of range. */
+WEFT_API void *weft_ctx_data(const weft_ctx *ctx, size_t i);
+
+/* The task this body belongs to (borrowed: valid during the body). */
+WEFT_API weft_task *weft_ctx_task(const weft_ctx *ctx);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* WEFT_H */
