@@ -100,6 +100,13 @@ typedef struct weft_config {
      * bounded memory.  0 means the default (65536 per worker).
      * Env: WEFT_MAX_INFLIGHT. */
     size_t max_inflight;
+    /* Called on each worker thread when it starts, before it runs any task,
+     * and when it stops, after its last task (e.g. to create and delete a
+     * per-thread interpreter state).  May be NULL.  They must not call
+     * weft_runtime_destroy; they may block (destroy waits for them). */
+    void (*on_worker_start)(unsigned worker, void *hook_arg);
+    void (*on_worker_stop)(unsigned worker, void *hook_arg);
+    void *hook_arg;
 } weft_config;
 
 /* Fill *cfg with defaults, then apply the environment overrides named above.
