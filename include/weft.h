@@ -326,9 +326,6 @@ WEFT_API unsigned weft_ctx_worker(const weft_ctx *ctx);
  * NULL if i is out of range. */
 WEFT_API void *weft_ctx_data(const weft_ctx *ctx, size_t i);
 
-/* The task this body belongs to (borrowed: valid during the body). */
-WEFT_API weft_task *weft_ctx_task(const weft_ctx *ctx);
-
 #ifdef __cplusplus
 }
 #endif

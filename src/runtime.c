@@ -1,0 +1,354 @@
+/*
+ * runtime.c — configuration, runtime lifecycle, statistics, errors and the
+ * runtime-wide waits (wait_all, backpressure).
+ */
+#include "internal.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+_Thread_local weft__worker *weft__tls_worker;
+
+/* ------------------------------------------------------------------------ */
+/* Errors                                                                    */
+/* ------------------------------------------------------------------------ */
+
+static _Thread_local char last_error[256];
+
+int weft__error(int code, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(last_error, sizeof last_error, fmt, ap);
+    va_end(ap);
+    return code;
+}
+
+void weft__clear_error(void) { last_error[0] = '\0'; }
+
+const char *weft_last_error(void) { return last_error; }
+
+const char *weft_strerror(int code)
+{
+    switch (code) {
+    case WEFT_OK: return "WEFT_OK: success";
+    case WEFT_EINVAL: return "WEFT_EINVAL: invalid argument or handle";
+    case WEFT_ENOMEM: return "WEFT_ENOMEM: out of memory";
+    case WEFT_ECLOSED: return "WEFT_ECLOSED: the runtime was destroyed";
+    case WEFT_EBUSY: return "WEFT_EBUSY: the calling task would wait for itself";
+    case WEFT_ETASKFAILED: return "WEFT_ETASKFAILED: a task body returned an error";
+    case WEFT_ECANCELLED: return "WEFT_ECANCELLED: the task was cancelled";
+    case WEFT_ETIMEDOUT: return "WEFT_ETIMEDOUT: the wait timed out";
+    case WEFT_EDEADLK: return "WEFT_EDEADLK: the wait could never finish";
+    case WEFT_ESYSTEM: return "WEFT_ESYSTEM: the operating system refused";
+    default: return "unknown Weft error code";
+    }
+}
+
+uint64_t weft__now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Configuration                                                             */
+/* ------------------------------------------------------------------------ */
+
+static bool env_u64(const char *name, uint64_t *out)
+{
+    const char *s = getenv(name);
+    if (!s || !*s)
+        return false;
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (errno || *end || s[0] == '-')
+        return false;
+    *out = v;
+    return true;
+}
+
+void weft_config_init(weft_config *cfg)
+{
+    if (!cfg)
+        return;
+    memset(cfg, 0, sizeof *cfg);
+    cfg->workers = 0;
+    cfg->trace_path = NULL;
+    cfg->trace_max_events = 1u << 20;
+    cfg->spin_ns = 200000; /* 200 µs: waking a parked thread costs several µs */
+    cfg->max_inflight = 0;
+    uint64_t v;
+    if (env_u64("WEFT_WORKERS", &v) && v > 0 && v <= 4096)
+        cfg->workers = (unsigned)v;
+    const char *trace = getenv("WEFT_TRACE");
+    if (trace && *trace)
+        cfg->trace_path = trace;
+    if (env_u64("WEFT_SPIN_NS", &v))
+        cfg->spin_ns = v;
+    if (env_u64("WEFT_MAX_INFLIGHT", &v) && v > 0)
+        cfg->max_inflight = (size_t)v;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Lifecycle                                                                 */
+/* ------------------------------------------------------------------------ */
+
+weft__rt *weft__rt_get(const weft_runtime *h, const char *fn, int *err)
+{
+    if (!h) {
+        *err = weft__error(WEFT_EINVAL, "%s: runtime is NULL", fn);
+        return NULL;
+    }
+    weft__rt *rt = weft__handle_decode(h);
+    if (!rt || ((weft__slot *)rt)->pool_id != WEFT__POOL_RUNTIME) {
+        *err = weft__error(WEFT_ECLOSED, "%s: runtime was destroyed (stale handle)", fn);
+        return NULL;
+    }
+    if (!atomic_load_explicit(&rt->open, memory_order_acquire)) {
+        *err = weft__error(WEFT_ECLOSED, "%s: runtime is being destroyed", fn);
+        return NULL;
+    }
+    return rt;
+}
+
+static void rt_free(weft__rt *rt)
+{
+    if (rt->workers) {
+        for (unsigned i = 0; i < rt->nworkers; i++) {
+            weft__worker *w = &rt->workers[i];
+            weft__trace_free(w);
+            pthread_mutex_destroy(&w->qlock);
+            pthread_mutex_destroy(&w->park_lock);
+            pthread_cond_destroy(&w->park_cond);
+        }
+        weft__free(rt->workers);
+    }
+    weft__free(rt->trace_path);
+    pthread_mutex_destroy(&rt->wait_lock);
+    pthread_cond_destroy(&rt->wait_cond);
+    pthread_mutex_destroy(&rt->data_lock);
+    weft__slot_free(rt);
+}
+
+int weft_runtime_create(const weft_config *cfg_in, weft_runtime **out)
+{
+    weft__clear_error();
+    if (!out)
+        return weft__error(WEFT_EINVAL, "weft_runtime_create: out is NULL");
+    weft_config cfg;
+    if (cfg_in)
+        cfg = *cfg_in;
+    else
+        weft_config_init(&cfg);
+    unsigned n = cfg.workers;
+    if (n == 0) {
+        long cores = sysconf(_SC_NPROCESSORS_ONLN);
+        n = cores > 0 ? (unsigned)cores : 1;
+    }
+    if (n > 4096)
+        return weft__error(WEFT_EINVAL, "weft_runtime_create: %u workers is more than 4096", n);
+
+    weft__rt *rt = weft__slot_alloc(WEFT__POOL_RUNTIME);
+    if (!rt)
+        return weft__error(WEFT_ENOMEM, "weft_runtime_create: out of memory");
+    rt->cfg = cfg;
+    rt->nworkers = n;
+    rt->max_inflight = cfg.max_inflight ? cfg.max_inflight : (size_t)65536 * n;
+    pthread_mutex_init(&rt->wait_lock, NULL);
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&rt->wait_cond, &ca);
+    pthread_condattr_destroy(&ca);
+    pthread_mutex_init(&rt->data_lock, NULL);
+    atomic_store(&rt->next_id, 1);
+    rt->t0_ns = weft__now_ns();
+
+    if (cfg.trace_path) {
+        rt->trace_path = weft__strdup(cfg.trace_path);
+        if (!rt->trace_path) {
+            rt_free(rt);
+            return weft__error(WEFT_ENOMEM, "weft_runtime_create: out of memory");
+        }
+        rt->cfg.trace_path = rt->trace_path;
+    }
+    /* Workers are cache-line aligned so their counters do not share lines. */
+    size_t bytes = sizeof(weft__worker) * n;
+    rt->workers = weft__alloc_aligned(WEFT__CACHELINE, bytes);
+    if (!rt->workers) {
+        rt_free(rt);
+        return weft__error(WEFT_ENOMEM, "weft_runtime_create: out of memory");
+    }
+    memset(rt->workers, 0, bytes);
+    for (unsigned i = 0; i < n; i++) {
+        weft__worker *w = &rt->workers[i];
+        w->rt = rt;
+        w->index = i;
+        w->rng = 0x9E3779B97F4A7C15ull * (i + 1);
+        pthread_mutex_init(&w->qlock, NULL);
+        pthread_mutex_init(&w->park_lock, NULL);
+        pthread_cond_init(&w->park_cond, NULL);
+    }
+    atomic_store(&rt->open, true);
+    int rc = weft__workers_start(rt);
+    if (rc != 0) {
+        atomic_store(&rt->open, false);
+        rt_free(rt);
+        return rc;
+    }
+    *out = weft__handle_encode(rt);
+    return 0;
+}
+
+static bool on_own_worker(weft__rt *rt)
+{
+    return weft__tls_worker && weft__tls_worker->rt == rt;
+}
+
+int weft_runtime_destroy(weft_runtime *h)
+{
+    weft__clear_error();
+    if (!h)
+        return 0;
+    int err;
+    weft__rt *rt = weft__rt_get(h, "weft_runtime_destroy", &err);
+    if (!rt)
+        return err;
+    if (on_own_worker(rt))
+        return weft__error(WEFT_EDEADLK, "weft_runtime_destroy: called from one of the runtime's own tasks");
+    /* Let outstanding tasks (and what they spawn) finish, then refuse new
+     * spawns and drain whatever raced with the close. */
+    int rc = weft_wait_all(h);
+    atomic_store(&rt->open, false);
+    while (atomic_load(&rt->inflight) > 0) {
+        pthread_mutex_lock(&rt->wait_lock);
+        atomic_fetch_add(&rt->sleepers_all, 1);
+        if (atomic_load(&rt->inflight) > 0)
+            pthread_cond_wait(&rt->wait_cond, &rt->wait_lock);
+        atomic_fetch_sub(&rt->sleepers_all, 1);
+        pthread_mutex_unlock(&rt->wait_lock);
+    }
+    if (atomic_exchange(&rt->failures, 0) > 0)
+        rc = WEFT_ETASKFAILED;
+    weft__workers_stop(rt);
+    if (rt->trace_path && weft__trace_write(rt) != 0 && rc == 0)
+        rc = weft__error(WEFT_ESYSTEM, "weft_runtime_destroy: could not write trace to %s", rt->trace_path);
+    weft__data_destroy_all(rt);
+    rt_free(rt);
+    return rc == WEFT_ETASKFAILED
+               ? weft__error(rc, "weft_runtime_destroy: a task failed since the last wait_all")
+               : rc;
+}
+
+unsigned weft_runtime_workers(const weft_runtime *h)
+{
+    int err;
+    weft__rt *rt = weft__rt_get(h, "weft_runtime_workers", &err);
+    return rt ? rt->nworkers : 0;
+}
+
+int weft_runtime_stats(weft_runtime *h, weft_stats *out)
+{
+    int err;
+    weft__rt *rt = weft__rt_get(h, "weft_runtime_stats", &err);
+    if (!rt)
+        return err;
+    if (!out)
+        return weft__error(WEFT_EINVAL, "weft_runtime_stats: out is NULL");
+    weft_stats s;
+    memset(&s, 0, sizeof s);
+    for (unsigned i = 0; i < rt->nworkers; i++) {
+        weft__worker *w = &rt->workers[i];
+        s.tasks_run += atomic_load_explicit(&w->n_run, memory_order_relaxed);
+        s.tasks_failed += atomic_load_explicit(&w->n_failed, memory_order_relaxed);
+        s.tasks_cancelled += atomic_load_explicit(&w->n_cancelled, memory_order_relaxed);
+        s.steals += atomic_load_explicit(&w->n_steals, memory_order_relaxed);
+        s.parks += atomic_load_explicit(&w->n_parks, memory_order_relaxed);
+        s.idle_ns += atomic_load_explicit(&w->idle_ns, memory_order_relaxed);
+        s.trace_dropped += atomic_load_explicit(&w->trace_dropped, memory_order_relaxed);
+    }
+    s.tasks_spawned = atomic_load(&rt->n_spawned);
+    int64_t inflight = atomic_load(&rt->inflight);
+    s.inflight = inflight > 0 ? (uint64_t)inflight : 0;
+    s.inflight_peak = (uint64_t)atomic_load(&rt->inflight_peak);
+    s.bytes_per_task = weft__slot_size(WEFT__POOL_TASK) +
+                       (s.tasks_spawned ? atomic_load(&rt->extra_bytes) / s.tasks_spawned : 0);
+    s.workers = rt->nworkers;
+    *out = s;
+    return 0;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Runtime-wide waits                                                        */
+/* ------------------------------------------------------------------------ */
+
+/* Called by a finishing task when a sleeper may care.  The flags are read
+ * after the state change with sequential consistency, and sleepers set them
+ * before re-checking under wait_lock, so no wake-up is lost. */
+void weft__wake_sleepers(weft__rt *rt)
+{
+    pthread_mutex_lock(&rt->wait_lock);
+    pthread_cond_broadcast(&rt->wait_cond);
+    pthread_mutex_unlock(&rt->wait_lock);
+}
+
+static void deadline_ts(uint64_t deadline_ns, struct timespec *ts)
+{
+    ts->tv_sec = (time_t)(deadline_ns / 1000000000u);
+    ts->tv_nsec = (long)(deadline_ns % 1000000000u);
+}
+
+int weft_wait_all_timed(weft_runtime *h, uint64_t timeout_ns)
+{
+    weft__clear_error();
+    int err;
+    weft__rt *rt = weft__rt_get(h, "weft_wait_all", &err);
+    if (!rt)
+        return err;
+    if (on_own_worker(rt))
+        return weft__error(WEFT_EDEADLK, "weft_wait_all: called from inside one of the runtime's tasks, "
+                                         "which would wait for itself");
+    uint64_t deadline = timeout_ns == UINT64_MAX ? UINT64_MAX : weft__now_ns() + timeout_ns;
+    /* Spin briefly: short graphs finish faster than a sleep/wake round trip. */
+    for (int i = 0; i < 2000 && atomic_load(&rt->inflight) > 0; i++)
+        weft__cpu_relax();
+    while (atomic_load(&rt->inflight) > 0) {
+        if (weft__now_ns() >= deadline)
+            return weft__error(WEFT_ETIMEDOUT, "weft_wait_all: timed out with %lld tasks in flight",
+                               (long long)atomic_load(&rt->inflight));
+        pthread_mutex_lock(&rt->wait_lock);
+        atomic_fetch_add(&rt->sleepers_all, 1);
+        if (atomic_load(&rt->inflight) > 0) {
+            if (deadline == UINT64_MAX) {
+                pthread_cond_wait(&rt->wait_cond, &rt->wait_lock);
+            } else {
+                struct timespec ts;
+                deadline_ts(deadline, &ts);
+                pthread_cond_timedwait(&rt->wait_cond, &rt->wait_lock, &ts);
+            }
+        }
+        atomic_fetch_sub(&rt->sleepers_all, 1);
+        pthread_mutex_unlock(&rt->wait_lock);
+    }
+    if (atomic_exchange(&rt->failures, 0) > 0)
+        return weft__error(WEFT_ETASKFAILED, "weft_wait_all: at least one task failed");
+    return 0;
+}
+
+int weft_wait_all(weft_runtime *h) { return weft_wait_all_timed(h, UINT64_MAX); }
+
+int weft_cancel_pending(weft_runtime *h)
+{
+    int err;
+    weft__rt *rt = weft__rt_get(h, "weft_cancel_pending", &err);
+    if (!rt)
+        return err;
+    atomic_fetch_add(&rt->cancel_epoch, 1);
+    return 0;
+}

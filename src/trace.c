@@ -1,0 +1,111 @@
+/*
+ * trace.c — Chrome-trace JSON (opens in Perfetto and chrome://tracing): one
+ * track per worker, one complete ("X") event per task, named.
+ *
+ * Each worker appends to its own chunked buffer without locks; the file is
+ * written after the workers have been joined.
+ */
+#include "internal.h"
+
+#include <string.h>
+
+#define EVENTS_PER_CHUNK 1024
+
+typedef struct trace_event {
+    uint64_t start_ns, end_ns, id;
+    char name[32];
+} trace_event;
+
+struct weft__trace_chunk {
+    weft__trace_chunk *next;
+    size_t n;
+    trace_event ev[EVENTS_PER_CHUNK];
+};
+
+void weft__trace_record(weft__worker *w, const weft__task *t, uint64_t start_ns, uint64_t end_ns)
+{
+    if (w->trace_count >= w->rt->cfg.trace_max_events) {
+        weft__count(&w->trace_dropped, 1);
+        return;
+    }
+    weft__trace_chunk *c = w->trace_tail;
+    if (!c || c->n == EVENTS_PER_CHUNK) {
+        c = weft__alloc(sizeof *c);
+        if (!c) {
+            weft__count(&w->trace_dropped, 1);
+            return;
+        }
+        c->next = NULL;
+        c->n = 0;
+        if (w->trace_tail)
+            w->trace_tail->next = c;
+        else
+            w->trace_head = c;
+        w->trace_tail = c;
+    }
+    trace_event *e = &c->ev[c->n++];
+    e->start_ns = start_ns;
+    e->end_ns = end_ns;
+    e->id = t->id;
+    memcpy(e->name, t->name, sizeof e->name);
+    w->trace_count++;
+}
+
+static void write_json_string(FILE *f, const char *s)
+{
+    fputc('"', f);
+    for (; *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c == '"' || c == '\\')
+            fprintf(f, "\\%c", c);
+        else if (c < 0x20 || c >= 0x7f)
+            fprintf(f, "\\u%04x", c); /* bytes outside ASCII are escaped one by one */
+        else
+            fputc(c, f);
+    }
+    fputc('"', f);
+}
+
+int weft__trace_write(weft__rt *rt)
+{
+    FILE *f = fopen(rt->trace_path, "w");
+    if (!f)
+        return -1;
+    fputs("{\"displayTimeUnit\":\"ns\",\"traceEvents\":[\n", f);
+    fputs("{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":1,\"args\":{\"name\":\"weft\"}}", f);
+    for (unsigned i = 0; i < rt->nworkers; i++)
+        fprintf(f, ",\n{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":1,\"tid\":%u,\"args\":{\"name\":\"worker %u\"}}",
+                i, i);
+    for (unsigned i = 0; i < rt->nworkers; i++) {
+        for (weft__trace_chunk *c = rt->workers[i].trace_head; c; c = c->next) {
+            for (size_t k = 0; k < c->n; k++) {
+                const trace_event *e = &c->ev[k];
+                fputs(",\n{\"name\":", f);
+                if (e->name[0])
+                    write_json_string(f, e->name);
+                else
+                    fprintf(f, "\"task %llu\"", (unsigned long long)e->id);
+                uint64_t ts = e->start_ns - rt->t0_ns, dur = e->end_ns - e->start_ns;
+                fprintf(f,
+                        ",\"cat\":\"task\",\"ph\":\"X\",\"pid\":1,\"tid\":%u,\"ts\":%llu.%03llu,"
+                        "\"dur\":%llu.%03llu,\"args\":{\"id\":%llu}}",
+                        i, (unsigned long long)(ts / 1000), (unsigned long long)(ts % 1000),
+                        (unsigned long long)(dur / 1000), (unsigned long long)(dur % 1000),
+                        (unsigned long long)e->id);
+            }
+        }
+    }
+    fputs("\n]}\n", f);
+    return fclose(f) == 0 ? 0 : -1;
+}
+
+void weft__trace_free(weft__worker *w)
+{
+    weft__trace_chunk *c = w->trace_head;
+    while (c) {
+        weft__trace_chunk *next = c->next;
+        weft__free(c);
+        c = next;
+    }
+    w->trace_head = w->trace_tail = NULL;
+}

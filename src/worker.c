@@ -1,0 +1,125 @@
+/*
+ * worker.c — worker threads: find work (own queue, then steal), run it,
+ * spin briefly when idle, then park until woken.
+ *
+ * The finishing thread releases dependents itself and runs the first one
+ * released right away (no queue round trip); the rest go on its queue for
+ * others to steal.  Workers spin for cfg.spin_ns before parking because, on
+ * these machines, waking a parked thread costs as much as a small task.
+ */
+#include "internal.h"
+
+#include <signal.h>
+#include <string.h>
+
+static void run_chain(weft__worker *w, weft__task *t)
+{
+    while (t) {
+        weft__task *next = NULL;
+        weft__task_execute(w, t, &next);
+        t = next;
+    }
+}
+
+bool weft__help_once(weft__worker *w)
+{
+    weft__task *t = weft__find_work(w);
+    if (!t)
+        return false;
+    run_chain(w, t);
+    return true;
+}
+
+/* Sleep until woken.  Returns false if work or a stop request showed up
+ * while announcing the park (then it did not sleep). */
+static void park(weft__worker *w)
+{
+    weft__rt *rt = w->rt;
+    pthread_mutex_lock(&w->park_lock);
+    atomic_store(&w->parked, true);
+    atomic_fetch_add(&rt->nparked, 1);
+    if (!weft__any_work(rt) && !atomic_load(&rt->stop)) {
+        weft__count(&w->n_parks, 1);
+        while (!w->wake)
+            pthread_cond_wait(&w->park_cond, &w->park_lock);
+    }
+    w->wake = false;
+    atomic_store(&w->parked, false);
+    atomic_fetch_sub(&rt->nparked, 1);
+    pthread_mutex_unlock(&w->park_lock);
+}
+
+static void *worker_main(void *arg)
+{
+    weft__worker *w = arg;
+    weft__rt *rt = w->rt;
+    weft__tls_worker = w;
+    if (rt->cfg.on_worker_start)
+        rt->cfg.on_worker_start(w->index, rt->cfg.hook_arg);
+    for (;;) {
+        weft__task *t = weft__find_work(w);
+        if (t) {
+            run_chain(w, t);
+            continue;
+        }
+        if (atomic_load(&rt->stop))
+            break;
+        /* Idle: spin, looking for work, then park. */
+        uint64_t idle_start = weft__now_ns();
+        uint64_t spin_until = idle_start + rt->cfg.spin_ns;
+        for (unsigned i = 1;; i++) {
+            if (atomic_load_explicit(&rt->stop, memory_order_relaxed))
+                break;
+            if ((t = weft__find_work(w)) != NULL)
+                break;
+            weft__cpu_relax();
+            if ((i & 63) == 0 && weft__now_ns() >= spin_until) {
+                park(w);
+                spin_until = weft__now_ns() + rt->cfg.spin_ns;
+            }
+        }
+        weft__count(&w->idle_ns, weft__now_ns() - idle_start);
+        if (t)
+            run_chain(w, t);
+    }
+    if (rt->cfg.on_worker_stop)
+        rt->cfg.on_worker_stop(w->index, rt->cfg.hook_arg);
+    weft__tls_worker = NULL;
+    return NULL;
+}
+
+int weft__workers_start(weft__rt *rt)
+{
+    /* Workers never take asynchronous signals: they belong to the program's
+     * own threads (e.g. Python's main thread handles SIGINT). */
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_BLOCK, &all, &old);
+    int rc = 0;
+    for (unsigned i = 0; i < rt->nworkers; i++) {
+        weft__worker *w = &rt->workers[i];
+        int e = pthread_create(&w->thread, NULL, worker_main, w);
+        if (e != 0) {
+            rc = weft__error(WEFT_ESYSTEM, "weft_runtime_create: could not start worker %u: %s", i, strerror(e));
+            break;
+        }
+        w->started = true;
+    }
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    if (rc != 0)
+        weft__workers_stop(rt);
+    return rc;
+}
+
+void weft__workers_stop(weft__rt *rt)
+{
+    atomic_store(&rt->stop, true);
+    weft__wake_all(rt);
+    for (unsigned i = 0; i < rt->nworkers; i++) {
+        weft__worker *w = &rt->workers[i];
+        if (w->started) {
+            pthread_join(w->thread, NULL);
+            w->started = false;
+        }
+    }
+}
