@@ -18,7 +18,7 @@
  *     after it was released/destroyed returns WEFT_EINVAL (or WEFT_ECLOSED for
  *     a destroyed runtime): handle memory is type-stable and every handle
  *     carries a generation tag, so such misuse is detected, not undefined.
- *     (The tag has 8 bits: a slot reused exactly 256 times in between would
+ *     (The tag has 7 bits: a slot reused exactly 128 times in between would
  *     alias; treat detection as a safety net, not as an API.)
  *   - All functions are thread-safe unless noted.
  *   - "May be called from a task" means from inside a task body.
@@ -121,9 +121,11 @@ WEFT_API void weft_config_init(weft_config *cfg);
 WEFT_API WEFT_NODISCARD int weft_runtime_create(const weft_config *cfg, weft_runtime **out);
 
 /* Finish every outstanding task (they run to completion), stop and join all
- * workers, write the trace if configured, and free the runtime.  Task and
- * data handles that the caller still holds stay safe to pass to Weft (they
- * report WEFT_EINVAL); their memory is reclaimed here.  NULL is accepted and
+ * workers, write the trace if configured, unregister the data handles still
+ * registered (their handles become invalid: WEFT_EINVAL), and free the
+ * runtime.  Task handles the caller still holds stay valid for wait, status,
+ * info and release (every such task has finished); each must still be
+ * released.  Later calls with rt return WEFT_ECLOSED.  NULL is accepted and
  * returns 0.  Returns 0, or WEFT_ETASKFAILED when some task failed since the
  * last weft_wait_all (the runtime is destroyed either way), WEFT_ECLOSED for
  * an already destroyed runtime, WEFT_EDEADLK if called from one of this

@@ -129,6 +129,7 @@ struct weft__task {
     _Atomic int32_t waiters;           /* threads sleeping until this task finishes */
     _Atomic(weft__edge *) successors;  /* WEFT__CLOSED once finished */
     weft__rt *rt;
+    const void *rt_handle;             /* identifies the runtime even after its slot is reused */
     uint64_t id;
     uint32_t epoch;                    /* rt->cancel_epoch at spawn */
     int priority;
@@ -156,6 +157,7 @@ struct weft__task {
 struct weft__data {
     weft__slot slot;                   /* must be first */
     weft__rt *rt;
+    const void *rt_handle;
     void *ptr;
     size_t size;
     /* lock protects everything below it; taken by spawn (several at once, in

@@ -37,6 +37,7 @@ int weft_data_register(weft_runtime *h, void *ptr, size_t n, weft_data **out)
     if (!d)
         return weft__error(WEFT_ENOMEM, "weft_data_register: out of memory");
     d->rt = rt;
+    d->rt_handle = h;
     d->ptr = ptr;
     d->size = n;
     d->replica[0] = ptr;

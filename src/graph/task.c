@@ -193,7 +193,7 @@ int weft_spawn(weft_runtime *h, const weft_task_desc *d, weft_task **out)
         weft__task *p = weft__task_get(d->deps[i]);
         if (!p)
             return spawn_fail(d, weft__error(WEFT_EINVAL, "weft_spawn: dependency %zu is NULL or was released", i));
-        if (p->rt != rt)
+        if (p->rt_handle != (const void *)h)
             return spawn_fail(d, weft__error(WEFT_EINVAL, "weft_spawn: dependency %zu belongs to another runtime", i));
     }
     for (size_t i = 0; i < d->naccesses; i++) {
@@ -201,7 +201,7 @@ int weft_spawn(weft_runtime *h, const weft_task_desc *d, weft_task **out)
         weft__data *dd = weft__data_get(a->data);
         if (!dd)
             return spawn_fail(d, weft__error(WEFT_EINVAL, "weft_spawn: data of access %zu is NULL or unregistered", i));
-        if (dd->rt != rt)
+        if (dd->rt_handle != (const void *)h)
             return spawn_fail(d, weft__error(WEFT_EINVAL, "weft_spawn: data of access %zu belongs to another runtime", i));
         if (atomic_load(&dd->users) & WEFT__DATA_CLOSING)
             return spawn_fail(d, weft__error(WEFT_EINVAL, "weft_spawn: data of access %zu is being unregistered", i));
@@ -287,6 +287,7 @@ int weft_spawn(weft_runtime *h, const weft_task_desc *d, weft_task **out)
 
     /* From here on nothing can fail. */
     t->rt = rt;
+    t->rt_handle = h;
     t->nedges = nedges;
     t->body = d->body;
     t->arg = d->arg;
