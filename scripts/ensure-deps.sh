@@ -11,9 +11,14 @@ have_pkg() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "install ok
 have_cmd cmake || need_pkgs+=(cmake)
 have_cmd cc    || need_pkgs+=(gcc)
 have_cmd make  || need_pkgs+=(make)
-have_cmd python3 || need_pkgs+=(python3 python3-venv)
-# Headers and runtimes of the sanitizers and of OpenMP (the benchmark's peer).
-for p in libgomp1 libomp-dev; do have_pkg "$p" || need_pkgs+=("$p"); done
+have_cmd pkg-config || need_pkgs+=(pkg-config)
+if ! have_cmd python3; then
+  need_pkgs+=(python3 python3-venv python3-dev)
+elif ! python3 -c 'import venv, ensurepip' >/dev/null 2>&1; then
+  need_pkgs+=(python3-venv)
+fi
+# OpenMP runtime for the benchmark's peer (gcc ships omp.h; libgomp1 the library).
+have_pkg libgomp1 || need_pkgs+=(libgomp1)
 # Extra packages declared by parts of the tree (one name per line, # comments).
 if [ -f scripts/debian-packages.txt ]; then
   while read -r p; do
