@@ -255,25 +255,29 @@ utf8_or(PyObject *s, const char *dflt)
 
 /* Take the GIL on a worker (or any thread not holding it).  Returns the
  * gilstate to hand back, or -1 when the persistent thread state was used. */
+/* Another worker of r holds the GIL: it will hand it over within a body's
+ * time.  Spin (bounded) instead of sleeping in the GIL's condition variable,
+ * whose wake-up costs more than an empty Python task. */
+static inline void
+spin_for_gil(RuntimeObject *r, PyThreadState *ts)
+{
+    if (r == NULL || r->spin_gil_ns == 0) return;
+    void *o = atomic_load_explicit(&r->py_owner, memory_order_relaxed);
+    if (o == NULL || o == ts) return;
+    uint64_t t0 = now_ns();
+    int n = 0;
+    while (atomic_load_explicit(&r->py_owner, memory_order_relaxed) != NULL) {
+        cpu_relax();
+        if ((++n & 63) == 0 && now_ns() - t0 > r->spin_gil_ns) break;
+    }
+}
+
 static int
 gil_take(RuntimeObject *r)
 {
     PyThreadState *ts = tl_ts;
     if (ts == NULL) return (int)PyGILState_Ensure();
-    if (r && r->spin_gil_ns) {
-        /* Another worker holds the GIL: it will hand it over within a body's
-         * time.  Spin instead of sleeping in the GIL's condition variable,
-         * whose wake-up costs more than an empty Python task. */
-        void *o = atomic_load_explicit(&r->py_owner, memory_order_relaxed);
-        if (o != NULL && o != ts) {
-            uint64_t t0 = now_ns();
-            int n = 0;
-            while (atomic_load_explicit(&r->py_owner, memory_order_relaxed) != NULL) {
-                cpu_relax();
-                if ((++n & 63) == 0 && now_ns() - t0 > r->spin_gil_ns) break;
-            }
-        }
-    }
+    spin_for_gil(r, ts);
     PyEval_RestoreThread(ts);
     if (r) atomic_store_explicit(&r->py_owner, ts, memory_order_relaxed);
     return -1;
@@ -326,6 +330,7 @@ owner_rt(void)
         if (_own_rt && tl_ts) owner_clear(_own_rt, tl_ts);
 
 #define END_NOGIL_W                                                          \
+        if (_own_rt && tl_ts) spin_for_gil(_own_rt, tl_ts);                  \
         PyEval_RestoreThread(_save);                                         \
         if (_own_rt && tl_ts)                                                \
             atomic_store_explicit(&_own_rt->py_owner, tl_ts, memory_order_relaxed); \
