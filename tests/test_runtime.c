@@ -1,0 +1,360 @@
+#include <pthread.h>
+
+/* Runtime: config defaults and environment overrides, create/destroy cycles
+ * without thread or memory leaks, stats counters, destroy semantics. */
+#include "check.h"
+#include "testing.h"
+
+static void clear_env(void) {
+    unsetenv("WEFT_WORKERS");
+    unsetenv("WEFT_TRACE");
+    unsetenv("WEFT_SPIN_NS");
+    unsetenv("WEFT_MAX_INFLIGHT");
+}
+
+static unsigned online_cpus(void) {
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n > 0 ? (unsigned)n : 1u;
+}
+
+static void test_config_defaults(void) {
+    clear_env();
+    weft_config cfg;
+    memset(&cfg, 0xAB, sizeof cfg);
+    weft_config_init(&cfg);
+    /* 0 means "one per online core"; a resolved count is also acceptable. */
+    CHECKF(cfg.workers == 0 || cfg.workers == online_cpus(), "default workers = %u",
+           cfg.workers);
+    CHECK(cfg.trace_path == NULL);
+    CHECK(cfg.trace_max_events > 0);
+    CHECKF(cfg.max_inflight == 0 || cfg.max_inflight >= 65536, "default max_inflight = %zu",
+           cfg.max_inflight);
+    CHECK(cfg.on_worker_start == NULL && cfg.on_worker_stop == NULL && cfg.hook_arg == NULL);
+
+    /* workers = 0: one per online CPU core. */
+    weft_runtime *rt = NULL;
+    cfg.workers = 0;
+    CHECK_OK(weft_runtime_create(&cfg, &rt));
+    CHECKF(weft_runtime_workers(rt) == online_cpus(), "workers %u, cpus %u",
+           weft_runtime_workers(rt), online_cpus());
+    weft_stats st;
+    CHECK_OK(weft_runtime_stats(rt, &st));
+    CHECK(st.workers == online_cpus());
+    CHECK_OK(weft_runtime_destroy(rt));
+
+    /* NULL config: defaults. */
+    rt = NULL;
+    CHECK_OK(weft_runtime_create(NULL, &rt));
+    CHECK(weft_runtime_workers(rt) == online_cpus());
+    CHECK_OK(weft_runtime_destroy(rt));
+}
+
+static void test_config_env(void) {
+    clear_env();
+    weft_config cfg;
+
+    setenv("WEFT_WORKERS", "3", 1);
+    setenv("WEFT_SPIN_NS", "12345", 1);
+    setenv("WEFT_MAX_INFLIGHT", "777", 1);
+    weft_config_init(&cfg);
+    CHECKF(cfg.workers == 3, "WEFT_WORKERS=3 gave %u", cfg.workers);
+    CHECKF(cfg.spin_ns == 12345, "WEFT_SPIN_NS=12345 gave %" PRIu64, cfg.spin_ns);
+    CHECKF(cfg.max_inflight == 777, "WEFT_MAX_INFLIGHT=777 gave %zu", cfg.max_inflight);
+
+    weft_runtime *rt = NULL;
+    CHECK_OK(weft_runtime_create(NULL, &rt));
+    CHECKF(weft_runtime_workers(rt) == 3, "create(NULL) with WEFT_WORKERS=3 gave %u workers",
+           weft_runtime_workers(rt));
+    CHECK_OK(weft_runtime_destroy(rt));
+
+    /* An explicit config is used as given (the env was applied by init). */
+    weft_config_init(&cfg);
+    cfg.workers = 1;
+    CHECK_OK(weft_runtime_create(&cfg, &rt));
+    CHECK(weft_runtime_workers(rt) == 1);
+    CHECK_OK(weft_runtime_destroy(rt));
+
+    /* Malformed values are ignored: the defaults stay. */
+    clear_env();
+    weft_config def;
+    weft_config_init(&def);
+    setenv("WEFT_WORKERS", "lots", 1);
+    setenv("WEFT_SPIN_NS", "fast", 1);
+    setenv("WEFT_MAX_INFLIGHT", "", 1);
+    weft_config_init(&cfg);
+    CHECKF(cfg.workers == def.workers, "WEFT_WORKERS=lots gave %u", cfg.workers);
+    CHECK(cfg.spin_ns == def.spin_ns);
+    CHECK(cfg.max_inflight == def.max_inflight);
+    clear_env();
+}
+
+static int noop(weft_ctx *ctx, void *arg) {
+    (void)ctx;
+    (void)arg;
+    return 0;
+}
+
+static int add_one(weft_ctx *ctx, void *arg) {
+    (void)ctx;
+    atomic_fetch_add((atomic_int *)arg, 1);
+    return 0;
+}
+
+static int slow_add_one(weft_ctx *ctx, void *arg) {
+    (void)ctx;
+    sleep_ms(1);
+    atomic_fetch_add((atomic_int *)arg, 1);
+    return 0;
+}
+
+static int fail_body(weft_ctx *ctx, void *arg) {
+    (void)ctx;
+    (void)arg;
+    return 3;
+}
+
+static void test_create_destroy_cycles(void) {
+    clear_env();
+    int threads0 = thread_count();
+    CHECK(threads0 >= 1);
+    long live0 = weft__alloc_live();
+    int cycles = test_pick(200, 40);
+    for (int i = 0; i < cycles; i++) {
+        unsigned w = 1 + (unsigned)(i % 4);
+        weft_runtime *rt = make_rt(w);
+        if (i % 2 == 0) {
+            atomic_int n = 0;
+            for (int k = 0; k < 10; k++) CHECK_OK(weft_spawn_simple(rt, add_one, &n, NULL));
+            CHECK_OK(weft_wait_all(rt));
+            CHECK(atomic_load(&n) == 10);
+        }
+        CHECK_OK(weft_runtime_destroy(rt));
+        int tc = thread_count_settled(threads0);
+        CHECKF(tc == threads0, "cycle %d: %d threads, %d before the first create", i, tc,
+               threads0);
+    }
+    long live1 = weft__alloc_live();
+    CHECKF(live1 == live0, "alloc_live %ld after %d cycles, %ld before", live1, cycles, live0);
+}
+
+/* destroy lets outstanding tasks run to completion. */
+static void test_destroy_runs_everything(void) {
+    weft_runtime *rt = make_rt(2);
+    atomic_int n = 0;
+    for (int k = 0; k < 200; k++) CHECK_OK(weft_spawn_simple(rt, slow_add_one, &n, NULL));
+    CHECK_OK(weft_runtime_destroy(rt));
+    CHECKF(atomic_load(&n) == 200, "only %d of 200 tasks ran before destroy returned",
+           atomic_load(&n));
+}
+
+/* destroy reports a failure not collected by weft_wait_all. */
+static void test_destroy_reports_failure(void) {
+    weft_runtime *rt = make_rt(2);
+    CHECK_OK(weft_spawn_simple(rt, fail_body, NULL, NULL));
+    CHECK_RC(weft_runtime_destroy(rt), WEFT_ETASKFAILED);
+
+    rt = make_rt(2);
+    CHECK_OK(weft_spawn_simple(rt, fail_body, NULL, NULL));
+    CHECK_RC(weft_wait_all(rt), WEFT_ETASKFAILED);
+    CHECK_OK(weft_spawn_simple(rt, noop, NULL, NULL));
+    CHECK_OK(weft_runtime_destroy(rt)); /* the failure was already reported */
+
+    CHECK_OK(weft_runtime_destroy(NULL));
+}
+
+/* Task handles held across destroy stay valid for wait/status/info/release;
+ * the memory comes back once they are released. */
+static void test_handles_outlive_runtime(void) {
+    long live0 = weft__alloc_live();
+    weft_runtime *rt = make_rt(2);
+    weft_task *t_ok, *t_fail, *t_cancel;
+    CHECK_OK(weft_spawn_simple(rt, slow_add_one, &(atomic_int){0}, &t_ok));
+    CHECK_OK(weft_spawn_simple(rt, fail_body, NULL, &t_fail));
+    weft_task_desc d;
+    weft_task_desc_init(&d);
+    d.body = noop;
+    d.deps = &t_fail;
+    d.ndeps = 1;
+    d.name = "dependent";
+    CHECK_OK(weft_spawn(rt, &d, &t_cancel));
+    CHECK_RC(weft_runtime_destroy(rt), WEFT_ETASKFAILED);
+    CHECK_OK(weft_task_wait(t_ok));
+    CHECK_RC(weft_task_wait(t_fail), WEFT_ETASKFAILED);
+    CHECK_RC(weft_task_wait(t_cancel), WEFT_ECANCELLED);
+    weft_task_info info;
+    CHECK_OK(weft_task_info_get(t_cancel, &info));
+    CHECK(info.status == WEFT_TASK_CANCELLED && info.cause_id == 2 && info.id == 3);
+    CHECK(strcmp(info.name, "dependent") == 0);
+    weft_task_status s;
+    CHECK_OK(weft_task_status_get(t_fail, &s));
+    CHECK(s == WEFT_TASK_FAILED);
+    CHECK_RC(weft_runtime_destroy(rt), WEFT_ECLOSED);
+    weft_task_release(t_ok);
+    weft_task_release(t_fail);
+    weft_task_release(t_cancel);
+    CHECK_ERR(weft_task_wait(t_ok), WEFT_EINVAL);
+    long live1 = weft__alloc_live();
+    CHECKF(live1 == live0, "alloc_live %ld after destroy and release, %ld before", live1, live0);
+}
+
+/* Worker start/stop hooks. */
+enum { HOOK_MAX = 8 };
+typedef struct hook_state {
+    atomic_int starts[HOOK_MAX], stops[HOOK_MAX], bad;
+    pthread_t thread[HOOK_MAX];
+    atomic_int tasks_run;
+} hook_state;
+
+static void on_start(unsigned w, void *arg) {
+    hook_state *h = arg;
+    if (w >= HOOK_MAX) {
+        atomic_fetch_add(&h->bad, 1);
+        return;
+    }
+    h->thread[w] = pthread_self();
+    atomic_fetch_add(&h->starts[w], 1);
+}
+
+static void on_stop(unsigned w, void *arg) {
+    hook_state *h = arg;
+    if (w >= HOOK_MAX) {
+        atomic_fetch_add(&h->bad, 1);
+        return;
+    }
+    if (!pthread_equal(h->thread[w], pthread_self())) atomic_fetch_add(&h->bad, 1);
+    sleep_ms(30); /* a blocking stop hook: destroy waits for it */
+    atomic_fetch_add(&h->stops[w], 1);
+}
+
+static hook_state *hook_global;
+
+static int hook_task(weft_ctx *ctx, void *arg) {
+    (void)arg;
+    hook_state *h = hook_global;
+    unsigned w = weft_ctx_worker(ctx);
+    if (w >= HOOK_MAX || atomic_load(&h->starts[w]) != 1 || atomic_load(&h->stops[w]) != 0 ||
+        !pthread_equal(h->thread[w], pthread_self()))
+        atomic_fetch_add(&h->bad, 100);
+    atomic_fetch_add(&h->tasks_run, 1);
+    sleep_ns(20000);
+    return 0;
+}
+
+static void test_worker_hooks(void) {
+    for (unsigned workers = 1; workers <= 4; workers *= 2) {
+        hook_state *h = calloc(1, sizeof *h);
+        CHECK(h);
+        hook_global = h;
+        weft_config cfg;
+        weft_config_init(&cfg);
+        cfg.workers = workers;
+        cfg.trace_path = NULL;
+        cfg.on_worker_start = on_start;
+        cfg.on_worker_stop = on_stop;
+        cfg.hook_arg = h;
+        weft_runtime *rt;
+        CHECK_OK(weft_runtime_create(&cfg, &rt));
+        for (int i = 0; i < 200; i++) CHECK_OK(weft_spawn_simple(rt, hook_task, NULL, NULL));
+        CHECK_OK(weft_wait_all(rt));
+        CHECK_OK(weft_runtime_destroy(rt));
+        CHECKF(atomic_load(&h->bad) == 0, "%u workers: hook misuse count %d", workers,
+               atomic_load(&h->bad));
+        CHECK(atomic_load(&h->tasks_run) == 200);
+        for (unsigned w = 0; w < HOOK_MAX; w++) {
+            int want = w < workers ? 1 : 0;
+            CHECKF(atomic_load(&h->starts[w]) == want && atomic_load(&h->stops[w]) == want,
+                   "%u workers: worker %u started %d, stopped %d times (after destroy)", workers,
+                   w, atomic_load(&h->starts[w]), atomic_load(&h->stops[w]));
+        }
+        free(h);
+    }
+}
+
+static void test_stats(void) {
+    weft_runtime *rt = make_rt(2);
+    weft_stats st;
+    CHECK_OK(weft_runtime_stats(rt, &st));
+    CHECK(st.tasks_spawned == 0);
+    CHECK(st.tasks_run == 0);
+    CHECK(st.tasks_failed == 0);
+    CHECK(st.tasks_cancelled == 0);
+    CHECK(st.inflight == 0);
+    CHECK(st.workers == 2);
+
+    atomic_int n = 0;
+    enum { N = 100 };
+    weft_task *failed = NULL;
+    CHECK_OK(weft_spawn_simple(rt, fail_body, NULL, &failed));
+    for (int k = 0; k < N; k++) CHECK_OK(weft_spawn_simple(rt, slow_add_one, &n, NULL));
+    /* Two dependents of the failed task: cancelled. */
+    for (int k = 0; k < 2; k++) {
+        weft_task_desc d;
+        weft_task_desc_init(&d);
+        d.body = add_one;
+        d.arg = &n;
+        d.deps = &failed;
+        d.ndeps = 1;
+        CHECK_OK(weft_spawn(rt, &d, NULL));
+    }
+    CHECK_RC(weft_wait_all(rt), WEFT_ETASKFAILED);
+    weft_task_release(failed);
+    CHECK(atomic_load(&n) == N);
+
+    CHECK_OK(weft_runtime_stats(rt, &st));
+    CHECKF(st.tasks_spawned == N + 3, "tasks_spawned %" PRIu64, st.tasks_spawned);
+    CHECKF(st.tasks_run == N + 1, "tasks_run %" PRIu64, st.tasks_run);
+    CHECKF(st.tasks_failed == 1, "tasks_failed %" PRIu64, st.tasks_failed);
+    CHECKF(st.tasks_cancelled == 2, "tasks_cancelled %" PRIu64, st.tasks_cancelled);
+    CHECKF(st.inflight == 0, "inflight %" PRIu64 " after wait_all", st.inflight);
+    CHECKF(st.inflight_peak >= 1 && st.inflight_peak <= N + 3, "inflight_peak %" PRIu64,
+           st.inflight_peak);
+    CHECKF(st.bytes_per_task > 0 && st.bytes_per_task < 65536, "bytes_per_task %" PRIu64,
+           st.bytes_per_task);
+    CHECK(st.workers == 2);
+    CHECK(st.trace_dropped == 0);
+
+    /* Idle workers park (eventually) and account idle time. */
+    sleep_ms(200);
+    CHECK_OK(weft_runtime_stats(rt, &st));
+    CHECKF(st.parks >= 1, "parks %" PRIu64 " after 200 ms idle", st.parks);
+    CHECKF(st.idle_ns > 0, "idle_ns %" PRIu64, st.idle_ns);
+    CHECK_OK(weft_runtime_destroy(rt));
+}
+
+/* With many independent tasks spawned from outside, the second worker must
+ * get some of them (steal, or however the scheduler distributes work). */
+static int record_worker(weft_ctx *ctx, void *arg) {
+    atomic_int *seen = arg;
+    unsigned w = weft_ctx_worker(ctx);
+    if (w < 2) atomic_fetch_add(&seen[w], 1);
+    else atomic_fetch_add(&seen[2], 1);
+    sleep_ms(1);
+    return 0;
+}
+
+static void test_both_workers_used(void) {
+    weft_runtime *rt = make_rt(2);
+    atomic_int seen[3] = {0, 0, 0};
+    for (int k = 0; k < 100; k++) CHECK_OK(weft_spawn_simple(rt, record_worker, seen, NULL));
+    CHECK_OK(weft_wait_all(rt));
+    CHECK(atomic_load(&seen[2]) == 0); /* weft_ctx_worker in 0..workers-1 */
+    CHECKF(atomic_load(&seen[0]) > 0 && atomic_load(&seen[1]) > 0,
+           "worker 0 ran %d, worker 1 ran %d of 100 sleeping tasks", atomic_load(&seen[0]),
+           atomic_load(&seen[1]));
+    CHECK_OK(weft_runtime_destroy(rt));
+}
+
+int main(void) {
+    test_watchdog(test_pick(60, 150));
+    test_config_defaults();
+    test_config_env();
+    test_create_destroy_cycles();
+    test_destroy_runs_everything();
+    test_destroy_reports_failure();
+    test_handles_outlive_runtime();
+    test_worker_hooks();
+    test_stats();
+    test_both_workers_used();
+    printf("test_runtime: ok\n");
+    return 0;
+}
