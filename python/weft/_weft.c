@@ -163,6 +163,7 @@ typedef struct TaskObject {
     int priority;
     int cancel_requested;
     int ran;               /* the body finished (result/exc are final) */
+    int retrieved;         /* its exception was handed to the user */
     Py_ssize_t nblockers;
     PyObject *waiters;     /* list of tasks blocked on this one's submission */
     PyObject *pend_deps;   /* deferred: tuple of Task */
@@ -363,7 +364,7 @@ on_worker_stop(unsigned worker, void *arg)
     tl_ts = NULL;
 }
 
-static void record_failure(RuntimeObject *r, TaskObject *t, weft_ctx *ctx, PyObject *exc);
+static void record_failure(RuntimeObject *r, TaskObject *t, PyObject *fn, PyObject *exc);
 
 static int
 trampoline(weft_ctx *ctx, void *arg)
@@ -396,7 +397,7 @@ trampoline(weft_ctx *ctx, void *arg)
         PyObject *exc = fetch_exc();
         rc = 1;
         if (exc == NULL) exc = PyObject_CallOneArg(PyExc_SystemError, NULL);
-        if (exc) record_failure(r, t, ctx, exc);
+        if (exc) record_failure(r, t, fn, exc);
         t->exc = exc;
     }
     t->ran = 1;
@@ -442,17 +443,41 @@ arg_destroy(void *arg)
 
 #define MAX_FAILURES_KEPT 1024
 
-static void
-record_failure(RuntimeObject *r, TaskObject *t, weft_ctx *ctx, PyObject *exc)
+/* Has the exception a note from weft already (it went through a task that
+ * waited for the one that raised it)? */
+static int
+has_weft_note(PyObject *exc)
 {
-    (void)ctx;
+    PyObject *notes = PyObject_GetAttrString(exc, "__notes__");
+    if (notes == NULL) {
+        PyErr_Clear();
+        return 0;
+    }
+    int found = 0;
+    if (PyList_Check(notes))
+        for (Py_ssize_t i = 0; i < PyList_GET_SIZE(notes) && !found; i++) {
+            PyObject *n = PyList_GET_ITEM(notes, i);
+            if (PyUnicode_Check(n)) {
+                const char *u = PyUnicode_AsUTF8(n);
+                found = u && (strncmp(u, "raised by weft task", 19) == 0 ||
+                              strncmp(u, "raised by a weft task", 21) == 0);
+            }
+        }
+    Py_DECREF(notes);
+    if (PyErr_Occurred()) PyErr_Clear();
+    return found;
+}
+
+static void
+record_failure(RuntimeObject *r, TaskObject *t, PyObject *fn, PyObject *exc)
+{
     /* A note naming the task, shown under the traceback. */
-    if (PyExceptionInstance_Check(exc)) {
+    if (PyExceptionInstance_Check(exc) && !has_weft_note(exc)) {
         PyObject *note;
         if (t->name)
             note = PyUnicode_FromFormat("raised by weft task %R", t->name);
         else
-            note = PyUnicode_FromFormat("raised by a weft task running %R", t->fn);
+            note = PyUnicode_FromFormat("raised by a weft task running %R", fn);
         if (note) {
             PyObject *rv = PyObject_CallMethodOneArg(exc, r->st->s_add_note, note);
             Py_XDECREF(rv);
@@ -1040,7 +1065,7 @@ spawn_impl(modstate *st, RuntimeObject *r, PyObject *const *args, Py_ssize_t nar
     if (parse_kw(st, args, nargs, kwnames, &kw, r == NULL) < 0) return NULL;
     if (nargs == 0) {
         /* Decorator form: @weft.spawn(deps=..., ...) */
-        if (self_callable == NULL) {
+        if (self_callable == NULL || kwnames == NULL || PyTuple_GET_SIZE(kwnames) == 0) {
             PyErr_SetString(PyExc_TypeError, "spawn() missing the function to run");
             return NULL;
         }
@@ -1215,6 +1240,7 @@ spawn_impl(modstate *st, RuntimeObject *r, PyObject *const *args, Py_ssize_t nar
         t->phase = PH_DECLARED;
         t->cancel_requested = 0;
         t->ran = 0;
+        t->retrieved = 0;
         t->nblockers = 0;
         t->waiters = t->pend_deps = t->pend_data = NULL;
         t->pend_modes = NULL;
@@ -1426,6 +1452,7 @@ raise_outcome(TaskObject *t, int rc, int for_result)
         return -1;
     case WEFT_ETASKFAILED:
         if (!for_result) return 0;
+        t->retrieved = 1;
         if (t->exc) raise_exc(t->exc);
         else PyErr_SetString(PyExc_RuntimeError, "the weft task failed");
         return -1;
@@ -1512,17 +1539,24 @@ runtime_wait_all(RuntimeObject *r, double timeout)
         }
     }
     PyObject *exc = atomic_exchange(&r->first_exc, NULL);
-    if ((rc == 0 || rc == WEFT_ETASKFAILED) && PyList_SetSlice(r->failures, 0, PY_SSIZE_T_MAX, NULL) < 0)
-        PyErr_Clear();
     if (rc == WEFT_ETASKFAILED) {
-        if (exc) {
-            raise_exc(exc);
-            Py_DECREF(exc);
-        } else {
-            PyErr_SetString(PyExc_RuntimeError, "wait_all(): a weft task failed");
+        /* Re-raise the first failure the program has not seen yet (through
+         * .result()/.exception()); failures it has seen are not raised again. */
+        PyObject *pick = NULL;
+        Py_ssize_t n = PyList_GET_SIZE(r->failures);
+        for (Py_ssize_t i = 0; i < n && pick == NULL; i++) {
+            TaskObject *f = (TaskObject *)PyList_GET_ITEM(r->failures, i);
+            if (!f->retrieved && f->exc) pick = Py_NewRef(f->exc);
         }
+        if (pick == NULL && (n >= MAX_FAILURES_KEPT || n == 0) && exc) pick = Py_NewRef(exc);
+        Py_XDECREF(exc);
+        if (PyList_SetSlice(r->failures, 0, PY_SSIZE_T_MAX, NULL) < 0) PyErr_Clear();
+        if (pick == NULL) return 0;
+        raise_exc(pick);
+        Py_DECREF(pick);
         return -1;
     }
+    if (rc == 0 && PyList_SetSlice(r->failures, 0, PY_SSIZE_T_MAX, NULL) < 0) PyErr_Clear();
     Py_XDECREF(exc);
     if (rc != 0) {
         err_weft(rc, "wait_all()");
@@ -2080,7 +2114,10 @@ Task_exception(TaskObject *t, PyObject *args, PyObject *kwds)
     if (parse_timeout(to, &timeout) < 0) return NULL;
     int rc = task_wait(t, timeout);
     if (rc == 0) Py_RETURN_NONE;
-    if (rc == WEFT_ETASKFAILED && t->exc) return Py_NewRef(t->exc);
+    if (rc == WEFT_ETASKFAILED && t->exc) {
+        t->retrieved = 1;
+        return Py_NewRef(t->exc);
+    }
     if (rc == WEFT_ECANCELLED) {
         if (t->exc == NULL && (t->exc = make_cancelled(t, NULL)) == NULL) return NULL;
         return Py_NewRef(t->exc);
@@ -2122,8 +2159,10 @@ Task_cancel(TaskObject *t, PyObject *Py_UNUSED(ignored))
     int rc = weft_task_cancel(t->h);
     tl_attached = prev;
     if (rc != 0) return err_weft(rc, "cancel()");
+    /* The C runtime may finish the cancellation lazily (when the task would
+     * become ready); it will not run unless it had already started. */
     phase_status(t, &s);
-    return PyBool_FromLong(s == WEFT_TASK_CANCELLED);
+    return PyBool_FromLong(s != WEFT_TASK_RUNNING && s != WEFT_TASK_COMPLETED && s != WEFT_TASK_FAILED);
 }
 
 static PyObject *
@@ -2291,6 +2330,7 @@ Space_getitem(SpaceObject *s, PyObject *key)
     n->priority = 0;
     n->cancel_requested = 0;
     n->ran = 0;
+    n->retrieved = 0;
     n->nblockers = 0;
     n->waiters = n->pend_deps = n->pend_data = NULL;
     n->pend_modes = NULL;

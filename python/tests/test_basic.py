@@ -1,0 +1,159 @@
+import threading
+import time
+
+import pytest
+
+import weft
+
+
+def test_spawn_result_status(rt):
+    a = weft.spawn(sum, [1, 2, 3], name="a")
+    b = weft.spawn(lambda x, y=0: x * 2 + y, 10, deps=[a], kwargs={"y": 1})
+    assert a.result() == 6
+    assert b.result() == 21
+    assert a.status == "completed" and a.done()
+    assert a.name == "a" and b.name is None
+    assert isinstance(a.id, int) and b.id > a.id
+    assert a.exception() is None
+    assert "completed" in repr(a)
+
+
+def test_runtime_spawn_method_and_wait_returns_self(rt):
+    t = rt.spawn(pow, 2, 10)
+    assert t.wait() is t
+    assert t.result() == 1024
+
+
+def test_decorator_form(rt):
+    T = weft.TaskSpace("T")
+
+    @weft.spawn(task=T[0])
+    def first():
+        return "one"
+
+    @rt.spawn(deps=[T[0]], name="second")
+    def second():
+        return T[0].result() + "+two"
+
+    assert first is T[0]
+    assert isinstance(second, weft.Task)
+    assert second.result() == "one+two"
+
+
+def test_deps_order_chain(rt):
+    out = []
+    prev = None
+    for i in range(200):
+        prev = weft.spawn(out.append, i, deps=[prev] if prev else [])
+    weft.wait_all()
+    assert out == list(range(200))
+
+
+def test_single_task_as_deps(rt):
+    out = []
+    a = weft.spawn(out.append, 1)
+    b = weft.spawn(out.append, 2, deps=a)
+    b.wait()
+    assert out == [1, 2]
+
+
+def test_wait_all_module_and_runtime(rt):
+    n = []
+    for i in range(1000):
+        weft.spawn(n.append, i)
+    weft.wait_all()
+    assert sorted(n) == list(range(1000))
+    rt.wait_all(timeout=5)
+
+
+def test_nested_spawn_and_wait():
+    def fib(n):
+        if n < 2:
+            return n
+        a = weft.spawn(fib, n - 1)
+        b = weft.spawn(fib, n - 2)
+        return a.result() + b.result()
+
+    # One worker: nested waits must run other tasks instead of deadlocking.
+    for workers in (1, 2):
+        with weft.Runtime(workers=workers):
+            assert weft.spawn(fib, 12).result() == 144
+
+
+def test_current_task_and_runtime(rt):
+    assert weft.current_task() is None
+    assert weft.current_runtime() is rt
+    t = weft.spawn(lambda: weft.current_task())
+    assert t.result() is t
+    assert weft.spawn(weft.current_runtime).result() is rt
+
+
+def test_priority_accepted(rt):
+    ts = [weft.spawn(int, i, priority=i % 3) for i in range(50)]
+    assert [t.result() for t in ts] == list(range(50))
+
+
+def test_result_timeout(rt):
+    t = weft.spawn(time.sleep, 0.5)
+    with pytest.raises(TimeoutError):
+        t.result(timeout=0.01)
+    assert t.result(timeout=10) is None
+
+
+def test_spawn_from_many_threads(rt):
+    results = []
+
+    def producer(k):
+        ts = [rt.spawn(lambda i=i: i * k) for i in range(500)]
+        results.append(sum(t.result() for t in ts))
+
+    th = [threading.Thread(target=producer, args=(k,)) for k in range(4)]
+    for x in th:
+        x.start()
+    for x in th:
+        x.join()
+    assert sorted(results) == sorted(k * sum(range(500)) for k in range(4))
+
+
+def test_context_exit_waits_and_closes():
+    out = []
+    with weft.Runtime(workers=2) as r:
+        for i in range(100):
+            weft.spawn(lambda i=i: (time.sleep(0.0001), out.append(i)))
+    assert len(out) == 100
+    assert r.closed
+    assert weft.current_runtime() is None
+    r.close()  # idempotent
+
+
+def test_stats(rt):
+    for _ in range(10):
+        weft.spawn(int)
+    weft.wait_all()
+    s = rt.stats()
+    assert s["workers"] == 2 and s["tasks_run"] >= 10
+    assert rt.workers == 2
+
+
+def test_gil_released_bodies_run_in_parallel(rt):
+    # Two 0.2 s GIL-releasing bodies on two workers take ~0.2 s, not 0.4 s.
+    for body, arg in ((weft.bench.busy, 200000), (time.sleep, 0.2)):
+        best = 1e9
+        for _ in range(3):
+            t0 = time.perf_counter()
+            a = weft.spawn(body, arg)
+            b = weft.spawn(body, arg)
+            a.wait()
+            b.wait()
+            best = min(best, time.perf_counter() - t0)
+        assert best < 0.34, (body, best)
+
+
+def test_busy_validates():
+    with pytest.raises(TypeError):
+        weft.bench.busy("x")
+    with pytest.raises(ValueError):
+        weft.bench.busy(-1)
+    t0 = time.perf_counter()
+    weft.bench.busy(2000)
+    assert time.perf_counter() - t0 >= 0.0019

@@ -1,0 +1,121 @@
+import pytest
+
+import weft
+
+
+def test_no_runtime():
+    with pytest.raises(RuntimeError, match="no active weft runtime"):
+        weft.spawn(print)
+    with pytest.raises(RuntimeError, match="no active weft runtime"):
+        weft.wait_all()
+
+
+def test_non_callable(rt):
+    with pytest.raises(TypeError, match="must be callable.*int"):
+        weft.spawn(42)
+    with pytest.raises(TypeError, match="missing the function"):
+        weft.spawn()
+    assert weft.spawn(int, 3).result() == 3  # still usable
+
+
+def test_bad_deps(rt):
+    with pytest.raises(TypeError, match=r"deps\[1\] is not a weft.Task but 'str'"):
+        weft.spawn(print, deps=[weft.spawn(int), "nope"])
+    with pytest.raises(TypeError, match="deps= expects a list of weft.Task"):
+        weft.spawn(print, deps=3)
+    other = weft.Runtime(workers=1)
+    try:
+        t = other.spawn(int)
+        with pytest.raises(ValueError, match="another weft runtime"):
+            weft.spawn(print, deps=[t])
+    finally:
+        other.close()
+
+
+def test_bad_data(rt):
+    with pytest.raises(TypeError, match=r"reads\[0\].*buffer protocol.*'int'"):
+        weft.spawn(print, reads=[5])
+    with pytest.raises(TypeError, match="buffer protocol.*'list'"):
+        weft.spawn(print, writes=[[1, 2]])
+    with pytest.raises(ValueError, match="read-only"):
+        weft.spawn(print, writes=[b"immutable bytes"])
+    with pytest.raises(TypeError, match="buffer protocol"):
+        rt.data("a str is not a buffer")
+    mv = memoryview(bytearray(16))[::2]
+    with pytest.raises(ValueError, match="contiguous"):
+        rt.data(mv)
+    assert weft.spawn(int, 1).result() == 1
+
+
+def test_bad_keywords(rt):
+    with pytest.raises(TypeError, match="unexpected keyword argument 'bogus'"):
+        weft.spawn(print, bogus=1)
+    with pytest.raises(TypeError, match="priority= expects an int"):
+        weft.spawn(print, priority="high")
+    with pytest.raises(TypeError, match="name= expects a str"):
+        weft.spawn(print, name=3)
+    with pytest.raises(TypeError, match="kwargs= expects a dict"):
+        weft.spawn(print, kwargs=[1])
+    with pytest.raises(TypeError, match="task= expects a task-space slot"):
+        weft.spawn(print, task="T[1]")
+    with pytest.raises(TypeError, match="runtime= expects a weft.Runtime"):
+        weft.spawn(print, runtime=1)
+    t = weft.spawn(int)
+    with pytest.raises(TypeError, match="timeout must be a number"):
+        t.wait(timeout="soon")
+    with pytest.raises(ValueError, match="timeout must be >= 0"):
+        t.result(timeout=-1)
+
+
+def test_bad_runtime_args():
+    with pytest.raises(TypeError, match="workers= expects an int"):
+        weft.Runtime(workers="two")
+    with pytest.raises(ValueError, match="workers= must be >= 0"):
+        weft.Runtime(workers=-1)
+    with pytest.raises(TypeError):
+        weft.Task()
+    with pytest.raises(TypeError):
+        weft.Data()
+
+
+def test_closed_runtime():
+    r = weft.Runtime(workers=1)
+    t = r.spawn(int, 7)
+    r.close()
+    with pytest.raises(RuntimeError, match="closed"):
+        r.spawn(print)
+    with pytest.raises(RuntimeError, match="closed"):
+        weft.spawn(print, runtime=r)
+    with pytest.raises(RuntimeError, match="closed"):
+        r.wait_all()
+    with pytest.raises(RuntimeError, match="closed"):
+        r.data(bytearray(1))
+    with pytest.raises(RuntimeError, match="closed"):
+        r.stats()
+    # Tasks of a closed runtime keep their outcome.
+    assert t.result() == 7 and t.done() and t.status == "completed"
+    assert "closed" in repr(r)
+
+
+def test_wait_all_inside_task_is_an_error(rt):
+    def body():
+        weft.wait_all()
+
+    with pytest.raises(RuntimeError, match="inside a task"):
+        weft.spawn(body).result()
+    weft.wait_all()  # seen already: not raised again
+
+
+def test_task_waiting_for_itself(rt):
+    def body():
+        return weft.current_task().result()
+
+    with pytest.raises(RuntimeError, match="cannot wait for itself"):
+        weft.spawn(body).result()
+
+
+def test_close_from_inside_task(rt):
+    with pytest.raises(RuntimeError, match="cannot be closed from one of its tasks"):
+        weft.spawn(rt.close).result()
+    rt.wait_all()
+    assert weft.spawn(int, 5).result() == 5

@@ -1,0 +1,119 @@
+import time
+import traceback
+
+import pytest
+
+import weft
+
+
+def failing_body(x):
+    raise ValueError(f"bad value {x}")
+
+
+def test_exception_kept_with_traceback(rt):
+    t = weft.spawn(failing_body, 3, name="boom")
+    with pytest.raises(ValueError, match="bad value 3") as ei:
+        t.result()
+    tb = "".join(traceback.format_exception(ei.value))
+    assert "failing_body" in tb  # the body's frame is in the traceback
+    assert "raised by weft task 'boom'" in tb  # a note names the task
+    assert t.status == "failed" and t.done()
+    assert isinstance(t.exception(), ValueError)
+    weft.wait_all()  # a failure the program has seen is not raised again
+
+
+def test_unobserved_failure_raised_by_wait_all(rt):
+    weft.spawn(failing_body, 5)
+    weft.spawn(int, 1)
+    with pytest.raises(ValueError, match="bad value 5") as ei:
+        weft.wait_all()
+    assert "failing_body" in "".join(traceback.format_exception(ei.value))
+    weft.wait_all()  # reported once
+
+
+def test_dependents_cancelled_naming_failed_task(rt):
+    a = weft.spawn(failing_body, 1, name="A")
+    b = weft.spawn(print, "never", deps=[a], name="B")
+    c = weft.spawn(print, "never", deps=[b], name="C")
+    ok = weft.spawn(int, 4)
+    for t in (b, c):
+        with pytest.raises(weft.CancelledError) as ei:
+            t.result()
+        e = ei.value
+        assert "'A'" in str(e) and "failed" in str(e)
+        assert e.cause_name == "A" and e.cause_id == a.id
+        assert isinstance(e.__cause__, ValueError)
+        assert t.status == "cancelled"
+    assert isinstance(c.exception(), weft.CancelledError)
+    assert ok.result() == 4
+    with pytest.raises(ValueError):
+        weft.wait_all()
+    # The runtime keeps working.
+    assert weft.spawn(lambda: 5).result() == 5
+
+
+def test_cancelled_error_is_a_futures_cancelled_error():
+    import concurrent.futures
+
+    assert issubclass(weft.CancelledError, concurrent.futures.CancelledError)
+
+
+def test_cancel_request(rt):
+    gate = weft.spawn(time.sleep, 0.3)
+    victim = weft.spawn(print, "never", deps=[gate], name="victim")
+    after = weft.spawn(print, "never", deps=[victim])
+    assert victim.cancel() is True
+    with pytest.raises(weft.CancelledError, match="victim"):
+        victim.result()
+    with pytest.raises(weft.CancelledError):
+        after.result()
+    assert gate.result() is None
+    assert gate.cancel() is False  # finished tasks cannot be cancelled
+    weft.wait_all()  # cancellation by request is not a failure
+
+
+def _wait_running(t):
+    deadline = time.monotonic() + 10
+    while t.status != "running" and time.monotonic() < deadline:
+        time.sleep(0.001)
+    assert t.status == "running"
+
+
+def test_cancel_pending(rt):
+    gate = weft.spawn(time.sleep, 0.3)
+    ts = [weft.spawn(int, deps=[gate]) for _ in range(100)]
+    _wait_running(gate)
+    rt.cancel_pending()
+    rt.wait_all()  # running tasks finish; the rest end cancelled
+    assert gate.status == "completed"
+    assert all(t.status == "cancelled" for t in ts)
+    later = weft.spawn(int, 3)  # tasks spawned afterwards are not affected
+    assert later.result() == 3
+
+
+def test_base_exceptions_are_kept(rt):
+    def body():
+        raise KeyboardInterrupt("inside a task")
+
+    t = weft.spawn(body)
+    with pytest.raises(KeyboardInterrupt, match="inside a task"):
+        t.result()
+    rt.wait_all()
+    weft.spawn(body)
+    with pytest.raises(KeyboardInterrupt):
+        rt.wait_all()
+
+
+def test_exit_reraises_first_failure():
+    with pytest.raises(ZeroDivisionError):
+        with weft.Runtime(workers=2):
+            weft.spawn(lambda: 1 / 0)
+    assert weft.current_runtime() is None
+
+
+def test_exception_in_with_block_closes_runtime():
+    with pytest.raises(RuntimeError, match="user error"):
+        with weft.Runtime(workers=2) as r:
+            weft.spawn(time.sleep, 0.01)
+            raise RuntimeError("user error")
+    assert r.closed

@@ -1,0 +1,33 @@
+"""The README's Python example (and python/README-example.py) run as written."""
+import pathlib
+import re
+import subprocess
+import sys
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+
+
+def _run(code, tmp_path):
+    script = tmp_path / "example.py"
+    script.write_text(code)
+    p = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                       timeout=60, cwd=tmp_path)
+    assert p.returncode == 0, p.stdout + p.stderr
+    return p.stdout
+
+
+def test_readme_python_example(tmp_path):
+    readme = (ROOT / "README.md").read_text()
+    m = re.search(r"```python\n(.*?)```", readme, re.S)
+    if m is None:
+        pytest.skip("README.md has no ```python block yet")
+    out = _run(m.group(1), tmp_path)
+    assert out.strip()
+
+
+def test_python_readme_example_file(tmp_path):
+    code = (ROOT / "python" / "README-example.py").read_text()
+    out = _run(code, tmp_path)
+    assert "sum of squares = 338350" in out

@@ -1,0 +1,145 @@
+import time
+
+import pytest
+
+import weft
+
+
+def test_forward_reference(rt):
+    T = weft.TaskSpace("T")
+    out = []
+    # T[1] depends on T[0], which is spawned later.
+    weft.spawn(out.append, 1, deps=[T[0]], task=T[1])
+    assert T[1].status == "deferred"
+    assert T[0].status == "declared"
+    time.sleep(0.01)
+    assert out == []
+    weft.spawn(out.append, 0, task=T[0])
+    T.wait()
+    assert out == [0, 1]
+    assert T[1].status == "completed"
+
+
+def test_reverse_order_chain(rt):
+    T = weft.TaskSpace("chain")
+    n = 500
+    out = []
+    for i in reversed(range(n)):
+        weft.spawn(out.append, i, task=T[i], deps=[T[i - 1]] if i else [])
+    weft.wait_all()
+    assert out == list(range(n))
+    assert len(T) == n and 3 in T and "x" not in T
+    assert T[3].name == "chain[3]"
+
+
+def test_tuple_keys_and_labels(rt):
+    T = weft.TaskSpace("G")
+    weft.spawn(int, task=T[0, 1])
+    assert T[0, 1].name == "G[0, 1]"
+    assert T["a"].name == "G['a']"
+    assert T[0, 1].result() == 0
+    assert T["a"].status == "declared"
+    assert set(iter(T)) == {(0, 1), "a"}
+    assert len(T.tasks()) == 2
+    assert "G" in repr(T)
+
+
+def test_stencil_with_task_space(rt):
+    T = weft.TaskSpace("S")
+    W, steps = 3, 50
+    grid = {}
+
+    def point(t, i):
+        if t:
+            for j in (i - 1, i, i + 1):
+                if 0 <= j < W:
+                    assert (t - 1, j) in grid  # dependencies ran first
+        grid[t, i] = True
+
+    # Spawn the steps in reverse: every dependency is a forward reference.
+    for t in reversed(range(steps)):
+        for i in range(W):
+            deps = [T[t - 1, j] for j in (i - 1, i, i + 1) if 0 <= j < W] if t else []
+            weft.spawn(point, t, i, deps=deps, task=T[t, i])
+    weft.wait_all()
+    assert len(grid) == W * steps
+
+
+def test_spawn_twice_into_slot(rt):
+    T = weft.TaskSpace()
+    weft.spawn(int, task=T[0])
+    with pytest.raises(ValueError, match="already spawned"):
+        weft.spawn(int, task=T[0])
+
+
+def test_cycle_detected(rt):
+    T = weft.TaskSpace("C")
+    weft.spawn(int, task=T[1], deps=[T[2]])
+    with pytest.raises(ValueError, match="cycle"):
+        weft.spawn(int, task=T[2], deps=[T[1]])
+    with pytest.raises(ValueError, match="depend on itself"):
+        weft.spawn(int, task=T[3], deps=[T[3]])
+    weft.spawn(int, task=T[2])  # breaking the would-be cycle works
+    assert T[1].result() == 0
+
+
+def test_failure_through_deferred(rt):
+    T = weft.TaskSpace("F")
+    weft.spawn(int, task=T[1], deps=[T[0]])
+
+    def fail():
+        raise OSError("no")
+
+    weft.spawn(fail, task=T[0])
+    with pytest.raises(weft.CancelledError, match=r"F\[0\]"):
+        T[1].result()
+    with pytest.raises(OSError):
+        weft.wait_all()
+
+
+def test_never_spawned_dependency_cancelled_at_close():
+    T = weft.TaskSpace("N")
+    with weft.Runtime(workers=1):
+        t = weft.spawn(int, deps=[T[0]])
+        assert t.status == "deferred"
+    assert t.status == "cancelled"
+    with pytest.raises(weft.CancelledError, match="never spawned"):
+        t.result()
+
+
+def test_cancel_deferred(rt):
+    T = weft.TaskSpace()
+    t = weft.spawn(int, deps=[T[0]])
+    after = weft.spawn(int, deps=[t])
+    assert t.cancel() is True
+    weft.spawn(int, task=T[0])
+    with pytest.raises(weft.CancelledError):
+        t.result()
+    with pytest.raises(weft.CancelledError):
+        after.result()
+
+
+def test_wait_on_deferred_from_another_thread(rt):
+    import threading
+
+    T = weft.TaskSpace()
+    t = weft.spawn(lambda: "late", deps=[T[0]])
+    threading.Timer(0.05, lambda: rt.spawn(int, task=T[0])).start()
+    assert t.result(timeout=10) == "late"
+
+
+def test_deferred_keeps_data_order(rt):
+    # A deferred writer, then a reader spawned now: the reader must still see
+    # the write, because data accesses keep spawn order.
+    T = weft.TaskSpace()
+    buf = bytearray(1)
+
+    def write(b):
+        b[0] = 42
+
+    weft.spawn(write, buf, deps=[T[0]], writes=[buf])
+    reader = weft.spawn(lambda b: b[0], buf, reads=[buf])
+    time.sleep(0.02)
+    assert reader.status == "deferred"
+    weft.spawn(int, task=T[0])
+    assert reader.result() == 42
