@@ -211,6 +211,7 @@ struct weft__worker {
     weft__task *current;               /* task whose body runs now (innermost) */
     /* counters: written by this worker only, read by stats */
     _Atomic uint64_t n_run, n_failed, n_cancelled, n_steals, n_parks, idle_ns;
+    _Atomic uint64_t idle_since;       /* start of the current idle period, 0 while busy */
     /* trace buffer: this worker only, read after join */
     weft__trace_chunk *trace_head, *trace_tail;
     size_t trace_count;

@@ -271,6 +271,10 @@ int weft_runtime_stats(weft_runtime *h, weft_stats *out)
         s.steals += atomic_load_explicit(&w->n_steals, memory_order_relaxed);
         s.parks += atomic_load_explicit(&w->n_parks, memory_order_relaxed);
         s.idle_ns += atomic_load_explicit(&w->idle_ns, memory_order_relaxed);
+        uint64_t since = atomic_load_explicit(&w->idle_since, memory_order_relaxed);
+        uint64_t now = weft__now_ns();
+        if (since && now > since)
+            s.idle_ns += now - since; /* the idle period still going on */
         s.trace_dropped += atomic_load_explicit(&w->trace_dropped, memory_order_relaxed);
     }
     s.tasks_spawned = atomic_load(&rt->n_spawned);

@@ -66,6 +66,7 @@ static void *worker_main(void *arg)
             break;
         /* Idle: spin, looking for work, then park. */
         uint64_t idle_start = weft__now_ns();
+        atomic_store_explicit(&w->idle_since, idle_start, memory_order_relaxed);
         uint64_t spin_until = idle_start + rt->cfg.spin_ns;
         for (unsigned i = 1;; i++) {
             if (atomic_load_explicit(&rt->stop, memory_order_relaxed))
@@ -78,6 +79,7 @@ static void *worker_main(void *arg)
                 spin_until = weft__now_ns() + rt->cfg.spin_ns;
             }
         }
+        atomic_store_explicit(&w->idle_since, 0, memory_order_relaxed);
         weft__count(&w->idle_ns, weft__now_ns() - idle_start);
         if (t)
             run_chain(w, t);
