@@ -14,6 +14,42 @@ python/README.md for the whole API and its semantics.
 """
 import atexit as _atexit
 
+
+def _find_extension():
+    """Running a script that sits in python/ puts the source tree's `weft`
+    first on sys.path; it has no compiled extension.  Borrow the extension
+    of an installed copy of the package (pip install .) in that case."""
+    import importlib.machinery
+    import os
+    import sys
+
+    here = os.path.dirname(os.path.abspath(__file__))
+    suffixes = tuple(importlib.machinery.EXTENSION_SUFFIXES)
+    for entry in sys.path:
+        cand = os.path.abspath(os.path.join(entry or os.curdir, "weft"))
+        if cand == here or not os.path.isdir(cand):
+            continue
+        try:
+            names = os.listdir(cand)
+        except OSError:
+            continue
+        if any(n.startswith("_weft.") and n.endswith(suffixes) for n in names):
+            __path__.append(cand)
+            return
+    raise ImportError("weft's C extension is not built: run `pip install .` (or `make python-venv`) "
+                      "in the repository root")
+
+
+try:
+    from . import _weft  # noqa: F401
+except ImportError:
+    import os as _os
+
+    if any(n.startswith("_weft.") and not n.endswith(".c")
+           for n in _os.listdir(_os.path.dirname(_os.path.abspath(__file__)))):
+        raise  # the extension is here but does not load: show why
+    _find_extension()
+
 from ._weft import (  # noqa: F401
     COMMUTE,
     RW,

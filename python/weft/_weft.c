@@ -369,6 +369,7 @@ static void record_failure(RuntimeObject *r, TaskObject *t, PyObject *fn, PyObje
 static int
 trampoline(weft_ctx *ctx, void *arg)
 {
+    (void)ctx;
     cell *c = arg;
     RuntimeObject *r = c->rt;
     int attached = tl_attached;
@@ -537,7 +538,7 @@ static PyObject *
 task_label(TaskObject *t)
 {
     if (t->name) return Py_NewRef(t->name);
-    return PyUnicode_FromString("<anonymous>");
+    return Py_NewRef(Py_None);
 }
 
 /* The exception that .result() raises for a cancelled task (cached). */
@@ -557,16 +558,27 @@ make_cancelled(TaskObject *t, const char *why)
         cause_name = PyUnicode_DecodeUTF8(info.cause_name, strnlen(info.cause_name, sizeof info.cause_name), "replace");
         if (cause_name == NULL) goto done;
         if (cause_id && cause_id != own_id && t->rt) cause = find_failure(t->rt, cause_id);
-        if (cause_id == 0 || cause_id == own_id)
-            msg = PyUnicode_FromFormat("task %R (id %llu) was cancelled", label, own_id);
-        else if (cause)
-            msg = PyUnicode_FromFormat("task %R (id %llu) was cancelled because task '%U' (id %llu) failed: %R",
-                                       label, own_id, cause_name, cause_id, cause);
-        else
-            msg = PyUnicode_FromFormat("task %R (id %llu) was cancelled because task '%U' (id %llu) "
-                                       "failed or was cancelled", label, own_id, cause_name, cause_id);
+        PyObject *who = t->name ? PyUnicode_FromFormat("%R (id %llu)", t->name, own_id)
+                                : PyUnicode_FromFormat("id %llu", own_id);
+        PyObject *by = PyUnicode_GET_LENGTH(cause_name) > 0
+                           ? PyUnicode_FromFormat("'%U' (id %llu)", cause_name, cause_id)
+                           : PyUnicode_FromFormat("id %llu", cause_id);
+        if (who && by) {
+            if (cause_id == 0 || cause_id == own_id)
+                msg = PyUnicode_FromFormat("task %U was cancelled", who);
+            else if (cause)
+                msg = PyUnicode_FromFormat("task %U was cancelled because task %U failed: %R", who, by, cause);
+            else
+                msg = PyUnicode_FromFormat("task %U was cancelled because task %U failed or was cancelled",
+                                           who, by);
+        }
+        Py_XDECREF(who);
+        Py_XDECREF(by);
     } else {
-        msg = PyUnicode_FromFormat("task %R was cancelled: %s", label, why ? why : "it never ran");
+        if (t->name)
+            msg = PyUnicode_FromFormat("task %R was cancelled: %s", t->name, why ? why : "it never ran");
+        else
+            msg = PyUnicode_FromFormat("a task was cancelled: %s", why ? why : "it never ran");
         cause_name = Py_NewRef(Py_None);
     }
     if (msg == NULL) goto done;
@@ -908,7 +920,7 @@ submit_deferred(RuntimeObject *r, TaskObject *t)
         if (dep->phase != PH_SUBMITTED) {
             char buf[160];
             PyObject *lab = task_label(dep);
-            snprintf(buf, sizeof buf, "its dependency %s never ran", utf8_or(lab, "?"));
+            snprintf(buf, sizeof buf, "its dependency %s never ran", utf8_or(lab, "(unnamed)"));
             Py_XDECREF(lab);
             if (PyErr_Occurred()) PyErr_Clear();
             kill_task(r, t, NULL, buf);
@@ -1271,7 +1283,7 @@ spawn_impl(modstate *st, RuntimeObject *r, PyObject *const *args, Py_ssize_t nar
         char buf[160];
         TaskObject *dep = (TaskObject *)PySequence_Fast_GET_ITEM(deps, dead_dep);
         PyObject *lab = task_label(dep);
-        snprintf(buf, sizeof buf, "its dependency %s never ran", utf8_or(lab, "?"));
+        snprintf(buf, sizeof buf, "its dependency %s never ran", utf8_or(lab, "(unnamed)"));
         Py_XDECREF(lab);
         if (PyErr_Occurred()) PyErr_Clear();
         kill_task(r, t, NULL, buf);
