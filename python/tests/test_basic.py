@@ -157,3 +157,19 @@ def test_busy_validates():
     t0 = time.perf_counter()
     weft.bench.busy(2000)
     assert time.perf_counter() - t0 >= 0.0019
+
+
+def test_tasks_spawn_children_while_the_runtime_closes():
+    out = []
+
+    def parent():
+        time.sleep(0.05)
+        weft.spawn(out.append, "child")
+
+    with weft.Runtime(workers=2) as r:
+        r.spawn(parent)
+    assert out == ["child"]
+    r2 = weft.Runtime(workers=1)
+    r2.spawn(parent)
+    r2.close()
+    assert out == ["child", "child"]

@@ -1709,8 +1709,9 @@ runtime_close(RuntimeObject *r)
         return -1;
     }
     PyObject *interrupt = NULL;
-    r->closing = 1;
-    /* Let the tasks finish (Ctrl-C here cancels what has not started). */
+    /* Let the tasks finish (Ctrl-C here cancels what has not started).
+     * Tasks may still spawn children meanwhile: `closing` is set only once
+     * nothing runs. */
     for (;;) {
         int rc;
         weft_runtime *rt = r->rt;
@@ -1723,6 +1724,7 @@ runtime_close(RuntimeObject *r)
             cancel_everything_pending(r);
         }
     }
+    r->closing = 1;
     /* Deferred tasks whose blockers were never spawned cannot run now. */
     if (PySet_GET_SIZE(r->deferred) > 0) {
         PyObject *lst = PySequence_List(r->deferred);
