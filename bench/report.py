@@ -1,0 +1,220 @@
+#!/usr/bin/env python3
+"""weft-bench report: METG table (Markdown) and efficiency plots (PNG).
+
+Reads the CSV that `weft-bench metg --csv FILE` writes (and any CSV in the
+same format, e.g. from the Python front end's benchmark in bench/py/), and
+writes:
+
+  OUT/metg.md                 METG(50%) per pattern and system, with ratios
+  OUT/metg_<pattern>.png      efficiency against granularity, one curve per
+                              system (needs matplotlib; skipped, and said so,
+                              without it)
+
+With --doc FILE it also replaces the block of FILE between the lines
+`<!-- BEGIN weft-bench report -->` and `<!-- END weft-bench report -->` with
+the table and the image links (paths relative to FILE).
+
+CSV columns: record,system,pattern,kernel,width,steps,ngraphs,workers,
+iterations,tasks,repeats,wall_s,kernel_us,granularity_us,efficiency,gflops,
+gbytes_s,metg50_us,status   (record is `point` or `metg`; repeated header
+lines and lines starting with '#' are ignored).
+"""
+import argparse
+import csv
+import math
+import os
+import sys
+
+BEGIN = "<!-- BEGIN weft-bench report -->"
+END = "<!-- END weft-bench report -->"
+
+# Preferred column order; anything else follows alphabetically.
+SYSTEM_ORDER = ["weft", "weft_main", "openmp", "starpu", "bsp", "spin"]
+PATTERN_ORDER = ["trivial", "no_comm", "stencil_1d", "stencil_1d_periodic", "dom", "tree",
+                 "fft", "all_to_all", "nearest", "spread", "random_nearest"]
+
+
+def read_rows(paths):
+    points, metg, closed = {}, {}, set()
+    for path in paths:
+        with open(path, newline="") as f:
+            lines = [l for l in f if l.strip() and not l.startswith("#")]
+        header = None
+        for row in csv.reader(lines):
+            if row and row[0] == "record":
+                header = row
+                continue
+            if header is None or len(row) != len(header):
+                continue
+            r = dict(zip(header, row))
+            key = (r["pattern"], r["system"], r["kernel"])
+            if r["record"] == "point":
+                try:
+                    g = float(r["granularity_us"])
+                    e = float(r["efficiency"])
+                except ValueError:
+                    continue
+                if key in closed:  # a new sweep of this key replaces the old points
+                    closed.discard(key)
+                    points[key] = {}
+                points.setdefault(key, {})[int(r["iterations"] or 0)] = (g, e)
+            elif r["record"] == "metg":
+                metg[key] = r  # the last run of a (pattern, system) wins
+                closed.add(key)
+    return points, metg
+
+
+def order(items, preferred):
+    return [x for x in preferred if x in items] + sorted(x for x in items if x not in preferred)
+
+
+def fmt(v):
+    if v is None:
+        return "—"
+    if v >= 100:
+        return "%.0f" % v
+    if v >= 10:
+        return "%.1f" % v
+    return "%.2f" % v
+
+
+def metg_value(r):
+    if r is None:
+        return None, "—"
+    st = r.get("status", "")
+    try:
+        v = float(r["metg50_us"]) if r["metg50_us"] else None
+    except ValueError:
+        v = None
+    if st == "ok" and v is not None:
+        return v, fmt(v)
+    if st == "upper_bound" and v is not None:
+        return v, "≤ " + fmt(v)
+    return None, st or "—"
+
+
+def table(points, metg):
+    kernels = sorted({k[2] for k in metg})
+    out = []
+    for kernel in kernels:
+        keys = [k for k in metg if k[2] == kernel]
+        pats = order({k[0] for k in keys}, PATTERN_ORDER)
+        syss = order({k[1] for k in keys}, SYSTEM_ORDER)
+        any_r = next(iter(metg[k] for k in keys))
+        out.append("METG(50%%) in µs, kernel `%s`, width %s, %s steps, %s graph(s), %s workers, "
+                   "median of %s executions per point (lower is better):\n"
+                   % (kernel, any_r["width"], any_r["steps"], any_r["ngraphs"], any_r["workers"],
+                      any_r["repeats"]))
+        ratios = [("openmp", "openmp / weft"), ("starpu", "starpu / weft"), ("spin", "weft / spin")]
+        ratios = [x for x in ratios if x[0] in syss and "weft" in syss]
+        hdr = ["pattern"] + syss + [r[1] for r in ratios] + ["others' CPU"]
+        out.append("| " + " | ".join(hdr) + " |")
+        out.append("|" + "|".join(["---"] + ["---:"] * (len(hdr) - 1)) + "|")
+        for p in pats:
+            cells = [p]
+            vals = {}
+            for s in syss:
+                v, txt = metg_value(metg.get((p, s, kernel)))
+                vals[s] = v
+                cells.append(txt)
+            w = vals.get("weft")
+            for sysname, _ in ratios:
+                o = vals.get(sysname)
+                if w and o:
+                    cells.append("%.1f×" % (w / o if sysname == "spin" else o / w))
+                else:
+                    cells.append("—")
+            busy = [float(metg[(p, s, kernel)].get("others_pct") or 0)
+                    for s in syss if (p, s, kernel) in metg]
+            cells.append("%.0f%%" % max(busy) if busy else "—")
+            out.append("| " + " | ".join(cells) + " |")
+        out.append("")
+        out.append("Ratios above 1× favour Weft.  *others' CPU*: share of the machine that other "
+                   "processes used while the pattern was measured; above ~10% the figures of that "
+                   "row are not trustworthy.")
+        out.append("")
+    return "\n".join(out)
+
+
+def plots(points, metg, outdir):
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("report: matplotlib is not installed: no plots "
+              "(.venv/bin/pip install -r bench/requirements.txt)", file=sys.stderr)
+        return []
+    made = []
+    kernels = sorted({k[2] for k in points})
+    for kernel in kernels:
+        pats = order({k[0] for k in points if k[2] == kernel}, PATTERN_ORDER)
+        for p in pats:
+            fig, ax = plt.subplots(figsize=(6.4, 4.2), dpi=110)
+            syss = order({k[1] for k in points if k[0] == p and k[2] == kernel}, SYSTEM_ORDER)
+            for s in syss:
+                pts = sorted(points[(p, s, kernel)].values())
+                if not pts:
+                    continue
+                xs = [g for g, e in pts]
+                ys = [100 * e for g, e in pts]
+                v, txt = metg_value(metg.get((p, s, kernel)))
+                label = "%s (METG %s µs)" % (s, txt) if v else "%s (%s)" % (s, txt)
+                ax.plot(xs, ys, marker="o", markersize=3, linewidth=1.4, label=label)
+            ax.axhline(50, color="grey", linewidth=0.8, linestyle="--")
+            ax.set_xscale("log")
+            ax.set_ylim(0, 110)
+            ax.set_xlabel("task granularity (µs) = wall time × workers / tasks")
+            ax.set_ylabel("efficiency (%)")
+            ax.set_title("%s, kernel %s" % (p, kernel))
+            ax.grid(True, which="both", linewidth=0.3)
+            ax.legend(fontsize=7, loc="lower right")
+            fig.tight_layout()
+            name = "metg_%s.png" % p if len(kernels) == 1 else "metg_%s_%s.png" % (p, kernel)
+            fig.savefig(os.path.join(outdir, name))
+            plt.close(fig)
+            made.append((p, kernel, name))
+    return made
+
+
+def main():
+    ap = argparse.ArgumentParser(prog="weft-bench report", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--csv", action="append", required=True,
+                    help="CSV written by weft-bench metg --csv (repeatable)")
+    ap.add_argument("--out", default="build/bench-results/report",
+                    help="directory for metg.md and the PNGs")
+    ap.add_argument("--doc", help="Markdown file whose report block is replaced")
+    args = ap.parse_args()
+
+    points, metg = read_rows(args.csv)
+    if not metg:
+        print("report: no METG rows in %s" % ", ".join(args.csv), file=sys.stderr)
+        return 1
+    os.makedirs(args.out, exist_ok=True)
+    md = table(points, metg)
+    made = plots(points, metg, args.out)
+    with open(os.path.join(args.out, "metg.md"), "w") as f:
+        f.write(md + "\n")
+    print("report: wrote %s and %d plot(s) in %s" % ("metg.md", len(made), args.out))
+
+    if args.doc:
+        with open(args.doc) as f:
+            doc = f.read()
+        if BEGIN not in doc or END not in doc:
+            print("report: %s has no %s ... %s block" % (args.doc, BEGIN, END), file=sys.stderr)
+            return 1
+        rel = os.path.relpath(args.out, os.path.dirname(os.path.abspath(args.doc)) or ".")
+        imgs = "\n".join("![%s, %s](%s/%s)" % (p, k, rel, n) for p, k, n in made)
+        block = "%s\n<!-- generated by weft-bench report; do not edit by hand -->\n\n%s\n%s\n%s" % (
+            BEGIN, md, imgs, END)
+        head, rest = doc.split(BEGIN, 1)
+        _, tail = rest.split(END, 1)
+        with open(args.doc, "w") as f:
+            f.write(head + block + tail)
+        print("report: updated %s" % args.doc)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

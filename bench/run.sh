@@ -1,0 +1,88 @@
+#!/usr/bin/env bash
+# bench/run.sh — what `make bench` runs, after make has built the release tree.
+# It builds nothing itself.
+#
+#   bench/run.sh            the suite (issue 4: every pattern, every system),
+#                           its report, then stencil_1d (issue 2), which ends
+#                           the output with one `metg50_us <system> <value>`
+#                           line per system
+#   bench/run.sh --quick    stencil_1d only (weft, weft_main, openmp, spin)
+#   bench/run.sh --docs     as the default, and rewrite the generated part of
+#                           docs/performance.md and its plots in docs/img/bench
+#
+# Environment: WEFT_BENCH_BUILD (build tree, default build), WEFT_BENCH_OUT
+# (results, default $WEFT_BENCH_BUILD/bench-results), WEFT_BENCH_ARGS (extra
+# weft-bench options for every sweep, e.g. "--repeats 9").
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+mode=default
+for a in "$@"; do
+  case $a in
+    --quick) mode=quick ;;
+    --docs) mode=docs ;;
+    -h|--help) sed -n '2,17p' "$0"; exit 0 ;;
+    *) echo "run.sh: unknown option $a" >&2; exit 2 ;;
+  esac
+done
+
+build=${WEFT_BENCH_BUILD:-build}
+wb=$build/bench/weft-bench
+out=${WEFT_BENCH_OUT:-$build/bench-results}
+extra=${WEFT_BENCH_ARGS:-}
+if [ ! -x "$wb" ]; then
+  echo "run.sh: $wb is not built." >&2
+  echo "        (is WEFT_BUILD_BENCH off in $build/CMakeCache.txt? cmake -S . -B $build -DWEFT_BUILD_BENCH=ON)" >&2
+  exit 1
+fi
+mkdir -p "$out"
+suite_rc=0
+workers=$(nproc)
+echo "== weft-bench on $(nproc) core(s): $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//')"
+"$wb" list
+echo
+
+# 2 workers on this machine; width = workers (Task Bench's one-node setup).
+common=(--workers "$workers" --steps 1000 --kernel busy_wait)
+
+if [ "$mode" != quick ]; then
+  suite_csv=$out/suite.csv
+  rm -f "$suite_csv"
+  patterns=trivial,no_comm,stencil_1d_periodic,dom,tree,fft,all_to_all,nearest,spread,random_nearest
+  echo "== suite (issue 4): $patterns; then stencil_1d below"
+  # shellcheck disable=SC2086
+  "$wb" metg --pattern "$patterns" --systems weft,weft_main,openmp,starpu,bsp,spin \
+    "${common[@]}" --repeats 5 --csv "$suite_csv" $extra > "$out/suite.out" || suite_rc=$?
+  grep -v '^point,\|^metg,\|^record,' "$out/suite.out" || true
+  echo
+fi
+
+echo "== stencil_1d (issue 2): Weft and OpenMP tasks, same graph, same kernel, same run"
+stencil_csv=$out/stencil.csv
+rm -f "$stencil_csv"
+if [ "$mode" = quick ]; then
+  systems=weft,weft_main,openmp,spin
+else
+  systems=weft,weft_main,openmp,starpu,bsp,spin
+fi
+rc=0
+# shellcheck disable=SC2086
+"$wb" metg --pattern stencil_1d --systems "$systems" "${common[@]}" --repeats 7 \
+  --csv "$stencil_csv" $extra > "$out/stencil.out" || rc=$?
+grep -v '^point,\|^metg,\|^record,' "$out/stencil.out" | grep -v '^metg50_us' || true
+csvs=(--csv "$stencil_csv")
+[ "$mode" != quick ] && csvs=(--csv "$suite_csv" --csv "$stencil_csv")
+
+if [ "$mode" != quick ]; then
+  echo
+  if [ "$mode" = docs ]; then
+    "$wb" report "${csvs[@]}" --out docs/img/bench --doc docs/performance.md || true
+  else
+    "$wb" report "${csvs[@]}" --out "$out/report" || true
+  fi
+  echo "CSV: ${csvs[*]//--csv /}; table and plots: $( [ "$mode" = docs ] && echo docs/img/bench || echo "$out/report")"
+fi
+echo
+grep '^metg50_us' "$out/stencil.out"
+[ "$rc" -ne 0 ] && exit "$rc"
+exit "$suite_rc"
