@@ -156,6 +156,19 @@ static inline int thread_count_settled(int want) {
     return n;
 }
 
+/* The thread count once it has stopped changing (same value for 20 ms). */
+static inline int thread_count_stable(void) {
+    int n = thread_count(), same = 0;
+    for (int i = 0; i < 400 && same < 4; i++) {
+        struct timespec ts = {0, 5000000};
+        nanosleep(&ts, NULL);
+        int m = thread_count();
+        same = m == n ? same + 1 : 0;
+        n = m;
+    }
+    return n;
+}
+
 /* Wait (polling) until *flag becomes non-zero; 0 on success, -1 after
  * timeout_ms. */
 static inline int wait_flag(atomic_int *flag, unsigned timeout_ms) {

@@ -22,7 +22,7 @@ def main():
     path, workers, names = sys.argv[1], int(sys.argv[2]), sys.argv[3].split(",")
     max_x = int(sys.argv[4]) if len(sys.argv) > 4 else None
     try:
-        with open(path) as f:
+        with open(path, encoding="utf-8") as f:
             d = json.load(f)
     except (OSError, ValueError) as e:
         fail("%s is not valid JSON: %s" % (path, e))

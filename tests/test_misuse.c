@@ -340,10 +340,65 @@ static void test_destroyed_runtime(void) {
     CHECK(weft_runtime_workers(rt) == 0);
     CHECK_ERR(weft_runtime_destroy(rt), WEFT_ECLOSED);
 
-    /* A new runtime works (it may even reuse the memory). */
+    /* A new runtime works (it may even reuse the memory); the stale handle
+     * still reports ECLOSED and does not reach the new runtime. */
     weft_runtime *rt2 = make_rt(1);
     check_still_works(rt2);
+    CHECK_ERR(weft_spawn_simple(rt, noop, NULL, NULL), WEFT_ECLOSED);
+    CHECK_ERR(weft_runtime_stats(rt, &st), WEFT_ECLOSED);
+    CHECK_ERR(weft_runtime_destroy(rt), WEFT_ECLOSED);
+    CHECK(weft_runtime_workers(rt) == 0);
+    CHECK_OK(weft_runtime_stats(rt2, &st));
+    CHECKF(st.tasks_spawned == 1, "the new runtime counts %" PRIu64 " spawns, want 1",
+           st.tasks_spawned);
+    check_still_works(rt2);
     CHECK_OK(weft_runtime_destroy(rt2));
+}
+
+/* Slots are reused: stale task and data handles stay detected (generation
+ * tags) and never reach the object that now occupies the slot. */
+static void test_stale_handles(void) {
+    weft_runtime *rt = make_rt(2);
+    for (int round = 0; round < 50; round++) {
+        weft_task *t, *u;
+        CHECK_OK(weft_spawn_simple(rt, noop, NULL, &t));
+        CHECK_OK(weft_task_wait(t));
+        weft_task_info ti;
+        CHECK_OK(weft_task_info_get(t, &ti));
+        weft_task_release(t);
+        CHECK_OK(weft_spawn_simple(rt, noop, NULL, &u));
+        CHECK_OK(weft_task_wait(u));
+        CHECK_ERR(weft_task_wait(t), WEFT_EINVAL);
+        weft_task_info info;
+        CHECK_ERR(weft_task_info_get(t, &info), WEFT_EINVAL);
+        CHECK_ERR(weft_task_cancel(t), WEFT_EINVAL);
+        weft_task_release(t); /* ignored: must not release u */
+        CHECK_OK(weft_task_info_get(u, &info));
+        CHECK(info.id == ti.id + 1);
+        weft_task_release(u);
+
+        int x = 0, y = 0;
+        weft_data *d, *d2;
+        CHECK_OK(weft_data_register(rt, &x, sizeof x, &d));
+        CHECK_OK(weft_data_unregister(d));
+        CHECK_OK(weft_data_register(rt, &y, sizeof y, &d2));
+        weft_access acc = {d, WEFT_RW};
+        weft_task_desc desc;
+        weft_task_desc_init(&desc);
+        desc.body = noop;
+        desc.accesses = &acc;
+        desc.naccesses = 1;
+        CHECK_ERR(weft_spawn(rt, &desc, NULL), WEFT_EINVAL);
+        CHECK_ERR(weft_data_unregister(d), WEFT_EINVAL); /* must not unregister d2 */
+        void *p;
+        size_t n;
+        CHECK_ERR(weft_data_host(d, &p, &n), WEFT_EINVAL);
+        CHECK_OK(weft_data_host(d2, &p, &n));
+        CHECK(p == &y && n == sizeof y);
+        CHECK_OK(weft_data_unregister(d2));
+    }
+    check_still_works(rt);
+    CHECK_OK(weft_runtime_destroy(rt));
 }
 
 int main(void) {
@@ -352,6 +407,7 @@ int main(void) {
     test_spawn_args();
     test_inside_task();
     test_destroyed_runtime();
+    test_stale_handles();
     printf("test_misuse: ok\n");
     return 0;
 }

@@ -175,6 +175,99 @@ static void test_outside_threads(unsigned workers, int n) {
     CHECK_OK(weft_runtime_destroy(rt));
 }
 
+/* Backpressure inside a task: with max_inflight 8 and one worker, a body
+ * that spawns many children (without waiting) must help run them instead of
+ * blocking forever. */
+static atomic_int bp_ran;
+
+static int bp_child(weft_ctx *ctx, void *arg) {
+    (void)ctx;
+    (void)arg;
+    atomic_fetch_add(&bp_ran, 1);
+    return 0;
+}
+
+static int bp_parent(weft_ctx *ctx, void *arg) {
+    int n = (int)(intptr_t)arg;
+    for (int i = 0; i < n; i++)
+        if (weft_spawn_simple(weft_ctx_runtime(ctx), bp_child, NULL, NULL) != 0) return 1;
+    return 0;
+}
+
+static void test_backpressure_in_task(unsigned workers, int n) {
+    weft_config cfg;
+    weft_config_init(&cfg);
+    cfg.workers = workers;
+    cfg.trace_path = NULL;
+    cfg.max_inflight = 8;
+    weft_runtime *rt;
+    CHECK_OK(weft_runtime_create(&cfg, &rt));
+    atomic_store(&bp_ran, 0);
+    /* Several parents at once, from outside (which blocks) and inside. */
+    for (int p = 0; p < 4; p++)
+        CHECK_OK(weft_spawn_simple(rt, bp_parent, (void *)(intptr_t)n, NULL));
+    CHECK_OK(weft_wait_all(rt));
+    CHECK(atomic_load(&bp_ran) == 4 * n);
+    weft_stats st;
+    CHECK_OK(weft_runtime_stats(rt, &st));
+    CHECKF(st.inflight_peak <= cfg.max_inflight + workers + 4,
+           "inflight_peak %" PRIu64 " with max_inflight 8", st.inflight_peak);
+    CHECK_OK(weft_runtime_destroy(rt));
+}
+
+/* A task B that waits for a task A which is itself waiting for its own child
+ * (no cycle: B is not A's child).  With one worker, A's wait may run B while
+ * it waits; B's wait on A must still end with A's result: weft_task_wait
+ * documents 0 / ETASKFAILED / ECANCELLED / EINVAL / EBUSY only, and "nested
+ * waits cannot starve the pool". */
+static atomic_int a_started, a_gate;
+static weft_task *task_a;
+static atomic_int b_result;
+
+static int nop_child(weft_ctx *ctx, void *arg) {
+    (void)ctx;
+    (void)arg;
+    return 0;
+}
+
+static int body_a(weft_ctx *ctx, void *arg) {
+    (void)arg;
+    atomic_store(&a_started, 1);
+    if (wait_flag(&a_gate, 10000) != 0) return 1;
+    weft_task *c;
+    if (weft_spawn_simple(weft_ctx_runtime(ctx), nop_child, NULL, &c) != 0) return 2;
+    int rc = weft_task_wait(c);
+    weft_task_release(c);
+    return rc == 0 ? 0 : 3;
+}
+
+static int body_b(weft_ctx *ctx, void *arg) {
+    (void)ctx;
+    (void)arg;
+    atomic_store(&b_result, weft_task_wait(task_a));
+    return 0;
+}
+
+static void test_wait_on_waiting_task(unsigned workers) {
+    weft_runtime *rt = make_rt(workers);
+    atomic_store(&a_started, 0);
+    atomic_store(&a_gate, 0);
+    atomic_store(&b_result, 12345);
+    CHECK_OK(weft_spawn_simple(rt, body_a, NULL, &task_a));
+    CHECK(wait_flag(&a_started, 10000) == 0);
+    weft_task *b;
+    CHECK_OK(weft_spawn_simple(rt, body_b, NULL, &b));
+    atomic_store(&a_gate, 1);
+    CHECK_OK(weft_task_wait(task_a));
+    CHECK_OK(weft_task_wait(b));
+    int rc = atomic_load(&b_result);
+    CHECKF(rc == 0, "%u worker(s): a task waiting for a task that waits for its own child got "
+           "%d (%s) instead of 0", workers, rc, weft_strerror(rc));
+    weft_task_release(task_a);
+    weft_task_release(b);
+    CHECK_OK(weft_runtime_destroy(rt));
+}
+
 int main(void) {
     test_watchdog(test_pick(90, 200));
     int fibn = test_pick(18, 12);
@@ -185,7 +278,10 @@ int main(void) {
         test_tree(w, depth);
         test_deep(w, deep);
         test_outside_threads(w, fibn - 3);
+        test_backpressure_in_task(w, test_pick(5000, 500));
     }
+    test_wait_on_waiting_task(2);
+    test_wait_on_waiting_task(1);
     printf("test_nested: ok\n");
     return 0;
 }

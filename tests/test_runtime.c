@@ -115,7 +115,7 @@ static int fail_body(weft_ctx *ctx, void *arg) {
 
 static void test_create_destroy_cycles(void) {
     clear_env();
-    int threads0 = thread_count();
+    int threads0 = thread_count_stable();
     CHECK(threads0 >= 1);
     long live0 = weft__alloc_live();
     int cycles = test_pick(200, 40);
@@ -168,7 +168,8 @@ static void test_handles_outlive_runtime(void) {
     long live0 = weft__alloc_live();
     weft_runtime *rt = make_rt(2);
     weft_task *t_ok, *t_fail, *t_cancel;
-    CHECK_OK(weft_spawn_simple(rt, slow_add_one, &(atomic_int){0}, &t_ok));
+    atomic_int n = 0;
+    CHECK_OK(weft_spawn_simple(rt, slow_add_one, &n, &t_ok));
     CHECK_OK(weft_spawn_simple(rt, fail_body, NULL, &t_fail));
     weft_task_desc d;
     weft_task_desc_init(&d);
@@ -178,6 +179,7 @@ static void test_handles_outlive_runtime(void) {
     d.name = "dependent";
     CHECK_OK(weft_spawn(rt, &d, &t_cancel));
     CHECK_RC(weft_runtime_destroy(rt), WEFT_ETASKFAILED);
+    CHECK(atomic_load(&n) == 1);
     CHECK_OK(weft_task_wait(t_ok));
     CHECK_RC(weft_task_wait(t_fail), WEFT_ETASKFAILED);
     CHECK_RC(weft_task_wait(t_cancel), WEFT_ECANCELLED);
@@ -313,11 +315,22 @@ static void test_stats(void) {
     CHECK(st.workers == 2);
     CHECK(st.trace_dropped == 0);
 
-    /* Idle workers park (eventually) and account idle time. */
+    CHECK_OK(weft_runtime_destroy(rt));
+}
+
+/* Idle workers park (eventually) and account the time they spend idle,
+ * including the idle period in progress when the snapshot is taken. */
+static void test_idle_stats(void) {
+    weft_runtime *rt = make_rt(2);
+    atomic_int n = 0;
+    for (int k = 0; k < 20; k++) CHECK_OK(weft_spawn_simple(rt, slow_add_one, &n, NULL));
+    CHECK_OK(weft_wait_all(rt));
     sleep_ms(200);
+    weft_stats st;
     CHECK_OK(weft_runtime_stats(rt, &st));
     CHECKF(st.parks >= 1, "parks %" PRIu64 " after 200 ms idle", st.parks);
-    CHECKF(st.idle_ns > 0, "idle_ns %" PRIu64, st.idle_ns);
+    CHECKF(st.idle_ns >= 100000000ull,
+           "idle_ns %" PRIu64 " after both workers sat idle for 200 ms", st.idle_ns);
     CHECK_OK(weft_runtime_destroy(rt));
 }
 
@@ -355,6 +368,7 @@ int main(void) {
     test_worker_hooks();
     test_stats();
     test_both_workers_used();
+    test_idle_stats();
     printf("test_runtime: ok\n");
     return 0;
 }

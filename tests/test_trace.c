@@ -141,6 +141,22 @@ int main(int argc, char **argv) {
     CHECK(st.trace_dropped == 0);
     CHECK_OK(weft_runtime_destroy(rt));
 
+    /* 5. Names that need escaping, and non-ASCII (UTF-8) names: the JSON is
+     * valid and the names read back as given. */
+    snprintf(path, sizeof path, "%s/trace-test-5.json", argv[1]);
+    remove(path);
+    weft_config_init(&cfg);
+    cfg.workers = 1;
+    cfg.trace_path = path;
+    CHECK_OK(weft_runtime_create(&cfg, &rt));
+    spawn_named(rt, work, "q\"uote\\back\tslash");
+    spawn_named(rt, work, "caf\xc3\xa9 \xe2\x9c\x93");
+    CHECK_OK(weft_wait_all(rt));
+    CHECK_OK(weft_runtime_destroy(rt));
+    CHECKF(file_exists(path), "no trace written to %s", path);
+    /* check_trace.py takes the names as UTF-8 arguments. */
+    run_checker(path, 1, "q\"uote\\back\tslash,caf\xc3\xa9 \xe2\x9c\x93", -1);
+
     printf("test_trace: ok\n");
     return 0;
 }
