@@ -99,15 +99,27 @@ static inline int test_pick(int release, int sanitizer) {
     return test_small() ? sanitizer : release;
 }
 
+/* What the test is doing now, named in the watchdog's message. */
+static const char *volatile test_step_name_;
+
+static inline void test_step(const char *name) { test_step_name_ = name; }
+
 static inline void test_alarm_handler_(int sig) {
     (void)sig;
-    static const char msg[] = "watchdog: test did not finish in time (hang?)\n";
+    static const char msg[] = "watchdog: test did not finish in time (hang?)";
     ssize_t r = write(2, msg, sizeof msg - 1);
+    const char *step = test_step_name_;
+    if (step) {
+        r = write(2, " during: ", 9);
+        r = write(2, step, strlen(step));
+    }
+    r = write(2, "\n", 1);
     (void)r;
     _exit(1);
 }
 
-/* A hang fails the test (exit 1) instead of waiting for the CTest timeout. */
+/* A hang fails the test (exit 1) instead of waiting for the CTest timeout.
+ * Calling it again re-arms the alarm. */
 static inline void test_watchdog(unsigned seconds) {
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);

@@ -280,6 +280,60 @@ static void test_task_cancel(void) {
     CHECK_OK(weft_runtime_destroy(rt));
 }
 
+/* Cancelling a commute task that is waiting for its group's exclusion (it is
+ * ready but another member holds the data): it must not run; the reader
+ * after the group is cancelled with it as the cause. */
+static atomic_int c1_in;
+
+static int commute_hold(weft_ctx *ctx, void *arg) {
+    (void)arg;
+    atomic_store(&c1_in, 1);
+    if (wait_flag(&gate, 20000) != 0) return 1;
+    *(int *)weft_ctx_data(ctx, 0) += 1;
+    return 0;
+}
+
+static int commute_add(weft_ctx *ctx, void *arg) {
+    (void)arg;
+    atomic_fetch_add(&ran_count, 1);
+    *(int *)weft_ctx_data(ctx, 0) += 10;
+    return 0;
+}
+
+static void test_cancel_commute_waiter(void) {
+    weft_runtime *rt = make_rt(2);
+    atomic_store(&gate, 0);
+    atomic_store(&c1_in, 0);
+    atomic_store(&ran_count, 0);
+    int x = 0;
+    weft_data *d;
+    CHECK_OK(weft_data_register(rt, &x, sizeof x, &d));
+    weft_access cm = {d, WEFT_RW | WEFT_COMMUTE}, r = {d, WEFT_R};
+    weft_task *c1 = spawn_t(rt, "c1", commute_hold, NULL, NULL, 0, &cm, 1);
+    CHECK(wait_flag(&c1_in, 10000) == 0);
+    weft_task *c2 = spawn_t(rt, "c2", commute_add, NULL, NULL, 0, &cm, 1);
+    weft_task *c3 = spawn_t(rt, "c3", commute_add, NULL, NULL, 0, &cm, 1);
+    sleep_ms(50); /* let the other worker try c2/c3 and find the data busy */
+    weft_task_status s;
+    CHECK_OK(weft_task_status_get(c2, &s));
+    CHECKF(s == WEFT_TASK_READY || s == WEFT_TASK_WAITING, "c2 status %d while c1 holds the data",
+           (int)s);
+    CHECK_OK(weft_task_cancel(c2));
+    weft_task *rd = spawn_t(rt, "rd", read_val, NULL, NULL, 0, &r, 1);
+    atomic_store(&gate, 1);
+    CHECK_OK(weft_task_wait(c1));
+    CHECK_CANCELLED_BY(c2, c2, "c2");
+    CHECK_OK(weft_task_wait(c3));
+    CHECK_CANCELLED_BY(rd, c2, "c2");
+    CHECK_OK(weft_wait_all(rt));
+    CHECKF(x == 11 && atomic_load(&ran_count) == 1, "x %d, %d commute bodies ran", x,
+           atomic_load(&ran_count));
+    weft_task *all[] = {c1, c2, c3, rd};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) weft_task_release(all[i]);
+    CHECK_OK(weft_data_unregister(d));
+    CHECK_OK(weft_runtime_destroy(rt));
+}
+
 /* weft_cancel_pending. */
 static void test_cancel_pending(void) {
     weft_runtime *rt = make_rt(1);
@@ -350,6 +404,7 @@ int main(void) {
     test_two_roots();
     test_task_cancel();
     test_cancel_pending();
+    test_cancel_commute_waiter();
     test_nested_failure();
     printf("test_failure: ok\n");
     return 0;

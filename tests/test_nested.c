@@ -175,9 +175,11 @@ static void test_outside_threads(unsigned workers, int n) {
     CHECK_OK(weft_runtime_destroy(rt));
 }
 
-/* Backpressure inside a task: with max_inflight 8 and one worker, a body
- * that spawns many children (without waiting) must help run them instead of
- * blocking forever. */
+/* Backpressure inside a task: a body that spawns many children (without
+ * waiting) must help run them instead of blocking forever ("from a task it
+ * then helps run other tasks instead"), even when max_inflight is smaller
+ * than the number of such producers: the producers themselves are in flight,
+ * so a spawn that finds nothing to help with must not wait for them. */
 static atomic_int bp_ran;
 
 static int bp_child(weft_ctx *ctx, void *arg) {
@@ -194,12 +196,12 @@ static int bp_parent(weft_ctx *ctx, void *arg) {
     return 0;
 }
 
-static void test_backpressure_in_task(unsigned workers, int n) {
+static void test_backpressure_in_task(unsigned workers, int n, size_t max_inflight) {
     weft_config cfg;
     weft_config_init(&cfg);
     cfg.workers = workers;
     cfg.trace_path = NULL;
-    cfg.max_inflight = 8;
+    cfg.max_inflight = max_inflight;
     weft_runtime *rt;
     CHECK_OK(weft_runtime_create(&cfg, &rt));
     atomic_store(&bp_ran, 0);
@@ -211,7 +213,7 @@ static void test_backpressure_in_task(unsigned workers, int n) {
     weft_stats st;
     CHECK_OK(weft_runtime_stats(rt, &st));
     CHECKF(st.inflight_peak <= cfg.max_inflight + workers + 4,
-           "inflight_peak %" PRIu64 " with max_inflight 8", st.inflight_peak);
+           "inflight_peak %" PRIu64 " with max_inflight %zu", st.inflight_peak, max_inflight);
     CHECK_OK(weft_runtime_destroy(rt));
 }
 
@@ -274,12 +276,28 @@ int main(void) {
     int depth = test_pick(6, 4);
     int deep = test_pick(200, 50);
     for (unsigned w = 1; w <= 4; w *= 2) {
+        test_step("fib");
         test_fib(w, fibn);
+        test_step("tree");
         test_tree(w, depth);
+        test_step("deep");
         test_deep(w, deep);
+        test_step("outside threads");
         test_outside_threads(w, fibn - 3);
-        test_backpressure_in_task(w, test_pick(5000, 500));
     }
+    unsigned limit = test_pick(10, 40);
+    static char step[128];
+    for (unsigned w = 1; w <= 2; w++) {
+        for (size_t max = 8; max >= 2; max /= 2) {
+            snprintf(step, sizeof step,
+                     "4 tasks spawning children, %u worker(s), max_inflight %zu", w, max);
+            test_step(step);
+            alarm(0);
+            test_watchdog(limit);
+            test_backpressure_in_task(w, test_pick(5000, 500), max);
+        }
+    }
+    test_step("a task waiting for a task that waits for its child");
     test_wait_on_waiting_task(2);
     test_wait_on_waiting_task(1);
     printf("test_nested: ok\n");

@@ -448,8 +448,8 @@ static void one_run(unsigned seed, unsigned workers, int n) {
 }
 
 int main(int argc, char **argv) {
-    int seeds = test_pick(100, 20);
-    int n = test_pick(5000, 1500);
+    int seeds = test_pick(100, 30);
+    int n = test_pick(5000, 2000);
     if (argc > 1) seeds = atoi(argv[1]);
     if (argc > 2) n = atoi(argv[2]);
     unsigned per_run = test_small() ? 60 : 20;

@@ -353,6 +353,39 @@ static void test_priority(void) {
     CHECK_OK(weft_runtime_destroy(rt));
 }
 
+/* A task released by a finishing dependency must not overtake a
+ * higher-priority task that was already ready (one worker). */
+static void test_priority_after_release(void) {
+    block_workers_reset();
+    atomic_store(&order_pos, 0);
+    weft_runtime *rt = make_rt(1);
+    weft_task *b;
+    CHECK_OK(weft_spawn_simple(rt, blocker, NULL, &b));
+    CHECK(wait_flag(&blocker_in, 10000) == 0);
+    weft_task_desc d;
+    weft_task_desc_init(&d);
+    d.body = log_prio;
+    d.arg = (void *)(intptr_t)1; /* low, released when b finishes */
+    d.priority = -10;
+    d.deps = &b;
+    d.ndeps = 1;
+    CHECK_OK(weft_spawn(rt, &d, NULL));
+    weft_task_desc_init(&d);
+    d.body = log_prio;
+    d.arg = (void *)(intptr_t)2; /* high, ready (queued) all along */
+    d.priority = 10;
+    CHECK_OK(weft_spawn(rt, &d, NULL));
+    atomic_store(&gate, 1);
+    CHECK_OK(weft_wait_all(rt));
+    CHECK(atomic_load(&order_pos) == 2);
+    CHECKF(order_log[0] == 2 && order_log[1] == 1,
+           "the low-priority task released by its finished dependency ran before the "
+           "high-priority task that was already ready (order %d, %d)", order_log[0],
+           order_log[1]);
+    weft_task_release(b);
+    CHECK_OK(weft_runtime_destroy(rt));
+}
+
 /* ---- names ------------------------------------------------------------------ */
 
 static void test_names(void) {
@@ -502,6 +535,7 @@ int main(void) {
     test_priority();
     test_names();
     test_ctx();
+    test_priority_after_release();
     printf("test_task: ok\n");
     return 0;
 }
