@@ -357,6 +357,117 @@ static void test_both_workers_used(void) {
     CHECK_OK(weft_runtime_destroy(rt));
 }
 
+/* An outside spawner blocks while max_inflight tasks are in flight. */
+static atomic_int bp_gate;
+
+static int gated(weft_ctx *ctx, void *arg) {
+    (void)ctx;
+    (void)arg;
+    return wait_flag(&bp_gate, 20000) == 0 ? 0 : 1;
+}
+
+typedef struct bp_spawner {
+    weft_runtime *rt;
+    atomic_int done;
+    int rc;
+} bp_spawner;
+
+static void *bp_thread(void *p) {
+    bp_spawner *b = p;
+    b->rc = weft_spawn_simple(b->rt, gated, NULL, NULL);
+    atomic_store(&b->done, 1);
+    return NULL;
+}
+
+static void test_outside_backpressure(void) {
+    weft_config cfg;
+    weft_config_init(&cfg);
+    cfg.workers = 1;
+    cfg.trace_path = NULL;
+    cfg.max_inflight = 4;
+    weft_runtime *rt;
+    CHECK_OK(weft_runtime_create(&cfg, &rt));
+    atomic_store(&bp_gate, 0);
+    for (int i = 0; i < 4; i++) CHECK_OK(weft_spawn_simple(rt, gated, NULL, NULL));
+    bp_spawner b = {rt, 0, -100};
+    pthread_t th;
+    CHECK(pthread_create(&th, NULL, bp_thread, &b) == 0);
+    sleep_ms(100);
+    CHECKF(!atomic_load(&b.done), "a 5th spawn returned (%d) with max_inflight 4 and 4 tasks "
+           "in flight", b.rc);
+    weft_stats st;
+    CHECK_OK(weft_runtime_stats(rt, &st));
+    CHECK(st.inflight == 4);
+    atomic_store(&bp_gate, 1);
+    CHECK(pthread_join(th, NULL) == 0);
+    CHECK_OK(b.rc);
+    CHECK_OK(weft_wait_all(rt));
+    CHECK_OK(weft_runtime_stats(rt, &st));
+    CHECK(st.tasks_run == 5 && st.inflight_peak <= 5);
+    CHECK_OK(weft_runtime_destroy(rt));
+}
+
+/* weft_wait_all waits for tasks spawned while it waits; stats and
+ * cancel_pending may be called from a task. */
+static atomic_int late_done;
+
+static int late_child(weft_ctx *ctx, void *arg) {
+    (void)ctx;
+    (void)arg;
+    sleep_ms(50);
+    atomic_store(&late_done, 1);
+    return 0;
+}
+
+static int spawner_body(weft_ctx *ctx, void *arg) {
+    (void)arg;
+    sleep_ms(20);
+    weft_stats st;
+    if (weft_runtime_stats(weft_ctx_runtime(ctx), &st) != 0 || st.inflight < 1) return 1;
+    return weft_spawn_simple(weft_ctx_runtime(ctx), late_child, NULL, NULL) == 0 ? 0 : 2;
+}
+
+static atomic_int cp_ran;
+
+static int cp_victim(weft_ctx *ctx, void *arg) {
+    (void)ctx;
+    (void)arg;
+    atomic_fetch_add(&cp_ran, 1);
+    return 0;
+}
+
+static int cp_body(weft_ctx *ctx, void *arg) {
+    (void)arg;
+    return weft_cancel_pending(weft_ctx_runtime(ctx)) == 0 ? 0 : 1;
+}
+
+static void test_wait_all_and_calls_from_tasks(void) {
+    weft_runtime *rt = make_rt(2);
+    atomic_store(&late_done, 0);
+    CHECK_OK(weft_spawn_simple(rt, spawner_body, NULL, NULL));
+    CHECK_OK(weft_wait_all(rt));
+    CHECKF(atomic_load(&late_done), "wait_all returned before a task spawned during the wait");
+    CHECK_OK(weft_runtime_destroy(rt));
+
+    /* cancel_pending from a task: the caller finishes, the others never run. */
+    rt = make_rt(1);
+    atomic_store(&cp_ran, 0);
+    weft_task *c;
+    CHECK_OK(weft_spawn_simple(rt, cp_body, NULL, &c));
+    weft_task_desc d;
+    weft_task_desc_init(&d);
+    d.body = cp_victim;
+    d.deps = &c;
+    d.ndeps = 1;
+    for (int i = 0; i < 10; i++) CHECK_OK(weft_spawn(rt, &d, NULL));
+    CHECK_OK(weft_task_wait(c));
+    CHECK_OK(weft_wait_all(rt));
+    CHECKF(atomic_load(&cp_ran) == 0, "%d tasks ran after cancel_pending from a task",
+           atomic_load(&cp_ran));
+    weft_task_release(c);
+    CHECK_OK(weft_runtime_destroy(rt));
+}
+
 int main(void) {
     test_watchdog(test_pick(60, 150));
     test_config_defaults();
@@ -368,6 +479,8 @@ int main(void) {
     test_worker_hooks();
     test_stats();
     test_both_workers_used();
+    test_outside_backpressure();
+    test_wait_all_and_calls_from_tasks();
     test_idle_stats();
     printf("test_runtime: ok\n");
     return 0;

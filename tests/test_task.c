@@ -494,6 +494,12 @@ static void test_ctx(void) {
     d.naccesses = 2;
     d.name = "probe";
     CHECK_OK(weft_spawn(rt, &d, &p.self));
+    /* The descriptor and its arrays are only read during weft_spawn. */
+    acc[0].data = dx;
+    acc[0].mode = WEFT_W;
+    acc[1].data = dy;
+    d.name = "scribbled";
+    d.naccesses = 0;
     atomic_store(&gate, 1);
     CHECK_OK(weft_task_wait(p.self));
     CHECKF(atomic_load(&p.ok) == 1, "a weft_ctx_* accessor gave a wrong answer (%d)",
