@@ -270,36 +270,45 @@ static void test_wait_on_waiting_task(unsigned workers) {
     CHECK_OK(weft_runtime_destroy(rt));
 }
 
-int main(void) {
+int main(int argc, char **argv) {
+    /* argv[1]: "core" (default), "backpressure" or "wait-on-waiting". */
+    const char *which = argc > 1 ? argv[1] : "core";
     test_watchdog(test_pick(90, 200));
     int fibn = test_pick(18, 12);
     int depth = test_pick(6, 4);
     int deep = test_pick(200, 50);
-    for (unsigned w = 1; w <= 4; w *= 2) {
-        test_step("fib");
-        test_fib(w, fibn);
-        test_step("tree");
-        test_tree(w, depth);
-        test_step("deep");
-        test_deep(w, deep);
-        test_step("outside threads");
-        test_outside_threads(w, fibn - 3);
-    }
-    unsigned limit = test_pick(10, 40);
-    static char step[128];
-    for (unsigned w = 1; w <= 2; w++) {
-        for (size_t max = 8; max >= 2; max /= 2) {
-            snprintf(step, sizeof step,
-                     "4 tasks spawning children, %u worker(s), max_inflight %zu", w, max);
-            test_step(step);
-            alarm(0);
-            test_watchdog(limit);
-            test_backpressure_in_task(w, test_pick(5000, 500), max);
+    if (strcmp(which, "core") == 0) {
+        for (unsigned w = 1; w <= 4; w *= 2) {
+            test_step("fib");
+            test_fib(w, fibn);
+            test_step("tree");
+            test_tree(w, depth);
+            test_step("deep");
+            test_deep(w, deep);
+            test_step("outside threads");
+            test_outside_threads(w, fibn - 3);
         }
+    } else if (strcmp(which, "backpressure") == 0) {
+        unsigned limit = test_pick(10, 40);
+        static char step[128];
+        for (unsigned w = 1; w <= 2; w++) {
+            for (size_t max = 8; max >= 2; max /= 2) {
+                snprintf(step, sizeof step,
+                         "4 tasks spawning children, %u worker(s), max_inflight %zu", w, max);
+                test_step(step);
+                alarm(0);
+                test_watchdog(limit);
+                test_backpressure_in_task(w, test_pick(5000, 500), max);
+            }
+        }
+    } else if (strcmp(which, "wait-on-waiting") == 0) {
+        test_step("a task waiting for a task that waits for its child");
+        test_wait_on_waiting_task(2);
+        test_wait_on_waiting_task(1);
+    } else {
+        fprintf(stderr, "usage: test_nested [core|backpressure|wait-on-waiting]\n");
+        return 2;
     }
-    test_step("a task waiting for a task that waits for its child");
-    test_wait_on_waiting_task(2);
-    test_wait_on_waiting_task(1);
-    printf("test_nested: ok\n");
+    printf("test_nested %s: ok\n", which);
     return 0;
 }
