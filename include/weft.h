@@ -95,9 +95,14 @@ typedef struct weft_config {
     /* How long an idle worker spins looking for work before it parks, in
      * nanoseconds.  Env: WEFT_SPIN_NS. */
     uint64_t spin_ns;
-    /* Spawning blocks (an outside thread) or helps run tasks (a worker) while
-     * this many tasks are in flight, so that an unbounded producer runs in
-     * bounded memory.  0 means the default (65536 per worker).
+    /* Backpressure, so that an unbounded producer runs in bounded memory.
+     * A spawn from an outside thread blocks while more than this many tasks
+     * are in flight, until a quarter of them have finished.  A spawn from
+     * inside a task counts only the backlog (tasks in flight whose bodies
+     * are not executing: producers suspended in a spawn or wait are not
+     * backlog) and helps run tasks instead of blocking; if nothing finishes
+     * for a millisecond it lets the spawn through rather than risk waiting
+     * for itself.  0 means the default (65536 per worker).
      * Env: WEFT_MAX_INFLIGHT. */
     size_t max_inflight;
     /* Called on each worker thread when it starts, before it runs any task,

@@ -215,8 +215,10 @@ void *weft__slot_alloc(weft__pool_id p)
     weft__slot *s = c->head[p];
     c->head[p] = s->free_next;
     c->count[p]--;
-    /* Zero everything but the header (the generation must survive). */
-    memset((char *)s + sizeof(weft__slot), 0, pools[p].slot_size - sizeof(weft__slot));
+    /* Zero everything but the header (the generation must survive).  Data
+     * slots initialise themselves: see weft__data.users. */
+    if (p != WEFT__POOL_DATA)
+        memset((char *)s + sizeof(weft__slot), 0, pools[p].slot_size - sizeof(weft__slot));
     s->free_next = NULL;
     atomic_fetch_add_explicit(&alloc_live, 1, memory_order_relaxed);
     return s;

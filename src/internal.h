@@ -113,6 +113,9 @@ typedef struct weft__task_access {
     unsigned mode;
 } weft__task_access;
 
+/* Internal state before weft_spawn has linked the task (never seen by users). */
+#define WEFT_TASK_SPAWNING (-1)
+
 /* run_gate values: who decides whether the body runs. */
 enum { WEFT__GATE_OPEN = 0, WEFT__GATE_DOOMING = 1, WEFT__GATE_STARTED = 2, WEFT__GATE_DOOMED = 3 };
 
@@ -140,8 +143,10 @@ struct weft__task {
     uint64_t cause_id;
     char cause_name[32];
     char name[32];
-    /* ready-queue links (pairing heap); wait_next also links commute waiters */
-    weft__task *hp_child, *hp_next, *wait_next;
+    /* ready-queue links (pairing heap, under the queue's lock) */
+    weft__task *hp_child, *hp_next, *hp_prev;
+    _Atomic(weft__worker *) queued_on; /* whose queue holds it, or NULL */
+    weft__task *wait_next;             /* commute waiters, under the data's lock */
     weft__task *outer;                 /* task this one interrupted on its worker (nested help) */
     uint32_t nedges;
     uint32_t naccess;
@@ -156,7 +161,13 @@ struct weft__task {
 
 struct weft__data {
     weft__slot slot;                   /* must be first */
-    weft__rt *rt;
+    /* Accesses of spawned (or spawning), unfinished tasks naming d, plus
+     * WEFT__DATA_CLOSING once unregistering began: one atomic, so a finishing
+     * task learns both in the same step and never touches d afterwards.  It
+     * is never zeroed by plain stores (a spawn racing an unregister may still
+     * read it after the slot was freed and reused). */
+    _Atomic int64_t users;
+    weft__rt *rt;                      /* first field (re)initialised by register */
     const void *rt_handle;
     void *ptr;
     size_t size;
@@ -164,7 +175,6 @@ struct weft__data {
      * address order) and by commute release.  Nothing nests under it except
      * the allocator and the slot pool. */
     pthread_mutex_t lock;
-    bool registered;
     /* The last writer(s): one task, or a commute group. */
     weft__task **writers;
     uint32_t nwriters, cap_writers;
@@ -179,10 +189,6 @@ struct weft__data {
     /* Commute exclusion at run time. */
     _Atomic(weft__task *) commute_owner;
     weft__task *commute_waiters;       /* under lock, linked by wait_next */
-    /* Accesses of spawned, unfinished tasks naming d, plus WEFT__DATA_CLOSING
-     * once unregistering began: one atomic, so a finishing task learns both
-     * in the same step and never touches d afterwards. */
-    _Atomic int64_t users;
     weft__data *rt_prev, *rt_next;     /* rt->data_list, under rt->data_lock */
     void *replica[1];                  /* per-device copies; [0] is the host (device/) */
 };
@@ -209,6 +215,7 @@ struct weft__worker {
     _Atomic bool parked;
     uint64_t rng;
     weft__task *current;               /* task whose body runs now (innermost) */
+    _Atomic int64_t depth;             /* bodies executing on this worker (nested waits) */
     /* counters: written by this worker only, read by stats */
     _Atomic uint64_t n_run, n_failed, n_cancelled, n_steals, n_parks, idle_ns;
     _Atomic uint64_t idle_since;       /* start of the current idle period, 0 while busy */
@@ -221,6 +228,7 @@ struct weft__worker {
 struct weft__rt {
     weft__slot slot;                   /* must be first */
     _Atomic bool open;                 /* accepting spawns */
+    _Atomic bool closing;              /* destroy began: only its own tasks may spawn */
     _Atomic bool stop;                 /* workers should exit */
     weft_config cfg;
     char *trace_path;
@@ -253,6 +261,11 @@ extern _Thread_local weft__worker *weft__tls_worker;
 
 /* runtime.c */
 weft__rt *weft__rt_get(const weft_runtime *h, const char *fn, int *err);
+/* Count the caller as in flight (so destroy waits for it) and check the
+ * runtime is open; weft__rt_leave undoes it.  A spawned task leaves when it
+ * finishes. */
+weft__rt *weft__rt_enter(const weft_runtime *h, const char *fn, int *err);
+void weft__rt_leave(weft__rt *rt);
 void weft__wake_sleepers(weft__rt *rt);
 
 /* graph/task.c */
@@ -273,12 +286,14 @@ void weft__data_unlock_all(weft__task_access *sorted, uint32_t n);
 /* data/data.c */
 #define WEFT__DATA_CLOSING ((int64_t)1 << 62)
 weft__data *weft__data_get(const weft_data *h);
+weft__data *weft__data_pin(const weft_data *h); /* count a user; NULL if stale or closing */
 void weft__data_finish_use(weft__data *d);
 void weft__data_destroy_all(weft__rt *rt);
 
 /* sched/queue.c */
 void weft__queue_push(weft__worker *w, weft__task *t);
 weft__task *weft__queue_pop(weft__worker *w);
+bool weft__queue_take(weft__task *t); /* remove t from whatever queue holds it */
 weft__task *weft__find_work(weft__worker *w);
 bool weft__any_work(weft__rt *rt);
 void weft__wake_one(weft__rt *rt, weft__worker *prefer);
@@ -289,6 +304,7 @@ void weft__submit(weft__rt *rt, weft__task *t);
 int weft__workers_start(weft__rt *rt);
 void weft__workers_stop(weft__rt *rt);
 bool weft__help_once(weft__worker *w);
+bool weft__help_with(weft__worker *w, weft__task *t);
 
 /* device/host.c: the device table (only the host kind so far) */
 typedef struct weft__device_ops {

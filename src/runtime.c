@@ -117,6 +117,33 @@ weft__rt *weft__rt_get(const weft_runtime *h, const char *fn, int *err)
     return rt;
 }
 
+weft__rt *weft__rt_enter(const weft_runtime *h, const char *fn, int *err)
+{
+    weft__rt *rt = weft__rt_get(h, fn, err);
+    if (!rt)
+        return NULL;
+    atomic_fetch_add(&rt->inflight, 1);
+    /* Re-check after counting ourselves: a destroy that closed the runtime
+     * before it saw our count has not waited for us (and the slot may even
+     * have been reused by another runtime).  While destroy drains, only the
+     * runtime's own tasks may still spawn (their children finish the work). */
+    if (weft__handle_decode(h) != rt || !atomic_load(&rt->open) ||
+        (atomic_load(&rt->closing) && !(weft__tls_worker && weft__tls_worker->rt == rt))) {
+        weft__rt_leave(rt);
+        *err = weft__error(WEFT_ECLOSED, "%s: runtime was destroyed", fn);
+        return NULL;
+    }
+    return rt;
+}
+
+void weft__rt_leave(weft__rt *rt)
+{
+    int64_t left = atomic_fetch_sub(&rt->inflight, 1) - 1;
+    if ((left == 0 && atomic_load(&rt->sleepers_all) > 0) ||
+        (atomic_load(&rt->sleepers_throttle) > 0 && left <= (int64_t)(rt->max_inflight - rt->max_inflight / 4)))
+        weft__wake_sleepers(rt);
+}
+
 static void rt_free(weft__rt *rt)
 {
     if (rt->workers) {
@@ -222,8 +249,9 @@ int weft_runtime_destroy(weft_runtime *h)
         return err;
     if (on_own_worker(rt))
         return weft__error(WEFT_EDEADLK, "weft_runtime_destroy: called from one of the runtime's own tasks");
-    /* Let outstanding tasks (and what they spawn) finish, then refuse new
-     * spawns and drain whatever raced with the close. */
+    /* Refuse spawns from outside, let outstanding tasks (and what they
+     * spawn) finish, then refuse every spawn and drain what raced with it. */
+    atomic_store(&rt->closing, true);
     int rc = weft_wait_all(h);
     atomic_store(&rt->open, false);
     while (atomic_load(&rt->inflight) > 0) {
@@ -278,7 +306,9 @@ int weft_runtime_stats(weft_runtime *h, weft_stats *out)
         s.trace_dropped += atomic_load_explicit(&w->trace_dropped, memory_order_relaxed);
     }
     s.tasks_spawned = atomic_load(&rt->n_spawned);
-    int64_t inflight = atomic_load(&rt->inflight);
+    /* Spawns blocked by backpressure are counted in flight (so destroy waits
+     * for them) but are not tasks yet. */
+    int64_t inflight = atomic_load(&rt->inflight) - atomic_load(&rt->sleepers_throttle);
     s.inflight = inflight > 0 ? (uint64_t)inflight : 0;
     s.inflight_peak = (uint64_t)atomic_load(&rt->inflight_peak);
     s.bytes_per_task = weft__slot_size(WEFT__POOL_TASK) +

@@ -51,17 +51,39 @@ void weft__trace_record(weft__worker *w, const weft__task *t, uint64_t start_ns,
     w->trace_count++;
 }
 
-static void write_json_string(FILE *f, const char *s)
+/* Length of the valid UTF-8 sequence at s, or 0 if it is not one. */
+static size_t utf8_len(const unsigned char *s)
 {
+    size_t n = s[0] >= 0xF0 && s[0] <= 0xF4 ? 4 : s[0] >= 0xE0 ? 3 : s[0] >= 0xC2 && s[0] < 0xE0 ? 2 : 0;
+    for (size_t i = 1; i < n; i++)
+        if ((s[i] & 0xC0) != 0x80)
+            return 0;
+    return n;
+}
+
+static void write_json_string(FILE *f, const char *str)
+{
+    const unsigned char *s = (const unsigned char *)str;
     fputc('"', f);
-    for (; *s; s++) {
-        unsigned char c = (unsigned char)*s;
-        if (c == '"' || c == '\\')
+    while (*s) {
+        unsigned char c = *s;
+        size_t n;
+        if (c == '"' || c == '\\') {
             fprintf(f, "\\%c", c);
-        else if (c < 0x20 || c >= 0x7f)
-            fprintf(f, "\\u%04x", c); /* bytes outside ASCII are escaped one by one */
-        else
+            s++;
+        } else if (c < 0x20 || c == 0x7f) {
+            fprintf(f, "\\u%04x", c);
+            s++;
+        } else if (c < 0x80) {
             fputc(c, f);
+            s++;
+        } else if ((n = utf8_len(s)) != 0) {
+            fwrite(s, 1, n, f);
+            s += n;
+        } else {
+            fputs("\\ufffd", f); /* not UTF-8: the replacement character */
+            s++;
+        }
     }
     fputc('"', f);
 }

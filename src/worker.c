@@ -21,6 +21,16 @@ static void run_chain(weft__worker *w, weft__task *t)
     }
 }
 
+/* Run t now if it is queued: a waiter runs what it waits for first, so it
+ * does not bury the awaited task's continuation under unrelated work. */
+bool weft__help_with(weft__worker *w, weft__task *t)
+{
+    if (!weft__queue_take(t))
+        return false;
+    run_chain(w, t);
+    return true;
+}
+
 bool weft__help_once(weft__worker *w)
 {
     weft__task *t = weft__find_work(w);

@@ -9,13 +9,14 @@
  */
 #include "internal.h"
 
+#include <stddef.h>
 #include <string.h>
 #include <time.h>
 
 weft__data *weft__data_get(const weft_data *h)
 {
     weft__data *d = weft__handle_decode(h);
-    if (!d || d->slot.pool_id != WEFT__POOL_DATA || !d->registered)
+    if (!d || d->slot.pool_id != WEFT__POOL_DATA)
         return NULL;
     return d;
 }
@@ -24,27 +25,30 @@ int weft_data_register(weft_runtime *h, void *ptr, size_t n, weft_data **out)
 {
     weft__clear_error();
     int err;
-    weft__rt *rt = weft__rt_get(h, "weft_data_register", &err);
-    if (!rt)
-        return err;
     if (!out)
         return weft__error(WEFT_EINVAL, "weft_data_register: out is NULL");
     if (!ptr)
         return weft__error(WEFT_EINVAL, "weft_data_register: pointer is NULL");
     if (n == 0)
         return weft__error(WEFT_EINVAL, "weft_data_register: size is zero");
+    weft__rt *rt = weft__rt_enter(h, "weft_data_register", &err); /* destroy waits for us */
+    if (!rt)
+        return err;
     weft__data *d = weft__slot_alloc(WEFT__POOL_DATA);
-    if (!d)
+    if (!d) {
+        weft__rt_leave(rt);
         return weft__error(WEFT_ENOMEM, "weft_data_register: out of memory");
+    }
+    size_t from = offsetof(weft__data, rt);
+    memset((char *)d + from, 0, sizeof *d - from);
     d->rt = rt;
     d->rt_handle = h;
     d->ptr = ptr;
     d->size = n;
     d->replica[0] = ptr;
     pthread_mutex_init(&d->lock, NULL);
-    atomic_init(&d->users, 0);
+    atomic_store(&d->users, 0);
     atomic_init(&d->commute_owner, NULL);
-    d->registered = true;
     pthread_mutex_lock(&rt->data_lock);
     d->rt_next = rt->data_list;
     if (rt->data_list)
@@ -52,7 +56,27 @@ int weft_data_register(weft_runtime *h, void *ptr, size_t n, weft_data **out)
     rt->data_list = d;
     pthread_mutex_unlock(&rt->data_lock);
     *out = weft__handle_encode(d);
+    weft__rt_leave(rt);
     return 0;
+}
+
+weft__data *weft__data_pin(const weft_data *h)
+{
+    weft__data *d = weft__data_get(h);
+    if (!d)
+        return NULL;
+    int64_t v = atomic_load(&d->users);
+    do {
+        if (v & WEFT__DATA_CLOSING)
+            return NULL;
+    } while (!atomic_compare_exchange_weak(&d->users, &v, v + 1));
+    /* The slot may have been freed and reused between the check and the
+     * pin: then the pin landed on another handle; take it back. */
+    if (weft__handle_decode(h) != d) {
+        weft__data_finish_use(d);
+        return NULL;
+    }
+    return d;
 }
 
 static void release_state(weft__data *d)
@@ -67,7 +91,6 @@ static void release_state(weft__data *d)
     weft__free(d->readers);
     weft__free(d->base);
     weft__free(d->base_propagate);
-    d->registered = false;
     pthread_mutex_destroy(&d->lock);
     weft__slot_free(d);
 }

@@ -73,8 +73,6 @@ int weft__access_plan(weft__task_access *sorted, uint32_t n, uint32_t *ninferred
     for (uint32_t i = 0; i < n; i++) {
         weft__data *d = sorted[i].data;
         unsigned mode = sorted[i].mode;
-        if (!d->registered || (atomic_load(&d->users) & WEFT__DATA_CLOSING))
-            return WEFT_EINVAL;
         prune_readers(d);
         bool ok;
         if (mode & WEFT_COMMUTE) {

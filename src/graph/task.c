@@ -27,6 +27,10 @@ static void copy_name(char dst[32], const char *src)
         return;
     }
     size_t n = strnlen(src, 31);
+    /* Cut on a UTF-8 character boundary: back off continuation bytes. */
+    if (n == 31 && ((unsigned char)src[31] & 0xC0) == 0x80)
+        while (n > 0 && ((unsigned char)src[n] & 0xC0) == 0x80)
+            n--;
     memcpy(dst, src, n);
     dst[n] = '\0';
 }
@@ -47,6 +51,9 @@ weft__task *weft__task_get(const weft_task *h)
 
 static void task_free(weft__task *t)
 {
+    if (atomic_load_explicit(&t->state, memory_order_relaxed) == WEFT_TASK_SPAWNING)
+        for (uint32_t i = 0; i < t->naccess; i++)
+            weft__data_finish_use(t->access[i].data); /* a spawn that failed: unpin */
     if (t->edges != t->edge_inline)
         weft__free(t->edges);
     if (t->access != t->access_inline)
@@ -88,8 +95,11 @@ static void cause_of(const weft__task *p, int final, uint64_t *id, const char **
 void weft__task_ready(weft__rt *rt, weft__task *t, weft__task **next)
 {
     atomic_store_explicit(&t->state, WEFT_TASK_READY, memory_order_relaxed);
-    if (next && !*next) {
-        *next = t; /* the caller runs it right away: no queue round trip */
+    /* The finishing worker runs the first task it releases right away (no
+     * queue round trip) unless its queue holds ready work, which may have
+     * higher priority: then the queue decides. */
+    if (next && !*next && atomic_load_explicit(&weft__tls_worker->qsize, memory_order_relaxed) == 0) {
+        *next = t;
         return;
     }
     weft__submit(rt, t);
@@ -145,22 +155,48 @@ static int cmp_access(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
-/* Backpressure: keep the number of tasks in flight bounded so an unbounded
- * producer runs in bounded memory.  A worker helps instead of sleeping. */
+/* Backpressure: keep the number of tasks waiting to run bounded so that an
+ * unbounded producer runs in bounded memory.  The backlog counts tasks in
+ * flight whose bodies are not executing (bodies suspended in a wait or in
+ * this very throttle are producers, not backlog: counting them could make
+ * producers wait for each other forever). */
+static int64_t backlog(weft__rt *rt)
+{
+    int64_t executing = 0;
+    for (unsigned i = 0; i < rt->nworkers; i++)
+        executing += atomic_load_explicit(&rt->workers[i].depth, memory_order_relaxed);
+    return atomic_load(&rt->inflight) - executing;
+}
+
 static void throttle(weft__rt *rt)
 {
     int64_t low = (int64_t)(rt->max_inflight - rt->max_inflight / 4);
     weft__worker *w = weft__tls_worker;
     if (w && w->rt == rt) {
-        while (atomic_load(&rt->inflight) > low) {
-            if (!weft__help_once(w)) {
-                /* Nothing runnable here: the remaining tasks run elsewhere. */
+        /* From a task: help.  With nothing to help with, wait while other
+         * workers make progress; if nothing finishes for a millisecond, the
+         * backlog may be waiting for this very producer (a child that
+         * depends on its parent): let the spawn through rather than hang. */
+        int64_t last = backlog(rt);
+        uint64_t stalled_since = weft__now_ns();
+        while (last > low) {
+            if (weft__help_once(w)) {
+                stalled_since = weft__now_ns();
+            } else {
                 struct timespec ts = {0, 20000};
                 nanosleep(&ts, NULL);
+                if (weft__now_ns() - stalled_since > 1000000)
+                    break;
             }
+            int64_t now = backlog(rt);
+            if (now < last)
+                stalled_since = weft__now_ns();
+            last = now;
         }
         return;
     }
+    /* From outside: sleep until enough tasks in flight have finished
+     * (finishing tasks signal when the count drops to the low mark). */
     pthread_mutex_lock(&rt->wait_lock);
     atomic_fetch_add(&rt->sleepers_throttle, 1);
     while (atomic_load(&rt->inflight) > low)
@@ -171,13 +207,25 @@ static void throttle(weft__rt *rt)
 
 #define STACK_ACCESSES 16
 
+static int spawn_entered(weft__rt *rt, weft_runtime *h, const weft_task_desc *d, weft_task **out);
+
 int weft_spawn(weft_runtime *h, const weft_task_desc *d, weft_task **out)
 {
     weft__clear_error();
     int err;
-    weft__rt *rt = weft__rt_get(h, "weft_spawn", &err);
+    /* Entering counts the spawn as in flight, so a destroy racing with it
+     * waits for it; a spawned task keeps that count until it finishes. */
+    weft__rt *rt = weft__rt_enter(h, "weft_spawn", &err);
     if (!rt)
         return spawn_fail(d, err);
+    int rc = spawn_entered(rt, h, d, out);
+    if (rc != 0)
+        weft__rt_leave(rt);
+    return rc;
+}
+
+static int spawn_entered(weft__rt *rt, weft_runtime *h, const weft_task_desc *d, weft_task **out)
+{
     if (!d)
         return weft__error(WEFT_EINVAL, "weft_spawn: descriptor is NULL");
     if (!d->body)
@@ -203,8 +251,6 @@ int weft_spawn(weft_runtime *h, const weft_task_desc *d, weft_task **out)
             return spawn_fail(d, weft__error(WEFT_EINVAL, "weft_spawn: data of access %zu is NULL or unregistered", i));
         if (dd->rt_handle != (const void *)h)
             return spawn_fail(d, weft__error(WEFT_EINVAL, "weft_spawn: data of access %zu belongs to another runtime", i));
-        if (atomic_load(&dd->users) & WEFT__DATA_CLOSING)
-            return spawn_fail(d, weft__error(WEFT_EINVAL, "weft_spawn: data of access %zu is being unregistered", i));
         unsigned m = a->mode;
         if ((m & ~(unsigned)(WEFT_RW | WEFT_COMMUTE)) || !(m & WEFT_RW) ||
             ((m & WEFT_COMMUTE) && (m & WEFT_RW) != WEFT_RW))
@@ -212,12 +258,15 @@ int weft_spawn(weft_runtime *h, const weft_task_desc *d, weft_task **out)
                                                           "(WEFT_R, WEFT_W, WEFT_RW, or WEFT_RW|WEFT_COMMUTE)", i, m));
     }
 
-    if (atomic_load_explicit(&rt->inflight, memory_order_relaxed) >= (int64_t)rt->max_inflight)
+    /* inflight counts this spawn too (weft__rt_enter). */
+    if (atomic_load_explicit(&rt->inflight, memory_order_relaxed) > (int64_t)rt->max_inflight &&
+        (!weft__tls_worker || backlog(rt) > (int64_t)rt->max_inflight))
         throttle(rt);
 
     weft__task *t = weft__slot_alloc(WEFT__POOL_TASK);
     if (!t)
         return spawn_fail(d, weft__error(WEFT_ENOMEM, "weft_spawn: out of memory"));
+    atomic_init(&t->state, WEFT_TASK_SPAWNING);
     size_t extra = 0;
     uint32_t na = (uint32_t)d->naccesses;
     t->access = t->access_inline;
@@ -230,10 +279,18 @@ int weft_spawn(weft_runtime *h, const weft_task_desc *d, weft_task **out)
         }
         extra += sizeof(weft__task_access) * na;
     }
-    t->naccess = na;
+    /* Pin each data handle (count this task as a user) so that an unregister
+     * racing with this spawn waits for the task instead of freeing the
+     * handle under it. */
     for (uint32_t i = 0; i < na; i++) {
-        t->access[i].data = weft__data_get(d->accesses[i].data);
+        weft__data *dd = weft__data_pin(d->accesses[i].data);
+        if (!dd) {
+            task_free(t);
+            return spawn_fail(d, weft__error(WEFT_EINVAL, "weft_spawn: data of access %u is being unregistered", i));
+        }
+        t->access[i].data = dd;
         t->access[i].mode = d->accesses[i].mode;
+        t->naccess = i + 1;
         if (d->accesses[i].mode & WEFT_COMMUTE)
             t->ncommute++;
     }
@@ -280,9 +337,7 @@ int weft_spawn(weft_runtime *h, const weft_task_desc *d, weft_task **out)
         if (sorted != stack_sorted)
             weft__free(sorted);
         task_free(t);
-        return spawn_fail(d, rc == WEFT_EINVAL
-                                 ? weft__error(rc, "weft_spawn: a data handle is being unregistered")
-                                 : weft__error(rc, "weft_spawn: out of memory"));
+        return spawn_fail(d, weft__error(rc, "weft_spawn: out of memory"));
     }
 
     /* From here on nothing can fail. */
@@ -305,12 +360,10 @@ int weft_spawn(weft_runtime *h, const weft_task_desc *d, weft_task **out)
     atomic_fetch_add_explicit(&rt->n_spawned, 1, memory_order_relaxed);
     if (extra)
         atomic_fetch_add_explicit(&rt->extra_bytes, extra, memory_order_relaxed);
-    int64_t now = atomic_fetch_add(&rt->inflight, 1) + 1;
+    int64_t now = atomic_load_explicit(&rt->inflight, memory_order_relaxed);
     int64_t peak = atomic_load_explicit(&rt->inflight_peak, memory_order_relaxed);
     while (now > peak && !atomic_compare_exchange_weak(&rt->inflight_peak, &peak, now))
         ;
-    for (uint32_t i = 0; i < na; i++)
-        atomic_fetch_add_explicit(&t->access[i].data->users, 1, memory_order_relaxed);
 
     for (size_t i = 0; i < d->ndeps; i++)
         weft__edge_add(t, &t->edges[i], weft__task_get(d->deps[i]), true);
@@ -373,13 +426,9 @@ static void finish(weft__worker *w, weft__task *t, int final, weft__task **next)
     else if (final == WEFT_TASK_CANCELLED)
         weft__count(&w->n_cancelled, 1);
 
-    bool wake = atomic_load(&t->waiters) > 0;
-    int64_t left = atomic_fetch_sub(&rt->inflight, 1) - 1;
-    if ((left == 0 && atomic_load(&rt->sleepers_all) > 0) ||
-        (atomic_load(&rt->sleepers_throttle) > 0 && left <= (int64_t)(rt->max_inflight - rt->max_inflight / 4)))
-        wake = true;
-    if (wake)
+    if (atomic_load(&t->waiters) > 0)
         weft__wake_sleepers(rt);
+    weft__rt_leave(rt);
     weft__task_unref(t);
 }
 
@@ -406,10 +455,14 @@ void weft__task_execute(weft__worker *w, weft__task *t, weft__task **next)
         struct weft_ctx ctx = {rt, w, t};
         t->outer = w->current;
         w->current = t;
+        atomic_store_explicit(&w->depth, atomic_load_explicit(&w->depth, memory_order_relaxed) + 1,
+                              memory_order_relaxed);
         uint64_t t0 = rt->trace_path ? weft__now_ns() : 0;
         int r = t->body(&ctx, t->arg);
         if (rt->trace_path)
             weft__trace_record(w, t, t0, weft__now_ns());
+        atomic_store_explicit(&w->depth, atomic_load_explicit(&w->depth, memory_order_relaxed) - 1,
+                              memory_order_relaxed);
         w->current = t->outer;
         t->outer = NULL;
         t->result = r;
@@ -471,7 +524,7 @@ int weft_task_timedwait(weft_task *h, uint64_t timeout_ns)
     while (!is_final(atomic_load(&t->state))) {
         /* From a task: run other work while waiting (nesting cannot starve
          * the pool).  Anywhere: spin a little before sleeping. */
-        if (helping && weft__help_once(w)) {
+        if (helping && (weft__help_with(w, t) || weft__help_once(w))) {
             idle = 0;
             continue;
         }

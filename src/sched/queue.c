@@ -17,6 +17,9 @@ static bool before(const weft__task *a, const weft__task *b)
     return a->priority != b->priority ? a->priority > b->priority : a->id < b->id;
 }
 
+/* Links: hp_child is the first child; hp_next the right sibling; hp_prev
+ * the left sibling, or the parent for a first child (NULL for the root).
+ * hp_prev lets a waiter take one particular task out of the middle. */
 static weft__task *meld(weft__task *a, weft__task *b)
 {
     if (!a)
@@ -29,6 +32,9 @@ static weft__task *meld(weft__task *a, weft__task *b)
         b = tmp;
     }
     b->hp_next = a->hp_child;
+    if (a->hp_child)
+        a->hp_child->hp_prev = b;
+    b->hp_prev = a;
     a->hp_child = b;
     return a;
 }
@@ -54,16 +60,42 @@ static weft__task *merge_pairs(weft__task *first)
         m->hp_next = NULL;
         root = meld(root, m);
     }
+    if (root)
+        root->hp_prev = NULL;
     return root;
 }
 
 void weft__queue_push(weft__worker *w, weft__task *t)
 {
-    t->hp_child = t->hp_next = NULL;
+    t->hp_child = t->hp_next = t->hp_prev = NULL;
     pthread_mutex_lock(&w->qlock);
     w->heap = meld(w->heap, t);
+    w->heap->hp_prev = NULL;
+    atomic_store_explicit(&t->queued_on, w, memory_order_relaxed);
     atomic_fetch_add(&w->qsize, 1);
     pthread_mutex_unlock(&w->qlock);
+}
+
+/* Under w->qlock: unlink t (anywhere in w's heap). */
+static void heap_remove(weft__worker *w, weft__task *t)
+{
+    weft__task *sub = merge_pairs(t->hp_child);
+    if (t == w->heap) {
+        w->heap = sub;
+    } else {
+        weft__task *p = t->hp_prev;
+        if (p->hp_child == t)
+            p->hp_child = t->hp_next;
+        else
+            p->hp_next = t->hp_next;
+        if (t->hp_next)
+            t->hp_next->hp_prev = p;
+        w->heap = meld(w->heap, sub);
+        w->heap->hp_prev = NULL;
+    }
+    t->hp_child = t->hp_next = t->hp_prev = NULL;
+    atomic_store_explicit(&t->queued_on, NULL, memory_order_relaxed);
+    atomic_fetch_sub(&w->qsize, 1);
 }
 
 weft__task *weft__queue_pop(weft__worker *w)
@@ -72,13 +104,25 @@ weft__task *weft__queue_pop(weft__worker *w)
         return NULL;
     pthread_mutex_lock(&w->qlock);
     weft__task *t = w->heap;
-    if (t) {
-        w->heap = merge_pairs(t->hp_child);
-        t->hp_child = NULL;
-        atomic_fetch_sub(&w->qsize, 1);
-    }
+    if (t)
+        heap_remove(w, t);
     pthread_mutex_unlock(&w->qlock);
     return t;
+}
+
+bool weft__queue_take(weft__task *t)
+{
+    weft__worker *w = atomic_load_explicit(&t->queued_on, memory_order_relaxed);
+    if (!w)
+        return false;
+    bool taken = false;
+    pthread_mutex_lock(&w->qlock);
+    if (atomic_load_explicit(&t->queued_on, memory_order_relaxed) == w) {
+        heap_remove(w, t);
+        taken = true;
+    }
+    pthread_mutex_unlock(&w->qlock);
+    return taken;
 }
 
 static uint64_t next_rand(uint64_t *s)
