@@ -298,7 +298,7 @@ int main(int argc, char **argv) {
                 test_step(step);
                 alarm(0);
                 test_watchdog(limit);
-                test_backpressure_in_task(w, test_pick(5000, 500), max);
+                test_backpressure_in_task(w, test_pick(1000, 200), max);
             }
         }
     } else if (strcmp(which, "wait-on-waiting") == 0) {
