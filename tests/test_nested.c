@@ -210,10 +210,8 @@ static void test_backpressure_in_task(unsigned workers, int n, size_t max_inflig
         CHECK_OK(weft_spawn_simple(rt, bp_parent, (void *)(intptr_t)n, NULL));
     CHECK_OK(weft_wait_all(rt));
     CHECK(atomic_load(&bp_ran) == 4 * n);
-    weft_stats st;
-    CHECK_OK(weft_runtime_stats(rt, &st));
-    CHECKF(st.inflight_peak <= cfg.max_inflight + workers + 4,
-           "inflight_peak %" PRIu64 " with max_inflight %zu", st.inflight_peak, max_inflight);
+    /* No bound on inflight_peak here: a producer inside a task may be let
+     * through when it cannot help, by design. */
     CHECK_OK(weft_runtime_destroy(rt));
 }
 
