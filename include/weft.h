@@ -63,7 +63,8 @@ typedef enum weft_error {
     WEFT_ECANCELLED = -6,  /* the task never ran: an ancestor failed, or it was cancelled */
     WEFT_ETIMEDOUT = -7,   /* a timed wait ran out of time; the task is still pending */
     WEFT_EDEADLK = -8,     /* waiting here could never finish (e.g. wait_all inside a task) */
-    WEFT_ESYSTEM = -9      /* the operating system refused (e.g. a thread could not start) */
+    WEFT_ESYSTEM = -9,     /* the operating system refused (e.g. a thread could not start) */
+    WEFT_EAGAIN = -10      /* not now: the spawn would block (WEFT_SPAWN_NOWAIT) */
 } weft_error;
 
 /* A static, human-readable name for an error code ("WEFT_EINVAL: invalid
@@ -105,6 +106,13 @@ typedef struct weft_config {
      * for itself.  0 means the default (65536 per worker).
      * Env: WEFT_MAX_INFLIGHT. */
     size_t max_inflight;
+    /* A body that waits (for a task, an unregister, or backpressure) runs
+     * other ready tasks meanwhile, nested on its stack.  Past this many
+     * nested bodies on one worker it runs only the task it waits for and
+     * leaves the rest to idle workers (if no worker is idle, it keeps
+     * helping: that is then the only way forward).  Bounds stack use, and
+     * Python recursion depth.  0 means 64.  Env: WEFT_MAX_NESTING. */
+    unsigned max_nesting;
     /* Called on each worker thread when it starts, before it runs any task,
      * and when it stops, after its last task (e.g. to create and delete a
      * per-thread interpreter state).  May be NULL.  They must not call
@@ -232,7 +240,15 @@ typedef struct weft_task_desc {
     size_t naccesses;
     const char *name;                 /* for traces and error reports; copied (first 31 bytes) */
     int priority;                     /* higher runs first among ready tasks; default 0 */
+    unsigned flags;                   /* WEFT_SPAWN_* */
 } weft_task_desc;
+
+/* Flags of weft_task_desc. */
+enum weft_spawn_flags {
+    /* Where backpressure would block (or help), return WEFT_EAGAIN instead;
+     * arg_destroy is then NOT called: the caller keeps arg and may retry. */
+    WEFT_SPAWN_NOWAIT = 1u
+};
 
 /* Zero *d (no deps, no data, priority 0, no name).  Never fails. */
 WEFT_API void weft_task_desc_init(weft_task_desc *d);
@@ -242,12 +258,15 @@ WEFT_API void weft_task_desc_init(weft_task_desc *d);
  * failure still counts for weft_wait_all).  The descriptor and the arrays it
  * points to are only read during the call.  A task whose dependency already
  * failed is accepted and finishes as cancelled.
- * Errors (nothing is spawned; arg_destroy, if set, has been called):
+ * Errors (nothing is spawned; arg_destroy, if set, has been called, except
+ * for WEFT_EAGAIN):
  *   WEFT_EINVAL  NULL rt/desc/body, a NULL/released dependency or one of
- *                another runtime, an invalid mode, an unregistered data
- *                handle or one of another runtime;
- *   WEFT_ECLOSED the runtime was destroyed;
- *   WEFT_ENOMEM.
+ *                another runtime, an invalid mode or flag, an unregistered
+ *                data handle or one of another runtime;
+ *   WEFT_ECLOSED the runtime was destroyed (or is being destroyed and the
+ *                caller is not one of its tasks);
+ *   WEFT_ENOMEM;
+ *   WEFT_EAGAIN  only with WEFT_SPAWN_NOWAIT: backpressure would apply.
  * Blocks only when max_inflight tasks are in flight (from a task it then helps
  * run other tasks instead).  May be called from a task. */
 WEFT_API WEFT_NODISCARD int weft_spawn(weft_runtime *rt, const weft_task_desc *desc,
@@ -314,7 +333,10 @@ WEFT_API WEFT_NODISCARD int weft_wait_all(weft_runtime *rt);
 WEFT_API WEFT_NODISCARD int weft_wait_all_timed(weft_runtime *rt, uint64_t timeout_ns);
 
 /* Cancel every task of the runtime that has not started yet (running tasks
- * finish).  Tasks spawned afterwards are not affected.  Errors: WEFT_EINVAL,
+ * finish).  Tasks spawned afterwards are not affected.  The cancellation is
+ * applied lazily: a task still waiting for dependencies reports
+ * WEFT_TASK_WAITING until it would have become ready, then finishes as
+ * cancelled (naming itself as the cause), and so do its dependents.  Errors: WEFT_EINVAL,
  * WEFT_ECLOSED.  Never blocks; may be called from a task. */
 WEFT_API WEFT_NODISCARD int weft_cancel_pending(weft_runtime *rt);
 

@@ -305,6 +305,7 @@ int weft__workers_start(weft__rt *rt);
 void weft__workers_stop(weft__rt *rt);
 bool weft__help_once(weft__worker *w);
 bool weft__help_with(weft__worker *w, weft__task *t);
+bool weft__help_waiting(weft__worker *w, weft__task *awaited);
 
 /* device/host.c: the device table (only the host kind so far) */
 typedef struct weft__device_ops {

@@ -44,6 +44,7 @@ const char *weft_strerror(int code)
     case WEFT_ETIMEDOUT: return "WEFT_ETIMEDOUT: the wait timed out";
     case WEFT_EDEADLK: return "WEFT_EDEADLK: the wait could never finish";
     case WEFT_ESYSTEM: return "WEFT_ESYSTEM: the operating system refused";
+    case WEFT_EAGAIN: return "WEFT_EAGAIN: the spawn would block (backpressure)";
     default: return "unknown Weft error code";
     }
 }
@@ -83,6 +84,7 @@ void weft_config_init(weft_config *cfg)
     cfg->trace_max_events = 1u << 20;
     cfg->spin_ns = 200000; /* 200 µs: waking a parked thread costs several µs */
     cfg->max_inflight = 0;
+    cfg->max_nesting = 64;
     uint64_t v;
     if (env_u64("WEFT_WORKERS", &v) && v > 0 && v <= 4096)
         cfg->workers = (unsigned)v;
@@ -93,6 +95,8 @@ void weft_config_init(weft_config *cfg)
         cfg->spin_ns = v;
     if (env_u64("WEFT_MAX_INFLIGHT", &v) && v > 0)
         cfg->max_inflight = (size_t)v;
+    if (env_u64("WEFT_MAX_NESTING", &v) && v > 0 && v <= 1u << 20)
+        cfg->max_nesting = (unsigned)v;
 }
 
 /* ------------------------------------------------------------------------ */
@@ -185,6 +189,8 @@ int weft_runtime_create(const weft_config *cfg_in, weft_runtime **out)
     if (!rt)
         return weft__error(WEFT_ENOMEM, "weft_runtime_create: out of memory");
     rt->cfg = cfg;
+    if (rt->cfg.max_nesting == 0)
+        rt->cfg.max_nesting = 64;
     rt->nworkers = n;
     rt->max_inflight = cfg.max_inflight ? cfg.max_inflight : (size_t)65536 * n;
     pthread_mutex_init(&rt->wait_lock, NULL);

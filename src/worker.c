@@ -40,6 +40,30 @@ bool weft__help_once(weft__worker *w)
     return true;
 }
 
+static bool another_worker_idle(const weft__worker *w)
+{
+    const weft__rt *rt = w->rt;
+    for (unsigned i = 0; i < rt->nworkers; i++)
+        if (&rt->workers[i] != w && atomic_load_explicit(&rt->workers[i].idle_since, memory_order_relaxed))
+            return true;
+    return false;
+}
+
+/* One step of useful work for a worker whose current body waits (for
+ * `awaited`, if not NULL).  Each task run here nests on this worker's stack,
+ * so past cfg.max_nesting bodies it only runs the awaited task itself and
+ * otherwise leaves the queues to idle workers — unless none is idle, because
+ * then helping is the only way forward. */
+bool weft__help_waiting(weft__worker *w, weft__task *awaited)
+{
+    if (awaited && weft__help_with(w, awaited))
+        return true;
+    if (atomic_load_explicit(&w->depth, memory_order_relaxed) >= (int64_t)w->rt->cfg.max_nesting &&
+        another_worker_idle(w))
+        return false;
+    return weft__help_once(w);
+}
+
 /* Sleep until woken.  Returns false if work or a stop request showed up
  * while announcing the park (then it did not sleep). */
 static void park(weft__worker *w)

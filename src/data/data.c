@@ -132,7 +132,7 @@ int weft_data_unregister(weft_data *h)
     weft__worker *w = weft__tls_worker;
     if (w && w->rt == rt) {
         while (atomic_load(&d->users) != WEFT__DATA_CLOSING)
-            if (!weft__help_once(w)) {
+            if (!weft__help_waiting(w, NULL)) {
                 struct timespec ts = {0, 20000};
                 nanosleep(&ts, NULL);
             }

@@ -180,7 +180,7 @@ static void throttle(weft__rt *rt)
         int64_t last = backlog(rt);
         uint64_t stalled_since = weft__now_ns();
         while (last > low) {
-            if (weft__help_once(w)) {
+            if (weft__help_waiting(w, NULL)) {
                 stalled_since = weft__now_ns();
             } else {
                 struct timespec ts = {0, 20000};
@@ -235,6 +235,8 @@ static int spawn_entered(weft__rt *rt, weft_runtime *h, const weft_task_desc *d,
     if (d->naccesses && !d->accesses)
         return spawn_fail(d, weft__error(WEFT_EINVAL, "weft_spawn: naccesses is %zu but accesses is NULL",
                                          d->naccesses));
+    if (d->flags & ~(unsigned)WEFT_SPAWN_NOWAIT)
+        return spawn_fail(d, weft__error(WEFT_EINVAL, "weft_spawn: unknown flags 0x%x", d->flags));
     if (d->naccesses > UINT32_MAX / 2 || d->ndeps > UINT32_MAX / 2)
         return spawn_fail(d, weft__error(WEFT_EINVAL, "weft_spawn: too many dependencies or accesses"));
     for (size_t i = 0; i < d->ndeps; i++) {
@@ -260,8 +262,11 @@ static int spawn_entered(weft__rt *rt, weft_runtime *h, const weft_task_desc *d,
 
     /* inflight counts this spawn too (weft__rt_enter). */
     if (atomic_load_explicit(&rt->inflight, memory_order_relaxed) > (int64_t)rt->max_inflight &&
-        (!weft__tls_worker || backlog(rt) > (int64_t)rt->max_inflight))
+        (!weft__tls_worker || backlog(rt) > (int64_t)rt->max_inflight)) {
+        if (d->flags & WEFT_SPAWN_NOWAIT)
+            return weft__error(WEFT_EAGAIN, "weft_spawn: %zu tasks in flight (max_inflight)", rt->max_inflight);
         throttle(rt);
+    }
 
     weft__task *t = weft__slot_alloc(WEFT__POOL_TASK);
     if (!t)
@@ -524,7 +529,7 @@ int weft_task_timedwait(weft_task *h, uint64_t timeout_ns)
     while (!is_final(atomic_load(&t->state))) {
         /* From a task: run other work while waiting (nesting cannot starve
          * the pool).  Anywhere: spin a little before sleeping. */
-        if (helping && (weft__help_with(w, t) || weft__help_once(w))) {
+        if (helping && weft__help_waiting(w, t)) {
             idle = 0;
             continue;
         }
