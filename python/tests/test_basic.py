@@ -173,3 +173,31 @@ def test_tasks_spawn_children_while_the_runtime_closes():
     r2.spawn(parent)
     r2.close()
     assert out == ["child", "child"]
+
+
+def test_trace_written_at_close(tmp_path):
+    import json
+
+    path = tmp_path / "trace.json"
+    with weft.Runtime(workers=2, trace=str(path)):
+        for i in range(20):
+            weft.spawn(int, i, name=f"task{i}")
+    data = json.loads(path.read_text())
+    events = data["traceEvents"] if isinstance(data, dict) else data
+    names = {e.get("name") for e in events}
+    assert {"task0", "task19"} <= names
+
+
+def test_default_worker_count():
+    import os
+
+    with weft.Runtime() as r:
+        assert r.workers >= 1
+        if "WEFT_WORKERS" not in os.environ:
+            assert r.workers == (os.cpu_count() or r.workers)
+
+
+def test_module_level_data(rt):
+    buf = bytearray(3)
+    d = weft.data(buf)
+    assert d is rt.data(buf) and d.registered
