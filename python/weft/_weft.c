@@ -141,6 +141,8 @@ typedef struct RuntimeObject {
     _Atomic size_t inflight;    /* tasks of ours in the C runtime */
     _Atomic(PyObject *) first_exc; /* first failure since the last wait_all */
     _Atomic(void *) py_owner;   /* worker thread state holding the GIL now */
+    _Atomic int py_waiting;     /* workers waiting to take the GIL */
+    int spawn_gil;              /* SPAWN_HOLD, SPAWN_RELEASE or SPAWN_YIELD */
     PyObject *failures;         /* list of failed tasks since the last wait_all (bounded) */
     PyObject *data_map;         /* dict id(obj) -> Data */
     PyObject *deferred;         /* set of deferred tasks */
@@ -279,8 +281,12 @@ gil_take(RuntimeObject *r)
     PyThreadState *ts = tl_ts;
     if (ts == NULL) return (int)PyGILState_Ensure();
     spin_for_gil(r, ts);
+    if (r) atomic_fetch_add_explicit(&r->py_waiting, 1, memory_order_relaxed);
     PyEval_RestoreThread(ts);
-    if (r) atomic_store_explicit(&r->py_owner, ts, memory_order_relaxed);
+    if (r) {
+        atomic_fetch_sub_explicit(&r->py_waiting, 1, memory_order_relaxed);
+        atomic_store_explicit(&r->py_owner, ts, memory_order_relaxed);
+    }
     return -1;
 }
 
@@ -331,10 +337,15 @@ owner_rt(void)
         if (_own_rt && tl_ts) owner_clear(_own_rt, tl_ts);
 
 #define END_NOGIL_W                                                          \
-        if (_own_rt && tl_ts) spin_for_gil(_own_rt, tl_ts);                  \
+        if (_own_rt && tl_ts) {                                              \
+            spin_for_gil(_own_rt, tl_ts);                                    \
+            atomic_fetch_add_explicit(&_own_rt->py_waiting, 1, memory_order_relaxed); \
+        }                                                                    \
         PyEval_RestoreThread(_save);                                         \
-        if (_own_rt && tl_ts)                                                \
+        if (_own_rt && tl_ts) {                                              \
+            atomic_fetch_sub_explicit(&_own_rt->py_waiting, 1, memory_order_relaxed); \
             atomic_store_explicit(&_own_rt->py_owner, tl_ts, memory_order_relaxed); \
+        }                                                                    \
         tl_attached = _prev_att;                                             \
     }
 
@@ -752,6 +763,11 @@ check_open(RuntimeObject *r, const char *what)
 
 #define SMALL 8
 
+/* How spawn treats the GIL (Runtime(spawn_gil=...), env WEFT_PY_SPAWN_GIL):
+ * hold it (default: a spawn that cannot block keeps it), release it around
+ * every weft_spawn, or release it only while a worker waits for it. */
+enum { SPAWN_HOLD = 0, SPAWN_RELEASE = 1, SPAWN_YIELD = 2 };
+
 /* Submit t to the C runtime with the given C dependencies and accesses. */
 static int
 submit_c(RuntimeObject *r, TaskObject *t, weft_task **deps, size_t ndeps, weft_access *acc,
@@ -790,7 +806,11 @@ submit_c(RuntimeObject *r, TaskObject *t, weft_task **deps, size_t ndeps, weft_a
     size_t n = atomic_fetch_add_explicit(&r->inflight, 1, memory_order_relaxed) + 1;
     weft_task *h = NULL;
     int rc;
-    if (n < r->soft_limit) {
+    int hold = n < r->soft_limit;
+    if (hold && r->spawn_gil != SPAWN_HOLD)
+        hold = r->spawn_gil == SPAWN_YIELD &&
+               atomic_load_explicit(&r->py_waiting, memory_order_relaxed) == 0;
+    if (hold) {
         /* Cannot block: keep the GIL (a worker may run tasks inline here;
          * tl_attached tells their trampolines that the GIL is ours). */
         int prev = tl_attached;
@@ -1603,11 +1623,25 @@ parse_size(PyObject *o, const char *what, unsigned long long *out)
 static PyObject *
 Runtime_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
 {
-    static char *kwlist[] = {"workers", "trace", "spin_ns", "max_inflight", "gil_spin_ns", NULL};
+    static char *kwlist[] = {"workers", "trace", "spin_ns", "max_inflight", "gil_spin_ns",
+                             "spawn_gil", NULL};
     PyObject *workers = NULL, *trace = NULL, *spin = NULL, *maxin = NULL, *gspin = NULL;
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "|OOOOO:Runtime", kwlist, &workers, &trace, &spin,
-                                     &maxin, &gspin))
+    const char *spawn_gil = NULL;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "|O$OOOOz:Runtime", kwlist, &workers, &trace, &spin,
+                                     &maxin, &gspin, &spawn_gil))
         return NULL;
+    if (spawn_gil == NULL) spawn_gil = getenv("WEFT_PY_SPAWN_GIL");
+    int spawn_mode = SPAWN_HOLD;
+    if (spawn_gil && *spawn_gil) {
+        if (strcmp(spawn_gil, "hold") == 0) spawn_mode = SPAWN_HOLD;
+        else if (strcmp(spawn_gil, "release") == 0) spawn_mode = SPAWN_RELEASE;
+        else if (strcmp(spawn_gil, "yield") == 0) spawn_mode = SPAWN_YIELD;
+        else {
+            PyErr_Format(PyExc_ValueError, "Runtime(): spawn_gil= must be 'hold', 'release' or "
+                         "'yield', not '%.50s'", spawn_gil);
+            return NULL;
+        }
+    }
     modstate *st = state_of_type(type);
     if (st == NULL) return NULL;
     weft_config cfg;
@@ -1649,6 +1683,8 @@ Runtime_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
     atomic_init(&r->inflight, 0);
     atomic_init(&r->first_exc, NULL);
     atomic_init(&r->py_owner, NULL);
+    atomic_init(&r->py_waiting, 0);
+    r->spawn_gil = spawn_mode;
     r->failures = PyList_New(0);
     r->data_map = PyDict_New();
     r->deferred = PySet_New(NULL);
