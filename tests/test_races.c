@@ -228,7 +228,7 @@ int main(int argc, char **argv) {
     const char *which = argc > 1 ? argv[1] : "all";
     int all = strcmp(which, "all") == 0;
     test_watchdog(test_pick(60, 200));
-    int rounds = test_pick(20, 4);
+    int rounds = test_pick(20, 8);
     if (all || strcmp(which, "waiters") == 0) test_many_waiters();
     for (int r = 0; r < rounds; r++) {
         for (unsigned w = 1; w <= 4; w *= 2) {
