@@ -123,6 +123,15 @@ static void test_spawn_args(void) {
     desc.naccesses = 1;
     EXPECT_SPAWN_ERROR(rt, &desc, WEFT_EINVAL);
 
+    /* unknown flags */
+    static const unsigned bad_flags[] = {2u, 0x100u, WEFT_SPAWN_NOWAIT | 8u, ~0u};
+    for (size_t i = 0; i < sizeof bad_flags / sizeof bad_flags[0]; i++) {
+        weft_task_desc_init(&desc);
+        desc.body = noop;
+        desc.flags = bad_flags[i];
+        EXPECT_SPAWN_ERROR(rt, &desc, WEFT_EINVAL);
+    }
+
     /* unregistered data */
     int z = 0;
     weft_data *dz;

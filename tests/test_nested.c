@@ -34,8 +34,21 @@ static int fib_body(weft_ctx *ctx, void *arg) {
 
 static long fib_seq(int n) { return n < 2 ? n : fib_seq(n - 1) + fib_seq(n - 2); }
 
+static unsigned max_nesting_cfg; /* 0: default */
+
+static weft_runtime *make_nested_rt(unsigned workers) {
+    weft_config cfg;
+    weft_config_init(&cfg);
+    cfg.workers = workers;
+    cfg.trace_path = NULL;
+    if (max_nesting_cfg) cfg.max_nesting = max_nesting_cfg;
+    weft_runtime *rt;
+    CHECK_OK(weft_runtime_create(&cfg, &rt));
+    return rt;
+}
+
 static void test_fib(unsigned workers, int n) {
-    weft_runtime *rt = make_rt(workers);
+    weft_runtime *rt = make_nested_rt(workers);
     fib_arg a = {n, -1};
     weft_task *t;
     CHECK_OK(weft_spawn_simple(rt, fib_body, &a, &t));
@@ -102,7 +115,7 @@ static int tree_body(weft_ctx *ctx, void *arg) {
 }
 
 static void test_tree(unsigned workers, int depth) {
-    weft_runtime *rt = make_rt(workers);
+    weft_runtime *rt = make_nested_rt(workers);
     atomic_long leaves = 0;
     tree_arg a = {depth, &leaves};
     weft_task *t;
@@ -132,7 +145,7 @@ static int deep_body(weft_ctx *ctx, void *arg) {
 }
 
 static void test_deep(unsigned workers, int depth) {
-    weft_runtime *rt = make_rt(workers);
+    weft_runtime *rt = make_nested_rt(workers);
     weft_task *t;
     CHECK_OK(weft_spawn_simple(rt, deep_body, (void *)(intptr_t)depth, &t));
     CHECK_OK(weft_task_wait(t));
@@ -269,8 +282,13 @@ static void test_wait_on_waiting_task(unsigned workers) {
 }
 
 int main(int argc, char **argv) {
-    /* argv[1]: "core" (default), "backpressure" or "wait-on-waiting". */
+    /* argv[1]: "core" (default), "nesting1" (core with max_nesting 1),
+     * "backpressure" or "wait-on-waiting". */
     const char *which = argc > 1 ? argv[1] : "core";
+    if (strcmp(which, "nesting1") == 0) {
+        max_nesting_cfg = 1;
+        which = "core";
+    }
     test_watchdog(test_pick(90, 200));
     int fibn = test_pick(18, 12);
     int depth = test_pick(6, 4);

@@ -10,6 +10,7 @@ static void clear_env(void) {
     unsetenv("WEFT_TRACE");
     unsetenv("WEFT_SPIN_NS");
     unsetenv("WEFT_MAX_INFLIGHT");
+    unsetenv("WEFT_MAX_NESTING");
 }
 
 static unsigned online_cpus(void) {
@@ -30,6 +31,8 @@ static void test_config_defaults(void) {
     CHECKF(cfg.max_inflight == 0 || cfg.max_inflight >= 65536, "default max_inflight = %zu",
            cfg.max_inflight);
     CHECK(cfg.on_worker_start == NULL && cfg.on_worker_stop == NULL && cfg.hook_arg == NULL);
+    CHECKF(cfg.max_nesting == 0 || cfg.max_nesting == 64, "default max_nesting %u",
+           cfg.max_nesting);
 
     /* workers = 0: one per online CPU core. */
     weft_runtime *rt = NULL;
@@ -56,7 +59,9 @@ static void test_config_env(void) {
     setenv("WEFT_WORKERS", "3", 1);
     setenv("WEFT_SPIN_NS", "12345", 1);
     setenv("WEFT_MAX_INFLIGHT", "777", 1);
+    setenv("WEFT_MAX_NESTING", "5", 1);
     weft_config_init(&cfg);
+    CHECKF(cfg.max_nesting == 5, "WEFT_MAX_NESTING=5 gave %u", cfg.max_nesting);
     CHECKF(cfg.workers == 3, "WEFT_WORKERS=3 gave %u", cfg.workers);
     CHECKF(cfg.spin_ns == 12345, "WEFT_SPIN_NS=12345 gave %" PRIu64, cfg.spin_ns);
     CHECKF(cfg.max_inflight == 777, "WEFT_MAX_INFLIGHT=777 gave %zu", cfg.max_inflight);
@@ -81,7 +86,9 @@ static void test_config_env(void) {
     setenv("WEFT_WORKERS", "lots", 1);
     setenv("WEFT_SPIN_NS", "fast", 1);
     setenv("WEFT_MAX_INFLIGHT", "", 1);
+    setenv("WEFT_MAX_NESTING", "-3", 1);
     weft_config_init(&cfg);
+    CHECK(cfg.max_nesting == def.max_nesting);
     CHECKF(cfg.workers == def.workers, "WEFT_WORKERS=lots gave %u", cfg.workers);
     CHECK(cfg.spin_ns == def.spin_ns);
     CHECK(cfg.max_inflight == def.max_inflight);
@@ -418,6 +425,116 @@ static void test_outside_backpressure(void) {
     CHECK_OK(weft_runtime_destroy(rt));
 }
 
+/* WEFT_SPAWN_NOWAIT: where backpressure would block, WEFT_EAGAIN, and the
+ * caller keeps arg (arg_destroy not called, *out untouched); a retry after
+ * the tasks finished succeeds. */
+static atomic_int nw_destroyed;
+
+static void nw_destroy(void *arg) {
+    (void)arg;
+    atomic_fetch_add(&nw_destroyed, 1);
+}
+
+static atomic_int nw_inner_rc;
+
+static int nw_producer(weft_ctx *ctx, void *arg) {
+    (void)arg;
+    /* Inside a task: where it would help, NOWAIT gives EAGAIN instead. */
+    weft_task_desc d;
+    weft_task_desc_init(&d);
+    d.body = gated;
+    d.flags = WEFT_SPAWN_NOWAIT;
+    int rc = 0;
+    for (int i = 0; i < 64 && rc == 0; i++) rc = weft_spawn(weft_ctx_runtime(ctx), &d, NULL);
+    atomic_store(&nw_inner_rc, rc);
+    return 0;
+}
+
+static void test_spawn_nowait(void) {
+    weft_config cfg;
+    weft_config_init(&cfg);
+    cfg.workers = 1;
+    cfg.trace_path = NULL;
+    cfg.max_inflight = 4;
+    weft_runtime *rt;
+    CHECK_OK(weft_runtime_create(&cfg, &rt));
+    atomic_store(&bp_gate, 0);
+    atomic_store(&nw_destroyed, 0);
+    weft_task_desc d;
+    weft_task_desc_init(&d);
+    CHECK(d.flags == 0);
+    d.body = gated;
+    d.arg = &cfg;
+    d.arg_destroy = nw_destroy;
+    d.flags = WEFT_SPAWN_NOWAIT;
+    int accepted = 0, rc = 0;
+    weft_task *sentinel = (weft_task *)(uintptr_t)0xdead0, *out = sentinel;
+    for (int i = 0; i < 10; i++) {
+        out = sentinel;
+        rc = weft_spawn(rt, &d, &out);
+        if (rc != 0) break;
+        weft_task_release(out);
+        accepted++;
+    }
+    CHECKF(rc == WEFT_EAGAIN, "NOWAIT spawn with max_inflight 4 and nothing finishing: %d (%s) "
+           "after %d accepted", rc, weft_strerror(rc), accepted);
+    CHECK(accepted >= 4 && accepted <= 5);
+    CHECK(out == sentinel);
+    CHECK(weft_last_error()[0] != '\0');
+    CHECKF(atomic_load(&nw_destroyed) == 0, "arg_destroy called %d times for EAGAIN",
+           atomic_load(&nw_destroyed));
+    atomic_store(&bp_gate, 1);
+    CHECK_OK(weft_wait_all(rt));
+    CHECK(atomic_load(&nw_destroyed) == accepted);
+    CHECK_OK(weft_spawn(rt, &d, NULL)); /* the retry goes through */
+    CHECK_OK(weft_wait_all(rt));
+    CHECK(atomic_load(&nw_destroyed) == accepted + 1);
+
+    /* From inside a task. */
+    atomic_store(&bp_gate, 0);
+    atomic_store(&nw_inner_rc, 1);
+    CHECK_OK(weft_spawn_simple(rt, nw_producer, NULL, NULL));
+    uint64_t end = now_ns() + 10000000000ull;
+    while (atomic_load(&nw_inner_rc) == 1 && now_ns() < end) sleep_ms(1);
+    CHECKF(atomic_load(&nw_inner_rc) == WEFT_EAGAIN,
+           "64 NOWAIT spawns from a task with max_inflight 4: last rc %d",
+           atomic_load(&nw_inner_rc));
+    atomic_store(&bp_gate, 1);
+    CHECK_OK(weft_wait_all(rt));
+    CHECK_OK(weft_runtime_destroy(rt));
+}
+
+/* Tasks still running during weft_runtime_destroy may spawn children: they
+ * are accepted and run before destroy returns. */
+static atomic_int dn_children, dn_bad;
+
+static int dn_child(weft_ctx *ctx, void *arg) {
+    (void)ctx;
+    (void)arg;
+    atomic_fetch_add(&dn_children, 1);
+    return 0;
+}
+
+static int dn_parent(weft_ctx *ctx, void *arg) {
+    (void)arg;
+    sleep_ms(50); /* destroy has started by now */
+    for (int i = 0; i < 10; i++)
+        if (weft_spawn_simple(weft_ctx_runtime(ctx), dn_child, NULL, NULL) != 0)
+            atomic_fetch_add(&dn_bad, 1);
+    return 0;
+}
+
+static void test_destroy_with_nested_spawns(void) {
+    weft_runtime *rt = make_rt(2);
+    atomic_store(&dn_children, 0);
+    atomic_store(&dn_bad, 0);
+    for (int i = 0; i < 3; i++) CHECK_OK(weft_spawn_simple(rt, dn_parent, NULL, NULL));
+    CHECK_OK(weft_runtime_destroy(rt));
+    CHECKF(atomic_load(&dn_bad) == 0 && atomic_load(&dn_children) == 30,
+           "spawns from tasks during destroy: %d refused, %d children ran (want 0, 30)",
+           atomic_load(&dn_bad), atomic_load(&dn_children));
+}
+
 /* weft_wait_all waits for tasks spawned while it waits; stats and
  * cancel_pending may be called from a task. */
 static atomic_int late_done;
@@ -447,8 +564,12 @@ static int cp_victim(weft_ctx *ctx, void *arg) {
     return 0;
 }
 
+static atomic_int cp_gate;
+
 static int cp_body(weft_ctx *ctx, void *arg) {
     (void)arg;
+    /* Only after every victim was spawned (later spawns are not affected). */
+    if (wait_flag(&cp_gate, 10000) != 0) return 2;
     return weft_cancel_pending(weft_ctx_runtime(ctx)) == 0 ? 0 : 1;
 }
 
@@ -463,6 +584,7 @@ static void test_wait_all_and_calls_from_tasks(void) {
     /* cancel_pending from a task: the caller finishes, the others never run. */
     rt = make_rt(1);
     atomic_store(&cp_ran, 0);
+    atomic_store(&cp_gate, 0);
     weft_task *c;
     CHECK_OK(weft_spawn_simple(rt, cp_body, NULL, &c));
     weft_task_desc d;
@@ -471,6 +593,7 @@ static void test_wait_all_and_calls_from_tasks(void) {
     d.deps = &c;
     d.ndeps = 1;
     for (int i = 0; i < 10; i++) CHECK_OK(weft_spawn(rt, &d, NULL));
+    atomic_store(&cp_gate, 1);
     CHECK_OK(weft_task_wait(c));
     CHECK_OK(weft_wait_all(rt));
     CHECKF(atomic_load(&cp_ran) == 0, "%d tasks ran after cancel_pending from a task",
@@ -491,6 +614,8 @@ int main(void) {
     test_stats();
     test_both_workers_used();
     test_outside_backpressure();
+    test_spawn_nowait();
+    test_destroy_with_nested_spawns();
     test_wait_all_and_calls_from_tasks();
     test_idle_stats();
     printf("test_runtime: ok\n");

@@ -434,6 +434,7 @@ static void test_desc_init(void) {
     CHECK(d.naccesses == 0);
     CHECK(d.name == NULL);
     CHECK(d.priority == 0);
+    CHECK(d.flags == 0);
 }
 
 /* ---- ctx accessors ------------------------------------------------------------ */
@@ -514,8 +515,8 @@ static void test_ctx(void) {
 /* ---- strerror ------------------------------------------------------------------ */
 
 static void test_strerror(void) {
-    const char *names[10];
-    for (int c = 0; c >= -9; c--) {
+    const char *names[11];
+    for (int c = 0; c >= -10; c--) {
         const char *s = weft_strerror(c);
         CHECK(s != NULL && s[0] != '\0');
         names[-c] = s;
@@ -523,6 +524,7 @@ static void test_strerror(void) {
     }
     CHECK(strstr(weft_strerror(WEFT_EINVAL), "EINVAL") != NULL);
     CHECK(strstr(weft_strerror(WEFT_ETIMEDOUT), "ETIMEDOUT") != NULL);
+    CHECK(strstr(weft_strerror(WEFT_EAGAIN), "EAGAIN") != NULL);
     CHECK(weft_strerror(-1000) != NULL && weft_strerror(-1000)[0] != '\0');
     CHECK(weft_strerror(12345) != NULL);
     CHECK(weft_strerror(INT32_MIN) != NULL);
