@@ -214,6 +214,7 @@ static unsigned online_cpus(void)
 
 static double quiet_budget_s = 60; /* --wait-quiet */
 static double quiet_waited_s;
+static int remeasured; /* rounds measured again because the machine was busy */
 
 /* Wait (within the budget) until other processes leave the machine alone:
  * on a shared 2-core machine a compiler or a test suite next door halves
@@ -227,7 +228,7 @@ static void wait_for_quiet(void)
         nanosleep(&ts, NULL);
         cpu_sample_take(&b);
         double o = others_pct(&a, &b, online_cpus());
-        if (o < 20.0) return;
+        if (o < 10.0) return;
         if (quiet_waited_s >= quiet_budget_s) return;
         LOG("  (other processes use %.0f%% of the machine: waiting for it to calm down, %.0f s of "
             "%.0f s spent)\n",
@@ -251,6 +252,7 @@ typedef struct point_result {
     double eff;
     double gflops, gbytes;
     double others_pct; /* CPU share other processes used while it was measured */
+    double gran_best_us, eff_best; /* best execution against the best baseline */
 } point_result;
 
 typedef struct sys_slot {
@@ -261,10 +263,28 @@ typedef struct sys_slot {
     char msg[400];
     point_result *pts;
     size_t npts, cap;
-    int below;         /* points measured below 50% in the downward sweep */
+    int below;         /* consecutive points below 50% at the end of the downward sweep */
     double metg_us;
-    double *walls, *bases, *effs; /* [repeats] scratch */
+    double *walls; /* [repeats] scratch */
+    double metg_best_us; /* the same from the best executions (0: none) */
+    int paused;
 } sys_slot;
+
+static void slot_pause(sys_slot *s)
+{
+    if (s->st && s->sys->pause && !s->paused) {
+        s->sys->pause(s->st);
+        s->paused = 1;
+    }
+}
+
+static void slot_resume(sys_slot *s)
+{
+    if (s->st && s->sys->resume && s->paused) {
+        s->sys->resume(s->st);
+        s->paused = 0;
+    }
+}
 
 static double sum_factor(const wb_run *r)
 {
@@ -281,6 +301,7 @@ static void slot_fail(sys_slot *s, const char *fmt, const char *detail)
     snprintf(s->status, sizeof s->status, "failed");
     snprintf(s->msg, sizeof s->msg, fmt, detail);
     LOG("%s: FAILED: %s\n", s->sys->name, s->msg);
+    slot_resume(s);
     if (s->st) s->sys->fini(s->st);
     s->st = NULL;
 }
@@ -292,8 +313,6 @@ static void slots_start(sys_slot *slots, int n, wb_run *r, int repeats)
         sys_slot *s = &slots[k];
         const char *why = s->sys->missing();
         s->walls = calloc((size_t)repeats, sizeof *s->walls);
-        s->bases = calloc((size_t)repeats, sizeof *s->bases);
-        s->effs = calloc((size_t)repeats, sizeof *s->effs);
         if (why) {
             snprintf(s->status, sizeof s->status, "missing");
             snprintf(s->msg, sizeof s->msg, "%s", why);
@@ -307,7 +326,7 @@ static void slots_start(sys_slot *slots, int n, wb_run *r, int repeats)
             continue;
         }
         s->alive = 1;
-        if (s->sys->pause) s->sys->pause(s->st);
+        slot_pause(s);
     }
 }
 
@@ -315,16 +334,14 @@ static void slots_stop(sys_slot *slots, int n)
 {
     for (int k = 0; k < n; k++) {
         if (slots[k].st) {
-            if (slots[k].sys->resume) slots[k].sys->resume(slots[k].st);
+            slot_resume(&slots[k]);
             slots[k].sys->fini(slots[k].st);
         }
         slots[k].st = NULL;
         free(slots[k].pts);
         free(slots[k].walls);
-        free(slots[k].bases);
-        free(slots[k].effs);
         slots[k].pts = NULL;
-        slots[k].walls = slots[k].bases = slots[k].effs = NULL;
+        slots[k].walls = NULL;
     }
 }
 
@@ -333,12 +350,12 @@ static int execute_once(sys_slot *s, wb_run *r, double *wall)
 {
     char err[256] = "";
     if (quiesce() != 0) noisy_waits++;
-    if (s->sys->resume) s->sys->resume(s->st);
+    slot_resume(s);
     wb_run_begin(r);
     double t0 = wb_now();
     int rc = s->sys->exec(s->st, r, err, sizeof err);
     double t1 = wb_now();
-    if (s->sys->pause) s->sys->pause(s->st);
+    slot_pause(s);
     uint64_t bad = wb_run_check(r);
     *wall = t1 - t0;
     if (rc != 0) {
@@ -356,9 +373,10 @@ static int execute_once(sys_slot *s, wb_run *r, double *wall)
 
 static void log_point(const wb_system *sys, const point_result *p)
 {
-    LOG("  %-9s iters %10" PRIu64 "  kernel %9.3f us  granularity %9.3f us  efficiency %6.1f%%%s\n",
-        sys->name, p->iterations, p->kernel_us, p->gran_us, 100.0 * p->eff,
-        p->others_pct >= 10 ? "  (machine busy)" : "");
+    LOG("  %-9s iters %10" PRIu64 "  kernel %9.3f us  granularity %9.3f us  efficiency %6.1f%%"
+        "  (best %8.3f us %6.1f%%)%s\n",
+        sys->name, p->iterations, p->kernel_us, p->gran_us, 100.0 * p->eff, p->gran_best_us,
+        100.0 * p->eff_best, p->others_pct >= 10 ? "  (machine busy)" : "");
 }
 
 static void csv_point(const opts *o, const wb_system *sys, const wb_run *r,
@@ -366,40 +384,58 @@ static void csv_point(const opts *o, const wb_system *sys, const wb_run *r,
 
 /* Measure kernel length `units` on the systems listed in act[]: `repeats`
  * rounds; in each round every system executes once, in an order that rotates
- * from round to round, each execution right after its own baseline (the same
- * kernels with no runtime), so that the efficiency of an execution compares
- * it with the machine as it was at that moment: this shared machine's speed
- * drifts by 2x and more over seconds.  Appends a point to each system that did
- * not fail: median wall time, median baseline, median efficiency. */
+ * from round to round, each execution after a baseline measurement (the same
+ * kernels on one thread per worker, no runtime), so that a burst of noise on
+ * the shared machine hits all systems and the baseline alike.  The kernel
+ * time is the median of all the baselines of the point (repeats x systems).
+ * Appends to each system that did not fail a point with
+ *   - the median execution: granularity and efficiency (the headline), and
+ *   - the best execution against the best baseline (noise only ever slows
+ *     a run down, so this is what the system does on an undisturbed machine). */
 static void measure_round(const opts *o, sys_slot *slots, const int *act, int nact, wb_run *r,
                           uint64_t units, double factor_sum)
 {
     const int R = o->repeats;
     const double W = (double)r->workers;
     r->kernel.iterations = units;
-    wait_for_quiet();
     cpu_sample c0, c1;
-    cpu_sample_take(&c0);
-    for (int rep = 0; rep < R; rep++) {
-        for (int j = 0; j < nact; j++) {
-            sys_slot *s = &slots[act[(j + rep) % nact]];
-            if (!s->alive) continue;
-            s->bases[rep] = 0;
-            if (r->kernel.kind != WB_K_EMPTY) {
-                if (quiesce() != 0) noisy_waits++;
-                s->bases[rep] = baseline_ns(r, units);
-            }
-            if (execute_once(s, r, &s->walls[rep]) == 0) {
-                s->effs[rep] = s->bases[rep] * factor_sum * 1e-9 / (s->walls[rep] * W);
-                if (o->verbose)
-                    fprintf(stderr, "    %-9s rep %2d  baseline %9.3f us  granularity %9.3f us  eff %6.1f%%\n",
-                            s->sys->name, rep, s->bases[rep] * 1e-3,
-                            s->walls[rep] * W / (double)r->tasks * 1e6, 100 * s->effs[rep]);
+    double others = 0;
+    double *pool = calloc((size_t)R * (size_t)nact, sizeof *pool);
+    size_t npool = 0;
+    /* A round during which other processes took more than 10% of the machine
+     * is measured again (twice at most, while the --wait-quiet budget lasts). */
+    for (int attempt = 0;; attempt++) {
+        wait_for_quiet();
+        npool = 0;
+        cpu_sample_take(&c0);
+        for (int rep = 0; rep < R; rep++) {
+            for (int j = 0; j < nact; j++) {
+                sys_slot *s = &slots[act[(j + rep) % nact]];
+                if (!s->alive) continue;
+                double base = 0;
+                if (r->kernel.kind != WB_K_EMPTY) {
+                    if (quiesce() != 0) noisy_waits++;
+                    base = baseline_ns(r, units);
+                    pool[npool++] = base;
+                }
+                if (execute_once(s, r, &s->walls[rep]) == 0 && o->verbose)
+                    fprintf(stderr, "    %-9s rep %2d  baseline %9.3f us  granularity %9.3f us\n",
+                            s->sys->name, rep, base * 1e-3,
+                            s->walls[rep] * W / (double)r->tasks * 1e6);
             }
         }
+        cpu_sample_take(&c1);
+        others = others_pct(&c0, &c1, online_cpus());
+        if (others <= 10.0 || attempt >= 2 || quiet_waited_s >= quiet_budget_s) break;
+        remeasured++;
+        LOG("  (other processes took %.0f%% of the machine: measuring again)\n", others);
     }
-    cpu_sample_take(&c1);
-    double others = others_pct(&c0, &c1, online_cpus());
+    double kbest = 0, kns = 0;
+    if (npool) {
+        kns = wb_median(pool, npool); /* sorts pool */
+        kbest = pool[0];
+    }
+    free(pool);
     for (int j = 0; j < nact; j++) {
         sys_slot *s = &slots[act[j]];
         if (!s->alive) continue;
@@ -407,11 +443,13 @@ static void measure_round(const opts *o, sys_slot *slots, const int *act, int na
         memset(&p, 0, sizeof p);
         p.iterations = units;
         p.others_pct = others;
-        p.wall_s = wb_median(s->walls, (size_t)R);
-        double kns = wb_median(s->bases, (size_t)R);
+        p.wall_s = wb_median(s->walls, (size_t)R); /* sorts walls */
+        double wbest = s->walls[0];
         p.kernel_us = kns * factor_sum / (double)r->tasks * 1e-3;
         p.gran_us = p.wall_s * W / (double)r->tasks * 1e6;
-        p.eff = r->kernel.kind == WB_K_EMPTY ? 0.0 : wb_median(s->effs, (size_t)R);
+        p.eff = kns * factor_sum * 1e-9 / (p.wall_s * W);
+        p.gran_best_us = wbest * W / (double)r->tasks * 1e6;
+        p.eff_best = kbest * factor_sum * 1e-9 / (wbest * W);
         double units_total = (double)units * factor_sum;
         p.gflops = units_total * wb_kernel_flops_per_unit(r->kernel.kind) / p.wall_s * 1e-9;
         p.gbytes = units_total * wb_kernel_bytes_per_unit(r->kernel.kind) / p.wall_s * 1e-9;
@@ -431,7 +469,8 @@ static void measure_round(const opts *o, sys_slot *slots, const int *act, int na
 
 static const char csv_header[] =
     "record,system,pattern,kernel,width,steps,ngraphs,workers,iterations,tasks,repeats,"
-    "wall_s,kernel_us,granularity_us,efficiency,gflops,gbytes_s,metg50_us,status,others_pct\n";
+    "wall_s,kernel_us,granularity_us,efficiency,gflops,gbytes_s,metg50_us,status,others_pct,"
+    "granularity_best_us,efficiency_best,metg50_best_us\n";
 
 static int csv_file_has_header;
 
@@ -458,22 +497,23 @@ static void csv_point(const opts *o, const wb_system *sys, const wb_run *r,
     char line[512];
     snprintf(line, sizeof line,
              "point,%s,%s,%s,%d,%d,%u,%u,%" PRIu64 ",%" PRIu64 ",%d,%.9f,%.4f,%.4f,%.4f,%.3f,%.3f,,%s,"
-             "%.1f\n",
+             "%.1f,%.4f,%.4f,\n",
              sys->name, wb_pattern_name(r->graph.shape.pattern), wb_kernel_name(o->kernel),
              r->graph.shape.width, r->graph.shape.steps, r->ngraphs, r->workers, p->iterations,
              r->tasks, o->repeats, p->wall_s, p->kernel_us, p->gran_us, p->eff, p->gflops,
-             p->gbytes, status, p->others_pct);
+             p->gbytes, status, p->others_pct, p->gran_best_us, p->eff_best);
     csv_out(line);
 }
 
 static void csv_metg(const opts *o, const char *sys, wb_pattern pat, int width, double metg,
-                     const char *status, double others)
+                     const char *status, double others, double metg_best)
 {
-    char line[512], val[32] = "";
+    char line[512], val[32] = "", valb[32] = "";
     if (metg > 0) snprintf(val, sizeof val, "%.4f", metg);
-    snprintf(line, sizeof line, "metg,%s,%s,%s,%d,%d,%d,%u,,,%d,,,,,,,%s,%s,%.1f\n", sys,
+    if (metg_best > 0) snprintf(valb, sizeof valb, "%.4f", metg_best);
+    snprintf(line, sizeof line, "metg,%s,%s,%s,%d,%d,%d,%u,,,%d,,,,,,,%s,%s,%.1f,,,%s\n", sys,
              wb_pattern_name(pat), wb_kernel_name(o->kernel), width, o->steps, o->ngraphs,
-             o->workers, o->repeats, val, status, others);
+             o->workers, o->repeats, val, status, others, valb);
     csv_out(line);
 }
 
@@ -481,12 +521,23 @@ static void csv_metg(const opts *o, const char *sys, wb_pattern pat, int width, 
 /* The METG sweep of all systems on one pattern                              */
 /* ------------------------------------------------------------------------ */
 
-static double interpolate(const point_result *hi, const point_result *lo)
+/* Granularity and efficiency of a point, median-based or best-execution. */
+static double pg(const point_result *p, int best)
+{
+    return best ? p->gran_best_us : p->gran_us;
+}
+
+static double pe(const point_result *p, int best)
+{
+    return best ? p->eff_best : p->eff;
+}
+
+static double interpolate(const point_result *hi, const point_result *lo, int best)
 {
     /* hi: eff >= 0.5 (larger granularity); lo: eff < 0.5 */
-    double x1 = log(hi->gran_us), x0 = log(lo->gran_us);
-    double e1 = hi->eff, e0 = lo->eff;
-    if (e1 - e0 <= 1e-12) return hi->gran_us;
+    double x1 = log(pg(hi, best)), x0 = log(pg(lo, best));
+    double e1 = pe(hi, best), e0 = pe(lo, best);
+    if (e1 - e0 <= 1e-12) return pg(hi, best);
     return exp(x0 + (0.5 - e0) * (x1 - x0) / (e1 - e0));
 }
 
@@ -504,34 +555,45 @@ static int cmp_points_desc(const void *a, const void *b)
     return (x->iterations < y->iterations) - (x->iterations > y->iterations);
 }
 
-/* METG(50%) from a system's points: walking from the longest kernel down, the
- * first point below 50% and the one before it bracket the crossing. */
-static void finish_metg(sys_slot *s)
+/* METG(50%) from a system's points (sorted, longest kernel first): the first
+ * point below 50% that the next `extra` points confirm (they are below 50%
+ * too) and the point before it bracket the crossing.  Returns the status
+ * ("ok", "upper_bound", "not_reached") and sets *metg (0 when not_reached). */
+static const char *crossing(const point_result *pts, size_t n, int extra, int best, double *metg)
+{
+    *metg = 0;
+    if (pe(&pts[0], best) < 0.5) return "not_reached";
+    for (size_t k = 1; k < n; k++) {
+        int stays = pe(&pts[k], best) < 0.5;
+        for (size_t q = k + 1; q < n && q <= k + (size_t)extra && stays; q++)
+            stays = pe(&pts[q], best) < 0.5;
+        if (stays) {
+            *metg = interpolate(&pts[k - 1], &pts[k], best);
+            return "ok";
+        }
+    }
+    *metg = pg(&pts[n - 1], best);
+    return "upper_bound";
+}
+
+static void finish_metg(sys_slot *s, int extra)
 {
     if (!s->alive) return;
-    qsort(s->pts, s->npts, sizeof *s->pts, cmp_points_desc);
     if (s->npts == 0) {
         snprintf(s->status, sizeof s->status, "failed");
         snprintf(s->msg, sizeof s->msg, "no point measured");
         return;
     }
-    if (s->pts[0].eff < 0.5) {
-        snprintf(s->status, sizeof s->status, "not_reached");
+    qsort(s->pts, s->npts, sizeof *s->pts, cmp_points_desc);
+    const char *st = crossing(s->pts, s->npts, extra, 0, &s->metg_us);
+    (void)crossing(s->pts, s->npts, extra, 1, &s->metg_best_us);
+    snprintf(s->status, sizeof s->status, "%s", st);
+    if (!strcmp(st, "not_reached"))
         snprintf(s->msg, sizeof s->msg, "below 50%% even with a %.0f us kernel",
                  s->pts[0].kernel_us);
-        return;
-    }
-    for (size_t k = 1; k < s->npts; k++) {
-        if (s->pts[k].eff < 0.5) {
-            s->metg_us = interpolate(&s->pts[k - 1], &s->pts[k]);
-            snprintf(s->status, sizeof s->status, "ok");
-            return;
-        }
-    }
-    s->metg_us = s->pts[s->npts - 1].gran_us;
-    snprintf(s->status, sizeof s->status, "upper_bound");
-    snprintf(s->msg, sizeof s->msg, "still >= 50%% at the shortest kernel: METG <= %.3f us",
-             s->metg_us);
+    else if (!strcmp(st, "upper_bound"))
+        snprintf(s->msg, sizeof s->msg, "still >= 50%% at the shortest kernel: METG <= %.3f us",
+                 s->metg_us);
 }
 
 static void metg_pattern(const opts *o, wb_run *r, sys_slot *slots, int n)
@@ -546,7 +608,8 @@ static void metg_pattern(const opts *o, wb_run *r, sys_slot *slots, int n)
         if (slots[k].alive) (void)execute_once(&slots[k], r, &w);
     }
     const uint64_t L0 = units_for_us(o->start_us);
-    /* Downwards from L0 until each system has 1 + extra points below 50%. */
+    /* Downwards from L0 until each system has 1 + extra consecutive points
+     * below 50% (one dip followed by a point above 50% is noise, not the end). */
     for (uint64_t L = L0;; L /= 2) {
         int nact = 0;
         for (int k = 0; k < n; k++)
@@ -555,7 +618,9 @@ static void metg_pattern(const opts *o, wb_run *r, sys_slot *slots, int n)
         measure_round(o, slots, act, nact, r, L, fs);
         for (int j = 0; j < nact; j++) {
             sys_slot *s = &slots[act[j]];
-            if (s->alive && s->pts[s->npts - 1].eff < 0.5) s->below++;
+            if (!s->alive) continue;
+            const point_result *last = &s->pts[s->npts - 1];
+            s->below = (last->eff < 0.5 && last->eff_best < 0.5) ? s->below + 1 : 0;
         }
         if (L == 1) break;
     }
@@ -577,7 +642,7 @@ static void metg_pattern(const opts *o, wb_run *r, sys_slot *slots, int n)
         measure_round(o, slots, act, nact, r, L, fs);
     }
     for (int k = 0; k < n; k++) {
-        finish_metg(&slots[k]);
+        finish_metg(&slots[k], o->extra);
         if (slots[k].msg[0] && strcmp(slots[k].status, "failed") != 0 &&
             strcmp(slots[k].status, "missing") != 0)
             LOG("%s: %s: %s\n", slots[k].sys->name, slots[k].status, slots[k].msg);
@@ -613,7 +678,7 @@ static void usage(FILE *f)
             "  --repeats R         executions per point; medians are reported [5]\n"
             "  --start-us U        first kernel length of a sweep, in us [64]\n"
             "  --max-us U          longest kernel a sweep tries upwards, in us [1000]\n"
-            "  --extra N           points measured below 50%% after the crossing [1]\n"
+            "  --extra N           a crossing counts once N more points stay below 50%% [1]\n"
             "  --iterations N      run: kernel length in units\n"
             "  --kernel-us U       run: kernel length in us (converted with a calibration)\n"
             "  --output-bytes B    bytes each task writes and its consumers check [16]\n"
@@ -879,9 +944,10 @@ static void report_noise(const cpu_sample *a, const cpu_sample *b)
     if (ticks <= 0) return;
     double o = others_pct(a, b, online_cpus());
     printf("# machine: other processes used %.1f%% of its %u core(s) during the run%s; "
-           "%.1f%% stolen by the hypervisor; waited %.0f s for quiet; %d quiesce wait(s) timed out\n",
+           "%.1f%% stolen by the hypervisor; waited %.0f s for quiet; %d point(s) measured again; "
+           "%d quiesce wait(s) timed out\n",
            o, online_cpus(), o >= 10 ? " (TOO BUSY: figures unreliable)" : "",
-           100.0 * (double)(b->steal - a->steal) / ticks, quiet_waited_s, noisy_waits);
+           100.0 * (double)(b->steal - a->steal) / ticks, quiet_waited_s, remeasured, noisy_waits);
 }
 
 static int cmd_metg(const opts *o)
@@ -917,7 +983,7 @@ static int cmd_metg(const opts *o)
         double others = others_pct(&p0, &p1, online_cpus());
         for (int k = 0; k < n; k++) {
             csv_metg(o, slots[k].sys->name, o->patterns[pi], r.graph.shape.width, slots[k].metg_us,
-                     slots[k].status, others);
+                     slots[k].status, others, slots[k].metg_best_us);
             if (!strcmp(slots[k].status, "failed")) any_failed = 1;
         }
         slots_stop(slots, n);
@@ -933,7 +999,20 @@ static int cmd_metg(const opts *o)
                        s->status, s->msg);
         }
     }
-    /* Summary: one line per system (per pattern). */
+    /* The best-execution figures first, as comments: the headline is last. */
+    for (int pi = 0; pi < o->npatterns; pi++) {
+        printf("# METG(50%%) from the best execution of each point (undisturbed machine)%s%s:",
+               o->npatterns > 1 ? ", " : "", o->npatterns > 1 ? wb_pattern_name(o->patterns[pi]) : "");
+        for (int k = 0; k < n; k++) {
+            const sys_slot *s = &all[(size_t)pi * (size_t)n + (size_t)k];
+            if (s->metg_best_us > 0)
+                printf(" %s %.3f", s->sys->name, s->metg_best_us);
+            else
+                printf(" %s -", s->sys->name);
+        }
+        printf("\n");
+    }
+    /* Summary: one line per system (per pattern), medians. */
     for (int pi = 0; pi < o->npatterns; pi++) {
         for (int k = 0; k < n; k++) {
             const sys_slot *s = &all[(size_t)pi * (size_t)n + (size_t)k];

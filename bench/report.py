@@ -78,6 +78,13 @@ def fmt(v):
     return "%.2f" % v
 
 
+def best_value(r):
+    try:
+        return float(r.get("metg50_best_us") or "")
+    except (TypeError, ValueError):
+        return None
+
+
 def metg_value(r):
     if r is None:
         return None, "—"
@@ -101,10 +108,12 @@ def table(points, metg):
         pats = order({k[0] for k in keys}, PATTERN_ORDER)
         syss = order({k[1] for k in keys}, SYSTEM_ORDER)
         any_r = next(iter(metg[k] for k in keys))
-        out.append("METG(50%%) in µs, kernel `%s`, width %s, %s steps, %s graph(s), %s workers, "
-                   "median of %s executions per point (lower is better):\n"
+        reps = sorted({metg[k]["repeats"] for k in keys}, key=lambda x: int(x or 0))
+        out.append("METG(50%%) in µs, kernel `%s`, width %s, %s steps, %s graph(s), %s workers; "
+                   "each cell: from the median of %s executions per point / from the best "
+                   "execution (lower is better):\n"
                    % (kernel, any_r["width"], any_r["steps"], any_r["ngraphs"], any_r["workers"],
-                      any_r["repeats"]))
+                      " or ".join(reps)))
         ratios = [("openmp", "openmp / weft"), ("starpu", "starpu / weft"), ("spin", "weft / spin")]
         ratios = [x for x in ratios if x[0] in syss and "weft" in syss]
         hdr = ["pattern"] + syss + [r[1] for r in ratios] + ["others' CPU"]
@@ -114,9 +123,11 @@ def table(points, metg):
             cells = [p]
             vals = {}
             for s in syss:
-                v, txt = metg_value(metg.get((p, s, kernel)))
+                r = metg.get((p, s, kernel))
+                v, txt = metg_value(r)
                 vals[s] = v
-                cells.append(txt)
+                b = best_value(r) if r else None
+                cells.append(txt + (" / " + fmt(b) if b else ""))
             w = vals.get("weft")
             for sysname, _ in ratios:
                 o = vals.get(sysname)
@@ -136,6 +147,28 @@ def table(points, metg):
     return "\n".join(out)
 
 
+def overhead_table(points):
+    """Empty-kernel runs (weft-bench run --kernel empty): wall x workers / tasks
+    is then the whole cost of a task in the system."""
+    keys = [k for k in points if k[2] == "empty"]
+    if not keys:
+        return ""
+    pats = order({k[0] for k in keys}, PATTERN_ORDER)
+    syss = order({k[1] for k in keys}, SYSTEM_ORDER)
+    out = ["Cost of one task with an empty kernel, in µs (wall time × workers / tasks, "
+           "median of the executions; lower is better):\n",
+           "| pattern | " + " | ".join(syss) + " |",
+           "|---|" + "---:|" * len(syss)]
+    for p in pats:
+        cells = [p]
+        for s in syss:
+            v = points.get((p, s, "empty"))
+            cells.append(fmt(min(g for g, e in v.values())) if v else "—")
+        out.append("| " + " | ".join(cells) + " |")
+    out.append("")
+    return "\n".join(out)
+
+
 def plots(points, metg, outdir):
     try:
         import matplotlib
@@ -146,14 +179,15 @@ def plots(points, metg, outdir):
               "(.venv/bin/pip install -r bench/requirements.txt)", file=sys.stderr)
         return []
     made = []
-    kernels = sorted({k[2] for k in points})
+    kernels = sorted({k[2] for k in points if k[2] != "empty"})
     for kernel in kernels:
         pats = order({k[0] for k in points if k[2] == kernel}, PATTERN_ORDER)
         for p in pats:
             fig, ax = plt.subplots(figsize=(6.4, 4.2), dpi=110)
             syss = order({k[1] for k in points if k[0] == p and k[2] == kernel}, SYSTEM_ORDER)
             for s in syss:
-                pts = sorted(points[(p, s, kernel)].values())
+                # in sweep order (kernel length), which noise cannot reorder
+                pts = [v for _, v in sorted(points[(p, s, kernel)].items(), reverse=True)]
                 if not pts:
                     continue
                 xs = [g for g, e in pts]
@@ -188,11 +222,11 @@ def main():
     args = ap.parse_args()
 
     points, metg = read_rows(args.csv)
-    if not metg:
-        print("report: no METG rows in %s" % ", ".join(args.csv), file=sys.stderr)
+    if not metg and not points:
+        print("report: no rows in %s" % ", ".join(args.csv), file=sys.stderr)
         return 1
     os.makedirs(args.out, exist_ok=True)
-    md = table(points, metg)
+    md = table(points, metg) + "\n" + overhead_table(points)
     made = plots(points, metg, args.out)
     with open(os.path.join(args.out, "metg.md"), "w") as f:
         f.write(md + "\n")

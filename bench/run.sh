@@ -57,6 +57,19 @@ if [ "$mode" != quick ]; then
   echo
 fi
 
+if [ "$mode" != quick ]; then
+  overhead_csv=$out/overhead.csv
+  rm -f "$overhead_csv"
+  echo "== cost of one task (empty kernel), every system"
+  # shellcheck disable=SC2086
+  "$wb" run --kernel empty --pattern trivial,no_comm,stencil_1d,all_to_all --systems all \
+    --workers "$workers" --steps 1000 --repeats 9 --csv "$overhead_csv" $extra --quiet \
+    > "$out/overhead.out" || suite_rc=$?
+  awk -F, '/^point,/ {printf "  %-10s %-12s %8.3f us per task\n", $2, $3, $14}' "$out/overhead.out"
+  grep '^#' "$out/overhead.out" || true
+  echo
+fi
+
 echo "== stencil_1d (issue 2): Weft and OpenMP tasks, same graph, same kernel, same run"
 stencil_csv=$out/stencil.csv
 rm -f "$stencil_csv"
@@ -71,7 +84,7 @@ rc=0
   --csv "$stencil_csv" $extra > "$out/stencil.out" || rc=$?
 grep -v '^point,\|^metg,\|^record,' "$out/stencil.out" | grep -v '^metg50_us' || true
 csvs=(--csv "$stencil_csv")
-[ "$mode" != quick ] && csvs=(--csv "$suite_csv" --csv "$stencil_csv")
+[ "$mode" != quick ] && csvs=(--csv "$suite_csv" --csv "$stencil_csv" --csv "$overhead_csv")
 
 if [ "$mode" != quick ]; then
   echo
