@@ -343,6 +343,37 @@ static void test_destroy_with_registered_data(void) {
     CHECK_ERR(weft_data_host(d, &p, &n), WEFT_EINVAL);
 }
 
+/* The same data named twice in one task (not forbidden by the header): the
+ * task sees the host pointer at both indexes, and ordering follows the
+ * strongest access (R + W behaves as RW). */
+static int twice_body(weft_ctx *ctx, void *arg) {
+    (void)arg;
+    long *a = weft_ctx_data(ctx, 0), *b = weft_ctx_data(ctx, 1);
+    if (a == NULL || a != b) return 1;
+    long v = *a;
+    sleep_ms(10);
+    *b = v + 1;
+    return 0;
+}
+
+static void test_same_data_twice(unsigned workers) {
+    weft_runtime *rt = make_rt(workers);
+    long x = 0;
+    weft_data *d;
+    CHECK_OK(weft_data_register(rt, &x, sizeof x, &d));
+    weft_access acc[2] = {{d, WEFT_R}, {d, WEFT_W}};
+    weft_task_desc desc;
+    weft_task_desc_init(&desc);
+    desc.body = twice_body;
+    desc.accesses = acc;
+    desc.naccesses = 2;
+    for (int i = 0; i < 20; i++) CHECK_OK(weft_spawn(rt, &desc, NULL));
+    CHECK_OK(weft_wait_all(rt));
+    CHECKF(x == 20, "20 tasks naming the data as R and W: %ld increments survived", x);
+    CHECK_OK(weft_data_unregister(d));
+    CHECK_OK(weft_runtime_destroy(rt));
+}
+
 int main(void) {
     test_watchdog(test_pick(60, 200));
     test_readers_overlap();
@@ -354,6 +385,7 @@ int main(void) {
         test_rw_ordering(w);
         test_rw_chain(w, chain);
         test_commute(w, group);
+        test_same_data_twice(w);
     }
     printf("test_data: ok\n");
     return 0;

@@ -281,6 +281,71 @@ static void test_wait_on_waiting_task(unsigned workers) {
     CHECK_OK(weft_runtime_destroy(rt));
 }
 
+/* The same when A's child is not ready (it depends on X, which holds the
+ * other worker): A's wait has nothing of its own to run and may run B; B's
+ * wait on A must still end with A's result. */
+static atomic_int x_in, x_gate, a2_in, a2_gate;
+static weft_task *task_x, *task_a2;
+static atomic_int b2_result;
+
+static int body_x(weft_ctx *ctx, void *arg) {
+    (void)ctx;
+    (void)arg;
+    atomic_store(&x_in, 1);
+    return wait_flag(&x_gate, 10000) == 0 ? 0 : 1;
+}
+
+static int body_a2(weft_ctx *ctx, void *arg) {
+    (void)arg;
+    atomic_store(&a2_in, 1);
+    if (wait_flag(&a2_gate, 10000) != 0) return 1;
+    weft_task_desc d;
+    weft_task_desc_init(&d);
+    d.body = nop_child;
+    d.deps = &task_x;
+    d.ndeps = 1;
+    weft_task *c;
+    if (weft_spawn(weft_ctx_runtime(ctx), &d, &c) != 0) return 2;
+    int rc = weft_task_wait(c);
+    weft_task_release(c);
+    return rc == 0 ? 0 : 3;
+}
+
+static int body_b2(weft_ctx *ctx, void *arg) {
+    (void)ctx;
+    (void)arg;
+    atomic_store(&b2_result, weft_task_wait(task_a2));
+    return 0;
+}
+
+static void test_wait_on_waiting_task_not_ready(void) {
+    weft_runtime *rt = make_rt(2);
+    atomic_store(&x_in, 0);
+    atomic_store(&x_gate, 0);
+    atomic_store(&a2_in, 0);
+    atomic_store(&a2_gate, 0);
+    atomic_store(&b2_result, 12345);
+    CHECK_OK(weft_spawn_simple(rt, body_a2, NULL, &task_a2));
+    CHECK(wait_flag(&a2_in, 10000) == 0);
+    CHECK_OK(weft_spawn_simple(rt, body_x, NULL, &task_x));
+    CHECK(wait_flag(&x_in, 10000) == 0);
+    weft_task *b;
+    CHECK_OK(weft_spawn_simple(rt, body_b2, NULL, &b));
+    sleep_ms(20);
+    atomic_store(&a2_gate, 1);
+    sleep_ms(100);
+    atomic_store(&x_gate, 1);
+    CHECK_OK(weft_task_wait(task_a2));
+    CHECK_OK(weft_task_wait(b));
+    int rc = atomic_load(&b2_result);
+    CHECKF(rc == 0, "a task waiting for a task that waits for a not-yet-ready child got %d (%s) "
+           "instead of 0", rc, weft_strerror(rc));
+    weft_task_release(task_a2);
+    weft_task_release(task_x);
+    weft_task_release(b);
+    CHECK_OK(weft_runtime_destroy(rt));
+}
+
 int main(int argc, char **argv) {
     /* argv[1]: "core" (default), "nesting1" (core with max_nesting 1),
      * "backpressure" or "wait-on-waiting". */
@@ -321,6 +386,8 @@ int main(int argc, char **argv) {
         test_step("a task waiting for a task that waits for its child");
         test_wait_on_waiting_task(2);
         test_wait_on_waiting_task(1);
+        test_step("a task waiting for a task that waits for a child that is not ready");
+        test_wait_on_waiting_task_not_ready();
     } else {
         fprintf(stderr, "usage: test_nested [core|backpressure|wait-on-waiting]\n");
         return 2;
