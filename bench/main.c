@@ -266,6 +266,7 @@ typedef struct sys_slot {
     int below;         /* consecutive points below 50% at the end of the downward sweep */
     double metg_us;
     double *walls; /* [repeats] scratch */
+    double base_min; /* best baseline measured right before this system's executions */
     double metg_best_us; /* the same from the best executions (0: none) */
     int paused;
 } sys_slot;
@@ -390,8 +391,9 @@ static void csv_point(const opts *o, const wb_system *sys, const wb_run *r,
  * time is the median of all the baselines of the point (repeats x systems).
  * Appends to each system that did not fail a point with
  *   - the median execution: granularity and efficiency (the headline), and
- *   - the best execution against the best baseline (noise only ever slows
- *     a run down, so this is what the system does on an undisturbed machine). */
+ *   - the best execution against the best of the baselines measured right
+ *     before this system's executions (noise only ever slows a run down, so
+ *     this is what the system does on an undisturbed machine). */
 static void measure_round(const opts *o, sys_slot *slots, const int *act, int nact, wb_run *r,
                           uint64_t units, double factor_sum)
 {
@@ -407,6 +409,7 @@ static void measure_round(const opts *o, sys_slot *slots, const int *act, int na
     for (int attempt = 0;; attempt++) {
         wait_for_quiet();
         npool = 0;
+        for (int j = 0; j < nact; j++) slots[act[j]].base_min = 0;
         cpu_sample_take(&c0);
         for (int rep = 0; rep < R; rep++) {
             for (int j = 0; j < nact; j++) {
@@ -417,6 +420,7 @@ static void measure_round(const opts *o, sys_slot *slots, const int *act, int na
                     if (quiesce() != 0) noisy_waits++;
                     base = baseline_ns(r, units);
                     pool[npool++] = base;
+                    if (s->base_min == 0 || base < s->base_min) s->base_min = base;
                 }
                 if (execute_once(s, r, &s->walls[rep]) == 0 && o->verbose)
                     fprintf(stderr, "    %-9s rep %2d  baseline %9.3f us  granularity %9.3f us\n",
@@ -430,11 +434,7 @@ static void measure_round(const opts *o, sys_slot *slots, const int *act, int na
         remeasured++;
         LOG("  (other processes took %.0f%% of the machine: measuring again)\n", others);
     }
-    double kbest = 0, kns = 0;
-    if (npool) {
-        kns = wb_median(pool, npool); /* sorts pool */
-        kbest = pool[0];
-    }
+    double kns = npool ? wb_median(pool, npool) : 0;
     free(pool);
     for (int j = 0; j < nact; j++) {
         sys_slot *s = &slots[act[j]];
@@ -449,7 +449,10 @@ static void measure_round(const opts *o, sys_slot *slots, const int *act, int na
         p.gran_us = p.wall_s * W / (double)r->tasks * 1e6;
         p.eff = kns * factor_sum * 1e-9 / (p.wall_s * W);
         p.gran_best_us = wbest * W / (double)r->tasks * 1e6;
-        p.eff_best = kbest * factor_sum * 1e-9 / (wbest * W);
+        /* like with like: this system's R executions against the R baselines
+         * measured right before them (the pool of all systems' baselines has
+         * more chances to catch a fast moment of the machine) */
+        p.eff_best = s->base_min * factor_sum * 1e-9 / (wbest * W);
         double units_total = (double)units * factor_sum;
         p.gflops = units_total * wb_kernel_flops_per_unit(r->kernel.kind) / p.wall_s * 1e-9;
         p.gbytes = units_total * wb_kernel_bytes_per_unit(r->kernel.kind) / p.wall_s * 1e-9;
