@@ -105,7 +105,9 @@ typedef struct weft__worker weft__worker;
 typedef struct weft__edge {
     weft__task *succ;
     struct weft__edge *next;
-    bool propagate; /* does failure of the predecessor cancel succ? */
+    weft__task *pred;   /* valid only while pred's slot generation is pred_gen */
+    uint32_t pred_gen;
+    bool propagate;     /* does failure of the predecessor cancel succ? */
 } weft__edge;
 
 typedef struct weft__task_access {
@@ -125,21 +127,20 @@ enum { WEFT__GATE_OPEN = 0, WEFT__GATE_DOOMING = 1, WEFT__GATE_STARTED = 2, WEFT
 struct weft__task {
     weft__slot slot;                   /* must be first */
     _Atomic int32_t refs;              /* execution + user handle + data handles holding it */
-    _Atomic bool handle_live;          /* the user still holds the handle */
     _Atomic int state;                 /* weft_task_status */
     _Atomic int32_t pending;           /* unfinished dependencies (+1 while spawning) */
     _Atomic int run_gate;
     _Atomic int32_t waiters;           /* threads sleeping until this task finishes */
+    uint32_t epoch;                    /* rt->cancel_epoch at spawn */
+    int priority;
+    int result;
     _Atomic(weft__edge *) successors;  /* WEFT__CLOSED once finished */
     weft__rt *rt;
     const void *rt_handle;             /* identifies the runtime even after its slot is reused */
     uint64_t id;
-    uint32_t epoch;                    /* rt->cancel_epoch at spawn */
-    int priority;
     weft_body_fn body;
     void *arg;
     void (*arg_destroy)(void *);
-    int result;
     uint64_t cause_id;
     char cause_name[32];
     char name[32];
@@ -149,8 +150,9 @@ struct weft__task {
     weft__task *wait_next;             /* commute waiters, under the data's lock */
     weft__task *outer;                 /* task this one interrupted on its worker (nested help) */
     uint32_t nedges;
-    uint32_t naccess;
-    uint32_t ncommute;
+    uint16_t naccess;
+    bool has_commute;
+    _Atomic bool handle_live;          /* the user still holds the handle */
     weft__edge *edges;
     weft__task_access *access;
     weft__edge edge_inline[WEFT__INLINE_EDGES];
@@ -235,6 +237,7 @@ struct weft__rt {
     unsigned nworkers;
     weft__worker *workers;
     size_t max_inflight;
+    int64_t throttle_low;              /* backpressure resumes at or below this */
     _Atomic uint64_t next_id;
     _Atomic int64_t inflight;
     _Atomic int64_t inflight_peak;
@@ -258,6 +261,12 @@ struct weft__rt {
 
 /* The worker (and task) the calling thread is running, if any. */
 extern _Thread_local weft__worker *weft__tls_worker;
+
+/* Is the calling thread one of rt's workers (i.e. inside one of its tasks)? */
+static inline bool weft__on_own_worker(const weft__rt *rt)
+{
+    return weft__tls_worker && weft__tls_worker->rt == rt;
+}
 
 /* runtime.c */
 weft__rt *weft__rt_get(const weft_runtime *h, const char *fn, int *err);

@@ -132,7 +132,7 @@ weft__rt *weft__rt_enter(const weft_runtime *h, const char *fn, int *err)
      * have been reused by another runtime).  While destroy drains, only the
      * runtime's own tasks may still spawn (their children finish the work). */
     if (weft__handle_decode(h) != rt || !atomic_load(&rt->open) ||
-        (atomic_load(&rt->closing) && !(weft__tls_worker && weft__tls_worker->rt == rt))) {
+        (atomic_load(&rt->closing) && !weft__on_own_worker(rt))) {
         weft__rt_leave(rt);
         *err = weft__error(WEFT_ECLOSED, "%s: runtime was destroyed", fn);
         return NULL;
@@ -143,8 +143,10 @@ weft__rt *weft__rt_enter(const weft_runtime *h, const char *fn, int *err)
 void weft__rt_leave(weft__rt *rt)
 {
     int64_t left = atomic_fetch_sub(&rt->inflight, 1) - 1;
+    int32_t throttled = atomic_load(&rt->sleepers_throttle);
+    /* Each spawn sleeping in backpressure holds two counts of its own. */
     if ((left == 0 && atomic_load(&rt->sleepers_all) > 0) ||
-        (atomic_load(&rt->sleepers_throttle) > 0 && left <= (int64_t)(rt->max_inflight - rt->max_inflight / 4)))
+        (throttled > 0 && left - 2 * throttled <= rt->throttle_low))
         weft__wake_sleepers(rt);
 }
 
@@ -193,6 +195,11 @@ int weft_runtime_create(const weft_config *cfg_in, weft_runtime **out)
         rt->cfg.max_nesting = 64;
     rt->nworkers = n;
     rt->max_inflight = cfg.max_inflight ? cfg.max_inflight : (size_t)65536 * n;
+    /* Backpressure resumes a quarter below the limit, so a producer sleeps
+     * and wakes once per batch rather than once per task. */
+    rt->throttle_low = (int64_t)(rt->max_inflight - rt->max_inflight / 4) - 1;
+    if (rt->throttle_low < 0)
+        rt->throttle_low = 0;
     pthread_mutex_init(&rt->wait_lock, NULL);
     pthread_condattr_t ca;
     pthread_condattr_init(&ca);
@@ -239,11 +246,6 @@ int weft_runtime_create(const weft_config *cfg_in, weft_runtime **out)
     return 0;
 }
 
-static bool on_own_worker(weft__rt *rt)
-{
-    return weft__tls_worker && weft__tls_worker->rt == rt;
-}
-
 int weft_runtime_destroy(weft_runtime *h)
 {
     weft__clear_error();
@@ -253,7 +255,7 @@ int weft_runtime_destroy(weft_runtime *h)
     weft__rt *rt = weft__rt_get(h, "weft_runtime_destroy", &err);
     if (!rt)
         return err;
-    if (on_own_worker(rt))
+    if (weft__on_own_worker(rt))
         return weft__error(WEFT_EDEADLK, "weft_runtime_destroy: called from one of the runtime's own tasks");
     /* Refuse spawns from outside, let outstanding tasks (and what they
      * spawn) finish, then refuse every spawn and drain what raced with it. */
@@ -351,7 +353,7 @@ int weft_wait_all_timed(weft_runtime *h, uint64_t timeout_ns)
     weft__rt *rt = weft__rt_get(h, "weft_wait_all", &err);
     if (!rt)
         return err;
-    if (on_own_worker(rt))
+    if (weft__on_own_worker(rt))
         return weft__error(WEFT_EDEADLK, "weft_wait_all: called from inside one of the runtime's tasks, "
                                          "which would wait for itself");
     uint64_t deadline = timeout_ns == UINT64_MAX ? UINT64_MAX : weft__now_ns() + timeout_ns;

@@ -49,15 +49,76 @@ static bool another_worker_idle(const weft__worker *w)
     return false;
 }
 
-/* One step of useful work for a worker whose current body waits (for
- * `awaited`, if not NULL).  Each task run here nests on this worker's stack,
- * so past cfg.max_nesting bodies it only runs the awaited task itself and
- * otherwise leaves the queues to idle workers — unless none is idle, because
- * then helping is the only way forward. */
+/* Take a reference on an edge's predecessor if it is still the same task
+ * (its slot may have been freed and reused since the edge was made). */
+static bool pin_pred(const weft__edge *e)
+{
+    weft__task *p = e->pred;
+    int32_t r = atomic_load(&p->refs);
+    do {
+        if (r <= 0)
+            return false;
+    } while (!atomic_compare_exchange_weak(&p->refs, &r, r + 1));
+    if (atomic_load(&p->slot.gen) != e->pred_gen) {
+        weft__task_unref(p); /* we pinned a newer task in the same slot */
+        return false;
+    }
+    return true;
+}
+
+#define SUBGRAPH_STACK 32
+#define SUBGRAPH_VISITS 256
+
+/* Run a queued task from the unfinished predecessors of `awaited`
+ * (transitively, bounded).  Only such tasks are safe for a waiting body to
+ * run: anything else might itself wait for the body suspended underneath. */
+static bool help_with_predecessors(weft__worker *w, weft__task *awaited)
+{
+    weft__task *stack[SUBGRAPH_STACK];
+    int sp = 0, visits = 0;
+    weft__task *x = awaited; /* pinned by the caller (it holds a handle or is its waiter) */
+    bool found = false;
+    for (;;) {
+        for (uint32_t i = 0; i < x->nedges && !found && visits < SUBGRAPH_VISITS; i++, visits++) {
+            const weft__edge *e = &x->edges[i];
+            if (!pin_pred(e))
+                continue;
+            weft__task *p = e->pred;
+            int s = atomic_load(&p->state);
+            if (s == WEFT_TASK_READY && weft__queue_take(p)) {
+                run_chain(w, p);
+                found = true;
+            } else if (s == WEFT_TASK_WAITING && sp < SUBGRAPH_STACK) {
+                stack[sp++] = p; /* keeps the reference until visited */
+                continue;
+            }
+            weft__task_unref(p);
+        }
+        if (x != awaited)
+            weft__task_unref(x);
+        if (found || sp == 0 || visits >= SUBGRAPH_VISITS)
+            break;
+        x = stack[--sp];
+    }
+    while (sp > 0)
+        weft__task_unref(stack[--sp]);
+    return found;
+}
+
+/* One step of useful work for a worker whose current body waits.
+ *
+ * Waiting for a task: run that task if it is queued, else one of its
+ * queued predecessors; otherwise do not help (other workers are running
+ * what it needs).  Running unrelated work here could bury the waiting body
+ * under a task that waits for it, which no scheduler could then resolve.
+ *
+ * Waiting for something else (backpressure, an unregister): help with any
+ * ready task, but past cfg.max_nesting nested bodies leave the queues to
+ * idle workers, if there are any, to bound stack (and Python) depth. */
 bool weft__help_waiting(weft__worker *w, weft__task *awaited)
 {
-    if (awaited && weft__help_with(w, awaited))
-        return true;
+    if (awaited)
+        return weft__help_with(w, awaited) || help_with_predecessors(w, awaited);
     if (atomic_load_explicit(&w->depth, memory_order_relaxed) >= (int64_t)w->rt->cfg.max_nesting &&
         another_worker_idle(w))
         return false;

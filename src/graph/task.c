@@ -132,6 +132,8 @@ static bool link_edge(weft__task *p, weft__edge *e)
 void weft__edge_add(weft__task *t, weft__edge *e, weft__task *p, bool propagate)
 {
     e->succ = t;
+    e->pred = p;
+    e->pred_gen = atomic_load_explicit(&p->slot.gen, memory_order_relaxed);
     e->propagate = propagate;
     if (!link_edge(p, e))
         atomic_fetch_sub_explicit(&t->pending, 1, memory_order_relaxed);
@@ -168,16 +170,25 @@ static int64_t backlog(weft__rt *rt)
     return atomic_load(&rt->inflight) - executing;
 }
 
-static void throttle(weft__rt *rt)
+/* Tasks that count against max_inflight, not counting the `self` counts the
+ * calling spawn holds itself (see weft_spawn). */
+static int64_t pressure(weft__rt *rt, int64_t self)
 {
-    int64_t low = (int64_t)(rt->max_inflight - rt->max_inflight / 4);
+    return (weft__on_own_worker(rt) ? backlog(rt) : atomic_load(&rt->inflight)) - self;
+}
+
+/* Block (outside) or help (inside a task) until the pressure drops to the
+ * low mark.  Called when it reached max_inflight. */
+static void throttle(weft__rt *rt, int64_t self)
+{
+    int64_t low = rt->throttle_low;
     weft__worker *w = weft__tls_worker;
-    if (w && w->rt == rt) {
+    if (weft__on_own_worker(rt)) {
         /* From a task: help.  With nothing to help with, wait while other
          * workers make progress; if nothing finishes for a millisecond, the
          * backlog may be waiting for this very producer (a child that
          * depends on its parent): let the spawn through rather than hang. */
-        int64_t last = backlog(rt);
+        int64_t last = pressure(rt, self);
         uint64_t stalled_since = weft__now_ns();
         while (last > low) {
             if (weft__help_waiting(w, NULL)) {
@@ -188,19 +199,23 @@ static void throttle(weft__rt *rt)
                 if (weft__now_ns() - stalled_since > 1000000)
                     break;
             }
-            int64_t now = backlog(rt);
+            int64_t now = pressure(rt, self);
             if (now < last)
                 stalled_since = weft__now_ns();
             last = now;
         }
         return;
     }
-    /* From outside: sleep until enough tasks in flight have finished
-     * (finishing tasks signal when the count drops to the low mark). */
+    /* From outside: sleep until enough tasks have finished (weft__rt_leave
+     * signals at the low mark; the timed wait is a safety net for counts
+     * that several sleepers hold at once). */
     pthread_mutex_lock(&rt->wait_lock);
     atomic_fetch_add(&rt->sleepers_throttle, 1);
-    while (atomic_load(&rt->inflight) > low)
-        pthread_cond_wait(&rt->wait_cond, &rt->wait_lock);
+    while (pressure(rt, self) > low) {
+        uint64_t until = weft__now_ns() + 1000000;
+        struct timespec ts = {(time_t)(until / 1000000000u), (long)(until % 1000000000u)};
+        pthread_cond_timedwait(&rt->wait_cond, &rt->wait_lock, &ts);
+    }
     atomic_fetch_sub(&rt->sleepers_throttle, 1);
     pthread_mutex_unlock(&rt->wait_lock);
 }
@@ -218,8 +233,22 @@ int weft_spawn(weft_runtime *h, const weft_task_desc *d, weft_task **out)
     weft__rt *rt = weft__rt_enter(h, "weft_spawn", &err);
     if (!rt)
         return spawn_fail(d, err);
+    /* An outside thread also holds a count of its own until it returns: once
+     * the task is queued it may finish at once, and destroy must not free
+     * the workers while this call still wakes one of them. */
+    bool outside = !weft__on_own_worker(rt);
+    if (outside)
+        atomic_fetch_add(&rt->inflight, 1);
     int rc = spawn_entered(rt, h, d, out);
-    if (rc != 0)
+    if (rc == 0) {
+        int64_t now = atomic_load_explicit(&rt->inflight, memory_order_relaxed) - (outside ? 1 : 0);
+        int64_t peak = atomic_load_explicit(&rt->inflight_peak, memory_order_relaxed);
+        while (now > peak && !atomic_compare_exchange_weak(&rt->inflight_peak, &peak, now))
+            ;
+    } else {
+        weft__rt_leave(rt);
+    }
+    if (outside)
         weft__rt_leave(rt);
     return rc;
 }
@@ -237,7 +266,7 @@ static int spawn_entered(weft__rt *rt, weft_runtime *h, const weft_task_desc *d,
                                          d->naccesses));
     if (d->flags & ~(unsigned)WEFT_SPAWN_NOWAIT)
         return spawn_fail(d, weft__error(WEFT_EINVAL, "weft_spawn: unknown flags 0x%x", d->flags));
-    if (d->naccesses > UINT32_MAX / 2 || d->ndeps > UINT32_MAX / 2)
+    if (d->naccesses > UINT16_MAX || d->ndeps > UINT32_MAX / 2)
         return spawn_fail(d, weft__error(WEFT_EINVAL, "weft_spawn: too many dependencies or accesses"));
     for (size_t i = 0; i < d->ndeps; i++) {
         weft__task *p = weft__task_get(d->deps[i]);
@@ -260,12 +289,13 @@ static int spawn_entered(weft__rt *rt, weft_runtime *h, const weft_task_desc *d,
                                                           "(WEFT_R, WEFT_W, WEFT_RW, or WEFT_RW|WEFT_COMMUTE)", i, m));
     }
 
-    /* inflight counts this spawn too (weft__rt_enter). */
-    if (atomic_load_explicit(&rt->inflight, memory_order_relaxed) > (int64_t)rt->max_inflight &&
-        (!weft__tls_worker || backlog(rt) > (int64_t)rt->max_inflight)) {
+    /* This call holds one count in inflight (two from an outside thread). */
+    int64_t self = weft__on_own_worker(rt) ? 1 : 2;
+    if (atomic_load_explicit(&rt->inflight, memory_order_relaxed) - self >= (int64_t)rt->max_inflight &&
+        pressure(rt, self) >= (int64_t)rt->max_inflight) {
         if (d->flags & WEFT_SPAWN_NOWAIT)
             return weft__error(WEFT_EAGAIN, "weft_spawn: %zu tasks in flight (max_inflight)", rt->max_inflight);
-        throttle(rt);
+        throttle(rt, self);
     }
 
     weft__task *t = weft__slot_alloc(WEFT__POOL_TASK);
@@ -295,9 +325,9 @@ static int spawn_entered(weft__rt *rt, weft_runtime *h, const weft_task_desc *d,
         }
         t->access[i].data = dd;
         t->access[i].mode = d->accesses[i].mode;
-        t->naccess = i + 1;
+        t->naccess = (uint16_t)(i + 1);
         if (d->accesses[i].mode & WEFT_COMMUTE)
-            t->ncommute++;
+            t->has_commute = true;
     }
 
     /* Unique data in address order (modes merged): the order in which the
@@ -365,10 +395,6 @@ static int spawn_entered(weft__rt *rt, weft_runtime *h, const weft_task_desc *d,
     atomic_fetch_add_explicit(&rt->n_spawned, 1, memory_order_relaxed);
     if (extra)
         atomic_fetch_add_explicit(&rt->extra_bytes, extra, memory_order_relaxed);
-    int64_t now = atomic_load_explicit(&rt->inflight, memory_order_relaxed);
-    int64_t peak = atomic_load_explicit(&rt->inflight_peak, memory_order_relaxed);
-    while (now > peak && !atomic_compare_exchange_weak(&rt->inflight_peak, &peak, now))
-        ;
 
     for (size_t i = 0; i < d->ndeps; i++)
         weft__edge_add(t, &t->edges[i], weft__task_get(d->deps[i]), true);
@@ -442,7 +468,7 @@ void weft__task_execute(weft__worker *w, weft__task *t, weft__task **next)
     weft__rt *rt = t->rt;
     /* Commuting tasks first take their data's exclusion; if another member
      * holds it, the task waits on that data and is resubmitted later. */
-    if (t->ncommute && !weft__commute_acquire(t))
+    if (t->has_commute && !weft__commute_acquire(t))
         return;
     int gate = WEFT__GATE_OPEN;
     bool run = atomic_compare_exchange_strong(&t->run_gate, &gate, WEFT__GATE_STARTED);
@@ -476,7 +502,7 @@ void weft__task_execute(weft__worker *w, weft__task *t, weft__task **next)
     } else {
         final = WEFT_TASK_CANCELLED;
     }
-    if (t->ncommute)
+    if (t->has_commute)
         weft__commute_release(t, next);
     finish(w, t, final, next);
 }
