@@ -62,6 +62,7 @@ typedef struct opts {
     int quiet;
     int verbose;
     double wait_quiet;
+    int confirm;
 } opts;
 
 static FILE *csv_file;
@@ -244,16 +245,80 @@ static void wait_for_quiet(void)
 /* Systems under test, measured side by side                                 */
 /* ------------------------------------------------------------------------ */
 
+/* A growable list of samples. */
+typedef struct sample_set {
+    double *v;
+    size_t n, cap;
+} sample_set;
+
+static void ss_add(sample_set *s, double x)
+{
+    if (s->n == s->cap) {
+        s->cap = s->cap ? 2 * s->cap : 16;
+        s->v = realloc(s->v, s->cap * sizeof *s->v);
+    }
+    s->v[s->n++] = x;
+}
+
+static double ss_median(const sample_set *s)
+{
+    if (s->n == 0) return 0;
+    double *c = malloc(s->n * sizeof *c);
+    memcpy(c, s->v, s->n * sizeof *c);
+    double m = wb_median(c, s->n);
+    free(c);
+    return m;
+}
+
+static double ss_min(const sample_set *s)
+{
+    double m = s->n ? s->v[0] : 0;
+    for (size_t k = 1; k < s->n; k++)
+        if (s->v[k] < m) m = s->v[k];
+    return m;
+}
+
+/* One kernel length of one system: its raw executions, and what follows. */
 typedef struct point_result {
     uint64_t iterations;
+    sample_set walls;  /* every execution at this length (seconds) */
+    double base_min;   /* best baseline measured right before one of them (ns per kernel) */
+    double others_pct; /* most CPU other processes used during one of its rounds */
+    /* derived by point_stats() */
     double wall_s;     /* median */
-    double kernel_us;  /* median baseline, per task (mean over tasks for load_imbalance) */
+    double kernel_us;  /* median baseline of all systems at this length, per task */
     double gran_us;
     double eff;
     double gflops, gbytes;
-    double others_pct; /* CPU share other processes used while it was measured */
-    double gran_best_us, eff_best; /* best execution against the best baseline */
+    double gran_best_us, eff_best; /* best execution against base_min */
 } point_result;
+
+/* Baselines of all systems at one kernel length (of the pattern being run). */
+typedef struct base_pool {
+    uint64_t iterations;
+    sample_set v;
+} base_pool;
+
+static base_pool *pools;
+static size_t npools;
+
+static sample_set *pool_for(uint64_t L)
+{
+    for (size_t k = 0; k < npools; k++)
+        if (pools[k].iterations == L) return &pools[k].v;
+    pools = realloc(pools, (npools + 1) * sizeof *pools);
+    memset(&pools[npools], 0, sizeof pools[npools]);
+    pools[npools].iterations = L;
+    return &pools[npools++].v;
+}
+
+static void pools_clear(void)
+{
+    for (size_t k = 0; k < npools; k++) free(pools[k].v.v);
+    free(pools);
+    pools = NULL;
+    npools = 0;
+}
 
 typedef struct sys_slot {
     const wb_system *sys;
@@ -265,8 +330,8 @@ typedef struct sys_slot {
     size_t npts, cap;
     int below;         /* consecutive points below 50% at the end of the downward sweep */
     double metg_us;
-    double *walls; /* [repeats] scratch */
-    double base_min; /* best baseline measured right before this system's executions */
+    double *walls;     /* [repeats] scratch of a round */
+    double base_min;   /* scratch of a round */
     double metg_best_us; /* the same from the best executions (0: none) */
     int paused;
 } sys_slot;
@@ -339,6 +404,7 @@ static void slots_stop(sys_slot *slots, int n)
             slots[k].sys->fini(slots[k].st);
         }
         slots[k].st = NULL;
+        for (size_t q = 0; q < slots[k].npts; q++) free(slots[k].pts[q].walls.v);
         free(slots[k].pts);
         free(slots[k].walls);
         slots[k].pts = NULL;
@@ -380,20 +446,52 @@ static void log_point(const wb_system *sys, const point_result *p)
         100.0 * p->eff_best, p->others_pct >= 10 ? "  (machine busy)" : "");
 }
 
-static void csv_point(const opts *o, const wb_system *sys, const wb_run *r,
-                      const point_result *p, const char *status);
+static point_result *point_for(sys_slot *s, uint64_t L)
+{
+    for (size_t k = 0; k < s->npts; k++)
+        if (s->pts[k].iterations == L) return &s->pts[k];
+    if (s->npts == s->cap) {
+        s->cap = s->cap ? 2 * s->cap : 16;
+        s->pts = realloc(s->pts, s->cap * sizeof *s->pts);
+    }
+    point_result *p = &s->pts[s->npts++];
+    memset(p, 0, sizeof *p);
+    p->iterations = L;
+    return p;
+}
+
+static void point_stats(point_result *p, const wb_run *r, double factor_sum)
+{
+    const double W = (double)r->workers;
+    const double T = (double)r->tasks;
+    double kns = ss_median(pool_for(p->iterations));
+    p->wall_s = ss_median(&p->walls);
+    double wbest = ss_min(&p->walls);
+    p->kernel_us = kns * factor_sum / T * 1e-3;
+    p->gran_us = p->wall_s * W / T * 1e6;
+    p->eff = p->wall_s > 0 ? kns * factor_sum * 1e-9 / (p->wall_s * W) : 0;
+    p->gran_best_us = wbest * W / T * 1e6;
+    /* like with like: this system's executions against the baselines measured
+     * right before them (the pool of all systems' baselines has more chances
+     * to catch a fast moment of the machine) */
+    p->eff_best = wbest > 0 ? p->base_min * factor_sum * 1e-9 / (wbest * W) : 0;
+    double units_total = (double)p->iterations * factor_sum;
+    p->gflops = p->wall_s > 0 ? units_total * wb_kernel_flops_per_unit(r->kernel.kind) / p->wall_s * 1e-9 : 0;
+    p->gbytes = p->wall_s > 0 ? units_total * wb_kernel_bytes_per_unit(r->kernel.kind) / p->wall_s * 1e-9 : 0;
+}
 
 /* Measure kernel length `units` on the systems listed in act[]: `repeats`
  * rounds; in each round every system executes once, in an order that rotates
  * from round to round, each execution after a baseline measurement (the same
  * kernels on one thread per worker, no runtime), so that a burst of noise on
- * the shared machine hits all systems and the baseline alike.  The kernel
- * time is the median of all the baselines of the point (repeats x systems).
- * Appends to each system that did not fail a point with
- *   - the median execution: granularity and efficiency (the headline), and
- *   - the best execution against the best of the baselines measured right
- *     before this system's executions (noise only ever slows a run down, so
- *     this is what the system does on an undisturbed machine). */
+ * the shared machine hits all systems and the baseline alike.  The samples
+ * are added to each system's point for that length (measuring a length again
+ * adds to it); point_stats() then gives
+ *   - from the medians: the kernel time is the median of all baselines at
+ *     that length (all systems), the execution the median of the system's;
+ *   - from the best execution against the best of the baselines measured
+ *     right before this system's executions (noise only ever slows a run
+ *     down, so this is what the system does on an undisturbed machine). */
 static void measure_round(const opts *o, sys_slot *slots, const int *act, int nact, wb_run *r,
                           uint64_t units, double factor_sum)
 {
@@ -402,13 +500,14 @@ static void measure_round(const opts *o, sys_slot *slots, const int *act, int na
     r->kernel.iterations = units;
     cpu_sample c0, c1;
     double others = 0;
-    double *pool = calloc((size_t)R * (size_t)nact, sizeof *pool);
-    size_t npool = 0;
+    double *tmp_pool = calloc((size_t)R * (size_t)nact, sizeof *tmp_pool);
+    size_t ntmp = 0;
     /* A round during which other processes took more than 10% of the machine
-     * is measured again (twice at most, while the --wait-quiet budget lasts). */
+     * is measured again (twice at most, while the --wait-quiet budget lasts);
+     * the discarded samples are not kept. */
     for (int attempt = 0;; attempt++) {
         wait_for_quiet();
-        npool = 0;
+        ntmp = 0;
         for (int j = 0; j < nact; j++) slots[act[j]].base_min = 0;
         cpu_sample_take(&c0);
         for (int rep = 0; rep < R; rep++) {
@@ -419,7 +518,7 @@ static void measure_round(const opts *o, sys_slot *slots, const int *act, int na
                 if (r->kernel.kind != WB_K_EMPTY) {
                     if (quiesce() != 0) noisy_waits++;
                     base = baseline_ns(r, units);
-                    pool[npool++] = base;
+                    tmp_pool[ntmp++] = base;
                     if (s->base_min == 0 || base < s->base_min) s->base_min = base;
                 }
                 if (execute_once(s, r, &s->walls[rep]) == 0 && o->verbose)
@@ -434,35 +533,19 @@ static void measure_round(const opts *o, sys_slot *slots, const int *act, int na
         remeasured++;
         LOG("  (other processes took %.0f%% of the machine: measuring again)\n", others);
     }
-    double kns = npool ? wb_median(pool, npool) : 0;
-    free(pool);
+    sample_set *pool = pool_for(units);
+    for (size_t k = 0; k < ntmp; k++) ss_add(pool, tmp_pool[k]);
+    free(tmp_pool);
     for (int j = 0; j < nact; j++) {
         sys_slot *s = &slots[act[j]];
         if (!s->alive) continue;
-        point_result p;
-        memset(&p, 0, sizeof p);
-        p.iterations = units;
-        p.others_pct = others;
-        p.wall_s = wb_median(s->walls, (size_t)R); /* sorts walls */
-        double wbest = s->walls[0];
-        p.kernel_us = kns * factor_sum / (double)r->tasks * 1e-3;
-        p.gran_us = p.wall_s * W / (double)r->tasks * 1e6;
-        p.eff = kns * factor_sum * 1e-9 / (p.wall_s * W);
-        p.gran_best_us = wbest * W / (double)r->tasks * 1e6;
-        /* like with like: this system's R executions against the R baselines
-         * measured right before them (the pool of all systems' baselines has
-         * more chances to catch a fast moment of the machine) */
-        p.eff_best = s->base_min * factor_sum * 1e-9 / (wbest * W);
-        double units_total = (double)units * factor_sum;
-        p.gflops = units_total * wb_kernel_flops_per_unit(r->kernel.kind) / p.wall_s * 1e-9;
-        p.gbytes = units_total * wb_kernel_bytes_per_unit(r->kernel.kind) / p.wall_s * 1e-9;
-        if (s->npts == s->cap) {
-            s->cap = s->cap ? 2 * s->cap : 16;
-            s->pts = realloc(s->pts, s->cap * sizeof *s->pts);
-        }
-        s->pts[s->npts++] = p;
-        log_point(s->sys, &p);
-        csv_point(o, s->sys, r, &p, r->validate ? "ok" : "unvalidated");
+        point_result *p = point_for(s, units);
+        for (int rep = 0; rep < R; rep++) ss_add(&p->walls, s->walls[rep]);
+        if (p->base_min == 0 || (s->base_min > 0 && s->base_min < p->base_min))
+            p->base_min = s->base_min;
+        if (others > p->others_pct) p->others_pct = others;
+        point_stats(p, r, factor_sum);
+        log_point(s->sys, p);
     }
 }
 
@@ -503,7 +586,7 @@ static void csv_point(const opts *o, const wb_system *sys, const wb_run *r,
              "%.1f,%.4f,%.4f,\n",
              sys->name, wb_pattern_name(r->graph.shape.pattern), wb_kernel_name(o->kernel),
              r->graph.shape.width, r->graph.shape.steps, r->ngraphs, r->workers, p->iterations,
-             r->tasks, o->repeats, p->wall_s, p->kernel_us, p->gran_us, p->eff, p->gflops,
+             r->tasks, (int)p->walls.n, p->wall_s, p->kernel_us, p->gran_us, p->eff, p->gflops,
              p->gbytes, status, p->others_pct, p->gran_best_us, p->eff_best);
     csv_out(line);
 }
@@ -562,9 +645,11 @@ static int cmp_points_desc(const void *a, const void *b)
  * point below 50% that the next `extra` points confirm (they are below 50%
  * too) and the point before it bracket the crossing.  Returns the status
  * ("ok", "upper_bound", "not_reached") and sets *metg (0 when not_reached). */
-static const char *crossing(const point_result *pts, size_t n, int extra, int best, double *metg)
+static const char *crossing(const point_result *pts, size_t n, int extra, int best, double *metg,
+                            size_t *at)
 {
     *metg = 0;
+    *at = 0;
     if (pe(&pts[0], best) < 0.5) return "not_reached";
     for (size_t k = 1; k < n; k++) {
         int stays = pe(&pts[k], best) < 0.5;
@@ -572,6 +657,7 @@ static const char *crossing(const point_result *pts, size_t n, int extra, int be
             stays = pe(&pts[q], best) < 0.5;
         if (stays) {
             *metg = interpolate(&pts[k - 1], &pts[k], best);
+            *at = k;
             return "ok";
         }
     }
@@ -588,8 +674,9 @@ static void finish_metg(sys_slot *s, int extra)
         return;
     }
     qsort(s->pts, s->npts, sizeof *s->pts, cmp_points_desc);
-    const char *st = crossing(s->pts, s->npts, extra, 0, &s->metg_us);
-    (void)crossing(s->pts, s->npts, extra, 1, &s->metg_best_us);
+    size_t at;
+    const char *st = crossing(s->pts, s->npts, extra, 0, &s->metg_us, &at);
+    (void)crossing(s->pts, s->npts, extra, 1, &s->metg_best_us, &at);
     snprintf(s->status, sizeof s->status, "%s", st);
     if (!strcmp(st, "not_reached"))
         snprintf(s->msg, sizeof s->msg, "below 50%% even with a %.0f us kernel",
@@ -599,9 +686,62 @@ static void finish_metg(sys_slot *s, int extra)
                  s->metg_us);
 }
 
+/* A second look where noise is most likely to have decided the result: the two
+ * points that bracket each system's crossing, and every point whose efficiency
+ * is more than 15 points below that of a shorter kernel of the same system
+ * (efficiency cannot really grow as tasks get smaller: one of the two was
+ * disturbed; both are measured again).  The new executions are added to the
+ * old ones, so each such point ends up with twice the samples. */
+static void confirm_pass(const opts *o, wb_run *r, sys_slot *slots, int n, double fs)
+{
+    uint64_t *Ls = NULL;
+    size_t nL = 0;
+    char **want = calloc((size_t)n, sizeof *want); /* want[k][q]: system k remeasures its point q */
+    for (int k = 0; k < n; k++) {
+        sys_slot *s = &slots[k];
+        if (!s->alive || s->npts < 2) continue;
+        qsort(s->pts, s->npts, sizeof *s->pts, cmp_points_desc);
+        for (size_t q = 0; q < s->npts; q++) point_stats(&s->pts[q], r, fs);
+        want[k] = calloc(s->npts, 1);
+        double metg;
+        size_t at;
+        if (!strcmp(crossing(s->pts, s->npts, o->extra, 0, &metg, &at), "ok"))
+            want[k][at - 1] = want[k][at] = 1;
+        for (size_t q = 0; q < s->npts; q++)
+            for (size_t j = q + 1; j < s->npts; j++)
+                if (s->pts[q].eff + 0.15 < s->pts[j].eff) want[k][q] = want[k][j] = 1;
+        for (size_t q = 0; q < s->npts; q++) {
+            if (!want[k][q]) continue;
+            size_t u = 0;
+            while (u < nL && Ls[u] != s->pts[q].iterations) u++;
+            if (u == nL) {
+                Ls = realloc(Ls, (nL + 1) * sizeof *Ls);
+                Ls[nL++] = s->pts[q].iterations;
+            }
+        }
+    }
+    int *act = calloc((size_t)n, sizeof *act);
+    for (size_t u = 0; u < nL; u++) {
+        int nact = 0;
+        for (int k = 0; k < n; k++) {
+            if (!want[k] || !slots[k].alive) continue;
+            for (size_t q = 0; q < slots[k].npts; q++)
+                if (want[k][q] && slots[k].pts[q].iterations == Ls[u]) act[nact++] = k;
+        }
+        if (nact == 0) continue;
+        LOG("  confirming %" PRIu64 " iterations (%d system(s))\n", Ls[u], nact);
+        measure_round(o, slots, act, nact, r, Ls[u], fs);
+    }
+    for (int k = 0; k < n; k++) free(want[k]);
+    free(want);
+    free(act);
+    free(Ls);
+}
+
 static void metg_pattern(const opts *o, wb_run *r, sys_slot *slots, int n)
 {
     double fs = sum_factor(r);
+    pools_clear();
     slots_start(slots, n, r, o->repeats);
     int *act = calloc((size_t)n, sizeof *act);
     /* Warm-up, and a first validation, with the shortest kernel. */
@@ -622,7 +762,7 @@ static void metg_pattern(const opts *o, wb_run *r, sys_slot *slots, int n)
         for (int j = 0; j < nact; j++) {
             sys_slot *s = &slots[act[j]];
             if (!s->alive) continue;
-            const point_result *last = &s->pts[s->npts - 1];
+            const point_result *last = point_for(s, L);
             s->below = (last->eff < 0.5 && last->eff_best < 0.5) ? s->below + 1 : 0;
         }
         if (L == 1) break;
@@ -639,17 +779,23 @@ static void metg_pattern(const opts *o, wb_run *r, sys_slot *slots, int n)
             if (!reached) act[nact++] = k;
         }
         if (nact == 0) break;
-        double kus = 0;
-        for (int j = 0; j < nact; j++) kus = slots[act[j]].pts[0].kernel_us; /* at L0 */
+        double kus = point_for(&slots[act[0]], L0)->kernel_us;
         if (kus * (double)(L / L0) > o->max_us) break;
         measure_round(o, slots, act, nact, r, L, fs);
     }
+    if (o->confirm) confirm_pass(o, r, slots, n, fs);
     for (int k = 0; k < n; k++) {
         finish_metg(&slots[k], o->extra);
         if (slots[k].msg[0] && strcmp(slots[k].status, "failed") != 0 &&
             strcmp(slots[k].status, "missing") != 0)
             LOG("%s: %s: %s\n", slots[k].sys->name, slots[k].status, slots[k].msg);
     }
+    /* The points, final (confirmed) figures, longest kernel first. */
+    for (int k = 0; k < n; k++)
+        for (size_t q = 0; q < slots[k].npts; q++) {
+            point_stats(&slots[k].pts[q], r, fs);
+            csv_point(o, slots[k].sys, r, &slots[k].pts[q], r->validate ? "ok" : "unvalidated");
+        }
     free(act);
     /* the caller prints, then stops the systems */
 }
@@ -696,6 +842,7 @@ static void usage(FILE *f)
             "                      validation catches the planted dependency\n"
             "  --csv FILE          also append the CSV rows to FILE\n"
             "  --quiet             no progress on stderr\n"
+            "  --no-confirm        skip the second look at the crossing and at outliers\n"
             "  --verbose           every execution on stderr\n"
             "  --wait-quiet S      wait up to S seconds in all for other processes to leave\n"
             "                      the machine idle before measuring a point [60]\n");
@@ -772,6 +919,7 @@ static int parse_args(int argc, char **argv, opts *o)
     o->start_us = 64;
     o->max_us = 1000;
     o->wait_quiet = 60;
+    o->confirm = 1;
     o->extra = 1;
     o->output_bytes = 16;
     o->validate = 1;
@@ -890,6 +1038,8 @@ static int parse_args(int argc, char **argv, opts *o)
         } else if (!strcmp(key, "--wait-quiet")) {
             NEXT();
             if (parse_num(key, val, 0, 1e6, &o->wait_quiet)) return -1;
+        } else if (!strcmp(key, "--no-confirm")) {
+            o->confirm = 0;
         } else if (!strcmp(key, "--verbose")) {
             o->verbose = 1;
         } else if (!strcmp(key, "--help") || !strcmp(key, "-h")) {
@@ -1056,7 +1206,11 @@ static int cmd_run(const opts *o)
         int nact = 0;
         for (int k = 0; k < n; k++)
             if (slots[k].alive) act[nact++] = k;
+        pools_clear();
         if (nact) measure_round(o, slots, act, nact, &r, units, sum_factor(&r));
+        for (int k = 0; k < n; k++)
+            if (slots[k].alive && slots[k].npts)
+                csv_point(o, slots[k].sys, &r, &slots[k].pts[0], r.validate ? "ok" : "unvalidated");
         for (int k = 0; k < n; k++) {
             sys_slot *s = &slots[k];
             const char *pat = wb_pattern_name(o->patterns[pi]);
