@@ -88,10 +88,12 @@ csvs=(--csv "$stencil_csv")
 
 if [ "$mode" != quick ]; then
   echo
+  stamp="commit $(git rev-parse --short HEAD 2>/dev/null || echo '?')$(git diff --quiet HEAD -- src include bench 2>/dev/null || echo ' + local changes'), $(date -u '+%Y-%m-%d %H:%M UTC'), \`bench/run.sh${1:+ $1}\`"
+  logs=(--log "$out/suite.out" --log "$out/stencil.out")
   if [ "$mode" = docs ]; then
-    "$wb" report "${csvs[@]}" --out docs/img/bench --doc docs/performance.md || true
+    "$wb" report "${csvs[@]}" "${logs[@]}" --stamp "$stamp" --out docs/img/bench --doc docs/performance.md || true
   else
-    "$wb" report "${csvs[@]}" --out "$out/report" || true
+    "$wb" report "${csvs[@]}" "${logs[@]}" --stamp "$stamp" --out "$out/report" || true
   fi
   echo "CSV: ${csvs[*]//--csv /}; table and plots: $( [ "$mode" = docs ] && echo docs/img/bench || echo "$out/report")"
 fi
