@@ -216,8 +216,10 @@ void *weft__slot_alloc(weft__pool_id p)
     c->head[p] = s->free_next;
     c->count[p]--;
     /* Zero everything but the header (the generation must survive).  Data
-     * slots initialise themselves: see weft__data.users. */
-    if (p != WEFT__POOL_DATA)
+     * and runtime slots initialise themselves (see weft__data.users and
+     * weft__rt.wait_lock): fields that late racers may still touch must
+     * never be overwritten by plain stores. */
+    if (p == WEFT__POOL_TASK)
         memset((char *)s + sizeof(weft__slot), 0, pools[p].slot_size - sizeof(weft__slot));
     s->free_next = NULL;
     atomic_fetch_add_explicit(&alloc_live, 1, memory_order_relaxed);

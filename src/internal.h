@@ -229,7 +229,15 @@ struct weft__worker {
 
 struct weft__rt {
     weft__slot slot;                   /* must be first */
-    _Atomic bool open;                 /* accepting spawns */
+    /* wait_lock/wait_cond: threads sleeping for a task, for inflight == 0,
+     * for backpressure or for an unregister.  Nothing nests under it.
+     * Initialised once per slot and never destroyed: a thread that has just
+     * dropped the last in-flight count may still signal it while destroy
+     * completes (the slot itself is type-stable). */
+    pthread_mutex_t wait_lock;
+    pthread_cond_t wait_cond;
+    bool sync_ready;
+    _Atomic bool open;                 /* accepting spawns; first field create resets */
     _Atomic bool closing;              /* destroy began: only its own tasks may spawn */
     _Atomic bool stop;                 /* workers should exit */
     weft_config cfg;
@@ -247,10 +255,6 @@ struct weft__rt {
     _Atomic uint32_t cancel_epoch;
     _Atomic uint32_t rr;               /* round-robin target for outside spawns */
     _Atomic int nparked;
-    /* wait_lock/wait_cond: threads sleeping for a task, for inflight == 0,
-     * for backpressure or for an unregister.  Nothing nests under it. */
-    pthread_mutex_t wait_lock;
-    pthread_cond_t wait_cond;
     _Atomic int32_t sleepers_all;      /* sleeping in wait_all */
     _Atomic int32_t sleepers_throttle; /* sleeping for backpressure */
     /* data_lock protects data_list.  Taken alone. */

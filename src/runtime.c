@@ -6,6 +6,7 @@
 
 #include <errno.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
@@ -163,8 +164,6 @@ static void rt_free(weft__rt *rt)
         weft__free(rt->workers);
     }
     weft__free(rt->trace_path);
-    pthread_mutex_destroy(&rt->wait_lock);
-    pthread_cond_destroy(&rt->wait_cond);
     pthread_mutex_destroy(&rt->data_lock);
     weft__slot_free(rt);
 }
@@ -190,6 +189,18 @@ int weft_runtime_create(const weft_config *cfg_in, weft_runtime **out)
     weft__rt *rt = weft__slot_alloc(WEFT__POOL_RUNTIME);
     if (!rt)
         return weft__error(WEFT_ENOMEM, "weft_runtime_create: out of memory");
+    /* Runtime slots are not zeroed by the pool: see weft__rt.wait_lock. */
+    if (!rt->sync_ready) {
+        pthread_mutex_init(&rt->wait_lock, NULL);
+        pthread_condattr_t ca;
+        pthread_condattr_init(&ca);
+        pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+        pthread_cond_init(&rt->wait_cond, &ca);
+        pthread_condattr_destroy(&ca);
+        rt->sync_ready = true;
+    }
+    size_t from = offsetof(weft__rt, open);
+    memset((char *)rt + from, 0, sizeof *rt - from);
     rt->cfg = cfg;
     if (rt->cfg.max_nesting == 0)
         rt->cfg.max_nesting = 64;
@@ -200,12 +211,6 @@ int weft_runtime_create(const weft_config *cfg_in, weft_runtime **out)
     rt->throttle_low = (int64_t)(rt->max_inflight - rt->max_inflight / 4) - 1;
     if (rt->throttle_low < 0)
         rt->throttle_low = 0;
-    pthread_mutex_init(&rt->wait_lock, NULL);
-    pthread_condattr_t ca;
-    pthread_condattr_init(&ca);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    pthread_cond_init(&rt->wait_cond, &ca);
-    pthread_condattr_destroy(&ca);
     pthread_mutex_init(&rt->data_lock, NULL);
     atomic_store(&rt->next_id, 1);
     rt->t0_ns = weft__now_ns();
