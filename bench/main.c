@@ -120,6 +120,9 @@ static int quiesce(void)
 }
 
 static double ns_per_unit_estimate = 0.3;
+static double ns_per_unit_best;  /* fastest kernel rate of any baseline in this run */
+static double *ns_per_unit_seen; /* every baseline's rate, for the machine line */
+static size_t n_seen, cap_seen;
 static int noisy_waits; /* quiesce() calls that timed out */
 
 /* Nanoseconds one kernel of `units` takes on each of `workers` threads
@@ -146,6 +149,15 @@ static double baseline_ns(wb_run *r, uint64_t units)
     double s = 0;
     for (unsigned k = 0; k < W; k++) s += b[k].ns_per_kernel;
     free(b);
+    if (units >= 256) { /* long enough for a rate: remember how fast the machine was */
+        double rate = s / W / (double)units;
+        if (ns_per_unit_best == 0 || rate < ns_per_unit_best) ns_per_unit_best = rate;
+        if (n_seen == cap_seen) {
+            cap_seen = cap_seen ? 2 * cap_seen : 256;
+            ns_per_unit_seen = realloc(ns_per_unit_seen, cap_seen * sizeof *ns_per_unit_seen);
+        }
+        ns_per_unit_seen[n_seen++] = rate;
+    }
     return s / W;
 }
 
@@ -1096,6 +1108,12 @@ static void report_noise(const cpu_sample *a, const cpu_sample *b)
     double ticks = (double)(b->total - a->total);
     if (ticks <= 0) return;
     double o = others_pct(a, b, online_cpus());
+    if (n_seen) {
+        double med = wb_median(ns_per_unit_seen, n_seen);
+        printf("# machine: the %s kernel ran at %.3f ns per iteration (median of %zu baselines; "
+               "fastest %.3f): the machine ran at about %.0f%% of its best speed\n",
+               "baseline", med, n_seen, ns_per_unit_best, 100.0 * ns_per_unit_best / med);
+    }
     printf("# machine: other processes used %.1f%% of its %u core(s) during the run%s; "
            "%.1f%% stolen by the hypervisor; waited %.0f s for quiet; %d point(s) measured again; "
            "%d quiesce wait(s) timed out\n",
