@@ -48,13 +48,11 @@ def loop_only(steps):
     return time.perf_counter() - t0
 
 
-GATE_US = 30000
-
-
 def gated(rt, steps):
-    """Spawn the graph behind a gate (a 30 ms C busy-wait that does not hold
-    the GIL), then let it run: (spawn s, run s)."""
-    gate = rt.spawn(weft.bench.busy, GATE_US)
+    """Spawn the graph behind a gate (a C busy-wait that does not hold the
+    GIL and outlasts the spawning), then let it run: (spawn s, run s)."""
+    gate_us = 30000 + steps * W * 10
+    gate = rt.spawn(weft.bench.busy, gate_us)
     while gate.status != "running":
         pass
     tg = time.perf_counter()
@@ -72,7 +70,7 @@ def gated(rt, steps):
     assert not gate.done(), "spawning took longer than the gate"
     rt.wait_all()
     t3 = time.perf_counter()
-    return t1 - t0, t3 - (tg + GATE_US / 1e6)
+    return t1 - t0, t3 - (tg + gate_us / 1e6)
 
 
 def overlapped(rt, steps):
