@@ -1089,9 +1089,49 @@ as_seq(PyObject *v, PyTypeObject *single_t, const char *what, int single_ok_any_
     return it;
 }
 
+static PyObject *spawn_locked(modstate *st, RuntimeObject *r, PyObject *const *args,
+                              Py_ssize_t nargs, PyObject *kwnames, PyObject *self_callable);
+
+/* Resolve the runtime and hold a strong reference to it for the call (a
+ * borrowed one from the `with` stack could go away on a free-threaded build
+ * if another thread closed it meanwhile). */
 static PyObject *
 spawn_impl(modstate *st, RuntimeObject *r, PyObject *const *args, Py_ssize_t nargs,
            PyObject *kwnames, PyObject *self_callable)
+{
+    if (r != NULL || nargs == 0) return spawn_locked(st, r, args, nargs, kwnames, self_callable);
+    /* Module-level spawn: find runtime= among the keywords, else the current one. */
+    PyObject *rtobj = NULL;
+    Py_ssize_t nk = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
+    for (Py_ssize_t i = 0; i < nk; i++) {
+        PyObject *k = PyTuple_GET_ITEM(kwnames, i);
+        if (k == st->s_runtime || PyUnicode_Compare(k, st->s_runtime) == 0) {
+            rtobj = args[nargs + i];
+            break;
+        }
+        if (PyErr_Occurred()) return NULL;
+    }
+    if (rtobj == NULL || rtobj == Py_None) {
+        RuntimeObject *cur = current_runtime(st, 0);
+        if (cur == NULL) {
+            if (!PyCallable_Check(args[0])) {
+                PyErr_Clear();
+                PyErr_Format(PyExc_TypeError, "spawn(): the task body must be callable, got '%.100s' object",
+                             Py_TYPE(args[0])->tp_name);
+            }
+            return NULL;
+        }
+        Py_INCREF(cur);
+        PyObject *res = spawn_locked(st, NULL, args, nargs, kwnames, self_callable);
+        Py_DECREF(cur);
+        return res;
+    }
+    return spawn_locked(st, NULL, args, nargs, kwnames, self_callable);
+}
+
+static PyObject *
+spawn_locked(modstate *st, RuntimeObject *r, PyObject *const *args, Py_ssize_t nargs,
+             PyObject *kwnames, PyObject *self_callable)
 {
     spawn_kw kw;
     if (parse_kw(st, args, nargs, kwnames, &kw, r == NULL) < 0) return NULL;
@@ -2541,6 +2581,7 @@ data_unregister(DataObject *d)
         return -1;
     }
     Py_INCREF(d);
+    Py_BEGIN_CRITICAL_SECTION(r);
     data_release(d);
     if (r->data_map) {
         PyObject *k = PyLong_FromVoidPtr(d->obj);
@@ -2553,6 +2594,7 @@ data_unregister(DataObject *d)
             PyErr_Clear();
         }
     }
+    Py_END_CRITICAL_SECTION();
     Py_DECREF(d);
     return 0;
 }
