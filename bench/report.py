@@ -56,10 +56,15 @@ def read_rows(paths):
                     e = float(r["efficiency"])
                 except ValueError:
                     continue
+                try:
+                    gb = float(r.get("granularity_best_us") or g)
+                    eb = float(r.get("efficiency_best") or e)
+                except ValueError:
+                    gb, eb = g, e
                 if key in closed:  # a new sweep of this key replaces the old points
                     closed.discard(key)
                     points[key] = {}
-                points.setdefault(key, {})[int(r["iterations"] or 0)] = (g, e)
+                points.setdefault(key, {})[int(r["iterations"] or 0)] = (g, e, gb, eb)
             elif r["record"] == "metg":
                 metg[key] = r  # the last run of a (pattern, system) wins
                 closed.add(key)
@@ -165,7 +170,7 @@ def overhead_table(points):
         cells = [p]
         for s in syss:
             v = points.get((p, s, "empty"))
-            cells.append(fmt(min(g for g, e in v.values())) if v else "—")
+            cells.append(fmt(min(x[0] for x in v.values())) if v else "—")
         out.append("| " + " | ".join(cells) + " |")
     out.append("")
     return "\n".join(out)
@@ -261,26 +266,33 @@ def plots(points, metg, outdir):
     for kernel in kernels:
         pats = order({k[0] for k in points if k[2] == kernel}, PATTERN_ORDER)
         for p in pats:
-            fig, ax = plt.subplots(figsize=(6.4, 4.2), dpi=110)
+            fig, axes = plt.subplots(1, 2, figsize=(11.5, 4.3), dpi=100, sharey=True)
             syss = order({k[1] for k in points if k[0] == p and k[2] == kernel}, SYSTEM_ORDER)
-            for s in syss:
-                # in sweep order (kernel length), which noise cannot reorder
-                pts = [v for _, v in sorted(points[(p, s, kernel)].items(), reverse=True)]
-                if not pts:
-                    continue
-                xs = [g for g, e in pts]
-                ys = [100 * e for g, e in pts]
-                v, txt = metg_value(metg.get((p, s, kernel)))
-                label = "%s (METG %s µs)" % (s, txt) if v else "%s (%s)" % (s, txt)
-                ax.plot(xs, ys, marker="o", markersize=3, linewidth=1.4, label=label)
-            ax.axhline(50, color="grey", linewidth=0.8, linestyle="--")
-            ax.set_xscale("log")
-            ax.set_ylim(0, 110)
-            ax.set_xlabel("task granularity (µs) = wall time × workers / tasks")
-            ax.set_ylabel("efficiency (%)")
-            ax.set_title("%s, kernel %s" % (p, kernel))
-            ax.grid(True, which="both", linewidth=0.3)
-            ax.legend(fontsize=7, loc="lower right")
+            for ax, best in ((axes[0], False), (axes[1], True)):
+                for i, s in enumerate(syss):
+                    # in sweep order (kernel length), which noise cannot reorder
+                    pts = [v for _, v in sorted(points[(p, s, kernel)].items(), reverse=True)]
+                    if not pts:
+                        continue
+                    xs = [v[2] if best else v[0] for v in pts]
+                    ys = [100 * (v[3] if best else v[1]) for v in pts]
+                    r = metg.get((p, s, kernel))
+                    if best:
+                        b = best_value(r) if r else None
+                        txt = fmt(b) if b else "—"
+                    else:
+                        _, txt = metg_value(r)
+                    ax.plot(xs, ys, marker="o", markersize=3, linewidth=1.3, color="C%d" % i,
+                            label="%s (%s µs)" % (s, txt))
+                ax.axhline(50, color="grey", linewidth=0.8, linestyle="--")
+                ax.set_xscale("log")
+                ax.set_ylim(0, 110)
+                ax.set_xlabel("task granularity (µs) = wall time × workers / tasks")
+                ax.set_title("%s: %s" % (p, "best execution per point" if best else
+                                         "median execution per point"), fontsize=10)
+                ax.grid(True, which="both", linewidth=0.3)
+                ax.legend(fontsize=7, loc="lower right", title="METG(50%)", title_fontsize=7)
+            axes[0].set_ylabel("efficiency (%%), kernel %s" % kernel)
             fig.tight_layout()
             name = "metg_%s.png" % p if len(kernels) == 1 else "metg_%s_%s.png" % (p, kernel)
             fig.savefig(os.path.join(outdir, name))
