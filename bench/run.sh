@@ -8,7 +8,7 @@
 #                           line per system
 #   bench/run.sh --quick    stencil_1d only (weft, weft_main, openmp, spin)
 #   bench/run.sh --docs     as the default, and rewrite the generated part of
-#                           docs/performance.md and its plots in docs/img/bench
+#                           docs/performance.md and its plots and data in bench/results
 #
 # Environment: WEFT_BENCH_BUILD (build tree, default build), WEFT_BENCH_OUT
 # (results, default $WEFT_BENCH_BUILD/bench-results), WEFT_BENCH_ARGS (extra
@@ -91,11 +91,13 @@ if [ "$mode" != quick ]; then
   stamp="commit $(git rev-parse --short HEAD 2>/dev/null || echo '?')$(git diff --quiet HEAD -- src include bench 2>/dev/null || echo ' + local changes'), $(date -u '+%Y-%m-%d %H:%M UTC'), \`bench/run.sh${1:+ $1}\`"
   logs=(--log "$out/suite.out" --log "$out/stencil.out")
   if [ "$mode" = docs ]; then
-    "$wb" report "${csvs[@]}" "${logs[@]}" --stamp "$stamp" --out docs/img/bench --doc docs/performance.md || true
+    mkdir -p bench/results/data
+    cp "$suite_csv" "$stencil_csv" "$overhead_csv" "$out/suite.out" "$out/stencil.out" bench/results/data/
+    "$wb" report "${csvs[@]}" "${logs[@]}" --stamp "$stamp" --out bench/results --doc docs/performance.md || true
   else
     "$wb" report "${csvs[@]}" "${logs[@]}" --stamp "$stamp" --out "$out/report" || true
   fi
-  echo "CSV: ${csvs[*]//--csv /}; table and plots: $( [ "$mode" = docs ] && echo docs/img/bench || echo "$out/report")"
+  echo "CSV: ${csvs[*]//--csv /}; table and plots: $( [ "$mode" = docs ] && echo bench/results || echo "$out/report")"
 fi
 echo
 grep '^metg50_us' "$out/stencil.out"
