@@ -19,10 +19,11 @@
  *     made"; a body or an arg_destroy that the C runtime runs inline on such a
  *     thread (helping while spawning, a failed spawn) then runs without
  *     touching the GIL.
- *   - Workers hand the GIL to each other without sleeping: a worker that
- *     wants it spins briefly while another worker of the same runtime holds
- *     it (`py_owner`), then takes it.  That turns the expensive futex
- *     hand-off of CPython's GIL into a cache-line transfer (see bench/py/).
+ *   - Workers hand the GIL to each other without sleeping: a worker claims
+ *     the runtime's `py_busy` counter before taking the GIL and, while
+ *     another worker holds the claim, spins briefly instead of sleeping in
+ *     CPython's condition variable.  That turns the futex hand-off of the
+ *     GIL into a cache-line transfer (see bench/py/).
  *   - Task spaces: T[i] is a Task object in the DECLARED state; spawning a
  *     task that depends on an unsubmitted task (declared, or itself deferred)
  *     defers it: it is recorded on the blocker and submitted to the C runtime
@@ -140,8 +141,7 @@ typedef struct RuntimeObject {
     size_t soft_limit;          /* spawn keeps the GIL below this many in flight */
     _Atomic size_t inflight;    /* tasks of ours in the C runtime */
     _Atomic(PyObject *) first_exc; /* first failure since the last wait_all */
-    _Atomic(void *) py_owner;   /* worker thread state holding the GIL now */
-    _Atomic int py_waiting;     /* workers waiting to take the GIL */
+    _Atomic int py_busy;        /* workers holding or taking the GIL now */
     int spawn_gil;              /* SPAWN_HOLD, SPAWN_RELEASE or SPAWN_YIELD */
     PyObject *failures;         /* list of failed tasks since the last wait_all (bounded) */
     PyObject *data_map;         /* dict id(obj) -> Data */
@@ -258,21 +258,42 @@ utf8_or(PyObject *s, const char *dflt)
 
 /* Take the GIL on a worker (or any thread not holding it).  Returns the
  * gilstate to hand back, or -1 when the persistent thread state was used. */
-/* Another worker of r holds the GIL: it will hand it over within a body's
- * time.  Spin (bounded) instead of sleeping in the GIL's condition variable,
- * whose wake-up costs more than an empty Python task. */
+/* Workers of one runtime hand the GIL to each other without sleeping.
+ * Before taking the GIL a worker claims r->py_busy (0 -> 1); while another
+ * worker holds the claim it spins (at most r->spin_gil_ns) rather than
+ * sleeping in the GIL's condition variable, whose wake-up costs more than an
+ * empty Python task.  After the spin it takes the GIL anyway (a body that
+ * runs long Python code, or one that released the GIL in NumPy, must not
+ * serialise the others).  The claim is dropped right after the GIL is
+ * released.  A non-worker thread (the main thread spawning) never claims, so
+ * workers never spin against it. */
 static inline void
-spin_for_gil(RuntimeObject *r, PyThreadState *ts)
+py_enter(RuntimeObject *r)
 {
-    if (r == NULL || r->spin_gil_ns == 0) return;
-    void *o = atomic_load_explicit(&r->py_owner, memory_order_relaxed);
-    if (o == NULL || o == ts) return;
-    uint64_t t0 = now_ns();
-    int n = 0;
-    while (atomic_load_explicit(&r->py_owner, memory_order_relaxed) != NULL) {
-        cpu_relax();
-        if ((++n & 63) == 0 && now_ns() - t0 > r->spin_gil_ns) break;
+    int exp = 0;
+    if (atomic_compare_exchange_strong_explicit(&r->py_busy, &exp, 1, memory_order_acquire,
+                                                memory_order_relaxed))
+        return;
+    if (r->spin_gil_ns) {
+        uint64_t t0 = now_ns();
+        for (unsigned n = 1;; n++) {
+            cpu_relax();
+            if (atomic_load_explicit(&r->py_busy, memory_order_relaxed) == 0) {
+                exp = 0;
+                if (atomic_compare_exchange_weak_explicit(&r->py_busy, &exp, 1, memory_order_acquire,
+                                                          memory_order_relaxed))
+                    return;
+            }
+            if ((n & 63) == 0 && now_ns() - t0 > r->spin_gil_ns) break;
+        }
     }
+    atomic_fetch_add_explicit(&r->py_busy, 1, memory_order_relaxed);
+}
+
+static inline void
+py_exit(RuntimeObject *r)
+{
+    atomic_fetch_sub_explicit(&r->py_busy, 1, memory_order_release);
 }
 
 static int
@@ -280,22 +301,9 @@ gil_take(RuntimeObject *r)
 {
     PyThreadState *ts = tl_ts;
     if (ts == NULL) return (int)PyGILState_Ensure();
-    spin_for_gil(r, ts);
-    if (r) atomic_fetch_add_explicit(&r->py_waiting, 1, memory_order_relaxed);
+    if (r) py_enter(r);
     PyEval_RestoreThread(ts);
-    if (r) {
-        atomic_fetch_sub_explicit(&r->py_waiting, 1, memory_order_relaxed);
-        atomic_store_explicit(&r->py_owner, ts, memory_order_relaxed);
-    }
     return -1;
-}
-
-static inline void
-owner_clear(RuntimeObject *r, PyThreadState *ts)
-{
-    void *exp = ts;
-    atomic_compare_exchange_strong_explicit(&r->py_owner, &exp, NULL, memory_order_relaxed,
-                                            memory_order_relaxed);
 }
 
 static void
@@ -303,7 +311,7 @@ gil_give(RuntimeObject *r, int g)
 {
     if (g == -1) {
         PyEval_SaveThread();
-        if (r) owner_clear(r, tl_ts);
+        if (r) py_exit(r);
     } else {
         PyGILState_Release((PyGILState_STATE)g);
     }
@@ -331,21 +339,14 @@ owner_rt(void)
 #define BEGIN_NOGIL_W                                                        \
     {                                                                        \
         int _prev_att = tl_attached;                                         \
-        RuntimeObject *_own_rt = owner_rt();                                 \
+        RuntimeObject *_own_rt = tl_ts ? owner_rt() : NULL;                  \
         tl_attached = 0;                                                     \
         PyThreadState *_save = PyEval_SaveThread();                          \
-        if (_own_rt && tl_ts) owner_clear(_own_rt, tl_ts);
+        if (_own_rt) py_exit(_own_rt);
 
 #define END_NOGIL_W                                                          \
-        if (_own_rt && tl_ts) {                                              \
-            spin_for_gil(_own_rt, tl_ts);                                    \
-            atomic_fetch_add_explicit(&_own_rt->py_waiting, 1, memory_order_relaxed); \
-        }                                                                    \
+        if (_own_rt) py_enter(_own_rt);                                      \
         PyEval_RestoreThread(_save);                                         \
-        if (_own_rt && tl_ts) {                                              \
-            atomic_fetch_sub_explicit(&_own_rt->py_waiting, 1, memory_order_relaxed); \
-            atomic_store_explicit(&_own_rt->py_owner, tl_ts, memory_order_relaxed); \
-        }                                                                    \
         tl_attached = _prev_att;                                             \
     }
 
@@ -809,7 +810,7 @@ submit_c(RuntimeObject *r, TaskObject *t, weft_task **deps, size_t ndeps, weft_a
     int hold = n < r->soft_limit;
     if (hold && r->spawn_gil != SPAWN_HOLD)
         hold = r->spawn_gil == SPAWN_YIELD &&
-               atomic_load_explicit(&r->py_waiting, memory_order_relaxed) == 0;
+               atomic_load_explicit(&r->py_busy, memory_order_relaxed) == 0;
     if (hold) {
         /* Cannot block: keep the GIL (a worker may run tasks inline here;
          * tl_attached tells their trampolines that the GIL is ours). */
@@ -1722,8 +1723,7 @@ Runtime_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
     r->interp = PyInterpreterState_Get();
     atomic_init(&r->inflight, 0);
     atomic_init(&r->first_exc, NULL);
-    atomic_init(&r->py_owner, NULL);
-    atomic_init(&r->py_waiting, 0);
+    atomic_init(&r->py_busy, 0);
     r->spawn_gil = spawn_mode;
     r->failures = PyList_New(0);
     r->data_map = PyDict_New();
