@@ -31,7 +31,7 @@
 #endif
 
 static const wb_system *const all_systems[] = {
-    &wb_sys_weft, &wb_sys_weft_main, &wb_sys_openmp, &wb_sys_starpu, &wb_sys_bsp, &wb_sys_spin,
+    &wb_sys_weft, &wb_sys_weft_root, &wb_sys_openmp, &wb_sys_starpu, &wb_sys_bsp, &wb_sys_spin,
 };
 #define NSYS (sizeof all_systems / sizeof all_systems[0])
 
@@ -827,7 +827,7 @@ static void usage(FILE *f)
             "\n"
             "patterns: trivial no_comm stencil_1d stencil_1d_periodic dom tree fft all_to_all\n"
             "          nearest spread random_nearest\n"
-            "systems:  weft weft_main openmp starpu bsp spin   (default: weft,openmp,starpu,bsp,spin)\n"
+            "systems:  weft weft_root openmp starpu bsp spin   (default: weft,openmp,starpu,bsp,spin)\n"
             "kernels:  empty busy_wait compute_bound memory_bound load_imbalance\n"
             "\n"
             "options (defaults in brackets):\n"

@@ -31,7 +31,7 @@ RBEGIN = "<!-- BEGIN results -->"
 REND = "<!-- END results -->"
 
 # Preferred column order; anything else follows alphabetically.
-SYSTEM_ORDER = ["weft", "weft_main", "openmp", "starpu", "bsp", "spin"]
+SYSTEM_ORDER = ["weft", "weft_root", "weft_main", "openmp", "starpu", "bsp", "spin"]
 PATTERN_ORDER = ["trivial", "no_comm", "stencil_1d", "stencil_1d_periodic", "dom", "tree",
                  "fft", "all_to_all", "nearest", "spread", "random_nearest"]
 

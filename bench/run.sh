@@ -6,7 +6,7 @@
 #                           its report, then stencil_1d (issue 2), which ends
 #                           the output with one `metg50_us <system> <value>`
 #                           line per system
-#   bench/run.sh --quick    stencil_1d only (weft, weft_main, openmp, spin)
+#   bench/run.sh --quick    stencil_1d only (weft, weft_root, openmp, spin)
 #   bench/run.sh --docs     as the default, and rewrite the generated part of
 #                           docs/performance.md and its plots and data in bench/results
 #
@@ -51,7 +51,7 @@ if [ "$mode" != quick ]; then
   patterns=trivial,no_comm,stencil_1d_periodic,dom,tree,fft,all_to_all,nearest,spread,random_nearest
   echo "== suite (issue 4): $patterns; then stencil_1d below"
   # shellcheck disable=SC2086
-  "$wb" metg --pattern "$patterns" --systems weft,weft_main,openmp,starpu,bsp,spin \
+  "$wb" metg --pattern "$patterns" --systems weft,weft_root,openmp,starpu,bsp,spin \
     "${common[@]}" --repeats 5 --csv "$suite_csv" $extra > "$out/suite.out" || suite_rc=$?
   grep -v '^point,\|^metg,\|^record,' "$out/suite.out" || true
   echo
@@ -74,9 +74,9 @@ echo "== stencil_1d (issue 2): Weft and OpenMP tasks, same graph, same kernel, s
 stencil_csv=$out/stencil.csv
 rm -f "$stencil_csv"
 if [ "$mode" = quick ]; then
-  systems=weft,weft_main,openmp,spin
+  systems=weft,weft_root,openmp,spin
 else
-  systems=weft,weft_main,openmp,starpu,bsp,spin
+  systems=weft,weft_root,openmp,starpu,bsp,spin
 fi
 rc=0
 # shellcheck disable=SC2086

@@ -1,12 +1,15 @@
 /* sys_weft.c — Weft runs the graph with explicit task-handle dependencies.
  *
  * Two ways to feed it, both measured:
- *   weft       the graph is spawned from inside one root Weft task (as OpenMP's
- *              parallel+single does): the spawning thread is a worker, so on a
- *              machine with as many cores as workers nothing is oversubscribed;
- *              the main thread only waits (weft_wait_all).
- *   weft_main  the main thread spawns every task itself while the workers run
- *              them: one more runnable thread than cores while it spawns.
+ *   weft       the main thread spawns every task itself while the workers run
+ *              them (one more runnable thread than cores while it spawns,
+ *              then it sleeps in weft_wait_all); ready tasks go round-robin to
+ *              the workers' queues.  The faster of the two on this machine
+ *              (docs/performance.md), so it is the headline.
+ *   weft_root  the graph is spawned from inside one root Weft task (as
+ *              OpenMP's parallel+single does): the spawner is a worker, so
+ *              nothing is oversubscribed, but that worker runs no task while
+ *              it spawns and every ready task lands on its queue, to be stolen.
  *
  * Points are spawned step by step (all graphs of step t, then step t+1); each
  * names the handles of its producers in step t-1 as dependencies.  Handles of
@@ -206,8 +209,8 @@ static void weft_fini(void *state)
     free(S);
 }
 
-const wb_system wb_sys_weft = {
-    .name = "weft",
+const wb_system wb_sys_weft_root = {
+    .name = "weft_root",
     .what = "Weft, graph spawned from a root task, explicit task-handle dependencies",
     .missing = weft_missing,
     .init = init_root,
@@ -216,8 +219,8 @@ const wb_system wb_sys_weft = {
     .edge_ordered = 1,
 };
 
-const wb_system wb_sys_weft_main = {
-    .name = "weft_main",
+const wb_system wb_sys_weft = {
+    .name = "weft",
     .what = "Weft, graph spawned by the main thread, explicit task-handle dependencies",
     .missing = weft_missing,
     .init = init_main,

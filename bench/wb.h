@@ -190,7 +190,7 @@ typedef struct wb_system {
 } wb_system;
 
 extern const wb_system wb_sys_weft;
-extern const wb_system wb_sys_weft_main;
+extern const wb_system wb_sys_weft_root;
 extern const wb_system wb_sys_openmp;
 extern const wb_system wb_sys_starpu;
 extern const wb_system wb_sys_bsp;
