@@ -77,7 +77,7 @@ def test_nested_spawn_and_wait():
     # One worker: nested waits must run other tasks instead of deadlocking.
     for workers in (1, 2):
         with weft.Runtime(workers=workers):
-            assert weft.spawn(fib, 12).result() == 144
+            assert weft.spawn(fib, 20).result() == 6765
 
 
 def test_current_task_and_runtime(rt):
