@@ -18,8 +18,9 @@ build: deps
 	cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo -DWEFT_WERROR=ON -DWEFT_BUILD_TESTS=ON -DWEFT_BUILD_BENCH=ON $(CMAKE_FLAGS) >/dev/null
 	cmake --build build -j $(JOBS)
 
-demo: build
+demo: build python-venv
 	@WEFT_TRACE=build/demo-trace.json build/examples/weft-demo
+	@.venv/bin/python python/demo.py build/demo-trace-py.json
 
 test: test-release test-asan test-tsan python-test
 	@echo "make test: all suites passed"
