@@ -108,18 +108,17 @@ typedef struct chunk {
 
 typedef struct pool {
     size_t slot_size;
-    pthread_mutex_t lock; /* protects free_list, nfree, chunks */
-    weft__slot *free_list;
-    size_t nfree;
+    pthread_mutex_t lock; /* protects batches and chunks */
+    weft__slot *batches;  /* stack of free batches, each a free_next list */
     chunk *chunks;
 } pool;
 
 #define ROUND_SLOT(sz) (((sz) + WEFT__SLOT_ALIGN - 1) / WEFT__SLOT_ALIGN * WEFT__SLOT_ALIGN)
 
 static pool pools[WEFT__NPOOLS] = {
-    [WEFT__POOL_TASK] = {ROUND_SLOT(sizeof(weft__task)), PTHREAD_MUTEX_INITIALIZER, NULL, 0, NULL},
-    [WEFT__POOL_DATA] = {ROUND_SLOT(sizeof(weft__data)), PTHREAD_MUTEX_INITIALIZER, NULL, 0, NULL},
-    [WEFT__POOL_RUNTIME] = {ROUND_SLOT(sizeof(weft__rt)), PTHREAD_MUTEX_INITIALIZER, NULL, 0, NULL},
+    [WEFT__POOL_TASK] = {ROUND_SLOT(sizeof(weft__task)), PTHREAD_MUTEX_INITIALIZER, NULL, NULL},
+    [WEFT__POOL_DATA] = {ROUND_SLOT(sizeof(weft__data)), PTHREAD_MUTEX_INITIALIZER, NULL, NULL},
+    [WEFT__POOL_RUNTIME] = {ROUND_SLOT(sizeof(weft__rt)), PTHREAD_MUTEX_INITIALIZER, NULL, NULL},
 };
 
 typedef struct thread_cache {
@@ -131,10 +130,12 @@ static _Thread_local thread_cache tcache;
 static pthread_key_t flush_key;
 static pthread_once_t flush_once = PTHREAD_ONCE_INIT;
 
+/* Move cached slots to the pool, a batch (a ready-made list) at a time,
+ * until at most `keep` remain.  Refill then takes a whole batch in O(1)
+ * instead of walking cold slots one by one. */
 static void give_back(thread_cache *c, int p, size_t keep)
 {
     while (c->count[p] > keep) {
-        /* Detach up to BATCH slots from the cache, then splice them in. */
         weft__slot *first = c->head[p], *last = first;
         size_t n = 1;
         while (n < BATCH && c->count[p] - n > keep && last->free_next) {
@@ -143,10 +144,11 @@ static void give_back(thread_cache *c, int p, size_t keep)
         }
         c->head[p] = last->free_next;
         c->count[p] -= n;
+        last->free_next = NULL;
+        first->batch_len = (uint16_t)n;
         pthread_mutex_lock(&pools[p].lock);
-        last->free_next = pools[p].free_list;
-        pools[p].free_list = first;
-        pools[p].nfree += n;
+        first->batch_next = pools[p].batches;
+        pools[p].batches = first;
         pthread_mutex_unlock(&pools[p].lock);
     }
 }
@@ -165,18 +167,13 @@ static bool refill(thread_cache *c, int p)
 {
     pool *pl = &pools[p];
     pthread_mutex_lock(&pl->lock);
-    size_t n = 0;
-    while (pl->free_list && n < BATCH) {
-        weft__slot *s = pl->free_list;
-        pl->free_list = s->free_next;
-        pl->nfree--;
-        s->free_next = c->head[p];
-        c->head[p] = s;
-        n++;
-    }
+    weft__slot *batch = pl->batches;
+    if (batch)
+        pl->batches = batch->batch_next;
     pthread_mutex_unlock(&pl->lock);
-    if (n) {
-        c->count[p] += n;
+    if (batch) {
+        c->head[p] = batch; /* the cache is empty when refill is called */
+        c->count[p] = batch->batch_len;
         return true;
     }
     /* A new chunk: a header followed by BATCH slots, slot-aligned.  The
@@ -191,7 +188,7 @@ static bool refill(thread_cache *c, int p)
     char *base = (char *)ch + WEFT__SLOT_ALIGN;
     for (size_t i = 0; i < BATCH; i++) {
         weft__slot *s = (weft__slot *)(base + i * pl->slot_size);
-        s->pool_id = (uint32_t)p;
+        s->pool_id = (uint16_t)p;
         s->free_next = c->head[p];
         c->head[p] = s;
     }

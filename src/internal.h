@@ -57,8 +57,10 @@ char *weft__strdup(const char *s);
 
 typedef struct weft__slot {
     _Atomic uint32_t gen;     /* bumped each time the slot is freed */
-    uint32_t pool_id;
+    uint16_t pool_id;
+    uint16_t batch_len;       /* free slots: length of the batch this one heads */
     struct weft__slot *free_next;
+    struct weft__slot *batch_next; /* free slots: next batch in the pool */
 } weft__slot;
 
 typedef enum weft__pool_id { WEFT__POOL_TASK, WEFT__POOL_DATA, WEFT__POOL_RUNTIME, WEFT__NPOOLS } weft__pool_id;
@@ -249,7 +251,6 @@ struct weft__rt {
     _Atomic uint64_t next_id;
     _Atomic int64_t inflight;
     _Atomic int64_t inflight_peak;
-    _Atomic uint64_t n_spawned;
     _Atomic uint64_t extra_bytes;      /* out-of-line allocations of all tasks */
     _Atomic uint64_t failures;         /* bodies failed since the last wait_all */
     _Atomic uint32_t cancel_epoch;

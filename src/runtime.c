@@ -318,7 +318,7 @@ int weft_runtime_stats(weft_runtime *h, weft_stats *out)
             s.idle_ns += now - since; /* the idle period still going on */
         s.trace_dropped += atomic_load_explicit(&w->trace_dropped, memory_order_relaxed);
     }
-    s.tasks_spawned = atomic_load(&rt->n_spawned);
+    s.tasks_spawned = atomic_load(&rt->next_id) - 1; /* ids are handed out in spawn order from 1 */
     /* Spawns blocked by backpressure are counted in flight (so destroy waits
      * for them) but are not tasks yet. */
     int64_t inflight = atomic_load(&rt->inflight) - atomic_load(&rt->sleepers_throttle);

@@ -342,7 +342,8 @@ static int spawn_entered(weft__rt *rt, weft_runtime *h, const weft_task_desc *d,
         }
     }
     memcpy(sorted, t->access, sizeof(weft__task_access) * na);
-    qsort(sorted, na, sizeof *sorted, cmp_access);
+    if (na > 1)
+        qsort(sorted, na, sizeof *sorted, cmp_access);
     uint32_t nu = 0;
     for (uint32_t i = 0; i < na; i++) {
         if (nu && sorted[nu - 1].data == sorted[i].data) {
@@ -392,7 +393,6 @@ static int spawn_entered(weft__rt *rt, weft_runtime *h, const weft_task_desc *d,
     atomic_init(&t->refs, 1 + (out ? 1 : 0) + (int32_t)nu);
     atomic_init(&t->handle_live, out != NULL);
     t->id = atomic_fetch_add_explicit(&rt->next_id, 1, memory_order_relaxed);
-    atomic_fetch_add_explicit(&rt->n_spawned, 1, memory_order_relaxed);
     if (extra)
         atomic_fetch_add_explicit(&rt->extra_bytes, extra, memory_order_relaxed);
 

@@ -142,9 +142,10 @@ weft__task *weft__find_work(weft__worker *w)
     unsigned n = rt->nworkers;
     if (n == 1)
         return NULL;
-    unsigned start = (unsigned)(next_rand(&w->rng) % n);
-    for (unsigned k = 0; k < n; k++) {
-        weft__worker *v = &rt->workers[(start + k) % n];
+    /* Random first victim (multiply-shift instead of a division), then in order. */
+    unsigned i = (unsigned)(((next_rand(&w->rng) >> 32) * n) >> 32);
+    for (unsigned k = 0; k < n; k++, i = i + 1 == n ? 0 : i + 1) {
+        weft__worker *v = &rt->workers[i];
         if (v == w)
             continue;
         t = weft__queue_pop(v);
