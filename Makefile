@@ -46,7 +46,8 @@ python-test: python-venv
 	.venv/bin/python -m pytest -q python/tests
 
 # --- benchmarks (bench/) ------------------------------------------------
-bench: build
+bench: build python-venv
+	@.venv/bin/python -m pip install -q -r bench/requirements.txt
 	@bench/run.sh
 
 clean:

@@ -102,4 +102,12 @@ fi
 echo
 grep '^metg50_us' "$out/stencil.out"
 [ "$rc" -ne 0 ] && exit "$rc"
-exit "$suite_rc"
+[ "$suite_rc" -ne 0 ] && exit "$suite_rc"
+
+# Issue 3: the Python front end beside ThreadPoolExecutor, Dask and Ray, on
+# the same stencil_1d graph; ends with py_task_us / py_metg50_us lines.
+if [ "$mode" != quick ] && [ -x bench/py/run.sh ]; then
+  echo
+  echo "== Python tasks (issue 3): weft beside ThreadPoolExecutor, Dask, Ray"
+  bench/py/run.sh --reps 5
+fi
