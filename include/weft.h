@@ -287,8 +287,13 @@ typedef enum weft_task_status {
 
 /* Wait until the task has finished.  Returns 0 (completed), WEFT_ETASKFAILED,
  * WEFT_ECANCELLED, WEFT_EINVAL (NULL/released handle), WEFT_EBUSY (a task
- * waiting on itself).  Blocks; from a task it runs other ready tasks while it
- * waits, so nested waits cannot starve the pool.  The handle stays valid. */
+ * waiting on itself), WEFT_EDEADLK (from a task: the awaited task is itself
+ * suspended, lower on the same worker's stack, under the caller — it could
+ * only finish after this wait returns).  Blocks.  From a task, the waiting
+ * worker runs the awaited task itself if it is queued, or one of its queued
+ * predecessors, so a parent waiting for its children never starves the pool;
+ * it does not run unrelated tasks (one of those could wait for the caller,
+ * which no scheduler could then untangle).  The handle stays valid. */
 WEFT_API WEFT_NODISCARD int weft_task_wait(weft_task *t);
 
 /* As weft_task_wait, but gives up after timeout_ns nanoseconds with

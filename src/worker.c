@@ -125,8 +125,8 @@ bool weft__help_waiting(weft__worker *w, weft__task *awaited)
     return weft__help_once(w);
 }
 
-/* Sleep until woken.  Returns false if work or a stop request showed up
- * while announcing the park (then it did not sleep). */
+/* Sleep until woken, unless work or a stop request shows up while the
+ * worker announces that it parks (then it returns at once). */
 static void park(weft__worker *w)
 {
     weft__rt *rt = w->rt;

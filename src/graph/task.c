@@ -553,8 +553,9 @@ int weft_task_timedwait(weft_task *h, uint64_t timeout_ns)
     uint64_t deadline = timeout_ns > UINT64_MAX - start ? UINT64_MAX : start + timeout_ns;
     unsigned idle = 0;
     while (!is_final(atomic_load(&t->state))) {
-        /* From a task: run other work while waiting (nesting cannot starve
-         * the pool).  Anywhere: spin a little before sleeping. */
+        /* From a task: run the awaited task, or one of its queued
+         * predecessors, here (see weft__help_waiting).  Anywhere: spin a
+         * little before sleeping. */
         if (helping && weft__help_waiting(w, t)) {
             idle = 0;
             continue;
