@@ -42,16 +42,6 @@ void *weft__alloc(size_t n)
     return p;
 }
 
-void *weft__calloc(size_t count, size_t n)
-{
-    if (injected_failure())
-        return NULL;
-    void *p = calloc(count ? count : 1, n ? n : 1);
-    if (p)
-        atomic_fetch_add_explicit(&alloc_live, 1, memory_order_relaxed);
-    return p;
-}
-
 void *weft__alloc_aligned(size_t align, size_t n)
 {
     if (injected_failure())

@@ -39,7 +39,6 @@
 /* ------------------------------------------------------------------------ */
 
 void *weft__alloc(size_t n);             /* NULL on (real or injected) failure */
-void *weft__calloc(size_t count, size_t n);
 void *weft__alloc_aligned(size_t align, size_t n); /* free with weft__free */
 void *weft__realloc(void *p, size_t n);  /* NULL on failure; p is untouched then */
 void weft__free(void *p);

@@ -63,7 +63,9 @@ static void task_free(weft__task *t)
 
 void weft__task_unref(weft__task *t)
 {
-    if (atomic_fetch_sub_explicit(&t->refs, 1, memory_order_acq_rel) == 1)
+    int32_t before = atomic_fetch_sub_explicit(&t->refs, 1, memory_order_acq_rel);
+    WEFT__CHECK(before > 0);
+    if (before == 1)
         task_free(t);
 }
 
@@ -427,6 +429,7 @@ int weft_spawn_simple(weft_runtime *rt, weft_body_fn body, void *arg, weft_task 
 static void finish(weft__worker *w, weft__task *t, int final, weft__task **next)
 {
     weft__rt *rt = t->rt;
+    WEFT__CHECK(atomic_load_explicit(&t->state, memory_order_relaxed) < WEFT_TASK_COMPLETED);
     if (final == WEFT_TASK_FAILED)
         atomic_fetch_add(&rt->failures, 1); /* before inflight drops: wait_all must see it */
     atomic_store(&t->state, final);
