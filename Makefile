@@ -5,7 +5,7 @@ JOBS    ?= $(shell nproc 2>/dev/null || echo 2)
 CMAKE_FLAGS ?=
 CTEST   := ctest --output-on-failure --no-tests=error -j $(JOBS)
 
-.PHONY: all deps build demo test test-release test-asan test-tsan bench python-venv python-test clean
+.PHONY: all deps build demo test test-release test-asan test-tsan bench python-venv python-test python-test-asan python-test-tsan clean
 
 all: build
 
@@ -22,7 +22,7 @@ demo: build python-venv
 	@WEFT_TRACE=build/demo-trace.json build/examples/weft-demo
 	@.venv/bin/python python/demo.py build/demo-trace-py.json
 
-test: test-release test-asan test-tsan python-test
+test: test-release test-asan test-tsan python-test python-test-asan python-test-tsan
 	@echo "make test: all suites passed"
 
 test-release: build
@@ -45,10 +45,17 @@ python-venv: deps
 python-test: python-venv
 	.venv/bin/python -m pytest -q python/tests
 
+# The same suite with the extension and core built under ASan+UBSan / TSan.
+python-test-asan: deps
+	scripts/python-sanitized-test.sh address
+
+python-test-tsan: deps
+	scripts/python-sanitized-test.sh thread
+
 # --- benchmarks (bench/) ------------------------------------------------
 bench: build python-venv
 	@.venv/bin/python -m pip install -q -r bench/requirements.txt
 	@bench/run.sh
 
 clean:
-	rm -rf build build-asan build-tsan
+	rm -rf build build-asan build-tsan build-py-asan build-py-tsan
