@@ -192,6 +192,27 @@ static inline int wait_flag(atomic_int *flag, unsigned timeout_ms) {
     return 0;
 }
 
+/* A body that occupies a worker until the test opens the gate: lets a test
+ * hold tasks back (queued or waiting) deterministically. */
+__attribute__((unused)) static atomic_int gate;       /* blocker bodies spin until it is set */
+__attribute__((unused)) static atomic_int blocker_in; /* set when a blocker body has started */
+
+static inline void block_workers_reset(void) {
+    atomic_store(&gate, 0);
+    atomic_store(&blocker_in, 0);
+}
+
+static inline int blocker(weft_ctx *ctx, void *arg) {
+    (void)ctx;
+    (void)arg;
+    atomic_store(&blocker_in, 1);
+    if (wait_flag(&gate, 20000) != 0) {
+        fprintf(stderr, "blocker: gate never opened\n");
+        _exit(1);
+    }
+    return 0;
+}
+
 /* A runtime with n workers, no trace, everything else default. */
 static inline weft_runtime *make_rt(unsigned workers) {
     weft_config cfg;

@@ -2,20 +2,6 @@
  * propagation rules, weft_task_cancel, weft_cancel_pending. */
 #include "check.h"
 
-static atomic_int gate;
-static atomic_int blocker_in;
-
-static int blocker(weft_ctx *ctx, void *arg) {
-    (void)ctx;
-    (void)arg;
-    atomic_store(&blocker_in, 1);
-    if (wait_flag(&gate, 20000) != 0) {
-        fprintf(stderr, "blocker: gate never opened\n");
-        _exit(1);
-    }
-    return 0;
-}
-
 static atomic_int ran_count;
 
 static int ok_body(weft_ctx *ctx, void *arg) {
@@ -235,8 +221,7 @@ static void test_data_propagation(unsigned workers) {
 /* weft_task_cancel. */
 static void test_task_cancel(void) {
     weft_runtime *rt = make_rt(1);
-    atomic_store(&gate, 0);
-    atomic_store(&blocker_in, 0);
+    block_workers_reset();
     atomic_store(&ran_count, 0);
     int x = 0;
     weft_data *d;
@@ -337,8 +322,7 @@ static void test_cancel_commute_waiter(void) {
 /* weft_cancel_pending. */
 static void test_cancel_pending(void) {
     weft_runtime *rt = make_rt(1);
-    atomic_store(&gate, 0);
-    atomic_store(&blocker_in, 0);
+    block_workers_reset();
     atomic_store(&ran_count, 0);
     weft_task *b = spawn_t(rt, "blocker", blocker, NULL, NULL, 0, NULL, 0);
     CHECK(wait_flag(&blocker_in, 10000) == 0);

@@ -2,25 +2,6 @@
  * priorities, names, the weft_ctx accessors. */
 #include "check.h"
 
-static atomic_int gate;         /* blocker bodies spin until it is set */
-static atomic_int blocker_in;   /* set when a blocker body has started */
-
-static int blocker(weft_ctx *ctx, void *arg) {
-    (void)ctx;
-    (void)arg;
-    atomic_store(&blocker_in, 1);
-    if (wait_flag(&gate, 20000) != 0) {
-        fprintf(stderr, "blocker: gate never opened\n");
-        _exit(1);
-    }
-    return 0;
-}
-
-static void block_workers_reset(void) {
-    atomic_store(&gate, 0);
-    atomic_store(&blocker_in, 0);
-}
-
 static int noop(weft_ctx *ctx, void *arg) {
     (void)ctx;
     (void)arg;
