@@ -273,7 +273,6 @@ static inline bool weft__on_own_worker(const weft__rt *rt)
 }
 
 /* runtime.c */
-weft__rt *weft__rt_get(const weft_runtime *h, const char *fn, int *err);
 /* Count the caller as in flight (so destroy waits for it) and check the
  * runtime is open; weft__rt_leave undoes it.  A spawned task leaves when it
  * finishes. */
@@ -285,7 +284,6 @@ void weft__wake_sleepers(weft__rt *rt);
 void weft__task_unref(weft__task *t);
 void weft__task_ready(weft__rt *rt, weft__task *t, weft__task **next);
 void weft__task_execute(weft__worker *w, weft__task *t, weft__task **next);
-weft__task *weft__task_get(const weft_task *h);
 void weft__edge_add(weft__task *t, weft__edge *e, weft__task *p, bool propagate);
 
 /* graph/access.c */
@@ -304,20 +302,15 @@ void weft__data_finish_use(weft__data *d);
 void weft__data_destroy_all(weft__rt *rt);
 
 /* sched/queue.c */
-void weft__queue_push(weft__worker *w, weft__task *t);
-weft__task *weft__queue_pop(weft__worker *w);
 bool weft__queue_take(weft__task *t); /* remove t from whatever queue holds it */
 weft__task *weft__find_work(weft__worker *w);
 bool weft__any_work(weft__rt *rt);
-void weft__wake_one(weft__rt *rt, weft__worker *prefer);
 void weft__wake_all(weft__rt *rt);
 void weft__submit(weft__rt *rt, weft__task *t);
 
 /* worker.c */
 int weft__workers_start(weft__rt *rt);
 void weft__workers_stop(weft__rt *rt);
-bool weft__help_once(weft__worker *w);
-bool weft__help_with(weft__worker *w, weft__task *t);
 bool weft__help_waiting(weft__worker *w, weft__task *awaited);
 
 /* device/host.c: the device table (only the host kind so far) */

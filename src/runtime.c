@@ -104,7 +104,7 @@ void weft_config_init(weft_config *cfg)
 /* Lifecycle                                                                 */
 /* ------------------------------------------------------------------------ */
 
-weft__rt *weft__rt_get(const weft_runtime *h, const char *fn, int *err)
+static weft__rt *rt_get(const weft_runtime *h, const char *fn, int *err)
 {
     if (!h) {
         *err = weft__error(WEFT_EINVAL, "%s: runtime is NULL", fn);
@@ -124,7 +124,7 @@ weft__rt *weft__rt_get(const weft_runtime *h, const char *fn, int *err)
 
 weft__rt *weft__rt_enter(const weft_runtime *h, const char *fn, int *err)
 {
-    weft__rt *rt = weft__rt_get(h, fn, err);
+    weft__rt *rt = rt_get(h, fn, err);
     if (!rt)
         return NULL;
     atomic_fetch_add(&rt->inflight, 1);
@@ -257,7 +257,7 @@ int weft_runtime_destroy(weft_runtime *h)
     if (!h)
         return 0;
     int err;
-    weft__rt *rt = weft__rt_get(h, "weft_runtime_destroy", &err);
+    weft__rt *rt = rt_get(h, "weft_runtime_destroy", &err);
     if (!rt)
         return err;
     if (weft__on_own_worker(rt))
@@ -290,14 +290,14 @@ int weft_runtime_destroy(weft_runtime *h)
 unsigned weft_runtime_workers(const weft_runtime *h)
 {
     int err;
-    weft__rt *rt = weft__rt_get(h, "weft_runtime_workers", &err);
+    weft__rt *rt = rt_get(h, "weft_runtime_workers", &err);
     return rt ? rt->nworkers : 0;
 }
 
 int weft_runtime_stats(weft_runtime *h, weft_stats *out)
 {
     int err;
-    weft__rt *rt = weft__rt_get(h, "weft_runtime_stats", &err);
+    weft__rt *rt = rt_get(h, "weft_runtime_stats", &err);
     if (!rt)
         return err;
     if (!out)
@@ -355,7 +355,7 @@ int weft_wait_all_timed(weft_runtime *h, uint64_t timeout_ns)
 {
     weft__clear_error();
     int err;
-    weft__rt *rt = weft__rt_get(h, "weft_wait_all", &err);
+    weft__rt *rt = rt_get(h, "weft_wait_all", &err);
     if (!rt)
         return err;
     if (weft__on_own_worker(rt))
@@ -393,7 +393,7 @@ int weft_wait_all(weft_runtime *h) { return weft_wait_all_timed(h, UINT64_MAX); 
 int weft_cancel_pending(weft_runtime *h)
 {
     int err;
-    weft__rt *rt = weft__rt_get(h, "weft_cancel_pending", &err);
+    weft__rt *rt = rt_get(h, "weft_cancel_pending", &err);
     if (!rt)
         return err;
     atomic_fetch_add(&rt->cancel_epoch, 1);

@@ -23,7 +23,7 @@ static void run_chain(weft__worker *w, weft__task *t)
 
 /* Run t now if it is queued: a waiter runs what it waits for first, so it
  * does not bury the awaited task's continuation under unrelated work. */
-bool weft__help_with(weft__worker *w, weft__task *t)
+static bool help_with(weft__worker *w, weft__task *t)
 {
     if (!weft__queue_take(t))
         return false;
@@ -31,7 +31,7 @@ bool weft__help_with(weft__worker *w, weft__task *t)
     return true;
 }
 
-bool weft__help_once(weft__worker *w)
+static bool help_once(weft__worker *w)
 {
     weft__task *t = weft__find_work(w);
     if (!t)
@@ -118,11 +118,11 @@ static bool help_with_predecessors(weft__worker *w, weft__task *awaited)
 bool weft__help_waiting(weft__worker *w, weft__task *awaited)
 {
     if (awaited)
-        return weft__help_with(w, awaited) || help_with_predecessors(w, awaited);
+        return help_with(w, awaited) || help_with_predecessors(w, awaited);
     if (atomic_load_explicit(&w->depth, memory_order_relaxed) >= (int64_t)w->rt->cfg.max_nesting &&
         another_worker_idle(w))
         return false;
-    return weft__help_once(w);
+    return help_once(w);
 }
 
 /* Sleep until woken, unless work or a stop request shows up while the

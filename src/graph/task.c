@@ -41,7 +41,7 @@ void weft_task_desc_init(weft_task_desc *d)
         memset(d, 0, sizeof *d);
 }
 
-weft__task *weft__task_get(const weft_task *h)
+static weft__task *task_get(const weft_task *h)
 {
     weft__task *t = weft__handle_decode(h);
     if (!t || t->slot.pool_id != WEFT__POOL_TASK || !atomic_load_explicit(&t->handle_live, memory_order_acquire))
@@ -271,7 +271,7 @@ static int spawn_entered(weft__rt *rt, weft_runtime *h, const weft_task_desc *d,
     if (d->naccesses > UINT16_MAX || d->ndeps > UINT32_MAX / 2)
         return spawn_fail(d, weft__error(WEFT_EINVAL, "weft_spawn: too many dependencies or accesses"));
     for (size_t i = 0; i < d->ndeps; i++) {
-        weft__task *p = weft__task_get(d->deps[i]);
+        weft__task *p = task_get(d->deps[i]);
         if (!p)
             return spawn_fail(d, weft__error(WEFT_EINVAL, "weft_spawn: dependency %zu is NULL or was released", i));
         if (p->rt_handle != (const void *)h)
@@ -399,7 +399,7 @@ static int spawn_entered(weft__rt *rt, weft_runtime *h, const weft_task_desc *d,
         atomic_fetch_add_explicit(&rt->extra_bytes, extra, memory_order_relaxed);
 
     for (size_t i = 0; i < d->ndeps; i++)
-        weft__edge_add(t, &t->edges[i], weft__task_get(d->deps[i]), true);
+        weft__edge_add(t, &t->edges[i], task_get(d->deps[i]), true);
     weft__access_link(t, sorted, nu, t->edges + d->ndeps);
     weft__data_unlock_all(sorted, nu);
     if (sorted != stack_sorted)
@@ -534,7 +534,7 @@ static int outcome(const weft__task *t)
 int weft_task_timedwait(weft_task *h, uint64_t timeout_ns)
 {
     weft__clear_error();
-    weft__task *t = weft__task_get(h);
+    weft__task *t = task_get(h);
     if (!t)
         return weft__error(WEFT_EINVAL, "weft_task_wait: task is NULL or was released");
     if (is_final(atomic_load(&t->state)))
@@ -594,7 +594,7 @@ int weft_task_wait(weft_task *t) { return weft_task_timedwait(t, UINT64_MAX); }
 
 int weft_task_status_get(const weft_task *h, weft_task_status *out)
 {
-    weft__task *t = weft__task_get(h);
+    weft__task *t = task_get(h);
     if (!t)
         return weft__error(WEFT_EINVAL, "weft_task_status_get: task is NULL or was released");
     if (!out)
@@ -605,7 +605,7 @@ int weft_task_status_get(const weft_task *h, weft_task_status *out)
 
 int weft_task_info_get(const weft_task *h, weft_task_info *out)
 {
-    weft__task *t = weft__task_get(h);
+    weft__task *t = task_get(h);
     if (!t)
         return weft__error(WEFT_EINVAL, "weft_task_info_get: task is NULL or was released");
     if (!out)
@@ -625,7 +625,7 @@ int weft_task_info_get(const weft_task *h, weft_task_info *out)
 
 int weft_task_cancel(weft_task *h)
 {
-    weft__task *t = weft__task_get(h);
+    weft__task *t = task_get(h);
     if (!t)
         return weft__error(WEFT_EINVAL, "weft_task_cancel: task is NULL or was released");
     doom(t, t->id, t->name);
@@ -634,7 +634,7 @@ int weft_task_cancel(weft_task *h)
 
 void weft_task_release(weft_task *h)
 {
-    weft__task *t = weft__task_get(h);
+    weft__task *t = task_get(h);
     if (!t)
         return;
     bool live = true;

@@ -65,7 +65,7 @@ static weft__task *merge_pairs(weft__task *first)
     return root;
 }
 
-void weft__queue_push(weft__worker *w, weft__task *t)
+static void queue_push(weft__worker *w, weft__task *t)
 {
     t->hp_child = t->hp_next = t->hp_prev = NULL;
     pthread_mutex_lock(&w->qlock);
@@ -98,7 +98,7 @@ static void heap_remove(weft__worker *w, weft__task *t)
     atomic_fetch_sub(&w->qsize, 1);
 }
 
-weft__task *weft__queue_pop(weft__worker *w)
+static weft__task *queue_pop(weft__worker *w)
 {
     if (atomic_load_explicit(&w->qsize, memory_order_relaxed) == 0)
         return NULL;
@@ -135,7 +135,7 @@ static uint64_t next_rand(uint64_t *s)
 
 weft__task *weft__find_work(weft__worker *w)
 {
-    weft__task *t = weft__queue_pop(w);
+    weft__task *t = queue_pop(w);
     if (t)
         return t;
     weft__rt *rt = w->rt;
@@ -148,7 +148,7 @@ weft__task *weft__find_work(weft__worker *w)
         weft__worker *v = &rt->workers[i];
         if (v == w)
             continue;
-        t = weft__queue_pop(v);
+        t = queue_pop(v);
         if (t) {
             weft__count(&w->n_steals, 1);
             return t;
@@ -180,7 +180,7 @@ static bool try_wake(weft__worker *v)
     return woke;
 }
 
-void weft__wake_one(weft__rt *rt, weft__worker *prefer)
+static void wake_one(weft__rt *rt, weft__worker *prefer)
 {
     if (prefer && try_wake(prefer))
         return;
@@ -214,7 +214,7 @@ void weft__submit(weft__rt *rt, weft__task *t)
         unsigned k = atomic_fetch_add_explicit(&rt->rr, 1, memory_order_relaxed);
         target = &rt->workers[k % rt->nworkers];
     }
-    weft__queue_push(target, t);
+    queue_push(target, t);
     if (atomic_load(&rt->nparked) > 0)
-        weft__wake_one(rt, target == w ? NULL : target);
+        wake_one(rt, target == w ? NULL : target);
 }
