@@ -273,11 +273,11 @@ static inline bool weft__on_own_worker(const weft__rt *rt)
 }
 
 /* runtime.c */
-/* Count the caller as in flight (so destroy waits for it) and check the
- * runtime is open; weft__rt_leave undoes it.  A spawned task leaves when it
- * finishes. */
-weft__rt *weft__rt_enter(const weft_runtime *h, const char *fn, int *err);
-void weft__rt_leave(weft__rt *rt);
+/* Add `counts` to the in-flight count (so destroy waits for the caller) and
+ * check the runtime is open; weft__rt_leave takes counts back.  A spawned
+ * task keeps one count until it finishes. */
+weft__rt *weft__rt_enter(const weft_runtime *h, const char *fn, int *err, int64_t counts);
+void weft__rt_leave(weft__rt *rt, int64_t counts);
 void weft__wake_sleepers(weft__rt *rt);
 
 /* graph/task.c */

@@ -122,28 +122,28 @@ static weft__rt *rt_get(const weft_runtime *h, const char *fn, int *err)
     return rt;
 }
 
-weft__rt *weft__rt_enter(const weft_runtime *h, const char *fn, int *err)
+weft__rt *weft__rt_enter(const weft_runtime *h, const char *fn, int *err, int64_t counts)
 {
     weft__rt *rt = rt_get(h, fn, err);
     if (!rt)
         return NULL;
-    atomic_fetch_add(&rt->inflight, 1);
+    atomic_fetch_add(&rt->inflight, counts);
     /* Re-check after counting ourselves: a destroy that closed the runtime
      * before it saw our count has not waited for us (and the slot may even
      * have been reused by another runtime).  While destroy drains, only the
      * runtime's own tasks may still spawn (their children finish the work). */
     if (weft__handle_decode(h) != rt || !atomic_load(&rt->open) ||
         (atomic_load(&rt->closing) && !weft__on_own_worker(rt))) {
-        weft__rt_leave(rt);
+        weft__rt_leave(rt, counts);
         *err = weft__error(WEFT_ECLOSED, "%s: runtime was destroyed", fn);
         return NULL;
     }
     return rt;
 }
 
-void weft__rt_leave(weft__rt *rt)
+void weft__rt_leave(weft__rt *rt, int64_t counts)
 {
-    int64_t left = atomic_fetch_sub(&rt->inflight, 1) - 1;
+    int64_t left = atomic_fetch_sub(&rt->inflight, counts) - counts;
     int32_t throttled = atomic_load(&rt->sleepers_throttle);
     /* Each spawn sleeping in backpressure holds two counts of its own. */
     if ((left == 0 && atomic_load(&rt->sleepers_all) > 0) ||

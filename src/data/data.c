@@ -31,12 +31,12 @@ int weft_data_register(weft_runtime *h, void *ptr, size_t n, weft_data **out)
         return weft__error(WEFT_EINVAL, "weft_data_register: pointer is NULL");
     if (n == 0)
         return weft__error(WEFT_EINVAL, "weft_data_register: size is zero");
-    weft__rt *rt = weft__rt_enter(h, "weft_data_register", &err); /* destroy waits for us */
+    weft__rt *rt = weft__rt_enter(h, "weft_data_register", &err, 1); /* destroy waits for us */
     if (!rt)
         return err;
     weft__data *d = weft__slot_alloc(WEFT__POOL_DATA);
     if (!d) {
-        weft__rt_leave(rt);
+        weft__rt_leave(rt, 1);
         return weft__error(WEFT_ENOMEM, "weft_data_register: out of memory");
     }
     size_t from = offsetof(weft__data, rt);
@@ -56,7 +56,7 @@ int weft_data_register(weft_runtime *h, void *ptr, size_t n, weft_data **out)
     rt->data_list = d;
     pthread_mutex_unlock(&rt->data_lock);
     *out = weft__handle_encode(d);
-    weft__rt_leave(rt);
+    weft__rt_leave(rt, 1);
     return 0;
 }
 

@@ -231,27 +231,27 @@ int weft_spawn(weft_runtime *h, const weft_task_desc *d, weft_task **out)
     weft__clear_error();
     int err;
     /* Entering counts the spawn as in flight, so a destroy racing with it
-     * waits for it; a spawned task keeps that count until it finishes. */
-    weft__rt *rt = weft__rt_enter(h, "weft_spawn", &err);
+     * waits for it; a spawned task keeps that count until it finishes.  An
+     * outside thread holds a second count until it returns: once the task
+     * is queued it may finish at once, and destroy must not free the
+     * workers while this call still wakes one of them.  (A decoded handle
+     * that is stale just fails in weft__rt_enter.) */
+    const weft__rt *guess = weft__handle_decode(h);
+    bool outside = !(guess && weft__on_own_worker(guess));
+    int64_t held = outside ? 2 : 1;
+    weft__rt *rt = weft__rt_enter(h, "weft_spawn", &err, held);
     if (!rt)
         return spawn_fail(d, err);
-    /* An outside thread also holds a count of its own until it returns: once
-     * the task is queued it may finish at once, and destroy must not free
-     * the workers while this call still wakes one of them. */
-    bool outside = !weft__on_own_worker(rt);
-    if (outside)
-        atomic_fetch_add(&rt->inflight, 1);
     int rc = spawn_entered(rt, h, d, out);
     if (rc == 0) {
-        int64_t now = atomic_load_explicit(&rt->inflight, memory_order_relaxed) - (outside ? 1 : 0);
+        int64_t now = atomic_load_explicit(&rt->inflight, memory_order_relaxed) - (held - 1);
         int64_t peak = atomic_load_explicit(&rt->inflight_peak, memory_order_relaxed);
         while (now > peak && !atomic_compare_exchange_weak(&rt->inflight_peak, &peak, now))
             ;
-    } else {
-        weft__rt_leave(rt);
+        held--; /* the task keeps one */
     }
-    if (outside)
-        weft__rt_leave(rt);
+    if (held)
+        weft__rt_leave(rt, held);
     return rc;
 }
 
@@ -462,7 +462,7 @@ static void finish(weft__worker *w, weft__task *t, int final, weft__task **next)
 
     if (atomic_load(&t->waiters) > 0)
         weft__wake_sleepers(rt);
-    weft__rt_leave(rt);
+    weft__rt_leave(rt, 1);
     weft__task_unref(t);
 }
 
