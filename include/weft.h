@@ -98,20 +98,22 @@ typedef struct weft_config {
     uint64_t spin_ns;
     /* Backpressure, so that an unbounded producer runs in bounded memory.
      * A spawn from an outside thread blocks while more than this many tasks
-     * are in flight, until a quarter of them have finished.  A spawn from
-     * inside a task counts only the backlog (tasks in flight whose bodies
-     * are not executing: producers suspended in a spawn or wait are not
-     * backlog) and helps run tasks instead of blocking; if nothing finishes
-     * for a millisecond it lets the spawn through rather than risk waiting
-     * for itself.  0 means the default (65536 per worker).
-     * Env: WEFT_MAX_INFLIGHT. */
+     * are in flight, until a quarter of them have finished (it holds nothing
+     * while it sleeps, so any number of producer threads make progress).  A
+     * spawn from inside a task counts only the backlog (tasks in flight whose
+     * bodies are not executing) and sleeps, running nothing nested, until the
+     * backlog drops or until no other worker could drain it (every other
+     * worker idle with nothing queued, or itself blocked in a wait): then the
+     * spawn goes ahead rather than wait for itself.  0 means the default
+     * (65536 per worker).  Env: WEFT_MAX_INFLIGHT. */
     size_t max_inflight;
-    /* A body that waits (for a task, an unregister, or backpressure) runs
-     * other ready tasks meanwhile, nested on its stack.  Past this many
-     * nested bodies on one worker it runs only the task it waits for and
-     * leaves the rest to idle workers (if no worker is idle, it keeps
-     * helping: that is then the only way forward).  Bounds stack use, and
-     * Python recursion depth.  0 means 64.  Env: WEFT_MAX_NESTING. */
+    /* A body that waits for a task (or an unregister) runs, meanwhile, the
+     * awaited task (or a task using the data) and their queued predecessors,
+     * nested on its stack.  Past this many nested bodies on one worker it
+     * runs only the awaited task itself and leaves predecessors to idle
+     * workers (if no worker is idle, it keeps helping: that is then the only
+     * way forward).  Bounds stack use, and Python recursion depth.  0 means
+     * 64.  Env: WEFT_MAX_NESTING. */
     unsigned max_nesting;
     /* Called on each worker thread when it starts, before it runs any task,
      * and when it stops, after its last task (e.g. to create and delete a
@@ -162,6 +164,14 @@ typedef struct weft_stats {
                                  the average of its out-of-line allocations */
     uint64_t trace_dropped;   /* trace events not recorded (buffer full) */
     unsigned workers;
+    /* The wait engine (every blocking wait: tasks, wait_all, backpressure,
+     * unregister): waits begun, times a waiting thread went to sleep, and
+     * how those sleeps ended — woken by the event they waited for, or by
+     * their own deadline.  No wait sleeps on a timer otherwise. */
+    uint64_t waits;
+    uint64_t wait_sleeps;
+    uint64_t wait_wakeups_event;
+    uint64_t wait_wakeups_timer;
 } weft_stats;
 
 /* Snapshot of the counters (approximate while tasks run).  Errors:
@@ -195,7 +205,10 @@ enum weft_access_mode {
     WEFT_COMMUTE = 4u
 };
 
-/* Register n bytes at ptr (host memory) as a data handle.  The caller keeps
+/* Register n bytes at ptr (host memory) as a data handle.  Dependencies
+ * follow handles, not addresses: the same or overlapping memory registered
+ * twice gives two handles whose accesses are not ordered with each other
+ * (register each buffer once, or order such tasks explicitly).  The caller keeps
  * ownership of the memory; it must stay valid until weft_data_unregister
  * returns.  Errors: WEFT_EINVAL (NULL ptr, n == 0, NULL out), WEFT_ECLOSED,
  * WEFT_ENOMEM.  Never blocks; may be called from a task. */
@@ -276,20 +289,30 @@ WEFT_API WEFT_NODISCARD int weft_spawn(weft_runtime *rt, const weft_task_desc *d
 WEFT_API WEFT_NODISCARD int weft_spawn_simple(weft_runtime *rt, weft_body_fn body, void *arg,
                                               weft_task **out);
 
+/* Where a task is in its pipeline.  The runtime's internal stages map onto
+ * these: dependencies pending -> WAITING; device chosen, data made valid
+ * there, queued -> READY; body executing -> RUNNING; body returned but work
+ * it queued on a device still in flight -> ENQUEUED; then one of the three
+ * final statuses (COMPLETED, FAILED, CANCELLED).  Values are not ordered:
+ * test for the final ones by name, never with < or >=. */
 typedef enum weft_task_status {
     WEFT_TASK_WAITING = 0,   /* spawned; some dependency has not finished */
-    WEFT_TASK_READY = 1,     /* queued on a worker */
+    WEFT_TASK_READY = 1,     /* dependencies done: being placed, or queued on a worker */
     WEFT_TASK_RUNNING = 2,   /* its body is executing */
-    WEFT_TASK_COMPLETED = 3, /* body returned 0 */
-    WEFT_TASK_FAILED = 4,    /* body returned non-zero */
-    WEFT_TASK_CANCELLED = 5  /* never ran */
+    WEFT_TASK_COMPLETED = 3, /* body returned 0 (and its device work succeeded) */
+    WEFT_TASK_FAILED = 4,    /* body returned non-zero, or its device work failed */
+    WEFT_TASK_CANCELLED = 5, /* never ran */
+    WEFT_TASK_ENQUEUED = 6   /* body returned; device work it queued is in flight (not final) */
 } weft_task_status;
 
 /* Wait until the task has finished.  Returns 0 (completed), WEFT_ETASKFAILED,
  * WEFT_ECANCELLED, WEFT_EINVAL (NULL/released handle), WEFT_EBUSY (a task
  * waiting on itself), WEFT_EDEADLK (from a task: the awaited task is itself
- * suspended, lower on the same worker's stack, under the caller — it could
- * only finish after this wait returns).  Blocks.  From a task, the waiting
+ * suspended, lower on the same worker's stack, under the caller, or it
+ * depends — through unfinished predecessors, as far as a bounded walk of the
+ * graph shows — on the caller or on a task suspended under it: it could only
+ * finish after this wait returns).  A wait ends when the task finishes (the
+ * finishing thread wakes it), never by polling.  Blocks.  From a task, the waiting
  * worker runs the awaited task itself if it is queued, or one of its queued
  * predecessors, so a parent waiting for its children never starves the pool;
  * it does not run unrelated tasks (one of those could wait for the caller,
@@ -344,6 +367,55 @@ WEFT_API WEFT_NODISCARD int weft_wait_all_timed(weft_runtime *rt, uint64_t timeo
  * cancelled (naming itself as the cause), and so do its dependents.  Errors: WEFT_EINVAL,
  * WEFT_ECLOSED.  Never blocks; may be called from a task. */
 WEFT_API WEFT_NODISCARD int weft_cancel_pending(weft_runtime *rt);
+
+/* ------------------------------------------------------------------------ */
+/* Task spaces                                                               */
+/* ------------------------------------------------------------------------ */
+
+/* A task space names tasks by keys of 1 to 16 integers (T[i, j]), and a key
+ * can be depended on before its task is spawned: weft_space_task gives a
+ * handle for any key, usable in weft_task_desc.deps and in waits at once.
+ * A spawn that would close a cycle through such keys is refused.  Keys
+ * depended on but never spawned when the space is destroyed (or its runtime
+ * is) cancel their dependents, whose cause names the key.  weft_wait_all
+ * waits for tasks that depend on unspawned keys: spawn the keys, or destroy
+ * the space first. */
+typedef struct weft_space weft_space;
+
+/* Create an empty space; name (copied, first 15 bytes shown) labels its keys
+ * in messages ("T[1,2]").  Errors: WEFT_EINVAL, WEFT_ECLOSED, WEFT_ENOMEM.
+ * Never blocks; may be called from a task. */
+WEFT_API WEFT_NODISCARD int weft_space_create(weft_runtime *rt, const char *name, weft_space **out);
+
+/* The task of key (nkey integers at key): the key's task if it was spawned,
+ * otherwise a placeholder that finishes as the key's task does (completed,
+ * failed — its dependents are then cancelled naming that task — or
+ * cancelled).  The handle is lent by the space: it stays valid for deps,
+ * waits, status and info until weft_space_destroy; releasing it is not
+ * needed (weft_task_release ignores it unless it is also the handle the
+ * spawner asked for).  Errors: WEFT_EINVAL (bad space or key), WEFT_ENOMEM.
+ * Never blocks; may be called from a task. */
+WEFT_API WEFT_NODISCARD int weft_space_task(weft_space *s, const int64_t *key, size_t nkey,
+                                            weft_task **out);
+
+/* Spawn desc as the task of key, exactly as weft_spawn does (same handle and
+ * arg_destroy rules, same backpressure), and link it before the key's
+ * placeholder, if the key was depended on already.  Errors (nothing is
+ * spawned): those of weft_spawn; WEFT_EINVAL also when the key was spawned
+ * already or the space was destroyed; WEFT_EDEADLK when the new task would
+ * follow (explicitly or through its data) a task that already waits for
+ * this key — a cycle, named in the message.  Thread-safe: of two spawns of
+ * one key, exactly one succeeds.  May be called from a task. */
+WEFT_API WEFT_NODISCARD int weft_space_spawn(weft_space *s, const int64_t *key, size_t nkey,
+                                             const weft_task_desc *desc, weft_task **out);
+
+/* Destroy the space: keys depended on but never spawned are cancelled (and
+ * their dependents, naming the key); spawned tasks run on.  Handles the
+ * space lent become invalid (WEFT_EINVAL), except those the spawners asked
+ * for (which they still release).  Destroying the runtime destroys its
+ * spaces.  NULL is accepted.  Errors: WEFT_EINVAL (already destroyed, or its
+ * runtime was).  Never blocks; may be called from a task. */
+WEFT_API int weft_space_destroy(weft_space *s);
 
 /* ------------------------------------------------------------------------ */
 /* Inside a task body                                                        */

@@ -97,7 +97,7 @@ typedef struct chunk {
 } chunk;
 
 typedef struct pool {
-    size_t slot_size;
+    _Atomic size_t slot_size; /* set once, by the first allocation */
     pthread_mutex_t lock; /* protects batches and chunks */
     weft__slot *batches;  /* stack of free batches, each a free_next list */
     chunk *chunks;
@@ -105,10 +105,13 @@ typedef struct pool {
 
 #define ROUND_SLOT(sz) (((sz) + WEFT__SLOT_ALIGN - 1) / WEFT__SLOT_ALIGN * WEFT__SLOT_ALIGN)
 
+/* Slot sizes are set by the first allocation of each pool (each pool holds
+ * one struct type, whose owner passes its size). */
 static pool pools[WEFT__NPOOLS] = {
-    [WEFT__POOL_TASK] = {ROUND_SLOT(sizeof(weft__task)), PTHREAD_MUTEX_INITIALIZER, NULL, NULL},
-    [WEFT__POOL_DATA] = {ROUND_SLOT(sizeof(weft__data)), PTHREAD_MUTEX_INITIALIZER, NULL, NULL},
-    [WEFT__POOL_RUNTIME] = {ROUND_SLOT(sizeof(weft__rt)), PTHREAD_MUTEX_INITIALIZER, NULL, NULL},
+    [WEFT__POOL_TASK] = {0, PTHREAD_MUTEX_INITIALIZER, NULL, NULL},
+    [WEFT__POOL_DATA] = {0, PTHREAD_MUTEX_INITIALIZER, NULL, NULL},
+    [WEFT__POOL_RUNTIME] = {0, PTHREAD_MUTEX_INITIALIZER, NULL, NULL},
+    [WEFT__POOL_SPACE] = {0, PTHREAD_MUTEX_INITIALIZER, NULL, NULL},
 };
 
 typedef struct thread_cache {
@@ -168,7 +171,7 @@ static bool refill(thread_cache *c, int p)
     }
     /* A new chunk: a header followed by BATCH slots, slot-aligned.  The
      * chunk is published to the pool list only after it was allocated. */
-    size_t bytes = WEFT__SLOT_ALIGN + BATCH * pl->slot_size;
+    size_t bytes = WEFT__SLOT_ALIGN + BATCH * atomic_load_explicit(&pl->slot_size, memory_order_relaxed);
     if (injected_failure())
         return false;
     chunk *ch = aligned_alloc(WEFT__SLOT_ALIGN, bytes);
@@ -177,7 +180,7 @@ static bool refill(thread_cache *c, int p)
     memset(ch, 0, bytes);
     char *base = (char *)ch + WEFT__SLOT_ALIGN;
     for (size_t i = 0; i < BATCH; i++) {
-        weft__slot *s = (weft__slot *)(base + i * pl->slot_size);
+        weft__slot *s = (weft__slot *)(base + i * atomic_load_explicit(&pl->slot_size, memory_order_relaxed));
         s->pool_id = (uint16_t)p;
         s->free_next = c->head[p];
         c->head[p] = s;
@@ -190,8 +193,16 @@ static bool refill(thread_cache *c, int p)
     return true;
 }
 
-void *weft__slot_alloc(weft__pool_id p)
+void *weft__slot_alloc(weft__pool_id p, size_t size)
 {
+    pool *pl = &pools[p];
+    size_t have = atomic_load_explicit(&pl->slot_size, memory_order_acquire);
+    if (!have) {
+        size_t none = 0;
+        atomic_compare_exchange_strong(&pl->slot_size, &none, ROUND_SLOT(size));
+        have = atomic_load(&pl->slot_size);
+    }
+    WEFT__CHECK(ROUND_SLOT(size) == have);
     thread_cache *c = &tcache;
     if (!c->head[p]) {
         pthread_once(&flush_once, make_flush_key);
@@ -207,7 +218,7 @@ void *weft__slot_alloc(weft__pool_id p)
      * weft__rt.wait_lock): fields that late racers may still touch must
      * never be overwritten by plain stores. */
     if (p == WEFT__POOL_TASK)
-        memset((char *)s + sizeof(weft__slot), 0, pools[p].slot_size - sizeof(weft__slot));
+        memset((char *)s + sizeof(weft__slot), 0, atomic_load_explicit(&pools[p].slot_size, memory_order_relaxed) - sizeof(weft__slot));
     s->free_next = NULL;
     atomic_fetch_add_explicit(&alloc_live, 1, memory_order_relaxed);
     return s;
@@ -230,4 +241,4 @@ void weft__slot_free(void *slot)
         give_back(c, p, BATCH);
 }
 
-size_t weft__slot_size(weft__pool_id p) { return pools[p].slot_size; }
+size_t weft__slot_size(weft__pool_id p) { return atomic_load_explicit(&pools[p].slot_size, memory_order_relaxed); }

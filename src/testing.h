@@ -18,4 +18,21 @@ long weft__alloc_count(void);
  * handle slots are counted while they are in use, not while pooled). */
 long weft__alloc_live(void);
 
+/* ---- the test device (device/testdev.c) ---------------------------------
+ * Attach a test device to rt (before registering data that should have a
+ * replica on it): its queue is served by a thread of its own, each kernel
+ * after delay_ns.  *index receives its device index (1, 2, ...).  Errors:
+ * WEFT_EINVAL (bad runtime, too many devices), WEFT_ENOMEM, WEFT_ESYSTEM. */
+#include "weft.h"
+int weft__test_device_add(weft_runtime *rt, uint64_t delay_ns, size_t capacity, unsigned *index);
+
+/* From a body: queue fn(arg) on device `device`'s queue (model_ns: its delay,
+ * 0 for the device's).  The task completes only once fn has run, from the
+ * device's thread, after the body returned; a non-zero return of fn fails
+ * the task with that value.  Errors: WEFT_EINVAL, WEFT_ENOMEM. */
+int weft__test_launch(weft_ctx *ctx, unsigned device, int (*fn)(void *), void *arg, uint64_t model_ns);
+
+/* The device's capacity accounting: bytes allocated now. */
+size_t weft__test_device_used(weft_runtime *rt, unsigned device);
+
 #endif

@@ -5,7 +5,8 @@
  * Each worker appends to its own chunked buffer without locks; the file is
  * written after the workers have been joined.
  */
-#include "internal.h"
+#include "trace.h"
+#include "runtime.h"
 
 #include <string.h>
 

@@ -1,68 +1,61 @@
 /*
  * worker.c — worker threads: find work (own queue, then steal), run it,
- * spin briefly when idle, then park until woken.
+ * spin briefly when idle, then park until woken; and the help a body gives
+ * while it waits.
  *
  * The finishing thread releases dependents itself and runs the first one
  * released right away (no queue round trip); the rest go on its queue for
  * others to steal.  Workers spin for cfg.spin_ns before parking because, on
  * these machines, waking a parked thread costs as much as a small task.
  */
-#include "internal.h"
+#include "worker.h"
+#include "runtime.h"
+#include "trace.h"
 
 #include <signal.h>
 #include <string.h>
 
-static void run_chain(weft__worker *w, weft__task *t)
+_Thread_local weft__worker *weft__tls_worker;
+
+/* Run t, then whatever its completion handed back, until nothing is. */
+static void run_chain(weft__worker *w, weft__qnode *n)
 {
-    while (t) {
-        weft__task *next = NULL;
-        weft__task_execute(w, t, &next);
-        t = next;
+    while (n) {
+        weft__task *t = weft__task_of(n);
+        weft__qnode *next = NULL;
+        switch (weft__task_start(t)) {
+        case WEFT__START_DEFER:
+            break; /* a commute member holds its data: requeued on release */
+        case WEFT__START_CANCEL:
+            weft__task_complete(t, WEFT__T_CANCELLED, &next);
+            break;
+        default: {
+            struct weft_ctx ctx = {w->rt, w, t};
+            t->outer = w->current;
+            w->current = t;
+            atomic_store_explicit(&w->depth, atomic_load_explicit(&w->depth, memory_order_relaxed) + 1,
+                                  memory_order_relaxed);
+            uint64_t t0 = w->rt->graph.trace ? weft__now_ns() : 0;
+            int r = t->body(&ctx, t->arg);
+            if (w->rt->graph.trace)
+                weft__trace_record(w, t, t0, weft__now_ns());
+            atomic_store_explicit(&w->depth, atomic_load_explicit(&w->depth, memory_order_relaxed) - 1,
+                                  memory_order_relaxed);
+            w->current = t->outer;
+            t->outer = NULL;
+            weft__count(&w->stats.n_run, 1);
+            weft__task_body_returned(t, r, &next);
+        }
+        }
+        n = next;
     }
 }
 
-/* Run t now if it is queued: a waiter runs what it waits for first, so it
- * does not bury the awaited task's continuation under unrelated work. */
 static bool help_with(weft__worker *w, weft__task *t)
 {
-    if (!weft__queue_take(t))
+    if (!weft__sched_take(&t->qn))
         return false;
-    run_chain(w, t);
-    return true;
-}
-
-static bool help_once(weft__worker *w)
-{
-    weft__task *t = weft__find_work(w);
-    if (!t)
-        return false;
-    run_chain(w, t);
-    return true;
-}
-
-static bool another_worker_idle(const weft__worker *w)
-{
-    const weft__rt *rt = w->rt;
-    for (unsigned i = 0; i < rt->nworkers; i++)
-        if (&rt->workers[i] != w && atomic_load_explicit(&rt->workers[i].idle_since, memory_order_relaxed))
-            return true;
-    return false;
-}
-
-/* Take a reference on an edge's predecessor if it is still the same task
- * (its slot may have been freed and reused since the edge was made). */
-static bool pin_pred(const weft__edge *e)
-{
-    weft__task *p = e->pred;
-    int32_t r = atomic_load(&p->refs);
-    do {
-        if (r <= 0)
-            return false;
-    } while (!atomic_compare_exchange_weak(&p->refs, &r, r + 1));
-    if (atomic_load(&p->slot.gen) != e->pred_gen) {
-        weft__task_unref(p); /* we pinned a newer task in the same slot */
-        return false;
-    }
+    run_chain(w, &t->qn);
     return true;
 }
 
@@ -70,25 +63,23 @@ static bool pin_pred(const weft__edge *e)
 #define SUBGRAPH_VISITS 256
 
 /* Run a queued task from the unfinished predecessors of `awaited`
- * (transitively, bounded).  Only such tasks are safe for a waiting body to
- * run: anything else might itself wait for the body suspended underneath. */
+ * (transitively, bounded). */
 static bool help_with_predecessors(weft__worker *w, weft__task *awaited)
 {
     weft__task *stack[SUBGRAPH_STACK];
     int sp = 0, visits = 0;
-    weft__task *x = awaited; /* pinned by the caller (it holds a handle or is its waiter) */
+    weft__task *x = awaited; /* pinned by the caller */
     bool found = false;
     for (;;) {
         for (uint32_t i = 0; i < x->nedges && !found && visits < SUBGRAPH_VISITS; i++, visits++) {
             const weft__edge *e = &x->edges[i];
-            if (!pin_pred(e))
+            if (!weft__edge_pin_pred(e))
                 continue;
             weft__task *p = e->pred;
             int s = atomic_load(&p->state);
-            if (s == WEFT_TASK_READY && weft__queue_take(p)) {
-                run_chain(w, p);
+            if (s == WEFT__T_READY && help_with(w, p)) {
                 found = true;
-            } else if (s == WEFT_TASK_WAITING && sp < SUBGRAPH_STACK) {
+            } else if (s == WEFT__T_WAITING && sp < SUBGRAPH_STACK) {
                 stack[sp++] = p; /* keeps the reference until visited */
                 continue;
             }
@@ -105,43 +96,69 @@ static bool help_with_predecessors(weft__worker *w, weft__task *awaited)
     return found;
 }
 
-/* One step of useful work for a worker whose current body waits.
- *
- * Waiting for a task: run that task if it is queued, else one of its
- * queued predecessors; otherwise do not help (other workers are running
- * what it needs).  Running unrelated work here could bury the waiting body
- * under a task that waits for it, which no scheduler could then resolve.
- *
- * Waiting for something else (backpressure, an unregister): help with any
- * ready task, but past cfg.max_nesting nested bodies leave the queues to
- * idle workers, if there are any, to bound stack (and Python) depth. */
-bool weft__help_waiting(weft__worker *w, weft__task *awaited)
+bool weft__help_task(weft__worker *w, weft__task *awaited, bool with_predecessors)
 {
-    if (awaited)
-        return help_with(w, awaited) || help_with_predecessors(w, awaited);
-    if (atomic_load_explicit(&w->depth, memory_order_relaxed) >= (int64_t)w->rt->cfg.max_nesting &&
-        another_worker_idle(w))
-        return false;
-    return help_once(w);
+    return help_with(w, awaited) || (with_predecessors && help_with_predecessors(w, awaited));
 }
 
-/* Sleep until woken, unless work or a stop request shows up while the
- * worker announces that it parks (then it returns at once). */
-static void park(weft__worker *w)
+static bool suspended_here(const weft__worker *w, const weft__task *t)
 {
-    weft__rt *rt = w->rt;
-    pthread_mutex_lock(&w->park_lock);
-    atomic_store(&w->parked, true);
-    atomic_fetch_add(&rt->nparked, 1);
-    if (!weft__any_work(rt) && !atomic_load(&rt->stop)) {
-        weft__count(&w->n_parks, 1);
-        while (!w->wake)
-            pthread_cond_wait(&w->park_cond, &w->park_lock);
+    for (const weft__task *x = w->current; x; x = x->outer)
+        if (x == t)
+            return true;
+    return false;
+}
+
+#define CYCLE_VISITS 4096
+
+bool weft__depends_on_suspended(weft__worker *w, weft__task *t)
+{
+    /* Depth-first over unfinished predecessors, bounded; each visited task
+     * is referenced while on the stack. */
+    weft__task *stack[64];
+    int sp = 0, visits = 0;
+    bool hit = false;
+    weft__task *x = t;
+    for (;;) {
+        for (uint32_t i = 0; i < x->nedges && !hit && visits < CYCLE_VISITS; i++, visits++) {
+            const weft__edge *e = &x->edges[i];
+            if (!weft__edge_pin_pred(e))
+                continue;
+            weft__task *p = e->pred;
+            if (weft__state_final(atomic_load(&p->state))) {
+                weft__task_unref(p);
+                continue;
+            }
+            if (suspended_here(w, p))
+                hit = true;
+            if (!hit && sp < 64) {
+                stack[sp++] = p;
+                continue;
+            }
+            weft__task_unref(p);
+        }
+        if (x != t)
+            weft__task_unref(x);
+        if (hit || sp == 0 || visits >= CYCLE_VISITS)
+            break;
+        x = stack[--sp];
     }
-    w->wake = false;
-    atomic_store(&w->parked, false);
-    atomic_fetch_sub(&rt->nparked, 1);
-    pthread_mutex_unlock(&w->park_lock);
+    while (sp > 0)
+        weft__task_unref(stack[--sp]);
+    return hit;
+}
+
+bool weft__others_can_progress(weft__rt *rt, const weft__worker *me)
+{
+    bool queued = weft__sched_any(&rt->sched);
+    for (unsigned i = 0; i < rt->nworkers; i++) {
+        weft__worker *v = &rt->workers[i];
+        if (v == me || atomic_load(&v->blocked) > 0)
+            continue;
+        if (atomic_load_explicit(&v->depth, memory_order_relaxed) > 0 || queued)
+            return true;
+    }
+    return false;
 }
 
 static void *worker_main(void *arg)
@@ -149,39 +166,47 @@ static void *worker_main(void *arg)
     weft__worker *w = arg;
     weft__rt *rt = w->rt;
     weft__tls_worker = w;
+    weft__tls_q = w->q;
+    weft__tls_stats = &w->stats;
     if (rt->cfg.on_worker_start)
         rt->cfg.on_worker_start(w->index, rt->cfg.hook_arg);
     for (;;) {
-        weft__task *t = weft__find_work(w);
-        if (t) {
-            run_chain(w, t);
+        weft__qnode *n = weft__sched_find(&rt->sched, w->q);
+        if (n) {
+            run_chain(w, n);
             continue;
         }
-        if (atomic_load(&rt->stop))
+        if (atomic_load(&rt->sched.stop))
             break;
-        /* Idle: spin, looking for work, then park. */
+        /* Idle: a producer throttled inside a task may be waiting for the
+         * moment nobody else can drain its backlog. */
+        if (atomic_load(&rt->graph.sleepers_throttle) > 0)
+            weft__wake(&rt->waits, &weft__key_throttle);
+        /* Spin, looking for work, then park. */
         uint64_t idle_start = weft__now_ns();
         atomic_store_explicit(&w->idle_since, idle_start, memory_order_relaxed);
         uint64_t spin_until = idle_start + rt->cfg.spin_ns;
         for (unsigned i = 1;; i++) {
-            if (atomic_load_explicit(&rt->stop, memory_order_relaxed))
+            if (atomic_load_explicit(&rt->sched.stop, memory_order_relaxed))
                 break;
-            if ((t = weft__find_work(w)) != NULL)
+            if ((n = weft__sched_find(&rt->sched, w->q)) != NULL)
                 break;
             weft__cpu_relax();
             if ((i & 63) == 0 && weft__now_ns() >= spin_until) {
-                park(w);
+                weft__sched_park(&rt->sched, w->q);
                 spin_until = weft__now_ns() + rt->cfg.spin_ns;
             }
         }
         atomic_store_explicit(&w->idle_since, 0, memory_order_relaxed);
         weft__count(&w->idle_ns, weft__now_ns() - idle_start);
-        if (t)
-            run_chain(w, t);
+        if (n)
+            run_chain(w, n);
     }
     if (rt->cfg.on_worker_stop)
         rt->cfg.on_worker_stop(w->index, rt->cfg.hook_arg);
     weft__tls_worker = NULL;
+    weft__tls_q = NULL;
+    weft__tls_stats = NULL;
     return NULL;
 }
 
@@ -210,8 +235,8 @@ int weft__workers_start(weft__rt *rt)
 
 void weft__workers_stop(weft__rt *rt)
 {
-    atomic_store(&rt->stop, true);
-    weft__wake_all(rt);
+    atomic_store(&rt->sched.stop, true);
+    weft__sched_wake_all(&rt->sched);
     for (unsigned i = 0; i < rt->nworkers; i++) {
         weft__worker *w = &rt->workers[i];
         if (w->started) {

@@ -1,15 +1,187 @@
 /*
- * device/host.c — the host device: CPU cores and ordinary memory.
- *
- * Every device kind provides one weft__device_ops table; the virtual GPU and
- * CUDA kinds (later issues) add their own files here, and only
- * device/cuda.c will include a CUDA header.
+ * device/host.c — the host device: CPU cores and ordinary memory.  Its queue
+ * runs work inline, in order, on the calling thread, so every event has fired
+ * by the time it is recorded and completions are reported at once.
  */
-#include "internal.h"
+#include "device/device.h"
 
-static void *host_replica(weft__data *d) { return d->replica[0]; }
+#include <string.h>
 
-const weft__device_ops weft__host_device = {
-    .name = "host",
-    .replica = host_replica,
+struct weft__dqueue {
+    weft__device *dev;
+    int error;                 /* first error since the last notify */
 };
+struct weft__devent {
+    int status;
+};
+
+int weft__device_charge(weft__device *dev, size_t n)
+{
+    size_t used = atomic_load(&dev->used);
+    do {
+        if (n > dev->capacity || used > dev->capacity - n)
+            return WEFT_ENOMEM;
+    } while (!atomic_compare_exchange_weak(&dev->used, &used, used + n));
+    return 0;
+}
+
+void weft__device_uncharge(weft__device *dev, size_t n) { atomic_fetch_sub(&dev->used, n); }
+
+typedef struct event_arg {
+    weft__device *dev;
+    weft__devent *e;
+} event_arg;
+
+static bool event_fired(const void *arg)
+{
+    const event_arg *a = arg;
+    return a->dev->ops->event_query(a->e) != 0;
+}
+
+int weft__device_event_wait(weft__device *dev, weft__devent *e)
+{
+    event_arg a = {dev, e};
+    weft__wait w = {.key = e, .done = event_fired, .arg = &a, .deadline = UINT64_MAX, .spin = 2000};
+    weft__wait_until(dev->ws, &w);
+    int r = dev->ops->event_query(e);
+    return r < 0 ? r : 0;
+}
+
+static int host_start(weft__device *dev) { return dev->ops->queue_create(dev, &dev->default_queue); }
+
+static void host_stop(weft__device *dev)
+{
+    if (dev->default_queue)
+        dev->ops->queue_destroy(dev->default_queue);
+    dev->default_queue = NULL;
+}
+
+static int host_mem_alloc(weft__device *dev, size_t n, void **out)
+{
+    if (weft__device_charge(dev, n) != 0)
+        return WEFT_ENOMEM;
+    void *p = weft__alloc(n);
+    if (!p) {
+        weft__device_uncharge(dev, n);
+        return WEFT_ENOMEM;
+    }
+    *out = p;
+    return 0;
+}
+
+static void host_mem_free(weft__device *dev, void *p, size_t n)
+{
+    if (!p)
+        return;
+    weft__free(p);
+    weft__device_uncharge(dev, n);
+}
+
+static int host_queue_create(weft__device *dev, weft__dqueue **out)
+{
+    weft__dqueue *q = weft__alloc(sizeof *q);
+    if (!q)
+        return WEFT_ENOMEM;
+    q->dev = dev;
+    q->error = 0;
+    *out = q;
+    return 0;
+}
+
+static void host_queue_destroy(weft__dqueue *q) { weft__free(q); }
+
+static int host_event_create(weft__device *dev, weft__devent **out)
+{
+    (void)dev;
+    weft__devent *e = weft__alloc(sizeof *e);
+    if (!e)
+        return WEFT_ENOMEM;
+    e->status = 1;
+    *out = e;
+    return 0;
+}
+
+static void host_event_destroy(weft__devent *e) { weft__free(e); }
+
+static int host_event_record(weft__devent *e, weft__dqueue *q)
+{
+    e->status = q->error ? q->error : 1;
+    return 0;
+}
+
+static int host_queue_wait(weft__dqueue *q, weft__devent *e)
+{
+    (void)q;
+    (void)e; /* everything recorded has run already */
+    return 0;
+}
+
+static int host_event_query(weft__devent *e) { return e->status; }
+
+static int host_copy(weft__dqueue *q, void *dst, const void *src, size_t n)
+{
+    (void)q;
+    memmove(dst, src, n);
+    return 0;
+}
+
+static int host_launch(weft__dqueue *q, weft__kernel_fn fn, void *arg, uint64_t model_ns)
+{
+    (void)model_ns;
+    int r = fn(arg);
+    if (r != 0 && q->error == 0)
+        q->error = r;
+    return 0;
+}
+
+static int host_notify(weft__dqueue *q, weft__done_fn done, void *cookie)
+{
+    int status = q->error;
+    q->error = 0;
+    done(cookie, status);
+    return 0;
+}
+
+static const weft__device_ops host_ops = {
+    .kind = "host",
+    .start = host_start,
+    .stop = host_stop,
+    .mem_alloc = host_mem_alloc,
+    .mem_free = host_mem_free,
+    .queue_create = host_queue_create,
+    .queue_destroy = host_queue_destroy,
+    .event_create = host_event_create,
+    .event_destroy = host_event_destroy,
+    .event_record = host_event_record,
+    .queue_wait = host_queue_wait,
+    .event_query = host_event_query,
+    .copy = host_copy,
+    .launch = host_launch,
+    .notify = host_notify,
+    .progress = NULL,
+};
+
+weft__device *weft__host_device_new(weft__waitset *ws)
+{
+    weft__device *dev = weft__alloc(sizeof *dev);
+    if (!dev)
+        return NULL;
+    memset(dev, 0, sizeof *dev);
+    dev->ops = &host_ops;
+    dev->capacity = SIZE_MAX;
+    dev->ws = ws;
+    strcpy(dev->name, "cpu");
+    if (dev->ops->start(dev) != 0) {
+        weft__free(dev);
+        return NULL;
+    }
+    return dev;
+}
+
+void weft__device_delete(weft__device *dev)
+{
+    if (!dev)
+        return;
+    dev->ops->stop(dev);
+    weft__free(dev);
+}

@@ -2,23 +2,102 @@
  * graph/access.c — dependencies inferred from data access modes, in spawn
  * order, and the run-time exclusion of commuting tasks.
  *
- * Per data handle we keep the last writer(s) and the readers since them (and,
- * for an open commute group, what came before the group).  Spawn locks the
- * handles it names in address order, plans (counts edges, reserves room — the
- * only step that can fail), then links; see the rules in weft.h.
+ * Per data handle the graph keeps an access history: the last writer(s), the
+ * readers since them and, for an open commute group, what came before the
+ * group.  Spawn locks the histories it names in address order, plans (counts
+ * edges, reserves room — the only step that can fail), then links; see the
+ * rules in weft.h.
  */
-#include "internal.h"
+#include "graph/graph.h"
 
-void weft__data_lock_all(weft__task_access *sorted, uint32_t n)
+#include <string.h>
+
+typedef struct history {
+    /* lock protects everything below; taken by spawn (several at once, in
+     * handle address order) and by commute release.  Nothing nests under it
+     * except the allocator and the slot pool. */
+    pthread_mutex_t lock;
+    /* The last writer(s): one task, or a commute group. */
+    weft__task **writers;
+    uint32_t nwriters, cap_writers;
+    bool writers_commute;              /* writers form a commute group */
+    bool group_read;                   /* a reader followed the group: it is closed */
+    /* Readers since the last writer(s); finished ones are pruned only when
+     * the array is full or a writer comes, so a spawn costs O(1) amortised. */
+    weft__task **readers;
+    uint32_t nreaders, cap_readers;
+    /* What came before the open commute group (followed by every member). */
+    weft__task **base;
+    bool *base_propagate;
+    uint32_t nbase, cap_base;
+    /* Commute exclusion at run time. */
+    _Atomic(weft__task *) commute_owner;
+    weft__task *commute_waiters;       /* under lock, linked by wait_next */
+} history;
+
+static history *H(const weft__data *d) { return d->hist; }
+
+void *weft__history_new(void)
 {
-    for (uint32_t i = 0; i < n; i++)
-        pthread_mutex_lock(&sorted[i].data->lock);
+    history *h = weft__alloc(sizeof *h);
+    if (!h)
+        return NULL;
+    memset(h, 0, sizeof *h);
+    pthread_mutex_init(&h->lock, NULL);
+    atomic_init(&h->commute_owner, NULL);
+    return h;
 }
 
-void weft__data_unlock_all(weft__task_access *sorted, uint32_t n)
+static void drop_all(weft__task **arr, uint32_t *n)
+{
+    for (uint32_t i = 0; i < *n; i++)
+        weft__task_unref(arr[i]);
+    *n = 0;
+}
+
+void weft__history_free(void *hist)
+{
+    history *h = hist;
+    if (!h)
+        return;
+    drop_all(h->writers, &h->nwriters);
+    drop_all(h->readers, &h->nreaders);
+    drop_all(h->base, &h->nbase);
+    weft__free(h->writers);
+    weft__free(h->readers);
+    weft__free(h->base);
+    weft__free(h->base_propagate);
+    pthread_mutex_destroy(&h->lock);
+    weft__free(h);
+}
+
+size_t weft__history_members(weft__data *d, weft__task **out, size_t max)
+{
+    history *h = H(d);
+    size_t k = 0;
+    pthread_mutex_lock(&h->lock);
+    for (uint32_t i = 0; i < h->nwriters && k < max; i++)
+        out[k++] = h->writers[i];
+    for (uint32_t i = 0; i < h->nreaders && k < max; i++)
+        out[k++] = h->readers[i];
+    for (uint32_t i = 0; i < h->nbase && k < max; i++)
+        out[k++] = h->base[i];
+    for (size_t i = 0; i < k; i++)
+        weft__task_ref(out[i]);
+    pthread_mutex_unlock(&h->lock);
+    return k;
+}
+
+void weft__access_lock_all(weft__task_access *sorted, uint32_t n)
+{
+    for (uint32_t i = 0; i < n; i++)
+        pthread_mutex_lock(&H(sorted[i].data)->lock);
+}
+
+void weft__access_unlock_all(weft__task_access *sorted, uint32_t n)
 {
     for (uint32_t i = n; i-- > 0;)
-        pthread_mutex_unlock(&sorted[i].data->lock);
+        pthread_mutex_unlock(&H(sorted[i].data)->lock);
 }
 
 static bool reserve(weft__task ***arr, uint32_t *cap, uint32_t need)
@@ -36,59 +115,72 @@ static bool reserve(weft__task ***arr, uint32_t *cap, uint32_t need)
     return true;
 }
 
-static bool reserve_base(weft__data *d, uint32_t need)
+static bool reserve_base(history *h, uint32_t need)
 {
-    if (need <= d->cap_base)
+    if (need <= h->cap_base)
         return true;
-    uint32_t cap = d->cap_base;
-    if (!reserve(&d->base, &cap, need))
+    uint32_t cap = h->cap_base;
+    if (!reserve(&h->base, &cap, need))
         return false;
-    bool *p = weft__realloc(d->base_propagate, sizeof *p * cap);
+    bool *p = weft__realloc(h->base_propagate, sizeof *p * cap);
     if (!p)
         return false; /* base grew but flags did not: cap_base stays, retried next time */
-    d->base_propagate = p;
-    d->cap_base = cap;
+    h->base_propagate = p;
+    h->cap_base = cap;
     return true;
 }
 
 /* Finished readers need no edge from later writers: drop them. */
-static void prune_readers(weft__data *d)
+static void prune_readers(history *h)
 {
     uint32_t k = 0;
-    for (uint32_t i = 0; i < d->nreaders; i++) {
-        weft__task *r = d->readers[i];
-        if (atomic_load_explicit(&r->state, memory_order_acquire) >= WEFT_TASK_COMPLETED)
+    for (uint32_t i = 0; i < h->nreaders; i++) {
+        weft__task *r = h->readers[i];
+        if (weft__state_final(atomic_load_explicit(&r->state, memory_order_acquire)))
             weft__task_unref(r);
         else
-            d->readers[k++] = r;
+            h->readers[k++] = r;
     }
-    d->nreaders = k;
+    h->nreaders = k;
 }
 
-static bool joins_open_group(const weft__data *d) { return d->writers_commute && d->nreaders == 0; }
+/* A commute access joins the open group unless anything but a commute
+ * access came after it.  Decided from what was spawned, never from what has
+ * finished, so the graph does not depend on timing. */
+static bool joins_open_group(const history *h) { return h->writers_commute && !h->group_read; }
 
 int weft__access_plan(weft__task_access *sorted, uint32_t n, uint32_t *ninferred)
 {
     uint32_t count = 0;
     for (uint32_t i = 0; i < n; i++) {
-        weft__data *d = sorted[i].data;
+        history *h = H(sorted[i].data);
         unsigned mode = sorted[i].mode;
-        prune_readers(d);
         bool ok;
         if (mode & WEFT_COMMUTE) {
-            if (joins_open_group(d)) {
-                count += d->nbase;
-                ok = reserve(&d->writers, &d->cap_writers, d->nwriters + 1);
+            if (joins_open_group(h)) {
+                count += h->nbase;
+                ok = reserve(&h->writers, &h->cap_writers, h->nwriters + 1);
             } else {
-                count += d->nwriters + d->nreaders;
-                ok = reserve_base(d, d->nwriters + d->nreaders) && reserve(&d->writers, &d->cap_writers, 1);
+                prune_readers(h);
+                count += h->nwriters + h->nreaders;
+                ok = reserve_base(h, h->nwriters + h->nreaders) && reserve(&h->writers, &h->cap_writers, 1);
             }
         } else if (mode == WEFT_R) {
-            count += d->nwriters;
-            ok = reserve(&d->readers, &d->cap_readers, d->nreaders + 1);
+            count += h->nwriters;
+            if (h->nreaders == h->cap_readers) {
+                prune_readers(h); /* amortised: at most once per doubling */
+                if (h->nreaders > h->cap_readers / 2)
+                    ok = reserve(&h->readers, &h->cap_readers, h->cap_readers * 2);
+                else
+                    ok = true;
+            } else {
+                ok = true;
+            }
+            ok = ok && reserve(&h->readers, &h->cap_readers, h->nreaders + 1);
         } else {
-            count += d->nwriters + d->nreaders;
-            ok = reserve(&d->writers, &d->cap_writers, 1);
+            prune_readers(h);
+            count += h->nwriters + h->nreaders;
+            ok = reserve(&h->writers, &h->cap_writers, 1);
         }
         if (!ok)
             return WEFT_ENOMEM;
@@ -97,54 +189,76 @@ int weft__access_plan(weft__task_access *sorted, uint32_t n, uint32_t *ninferred
     return 0;
 }
 
-static void drop_all(weft__task **arr, uint32_t *n)
+/* Would any task this spawn is about to follow through its data be
+ * forbidden?  (Same choice of predecessors as weft__access_link.) */
+bool weft__access_check(const weft__task_access *sorted, uint32_t n,
+                        bool (*forbidden)(void *arg, const weft__task *pred), void *arg)
 {
-    for (uint32_t i = 0; i < *n; i++)
-        weft__task_unref(arr[i]);
-    *n = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        history *h = H(sorted[i].data);
+        unsigned mode = sorted[i].mode;
+        if ((mode & WEFT_COMMUTE) && joins_open_group(h)) {
+            for (uint32_t j = 0; j < h->nbase; j++)
+                if (forbidden(arg, h->base[j]))
+                    return false;
+            continue;
+        }
+        for (uint32_t j = 0; j < h->nwriters; j++)
+            if (forbidden(arg, h->writers[j]))
+                return false;
+        if (mode != WEFT_R)
+            for (uint32_t j = 0; j < h->nreaders; j++)
+                if (forbidden(arg, h->readers[j]))
+                    return false;
+    }
+    return true;
 }
 
 void weft__access_link(weft__task *t, const weft__task_access *sorted, uint32_t n, weft__edge *edges)
 {
     uint32_t k = 0;
     for (uint32_t i = 0; i < n; i++) {
-        weft__data *d = sorted[i].data;
+        history *h = H(sorted[i].data);
         unsigned mode = sorted[i].mode;
         if (mode & WEFT_COMMUTE) {
-            if (!joins_open_group(d)) {
+            if (!joins_open_group(h)) {
                 /* Open a group: what came before it becomes its base.  The
                  * references move from writers/readers to base. */
-                drop_all(d->base, &d->nbase);
-                for (uint32_t j = 0; j < d->nwriters; j++) {
-                    d->base[d->nbase] = d->writers[j];
-                    d->base_propagate[d->nbase++] = true;
+                drop_all(h->base, &h->nbase);
+                for (uint32_t j = 0; j < h->nwriters; j++) {
+                    h->base[h->nbase] = h->writers[j];
+                    h->base_propagate[h->nbase++] = true;
                 }
-                for (uint32_t j = 0; j < d->nreaders; j++) {
-                    d->base[d->nbase] = d->readers[j];
-                    d->base_propagate[d->nbase++] = false;
+                for (uint32_t j = 0; j < h->nreaders; j++) {
+                    h->base[h->nbase] = h->readers[j];
+                    h->base_propagate[h->nbase++] = false;
                 }
-                d->nwriters = 0;
-                d->nreaders = 0;
-                d->writers_commute = true;
+                h->nwriters = 0;
+                h->nreaders = 0;
+                h->writers_commute = true;
+                h->group_read = false;
             }
-            for (uint32_t j = 0; j < d->nbase; j++)
-                weft__edge_add(t, &edges[k++], d->base[j], d->base_propagate[j]);
-            d->writers[d->nwriters++] = t;
+            for (uint32_t j = 0; j < h->nbase; j++)
+                weft__edge_add(t, &edges[k++], h->base[j], h->base_propagate[j]);
+            h->writers[h->nwriters++] = t;
         } else if (mode == WEFT_R) {
-            for (uint32_t j = 0; j < d->nwriters; j++)
-                weft__edge_add(t, &edges[k++], d->writers[j], true);
-            d->readers[d->nreaders++] = t;
+            for (uint32_t j = 0; j < h->nwriters; j++)
+                weft__edge_add(t, &edges[k++], h->writers[j], true);
+            h->readers[h->nreaders++] = t;
+            if (h->writers_commute)
+                h->group_read = true;
         } else {
             bool reads = mode & WEFT_R;
-            for (uint32_t j = 0; j < d->nwriters; j++)
-                weft__edge_add(t, &edges[k++], d->writers[j], reads);
-            for (uint32_t j = 0; j < d->nreaders; j++)
-                weft__edge_add(t, &edges[k++], d->readers[j], false);
-            drop_all(d->writers, &d->nwriters);
-            drop_all(d->readers, &d->nreaders);
-            drop_all(d->base, &d->nbase);
-            d->writers[d->nwriters++] = t;
-            d->writers_commute = false;
+            for (uint32_t j = 0; j < h->nwriters; j++)
+                weft__edge_add(t, &edges[k++], h->writers[j], reads);
+            for (uint32_t j = 0; j < h->nreaders; j++)
+                weft__edge_add(t, &edges[k++], h->readers[j], false);
+            drop_all(h->writers, &h->nwriters);
+            drop_all(h->readers, &h->nreaders);
+            drop_all(h->base, &h->nbase);
+            h->writers[h->nwriters++] = t;
+            h->writers_commute = false;
+            h->group_read = false;
         }
     }
 }
@@ -153,24 +267,24 @@ void weft__access_link(weft__task *t, const weft__task_access *sorted, uint32_t 
 /* Commute exclusion                                                         */
 /* ------------------------------------------------------------------------ */
 
-/* Give up t's hold on every commuting datum it owns and resubmit the tasks
+/* Give up t's hold on every commuting datum it owns and requeue the tasks
  * that were waiting for one. */
-void weft__commute_release(weft__task *t, weft__task **next)
+void weft__commute_release(weft__task *t, weft__qnode **next)
 {
     for (uint32_t i = 0; i < t->naccess; i++) {
-        weft__data *d = t->access[i].data;
-        if (!(t->access[i].mode & WEFT_COMMUTE) || atomic_load(&d->commute_owner) != t)
+        history *h = H(t->access[i].data);
+        if (!(t->access[i].mode & WEFT_COMMUTE) || atomic_load(&h->commute_owner) != t)
             continue;
-        atomic_store(&d->commute_owner, NULL);
-        pthread_mutex_lock(&d->lock);
-        weft__task *waiting = d->commute_waiters;
-        d->commute_waiters = NULL;
-        pthread_mutex_unlock(&d->lock);
+        atomic_store(&h->commute_owner, NULL);
+        pthread_mutex_lock(&h->lock);
+        weft__task *waiting = h->commute_waiters;
+        h->commute_waiters = NULL;
+        pthread_mutex_unlock(&h->lock);
         while (waiting) {
             weft__task *x = waiting;
             waiting = x->wait_next;
             x->wait_next = NULL;
-            weft__task_ready(t->rt, x, next);
+            weft__task_requeue(x, next);
         }
     }
 }
@@ -181,21 +295,21 @@ bool weft__commute_acquire(weft__task *t)
 {
 retry:
     for (uint32_t i = 0; i < t->naccess; i++) {
-        weft__data *d = t->access[i].data;
+        history *h = H(t->access[i].data);
         if (!(t->access[i].mode & WEFT_COMMUTE))
             continue;
         weft__task *owner = NULL;
-        if (atomic_compare_exchange_strong(&d->commute_owner, &owner, t) || owner == t)
+        if (atomic_compare_exchange_strong(&h->commute_owner, &owner, t) || owner == t)
             continue;
         weft__commute_release(t, NULL);
-        pthread_mutex_lock(&d->lock);
-        if (atomic_load(&d->commute_owner) == NULL) {
-            pthread_mutex_unlock(&d->lock);
+        pthread_mutex_lock(&h->lock);
+        if (atomic_load(&h->commute_owner) == NULL) {
+            pthread_mutex_unlock(&h->lock);
             goto retry;
         }
-        t->wait_next = d->commute_waiters;
-        d->commute_waiters = t;
-        pthread_mutex_unlock(&d->lock);
+        t->wait_next = h->commute_waiters;
+        h->commute_waiters = t;
+        pthread_mutex_unlock(&h->lock);
         return false;
     }
     return true;

@@ -4,124 +4,158 @@
  * Each worker owns a priority queue (an intrusive pairing heap ordered by
  * priority, then spawn order) behind its own mutex; other workers steal from
  * it when theirs is empty.  There is no central queue and no scheduler
- * thread.  qsize mirrors the heap size so that thieves and parkers can look
+ * thread.  size mirrors the heap size so that thieves and parkers can look
  * without locking.
- *
- * Future device kinds add their own queues per device (and a placement step
- * in front of submit); the host path stays as it is.
  */
-#include "internal.h"
+#include "sched/sched.h"
 
-static bool before(const weft__task *a, const weft__task *b)
+#include <string.h>
+
+_Thread_local weft__readyq *weft__tls_q;
+
+static bool before(const weft__qnode *a, const weft__qnode *b)
 {
-    return a->priority != b->priority ? a->priority > b->priority : a->id < b->id;
+    return a->priority != b->priority ? a->priority > b->priority : a->seq < b->seq;
 }
 
-/* Links: hp_child is the first child; hp_next the right sibling; hp_prev
- * the left sibling, or the parent for a first child (NULL for the root).
- * hp_prev lets a waiter take one particular task out of the middle. */
-static weft__task *meld(weft__task *a, weft__task *b)
+/* Links: child is the first child; next the right sibling; prev the left
+ * sibling, or the parent for a first child (NULL for the root).  prev lets a
+ * waiter take one particular node out of the middle. */
+static weft__qnode *meld(weft__qnode *a, weft__qnode *b)
 {
     if (!a)
         return b;
     if (!b)
         return a;
     if (before(b, a)) {
-        weft__task *tmp = a;
+        weft__qnode *tmp = a;
         a = b;
         b = tmp;
     }
-    b->hp_next = a->hp_child;
-    if (a->hp_child)
-        a->hp_child->hp_prev = b;
-    b->hp_prev = a;
-    a->hp_child = b;
+    b->next = a->child;
+    if (a->child)
+        a->child->prev = b;
+    b->prev = a;
+    a->child = b;
     return a;
 }
 
 /* Two-pass pairing of the root's children. */
-static weft__task *merge_pairs(weft__task *first)
+static weft__qnode *merge_pairs(weft__qnode *first)
 {
-    weft__task *paired = NULL;
+    weft__qnode *paired = NULL;
     while (first) {
-        weft__task *a = first, *b = first->hp_next;
-        first = b ? b->hp_next : NULL;
-        a->hp_next = NULL;
+        weft__qnode *a = first, *b = first->next;
+        first = b ? b->next : NULL;
+        a->next = NULL;
         if (b)
-            b->hp_next = NULL;
-        weft__task *m = meld(a, b);
-        m->hp_next = paired; /* reversed list of pairs */
+            b->next = NULL;
+        weft__qnode *m = meld(a, b);
+        m->next = paired; /* reversed list of pairs */
         paired = m;
     }
-    weft__task *root = NULL;
+    weft__qnode *root = NULL;
     while (paired) {
-        weft__task *m = paired;
-        paired = m->hp_next;
-        m->hp_next = NULL;
+        weft__qnode *m = paired;
+        paired = m->next;
+        m->next = NULL;
         root = meld(root, m);
     }
     if (root)
-        root->hp_prev = NULL;
+        root->prev = NULL;
     return root;
 }
 
-static void queue_push(weft__worker *w, weft__task *t)
+int weft__sched_init(weft__sched *s, unsigned nq, weft__waitset *ws)
 {
-    t->hp_child = t->hp_next = t->hp_prev = NULL;
-    pthread_mutex_lock(&w->qlock);
-    w->heap = meld(w->heap, t);
-    w->heap->hp_prev = NULL;
-    atomic_store_explicit(&t->queued_on, w, memory_order_relaxed);
-    atomic_fetch_add(&w->qsize, 1);
-    pthread_mutex_unlock(&w->qlock);
-}
-
-/* Under w->qlock: unlink t (anywhere in w's heap). */
-static void heap_remove(weft__worker *w, weft__task *t)
-{
-    weft__task *sub = merge_pairs(t->hp_child);
-    if (t == w->heap) {
-        w->heap = sub;
-    } else {
-        weft__task *p = t->hp_prev;
-        if (p->hp_child == t)
-            p->hp_child = t->hp_next;
-        else
-            p->hp_next = t->hp_next;
-        if (t->hp_next)
-            t->hp_next->hp_prev = p;
-        w->heap = meld(w->heap, sub);
-        w->heap->hp_prev = NULL;
+    memset(s, 0, sizeof *s);
+    s->ws = ws;
+    size_t bytes = sizeof(weft__readyq) * nq;
+    s->q = weft__alloc_aligned(WEFT__CACHELINE, bytes);
+    if (!s->q)
+        return WEFT_ENOMEM;
+    memset(s->q, 0, bytes);
+    s->nq = nq;
+    for (unsigned i = 0; i < nq; i++) {
+        weft__readyq *q = &s->q[i];
+        q->sched = s;
+        q->rng = 0x9E3779B97F4A7C15ull * (i + 1);
+        pthread_mutex_init(&q->lock, NULL);
+        pthread_mutex_init(&q->park_lock, NULL);
+        pthread_cond_init(&q->park_cond, NULL);
     }
-    t->hp_child = t->hp_next = t->hp_prev = NULL;
-    atomic_store_explicit(&t->queued_on, NULL, memory_order_relaxed);
-    atomic_fetch_sub(&w->qsize, 1);
+    return 0;
 }
 
-static weft__task *queue_pop(weft__worker *w)
+void weft__sched_fini(weft__sched *s)
 {
-    if (atomic_load_explicit(&w->qsize, memory_order_relaxed) == 0)
+    for (unsigned i = 0; i < s->nq; i++) {
+        pthread_mutex_destroy(&s->q[i].lock);
+        pthread_mutex_destroy(&s->q[i].park_lock);
+        pthread_cond_destroy(&s->q[i].park_cond);
+    }
+    weft__free(s->q);
+    s->q = NULL;
+    s->nq = 0;
+}
+
+static void queue_push(weft__readyq *q, weft__qnode *n)
+{
+    n->child = n->next = n->prev = NULL;
+    pthread_mutex_lock(&q->lock);
+    q->heap = meld(q->heap, n);
+    q->heap->prev = NULL;
+    atomic_store_explicit(&n->on, q, memory_order_relaxed);
+    atomic_fetch_add(&q->size, 1);
+    pthread_mutex_unlock(&q->lock);
+}
+
+/* Under q->lock: unlink n (anywhere in q's heap). */
+static void heap_remove(weft__readyq *q, weft__qnode *n)
+{
+    weft__qnode *sub = merge_pairs(n->child);
+    if (n == q->heap) {
+        q->heap = sub;
+    } else {
+        weft__qnode *p = n->prev;
+        if (p->child == n)
+            p->child = n->next;
+        else
+            p->next = n->next;
+        if (n->next)
+            n->next->prev = p;
+        q->heap = meld(q->heap, sub);
+        q->heap->prev = NULL;
+    }
+    n->child = n->next = n->prev = NULL;
+    atomic_store_explicit(&n->on, NULL, memory_order_relaxed);
+    atomic_fetch_sub(&q->size, 1);
+}
+
+static weft__qnode *queue_pop(weft__readyq *q)
+{
+    if (atomic_load_explicit(&q->size, memory_order_relaxed) == 0)
         return NULL;
-    pthread_mutex_lock(&w->qlock);
-    weft__task *t = w->heap;
-    if (t)
-        heap_remove(w, t);
-    pthread_mutex_unlock(&w->qlock);
-    return t;
+    pthread_mutex_lock(&q->lock);
+    weft__qnode *n = q->heap;
+    if (n)
+        heap_remove(q, n);
+    pthread_mutex_unlock(&q->lock);
+    return n;
 }
 
-bool weft__queue_take(weft__task *t)
+bool weft__sched_take(weft__qnode *n)
 {
-    weft__worker *w = atomic_load_explicit(&t->queued_on, memory_order_relaxed);
-    if (!w)
+    weft__readyq *q = atomic_load_explicit(&n->on, memory_order_relaxed);
+    if (!q)
         return false;
     bool taken = false;
-    pthread_mutex_lock(&w->qlock);
-    if (atomic_load_explicit(&t->queued_on, memory_order_relaxed) == w) {
-        heap_remove(w, t);
+    pthread_mutex_lock(&q->lock);
+    if (atomic_load_explicit(&n->on, memory_order_relaxed) == q) {
+        heap_remove(q, n);
         taken = true;
     }
-    pthread_mutex_unlock(&w->qlock);
+    pthread_mutex_unlock(&q->lock);
     return taken;
 }
 
@@ -133,39 +167,54 @@ static uint64_t next_rand(uint64_t *s)
     return *s;
 }
 
-weft__task *weft__find_work(weft__worker *w)
+weft__qnode *weft__sched_find(weft__sched *s, weft__readyq *own)
 {
-    weft__task *t = queue_pop(w);
-    if (t)
-        return t;
-    weft__rt *rt = w->rt;
-    unsigned n = rt->nworkers;
-    if (n == 1)
+    weft__qnode *n = queue_pop(own);
+    if (n)
+        return n;
+    unsigned nq = s->nq;
+    if (nq == 1)
         return NULL;
     /* Random first victim (multiply-shift instead of a division), then in order. */
-    unsigned i = (unsigned)(((next_rand(&w->rng) >> 32) * n) >> 32);
-    for (unsigned k = 0; k < n; k++, i = i + 1 == n ? 0 : i + 1) {
-        weft__worker *v = &rt->workers[i];
-        if (v == w)
+    unsigned i = (unsigned)(((next_rand(&own->rng) >> 32) * nq) >> 32);
+    for (unsigned k = 0; k < nq; k++, i = i + 1 == nq ? 0 : i + 1) {
+        weft__readyq *v = &s->q[i];
+        if (v == own)
             continue;
-        t = queue_pop(v);
-        if (t) {
-            weft__count(&w->n_steals, 1);
-            return t;
+        n = queue_pop(v);
+        if (n) {
+            weft__count(&own->n_steals, 1);
+            return n;
         }
     }
     return NULL;
 }
 
-bool weft__any_work(weft__rt *rt)
+bool weft__sched_any(weft__sched *s)
 {
-    for (unsigned i = 0; i < rt->nworkers; i++)
-        if (atomic_load(&rt->workers[i].qsize) > 0)
+    for (unsigned i = 0; i < s->nq; i++)
+        if (atomic_load(&s->q[i].size) > 0)
             return true;
     return false;
 }
 
-static bool try_wake(weft__worker *v)
+void weft__sched_park(weft__sched *s, weft__readyq *q)
+{
+    pthread_mutex_lock(&q->park_lock);
+    atomic_store(&q->parked, true);
+    atomic_fetch_add(&s->nparked, 1);
+    if (!weft__sched_any(s) && !atomic_load(&s->stop)) {
+        weft__count(&q->n_parks, 1);
+        while (!q->wake)
+            pthread_cond_wait(&q->park_cond, &q->park_lock);
+    }
+    q->wake = false;
+    atomic_store(&q->parked, false);
+    atomic_fetch_sub(&s->nparked, 1);
+    pthread_mutex_unlock(&q->park_lock);
+}
+
+static bool try_wake(weft__readyq *v)
 {
     if (!atomic_load(&v->parked))
         return false;
@@ -180,19 +229,19 @@ static bool try_wake(weft__worker *v)
     return woke;
 }
 
-static void wake_one(weft__rt *rt, weft__worker *prefer)
+static void wake_one(weft__sched *s, weft__readyq *prefer)
 {
     if (prefer && try_wake(prefer))
         return;
-    for (unsigned i = 0; i < rt->nworkers; i++)
-        if (try_wake(&rt->workers[i]))
+    for (unsigned i = 0; i < s->nq; i++)
+        if (try_wake(&s->q[i]))
             return;
 }
 
-void weft__wake_all(weft__rt *rt)
+void weft__sched_wake_all(weft__sched *s)
 {
-    for (unsigned i = 0; i < rt->nworkers; i++) {
-        weft__worker *v = &rt->workers[i];
+    for (unsigned i = 0; i < s->nq; i++) {
+        weft__readyq *v = &s->q[i];
         pthread_mutex_lock(&v->park_lock);
         v->wake = true;
         pthread_cond_signal(&v->park_cond);
@@ -200,21 +249,29 @@ void weft__wake_all(weft__rt *rt)
     }
 }
 
-/* Queue a ready task: on the calling worker's own queue, or, from outside,
- * round-robin over the workers.  Then wake a parked worker if there is one
- * (the push and the parked count are both sequentially consistent, and a
- * parking worker re-checks the queues after announcing itself). */
-void weft__submit(weft__rt *rt, weft__task *t)
+/* The push and the parked count are both sequentially consistent, and a
+ * parking consumer re-checks the queues after announcing itself, so no
+ * wake-up is lost; likewise for helpers sleeping in the wait engine. */
+void weft__sched_push(weft__sched *s, weft__qnode *n, weft__qnode **next)
 {
-    weft__worker *w = weft__tls_worker;
-    weft__worker *target;
-    if (w && w->rt == rt) {
-        target = w;
-    } else {
-        unsigned k = atomic_fetch_add_explicit(&rt->rr, 1, memory_order_relaxed);
-        target = &rt->workers[k % rt->nworkers];
+    weft__readyq *own = weft__tls_q;
+    if (own && own->sched != s)
+        own = NULL;
+    /* The finishing worker runs the first node it releases right away (no
+     * queue round trip) unless its queue holds ready work, which may have
+     * higher priority: then the queue decides. */
+    if (next && !*next && own && atomic_load_explicit(&own->size, memory_order_relaxed) == 0) {
+        *next = n;
+        return;
     }
-    queue_push(target, t);
-    if (atomic_load(&rt->nparked) > 0)
-        wake_one(rt, target == w ? NULL : target);
+    weft__readyq *target = own;
+    if (!target) {
+        unsigned k = atomic_fetch_add_explicit(&s->rr, 1, memory_order_relaxed);
+        target = &s->q[k % s->nq];
+    }
+    queue_push(target, n);
+    if (atomic_load(&s->nparked) > 0)
+        wake_one(s, target == own ? NULL : target);
+    if (weft__wake_work_wanted(s->ws))
+        weft__wake_work(s->ws);
 }

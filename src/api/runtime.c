@@ -1,8 +1,10 @@
 /*
- * runtime.c — configuration, runtime lifecycle, statistics, errors and the
- * runtime-wide waits (wait_all, backpressure).
+ * api/runtime.c — configuration, runtime lifecycle, statistics, errors and
+ * wait_all.
  */
-#include "internal.h"
+#include "runtime.h"
+#include "testing.h"
+#include "trace.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -10,8 +12,6 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
-
-_Thread_local weft__worker *weft__tls_worker;
 
 /* ------------------------------------------------------------------------ */
 /* Errors                                                                    */
@@ -104,7 +104,7 @@ void weft_config_init(weft_config *cfg)
 /* Lifecycle                                                                 */
 /* ------------------------------------------------------------------------ */
 
-static weft__rt *rt_get(const weft_runtime *h, const char *fn, int *err)
+weft__rt *weft__rt_get(const weft_runtime *h, const char *fn, int *err)
 {
     if (!h) {
         *err = weft__error(WEFT_EINVAL, "%s: runtime is NULL", fn);
@@ -122,18 +122,18 @@ static weft__rt *rt_get(const weft_runtime *h, const char *fn, int *err)
     return rt;
 }
 
-weft__rt *weft__rt_enter(const weft_runtime *h, const char *fn, int *err, int64_t counts)
+weft__rt *weft__rt_enter(const weft_runtime *h, const char *fn, int *err, int64_t counts, bool drain_ok)
 {
-    weft__rt *rt = rt_get(h, fn, err);
+    weft__rt *rt = weft__rt_get(h, fn, err);
     if (!rt)
         return NULL;
-    atomic_fetch_add(&rt->inflight, counts);
+    atomic_fetch_add(&rt->graph.inflight, counts);
     /* Re-check after counting ourselves: a destroy that closed the runtime
      * before it saw our count has not waited for us (and the slot may even
      * have been reused by another runtime).  While destroy drains, only the
      * runtime's own tasks may still spawn (their children finish the work). */
     if (weft__handle_decode(h) != rt || !atomic_load(&rt->open) ||
-        (atomic_load(&rt->closing) && !weft__on_own_worker(rt))) {
+        (atomic_load(&rt->closing) && !drain_ok && !weft__on_own_worker(rt))) {
         weft__rt_leave(rt, counts);
         *err = weft__error(WEFT_ECLOSED, "%s: runtime was destroyed", fn);
         return NULL;
@@ -141,28 +141,19 @@ weft__rt *weft__rt_enter(const weft_runtime *h, const char *fn, int *err, int64_
     return rt;
 }
 
-void weft__rt_leave(weft__rt *rt, int64_t counts)
-{
-    int64_t left = atomic_fetch_sub(&rt->inflight, counts) - counts;
-    int32_t throttled = atomic_load(&rt->sleepers_throttle);
-    /* Each spawn sleeping in backpressure holds two counts of its own. */
-    if ((left == 0 && atomic_load(&rt->sleepers_all) > 0) ||
-        (throttled > 0 && left - 2 * throttled <= rt->throttle_low))
-        weft__wake_sleepers(rt);
-}
-
 static void rt_free(weft__rt *rt)
 {
     if (rt->workers) {
-        for (unsigned i = 0; i < rt->nworkers; i++) {
-            weft__worker *w = &rt->workers[i];
-            weft__trace_free(w);
-            pthread_mutex_destroy(&w->qlock);
-            pthread_mutex_destroy(&w->park_lock);
-            pthread_cond_destroy(&w->park_cond);
-        }
+        for (unsigned i = 0; i < rt->nworkers; i++)
+            weft__trace_free(&rt->workers[i]);
         weft__free(rt->workers);
+        rt->workers = NULL;
     }
+    if (rt->sched.q)
+        weft__sched_fini(&rt->sched);
+    for (unsigned i = rt->ndev; i-- > 0;)
+        weft__device_delete(rt->dev[i]);
+    rt->ndev = 0;
     weft__free(rt->trace_path);
     pthread_mutex_destroy(&rt->data_lock);
     weft__slot_free(rt);
@@ -186,17 +177,12 @@ int weft_runtime_create(const weft_config *cfg_in, weft_runtime **out)
     if (n > 4096)
         return weft__error(WEFT_EINVAL, "weft_runtime_create: %u workers is more than 4096", n);
 
-    weft__rt *rt = weft__slot_alloc(WEFT__POOL_RUNTIME);
+    weft__rt *rt = weft__slot_alloc(WEFT__POOL_RUNTIME, sizeof(weft__rt));
     if (!rt)
         return weft__error(WEFT_ENOMEM, "weft_runtime_create: out of memory");
-    /* Runtime slots are not zeroed by the pool: see weft__rt.wait_lock. */
+    /* Runtime slots are not zeroed by the pool: see weft__rt.waits. */
     if (!rt->sync_ready) {
-        pthread_mutex_init(&rt->wait_lock, NULL);
-        pthread_condattr_t ca;
-        pthread_condattr_init(&ca);
-        pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-        pthread_cond_init(&rt->wait_cond, &ca);
-        pthread_condattr_destroy(&ca);
+        weft__waitset_init(&rt->waits);
         rt->sync_ready = true;
     }
     size_t from = offsetof(weft__rt, open);
@@ -208,13 +194,23 @@ int weft_runtime_create(const weft_config *cfg_in, weft_runtime **out)
     rt->max_inflight = cfg.max_inflight ? cfg.max_inflight : (size_t)65536 * n;
     /* Backpressure resumes a quarter below the limit, so a producer sleeps
      * and wakes once per batch rather than once per task. */
-    rt->throttle_low = (int64_t)(rt->max_inflight - rt->max_inflight / 4) - 1;
-    if (rt->throttle_low < 0)
-        rt->throttle_low = 0;
+    int64_t low = (int64_t)(rt->max_inflight - rt->max_inflight / 4) - 1;
     pthread_mutex_init(&rt->data_lock, NULL);
-    atomic_store(&rt->next_id, 1);
     rt->t0_ns = weft__now_ns();
+    weft__graph_init(&rt->graph, &rt->sched, &rt->waits, low < 0 ? 0 : low);
+    rt->graph.dev = rt->dev;
 
+    if (weft__sched_init(&rt->sched, n, &rt->waits) != 0) {
+        rt_free(rt);
+        return weft__error(WEFT_ENOMEM, "weft_runtime_create: out of memory");
+    }
+    rt->dev[0] = weft__host_device_new(&rt->waits);
+    if (!rt->dev[0]) {
+        rt_free(rt);
+        return weft__error(WEFT_ENOMEM, "weft_runtime_create: out of memory");
+    }
+    rt->ndev = 1;
+    rt->graph.ndev = 1;
     if (cfg.trace_path) {
         rt->trace_path = weft__strdup(cfg.trace_path);
         if (!rt->trace_path) {
@@ -222,6 +218,7 @@ int weft_runtime_create(const weft_config *cfg_in, weft_runtime **out)
             return weft__error(WEFT_ENOMEM, "weft_runtime_create: out of memory");
         }
         rt->cfg.trace_path = rt->trace_path;
+        rt->graph.trace = true;
     }
     /* Workers are cache-line aligned so their counters do not share lines. */
     size_t bytes = sizeof(weft__worker) * n;
@@ -235,10 +232,7 @@ int weft_runtime_create(const weft_config *cfg_in, weft_runtime **out)
         weft__worker *w = &rt->workers[i];
         w->rt = rt;
         w->index = i;
-        w->rng = 0x9E3779B97F4A7C15ull * (i + 1);
-        pthread_mutex_init(&w->qlock, NULL);
-        pthread_mutex_init(&w->park_lock, NULL);
-        pthread_cond_init(&w->park_cond, NULL);
+        w->q = &rt->sched.q[i];
     }
     atomic_store(&rt->open, true);
     int rc = weft__workers_start(rt);
@@ -257,30 +251,33 @@ int weft_runtime_destroy(weft_runtime *h)
     if (!h)
         return 0;
     int err;
-    weft__rt *rt = rt_get(h, "weft_runtime_destroy", &err);
+    weft__rt *rt = weft__rt_get(h, "weft_runtime_destroy", &err);
     if (!rt)
         return err;
     if (weft__on_own_worker(rt))
         return weft__error(WEFT_EDEADLK, "weft_runtime_destroy: called from one of the runtime's own tasks");
-    /* Refuse spawns from outside, let outstanding tasks (and what they
-     * spawn) finish, then refuse every spawn and drain what raced with it. */
+    /* Refuse spawns from outside, cancel what waits for keys nobody can
+     * spawn any more, let outstanding tasks (and what they spawn) finish,
+     * then refuse every call and drain what raced with it. */
     atomic_store(&rt->closing, true);
+    weft__spaces_close_all(rt);
     int rc = weft_wait_all(h);
     atomic_store(&rt->open, false);
-    while (atomic_load(&rt->inflight) > 0) {
-        pthread_mutex_lock(&rt->wait_lock);
-        atomic_fetch_add(&rt->sleepers_all, 1);
-        if (atomic_load(&rt->inflight) > 0)
-            pthread_cond_wait(&rt->wait_cond, &rt->wait_lock);
-        atomic_fetch_sub(&rt->sleepers_all, 1);
-        pthread_mutex_unlock(&rt->wait_lock);
-    }
-    if (atomic_exchange(&rt->failures, 0) > 0)
+    weft__wait_idle(rt, UINT64_MAX);
+    if (atomic_exchange(&rt->graph.failures, 0) > 0)
         rc = WEFT_ETASKFAILED;
     weft__workers_stop(rt);
     if (rt->trace_path && weft__trace_write(rt) != 0 && rc == 0)
         rc = weft__error(WEFT_ESYSTEM, "weft_runtime_destroy: could not write trace to %s", rt->trace_path);
-    weft__data_destroy_all(rt);
+    /* Unregister what is left (no task is in flight, no call either). */
+    weft__data *d = rt->data_list;
+    rt->data_list = NULL;
+    while (d) {
+        weft__data *next = d->list_next;
+        weft__history_free(d->hist);
+        weft__data_free(d);
+        d = next;
+    }
     rt_free(rt);
     return rc == WEFT_ETASKFAILED
                ? weft__error(rc, "weft_runtime_destroy: a task failed since the last wait_all")
@@ -290,43 +287,47 @@ int weft_runtime_destroy(weft_runtime *h)
 unsigned weft_runtime_workers(const weft_runtime *h)
 {
     int err;
-    weft__rt *rt = rt_get(h, "weft_runtime_workers", &err);
+    weft__rt *rt = weft__rt_get(h, "weft_runtime_workers", &err);
     return rt ? rt->nworkers : 0;
 }
 
 int weft_runtime_stats(weft_runtime *h, weft_stats *out)
 {
     int err;
-    weft__rt *rt = rt_get(h, "weft_runtime_stats", &err);
+    weft__rt *rt = weft__rt_get(h, "weft_runtime_stats", &err);
     if (!rt)
         return err;
     if (!out)
         return weft__error(WEFT_EINVAL, "weft_runtime_stats: out is NULL");
     weft_stats s;
     memset(&s, 0, sizeof s);
+    uint64_t now = weft__now_ns();
     for (unsigned i = 0; i < rt->nworkers; i++) {
         weft__worker *w = &rt->workers[i];
-        s.tasks_run += atomic_load_explicit(&w->n_run, memory_order_relaxed);
-        s.tasks_failed += atomic_load_explicit(&w->n_failed, memory_order_relaxed);
-        s.tasks_cancelled += atomic_load_explicit(&w->n_cancelled, memory_order_relaxed);
-        s.steals += atomic_load_explicit(&w->n_steals, memory_order_relaxed);
-        s.parks += atomic_load_explicit(&w->n_parks, memory_order_relaxed);
+        s.tasks_run += atomic_load_explicit(&w->stats.n_run, memory_order_relaxed);
+        s.tasks_failed += atomic_load_explicit(&w->stats.n_failed, memory_order_relaxed);
+        s.tasks_cancelled += atomic_load_explicit(&w->stats.n_cancelled, memory_order_relaxed);
+        s.steals += atomic_load_explicit(&w->q->n_steals, memory_order_relaxed);
+        s.parks += atomic_load_explicit(&w->q->n_parks, memory_order_relaxed);
         s.idle_ns += atomic_load_explicit(&w->idle_ns, memory_order_relaxed);
         uint64_t since = atomic_load_explicit(&w->idle_since, memory_order_relaxed);
-        uint64_t now = weft__now_ns();
         if (since && now > since)
             s.idle_ns += now - since; /* the idle period still going on */
         s.trace_dropped += atomic_load_explicit(&w->trace_dropped, memory_order_relaxed);
     }
-    s.tasks_spawned = atomic_load(&rt->next_id) - 1; /* ids are handed out in spawn order from 1 */
-    /* Spawns blocked by backpressure are counted in flight (so destroy waits
-     * for them) but are not tasks yet. */
-    int64_t inflight = atomic_load(&rt->inflight) - atomic_load(&rt->sleepers_throttle);
+    s.tasks_failed += atomic_load(&rt->graph.ext.n_failed);
+    s.tasks_cancelled += atomic_load(&rt->graph.ext.n_cancelled);
+    s.tasks_spawned = atomic_load(&rt->graph.next_id) - 1; /* ids are handed out in spawn order from 1 */
+    int64_t inflight = atomic_load(&rt->graph.inflight);
     s.inflight = inflight > 0 ? (uint64_t)inflight : 0;
-    s.inflight_peak = (uint64_t)atomic_load(&rt->inflight_peak);
+    s.inflight_peak = (uint64_t)atomic_load(&rt->graph.inflight_peak);
     s.bytes_per_task = weft__slot_size(WEFT__POOL_TASK) +
-                       (s.tasks_spawned ? atomic_load(&rt->extra_bytes) / s.tasks_spawned : 0);
+                       (s.tasks_spawned ? atomic_load(&rt->graph.extra_bytes) / s.tasks_spawned : 0);
     s.workers = rt->nworkers;
+    s.waits = atomic_load(&rt->waits.n_waits);
+    s.wait_sleeps = atomic_load(&rt->waits.n_sleeps);
+    s.wait_wakeups_event = atomic_load(&rt->waits.n_wake_event);
+    s.wait_wakeups_timer = atomic_load(&rt->waits.n_wake_timer);
     *out = s;
     return 0;
 }
@@ -335,55 +336,26 @@ int weft_runtime_stats(weft_runtime *h, weft_stats *out)
 /* Runtime-wide waits                                                        */
 /* ------------------------------------------------------------------------ */
 
-/* Called by a finishing task when a sleeper may care.  The flags are read
- * after the state change with sequential consistency, and sleepers set them
- * before re-checking under wait_lock, so no wake-up is lost. */
-void weft__wake_sleepers(weft__rt *rt)
+uint64_t weft__deadline(uint64_t timeout_ns)
 {
-    pthread_mutex_lock(&rt->wait_lock);
-    pthread_cond_broadcast(&rt->wait_cond);
-    pthread_mutex_unlock(&rt->wait_lock);
-}
-
-static void deadline_ts(uint64_t deadline_ns, struct timespec *ts)
-{
-    ts->tv_sec = (time_t)(deadline_ns / 1000000000u);
-    ts->tv_nsec = (long)(deadline_ns % 1000000000u);
+    uint64_t now = weft__now_ns();
+    return timeout_ns >= UINT64_MAX - now ? UINT64_MAX : now + timeout_ns;
 }
 
 int weft_wait_all_timed(weft_runtime *h, uint64_t timeout_ns)
 {
     weft__clear_error();
     int err;
-    weft__rt *rt = rt_get(h, "weft_wait_all", &err);
+    weft__rt *rt = weft__rt_get(h, "weft_wait_all", &err);
     if (!rt)
         return err;
     if (weft__on_own_worker(rt))
         return weft__error(WEFT_EDEADLK, "weft_wait_all: called from inside one of the runtime's tasks, "
                                          "which would wait for itself");
-    uint64_t deadline = timeout_ns == UINT64_MAX ? UINT64_MAX : weft__now_ns() + timeout_ns;
-    /* Spin briefly: short graphs finish faster than a sleep/wake round trip. */
-    for (int i = 0; i < 2000 && atomic_load(&rt->inflight) > 0; i++)
-        weft__cpu_relax();
-    while (atomic_load(&rt->inflight) > 0) {
-        if (weft__now_ns() >= deadline)
-            return weft__error(WEFT_ETIMEDOUT, "weft_wait_all: timed out with %lld tasks in flight",
-                               (long long)atomic_load(&rt->inflight));
-        pthread_mutex_lock(&rt->wait_lock);
-        atomic_fetch_add(&rt->sleepers_all, 1);
-        if (atomic_load(&rt->inflight) > 0) {
-            if (deadline == UINT64_MAX) {
-                pthread_cond_wait(&rt->wait_cond, &rt->wait_lock);
-            } else {
-                struct timespec ts;
-                deadline_ts(deadline, &ts);
-                pthread_cond_timedwait(&rt->wait_cond, &rt->wait_lock, &ts);
-            }
-        }
-        atomic_fetch_sub(&rt->sleepers_all, 1);
-        pthread_mutex_unlock(&rt->wait_lock);
-    }
-    if (atomic_exchange(&rt->failures, 0) > 0)
+    if (weft__wait_idle(rt, weft__deadline(timeout_ns)) != 0)
+        return weft__error(WEFT_ETIMEDOUT, "weft_wait_all: timed out with %lld tasks in flight",
+                           (long long)atomic_load(&rt->graph.inflight));
+    if (atomic_exchange(&rt->graph.failures, 0) > 0)
         return weft__error(WEFT_ETASKFAILED, "weft_wait_all: at least one task failed");
     return 0;
 }
@@ -393,9 +365,9 @@ int weft_wait_all(weft_runtime *h) { return weft_wait_all_timed(h, UINT64_MAX); 
 int weft_cancel_pending(weft_runtime *h)
 {
     int err;
-    weft__rt *rt = rt_get(h, "weft_cancel_pending", &err);
+    weft__rt *rt = weft__rt_get(h, "weft_cancel_pending", &err);
     if (!rt)
         return err;
-    atomic_fetch_add(&rt->cancel_epoch, 1);
+    atomic_fetch_add(&rt->graph.cancel_epoch, 1);
     return 0;
 }

@@ -1,0 +1,66 @@
+/*
+ * api/devices.c — the runtime's device table: work a body queues on a
+ * device (the ENQUEUED stage), and the test device's hooks (src/testing.h).
+ * The placement and public device API of the devices issue go here.
+ */
+#include "runtime.h"
+#include "testing.h"
+
+int weft__test_device_add(weft_runtime *h, uint64_t delay_ns, size_t capacity, unsigned *index)
+{
+    weft__clear_error();
+    int err;
+    weft__rt *rt = weft__rt_enter(h, "weft__test_device_add", &err, 1, false);
+    if (!rt)
+        return err;
+    int rc = 0;
+    pthread_mutex_lock(&rt->data_lock);
+    if (rt->ndev == sizeof rt->dev / sizeof rt->dev[0]) {
+        rc = weft__error(WEFT_EINVAL, "weft__test_device_add: too many devices");
+    } else {
+        weft__device *dev = weft__test_device_new(&rt->waits, delay_ns, capacity);
+        if (!dev) {
+            rc = weft__error(WEFT_ENOMEM, "weft__test_device_add: could not start the device");
+        } else {
+            dev->index = rt->ndev;
+            rt->dev[rt->ndev] = dev;
+            if (index)
+                *index = rt->ndev;
+            rt->ndev++;
+            rt->graph.ndev = rt->ndev;
+        }
+    }
+    pthread_mutex_unlock(&rt->data_lock);
+    weft__rt_leave(rt, 1);
+    return rc;
+}
+
+/* Queue fn on dev's default queue for the task of ctx, and a completion
+ * report after it: the task stays ENQUEUED until the report came. */
+static int launch(weft_ctx *ctx, weft__device *dev, weft__kernel_fn fn, void *arg, uint64_t model_ns)
+{
+    weft__task *t = ctx->task;
+    int rc = dev->ops->launch(dev->default_queue, fn, arg, model_ns);
+    if (rc != 0)
+        return rc;
+    weft__task_op_begin(t);
+    rc = dev->ops->notify(dev->default_queue, weft__task_op_done, t);
+    if (rc != 0)
+        weft__task_op_done(t, rc); /* the kernel runs, but the task no longer waits for it */
+    return rc;
+}
+
+int weft__test_launch(weft_ctx *ctx, unsigned device, int (*fn)(void *), void *arg, uint64_t model_ns)
+{
+    if (!ctx || !fn || device >= ctx->rt->ndev)
+        return weft__error(WEFT_EINVAL, "weft__test_launch: bad context, function or device");
+    int rc = launch(ctx, ctx->rt->dev[device], fn, arg, model_ns);
+    return rc ? weft__error(rc, "weft__test_launch: could not queue the work") : 0;
+}
+
+size_t weft__test_device_used(weft_runtime *h, unsigned device)
+{
+    int err;
+    weft__rt *rt = weft__rt_get(h, "weft__test_device_used", &err);
+    return rt && device < rt->ndev ? atomic_load(&rt->dev[device]->used) : 0;
+}

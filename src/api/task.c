@@ -1,0 +1,278 @@
+/*
+ * api/task.c — the task functions of weft.h: spawn (validation and
+ * backpressure here; linking in the graph layer), waits, inspection,
+ * cancellation, and what a body sees through its context.
+ */
+#include "runtime.h"
+
+#include <string.h>
+
+void weft_task_desc_init(weft_task_desc *d)
+{
+    if (d)
+        memset(d, 0, sizeof *d);
+}
+
+static int spawn_fail(const weft_task_desc *d, int code)
+{
+    if (d && d->arg_destroy)
+        d->arg_destroy(d->arg);
+    return code;
+}
+
+/* Validate a descriptor against runtime handle h: 0 or an error (with a
+ * message; arg_destroy not called). */
+int weft__desc_check(const weft_runtime *h, const weft_task_desc *d, const char *fn)
+{
+    if (!d)
+        return weft__error(WEFT_EINVAL, "%s: descriptor is NULL", fn);
+    if (!d->body)
+        return weft__error(WEFT_EINVAL, "%s: descriptor has no body", fn);
+    if (d->ndeps && !d->deps)
+        return weft__error(WEFT_EINVAL, "%s: ndeps is %zu but deps is NULL", fn, d->ndeps);
+    if (d->naccesses && !d->accesses)
+        return weft__error(WEFT_EINVAL, "%s: naccesses is %zu but accesses is NULL", fn, d->naccesses);
+    if (d->flags & ~(unsigned)WEFT_SPAWN_NOWAIT)
+        return weft__error(WEFT_EINVAL, "%s: unknown flags 0x%x", fn, d->flags);
+    if (d->naccesses > UINT16_MAX || d->ndeps > UINT32_MAX / 2)
+        return weft__error(WEFT_EINVAL, "%s: too many dependencies or accesses", fn);
+    for (size_t i = 0; i < d->ndeps; i++) {
+        weft__task *p = weft__task_get(d->deps[i]);
+        if (!p)
+            return weft__error(WEFT_EINVAL, "%s: dependency %zu is NULL or was released", fn, i);
+        if (p->rt_handle != (const void *)h)
+            return weft__error(WEFT_EINVAL, "%s: dependency %zu belongs to another runtime", fn, i);
+    }
+    for (size_t i = 0; i < d->naccesses; i++) {
+        const weft_access *a = &d->accesses[i];
+        weft__data *dd = weft__data_get(a->data);
+        if (!dd)
+            return weft__error(WEFT_EINVAL, "%s: data of access %zu is NULL or unregistered", fn, i);
+        if (dd->rt_handle != (const void *)h)
+            return weft__error(WEFT_EINVAL, "%s: data of access %zu belongs to another runtime", fn, i);
+        unsigned m = a->mode;
+        if ((m & ~(unsigned)(WEFT_RW | WEFT_COMMUTE)) || !(m & WEFT_RW) ||
+            ((m & WEFT_COMMUTE) && (m & WEFT_RW) != WEFT_RW))
+            return weft__error(WEFT_EINVAL, "%s: access %zu has invalid mode 0x%x "
+                                            "(WEFT_R, WEFT_W, WEFT_RW, or WEFT_RW|WEFT_COMMUTE)", fn, i, m);
+    }
+    return 0;
+}
+
+/* Tasks that count against max_inflight, not counting the `self` counts the
+ * calling spawn holds itself. */
+static int64_t pressure(weft__rt *rt, int64_t self)
+{
+    int64_t n = atomic_load(&rt->graph.inflight);
+    if (weft__on_own_worker(rt))
+        for (unsigned i = 0; i < rt->nworkers; i++)
+            n -= atomic_load_explicit(&rt->workers[i].depth, memory_order_relaxed);
+    return n - self;
+}
+
+/* Enter h for a spawn, applying backpressure: returns the runtime with
+ * *held counts taken (1 from a task, 2 from outside), or NULL with *err. */
+weft__rt *weft__spawn_enter(weft_runtime *h, const weft_task_desc *d, const char *fn, int *err, int64_t *held)
+{
+    /* Entering counts the spawn as in flight, so a destroy racing with it
+     * waits for it; a spawned task keeps that count until it finishes.  An
+     * outside thread holds a second count until it returns: once the task
+     * is queued it may finish at once, and destroy must not free the
+     * workers while this call still wakes one of them. */
+    const weft__rt *guess = weft__handle_decode(h);
+    bool outside = !(guess && weft__on_own_worker(guess));
+    *held = outside ? 2 : 1;
+    weft__rt *rt = weft__rt_enter(h, fn, err, *held, false);
+    if (!rt)
+        return NULL;
+    if (d && atomic_load_explicit(&rt->graph.inflight, memory_order_relaxed) - *held >= (int64_t)rt->max_inflight &&
+        pressure(rt, *held) >= (int64_t)rt->max_inflight) {
+        if (d->flags & WEFT_SPAWN_NOWAIT) {
+            weft__rt_leave(rt, *held);
+            *err = weft__error(WEFT_EAGAIN, "%s: %zu tasks in flight (max_inflight)", fn, rt->max_inflight);
+            return NULL;
+        }
+        if (outside) {
+            /* Sleep holding no count (so several producers cannot keep each
+             * other above the mark), then enter again. */
+            for (;;) {
+                weft__rt_leave(rt, *held);
+                weft__wait_throttle(rt, 0);
+                rt = weft__rt_enter(h, fn, err, *held, false);
+                if (!rt)
+                    return NULL;
+                if (pressure(rt, *held) < (int64_t)rt->max_inflight)
+                    break;
+            }
+        } else {
+            weft__wait_throttle(rt, *held);
+        }
+    }
+    return rt;
+}
+
+void weft__spawn_leave(weft__rt *rt, int64_t held, bool spawned)
+{
+    if (spawned) {
+        int64_t now = atomic_load_explicit(&rt->graph.inflight, memory_order_relaxed) - (held - 1);
+        int64_t peak = atomic_load_explicit(&rt->graph.inflight_peak, memory_order_relaxed);
+        while (now > peak && !atomic_compare_exchange_weak(&rt->graph.inflight_peak, &peak, now))
+            ;
+        held--; /* the task keeps one */
+    }
+    if (held)
+        weft__rt_leave(rt, held);
+}
+
+int weft_spawn(weft_runtime *h, const weft_task_desc *d, weft_task **out)
+{
+    weft__clear_error();
+    int err;
+    int64_t held;
+    if (!d)
+        return weft__error(WEFT_EINVAL, "weft_spawn: descriptor is NULL");
+    weft__rt *rt = weft__spawn_enter(h, d, "weft_spawn", &err, &held);
+    if (!rt)
+        return err == WEFT_EAGAIN ? err : spawn_fail(d, err);
+    int rc = weft__desc_check(h, d, "weft_spawn");
+    weft__task *t = NULL;
+    if (rc == 0)
+        rc = weft__task_spawn(&rt->graph, h, d, NULL, out != NULL, &t);
+    weft__spawn_leave(rt, held, rc == 0);
+    if (rc != 0)
+        return spawn_fail(d, rc);
+    if (out)
+        *out = weft__handle_encode(t);
+    return 0;
+}
+
+int weft_spawn_simple(weft_runtime *rt, weft_body_fn body, void *arg, weft_task **out)
+{
+    weft_task_desc d;
+    weft_task_desc_init(&d);
+    d.body = body;
+    d.arg = arg;
+    return weft_spawn(rt, &d, out);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Waiting and inspection                                                    */
+/* ------------------------------------------------------------------------ */
+
+static int outcome(const weft__task *t)
+{
+    switch (atomic_load(&((weft__task *)t)->state)) {
+    case WEFT__T_COMPLETED:
+        return 0;
+    case WEFT__T_FAILED:
+        return weft__error(WEFT_ETASKFAILED, "task %llu '%s' failed: its body returned %d",
+                           (unsigned long long)t->id, t->name, t->result);
+    default:
+        if (t->cause_kind == WEFT__CAUSE_UNSPAWNED)
+            return weft__error(WEFT_ECANCELLED, "task %llu '%s' was cancelled because %s",
+                               (unsigned long long)t->id, t->name, t->cause_name);
+        return weft__error(WEFT_ECANCELLED, "task %llu '%s' was cancelled because task %llu '%s' %s",
+                           (unsigned long long)t->id, t->name, (unsigned long long)t->cause_id, t->cause_name,
+                           t->cause_kind == WEFT__CAUSE_REQUEST ? "was cancelled by request"
+                                                                : "failed or was cancelled");
+    }
+}
+
+int weft_task_timedwait(weft_task *h, uint64_t timeout_ns)
+{
+    weft__clear_error();
+    weft__task *t = weft__task_get(h);
+    if (!t)
+        return weft__error(WEFT_EINVAL, "weft_task_wait: task is NULL or was released");
+    if (weft__state_final(atomic_load(&t->state)))
+        return outcome(t);
+    weft__worker *w = weft__tls_worker;
+    weft__rt *rt = weft__handle_decode(t->rt_handle);
+    if (!rt || ((weft__slot *)rt)->pool_id != WEFT__POOL_RUNTIME)
+        return weft__error(WEFT_EINVAL, "weft_task_wait: the task's runtime was destroyed");
+    if (w && w->rt == rt) {
+        if (w->current == t)
+            return weft__error(WEFT_EBUSY, "weft_task_wait: task %llu '%s' waits for itself",
+                               (unsigned long long)t->id, t->name);
+        for (weft__task *x = w->current; x; x = x->outer)
+            if (x == t)
+                return weft__error(WEFT_EDEADLK, "weft_task_wait: task %llu '%s' is suspended below the "
+                                                 "caller on this worker and cannot finish first",
+                                   (unsigned long long)t->id, t->name);
+        if (weft__depends_on_suspended(w, t))
+            return weft__error(WEFT_EDEADLK, "weft_task_wait: task %llu '%s' depends on the calling task "
+                                             "(or a task suspended under it), which cannot finish first",
+                               (unsigned long long)t->id, t->name);
+    }
+    if (weft__wait_task(rt, t, weft__deadline(timeout_ns)) != 0)
+        return weft__error(WEFT_ETIMEDOUT, "weft_task_wait: task %llu '%s' not finished in time",
+                           (unsigned long long)t->id, t->name);
+    return outcome(t);
+}
+
+int weft_task_wait(weft_task *t) { return weft_task_timedwait(t, UINT64_MAX); }
+
+int weft_task_status_get(const weft_task *h, weft_task_status *out)
+{
+    weft__task *t = weft__task_get(h);
+    if (!t)
+        return weft__error(WEFT_EINVAL, "weft_task_status_get: task is NULL or was released");
+    if (!out)
+        return weft__error(WEFT_EINVAL, "weft_task_status_get: out is NULL");
+    *out = weft__state_public(atomic_load(&t->state));
+    return 0;
+}
+
+int weft_task_info_get(const weft_task *h, weft_task_info *out)
+{
+    weft__task *t = weft__task_get(h);
+    if (!t)
+        return weft__error(WEFT_EINVAL, "weft_task_info_get: task is NULL or was released");
+    if (!out)
+        return weft__error(WEFT_EINVAL, "weft_task_info_get: out is NULL");
+    memset(out, 0, sizeof *out);
+    out->id = t->id;
+    out->status = weft__state_public(atomic_load(&t->state));
+    memcpy(out->name, t->name, sizeof out->name);
+    if (out->status == WEFT_TASK_FAILED || out->status == WEFT_TASK_COMPLETED)
+        out->result = t->result;
+    if (out->status == WEFT_TASK_CANCELLED) {
+        out->cause_id = t->cause_id;
+        memcpy(out->cause_name, t->cause_name, sizeof out->cause_name);
+    }
+    return 0;
+}
+
+int weft_task_cancel(weft_task *h)
+{
+    weft__task *t = weft__task_get(h);
+    if (!t)
+        return weft__error(WEFT_EINVAL, "weft_task_cancel: task is NULL or was released");
+    weft__task_doom(t, t->id, t->name, WEFT__CAUSE_REQUEST);
+    return 0;
+}
+
+void weft_task_release(weft_task *h)
+{
+    weft__task *t = weft__task_get(h);
+    if (!t)
+        return;
+    bool live = true;
+    if (atomic_compare_exchange_strong(&t->handle_live, &live, false))
+        weft__task_unref(t);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Inside a body                                                             */
+/* ------------------------------------------------------------------------ */
+
+weft_runtime *weft_ctx_runtime(const weft_ctx *ctx) { return ctx ? weft__handle_encode(ctx->rt) : NULL; }
+
+unsigned weft_ctx_worker(const weft_ctx *ctx) { return ctx ? ctx->worker->index : 0; }
+
+void *weft_ctx_data(const weft_ctx *ctx, size_t i)
+{
+    if (!ctx || i >= ctx->task->naccess)
+        return NULL;
+    return weft__data_replica(ctx->task->access[i].data, ctx->task->device);
+}

@@ -1,0 +1,190 @@
+/*
+ * api/wait.c — the runtime's waits, each a spec for the wait engine
+ * (src/wait.c): a task, all tasks, backpressure, an unregister.  Each says
+ * what ends it (the key a notifier names), what the waiting thread may help
+ * with, and whether a waiting worker counts as blocked.
+ */
+#include "runtime.h"
+
+static bool task_final(const void *arg)
+{
+    const weft__task *t = arg;
+    return weft__state_final(atomic_load(&((weft__task *)t)->state));
+}
+
+typedef struct help_arg {
+    weft__rt *rt;
+    weft__worker *w;
+    weft__task *t;
+    weft__data *d;
+} help_arg;
+
+static bool another_worker_idle(const weft__worker *w)
+{
+    const weft__rt *rt = w->rt;
+    for (unsigned i = 0; i < rt->nworkers; i++)
+        if (&rt->workers[i] != w && atomic_load_explicit(&rt->workers[i].idle_since, memory_order_relaxed))
+            return true;
+    return false;
+}
+
+/* Past max_nesting nested bodies, run only the awaited task itself and leave
+ * its predecessors to idle workers, if there are any (bounds stack use). */
+static bool deep(const weft__worker *w)
+{
+    return atomic_load_explicit(&w->depth, memory_order_relaxed) >= (int64_t)w->rt->cfg.max_nesting &&
+           another_worker_idle(w);
+}
+
+static bool help_task(void *arg)
+{
+    help_arg *a = arg;
+    return weft__help_task(a->w, a->t, !deep(a->w));
+}
+
+void weft__rt_progress(void *arg)
+{
+    weft__rt *rt = arg;
+    for (unsigned i = 1; i < rt->ndev; i++)
+        if (rt->dev[i]->ops->progress)
+            rt->dev[i]->ops->progress(rt->dev[i]);
+}
+
+static bool any_polled_device(const weft__rt *rt)
+{
+    for (unsigned i = 1; i < rt->ndev; i++)
+        if (rt->dev[i]->ops->progress)
+            return true;
+    return false;
+}
+
+int weft__wait_task(weft__rt *rt, weft__task *t, uint64_t deadline)
+{
+    weft__worker *w = weft__tls_worker;
+    bool helping = w && w->rt == rt;
+    help_arg a = {rt, w, t, NULL};
+    weft__wait spec = {
+        .key = t,
+        .done = task_final,
+        .arg = t,
+        .help = helping ? help_task : NULL,
+        .help_arg = &a,
+        .progress = any_polled_device(rt) ? weft__rt_progress : NULL,
+        .progress_arg = rt,
+        .interest = &t->waiters,
+        .blocked = helping ? &w->blocked : NULL,
+        .deadline = deadline,
+        .spin = 2000,
+    };
+    return weft__wait_until(&rt->waits, &spec);
+}
+
+static bool idle(const void *arg)
+{
+    const weft__rt *rt = arg;
+    return atomic_load(&((weft__rt *)rt)->graph.inflight) == 0;
+}
+
+int weft__wait_idle(weft__rt *rt, uint64_t deadline)
+{
+    weft__wait spec = {
+        .key = &weft__key_idle,
+        .done = idle,
+        .arg = rt,
+        .progress = any_polled_device(rt) ? weft__rt_progress : NULL,
+        .progress_arg = rt,
+        .interest = &rt->graph.sleepers_all,
+        .deadline = deadline,
+        .spin = 2000,
+    };
+    return weft__wait_until(&rt->waits, &spec);
+}
+
+/* Backpressure.  From outside: until the in-flight count is at the low mark
+ * (the caller holds no count while it sleeps).  From a task: until the
+ * backlog (tasks in flight whose bodies are not executing) is at the low
+ * mark, or until no other worker could drain it — then only this producer
+ * can move things, and it goes ahead rather than wait forever.  A throttled
+ * task runs nothing nested: what it would run might wait for it. */
+typedef struct throttle_arg {
+    weft__rt *rt;
+    weft__worker *w;
+    int64_t self;
+} throttle_arg;
+
+static int64_t backlog(weft__rt *rt)
+{
+    int64_t executing = 0;
+    for (unsigned i = 0; i < rt->nworkers; i++)
+        executing += atomic_load_explicit(&rt->workers[i].depth, memory_order_relaxed);
+    return atomic_load(&rt->graph.inflight) - executing;
+}
+
+static bool eased_outside(const void *arg)
+{
+    const throttle_arg *a = arg;
+    return atomic_load(&a->rt->graph.inflight) <= a->rt->graph.throttle_low;
+}
+
+static bool eased_inside(const void *arg)
+{
+    const throttle_arg *a = arg;
+    return backlog(a->rt) - a->self <= a->rt->graph.throttle_low || !weft__others_can_progress(a->rt, a->w);
+}
+
+void weft__wait_throttle(weft__rt *rt, int64_t self)
+{
+    weft__worker *w = weft__tls_worker;
+    bool inside = w && w->rt == rt;
+    throttle_arg a = {rt, inside ? w : NULL, self};
+    weft__wait spec = {
+        .key = &weft__key_throttle,
+        .done = inside ? eased_inside : eased_outside,
+        .arg = &a,
+        .progress = any_polled_device(rt) ? weft__rt_progress : NULL,
+        .progress_arg = rt,
+        .interest = &rt->graph.sleepers_throttle,
+        .blocked = inside ? &w->blocked : NULL,
+        .deadline = UINT64_MAX,
+        .spin = 0,
+    };
+    weft__wait_until(&rt->waits, &spec);
+}
+
+static bool unused(const void *arg) { return weft__data_unused(arg); }
+
+/* Help an unregister from a task: run a queued task that uses the data, or
+ * one of its queued predecessors (the same safe set as a task wait). */
+static bool help_data(void *arg)
+{
+    help_arg *a = arg;
+    weft__task *m[16];
+    size_t n = weft__history_members(a->d, m, 16);
+    bool found = false;
+    for (size_t i = 0; i < n; i++) {
+        if (!found && weft__help_task(a->w, m[i], !deep(a->w)))
+            found = true;
+        weft__task_unref(m[i]);
+    }
+    return found;
+}
+
+void weft__wait_data_unused(weft__rt *rt, weft__data *d)
+{
+    weft__worker *w = weft__tls_worker;
+    bool helping = w && w->rt == rt;
+    help_arg a = {rt, w, NULL, d};
+    weft__wait spec = {
+        .key = d,
+        .done = unused,
+        .arg = d,
+        .help = helping ? help_data : NULL,
+        .help_arg = &a,
+        .progress = any_polled_device(rt) ? weft__rt_progress : NULL,
+        .progress_arg = rt,
+        .blocked = helping ? &w->blocked : NULL,
+        .deadline = UINT64_MAX,
+        .spin = 2000,
+    };
+    weft__wait_until(&rt->waits, &spec);
+}

@@ -1,0 +1,90 @@
+/*
+ * device/device.h — the device interface: one table of operations per device
+ * kind, modelled on what a CUDA device needs, so that the virtual-GPU and CUDA
+ * kinds fit without touching the graph layer.
+ *
+ * A device has memory (allocated with capacity accounting), in-order queues
+ * (streams), events (record on a queue, make a queue wait for one, query,
+ * host wait through the wait engine), asynchronous copies, kernel launches
+ * and completion reports: `notify` calls a function once all work queued on a
+ * queue so far has finished (from the device's own thread, or from
+ * `progress` for kinds whose completions are found by polling).  The layer
+ * calls nothing above it: completions go up through the function given to
+ * notify, and sleeping host waiters are woken through the waitset.
+ *
+ * Kinds: host (device/host.c: CPU cores and ordinary memory; work runs
+ * inline), and a test device (device/testdev.c, reachable only through
+ * src/testing.h) whose queues are served by threads after a delay, so that
+ * tests prove completion from another thread.  The virtual GPU and CUDA
+ * kinds (devices issue) add their own files; only device/cuda.c will include
+ * a CUDA header.
+ */
+#ifndef WEFT_DEVICE_H
+#define WEFT_DEVICE_H
+
+#include "internal.h"
+#include "wait.h"
+
+typedef struct weft__device weft__device;
+typedef struct weft__dqueue weft__dqueue; /* an in-order queue (stream) */
+typedef struct weft__devent weft__devent; /* an event */
+
+/* A completion report: status 0, or a negative WEFT_E... code. */
+typedef void (*weft__done_fn)(void *cookie, int status);
+/* A host-function kernel (run by the device's queue): 0 or an error. */
+typedef int (*weft__kernel_fn)(void *arg);
+
+typedef struct weft__device_ops {
+    const char *kind;
+    int (*start)(weft__device *dev);
+    void (*stop)(weft__device *dev);             /* finishes queued work first */
+    /* Memory: WEFT_ENOMEM when the capacity would be exceeded. */
+    int (*mem_alloc)(weft__device *dev, size_t n, void **out);
+    void (*mem_free)(weft__device *dev, void *p, size_t n);
+    int (*queue_create)(weft__device *dev, weft__dqueue **out);
+    void (*queue_destroy)(weft__dqueue *q);      /* finishes its work first */
+    int (*event_create)(weft__device *dev, weft__devent **out);
+    void (*event_destroy)(weft__devent *e);
+    /* The event fires once the work queued on q so far has finished. */
+    int (*event_record)(weft__devent *e, weft__dqueue *q);
+    /* Work queued on q from now on starts after e fired. */
+    int (*queue_wait)(weft__dqueue *q, weft__devent *e);
+    int (*event_query)(weft__devent *e);         /* 1 fired, 0 pending, < 0 error */
+    /* Asynchronous copy of n bytes, ordered on q. */
+    int (*copy)(weft__dqueue *q, void *dst, const void *src, size_t n);
+    /* Queue a kernel; model_ns is its modelled duration (0: as it runs). */
+    int (*launch)(weft__dqueue *q, weft__kernel_fn fn, void *arg, uint64_t model_ns);
+    /* Call done(cookie, status) once the work queued on q so far finished;
+     * status is the first error of that work, or 0. */
+    int (*notify)(weft__dqueue *q, weft__done_fn done, void *cookie);
+    /* Report completions found by polling; returns how many (NULL: the kind
+     * reports them from its own threads). */
+    unsigned (*progress)(weft__device *dev);
+} weft__device_ops;
+
+struct weft__device {
+    const weft__device_ops *ops;
+    unsigned index;                /* in the runtime's device table; 0 is the host */
+    char name[32];
+    size_t capacity;               /* bytes; SIZE_MAX for unlimited */
+    _Atomic size_t used;
+    weft__waitset *ws;             /* host waiters on this device's events */
+    weft__dqueue *default_queue;   /* made by start */
+    void *impl;                    /* the kind's own state */
+};
+
+/* Capacity accounting shared by the kinds: 0, or WEFT_ENOMEM. */
+int weft__device_charge(weft__device *dev, size_t n);
+void weft__device_uncharge(weft__device *dev, size_t n);
+
+/* Host wait for an event, through the wait engine (the kind wakes key e). */
+int weft__device_event_wait(weft__device *dev, weft__devent *e);
+
+/* The host device: one per runtime, index 0. */
+weft__device *weft__host_device_new(weft__waitset *ws); /* NULL on ENOMEM */
+void weft__device_delete(weft__device *dev);           /* stops it first */
+
+/* The test device (tests only; see testing.h). */
+weft__device *weft__test_device_new(weft__waitset *ws, uint64_t delay_ns, size_t capacity);
+
+#endif

@@ -1,0 +1,215 @@
+/*
+ * graph/graph.h — the graph layer: task objects and their life cycle, edges,
+ * dependencies inferred from data accesses (the per-data access history and
+ * commute arbitration), failure and cancellation propagation, completion,
+ * and the placeholders behind task spaces.
+ *
+ * Pipeline (docs/design.md): SPAWNING -> WAITING (dependencies pending) ->
+ * MAPPED (device chosen: sched) -> RESERVED (data valid there: data) ->
+ * READY (queued: sched) -> RUNNING (body: worker) -> ENQUEUED (device work the
+ * body queued is in flight: device) -> COMPLETED | FAILED | CANCELLED.
+ * weft__task_complete is the one completion function; any thread may call it
+ * once the body returned (a device reports through weft__task_op_done).
+ * A host task with no data skips MAPPED and RESERVED, and one that queued no
+ * device work skips ENQUEUED.
+ *
+ * Calls go down only: to sched (queues), data (pins, replicas) and device.
+ */
+#ifndef WEFT_GRAPH_H
+#define WEFT_GRAPH_H
+
+#include "internal.h"
+#include "data/data.h"
+#include "device/device.h"
+#include "sched/sched.h"
+#include "wait.h"
+
+typedef struct weft__task weft__task;
+
+/* Internal states.  Final states carry WEFT__T_FINAL: never compare states
+ * by order. */
+enum {
+    WEFT__T_SPAWNING = 0,  /* being linked by weft_spawn (never seen by users) */
+    WEFT__T_WAITING = 1,
+    WEFT__T_MAPPED = 2,
+    WEFT__T_RESERVED = 3,
+    WEFT__T_READY = 4,
+    WEFT__T_RUNNING = 5,
+    WEFT__T_ENQUEUED = 6,
+    WEFT__T_FINAL = 0x10,
+    WEFT__T_COMPLETED = WEFT__T_FINAL | 0,
+    WEFT__T_FAILED = WEFT__T_FINAL | 1,
+    WEFT__T_CANCELLED = WEFT__T_FINAL | 2,
+};
+static inline bool weft__state_final(int s) { return (s & WEFT__T_FINAL) != 0; }
+weft_task_status weft__state_public(int s);
+
+/* Why a task was cancelled. */
+enum { WEFT__CAUSE_FAILED = 0, WEFT__CAUSE_REQUEST = 1, WEFT__CAUSE_UNSPAWNED = 2 };
+
+/* One edge of the graph, owned by its successor, linked into the
+ * predecessor's successor list. */
+typedef struct weft__edge {
+    weft__task *succ;
+    struct weft__edge *next;
+    weft__task *pred;   /* valid only while pred's slot generation is pred_gen */
+    uint32_t pred_gen;
+    bool propagate;     /* does failure of the predecessor cancel succ? */
+} weft__edge;
+
+typedef struct weft__task_access {
+    weft__data *data;
+    unsigned mode;
+} weft__task_access;
+
+/* run_gate values: who decides whether the body runs. */
+enum { WEFT__GATE_OPEN = 0, WEFT__GATE_DOOMING = 1, WEFT__GATE_STARTED = 2, WEFT__GATE_DOOMED = 3 };
+
+#define WEFT__INLINE_EDGES 3
+#define WEFT__INLINE_ACCESSES 2
+
+/* Counters of finished tasks: one block per worker (single writer), and one
+ * shared block (atomic adds) for completions on other threads. */
+typedef struct weft__task_stats {
+    _Atomic uint64_t n_run, n_failed, n_cancelled;
+} weft__task_stats;
+extern _Thread_local weft__task_stats *weft__tls_stats;
+
+typedef struct weft__graph weft__graph;
+
+struct weft__task {
+    weft__slot slot;                   /* must be first */
+    _Atomic int32_t refs;              /* execution + user handle + space + access histories holding it */
+    _Atomic int state;                 /* WEFT__T_* */
+    _Atomic int32_t pending;           /* unfinished dependencies (+1 while spawning) */
+    _Atomic int run_gate;
+    _Atomic int32_t waiters;           /* threads sleeping until this task finishes */
+    _Atomic int32_t ops;               /* device work in flight, +1 while the body runs (has_ops only) */
+    _Atomic int op_error;              /* first error a device reported for its work */
+    bool has_ops;                      /* the body queued device work (body thread only) */
+    bool proxy;                        /* a task-space placeholder: no body, not counted in flight */
+    bool has_commute;
+    uint8_t cause_kind;                /* WEFT__CAUSE_* */
+    _Atomic bool handle_live;          /* the user still holds the handle */
+    _Atomic bool space_owned;          /* a task space lends out the handle */
+    uint32_t epoch;                    /* g->cancel_epoch at spawn */
+    unsigned device;                   /* where it runs (MAPPED) */
+    int result;
+    _Atomic(weft__edge *) successors;  /* WEFT__CLOSED once finished */
+    weft__graph *g;
+    const void *rt_handle;             /* identifies the runtime even after its slot is reused */
+    uint64_t id;
+    weft_body_fn body;
+    void *arg;
+    void (*arg_destroy)(void *);
+    uint64_t cause_id;
+    char cause_name[32];
+    char name[32];
+    weft__qnode qn;                    /* ready-queue node (sched) */
+    weft__task *wait_next;             /* commute waiters, under the history's lock */
+    weft__task *outer;                 /* task this one interrupted on its worker (nested help) */
+    uint32_t nedges;
+    uint16_t naccess;
+    weft__edge *edges;
+    weft__task_access *access;
+    weft__edge edge_inline[WEFT__INLINE_EDGES];
+    weft__task_access access_inline[WEFT__INLINE_ACCESSES];
+};
+
+#define WEFT__CLOSED ((weft__edge *)(uintptr_t)1)
+
+static inline weft__task *weft__task_of(weft__qnode *n) { return WEFT__CONTAINER(n, weft__task, qn); }
+
+/* The graph state of one runtime. */
+struct weft__graph {
+    weft__sched *sched;
+    weft__waitset *ws;
+    weft__device **dev;                /* the runtime's devices; [0] is the host */
+    unsigned ndev;
+    _Atomic uint64_t next_id;
+    /* Tasks spawned and not finished, plus calls in progress that destroy
+     * must wait for (weft__graph_enter/leave). */
+    _Atomic int64_t inflight;
+    _Atomic int64_t inflight_peak;
+    _Atomic uint64_t extra_bytes;      /* out-of-line allocations of all tasks */
+    _Atomic uint64_t failures;         /* bodies failed since the last wait_all */
+    _Atomic uint32_t cancel_epoch;
+    _Atomic int32_t sleepers_all;      /* sleeping until inflight == 0 */
+    _Atomic int32_t sleepers_throttle; /* sleeping for backpressure */
+    int64_t throttle_low;              /* backpressure resumes at or below this */
+    weft__task_stats ext;
+    bool trace;                        /* workers record spans */
+};
+
+void weft__graph_init(weft__graph *g, weft__sched *s, weft__waitset *ws, int64_t throttle_low);
+/* Take counts back from inflight; wakes wait_all at zero and backpressure
+ * sleepers at the low mark. */
+void weft__graph_leave(weft__graph *g, int64_t counts);
+
+/* A live task behind a user handle (or a space's), or NULL. */
+weft__task *weft__task_get(const weft_task *h);
+void weft__task_ref(weft__task *t);
+void weft__task_unref(weft__task *t);
+
+/* What a spawn is asked to check and to link besides its descriptor: task
+ * spaces refuse predecessors that would close a cycle, and hand the new task
+ * to the placeholder of its key. */
+typedef struct weft__spawn_extra {
+    bool (*forbidden)(void *arg, const weft__task *pred);
+    void *arg;
+    const char *forbidden_what;       /* for the error message */
+    weft__task *fulfil;               /* placeholder to complete with the new task */
+    bool space_owned;
+} weft__spawn_extra;
+
+/* Spawn a validated descriptor (the front end checked handles and modes, and
+ * holds one in-flight count the task takes over on success).  Returns 0 and
+ * the task (*out, referenced for a handle if want_handle), or WEFT_ENOMEM /
+ * WEFT_EINVAL (a handle being unregistered) / WEFT_EDEADLK (extra->forbidden)
+ * with nothing linked. */
+int weft__task_spawn(weft__graph *g, const void *rt_handle, const weft_task_desc *d,
+                     const weft__spawn_extra *x, bool want_handle, weft__task **out);
+
+/* A task-space placeholder named `name` (with a handle, lent by the space);
+ * it completes as its fulfilling task does, or is cancelled by abandon. */
+weft__task *weft__task_proxy_new(weft__graph *g, const void *rt_handle, const char *name);
+void weft__task_proxy_abandon(weft__task *p, const char *cause);
+
+/* Worker side of the pipeline. */
+enum { WEFT__START_RUN, WEFT__START_CANCEL, WEFT__START_DEFER };
+int weft__task_start(weft__task *t);     /* decide whether the body runs (gate, epoch, commute) */
+void weft__task_body_returned(weft__task *t, int result, weft__qnode **next);
+/* The one completion function (any thread, after the body returned). */
+void weft__task_complete(weft__task *t, int final, weft__qnode **next);
+
+/* Device work queued by a body: op_begin on the body's thread before handing
+ * op_done (a weft__done_fn, cookie = t) to the device. */
+void weft__task_op_begin(weft__task *t);
+void weft__task_op_done(void *cookie, int status);
+
+/* Mark t as not to run; the first caller wins. */
+bool weft__task_doom(weft__task *t, uint64_t cause_id, const char *cause_name, uint8_t kind);
+
+/* Take a reference on an edge's predecessor if it is still the same task. */
+bool weft__edge_pin_pred(const weft__edge *e);
+
+/* The current members of a handle's history (last writers, readers since,
+ * the commute group's base), referenced; at most max.  Every unfinished task
+ * that names the handle is one of them or one of their predecessors. */
+size_t weft__history_members(weft__data *d, weft__task **out, size_t max);
+
+/* access.c */
+void *weft__history_new(void);              /* NULL on ENOMEM */
+void weft__history_free(void *hist);        /* drops its references */
+int weft__access_plan(weft__task_access *sorted, uint32_t n, uint32_t *ninferred);
+bool weft__access_check(const weft__task_access *sorted, uint32_t n,
+                        bool (*forbidden)(void *arg, const weft__task *pred), void *arg);
+void weft__access_link(weft__task *t, const weft__task_access *sorted, uint32_t n, weft__edge *edges);
+bool weft__commute_acquire(weft__task *t);
+void weft__commute_release(weft__task *t, weft__qnode **next);
+void weft__access_lock_all(weft__task_access *sorted, uint32_t n);
+void weft__access_unlock_all(weft__task_access *sorted, uint32_t n);
+void weft__edge_add(weft__task *t, weft__edge *e, weft__task *p, bool propagate);
+void weft__task_requeue(weft__task *t, weft__qnode **next); /* a commute waiter's turn */
+
+#endif

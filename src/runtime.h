@@ -1,0 +1,79 @@
+/*
+ * runtime.h — the runtime object of the front end (api/): one per
+ * weft_runtime handle, composed of each layer's own state.  The layers below
+ * see only their own part (the graph its weft__graph, sched its weft__sched,
+ * ...); the execution layer (worker.c) and trace.c read the worker table and
+ * the configuration.
+ */
+#ifndef WEFT_RUNTIME_H
+#define WEFT_RUNTIME_H
+
+#include "internal.h"
+#include "data/data.h"
+#include "device/device.h"
+#include "graph/graph.h"
+#include "sched/sched.h"
+#include "wait.h"
+#include "worker.h"
+
+typedef struct weft__space weft__space;
+
+struct weft__rt {
+    weft__slot slot;                   /* must be first */
+    /* The waitset is initialised once per slot and never destroyed: a thread
+     * that has just dropped the last in-flight count may still wake it while
+     * destroy completes (the slot itself is type-stable). */
+    weft__waitset waits;
+    bool sync_ready;
+    _Atomic bool open;                 /* accepting calls; first field create resets */
+    _Atomic bool closing;              /* destroy began: only its own tasks may spawn */
+    weft_config cfg;
+    char *trace_path;
+    unsigned nworkers;
+    weft__worker *workers;
+    size_t max_inflight;
+    weft__sched sched;
+    weft__graph graph;
+    weft__device *dev[8];              /* [0] the host; the rest added by tests (and later issues) */
+    unsigned ndev;
+    /* data_lock protects data_list and spaces.  Taken alone. */
+    pthread_mutex_t data_lock;
+    weft__data *data_list;
+    weft__space *spaces;
+    _Atomic uint64_t stat_extra_failed;
+    uint64_t t0_ns;                    /* trace time origin */
+};
+
+/* api/runtime.c */
+/* Add `counts` to the in-flight count (so destroy waits for the caller) and
+ * check the runtime is open; weft__rt_leave takes counts back.  A spawned
+ * task keeps one count until it finishes.  While destroy drains, only the
+ * runtime's own tasks may enter, unless `drain_ok`. */
+weft__rt *weft__rt_enter(const weft_runtime *h, const char *fn, int *err, int64_t counts, bool drain_ok);
+static inline void weft__rt_leave(weft__rt *rt, int64_t counts) { weft__graph_leave(&rt->graph, counts); }
+weft__rt *weft__rt_get(const weft_runtime *h, const char *fn, int *err);
+
+/* Is the calling thread one of rt's workers (i.e. inside one of its tasks)? */
+static inline bool weft__on_own_worker(const weft__rt *rt)
+{
+    return weft__tls_worker && weft__tls_worker->rt == rt;
+}
+
+/* api/wait.c: the runtime's waits, built on the wait engine. */
+int weft__wait_task(weft__rt *rt, weft__task *t, uint64_t deadline);
+int weft__wait_idle(weft__rt *rt, uint64_t deadline);           /* inflight == 0 (outside threads) */
+void weft__wait_throttle(weft__rt *rt, int64_t self);            /* backpressure */
+void weft__wait_data_unused(weft__rt *rt, weft__data *d);        /* every task using d finished */
+void weft__rt_progress(void *rt);                                /* poll every device's progress */
+
+/* api/task.c: shared by weft_spawn and weft_space_spawn. */
+int weft__desc_check(const weft_runtime *h, const weft_task_desc *d, const char *fn);
+weft__rt *weft__spawn_enter(weft_runtime *h, const weft_task_desc *d, const char *fn, int *err, int64_t *held);
+void weft__spawn_leave(weft__rt *rt, int64_t held, bool spawned);
+/* An absolute deadline timeout_ns from now (UINT64_MAX: none; no overflow). */
+uint64_t weft__deadline(uint64_t timeout_ns);
+
+/* api/space.c */
+void weft__spaces_close_all(weft__rt *rt);
+
+#endif

@@ -1,0 +1,156 @@
+/*
+ * wait.c — the one wait engine (see wait.h).
+ *
+ * Each sleeper has its own condition variable (on its stack, bound to the
+ * waitset's lock), so a notifier wakes exactly the sleepers waiting for what
+ * happened, and the counters tell event wake-ups from timer wake-ups.
+ */
+#include "wait.h"
+
+#include <errno.h>
+#include <time.h>
+
+const char weft__key_idle = 'i';
+const char weft__key_throttle = 't';
+
+struct weft__sleeper {
+    pthread_cond_t cond;
+    const void *key;
+    bool wants_work;
+    bool woken;                /* under the waitset's lock */
+    weft__sleeper *prev, *next;
+};
+
+void weft__waitset_init(weft__waitset *ws)
+{
+    pthread_mutex_init(&ws->lock, NULL);
+    pthread_condattr_init(&ws->cattr);
+    pthread_condattr_setclock(&ws->cattr, CLOCK_MONOTONIC);
+    ws->head = NULL;
+    atomic_init(&ws->nsleepers, 0);
+    atomic_init(&ws->nwork, 0);
+    atomic_init(&ws->n_waits, 0);
+    atomic_init(&ws->n_sleeps, 0);
+    atomic_init(&ws->n_wake_event, 0);
+    atomic_init(&ws->n_wake_timer, 0);
+}
+
+static void wake_where(weft__waitset *ws, const void *key, bool work)
+{
+    pthread_mutex_lock(&ws->lock);
+    for (weft__sleeper *s = ws->head; s; s = s->next)
+        if (!s->woken && (work ? s->wants_work : s->key == key)) {
+            s->woken = true;
+            pthread_cond_signal(&s->cond);
+        }
+    pthread_mutex_unlock(&ws->lock);
+}
+
+void weft__wake(weft__waitset *ws, const void *key)
+{
+    if (atomic_load(&ws->nsleepers) > 0)
+        wake_where(ws, key, false);
+}
+
+void weft__wake_work(weft__waitset *ws)
+{
+    if (atomic_load(&ws->nwork) > 0)
+        wake_where(ws, NULL, true);
+}
+
+static void link_sleeper(weft__waitset *ws, weft__sleeper *s)
+{
+    pthread_mutex_lock(&ws->lock);
+    s->prev = NULL;
+    s->next = ws->head;
+    if (ws->head)
+        ws->head->prev = s;
+    ws->head = s;
+    atomic_fetch_add(&ws->nsleepers, 1);
+    if (s->wants_work)
+        atomic_fetch_add(&ws->nwork, 1);
+    pthread_mutex_unlock(&ws->lock);
+}
+
+/* Under ws->lock. */
+static void unlink_sleeper(weft__waitset *ws, weft__sleeper *s)
+{
+    if (s->prev)
+        s->prev->next = s->next;
+    else
+        ws->head = s->next;
+    if (s->next)
+        s->next->prev = s->prev;
+    atomic_fetch_sub(&ws->nsleepers, 1);
+    if (s->wants_work)
+        atomic_fetch_sub(&ws->nwork, 1);
+}
+
+int weft__wait_until(weft__waitset *ws, const weft__wait *w)
+{
+    atomic_fetch_add_explicit(&ws->n_waits, 1, memory_order_relaxed);
+    unsigned spins = 0;
+    for (;;) {
+        if (w->done(w->arg))
+            return 0;
+        if (w->help && w->help(w->help_arg)) {
+            spins = 0;
+            continue;
+        }
+        if (w->progress)
+            w->progress(w->progress_arg);
+        if (w->deadline != UINT64_MAX && weft__now_ns() >= w->deadline)
+            return WEFT_ETIMEDOUT;
+        if (spins < w->spin) {
+            spins++;
+            weft__cpu_relax();
+            continue;
+        }
+
+        /* Sleep: announce, re-check, then wait for a notifier (or the
+         * deadline).  Anything that happens after the announcement sets
+         * woken, so nothing is lost in between. */
+        weft__sleeper s;
+        s.key = w->key;
+        s.wants_work = w->help != NULL;
+        s.woken = false;
+        pthread_cond_init(&s.cond, &ws->cattr);
+        if (w->interest)
+            atomic_fetch_add(w->interest, 1);
+        link_sleeper(ws, &s);
+        bool again = w->done(w->arg) || (w->help && w->help(w->help_arg));
+        if (!again && w->blocked) {
+            atomic_fetch_add(w->blocked, 1);
+            weft__wake(ws, &weft__key_throttle); /* a throttled producer may now go ahead */
+        }
+        bool timed_out = false;
+        pthread_mutex_lock(&ws->lock);
+        while (!again && !s.woken) {
+            if (w->deadline == UINT64_MAX) {
+                pthread_cond_wait(&s.cond, &ws->lock);
+            } else {
+                struct timespec ts = {(time_t)(w->deadline / 1000000000u), (long)(w->deadline % 1000000000u)};
+                if (pthread_cond_timedwait(&s.cond, &ws->lock, &ts) == ETIMEDOUT) {
+                    timed_out = !s.woken;
+                    break;
+                }
+            }
+        }
+        unlink_sleeper(ws, &s);
+        bool woken = s.woken;
+        pthread_mutex_unlock(&ws->lock);
+        if (!again && w->blocked)
+            atomic_fetch_sub(w->blocked, 1);
+        if (w->interest)
+            atomic_fetch_sub(w->interest, 1);
+        pthread_cond_destroy(&s.cond);
+        if (!again) {
+            atomic_fetch_add_explicit(&ws->n_sleeps, 1, memory_order_relaxed);
+            if (woken)
+                atomic_fetch_add_explicit(&ws->n_wake_event, 1, memory_order_relaxed);
+            else if (timed_out)
+                atomic_fetch_add_explicit(&ws->n_wake_timer, 1, memory_order_relaxed);
+        }
+        spins = w->spin; /* after a sleep, check and help, but do not spin again */
+    }
+}

@@ -1,0 +1,58 @@
+/*
+ * worker.h — the execution layer: worker threads (find work, run it, spin,
+ * park), running bodies with their context, and the help a waiting body
+ * gives (what it may run nested on its stack).
+ */
+#ifndef WEFT_WORKER_H
+#define WEFT_WORKER_H
+
+#include "internal.h"
+#include "graph/graph.h"
+#include "sched/sched.h"
+
+typedef struct weft__rt weft__rt;
+typedef struct weft__trace_chunk weft__trace_chunk;
+
+typedef struct weft__worker {
+    weft__rt *rt;
+    unsigned index;
+    pthread_t thread;
+    bool started;
+    weft__readyq *q;                   /* its ready queue (sched) */
+    weft__task *current;               /* task whose body runs now (innermost) */
+    _Atomic int64_t depth;             /* bodies executing on this worker (nested waits) */
+    _Atomic int32_t blocked;           /* asleep in a wait: runs nothing until woken */
+    weft__task_stats stats;            /* written by this worker only */
+    _Atomic uint64_t idle_ns;
+    _Atomic uint64_t idle_since;       /* start of the current idle period, 0 while busy */
+    /* trace buffer: this worker only, read after join */
+    weft__trace_chunk *trace_head, *trace_tail;
+    size_t trace_count;
+    _Atomic uint64_t trace_dropped;
+} __attribute__((aligned(WEFT__CACHELINE))) weft__worker;
+
+/* What a body sees (weft.h's weft_ctx). */
+struct weft_ctx {
+    weft__rt *rt;
+    weft__worker *worker;
+    weft__task *task;
+};
+
+/* The worker the calling thread is, if any. */
+extern _Thread_local weft__worker *weft__tls_worker;
+
+int weft__workers_start(weft__rt *rt);
+void weft__workers_stop(weft__rt *rt);
+
+/* Help while waiting for `awaited`: run it if it is queued, else (if
+ * with_predecessors) one of its queued predecessors.  Only such tasks are safe to run nested: anything else
+ * might wait for the body suspended underneath.  true if it ran something. */
+bool weft__help_task(weft__worker *w, weft__task *awaited, bool with_predecessors);
+/* Does `t` (transitively, through unfinished predecessors) depend on a task
+ * suspended on w's stack?  Then waiting for it from there can never end. */
+bool weft__depends_on_suspended(weft__worker *w, weft__task *t);
+/* Could the runtime's tasks still make progress without the calling worker
+ * (another worker running a body, or free to run queued work)? */
+bool weft__others_can_progress(weft__rt *rt, const weft__worker *me);
+
+#endif
