@@ -69,6 +69,11 @@ static entry **slot_of(weft__space *s, const int64_t *key, size_t n)
     }
 }
 
+static entry *find(weft__space *s, const int64_t *key, size_t n)
+{
+    return s->cap ? *slot_of(s, key, n) : NULL;
+}
+
 static bool grow(weft__space *s)
 {
     if ((s->count + 1) * 2 <= s->cap)
@@ -147,14 +152,14 @@ static int check_key(const char *fn, const int64_t *key, size_t n)
 /* Under s->lock: the entry of key, made (with a placeholder) if missing. */
 static int entry_of(weft__space *s, const int64_t *key, size_t n, entry **out)
 {
-    entry **slot = slot_of(s, key, n);
-    if (*slot) {
-        *out = *slot;
+    entry *have = find(s, key, n);
+    if (have) {
+        *out = have;
         return 0;
     }
     if (!grow(s))
         return WEFT_ENOMEM;
-    slot = slot_of(s, key, n);
+    entry **slot = slot_of(s, key, n);
     entry *e = weft__alloc(sizeof *e + n * sizeof *key);
     if (!e)
         return WEFT_ENOMEM;
@@ -329,8 +334,7 @@ int weft_space_spawn(weft_space *h, const int64_t *key, size_t nkey, const weft_
     int rc = weft__desc_check(s->rt_handle, d, fn);
     entry *e = NULL;
     if (rc == 0) {
-        entry **slot = slot_of(s, key, nkey);
-        e = *slot;
+        e = find(s, key, nkey);
         if (e && e->spawned) {
             char name[32];
             label(s, key, nkey, name);

@@ -169,7 +169,8 @@ static int outcome(const weft__task *t)
                            (unsigned long long)t->id, t->name, t->result);
     default:
         if (t->cause_kind == WEFT__CAUSE_UNSPAWNED)
-            return weft__error(WEFT_ECANCELLED, "task %llu '%s' was cancelled because %s",
+            return weft__error(WEFT_ECANCELLED, "task %llu '%s' was cancelled because key %s was never "
+                                                "spawned (its task space was destroyed)",
                                (unsigned long long)t->id, t->name, t->cause_name);
         return weft__error(WEFT_ECANCELLED, "task %llu '%s' was cancelled because task %llu '%s' %s",
                            (unsigned long long)t->id, t->name, (unsigned long long)t->cause_id, t->cause_name,

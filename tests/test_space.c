@@ -1,0 +1,285 @@
+/* Task spaces from C: keys depended on before they are spawned, cycles
+ * refused at spawn, unspawned keys cancelled at close with a message naming
+ * the key, one spawn per key under concurrency, misuse. */
+#include <pthread.h>
+
+#include "check.h"
+
+static atomic_int seq;
+static atomic_int order[64];
+
+static int record(weft_ctx *ctx, void *arg) {
+    (void)ctx;
+    atomic_store(&order[(intptr_t)arg], atomic_fetch_add(&seq, 1) + 1);
+    return 0;
+}
+
+static int fail_body(weft_ctx *ctx, void *arg) {
+    (void)ctx;
+    (void)arg;
+    return 5;
+}
+
+static int sspawn(weft_space *s, int64_t k, weft_body_fn fn, intptr_t arg, weft_task *const *deps, size_t ndeps,
+                  const char *name, weft_task **out) {
+    weft_task_desc d;
+    weft_task_desc_init(&d);
+    d.body = fn;
+    d.arg = (void *)arg;
+    d.deps = deps;
+    d.ndeps = ndeps;
+    d.name = name;
+    return weft_space_spawn(s, &k, 1, &d, out);
+}
+
+static weft_task *key(weft_space *s, int64_t k) {
+    weft_task *t = NULL;
+    CHECK_OK(weft_space_task(s, &k, 1, &t));
+    return t;
+}
+
+static void test_out_of_order(void) {
+    weft_runtime *rt = make_rt(2);
+    weft_space *s;
+    CHECK_OK(weft_space_create(rt, "T", &s));
+    atomic_store(&seq, 0);
+    for (int i = 0; i < 64; i++) atomic_store(&order[i], 0);
+    /* T[3] after T[2] after T[1], spawned in reverse. */
+    weft_task *d2 = key(s, 2), *d1 = key(s, 1);
+    weft_task_status st;
+    CHECK_OK(weft_task_status_get(d2, &st));
+    CHECK(st == WEFT_TASK_WAITING);
+    CHECK_OK(sspawn(s, 3, record, 3, &d2, 1, "t3", NULL));
+    CHECK_OK(sspawn(s, 2, record, 2, &d1, 1, "t2", NULL));
+    sleep_ms(20);
+    CHECK(atomic_load(&seq) == 0); /* nothing can run before T[1] */
+    CHECK_OK(sspawn(s, 1, record, 1, NULL, 0, "t1", NULL));
+    CHECK_OK(weft_task_wait(key(s, 3)));
+    CHECK(atomic_load(&order[1]) == 1 && atomic_load(&order[2]) == 2 && atomic_load(&order[3]) == 3);
+    /* The handle of a spawned key is its task. */
+    weft_task_info info;
+    CHECK_OK(weft_task_info_get(key(s, 2), &info));
+    CHECK(strcmp(info.name, "t2") == 0 && info.status == WEFT_TASK_COMPLETED);
+    /* Spawning a key twice is refused. */
+    CHECK_ERR(sspawn(s, 2, record, 2, NULL, 0, "again", NULL), WEFT_EINVAL);
+    CHECK(strstr(weft_last_error(), "T[2]") != NULL);
+    CHECK_OK(weft_wait_all(rt));
+    CHECK_OK(weft_space_destroy(s));
+    CHECK_ERR(weft_space_destroy(s), WEFT_EINVAL);
+    CHECK_OK(weft_runtime_destroy(rt));
+}
+
+static void test_failure_through_key(void) {
+    weft_runtime *rt = make_rt(2);
+    weft_space *s;
+    CHECK_OK(weft_space_create(rt, "F", &s));
+    weft_task *k1 = key(s, 1), *t2;
+    CHECK_OK(sspawn(s, 2, record, 2, &k1, 1, "after", &t2));
+    CHECK_OK(sspawn(s, 1, fail_body, 0, NULL, 0, "boom", NULL));
+    CHECK_ERR(weft_task_wait(t2), WEFT_ECANCELLED);
+    CHECK(strstr(weft_last_error(), "boom") != NULL);
+    weft_task_info info;
+    CHECK_OK(weft_task_info_get(t2, &info));
+    CHECK(strcmp(info.cause_name, "boom") == 0);
+    CHECK_RC(weft_wait_all(rt), WEFT_ETASKFAILED);
+    weft_task_release(t2);
+    CHECK_OK(weft_space_destroy(s));
+    CHECK_OK(weft_runtime_destroy(rt));
+}
+
+static void test_cycles(void) {
+    weft_runtime *rt = make_rt(2);
+    weft_space *s;
+    CHECK_OK(weft_space_create(rt, "C", &s));
+    /* T[1] follows T[2]; T[2] following T[1] would close a cycle. */
+    weft_task *k2 = key(s, 2), *t1;
+    CHECK_OK(sspawn(s, 1, record, 1, &k2, 1, "one", &t1));
+    CHECK_ERR(sspawn(s, 2, record, 2, &t1, 1, "two", NULL), WEFT_EDEADLK);
+    CHECK(strstr(weft_last_error(), "C[2]") != NULL);
+    /* Longer: T[3] -> T[4] -> T[5] -> key 3. */
+    weft_task *k3 = key(s, 3), *t5, *t4;
+    CHECK_OK(sspawn(s, 5, record, 5, &k3, 1, "five", &t5));
+    CHECK_OK(sspawn(s, 4, record, 4, &t5, 1, "four", &t4));
+    CHECK_ERR(sspawn(s, 3, record, 3, &t4, 1, "three", NULL), WEFT_EDEADLK);
+    /* A key following itself. */
+    weft_task *k6 = key(s, 6);
+    CHECK_ERR(sspawn(s, 6, record, 6, &k6, 1, "six", NULL), WEFT_EDEADLK);
+    /* Through data: W (key 7) writes d after key 8; key 8 reading d would
+     * follow W. */
+    long cell = 0;
+    weft_data *d;
+    CHECK_OK(weft_data_register(rt, &cell, sizeof cell, &d));
+    weft_task *k8 = key(s, 8);
+    weft_access wa = {d, WEFT_RW};
+    weft_task_desc desc;
+    weft_task_desc_init(&desc);
+    desc.body = record;
+    desc.arg = (void *)(intptr_t)7;
+    desc.deps = &k8;
+    desc.ndeps = 1;
+    desc.accesses = &wa;
+    desc.naccesses = 1;
+    int64_t k = 7;
+    CHECK_OK(weft_space_spawn(s, &k, 1, &desc, NULL));
+    weft_access ra = {d, WEFT_R};
+    desc.deps = NULL;
+    desc.ndeps = 0;
+    desc.accesses = &ra;
+    k = 8;
+    CHECK_ERR(weft_space_spawn(s, &k, 1, &desc, NULL), WEFT_EDEADLK);
+    /* The refused keys can still be spawned correctly: everything runs. */
+    CHECK_OK(sspawn(s, 2, record, 2, NULL, 0, "two", NULL));
+    CHECK_OK(sspawn(s, 3, record, 3, NULL, 0, "three", NULL));
+    CHECK_OK(sspawn(s, 6, record, 6, NULL, 0, "six", NULL));
+    desc.accesses = NULL;
+    desc.naccesses = 0;
+    CHECK_OK(weft_space_spawn(s, &k, 1, &desc, NULL));
+    CHECK_OK(weft_wait_all(rt));
+    CHECK_OK(weft_task_wait(t1));
+    CHECK_OK(weft_task_wait(t4));
+    weft_task_release(t1);
+    weft_task_release(t4);
+    weft_task_release(t5);
+    CHECK_OK(weft_data_unregister(d));
+    CHECK_OK(weft_space_destroy(s));
+    CHECK_OK(weft_runtime_destroy(rt));
+}
+
+static atomic_int destroyed;
+static void count_destroy(void *arg) {
+    (void)arg;
+    atomic_fetch_add(&destroyed, 1);
+}
+
+static void test_unspawned(void) {
+    weft_runtime *rt = make_rt(2);
+    weft_space *s;
+    CHECK_OK(weft_space_create(rt, "U", &s));
+    int64_t k2[2] = {4, 2};
+    weft_task *missing;
+    CHECK_OK(weft_space_task(s, k2, 2, &missing));
+    weft_task_desc d;
+    weft_task_desc_init(&d);
+    d.body = record;
+    d.arg = (void *)(intptr_t)9;
+    d.deps = &missing;
+    d.ndeps = 1;
+    d.name = "waits-for-U42";
+    d.arg_destroy = count_destroy;
+    atomic_store(&destroyed, 0);
+    weft_task *t;
+    int64_t k = 9;
+    CHECK_OK(weft_space_spawn(s, &k, 1, &d, &t));
+    weft_task_status st;
+    CHECK_OK(weft_task_status_get(t, &st));
+    CHECK(st == WEFT_TASK_WAITING);
+    CHECK_OK(weft_space_destroy(s));
+    CHECK_ERR(weft_task_wait(t), WEFT_ECANCELLED);
+    CHECKF(strstr(weft_last_error(), "U[4,2]") != NULL && strstr(weft_last_error(), "never spawned") != NULL,
+           "message: %s", weft_last_error());
+    CHECK(atomic_load(&destroyed) == 1);
+    CHECK_OK(weft_wait_all(rt)); /* cancellation is not a failure */
+    weft_task_release(t);
+    /* Destroying the runtime closes what is left: no hang. */
+    CHECK_OK(weft_space_create(rt, "V", &s));
+    CHECK_OK(weft_space_task(s, &k, 1, &missing));
+    d.deps = &missing;
+    k = 10;
+    CHECK_OK(weft_space_spawn(s, &k, 1, &d, &t));
+    CHECK_OK(weft_runtime_destroy(rt));
+    CHECK_RC(weft_task_wait(t), WEFT_ECANCELLED);
+    CHECK(atomic_load(&destroyed) == 2);
+    weft_task_release(t);
+    CHECK_ERR(weft_space_destroy(s), WEFT_EINVAL);
+}
+
+typedef struct race {
+    weft_space *s;
+    atomic_int *go, *ok, *ran;
+} race;
+
+static int count_run(weft_ctx *ctx, void *arg) {
+    (void)ctx;
+    atomic_fetch_add((atomic_int *)arg, 1);
+    return 0;
+}
+
+static void *race_thread(void *p) {
+    race *r = p;
+    while (!atomic_load(r->go)) {
+    }
+    for (int64_t k = 0; k < 200; k++) {
+        weft_task_desc d;
+        weft_task_desc_init(&d);
+        d.body = count_run;
+        d.arg = r->ran;
+        int rc = weft_space_spawn(r->s, &k, 1, &d, NULL);
+        if (rc == 0) atomic_fetch_add(r->ok, 1);
+        else CHECK_RC(rc, WEFT_EINVAL);
+    }
+    return NULL;
+}
+
+static void test_race(void) {
+    weft_runtime *rt = make_rt(2);
+    weft_space *s;
+    CHECK_OK(weft_space_create(rt, "R", &s));
+    atomic_int go = 0, ok = 0, ran = 0;
+    race r = {s, &go, &ok, &ran};
+    pthread_t th[4];
+    for (int i = 0; i < 4; i++) CHECK(pthread_create(&th[i], NULL, race_thread, &r) == 0);
+    atomic_store(&go, 1);
+    for (int i = 0; i < 4; i++) pthread_join(th[i], NULL);
+    CHECK_OK(weft_wait_all(rt));
+    CHECK(atomic_load(&ok) == 200 && atomic_load(&ran) == 200);
+    CHECK_OK(weft_space_destroy(s));
+    CHECK_OK(weft_runtime_destroy(rt));
+}
+
+static void test_misuse(void) {
+    weft_runtime *rt = make_rt(1);
+    weft_space *s;
+    CHECK_ERR(weft_space_create(rt, "x", NULL), WEFT_EINVAL);
+    CHECK_OK(weft_space_create(rt, NULL, &s));
+    weft_task *t;
+    int64_t k[17] = {0};
+    CHECK_ERR(weft_space_task(s, k, 0, &t), WEFT_EINVAL);
+    CHECK_ERR(weft_space_task(s, k, 17, &t), WEFT_EINVAL);
+    CHECK_ERR(weft_space_task(s, NULL, 1, &t), WEFT_EINVAL);
+    CHECK_ERR(weft_space_task(NULL, k, 1, &t), WEFT_EINVAL);
+    weft_task_desc d;
+    weft_task_desc_init(&d);
+    d.body = count_run;
+    atomic_int ran = 0;
+    d.arg = &ran;
+    d.arg_destroy = count_destroy;
+    atomic_store(&destroyed, 0);
+    CHECK_ERR(weft_space_spawn(s, k, 1, NULL, NULL), WEFT_EINVAL);
+    CHECK_ERR(weft_space_spawn(NULL, k, 1, &d, NULL), WEFT_EINVAL);
+    CHECK(atomic_load(&destroyed) == 1); /* arg_destroy ran for the failed spawn */
+    CHECK_OK(weft_space_task(s, k, 1, &t));
+    CHECK_OK(weft_space_destroy(s));
+    CHECK_ERR(weft_space_task(s, k, 1, &t), WEFT_EINVAL);
+    CHECK_ERR(weft_space_spawn(s, k, 1, &d, NULL), WEFT_EINVAL);
+    CHECK(atomic_load(&destroyed) == 2);
+    CHECK_OK(weft_space_destroy(NULL));
+    CHECK_OK(weft_runtime_destroy(rt));
+}
+
+int main(void) {
+    test_watchdog(test_pick(60, 200));
+    test_step("out of order");
+    test_out_of_order();
+    test_step("failure through a key");
+    test_failure_through_key();
+    test_step("cycles");
+    test_cycles();
+    test_step("unspawned keys");
+    test_unspawned();
+    test_step("race");
+    test_race();
+    test_step("misuse");
+    test_misuse();
+    printf("test_space: ok\n");
+    return 0;
+}
