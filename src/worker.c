@@ -180,7 +180,7 @@ static void *worker_main(void *arg)
             break;
         /* Idle: a producer throttled inside a task may be waiting for the
          * moment nobody else can drain its backlog. */
-        if (atomic_load(&rt->graph.sleepers_throttle) > 0)
+        if (atomic_load(&rt->graph.sleepers_throttle_in) > 0)
             weft__wake(&rt->waits, &weft__key_throttle);
         /* Spin, looking for work, then park. */
         uint64_t idle_start = weft__now_ns();

@@ -143,7 +143,7 @@ void weft__wait_throttle(weft__rt *rt, int64_t self)
         .arg = &a,
         .progress = any_polled_device(rt) ? weft__rt_progress : NULL,
         .progress_arg = rt,
-        .interest = &rt->graph.sleepers_throttle,
+        .interest = inside ? &rt->graph.sleepers_throttle_in : &rt->graph.sleepers_throttle,
         .blocked = inside ? &w->blocked : NULL,
         .deadline = UINT64_MAX,
         .spin = 0,

@@ -135,7 +135,8 @@ struct weft__graph {
     _Atomic uint64_t failures;         /* bodies failed since the last wait_all */
     _Atomic uint32_t cancel_epoch;
     _Atomic int32_t sleepers_all;      /* sleeping until inflight == 0 */
-    _Atomic int32_t sleepers_throttle; /* sleeping for backpressure */
+    _Atomic int32_t sleepers_throttle; /* sleeping for backpressure, outside threads */
+    _Atomic int32_t sleepers_throttle_in; /* sleeping for backpressure, inside tasks */
     int64_t throttle_low;              /* backpressure resumes at or below this */
     weft__task_stats ext;
     bool trace;                        /* workers record spans */

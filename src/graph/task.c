@@ -69,7 +69,12 @@ void weft__graph_leave(weft__graph *g, int64_t counts)
     int64_t left = atomic_fetch_sub(&g->inflight, counts) - counts;
     if (left == 0 && atomic_load(&g->sleepers_all) > 0)
         weft__wake(g->ws, &weft__key_idle);
-    if (left <= g->throttle_low && atomic_load(&g->sleepers_throttle) > 0)
+    /* Outside producers wait for the in-flight count to reach the low mark;
+     * producers inside tasks wait for the backlog (in flight minus bodies
+     * executing), which this layer cannot see: they re-check at every
+     * finish while they sleep. */
+    if ((left <= g->throttle_low && atomic_load(&g->sleepers_throttle) > 0) ||
+        atomic_load(&g->sleepers_throttle_in) > 0)
         weft__wake(g->ws, &weft__key_throttle);
 }
 
