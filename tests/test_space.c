@@ -236,6 +236,33 @@ static void test_race(void) {
     CHECK_OK(weft_runtime_destroy(rt));
 }
 
+/* A long chain spawned in reverse: every dependency is a key not spawned
+ * yet; the cycle checks cost O(1) each (a quadratic check would not finish
+ * within the watchdog). */
+static void test_reverse_chain(void) {
+    weft_runtime *rt = make_rt(2);
+    weft_space *s;
+    CHECK_OK(weft_space_create(rt, "L", &s));
+    int n = test_pick(50000, 5000);
+    atomic_int ran = 0;
+    for (int64_t i = n - 1; i >= 0; i--) {
+        weft_task *prev = NULL;
+        int64_t pk = i - 1;
+        if (i) CHECK_OK(weft_space_task(s, &pk, 1, &prev));
+        weft_task_desc d;
+        weft_task_desc_init(&d);
+        d.body = count_run;
+        d.arg = &ran;
+        d.deps = i ? &prev : NULL;
+        d.ndeps = i ? 1 : 0;
+        CHECK_OK(weft_space_spawn(s, &i, 1, &d, NULL));
+    }
+    CHECK_OK(weft_wait_all(rt));
+    CHECK(atomic_load(&ran) == n);
+    CHECK_OK(weft_space_destroy(s));
+    CHECK_OK(weft_runtime_destroy(rt));
+}
+
 static void test_misuse(void) {
     weft_runtime *rt = make_rt(1);
     weft_space *s;
@@ -278,6 +305,8 @@ int main(void) {
     test_unspawned();
     test_step("race");
     test_race();
+    test_step("reverse chain");
+    test_reverse_chain();
     test_step("misuse");
     test_misuse();
     printf("test_space: ok\n");

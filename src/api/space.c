@@ -5,9 +5,9 @@
  * A key depended on before it was spawned gets a placeholder task (graph
  * layer) that completes as the key's task does; the key's task, once
  * spawned, is linked before it.  A spawn that would close a cycle through a
- * placeholder (its key's own dependents, found by a walk over their
- * successor lists, include a task the new one would follow) is refused with
- * WEFT_EDEADLK.  Closing the space cancels the placeholders of keys nobody
+ * placeholder (a task the new one would follow leads back, through
+ * unfinished predecessors, to the placeholder of its own key) is refused
+ * with WEFT_EDEADLK.  Closing the space cancels the placeholders of keys nobody
  * spawned, which cancels their dependents with a message naming the key.
  */
 #include "runtime.h"
@@ -219,92 +219,107 @@ int weft_space_task(weft_space *h, const int64_t *key, size_t nkey, weft_task **
     return rc == 0 ? 0 : weft__error(rc, "weft_space_task: out of memory");
 }
 
-/* The set of tasks that follow a placeholder, transitively: the new task of
- * its key must follow none of them. */
+/* Cycle check for spawning a key that has a placeholder P: would the new
+ * task follow (directly or through unfinished predecessors) P itself?  A
+ * walk backwards from each task the new one would follow, over unfinished
+ * predecessors (each pinned while visited), with one visited set for the
+ * whole spawn: its cost is bounded by the unfinished ancestry, and a
+ * placeholder of another unspawned key ends a path at once. */
 typedef struct reach {
-    const weft__task **v;
+    const weft__task *target;
+    const weft__task **v;      /* visited, open addressing */
     size_t cap, n;
+    bool oom;
 } reach;
 
-static bool reach_has(const reach *r, const weft__task *t)
-{
-    if (!r->cap)
-        return false;
-    size_t mask = r->cap - 1;
-    for (size_t i = ((uintptr_t)t >> 7) * 0x9E3779B97F4A7C15ull & mask;; i = (i + 1) & mask) {
-        if (!r->v[i])
-            return false;
-        if (r->v[i] == t)
-            return true;
-    }
-}
+static size_t reach_hash(const weft__task *t) { return (size_t)(((uintptr_t)t >> 7) * 0x9E3779B97F4A7C15ull); }
 
-static bool reach_add(reach *r, const weft__task *t)
+/* Add t to the visited set; false if it was there (or on ENOMEM). */
+static bool reach_visit(reach *r, const weft__task *t)
 {
     if ((r->n + 1) * 2 > r->cap) {
         size_t ncap = r->cap ? r->cap * 2 : 64;
         const weft__task **nv = weft__alloc(sizeof *nv * ncap);
-        if (!nv)
+        if (!nv) {
+            r->oom = true;
             return false;
+        }
         memset(nv, 0, sizeof *nv * ncap);
-        const weft__task **old = r->v;
-        size_t ocap = r->cap;
+        for (size_t i = 0; i < r->cap; i++)
+            if (r->v[i]) {
+                size_t j = reach_hash(r->v[i]) & (ncap - 1);
+                while (nv[j])
+                    j = (j + 1) & (ncap - 1);
+                nv[j] = r->v[i];
+            }
+        weft__free(r->v);
         r->v = nv;
         r->cap = ncap;
-        r->n = 0;
-        for (size_t i = 0; i < ocap; i++)
-            if (old[i])
-                reach_add(r, old[i]);
-        weft__free(old);
     }
     size_t mask = r->cap - 1;
-    size_t i = ((uintptr_t)t >> 7) * 0x9E3779B97F4A7C15ull & mask;
-    while (r->v[i])
-        i = (i + 1) & mask;
+    size_t i = reach_hash(t) & mask;
+    for (; r->v[i]; i = (i + 1) & mask)
+        if (r->v[i] == t)
+            return false;
     r->v[i] = t;
     r->n++;
     return true;
 }
 
-/* Every successor of p, transitively.  They cannot finish (or be freed)
- * while p has not finished, and p cannot finish before its key is spawned. */
-static bool reach_from(reach *r, weft__task *p)
+/* Does pred lead back to r->target?  pred is kept alive by the caller. */
+static bool leads_to_target(void *arg, const weft__task *pred)
 {
-    if (!reach_add(r, p))
+    reach *r = arg;
+    if (!pred)
         return false;
-    size_t cap = 64, sp = 0;
+    if (pred == r->target)
+        return true;
+    if (!reach_visit(r, pred))
+        return r->oom; /* seen already (or out of memory: refuse, to be safe) */
+    size_t cap = 32, sp = 0;
     weft__task **stack = weft__alloc(sizeof *stack * cap);
     if (!stack)
-        return false;
-    stack[sp++] = p;
-    bool ok = true;
-    while (sp && ok) {
-        weft__task *x = stack[--sp];
-        weft__edge *e = atomic_load_explicit(&x->successors, memory_order_acquire);
-        for (; e && e != WEFT__CLOSED && ok; e = e->next) {
-            if (reach_has(r, e->succ))
+        return true;
+    const weft__task *x = pred;
+    bool hit = false, pinned = false;
+    for (;;) {
+        for (uint32_t i = 0; i < x->nedges && !hit; i++) {
+            const weft__edge *e = &x->edges[i];
+            if (!weft__edge_pin_pred(e))
                 continue;
-            if (!reach_add(r, e->succ)) {
-                ok = false;
-                break;
-            }
-            if (sp == cap) {
-                weft__task **ns = weft__realloc(stack, sizeof *stack * cap * 2);
-                if (!ns) {
-                    ok = false;
-                    break;
+            weft__task *p = e->pred;
+            if (p == r->target) {
+                hit = true;
+            } else if (!weft__state_final(atomic_load(&p->state)) && reach_visit(r, p)) {
+                if (sp == cap) {
+                    weft__task **ns = weft__realloc(stack, sizeof *stack * cap * 2);
+                    if (!ns) {
+                        r->oom = hit = true;
+                        weft__task_unref(p);
+                        break;
+                    }
+                    stack = ns;
+                    cap *= 2;
                 }
-                stack = ns;
-                cap *= 2;
+                stack[sp++] = p; /* keeps its pin until visited */
+                continue;
+            } else if (r->oom) {
+                hit = true;
             }
-            stack[sp++] = e->succ;
+            weft__task_unref(p);
         }
+        if (pinned)
+            weft__task_unref((weft__task *)x);
+        if (hit || sp == 0)
+            break;
+        x = stack[--sp];
+        pinned = true;
     }
+    while (sp > 0)
+        weft__task_unref(stack[--sp]);
     weft__free(stack);
-    return ok;
+    return hit;
 }
-
-static bool in_reach(void *arg, const weft__task *pred) { return pred && reach_has(arg, pred); }
 
 int weft_space_spawn(weft_space *h, const int64_t *key, size_t nkey, const weft_task_desc *d, weft_task **out)
 {
@@ -341,15 +356,14 @@ int weft_space_spawn(weft_space *h, const int64_t *key, size_t nkey, const weft_
             rc = weft__error(WEFT_EINVAL, "%s: key %s was already spawned", fn, name);
         }
     }
-    reach r = {NULL, 0, 0};
+    reach r = {NULL, NULL, 0, 0, false};
     weft__spawn_extra x = {0};
     x.space_owned = true; /* the space lends out t's handle */
     x.forbidden_what = fn;
     if (rc == 0 && e) {
         /* Someone depends on this key already: refuse a cycle. */
-        if (!reach_from(&r, e->task))
-            rc = weft__error(WEFT_ENOMEM, "%s: out of memory", fn);
-        x.forbidden = in_reach;
+        r.target = e->task;
+        x.forbidden = leads_to_target;
         x.arg = &r;
         x.fulfil = e->task;
     }
@@ -361,7 +375,9 @@ int weft_space_spawn(weft_space *h, const int64_t *key, size_t nkey, const weft_
     weft__task *t = NULL;
     if (rc == 0) {
         rc = weft__task_spawn(&rt->graph, s->rt_handle, d, &x, out != NULL, &t);
-        if (rc == WEFT_EDEADLK) {
+        if (rc == WEFT_EDEADLK && r.oom)
+            rc = weft__error(WEFT_ENOMEM, "%s: out of memory", fn);
+        else if (rc == WEFT_EDEADLK) {
             char name[32];
             label(s, key, nkey, name);
             rc = weft__error(WEFT_EDEADLK, "%s: spawning %s would close a cycle: a task it must follow "
