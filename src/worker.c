@@ -71,7 +71,7 @@ static bool help_with_predecessors(weft__worker *w, weft__task *awaited)
     weft__task *x = awaited; /* pinned by the caller */
     bool found = false;
     for (;;) {
-        for (uint32_t i = 0; i < x->nedges && !found && visits < SUBGRAPH_VISITS; i++, visits++) {
+        for (uint32_t i = 0; i < weft__task_nedges(x) && !found && visits < SUBGRAPH_VISITS; i++, visits++) {
             const weft__edge *e = &x->edges[i];
             if (!weft__edge_pin_pred(e))
                 continue;
@@ -120,7 +120,7 @@ bool weft__depends_on_suspended(weft__worker *w, weft__task *t)
     bool hit = false;
     weft__task *x = t;
     for (;;) {
-        for (uint32_t i = 0; i < x->nedges && !hit && visits < CYCLE_VISITS; i++, visits++) {
+        for (uint32_t i = 0; i < weft__task_nedges(x) && !hit && visits < CYCLE_VISITS; i++, visits++) {
             const weft__edge *e = &x->edges[i];
             if (!weft__edge_pin_pred(e))
                 continue;

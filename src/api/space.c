@@ -283,7 +283,7 @@ static bool leads_to_target(void *arg, const weft__task *pred)
     const weft__task *x = pred;
     bool hit = false, pinned = false;
     for (;;) {
-        for (uint32_t i = 0; i < x->nedges && !hit; i++) {
+        for (uint32_t i = 0; i < weft__task_nedges(x) && !hit; i++) {
             const weft__edge *e = &x->edges[i];
             if (!weft__edge_pin_pred(e))
                 continue;

@@ -108,7 +108,7 @@ struct weft__task {
     weft__qnode qn;                    /* ready-queue node (sched) */
     weft__task *wait_next;             /* commute waiters, under the history's lock */
     weft__task *outer;                 /* task this one interrupted on its worker (nested help) */
-    uint32_t nedges;
+    _Atomic uint32_t nedges;           /* edges[] in use; a placeholder publishes its one edge late (release) */
     uint16_t naccess;
     weft__edge *edges;
     weft__task_access *access;
@@ -190,6 +190,12 @@ void weft__task_op_done(void *cookie, int status);
 
 /* Mark t as not to run; the first caller wins. */
 bool weft__task_doom(weft__task *t, uint64_t cause_id, const char *cause_name, uint8_t kind);
+
+/* How many edges of t may be read (acquire: a placeholder's is written late). */
+static inline uint32_t weft__task_nedges(const weft__task *t)
+{
+    return atomic_load_explicit(&((weft__task *)t)->nedges, memory_order_acquire);
+}
 
 /* Take a reference on an edge's predecessor if it is still the same task. */
 bool weft__edge_pin_pred(const weft__edge *e);

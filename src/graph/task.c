@@ -328,7 +328,7 @@ int weft__task_spawn(weft__graph *g, const void *rt_handle, const weft_task_desc
     bool space_owned = x && x->space_owned;
     t->g = g;
     t->rt_handle = rt_handle;
-    t->nedges = nedges;
+    atomic_store_explicit(&t->nedges, nedges, memory_order_relaxed);
     t->body = d->body;
     t->arg = d->arg;
     t->arg_destroy = d->arg_destroy;
@@ -358,8 +358,8 @@ int weft__task_spawn(weft__graph *g, const void *rt_handle, const weft_task_desc
         /* The placeholder follows the new task (and so do its dependents). */
         weft__task *p = x->fulfil;
         atomic_fetch_add(&p->pending, 1);
-        p->nedges = 1;
         weft__edge_add(p, &p->edge_inline[0], t, true);
+        atomic_store_explicit(&p->nedges, 1, memory_order_release); /* walkers may read it now */
         if (atomic_fetch_sub_explicit(&p->pending, 1, memory_order_acq_rel) == 1)
             task_ready(p, NULL);
     }
