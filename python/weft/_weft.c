@@ -39,6 +39,7 @@
 #include <Python.h>
 #include <structmember.h>
 
+#include <math.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -1448,6 +1449,10 @@ cancel_everything_pending(RuntimeObject *r)
     return rc;
 }
 
+/* Timeouts are turned into a deadline on the monotonic clock once, when the
+ * call parses them (parse_timeout); NO_DEADLINE means "wait without limit". */
+#define NO_DEADLINE 0
+
 /* Poll until a declared/deferred task has entered the runtime (or died). */
 static int
 wait_submitted(TaskObject *t, uint64_t deadline)
@@ -1467,15 +1472,11 @@ wait_submitted(TaskObject *t, uint64_t deadline)
     return 0;
 }
 
-/* Wait for t; timeout < 0 means forever.  Returns a weft code or RC_PYERR. */
+/* Wait for t until deadline (NO_DEADLINE: without limit).  Returns a weft
+ * code or RC_PYERR. */
 static int
-task_wait(TaskObject *t, double timeout)
+task_wait(TaskObject *t, uint64_t deadline)
 {
-    uint64_t deadline = 0;
-    if (timeout >= 0) {
-        deadline = now_ns() + (uint64_t)(timeout * 1e9);
-        if (deadline == 0) deadline = 1;
-    }
     if (t->phase == PH_DECLARED || t->phase == PH_DEFERRED) {
         int rc = wait_submitted(t, deadline);
         if (rc != 0) return rc;
@@ -1557,27 +1558,47 @@ raise_outcome(TaskObject *t, int rc, int for_result)
     }
 }
 
+/* Longest timeout turned into a deadline (about 146 years, in ns): anything
+ * longer, inf included, waits without limit instead of overflowing. */
+#define MAX_TIMEOUT_NS 4.6e18
+
+/* timeout= of the waits: None, or seconds >= 0 (an int or a float).  Sets
+ * *deadline to now + timeout in ns, or to NO_DEADLINE for None, inf and
+ * timeouts too long to represent.  Negative and NaN timeouts are a
+ * ValueError. */
 static int
-parse_timeout(PyObject *o, double *out)
+parse_timeout(PyObject *o, uint64_t *deadline)
 {
-    *out = -1;
+    *deadline = NO_DEADLINE;
     if (o == NULL || o == Py_None) return 0;
     double v = PyFloat_AsDouble(o);
     if (v == -1 && PyErr_Occurred()) {
-        PyErr_Format(PyExc_TypeError, "timeout must be a number of seconds or None, got '%.100s'",
-                     Py_TYPE(o)->tp_name);
+        if (PyLong_Check(o) && PyErr_ExceptionMatches(PyExc_OverflowError)) {
+            /* An int too large for a double: its sign decides. */
+            PyErr_Clear();
+            int overflow = 0;
+            (void)PyLong_AsLongLongAndOverflow(o, &overflow);
+            if (PyErr_Occurred()) return -1;
+            v = overflow < 0 ? -HUGE_VAL : HUGE_VAL;
+        } else {
+            PyErr_Format(PyExc_TypeError, "timeout must be a number of seconds or None, got '%.100s'",
+                         Py_TYPE(o)->tp_name);
+            return -1;
+        }
+    }
+    if (isnan(v) || v < 0) {
+        PyErr_Format(PyExc_ValueError, "timeout must be >= 0 seconds (or None: no limit), got %R", o);
         return -1;
     }
-    if (v < 0 || v != v) {
-        PyErr_SetString(PyExc_ValueError, "timeout must be >= 0");
-        return -1;
-    }
-    *out = v;
+    double ns = v * 1e9;
+    if (!(ns < MAX_TIMEOUT_NS)) return 0; /* inf or huge: no limit */
+    uint64_t d = now_ns() + (uint64_t)ns;
+    *deadline = d != NO_DEADLINE ? d : 1;
     return 0;
 }
 
 static int
-runtime_wait_all(RuntimeObject *r, double timeout)
+runtime_wait_all(RuntimeObject *r, uint64_t deadline)
 {
     if (r->rt == NULL) {
         PyErr_SetString(PyExc_RuntimeError, "wait_all(): the weft runtime is closed");
@@ -1589,7 +1610,6 @@ runtime_wait_all(RuntimeObject *r, double timeout)
                         "itself); wait for specific tasks instead");
         return -1;
     }
-    uint64_t deadline = timeout >= 0 ? now_ns() + (uint64_t)(timeout * 1e9) : 0;
     int rc;
     for (;;) {
         uint64_t slice = WAIT_SLICE_NS;
@@ -1906,10 +1926,10 @@ Runtime_wait_all(RuntimeObject *r, PyObject *args, PyObject *kwds)
 {
     static char *kwlist[] = {"timeout", NULL};
     PyObject *to = NULL;
-    double timeout;
+    uint64_t deadline;
     if (!PyArg_ParseTupleAndKeywords(args, kwds, "|O:wait_all", kwlist, &to)) return NULL;
-    if (parse_timeout(to, &timeout) < 0) return NULL;
-    if (runtime_wait_all(r, timeout) < 0) return NULL;
+    if (parse_timeout(to, &deadline) < 0) return NULL;
+    if (runtime_wait_all(r, deadline) < 0) return NULL;
     Py_RETURN_NONE;
 }
 
@@ -1936,7 +1956,7 @@ Runtime_exit(RuntimeObject *r, PyObject *args)
     int failed = 0;
     if (r->rt && et == Py_None) {
         /* Normal exit: wait, and let a task's exception propagate. */
-        if (runtime_wait_all(r, -1) < 0) failed = 1;
+        if (runtime_wait_all(r, NO_DEADLINE) < 0) failed = 1;
     } else if (r->rt && et != Py_None &&
                PyObject_IsSubclass(et, PyExc_KeyboardInterrupt) == 1) {
         cancel_everything_pending(r);
@@ -2173,10 +2193,10 @@ Task_wait(TaskObject *t, PyObject *args, PyObject *kwds)
 {
     static char *kwlist[] = {"timeout", NULL};
     PyObject *to = NULL;
-    double timeout;
+    uint64_t deadline;
     if (!PyArg_ParseTupleAndKeywords(args, kwds, "|O:wait", kwlist, &to)) return NULL;
-    if (parse_timeout(to, &timeout) < 0) return NULL;
-    int rc = task_wait(t, timeout);
+    if (parse_timeout(to, &deadline) < 0) return NULL;
+    int rc = task_wait(t, deadline);
     if (raise_outcome(t, rc, 0) < 0) return NULL;
     return Py_NewRef(t);
 }
@@ -2186,10 +2206,10 @@ Task_result(TaskObject *t, PyObject *args, PyObject *kwds)
 {
     static char *kwlist[] = {"timeout", NULL};
     PyObject *to = NULL;
-    double timeout;
+    uint64_t deadline;
     if (!PyArg_ParseTupleAndKeywords(args, kwds, "|O:result", kwlist, &to)) return NULL;
-    if (parse_timeout(to, &timeout) < 0) return NULL;
-    int rc = task_wait(t, timeout);
+    if (parse_timeout(to, &deadline) < 0) return NULL;
+    int rc = task_wait(t, deadline);
     if (raise_outcome(t, rc, 1) < 0) return NULL;
     return Py_NewRef(t->result ? t->result : Py_None);
 }
@@ -2199,10 +2219,10 @@ Task_exception(TaskObject *t, PyObject *args, PyObject *kwds)
 {
     static char *kwlist[] = {"timeout", NULL};
     PyObject *to = NULL;
-    double timeout;
+    uint64_t deadline;
     if (!PyArg_ParseTupleAndKeywords(args, kwds, "|O:exception", kwlist, &to)) return NULL;
-    if (parse_timeout(to, &timeout) < 0) return NULL;
-    int rc = task_wait(t, timeout);
+    if (parse_timeout(to, &deadline) < 0) return NULL;
+    int rc = task_wait(t, deadline);
     if (rc == 0) Py_RETURN_NONE;
     if (rc == WEFT_ETASKFAILED && t->exc) {
         t->retrieved = 1;
@@ -2477,21 +2497,15 @@ Space_wait(SpaceObject *s, PyObject *args, PyObject *kwds)
 {
     static char *kwlist[] = {"timeout", NULL};
     PyObject *to = NULL;
-    double timeout;
+    uint64_t deadline;
     if (!PyArg_ParseTupleAndKeywords(args, kwds, "|O:wait", kwlist, &to)) return NULL;
-    if (parse_timeout(to, &timeout) < 0) return NULL;
+    if (parse_timeout(to, &deadline) < 0) return NULL;
     PyObject *vals = PyDict_Values(s->tasks);
     if (vals == NULL) return NULL;
-    uint64_t deadline = timeout >= 0 ? now_ns() + (uint64_t)(timeout * 1e9) : 0;
     for (Py_ssize_t i = 0; i < PyList_GET_SIZE(vals); i++) {
         TaskObject *t = (TaskObject *)PyList_GET_ITEM(vals, i);
         if (t->phase == PH_DECLARED) continue;
-        double left = -1;
-        if (deadline) {
-            uint64_t now = now_ns();
-            left = now >= deadline ? 0 : (double)(deadline - now) / 1e9;
-        }
-        int rc = task_wait(t, left);
+        int rc = task_wait(t, deadline);
         if (raise_outcome(t, rc, 0) < 0) {
             Py_DECREF(vals);
             return NULL;
@@ -2737,9 +2751,9 @@ mod_wait_all(PyObject *m, PyObject *args, PyObject *kwds)
 {
     static char *kwlist[] = {"timeout", NULL};
     PyObject *to = NULL;
-    double timeout;
+    uint64_t deadline;
     if (!PyArg_ParseTupleAndKeywords(args, kwds, "|O:wait_all", kwlist, &to)) return NULL;
-    if (parse_timeout(to, &timeout) < 0) return NULL;
+    if (parse_timeout(to, &deadline) < 0) return NULL;
     if (tl_ts != NULL && tl_cur != NULL) {
         PyErr_SetString(PyExc_RuntimeError,
                         "wait_all() cannot be called from inside a task (it would wait for "
@@ -2749,7 +2763,7 @@ mod_wait_all(PyObject *m, PyObject *args, PyObject *kwds)
     RuntimeObject *r = current_runtime(state_of_module(m), 0);
     if (r == NULL) return NULL;
     Py_INCREF(r);
-    int rc = runtime_wait_all(r, timeout);
+    int rc = runtime_wait_all(r, deadline);
     Py_DECREF(r);
     if (rc < 0) return NULL;
     Py_RETURN_NONE;
