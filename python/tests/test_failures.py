@@ -117,3 +117,94 @@ def test_exception_in_with_block_closes_runtime():
             weft.spawn(time.sleep, 0.01)
             raise RuntimeError("user error")
     assert r.closed
+
+
+def test_retrieved_failures_are_not_reraised_whatever_their_number(rt):
+    # More failures than any bound on what the runtime keeps (it kept 1,024).
+    ts = [weft.spawn(failing_body, i) for i in range(1500)]
+    for t in ts:
+        assert isinstance(t.exception(), ValueError)
+    weft.wait_all()  # every failure was retrieved: nothing to raise
+    ts = [weft.spawn(failing_body, i) for i in range(1500)]
+    for t in ts:
+        with pytest.raises(ValueError):
+            t.result()
+    rt.wait_all()
+
+
+def test_first_unretrieved_failure_after_many_retrieved_ones(rt):
+    ts = [weft.spawn(failing_body, i) for i in range(1500)]
+    for t in ts:
+        t.wait()
+    last = weft.spawn(failing_body, "unseen", deps=[])
+    last.wait()
+    for t in ts:
+        t.exception()
+    with pytest.raises(ValueError, match="bad value unseen"):
+        weft.wait_all()
+    weft.wait_all()  # reported once
+
+
+class _Payload:
+    pass
+
+
+def _fail_with(payload):
+    raise ValueError("failed with a payload")
+
+
+def test_failed_task_args_freed_once_retrieved_and_dropped(rt):
+    import gc
+    import weakref
+
+    # .exception() retrieves it.
+    p = _Payload()
+    ref = weakref.ref(p)
+    t = weft.spawn(_fail_with, p)
+    assert isinstance(t.exception(), ValueError)
+    del p, t
+    gc.collect()
+    assert ref() is None  # no wait_all needed
+    # So does .result() raising.
+    p = _Payload()
+    ref = weakref.ref(p)
+    t = weft.spawn(_fail_with, p)
+    try:
+        t.result()
+    except ValueError:
+        pass
+    del p, t
+    gc.collect()
+    assert ref() is None
+    # The Task itself keeps its exception (and so the traceback) while it lives.
+    p = _Payload()
+    ref = weakref.ref(p)
+    t = weft.spawn(_fail_with, p)
+    t.exception()
+    del p
+    gc.collect()
+    assert ref() is not None
+    assert isinstance(t.exception(), ValueError)
+    del t
+    gc.collect()
+    assert ref() is None
+    weft.wait_all()  # all retrieved
+
+
+def test_unretrieved_dropped_failure_still_raised_by_wait_all(rt):
+    import gc
+
+    weft.spawn(_fail_with, _Payload())  # the Task is dropped at once
+    gc.collect()
+    with pytest.raises(ValueError, match="failed with a payload"):
+        weft.wait_all()
+
+
+def test_cancelled_dependent_names_a_retrieved_failure(rt):
+    a = weft.spawn(failing_body, 1, name="A")
+    b = weft.spawn(print, "never", deps=[a], name="B")
+    assert isinstance(a.exception(), ValueError)  # retrieved first
+    e = b.exception()
+    assert isinstance(e, weft.CancelledError) and e.cause_name == "A"
+    assert e.__cause__ is a.exception()
+    weft.wait_all()

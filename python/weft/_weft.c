@@ -141,10 +141,13 @@ typedef struct RuntimeObject {
     unsigned workers;
     size_t soft_limit;          /* spawn keeps the GIL below this many in flight */
     _Atomic size_t inflight;    /* tasks of ours in the C runtime */
-    _Atomic(PyObject *) first_exc; /* first failure since the last wait_all */
     _Atomic int py_busy;        /* workers holding or taking the GIL now */
     int spawn_gil;              /* SPAWN_HOLD, SPAWN_RELEASE or SPAWN_YIELD */
-    PyObject *failures;         /* list of failed tasks since the last wait_all (bounded) */
+    PyObject *failures;         /* dict Task -> None: failures since the last wait_all that
+                                   the program has not retrieved, in order (strong) */
+    PyObject *failed;           /* dict PyLong(Task *) -> None: every failed Task still alive
+                                   (borrowed; Task_dealloc removes its entry), to find the
+                                   exception that a cancelled dependent names as its cause */
     PyObject *data_map;         /* dict id(obj) -> Data */
     PyObject *deferred;         /* set of deferred tasks */
     uint64_t spin_gil_ns;
@@ -167,6 +170,7 @@ typedef struct TaskObject {
     int cancel_requested;
     int ran;               /* the body finished (result/exc are final) */
     int retrieved;         /* its exception was handed to the user */
+    int in_failed;         /* listed in rt->failed */
     Py_ssize_t nblockers;
     PyObject *waiters;     /* list of tasks blocked on this one's submission */
     PyObject *pend_deps;   /* deferred: tuple of Task */
@@ -455,8 +459,6 @@ arg_destroy(void *arg)
 /* Failures                                                                  */
 /* ------------------------------------------------------------------------ */
 
-#define MAX_FAILURES_KEPT 1024
-
 /* Has the exception a note from weft already (it went through a task that
  * waited for the one that raised it)? */
 static int
@@ -499,26 +501,64 @@ record_failure(RuntimeObject *r, TaskObject *t, PyObject *fn, PyObject *exc)
         }
         if (PyErr_Occurred()) PyErr_Clear();
     }
-    /* Failed tasks since the last wait_all, so that a cancelled dependent
-     * can name its cause's exception (bounded). */
-    if (PyList_GET_SIZE(r->failures) < MAX_FAILURES_KEPT &&
-        PyList_Append(r->failures, (PyObject *)t) < 0)
-        PyErr_Clear();
-    PyObject *expected = NULL;
-    Py_INCREF(exc);
-    if (!atomic_compare_exchange_strong(&r->first_exc, &expected, exc)) Py_DECREF(exc);
+    /* For wait_all until the program retrieves it (task_retrieved): the
+     * runtime holds the Task, so its exception, only that long.  Unbounded:
+     * one entry per failure nobody has looked at yet. */
+    if (r->failures && PyDict_SetItem(r->failures, (PyObject *)t, Py_None) < 0) PyErr_Clear();
+    /* For the CancelledError of its dependents, as long as the Task lives. */
+    if (r->failed && !t->in_failed) {
+        PyObject *k = PyLong_FromVoidPtr(t);
+        if (k && PyDict_SetItem(r->failed, k, Py_None) == 0) t->in_failed = 1;
+        else PyErr_Clear();
+        Py_XDECREF(k);
+    }
 }
 
-/* The exception of the failed task with this id, if still recorded. */
+/* The program has seen t's exception (.result() raised it, .exception()
+ * returned it): wait_all no longer raises it, and the runtime lets go of t. */
+static void
+task_retrieved(TaskObject *t)
+{
+    if (t->retrieved) return;
+    t->retrieved = 1;
+    RuntimeObject *r = t->rt;
+    if (r == NULL || r->failures == NULL) return;
+    int has = PyDict_Contains(r->failures, (PyObject *)t);
+    if (has > 0 && PyDict_DelItem(r->failures, (PyObject *)t) < 0) has = -1;
+    if (has < 0) PyErr_Clear();
+}
+
+/* A failed task is being freed: drop its entry in rt->failed. */
+static void
+task_forget_failure(TaskObject *t)
+{
+    if (!t->in_failed) return;
+    t->in_failed = 0;
+    RuntimeObject *r = t->rt;
+    if (r == NULL || r->failed == NULL) return;
+    PyObject *saved = fetch_exc();
+    PyObject *k = PyLong_FromVoidPtr(t);
+    if (k == NULL || PyDict_DelItem(r->failed, k) < 0) PyErr_Clear();
+    Py_XDECREF(k);
+    if (saved) {
+        raise_exc(saved);
+        Py_DECREF(saved);
+    }
+}
+
+/* The exception of the failed task with this id, if that Task still lives. */
 static PyObject *
 find_failure(RuntimeObject *r, uint64_t id)
 {
-    for (Py_ssize_t i = 0; r->failures && i < PyList_GET_SIZE(r->failures); i++) {
-        TaskObject *f = (TaskObject *)PyList_GET_ITEM(r->failures, i);
+    PyObject *k, *v;
+    Py_ssize_t pos = 0;
+    while (r->failed && PyDict_Next(r->failed, &pos, &k, &v)) {
+        TaskObject *f = PyLong_AsVoidPtr(k);
         weft_task_info info;
-        if (f->h && f->exc && weft_task_info_get(f->h, &info) == 0 && info.id == id)
+        if (f && f->h && f->exc && weft_task_info_get(f->h, &info) == 0 && info.id == id)
             return Py_NewRef(f->exc);
     }
+    if (PyErr_Occurred()) PyErr_Clear();
     return NULL;
 }
 
@@ -1315,6 +1355,7 @@ spawn_locked(modstate *st, RuntimeObject *r, PyObject *const *args, Py_ssize_t n
         t->cancel_requested = 0;
         t->ran = 0;
         t->retrieved = 0;
+        t->in_failed = 0;
         t->nblockers = 0;
         t->waiters = t->pend_deps = t->pend_data = NULL;
         t->pend_modes = NULL;
@@ -1526,7 +1567,7 @@ raise_outcome(TaskObject *t, int rc, int for_result)
         return -1;
     case WEFT_ETASKFAILED:
         if (!for_result) return 0;
-        t->retrieved = 1;
+        task_retrieved(t);
         if (t->exc) raise_exc(t->exc);
         else PyErr_SetString(PyExc_RuntimeError, "the weft task failed");
         return -1;
@@ -1546,7 +1587,11 @@ raise_outcome(TaskObject *t, int rc, int for_result)
             /* The runtime is gone: its tasks finished then. */
             if (!for_result) return 0;
             if (t->ran) {
-                if (t->exc) { raise_exc(t->exc); return -1; }
+                if (t->exc) {
+                    task_retrieved(t);
+                    raise_exc(t->exc);
+                    return -1;
+                }
                 return 0;
             }
             if (t->exc == NULL) t->exc = make_cancelled(t, "the runtime closed before it ran");
@@ -1631,26 +1676,23 @@ runtime_wait_all(RuntimeObject *r, uint64_t deadline)
             return -1;
         }
     }
-    PyObject *exc = atomic_exchange(&r->first_exc, NULL);
     if (rc == WEFT_ETASKFAILED) {
         /* Re-raise the first failure the program has not seen yet (through
-         * .result()/.exception()); failures it has seen are not raised again. */
-        PyObject *pick = NULL;
-        Py_ssize_t n = PyList_GET_SIZE(r->failures);
-        for (Py_ssize_t i = 0; i < n && pick == NULL; i++) {
-            TaskObject *f = (TaskObject *)PyList_GET_ITEM(r->failures, i);
+         * .result()/.exception()): r->failures lists exactly those, in the
+         * order they happened.  The others are dropped, as in C. */
+        PyObject *pick = NULL, *k, *v;
+        Py_ssize_t pos = 0;
+        while (pick == NULL && PyDict_Next(r->failures, &pos, &k, &v)) {
+            TaskObject *f = (TaskObject *)k;
             if (!f->retrieved && f->exc) pick = Py_NewRef(f->exc);
         }
-        if (pick == NULL && (n >= MAX_FAILURES_KEPT || n == 0) && exc) pick = Py_NewRef(exc);
-        Py_XDECREF(exc);
-        if (PyList_SetSlice(r->failures, 0, PY_SSIZE_T_MAX, NULL) < 0) PyErr_Clear();
+        PyDict_Clear(r->failures);
         if (pick == NULL) return 0;
         raise_exc(pick);
         Py_DECREF(pick);
         return -1;
     }
-    if (rc == 0 && PyList_SetSlice(r->failures, 0, PY_SSIZE_T_MAX, NULL) < 0) PyErr_Clear();
-    Py_XDECREF(exc);
+    if (rc == 0) PyDict_Clear(r->failures);
     if (rc != 0) {
         err_weft(rc, "wait_all()");
         return -1;
@@ -1742,17 +1784,17 @@ Runtime_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
     r->st = st;
     r->interp = PyInterpreterState_Get();
     atomic_init(&r->inflight, 0);
-    atomic_init(&r->first_exc, NULL);
     atomic_init(&r->py_busy, 0);
     r->spawn_gil = spawn_mode;
-    r->failures = PyList_New(0);
+    r->failures = PyDict_New();
+    r->failed = PyDict_New();
     r->data_map = PyDict_New();
     r->deferred = PySet_New(NULL);
     r->spin_gil_ns = gil_spin;
     r->closing = 0;
     r->weakreflist = NULL;
     PyObject_GC_Track(r);
-    if (!r->failures || !r->data_map || !r->deferred) goto fail;
+    if (!r->failures || !r->failed || !r->data_map || !r->deferred) goto fail;
 
     size_t per = cfg.max_inflight;
     cfg.on_worker_start = on_worker_start;
@@ -1849,9 +1891,7 @@ runtime_close(RuntimeObject *r)
     Py_ssize_t pos = 0;
     while (PyDict_Next(r->data_map, &pos, &k, &v)) data_release((DataObject *)v);
     PyDict_Clear(r->data_map);
-    PyObject *exc = atomic_exchange(&r->first_exc, NULL);
-    Py_XDECREF(exc);
-    if (PyList_SetSlice(r->failures, 0, PY_SSIZE_T_MAX, NULL) < 0) PyErr_Clear();
+    PyDict_Clear(r->failures);
     modstate *st = r->st;
     Py_INCREF(r);
     if (list_remove_obj(st->stack, (PyObject *)r) < 0) PyErr_Clear();
@@ -1873,8 +1913,6 @@ Runtime_traverse(RuntimeObject *r, visitproc visit, void *arg)
     Py_VISIT(r->failures);
     Py_VISIT(r->data_map);
     Py_VISIT(r->deferred);
-    PyObject *e = atomic_load(&r->first_exc);
-    Py_VISIT(e);
     return 0;
 }
 
@@ -1884,8 +1922,7 @@ Runtime_clear(RuntimeObject *r)
     Py_CLEAR(r->failures);
     Py_CLEAR(r->data_map);
     Py_CLEAR(r->deferred);
-    PyObject *e = atomic_exchange(&r->first_exc, NULL);
-    Py_XDECREF(e);
+    Py_CLEAR(r->failed);
     return 0;
 }
 
@@ -2160,6 +2197,7 @@ Task_dealloc(TaskObject *t)
         weft_task_release(t->h);
         t->h = NULL;
     }
+    task_forget_failure(t);
     if (t->pend_modes) PyMem_Free(t->pend_modes);
     t->pend_modes = NULL;
     Py_CLEAR(t->result);
@@ -2225,7 +2263,7 @@ Task_exception(TaskObject *t, PyObject *args, PyObject *kwds)
     int rc = task_wait(t, deadline);
     if (rc == 0) Py_RETURN_NONE;
     if (rc == WEFT_ETASKFAILED && t->exc) {
-        t->retrieved = 1;
+        task_retrieved(t);
         return Py_NewRef(t->exc);
     }
     if (rc == WEFT_ECANCELLED) {
@@ -2236,6 +2274,7 @@ Task_exception(TaskObject *t, PyObject *args, PyObject *kwds)
         /* A closed runtime: the stored outcome is the answer. */
         if ((rc != RC_PYERR && rc != WEFT_ETIMEDOUT && rc != WEFT_EBUSY) && t->exc) {
             PyErr_Clear();
+            if (t->ran) task_retrieved(t);
             return Py_NewRef(t->exc);
         }
         return NULL;
@@ -2441,6 +2480,7 @@ Space_getitem(SpaceObject *s, PyObject *key)
     n->cancel_requested = 0;
     n->ran = 0;
     n->retrieved = 0;
+    n->in_failed = 0;
     n->nblockers = 0;
     n->waiters = n->pend_deps = n->pend_data = NULL;
     n->pend_modes = NULL;
