@@ -98,7 +98,9 @@ typedef struct {
     PyTypeObject *Space_T;
     PyTypeObject *Data_T;
     PyObject *CancelledError;
-    PyObject *stack;      /* list: runtimes entered with `with`, innermost last */
+    PyObject *stack;      /* list of (runtime, owner): runtimes entered with `with`,
+                             innermost last; owner is the task whose body entered the
+                             block, or None outside tasks */
     PyObject *open;       /* list: runtimes not closed yet (keeps them alive) */
     PyObject *partial;    /* functools.partial, for the decorator form */
     PyObject *empty_tuple;
@@ -776,12 +778,19 @@ data_lookup(RuntimeObject *r, PyObject *obj, const char *what, int want_write)
 /* Runtime resolution                                                        */
 /* ------------------------------------------------------------------------ */
 
+/* The runtime of weft.spawn / weft.wait_all / weft.data: inside a task, the
+ * innermost `with` block that this task's body entered, else the task's own
+ * runtime; outside tasks, the innermost `with` block entered outside tasks
+ * (on any thread).  A block entered in a task is thus seen by that task only. */
 static RuntimeObject *
 current_runtime(modstate *st, int quiet)
 {
+    PyObject *me = tl_cur ? (PyObject *)tl_cur : Py_None;
+    for (Py_ssize_t i = PyList_GET_SIZE(st->stack) - 1; i >= 0; i--) {
+        PyObject *e = PyList_GET_ITEM(st->stack, i);
+        if (PyTuple_GET_ITEM(e, 1) == me) return (RuntimeObject *)PyTuple_GET_ITEM(e, 0);
+    }
     if (tl_cur && tl_cur->rt) return tl_cur->rt;
-    Py_ssize_t n = PyList_GET_SIZE(st->stack);
-    if (n > 0) return (RuntimeObject *)PyList_GET_ITEM(st->stack, n - 1);
     if (!quiet)
         PyErr_SetString(PyExc_RuntimeError,
                         "no active weft runtime: use `with weft.Runtime() as rt:` "
@@ -1649,10 +1658,11 @@ runtime_wait_all(RuntimeObject *r, uint64_t deadline)
         PyErr_SetString(PyExc_RuntimeError, "wait_all(): the weft runtime is closed");
         return -1;
     }
-    if (tl_ts != NULL && tl_cur != NULL) {
+    if (tl_cur != NULL && tl_cur->rt == r) {
+        /* Waiting on another runtime from a task is fine (it just blocks). */
         PyErr_SetString(PyExc_RuntimeError,
-                        "wait_all() cannot be called from inside a task (it would wait for "
-                        "itself); wait for specific tasks instead");
+                        "wait_all() cannot be called from inside a task of the same runtime (it "
+                        "would wait for itself); wait for specific tasks instead");
         return -1;
     }
     int rc;
@@ -1667,9 +1677,9 @@ runtime_wait_all(RuntimeObject *r, uint64_t deadline)
             if (deadline - now < slice) slice = deadline - now;
         }
         weft_runtime *rt = r->rt;
-        BEGIN_NOGIL
+        BEGIN_NOGIL_W /* from a task of another runtime: let its workers have the GIL */
         rc = weft_wait_all_timed(rt, slice);
-        END_NOGIL
+        END_NOGIL_W
         if (rc != WEFT_ETIMEDOUT) break;
         if (PyErr_CheckSignals() < 0) {
             cancel_everything_pending(r);
@@ -1802,9 +1812,9 @@ Runtime_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
     cfg.hook_arg = r;
     int rc;
     weft_runtime *rt = NULL;
-    BEGIN_NOGIL
+    BEGIN_NOGIL_W
     rc = weft_runtime_create(&cfg, &rt);
-    END_NOGIL
+    END_NOGIL_W
     Py_CLEAR(trace_b);
     if (rc != 0) {
         err_weft(rc, "Runtime()");
@@ -1853,9 +1863,9 @@ runtime_close(RuntimeObject *r)
     for (;;) {
         int rc;
         weft_runtime *rt = r->rt;
-        BEGIN_NOGIL
+        BEGIN_NOGIL_W
         rc = weft_wait_all_timed(rt, WAIT_SLICE_NS);
-        END_NOGIL
+        END_NOGIL_W
         if (rc != WEFT_ETIMEDOUT) break;
         if (interrupt == NULL && PyErr_CheckSignals() < 0) {
             interrupt = fetch_exc();
@@ -1881,9 +1891,9 @@ runtime_close(RuntimeObject *r)
     }
     weft_runtime *rt = r->rt;
     int rc;
-    BEGIN_NOGIL
+    BEGIN_NOGIL_W
     rc = weft_runtime_destroy(rt);
-    END_NOGIL
+    END_NOGIL_W
     (void)rc;
     r->rt = NULL;
     /* Buffers stay exported until here. */
@@ -1894,7 +1904,10 @@ runtime_close(RuntimeObject *r)
     PyDict_Clear(r->failures);
     modstate *st = r->st;
     Py_INCREF(r);
-    if (list_remove_obj(st->stack, (PyObject *)r) < 0) PyErr_Clear();
+    for (Py_ssize_t i = PyList_GET_SIZE(st->stack) - 1; i >= 0; i--)
+        if (PyTuple_GET_ITEM(PyList_GET_ITEM(st->stack, i), 0) == (PyObject *)r &&
+            PyList_SetSlice(st->stack, i, i + 1, NULL) < 0)
+            PyErr_Clear();
     if (list_remove_obj(st->open, (PyObject *)r) < 0) PyErr_Clear();
     Py_DECREF(r);
     if (interrupt) {
@@ -1981,7 +1994,11 @@ static PyObject *
 Runtime_enter(RuntimeObject *r, PyObject *Py_UNUSED(ignored))
 {
     if (check_open(r, "Runtime.__enter__") < 0) return NULL;
-    if (PyList_Append(r->st->stack, (PyObject *)r) < 0) return NULL;
+    PyObject *e = PyTuple_Pack(2, (PyObject *)r, tl_cur ? (PyObject *)tl_cur : Py_None);
+    if (e == NULL) return NULL;
+    int rc = PyList_Append(r->st->stack, e);
+    Py_DECREF(e);
+    if (rc < 0) return NULL;
     return Py_NewRef(r);
 }
 
@@ -2794,12 +2811,7 @@ mod_wait_all(PyObject *m, PyObject *args, PyObject *kwds)
     uint64_t deadline;
     if (!PyArg_ParseTupleAndKeywords(args, kwds, "|O:wait_all", kwlist, &to)) return NULL;
     if (parse_timeout(to, &deadline) < 0) return NULL;
-    if (tl_ts != NULL && tl_cur != NULL) {
-        PyErr_SetString(PyExc_RuntimeError,
-                        "wait_all() cannot be called from inside a task (it would wait for "
-                        "itself); wait for specific tasks instead");
-        return NULL;
-    }
+    /* Inside a task this is the task's own runtime: runtime_wait_all refuses. */
     RuntimeObject *r = current_runtime(state_of_module(m), 0);
     if (r == NULL) return NULL;
     Py_INCREF(r);
