@@ -40,6 +40,69 @@ def test_decorator_form(rt):
     assert second.result() == "one+two"
 
 
+def test_decorator_binds_free_variables_at_spawn(rt):
+    # The loop variable each body sees is the one it had when the decorator
+    # spawned it, although the bodies run after the loop (they wait for gate).
+    import threading
+
+    ev = threading.Event()
+    gate = weft.spawn(ev.wait, 60)
+    out, tasks = [], []
+    for i in range(5):
+        @weft.spawn(name="t", deps=[gate])
+        def t():
+            out.append(i)
+            return i
+
+        tasks.append(t)
+    for i in range(5, 8):
+        @rt.spawn(deps=[gate])
+        def u():
+            return i * 10
+
+        tasks.append(u)
+    ev.set()
+    assert [t.result() for t in tasks] == [0, 1, 2, 3, 4, 50, 60, 70]
+    assert sorted(out) == [0, 1, 2, 3, 4]
+
+
+def test_decorator_snapshot_keeps_shared_objects_and_empty_cells(rt):
+    import threading
+
+    ev = threading.Event()
+    gate = weft.spawn(ev.wait, 60)
+    shared = []  # a mutable object the cell refers to is shared, not copied
+    x = "at spawn"
+
+    @weft.spawn(deps=[gate])
+    def t():
+        shared.append(x)
+        return later  # assigned only after the spawn: unbound in the copy
+
+    x = "later"
+    later = 1
+    ev.set()
+    with pytest.raises(NameError):
+        t.result()
+    assert shared == ["at spawn"]
+
+
+def test_plain_spawn_unchanged(rt):
+    # spawn(fn, ...) passes its arguments and runs fn itself: its free
+    # variables are read when the body runs, as for any Python call.
+    import threading
+
+    ev = threading.Event()
+    gate = weft.spawn(ev.wait, 60)
+    x = 1
+    late = weft.spawn(lambda: x, deps=[gate])
+    args = [weft.spawn(lambda a, b=0: (a, b), i, kwargs={"b": -i}, deps=[gate]) for i in range(3)]
+    x = 2
+    ev.set()
+    assert late.result() == 2
+    assert [t.result() for t in args] == [(0, 0), (1, -1), (2, -2)]
+
+
 def test_deps_order_chain(rt):
     out = []
     prev = None

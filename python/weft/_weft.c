@@ -102,7 +102,6 @@ typedef struct {
                              innermost last; owner is the task whose body entered the
                              block, or None outside tasks */
     PyObject *open;       /* list: runtimes not closed yet (keeps them alive) */
-    PyObject *partial;    /* functools.partial, for the decorator form */
     PyObject *empty_tuple;
     PyObject *s_deps, *s_reads, *s_writes, *s_readwrites, *s_commutes, *s_name,
         *s_priority, *s_task, *s_kwargs, *s_runtime, *s_add_note;
@@ -1143,6 +1142,76 @@ as_seq(PyObject *v, PyTypeObject *single_t, const char *what, int single_ok_any_
 static PyObject *spawn_locked(modstate *st, RuntimeObject *r, PyObject *const *args,
                               Py_ssize_t nargs, PyObject *kwnames, PyObject *self_callable);
 
+/* The decorator form binds the body's free variables at spawn time: a
+ * Python function with a closure is replaced by a copy of itself whose
+ * cells are new cells holding the values the originals hold now (an empty
+ * cell stays empty).  So `for i in ...: @weft.spawn() def t(): use(i)` gives
+ * each task its own i, as the spawn statement reads.  The objects the cells
+ * refer to are shared, not copied; a `nonlocal` assignment in the body
+ * changes the copy only.  Anything else (a builtin, a callable object, a
+ * function without free variables) is returned as is (a new reference). */
+static PyObject *
+bind_closure_now(PyObject *fn)
+{
+    if (!PyFunction_Check(fn)) return Py_NewRef(fn);
+    PyObject *closure = PyFunction_GetClosure(fn);
+    if (closure == NULL || closure == Py_None || !PyTuple_Check(closure)) return Py_NewRef(fn);
+    Py_ssize_t n = PyTuple_GET_SIZE(closure);
+    PyObject *cells = PyTuple_New(n);
+    if (cells == NULL) return NULL;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *c = PyTuple_GET_ITEM(closure, i);
+        PyObject *v = PyCell_Check(c) ? PyCell_Get(c) : NULL;
+        if (v == NULL && PyErr_Occurred()) {
+            Py_DECREF(cells);
+            return NULL;
+        }
+        PyObject *nc = PyCell_New(v);
+        Py_XDECREF(v);
+        if (nc == NULL) {
+            Py_DECREF(cells);
+            return NULL;
+        }
+        PyTuple_SET_ITEM(cells, i, nc);
+    }
+    PyObject *qualname = PyObject_GetAttrString(fn, "__qualname__");
+    if (qualname == NULL) PyErr_Clear();
+    PyObject *copy = PyFunction_NewWithQualName(PyFunction_GetCode(fn), PyFunction_GetGlobals(fn),
+                                                qualname);
+    Py_XDECREF(qualname);
+    PyObject *defaults = PyFunction_GetDefaults(fn), *kwdefaults = PyFunction_GetKwDefaults(fn);
+    if (copy == NULL || PyFunction_SetClosure(copy, cells) < 0 ||
+        PyFunction_SetDefaults(copy, defaults ? defaults : Py_None) < 0 ||
+        PyFunction_SetKwDefaults(copy, kwdefaults ? kwdefaults : Py_None) < 0) {
+        Py_XDECREF(copy);
+        Py_DECREF(cells);
+        return NULL;
+    }
+    Py_DECREF(cells);
+    return copy;
+}
+
+/* The function @weft.spawn(...) / @rt.spawn(...) return: self is a tuple
+ * (spawn callable, dict of the keywords); called with the body, it spawns
+ * it with those keywords and returns the Task. */
+static PyObject *
+spawn_decorator(PyObject *self, PyObject *fn)
+{
+    PyObject *bound = bind_closure_now(fn);
+    if (bound == NULL) return NULL;
+    PyObject *a = PyTuple_Pack(1, bound);
+    Py_DECREF(bound);
+    if (a == NULL) return NULL;
+    PyObject *res = PyObject_Call(PyTuple_GET_ITEM(self, 0), a, PyTuple_GET_ITEM(self, 1));
+    Py_DECREF(a);
+    return res;
+}
+
+static PyMethodDef spawn_decorator_def = {
+    "spawn_decorator", spawn_decorator, METH_O,
+    "Spawn the decorated function (its free variables bound to their values now) with the "
+    "keywords given to spawn(); return the Task."};
+
 /* Resolve the runtime and hold a strong reference to it for the call (a
  * borrowed one from the `with` stack could go away on a free-threaded build
  * if another thread closed it meanwhile). */
@@ -1200,10 +1269,11 @@ spawn_locked(modstate *st, RuntimeObject *r, PyObject *const *args, Py_ssize_t n
                 Py_DECREF(kwd);
                 return NULL;
             }
-        PyObject *pa = PyTuple_Pack(1, self_callable);
-        PyObject *res = pa ? PyObject_Call(st->partial, pa, kwd) : NULL;
-        Py_XDECREF(pa);
+        PyObject *self = PyTuple_Pack(2, self_callable, kwd);
         Py_DECREF(kwd);
+        if (self == NULL) return NULL;
+        PyObject *res = PyCFunction_NewEx(&spawn_decorator_def, self, NULL);
+        Py_DECREF(self);
         return res;
     }
     PyObject *fn = args[0];
@@ -2118,7 +2188,9 @@ Runtime_repr(RuntimeObject *r)
 static PyMethodDef Runtime_methods[] = {
     {"spawn", (PyCFunction)(void (*)(void))Runtime_spawn, METH_FASTCALL | METH_KEYWORDS,
      "spawn(fn, *args, deps=(), reads=(), writes=(), readwrites=(), commutes=(), name=None, "
-     "priority=0, task=None, kwargs=None) -> Task\n\nSpawn fn(*args) on this runtime."},
+     "priority=0, task=None, kwargs=None) -> Task\n\nSpawn fn(*args) on this runtime.  "
+     "Called with no function, returns a decorator that binds the function's free variables "
+     "at the spawn, as weft.spawn does."},
     {"wait_all", (PyCFunction)(void (*)(void))Runtime_wait_all, METH_VARARGS | METH_KEYWORDS,
      "wait_all(timeout=None)\n\nWait until no task is in flight; re-raise the first task "
      "exception since the previous wait_all."},
@@ -2897,11 +2969,18 @@ static PyMethodDef module_methods[] = {
     {"spawn", (PyCFunction)(void (*)(void))mod_spawn, METH_FASTCALL | METH_KEYWORDS,
      "spawn(fn, *args, deps=(), reads=(), writes=(), readwrites=(), commutes=(), name=None,\n"
      "      priority=0, task=None, kwargs=None, runtime=None) -> Task\n\n"
-     "Spawn fn(*args, **kwargs) as a task of the current runtime (the one running the calling "
-     "task, else the innermost `with weft.Runtime()`).  deps: tasks (or task-space slots) to "
+     "Spawn fn(*args, **kwargs) as a task of the current runtime (inside a task: the innermost "
+     "`with weft.Runtime()` block that task entered, else its own runtime; outside tasks: the "
+     "innermost `with weft.Runtime()`).  deps: tasks (or task-space slots) to "
      "follow.  reads/writes/readwrites/commutes: buffer objects or weft.Data, giving "
-     "dependencies from access modes in spawn order (R, W, RW, RW|COMMUTE).  Called with no "
-     "function, returns a decorator: @weft.spawn(deps=[...])."},
+     "dependencies from access modes in spawn order (R, W, RW, RW|COMMUTE).\n\n"
+     "Called with no function, returns a decorator: @weft.spawn(deps=[...]) above a def "
+     "spawns the function at once and binds its name to the Task.  The decorator binds the "
+     "function's free variables (closure cells) to the values they have at the spawn, so "
+     "`for i in range(n): @weft.spawn(name='t') def t(): use(i)` gives each task its own i; the "
+     "objects are shared, not copied, and a nonlocal assignment in the body changes only the "
+     "task's copy.  Plain spawn(fn, ...) runs fn itself: its free variables are read when "
+     "it runs.  Module globals are never captured."},
     {"wait_all", (PyCFunction)(void (*)(void))mod_wait_all, METH_VARARGS | METH_KEYWORDS,
      "wait_all(timeout=None)\n\nWait for every task of the current runtime; re-raise the first "
      "task exception since the previous wait_all.  Ctrl-C cancels what has not started."},
@@ -2953,11 +3032,6 @@ module_exec(PyObject *m)
     st->open = PyList_New(0);
     st->empty_tuple = PyTuple_New(0);
     if (!st->stack || !st->open || !st->empty_tuple) return -1;
-    PyObject *ft = PyImport_ImportModule("functools");
-    if (ft == NULL) return -1;
-    st->partial = PyObject_GetAttrString(ft, "partial");
-    Py_DECREF(ft);
-    if (st->partial == NULL) return -1;
 #define INTERN(f, s) if ((st->f = PyUnicode_InternFromString(s)) == NULL) return -1
     INTERN(s_deps, "deps");
     INTERN(s_reads, "reads");
@@ -2991,7 +3065,6 @@ module_traverse(PyObject *m, visitproc visit, void *arg)
     Py_VISIT(st->CancelledError);
     Py_VISIT(st->stack);
     Py_VISIT(st->open);
-    Py_VISIT(st->partial);
     return 0;
 }
 
@@ -3007,7 +3080,6 @@ module_clear(PyObject *m)
     Py_CLEAR(st->CancelledError);
     Py_CLEAR(st->stack);
     Py_CLEAR(st->open);
-    Py_CLEAR(st->partial);
     Py_CLEAR(st->empty_tuple);
     Py_CLEAR(st->s_deps);
     Py_CLEAR(st->s_reads);
