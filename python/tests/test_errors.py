@@ -13,8 +13,9 @@ def test_no_runtime():
 def test_non_callable(rt):
     with pytest.raises(TypeError, match="must be callable.*int"):
         weft.spawn(42)
-    with pytest.raises(TypeError, match="missing the function"):
-        weft.spawn()
+    deco = weft.spawn()  # the decorator form, with empty parentheses
+    with pytest.raises(TypeError, match="must be callable.*int"):
+        deco(42)
     assert weft.spawn(int, 3).result() == 3  # still usable
 
 
@@ -119,3 +120,72 @@ def test_close_from_inside_task(rt):
         weft.spawn(rt.close).result()
     rt.wait_all()
     assert weft.spawn(int, 5).result() == 5
+
+
+def test_runtime_block_inside_a_task_waits_for_its_own_tasks(rt):
+    # Waiting on another runtime from a task is fine: only waiting on the
+    # runtime that runs the calling task could wait for itself.
+    def body(n):
+        done = []
+        with weft.Runtime(workers=1) as inner:
+            ts = [inner.spawn(lambda i=i: (done.append(i), i * i)[1]) for i in range(n)]
+        # Leaving the block waited for every inner task.
+        assert sorted(done) == list(range(n))
+        return sum(t.result() for t in ts)
+
+    assert weft.spawn(body, 10).result() == sum(i * i for i in range(10))
+
+
+def test_wait_all_on_another_runtime_from_a_task(rt):
+    import threading
+
+    other = weft.Runtime(workers=1)
+    try:
+        ev = threading.Event()
+        late = other.spawn(ev.wait, 60)
+
+        def body():
+            threading.Timer(0.2, ev.set).start()
+            other.wait_all()  # blocks until `late` finished
+            assert late.done()
+            return late.result()
+
+        assert weft.spawn(body).result() is True
+        # Failures of the other runtime are raised to the task that waits.
+        other.spawn(lambda: 1 / 0)
+        with pytest.raises(ZeroDivisionError):
+            weft.spawn(other.wait_all).result()
+        # The task's own runtime is still refused, whichever way it is named.
+        with pytest.raises(RuntimeError, match="inside a task"):
+            weft.spawn(rt.wait_all).result()
+        with pytest.raises(RuntimeError, match="inside a task"):
+            weft.spawn(weft.wait_all).result()
+    finally:
+        other.close()
+
+
+def test_runtime_block_inside_a_task_is_local_to_that_task(rt):
+    # Inside the block, weft.spawn / current_runtime / wait_all mean the
+    # inner runtime; outside it (and for every other thread) nothing changes.
+    import threading
+
+    entered, checked = threading.Event(), threading.Event()
+
+    def body():
+        outer = weft.current_runtime()
+        with weft.Runtime(workers=1) as inner:
+            assert weft.current_runtime() is inner
+            t = weft.spawn(weft.current_runtime)
+            entered.set()
+            checked.wait(60)
+            weft.wait_all()
+            assert t.done()
+        assert weft.current_runtime() is outer
+        return t.result() is inner, outer is rt
+
+    t = weft.spawn(body)
+    assert entered.wait(60)
+    seen = weft.current_runtime()  # the main thread's runtime, not the task's inner one
+    checked.set()
+    assert seen is rt
+    assert t.result() == (True, True)

@@ -1,3 +1,4 @@
+import threading
 import time
 import traceback
 
@@ -59,31 +60,35 @@ def test_cancelled_error_is_a_futures_cancelled_error():
 
 
 def test_cancel_request(rt):
-    gate = weft.spawn(time.sleep, 0.3)
+    ev = threading.Event()
+    gate = weft.spawn(ev.wait, 60)  # runs until the test lets it finish
     victim = weft.spawn(print, "never", deps=[gate], name="victim")
     after = weft.spawn(print, "never", deps=[victim])
-    assert victim.cancel() is True
+    assert victim.cancel() is True  # the gate has not finished: victim has not started
+    ev.set()  # (the cancellation completes when victim would become ready)
     with pytest.raises(weft.CancelledError, match="victim"):
         victim.result()
     with pytest.raises(weft.CancelledError):
         after.result()
-    assert gate.result() is None
+    assert gate.result() is True
     assert gate.cancel() is False  # finished tasks cannot be cancelled
     weft.wait_all()  # cancellation by request is not a failure
 
 
 def _wait_running(t):
-    deadline = time.monotonic() + 10
+    deadline = time.monotonic() + 60
     while t.status != "running" and time.monotonic() < deadline:
         time.sleep(0.001)
     assert t.status == "running"
 
 
 def test_cancel_pending(rt):
-    gate = weft.spawn(time.sleep, 0.3)
+    ev = threading.Event()
+    gate = weft.spawn(ev.wait, 60)  # runs until the test lets it finish
     ts = [weft.spawn(int, deps=[gate]) for _ in range(100)]
     _wait_running(gate)
     rt.cancel_pending()
+    ev.set()
     rt.wait_all()  # running tasks finish; the rest end cancelled
     assert gate.status == "completed"
     assert all(t.status == "cancelled" for t in ts)
@@ -117,3 +122,94 @@ def test_exception_in_with_block_closes_runtime():
             weft.spawn(time.sleep, 0.01)
             raise RuntimeError("user error")
     assert r.closed
+
+
+def test_retrieved_failures_are_not_reraised_whatever_their_number(rt):
+    # More failures than any bound on what the runtime keeps (it kept 1,024).
+    ts = [weft.spawn(failing_body, i) for i in range(1500)]
+    for t in ts:
+        assert isinstance(t.exception(), ValueError)
+    weft.wait_all()  # every failure was retrieved: nothing to raise
+    ts = [weft.spawn(failing_body, i) for i in range(1500)]
+    for t in ts:
+        with pytest.raises(ValueError):
+            t.result()
+    rt.wait_all()
+
+
+def test_first_unretrieved_failure_after_many_retrieved_ones(rt):
+    ts = [weft.spawn(failing_body, i) for i in range(1500)]
+    for t in ts:
+        t.wait()
+    last = weft.spawn(failing_body, "unseen", deps=[])
+    last.wait()
+    for t in ts:
+        t.exception()
+    with pytest.raises(ValueError, match="bad value unseen"):
+        weft.wait_all()
+    weft.wait_all()  # reported once
+
+
+class _Payload:
+    pass
+
+
+def _fail_with(payload):
+    raise ValueError("failed with a payload")
+
+
+def test_failed_task_args_freed_once_retrieved_and_dropped(rt):
+    import gc
+    import weakref
+
+    # .exception() retrieves it.
+    p = _Payload()
+    ref = weakref.ref(p)
+    t = weft.spawn(_fail_with, p)
+    assert isinstance(t.exception(), ValueError)
+    del p, t
+    gc.collect()
+    assert ref() is None  # no wait_all needed
+    # So does .result() raising.
+    p = _Payload()
+    ref = weakref.ref(p)
+    t = weft.spawn(_fail_with, p)
+    try:
+        t.result()
+    except ValueError:
+        pass
+    del p, t
+    gc.collect()
+    assert ref() is None
+    # The Task itself keeps its exception (and so the traceback) while it lives.
+    p = _Payload()
+    ref = weakref.ref(p)
+    t = weft.spawn(_fail_with, p)
+    t.exception()
+    del p
+    gc.collect()
+    assert ref() is not None
+    assert isinstance(t.exception(), ValueError)
+    del t
+    gc.collect()
+    assert ref() is None
+    weft.wait_all()  # all retrieved
+
+
+def test_unretrieved_dropped_failure_still_raised_by_wait_all(rt):
+    import gc
+
+    weft.spawn(_fail_with, _Payload())  # the Task is dropped at once
+    gc.collect()
+    with pytest.raises(ValueError, match="failed with a payload"):
+        weft.wait_all()
+
+
+def test_cancelled_dependent_names_a_retrieved_failure(rt):
+    a = weft.spawn(failing_body, 1, name="A")
+    b = weft.spawn(print, "never", deps=[a], name="B")
+    assert isinstance(a.exception(), ValueError)  # retrieved first
+    e = b.exception()
+    assert isinstance(e, weft.CancelledError) and e.cause_name == "A"
+    assert e.__cause__ is a.exception()
+    weft.wait_all()
