@@ -390,7 +390,10 @@ WEFT_API WEFT_NODISCARD int weft_space_create(weft_runtime *rt, const char *name
 /* The task of key (nkey integers at key): the key's task if it was spawned,
  * otherwise a placeholder that finishes as the key's task does (completed,
  * failed — its dependents are then cancelled naming that task — or
- * cancelled).  The handle is lent by the space: it stays valid for deps,
+ * cancelled).  Cancelling a placeholder (weft_task_cancel) cancels the task
+ * later spawned for its key: it never runs.  A placeholder's id is 0, its
+ * name the key's label; a task cancelled because a key was never spawned
+ * reports cause_id 0 and the key's label as cause_name.  The handle is lent by the space: it stays valid for deps,
  * waits, status and info until weft_space_destroy; releasing it is not
  * needed (weft_task_release ignores it unless it is also the handle the
  * spawner asked for).  Errors: WEFT_EINVAL (bad space or key), WEFT_ENOMEM.

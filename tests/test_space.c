@@ -152,6 +152,7 @@ static void count_destroy(void *arg) {
 }
 
 static void test_unspawned(void) {
+    weft_task_info info_unspawned;
     weft_runtime *rt = make_rt(2);
     weft_space *s;
     CHECK_OK(weft_space_create(rt, "U", &s));
@@ -178,6 +179,8 @@ static void test_unspawned(void) {
     CHECKF(strstr(weft_last_error(), "U[4,2]") != NULL && strstr(weft_last_error(), "never spawned") != NULL,
            "message: %s", weft_last_error());
     CHECK(atomic_load(&destroyed) == 1);
+    CHECK_OK(weft_task_info_get(t, &info_unspawned));
+    CHECK(info_unspawned.cause_id == 0 && strcmp(info_unspawned.cause_name, "U[4,2]") == 0);
     CHECK_OK(weft_wait_all(rt)); /* cancellation is not a failure */
     weft_task_release(t);
     /* Destroying the runtime closes what is left: no hang. */
@@ -263,6 +266,37 @@ static void test_reverse_chain(void) {
     CHECK_OK(weft_runtime_destroy(rt));
 }
 
+/* Cancelling a key's handle before the key is spawned: the task spawned for
+ * it never runs, and its dependents are cancelled. */
+static void test_cancel_unspawned(void) {
+    weft_runtime *rt = make_rt(2);
+    weft_space *s;
+    CHECK_OK(weft_space_create(rt, "K", &s));
+    atomic_int ran = 0;
+    weft_task *k0 = key(s, 0), *after;
+    weft_task_desc d;
+    weft_task_desc_init(&d);
+    d.body = count_run;
+    d.arg = &ran;
+    d.deps = &k0;
+    d.ndeps = 1;
+    CHECK_OK(weft_spawn(rt, &d, &after));
+    CHECK_OK(weft_task_cancel(k0));
+    d.deps = NULL;
+    d.ndeps = 0;
+    int64_t k = 0;
+    weft_task *t0;
+    CHECK_OK(weft_space_spawn(s, &k, 1, &d, &t0));
+    CHECK_RC(weft_task_wait(t0), WEFT_ECANCELLED);
+    CHECK_RC(weft_task_wait(after), WEFT_ECANCELLED);
+    CHECK(atomic_load(&ran) == 0);
+    weft_task_release(t0);
+    weft_task_release(after);
+    CHECK_OK(weft_wait_all(rt));
+    CHECK_OK(weft_space_destroy(s));
+    CHECK_OK(weft_runtime_destroy(rt));
+}
+
 static void test_misuse(void) {
     weft_runtime *rt = make_rt(1);
     weft_space *s;
@@ -307,6 +341,8 @@ int main(void) {
     test_race();
     test_step("reverse chain");
     test_reverse_chain();
+    test_step("cancel an unspawned key");
+    test_cancel_unspawned();
     test_step("misuse");
     test_misuse();
     printf("test_space: ok\n");

@@ -355,8 +355,13 @@ int weft__task_spawn(weft__graph *g, const void *rt_handle, const weft_task_desc
         weft__free(sorted);
 
     if (x && x->fulfil) {
-        /* The placeholder follows the new task (and so do its dependents). */
+        /* The placeholder follows the new task (and so do its dependents).
+         * A placeholder cancelled by request before its key was spawned
+         * passes the request on: the new task never runs. */
         weft__task *p = x->fulfil;
+        if (atomic_load_explicit(&p->run_gate, memory_order_acquire) == WEFT__GATE_DOOMED &&
+            p->cause_kind == WEFT__CAUSE_REQUEST)
+            weft__task_doom(t, t->id, t->name, WEFT__CAUSE_REQUEST);
         atomic_fetch_add(&p->pending, 1);
         weft__edge_add(p, &p->edge_inline[0], t, true);
         atomic_store_explicit(&p->nedges, 1, memory_order_release); /* walkers may read it now */
