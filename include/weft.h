@@ -135,8 +135,10 @@ WEFT_API void weft_config_init(weft_config *cfg);
  * Must not be called from a task. */
 WEFT_API WEFT_NODISCARD int weft_runtime_create(const weft_config *cfg, weft_runtime **out);
 
-/* Finish every outstanding task (they run to completion), stop and join all
- * workers, write the trace if configured, unregister the data handles still
+/* Finish every outstanding task (they run to completion; once only tasks
+ * waiting for task-space keys nobody spawned are left, the runtime's task
+ * spaces are destroyed, which cancels those), stop and join all workers,
+ * write the trace if configured, unregister the data handles still
  * registered (their handles become invalid: WEFT_EINVAL), and free the
  * runtime.  Task handles the caller still holds stay valid for wait, status,
  * info and release (every such task has finished); each must still be
@@ -359,6 +361,16 @@ WEFT_API WEFT_NODISCARD int weft_wait_all(weft_runtime *rt);
 
 /* As weft_wait_all with a timeout (WEFT_ETIMEDOUT). */
 WEFT_API WEFT_NODISCARD int weft_wait_all_timed(weft_runtime *rt, uint64_t timeout_ns);
+
+/* Wait until no task of the runtime is in flight, or until every task still
+ * in flight waits (directly or not) for a task-space key nobody has spawned:
+ * no body is running, none is ready, no device work is in flight — the point
+ * where only a spawn (of those keys) can move anything.  weft_runtime_stats'
+ * inflight says which of the two it was.  Unlike weft_wait_all it does not
+ * report or reset failures.  Returns 0, WEFT_ETIMEDOUT, WEFT_EINVAL /
+ * WEFT_ECLOSED for a bad runtime, WEFT_EDEADLK from inside one of its tasks.
+ * Blocks. */
+WEFT_API WEFT_NODISCARD int weft_wait_settled_timed(weft_runtime *rt, uint64_t timeout_ns);
 
 /* Cancel every task of the runtime that has not started yet (running tasks
  * finish).  Tasks spawned afterwards are not affected.  The cancellation is

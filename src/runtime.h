@@ -62,6 +62,9 @@ static inline bool weft__on_own_worker(const weft__rt *rt)
 /* api/wait.c: the runtime's waits, built on the wait engine. */
 int weft__wait_task(weft__rt *rt, weft__task *t, uint64_t deadline);
 int weft__wait_idle(weft__rt *rt, uint64_t deadline);           /* inflight == 0 (outside threads) */
+/* inflight == 0, or every task left waits for a task-space key nobody
+ * spawned: no body running, nothing ready, no device work (outside threads). */
+int weft__wait_settled(weft__rt *rt, uint64_t deadline);
 void weft__wait_throttle(weft__rt *rt, int64_t self);            /* backpressure */
 void weft__wait_data_unused(weft__rt *rt, weft__data *d);        /* every task using d finished */
 void weft__rt_progress(void *rt);                                /* poll every device's progress */

@@ -12,6 +12,7 @@
 
 const char weft__key_idle = 'i';
 const char weft__key_throttle = 't';
+const char weft__key_settle = 's';
 
 struct weft__sleeper {
     pthread_cond_t cond;

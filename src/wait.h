@@ -39,6 +39,7 @@ typedef struct weft__waitset {
 /* Well-known keys. */
 extern const char weft__key_idle;     /* a runtime's in-flight count reached zero */
 extern const char weft__key_throttle; /* backpressure may have eased, or a worker stopped running */
+extern const char weft__key_settle;   /* a task completed: the runtime may have settled */
 
 typedef struct weft__wait {
     const void *key;                     /* what a notifier names to end the sleep */

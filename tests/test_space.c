@@ -297,6 +297,63 @@ static void test_cancel_unspawned(void) {
     CHECK_OK(weft_runtime_destroy(rt));
 }
 
+/* Destroying the runtime lets running tasks spawn keys that others wait
+ * for; only what is left waiting once nothing runs is cancelled.  And
+ * weft_wait_settled returns at that point, with the waiting tasks still in
+ * flight. */
+static weft_space *late_space;
+static atomic_int late_ran;
+
+static int late_body(weft_ctx *ctx, void *arg) {
+    (void)ctx;
+    atomic_fetch_add((atomic_int *)arg, 1);
+    return 0;
+}
+
+static int spawns_key_later(weft_ctx *ctx, void *arg) {
+    (void)ctx;
+    sleep_ms(50);
+    weft_task_desc d;
+    weft_task_desc_init(&d);
+    d.body = late_body;
+    d.arg = &late_ran;
+    int64_t k = (intptr_t)arg;
+    return weft_space_spawn(late_space, &k, 1, &d, NULL) == 0 ? 0 : 1;
+}
+
+static void test_destroy_and_settled(void) {
+    weft_runtime *rt = make_rt(2);
+    CHECK_OK(weft_space_create(rt, "D", &late_space));
+    atomic_store(&late_ran, 0);
+    weft_task *k1 = key(late_space, 1), *k2 = key(late_space, 2);
+    weft_task_desc d;
+    weft_task_desc_init(&d);
+    d.body = late_body;
+    d.arg = &late_ran;
+    d.deps = &k1;
+    d.ndeps = 1;
+    CHECK_OK(weft_spawn(rt, &d, NULL)); /* runs once key 1 is spawned, during destroy */
+    d.deps = &k2;
+    weft_task *never;
+    CHECK_OK(weft_spawn(rt, &d, &never)); /* key 2 is never spawned */
+    CHECK_OK(weft_spawn_simple(rt, spawns_key_later, (void *)(intptr_t)1, NULL));
+    CHECK_OK(weft_wait_settled_timed(rt, 60ull * 1000000000u));
+    weft_stats st;
+    CHECK_OK(weft_runtime_stats(rt, &st));
+    CHECK(st.inflight == 1); /* the task waiting for key 2 */
+    CHECK(atomic_load(&late_ran) == 2);
+    /* Destroy at once: the running task still spawns key 3, whose
+     * dependent runs; the one waiting for key 2 is cancelled. */
+    weft_task *k3 = key(late_space, 3);
+    d.deps = &k3;
+    CHECK_OK(weft_spawn(rt, &d, NULL));
+    CHECK_OK(weft_spawn_simple(rt, spawns_key_later, (void *)(intptr_t)3, NULL));
+    CHECK_OK(weft_runtime_destroy(rt));
+    CHECK(atomic_load(&late_ran) == 4);
+    CHECK_RC(weft_task_wait(never), WEFT_ECANCELLED);
+    weft_task_release(never);
+}
+
 static void test_misuse(void) {
     weft_runtime *rt = make_rt(1);
     weft_space *s;
@@ -343,6 +400,8 @@ int main(void) {
     test_reverse_chain();
     test_step("cancel an unspawned key");
     test_cancel_unspawned();
+    test_step("destroy and settled");
+    test_destroy_and_settled();
     test_step("misuse");
     test_misuse();
     printf("test_space: ok\n");

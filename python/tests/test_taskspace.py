@@ -10,7 +10,7 @@ def test_forward_reference(rt):
     out = []
     # T[1] depends on T[0], which is spawned later.
     weft.spawn(out.append, 1, deps=[T[0]], task=T[1])
-    assert T[1].status == "deferred"
+    assert T[1].status == "waiting"  # in the runtime, behind T[0]'s placeholder
     assert T[0].status == "declared"
     time.sleep(0.01)
     assert out == []
@@ -101,7 +101,7 @@ def test_never_spawned_dependency_cancelled_at_close():
     T = weft.TaskSpace("N")
     with weft.Runtime(workers=1):
         t = weft.spawn(int, deps=[T[0]])
-        assert t.status == "deferred"
+        assert t.status == "waiting"
     assert t.status == "cancelled"
     with pytest.raises(weft.CancelledError, match="never spawned"):
         t.result()
@@ -129,8 +129,8 @@ def test_wait_on_deferred_from_another_thread(rt):
 
 
 def test_deferred_keeps_data_order(rt):
-    # A deferred writer, then a reader spawned now: the reader must still see
-    # the write, because data accesses keep spawn order.
+    # A writer waiting for an unspawned slot, then a reader spawned now: the
+    # reader must still see the write, because data accesses keep spawn order.
     T = weft.TaskSpace()
     buf = bytearray(1)
 
@@ -140,6 +140,73 @@ def test_deferred_keeps_data_order(rt):
     weft.spawn(write, buf, deps=[T[0]], writes=[buf])
     reader = weft.spawn(lambda b: b[0], buf, reads=[buf])
     time.sleep(0.02)
-    assert reader.status == "deferred"
+    assert reader.status == "waiting"
     weft.spawn(int, task=T[0])
     assert reader.result() == 42
+
+
+def test_cancel_slot_before_anything_is_spawned_into_it(rt):
+    T = weft.TaskSpace("K")
+    ran = []
+    after = weft.spawn(ran.append, "after", deps=[T[0]])
+    assert T[0].cancel() is True
+    weft.spawn(ran.append, "slot", task=T[0])  # accepted, never runs
+    with pytest.raises(weft.CancelledError):
+        T[0].result()
+    with pytest.raises(weft.CancelledError):
+        after.result()
+    assert ran == []
+
+
+def test_close_lets_running_tasks_fill_slots():
+    T = weft.TaskSpace("L")
+    out = []
+    with weft.Runtime(workers=2) as r:
+        waiter = r.spawn(out.append, "waiter", deps=[T[1]])
+
+        def fill_later():
+            time.sleep(0.05)
+            r.spawn(out.append, "slot", task=T[1])
+
+        r.spawn(fill_later)
+    # Leaving the block waited for fill_later, which filled T[1] while the
+    # runtime closed: both ran, nothing was cancelled.
+    assert sorted(out) == ["slot", "waiter"]
+    assert waiter.status == "completed"
+
+
+def test_space_is_bound_to_one_runtime():
+    T = weft.TaskSpace("B")
+    with weft.Runtime(workers=1) as a, weft.Runtime(workers=1) as b:
+        a.spawn(int, task=T[0])
+        with pytest.raises(ValueError, match="another weft runtime"):
+            b.spawn(int, task=T[1])
+        assert T[0].result() == 0
+
+
+def test_many_threads_spawn_into_one_space(rt):
+    import threading
+
+    T = weft.TaskSpace("M")
+    n, ok, errors = 300, [], []
+    lock = threading.Lock()
+
+    def producer():
+        for i in range(n):
+            try:
+                rt.spawn(int, task=T[i])
+                with lock:
+                    ok.append(i)
+            except ValueError:
+                with lock:
+                    errors.append(i)
+
+    threads = [threading.Thread(target=producer) for _ in range(4)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    rt.wait_all()
+    assert sorted(ok) == list(range(n))  # each slot filled exactly once
+    assert len(errors) == 3 * n
+    assert all(T[i].result() == 0 for i in range(n))

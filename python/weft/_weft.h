@@ -27,12 +27,14 @@
  *     another worker holds the claim, spins briefly instead of sleeping in
  *     CPython's condition variable.  That turns the futex hand-off of the
  *     GIL into a cache-line transfer (gil.c; see bench/py/).
- *   - Task spaces: T[i] is a Task object in the DECLARED state; spawning a
- *     task that depends on an unsubmitted task (declared, or itself deferred)
- *     defers it: it is recorded on the blocker and submitted to the C runtime
- *     when its last blocker is submitted.  Data accesses keep spawn order: a
- *     spawn that touches data that a deferred task touches is deferred behind
- *     it (spawn.c).
+ *   - Task spaces are the C runtime's (weft_space_*): a weft.TaskSpace binds
+ *     to a C space of the runtime it is first used with, and gives each
+ *     Python key an integer index there.  T[i] is a Task object in the
+ *     DECLARED state until a task is spawned into it; used as a dependency
+ *     before that, it stands for the C space's placeholder of its key, so
+ *     every task enters the C runtime when it is spawned (nothing is held
+ *     back in Python), cycles are refused by the C space, and keys never
+ *     spawned cancel their dependents when the runtime closes (space.c).
  *
  * Module state holds every type and object; the only static storage is three
  * thread-local pointers describing the thread the code runs on (a worker
@@ -46,7 +48,7 @@
  *   task.c     weft.Task, and the exceptions of failed/cancelled tasks
  *   space.c    weft.TaskSpace
  *   data.c     weft.Data, buffer registration
- *   spawn.c    spawning, deferral behind unspawned tasks, the decorator form
+ *   spawn.c    spawning (into task spaces too), the decorator form
  *   wait.c     timeouts, waiting for a task or for a runtime, Ctrl-C
  */
 #ifndef WEFT_PY_WEFT_H
@@ -128,9 +130,7 @@ modstate *weft_py_state_of_type(PyTypeObject *tp);
 
 enum task_phase {
     PH_DECLARED = 0,  /* a task-space slot nobody spawned into yet */
-    PH_DEFERRED = 1,  /* spawned, waiting for unsubmitted tasks it follows */
-    PH_SUBMITTED = 2, /* in the C runtime (h is valid) */
-    PH_DEAD = 3       /* never entered the runtime: cancelled or failed to spawn */
+    PH_SUBMITTED = 2  /* in the C runtime (h is valid) */
 };
 
 typedef struct RuntimeObject {
@@ -150,7 +150,8 @@ typedef struct RuntimeObject {
                                    (borrowed; Task_dealloc removes its entry), to find the
                                    exception that a cancelled dependent names as its cause */
     PyObject *data_map;         /* dict id(obj) -> Data */
-    PyObject *deferred;         /* set of deferred tasks */
+    PyObject *spaces;           /* dict C space name -> TaskSpace bound to this runtime (strong) */
+    uint64_t next_space;        /* serial for the C names of bound spaces */
     uint64_t spin_gil_ns;
     int closing;
     PyObject *weakreflist;
@@ -166,24 +167,25 @@ typedef struct TaskObject {
     PyObject *name;        /* str: user name or space label; may be NULL */
     PyObject *space;       /* the TaskSpace this slot belongs to (strong) */
     PyObject *key;         /* its key there */
+    int64_t index;         /* the key's index in the C space */
+    weft_task *ph;         /* the C space's handle for the key while declared (lent by the space) */
     int phase;
     int priority;
-    int cancel_requested;
+    int cancel_requested;  /* cancel() on a slot of an unbound space */
     int ran;               /* the body finished (result/exc are final) */
     int retrieved;         /* its exception was handed to the user */
     int in_failed;         /* listed in rt->failed */
-    Py_ssize_t nblockers;
-    PyObject *waiters;     /* list of tasks blocked on this one's submission */
-    PyObject *pend_deps;   /* deferred: tuple of Task */
-    PyObject *pend_data;   /* deferred: tuple of Data */
-    unsigned *pend_modes;  /* deferred: one mode per pend_data item */
     PyObject *weakreflist;
 } TaskObject;
 
-typedef struct {
+typedef struct SpaceObject {
     PyObject_HEAD
     PyObject *name;
-    PyObject *tasks; /* dict key -> Task */
+    PyObject *tasks;       /* dict key -> Task */
+    PyObject *keys;        /* list index -> key */
+    RuntimeObject *rt;     /* the runtime its C space belongs to (borrowed: cleared when it closes) */
+    weft_space *s;         /* that C space, or NULL while unbound */
+    PyObject *cname;       /* its C name, the key in rt->spaces */
 } SpaceObject;
 
 typedef struct DataObject {
@@ -194,7 +196,6 @@ typedef struct DataObject {
     int has_view;
     int readonly;
     weft_data *d;      /* NULL once unregistered */
-    TaskObject *pending_tail; /* last deferred task touching it (borrowed; cleared on submit) */
     char dummy;        /* stands in for a zero-length buffer */
 } DataObject;
 
@@ -323,6 +324,15 @@ enum { SPAWN_HOLD = 0, SPAWN_RELEASE = 1, SPAWN_YIELD = 2 };
 
 extern PyType_Spec weft_py_task_spec;
 extern PyType_Spec weft_py_space_spec;
+/* The C handle standing for slot t (declared, in a space) in runtime r:
+ * binds t's space to r on first use.  Borrowed (the space lends it); NULL
+ * with an exception (another runtime, closed, out of memory). */
+weft_task *weft_py_slot_handle(TaskObject *t, RuntimeObject *r);
+/* The label of the key behind a C placeholder name ("#3[7]"), for messages
+ * about keys never spawned (new ref), or NULL (no error) if unknown. */
+PyObject *weft_py_space_key_label(RuntimeObject *r, const char *cname);
+/* The runtime closed: forget its C spaces (the C runtime destroyed them). */
+void weft_py_spaces_unbind(RuntimeObject *r);
 /* A new Task in the DECLARED state, every field empty. */
 TaskObject *weft_py_task_new(modstate *st);
 /* Its name, or None (new ref). */
@@ -347,12 +357,10 @@ int weft_py_data_unregister(DataObject *d);
 /* ------------------------------------------------------------------------ */
 
 /* weft.spawn (r NULL) and Runtime.spawn; self_callable is the spawn function
- * itself, for the decorator form. */
+ * itself, for the decorator form.  A task that follows a slot nobody spawned
+ * into yet enters the C runtime at once, waiting for the key's placeholder. */
 PyObject *weft_py_spawn(modstate *st, RuntimeObject *r, PyObject *const *args, Py_ssize_t nargs,
                         PyObject *kwnames, PyObject *self_callable);
-/* Mark a task that never entered the runtime as dead, with exception e
- * (stolen; NULL: a CancelledError saying why). */
-void weft_py_kill_task(RuntimeObject *r, TaskObject *t, PyObject *e, const char *why);
 
 /* ------------------------------------------------------------------------ */
 /* Waiting (wait.c)                                                          */
@@ -371,7 +379,7 @@ int weft_py_task_wait(TaskObject *t, uint64_t deadline);
 /* Raise for a wait outcome; 0 if the task completed (or !for_result). */
 int weft_py_raise_outcome(TaskObject *t, int rc, int for_result);
 int weft_py_runtime_wait_all(RuntimeObject *r, uint64_t deadline);
-/* Cancel every task of r that has not started, deferred ones included. */
+/* Cancel every task of r that has not started. */
 int weft_py_cancel_pending(RuntimeObject *r);
 
 #pragma GCC visibility pop

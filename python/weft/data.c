@@ -54,7 +54,6 @@ weft_py_data_lookup(RuntimeObject *r, PyObject *obj, const char *what, int want_
             d->has_view = 0;
             d->readonly = 0;
             d->d = NULL;
-            d->pending_tail = NULL;
             PyObject_GC_Track(d);
             if (PyObject_GetBuffer(obj, &d->view, PyBUF_ANY_CONTIGUOUS | PyBUF_WRITABLE) < 0) {
                 PyErr_Clear();
@@ -122,12 +121,6 @@ weft_py_data_unregister(DataObject *d)
 {
     RuntimeObject *r = d->rt;
     if (d->d == NULL) return 0;
-    if (d->pending_tail) {
-        PyErr_SetString(PyExc_RuntimeError,
-                        "unregister(): a deferred task (waiting for an unspawned task-space slot) "
-                        "still accesses this data");
-        return -1;
-    }
     weft_data *h = d->d;
     int rc;
     if (weft_py_tl_ts != NULL) {

@@ -127,12 +127,13 @@ Runtime_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
     r->failures = PyDict_New();
     r->failed = PyDict_New();
     r->data_map = PyDict_New();
-    r->deferred = PySet_New(NULL);
+    r->spaces = PyDict_New();
+    r->next_space = 0;
     r->spin_gil_ns = gil_spin;
     r->closing = 0;
     r->weakreflist = NULL;
     PyObject_GC_Track(r);
-    if (!r->failures || !r->failed || !r->data_map || !r->deferred) goto fail;
+    if (!r->failures || !r->failed || !r->data_map || !r->spaces) goto fail;
 
     size_t per = cfg.max_inflight;
     cfg.on_worker_start = weft_py_on_worker_start;
@@ -174,8 +175,9 @@ list_remove_obj(PyObject *list, PyObject *o)
     return 0;
 }
 
-/* Close: finish every task, cancel deferred ones that can never run, stop
- * the workers, release every exported buffer. */
+/* Close: finish every task, stop the workers (the C runtime destroys its task
+ * spaces first: tasks waiting for keys never spawned are cancelled), release
+ * every exported buffer. */
 int
 weft_py_runtime_close(RuntimeObject *r)
 {
@@ -185,14 +187,15 @@ weft_py_runtime_close(RuntimeObject *r)
         return -1;
     }
     PyObject *interrupt = NULL;
-    /* Let the tasks finish (Ctrl-C here cancels what has not started).
-     * Tasks may still spawn children meanwhile: `closing` is set only once
-     * nothing runs. */
+    /* Let the tasks run until only tasks waiting for task-space slots nobody
+     * spawned into are left (Ctrl-C here cancels what has not started).
+     * Tasks may still spawn children (and fill slots) meanwhile: `closing`
+     * is set only once nothing runs; destroy then cancels the rest. */
     for (;;) {
         int rc;
         weft_runtime *rt = r->rt;
         BEGIN_NOGIL_W
-        rc = weft_wait_all_timed(rt, WAIT_SLICE_NS);
+        rc = weft_wait_settled_timed(rt, WAIT_SLICE_NS);
         END_NOGIL_W
         if (rc != WEFT_ETIMEDOUT) break;
         if (interrupt == NULL && PyErr_CheckSignals() < 0) {
@@ -201,22 +204,6 @@ weft_py_runtime_close(RuntimeObject *r)
         }
     }
     r->closing = 1;
-    /* Deferred tasks whose blockers were never spawned cannot run now. */
-    if (PySet_GET_SIZE(r->deferred) > 0) {
-        PyObject *lst = PySequence_List(r->deferred);
-        if (lst) {
-            for (Py_ssize_t i = 0; i < PyList_GET_SIZE(lst); i++) {
-                TaskObject *t = (TaskObject *)PyList_GET_ITEM(lst, i);
-                if (t->phase == PH_DEFERRED) {
-                    weft_py_kill_task(r, t, NULL, "the runtime closed while it waited for a task that was never spawned");
-                }
-            }
-            Py_DECREF(lst);
-        } else {
-            PyErr_Clear();
-        }
-        PySet_Clear(r->deferred);
-    }
     weft_runtime *rt = r->rt;
     int rc;
     BEGIN_NOGIL_W
@@ -224,6 +211,7 @@ weft_py_runtime_close(RuntimeObject *r)
     END_NOGIL_W
     (void)rc;
     r->rt = NULL;
+    weft_py_spaces_unbind(r);
     /* Buffers stay exported until here. */
     PyObject *k, *v;
     Py_ssize_t pos = 0;
@@ -253,7 +241,7 @@ Runtime_traverse(RuntimeObject *r, visitproc visit, void *arg)
     Py_VISIT(r->module);
     Py_VISIT(r->failures);
     Py_VISIT(r->data_map);
-    Py_VISIT(r->deferred);
+    Py_VISIT(r->spaces);
     return 0;
 }
 
@@ -262,7 +250,7 @@ Runtime_clear(RuntimeObject *r)
 {
     Py_CLEAR(r->failures);
     Py_CLEAR(r->data_map);
-    Py_CLEAR(r->deferred);
+    Py_CLEAR(r->spaces);
     Py_CLEAR(r->failed);
     return 0;
 }

@@ -1,6 +1,10 @@
 /*
  * space.c — the weft.TaskSpace type: T[i] names a task whether it has been
- * spawned or not.
+ * spawned or not.  A thin layer over the C runtime's task spaces: the first
+ * time a slot is used with a runtime (spawned into, or depended on), the
+ * space binds to a C space of that runtime ("#<serial>"), and each Python
+ * key gets an integer index there.  Placeholders, cycle checks, and the
+ * cancellation of keys never spawned are the C space's.
  */
 #include "_weft.h"
 
@@ -18,8 +22,12 @@ Space_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
     if (s == NULL) return NULL;
     s->name = name ? Py_NewRef(name) : PyUnicode_FromString("T");
     s->tasks = PyDict_New();
+    s->keys = PyList_New(0);
+    s->rt = NULL;
+    s->s = NULL;
+    s->cname = NULL;
     PyObject_GC_Track(s);
-    if (!s->name || !s->tasks) {
+    if (!s->name || !s->tasks || !s->keys) {
         Py_DECREF(s);
         return NULL;
     }
@@ -32,6 +40,7 @@ Space_traverse(SpaceObject *s, visitproc visit, void *arg)
     Py_VISIT(Py_TYPE(s));
     Py_VISIT(s->name);
     Py_VISIT(s->tasks);
+    Py_VISIT(s->keys);
     return 0;
 }
 
@@ -39,6 +48,7 @@ static int
 Space_clear(SpaceObject *s)
 {
     Py_CLEAR(s->tasks);
+    Py_CLEAR(s->keys);
     return 0;
 }
 
@@ -48,7 +58,9 @@ Space_dealloc(SpaceObject *s)
     PyTypeObject *tp = Py_TYPE(s);
     PyObject_GC_UnTrack(s);
     Py_CLEAR(s->tasks);
+    Py_CLEAR(s->keys);
     Py_CLEAR(s->name);
+    Py_CLEAR(s->cname);
     tp->tp_free(s);
     Py_DECREF(tp);
 }
@@ -92,19 +104,123 @@ Space_getitem(SpaceObject *s, PyObject *key)
     TaskObject *n = weft_py_task_new(st);
     if (n == NULL) return NULL;
     n->key = Py_NewRef(key);
+    n->space = Py_NewRef(s);
     n->name = space_label(s, key);
     if (n->name == NULL) {
         Py_DECREF(n);
         return NULL;
     }
-    PyObject *prev = PyDict_SetDefault(s->tasks, key, (PyObject *)n);
-    if (prev == NULL) {
-        Py_DECREF(n);
-        return NULL;
+    PyObject *prev = NULL;
+    Py_BEGIN_CRITICAL_SECTION(s);
+    prev = PyDict_GetItemWithError(s->tasks, key);
+    if (prev == NULL && !PyErr_Occurred()) {
+        n->index = PyList_GET_SIZE(s->keys);
+        if (PyList_Append(s->keys, key) == 0 && PyDict_SetItem(s->tasks, key, (PyObject *)n) == 0)
+            prev = (PyObject *)n;
     }
-    Py_INCREF(prev);
+    Py_XINCREF(prev);
+    Py_END_CRITICAL_SECTION();
     Py_DECREF(n);
     return prev;
+}
+
+/* Bind s to runtime r (a C space of r), or check it is bound to r. */
+static int
+space_bind(SpaceObject *s, RuntimeObject *r)
+{
+    if (s->rt == r && s->s) return 0;
+    if (s->rt != NULL) {
+        PyErr_Format(PyExc_ValueError, "task space %R is used with another weft runtime", s->name);
+        return -1;
+    }
+    if (weft_py_check_open(r, "task space") < 0) return -1;
+    PyObject *cname = PyUnicode_FromFormat("#%llu", (unsigned long long)++r->next_space);
+    if (cname == NULL) return -1;
+    weft_space *cs = NULL;
+    int rc = weft_space_create(r->rt, PyUnicode_AsUTF8(cname), &cs);
+    if (rc != 0) {
+        Py_DECREF(cname);
+        weft_py_err_weft(rc, "task space");
+        return -1;
+    }
+    if (PyDict_SetItem(r->spaces, cname, (PyObject *)s) < 0) {
+        rc = weft_space_destroy(cs);
+        (void)rc;
+        Py_DECREF(cname);
+        return -1;
+    }
+    s->rt = r;
+    s->s = cs;
+    Py_XSETREF(s->cname, cname);
+    return 0;
+}
+
+weft_task *
+weft_py_slot_handle(TaskObject *t, RuntimeObject *r)
+{
+    SpaceObject *s = (SpaceObject *)t->space;
+    if (s == NULL) {
+        PyErr_SetString(PyExc_ValueError, "a declared task outside a task space");
+        return NULL;
+    }
+    weft_task *h = NULL;
+    Py_BEGIN_CRITICAL_SECTION(s);
+    if (space_bind(s, r) == 0) {
+        if (t->ph == NULL) {
+            int rc = weft_space_task(s->s, &t->index, 1, &t->ph);
+            if (rc != 0) weft_py_err_weft(rc, "task space");
+            else if (t->cancel_requested) {
+                rc = weft_task_cancel(t->ph);
+                (void)rc;
+            }
+        }
+        h = t->ph;
+    }
+    Py_END_CRITICAL_SECTION();
+    return h;
+}
+
+PyObject *
+weft_py_space_key_label(RuntimeObject *r, const char *cname)
+{
+    const char *br = strchr(cname, '[');
+    if (r == NULL || r->spaces == NULL || br == NULL) return NULL;
+    PyObject *name = PyUnicode_FromStringAndSize(cname, br - cname);
+    if (name == NULL) {
+        PyErr_Clear();
+        return NULL;
+    }
+    PyObject *sp = PyDict_GetItemWithError(r->spaces, name);
+    Py_DECREF(name);
+    if (sp == NULL) {
+        PyErr_Clear();
+        return NULL;
+    }
+    long long idx = strtoll(br + 1, NULL, 10);
+    SpaceObject *s = (SpaceObject *)sp;
+    if (idx < 0 || idx >= PyList_GET_SIZE(s->keys)) return NULL;
+    PyObject *label = space_label(s, PyList_GET_ITEM(s->keys, idx));
+    if (label == NULL) PyErr_Clear();
+    return label;
+}
+
+void
+weft_py_spaces_unbind(RuntimeObject *r)
+{
+    if (r->spaces == NULL) return;
+    PyObject *k, *v;
+    Py_ssize_t pos = 0;
+    while (PyDict_Next(r->spaces, &pos, &k, &v)) {
+        SpaceObject *s = (SpaceObject *)v;
+        if (s->rt != r) continue; /* bound again since, to another runtime */
+        s->s = NULL; /* destroyed with the C runtime; the space may bind to another one */
+        s->rt = NULL;
+        PyObject *vals = s->tasks ? PyDict_Values(s->tasks) : NULL;
+        for (Py_ssize_t i = 0; vals && i < PyList_GET_SIZE(vals); i++)
+            ((TaskObject *)PyList_GET_ITEM(vals, i))->ph = NULL;
+        Py_XDECREF(vals);
+        if (PyErr_Occurred()) PyErr_Clear();
+    }
 }
 
 static Py_ssize_t
@@ -187,8 +303,8 @@ static PyType_Slot Space_slots[] = {
     {Py_tp_doc, "TaskSpace(name='T')\n\nA named, indexable collection of tasks, as in Parla: T[i] "
                 "(any hashable key, e.g. T[t, i]) names a task whether it has been spawned yet or "
                 "not.  Spawn into a slot with spawn(fn, ..., task=T[i]); a task that depends on "
-                "a slot nobody spawned into yet is held back and enters the runtime when that "
-                "slot is spawned."},
+                "a slot nobody spawned into yet waits in the runtime until that slot's task "
+                "finishes.  A space is bound to the runtime it is first used with."},
     {Py_tp_new, Space_new},
     {Py_tp_dealloc, Space_dealloc},
     {Py_tp_traverse, Space_traverse},

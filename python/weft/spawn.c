@@ -1,7 +1,8 @@
 /*
  * spawn.c — spawning: arguments, dependencies and data accesses, submission
- * to the C runtime, deferral behind tasks that have not been spawned yet
- * (task spaces), and the decorator form.
+ * to the C runtime (into a C task space for task=T[i]; a dependency on a slot
+ * nobody spawned into yet is its key's placeholder there), and the decorator
+ * form.
  */
 #include "_weft.h"
 
@@ -11,22 +12,19 @@
 
 #define SMALL 8 /* dependencies and accesses kept on the stack */
 
-static const char *
-utf8_or(PyObject *s, const char *dflt)
-{
-    const char *u = s ? PyUnicode_AsUTF8(s) : NULL;
-    if (u == NULL) {
-        PyErr_Clear();
-        return dflt;
-    }
-    return u;
-}
-
-/* Submit t to the C runtime with the given C dependencies and accesses. */
+/* Submit t to the C runtime with the given C dependencies and accesses; a
+ * slot (t->space set) goes into its C space under its key's index. */
 static int
 submit_c(RuntimeObject *r, TaskObject *t, weft_task **deps, size_t ndeps, weft_access *acc,
          size_t nacc)
 {
+    weft_space *space = NULL;
+    if (t->space) {
+        /* Binds the space to r; a slot cancelled before it was spawned
+         * cancels its key's placeholder, which the C space passes on. */
+        if (weft_py_slot_handle(t, r) == NULL) return -1;
+        space = ((SpaceObject *)t->space)->s;
+    }
     cell *c = malloc(sizeof *c);
     if (c == NULL) {
         PyErr_NoMemory();
@@ -69,11 +67,11 @@ submit_c(RuntimeObject *r, TaskObject *t, weft_task **deps, size_t ndeps, weft_a
          * weft_py_tl_attached tells their trampolines that the GIL is ours). */
         int prev = weft_py_tl_attached;
         weft_py_tl_attached = 1;
-        rc = weft_spawn(r->rt, &desc, &h);
+        rc = space ? weft_space_spawn(space, &t->index, 1, &desc, &h) : weft_spawn(r->rt, &desc, &h);
         weft_py_tl_attached = prev;
     } else {
         BEGIN_NOGIL_W
-        rc = weft_spawn(r->rt, &desc, &h);
+        rc = space ? weft_space_spawn(space, &t->index, 1, &desc, &h) : weft_spawn(r->rt, &desc, &h);
         END_NOGIL_W
     }
     if (rc != 0) {
@@ -82,194 +80,24 @@ submit_c(RuntimeObject *r, TaskObject *t, weft_task **deps, size_t ndeps, weft_a
             PyErr_SetString(PyExc_RuntimeError, "spawn(): the weft runtime is closed");
             return -1;
         }
+        if (rc == WEFT_EDEADLK) {
+            PyErr_Format(PyExc_ValueError, "spawn(): dependency cycle: a task %R would follow already "
+                         "waits for it (%s)", t->name ? t->name : Py_None, weft_last_error());
+            return -1;
+        }
+        if (rc == WEFT_EINVAL && space && strstr(weft_last_error(), "already spawned")) {
+            PyErr_Format(PyExc_ValueError, "spawn(): task %R was already spawned",
+                         t->name ? t->name : Py_None);
+            return -1;
+        }
         weft_py_err_weft(rc, "spawn()");
         return -1;
     }
     t->h = h;
+    t->ph = NULL; /* the key's handle now is its task's */
     t->phase = PH_SUBMITTED;
     return 0;
 }
-
-static int submit_deferred(RuntimeObject *r, TaskObject *t);
-
-/* t just entered the runtime (or died): wake the tasks blocked on it.
- * Iterative, so long chains of placeholders do not recurse. */
-static void
-notify_submitted(RuntimeObject *r, TaskObject *t0)
-{
-    PyObject *work = PyList_New(0);
-    if (work == NULL) {
-        PyErr_Clear();
-        return;
-    }
-    if (PyList_Append(work, (PyObject *)t0) < 0) {
-        PyErr_Clear();
-        Py_DECREF(work);
-        return;
-    }
-    while (PyList_GET_SIZE(work) > 0) {
-        Py_ssize_t last = PyList_GET_SIZE(work) - 1;
-        TaskObject *t = (TaskObject *)Py_NewRef(PyList_GET_ITEM(work, last));
-        PyList_SetSlice(work, last, last + 1, NULL);
-        PyObject *ws = t->waiters;
-        t->waiters = NULL;
-        if (ws) {
-            for (Py_ssize_t i = 0; i < PyList_GET_SIZE(ws); i++) {
-                TaskObject *w = (TaskObject *)PyList_GET_ITEM(ws, i);
-                if (w->phase != PH_DEFERRED) continue;
-                if (--w->nblockers == 0) {
-                    if (submit_deferred(w->rt ? w->rt : r, w) < 0) PyErr_Clear();
-                    if (PyList_Append(work, (PyObject *)w) < 0) PyErr_Clear();
-                }
-            }
-            Py_DECREF(ws);
-        }
-        Py_DECREF(t);
-    }
-    Py_DECREF(work);
-}
-
-static void
-clear_pending(TaskObject *t)
-{
-    if (t->pend_data) {
-        for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(t->pend_data); i++) {
-            DataObject *d = (DataObject *)PyTuple_GET_ITEM(t->pend_data, i);
-            if (d->pending_tail == t) d->pending_tail = NULL;
-        }
-    }
-    Py_CLEAR(t->pend_deps);
-    Py_CLEAR(t->pend_data);
-    if (t->pend_modes) {
-        PyMem_Free(t->pend_modes);
-        t->pend_modes = NULL;
-    }
-}
-
-/* Mark a task that never entered the runtime as dead, with exception e
- * (stolen; may be NULL to build a CancelledError from why). */
-void
-weft_py_kill_task(RuntimeObject *r, TaskObject *t, PyObject *e, const char *why)
-{
-    if (e == NULL) {
-        e = weft_py_make_cancelled(t, why);
-        if (e == NULL) e = weft_py_fetch_exc();
-    }
-    Py_XSETREF(t->exc, e);
-    t->phase = PH_DEAD;
-    t->ran = 0;
-    Py_CLEAR(t->fn);
-    Py_CLEAR(t->args);
-    Py_CLEAR(t->kwargs);
-    clear_pending(t);
-    if (r && r->deferred) {
-        if (PySet_Discard(r->deferred, (PyObject *)t) < 0) PyErr_Clear();
-    }
-}
-
-/* All blockers of deferred t have been submitted: submit t. */
-static int
-submit_deferred(RuntimeObject *r, TaskObject *t)
-{
-    Py_INCREF(t);
-    int ret = 0;
-    PyObject *deps = t->pend_deps, *data = t->pend_data;
-    Py_ssize_t nd = deps ? PyTuple_GET_SIZE(deps) : 0;
-    Py_ssize_t na = data ? PyTuple_GET_SIZE(data) : 0;
-    weft_task *dbuf[SMALL], **dv = dbuf;
-    weft_access abuf[SMALL], *av = abuf;
-    if (nd > SMALL) dv = PyMem_Malloc(sizeof(*dv) * (size_t)nd);
-    if (na > SMALL) av = PyMem_Malloc(sizeof(*av) * (size_t)na);
-    if (dv == NULL || av == NULL) {
-        weft_py_kill_task(r, t, NULL, "out of memory while spawning it");
-        ret = -1;
-        goto out;
-    }
-    if (r->rt == NULL || r->closing) {
-        weft_py_kill_task(r, t, NULL, "the runtime closed before the tasks it follows were spawned");
-        goto out;
-    }
-    for (Py_ssize_t i = 0; i < nd; i++) {
-        TaskObject *dep = (TaskObject *)PyTuple_GET_ITEM(deps, i);
-        if (dep->phase != PH_SUBMITTED) {
-            char buf[160];
-            PyObject *lab = weft_py_task_label(dep);
-            snprintf(buf, sizeof buf, "its dependency %s never ran", utf8_or(lab, "(unnamed)"));
-            Py_XDECREF(lab);
-            if (PyErr_Occurred()) PyErr_Clear();
-            weft_py_kill_task(r, t, NULL, buf);
-            goto out;
-        }
-        if (dep->rt != r) {
-            PyObject *e = PyObject_CallFunction(PyExc_ValueError, "s",
-                                                "a dependency was spawned on another runtime");
-            weft_py_kill_task(r, t, e, NULL);
-            goto out;
-        }
-        dv[i] = dep->h;
-    }
-    for (Py_ssize_t i = 0; i < na; i++) {
-        DataObject *d = (DataObject *)PyTuple_GET_ITEM(data, i);
-        if (d->d == NULL) {
-            PyObject *e = PyObject_CallFunction(PyExc_ValueError, "s",
-                                                "data it accesses was unregistered before it could be spawned");
-            weft_py_kill_task(r, t, e, NULL);
-            goto out;
-        }
-        av[i].data = d->d;
-        av[i].mode = t->pend_modes[i];
-    }
-    if (submit_c(r, t, dv, (size_t)nd, av, (size_t)na) < 0) {
-        weft_py_kill_task(r, t, weft_py_fetch_exc(), NULL);
-        goto out;
-    }
-    clear_pending(t);
-    if (PySet_Discard(r->deferred, (PyObject *)t) < 0) PyErr_Clear();
-    if (t->cancel_requested) {
-        int rc = weft_task_cancel(t->h);
-        (void)rc;
-    }
-out:
-    if (dv != dbuf) PyMem_Free(dv);
-    if (av != abuf) PyMem_Free(av);
-    Py_DECREF(t);
-    return ret;
-}
-
-/* Does `dep` already wait (transitively, through waiter lists) for
- * `slot`?  Then making `slot` wait for `dep` would be a cycle.  Returns 1,
- * 0, or -1 with an exception.  Iterative, with a visited set. */
-static int
-waits_for(TaskObject *dep, TaskObject *slot)
-{
-    if (slot->waiters == NULL) return 0;
-    PyObject *stack = PyList_New(0), *seen = PySet_New(NULL);
-    int found = -1;
-    if (stack == NULL || seen == NULL) goto out;
-    if (PyList_Append(stack, (PyObject *)slot) < 0) goto out;
-    found = 0;
-    while (!found && PyList_GET_SIZE(stack) > 0) {
-        Py_ssize_t last = PyList_GET_SIZE(stack) - 1;
-        TaskObject *x = (TaskObject *)Py_NewRef(PyList_GET_ITEM(stack, last));
-        if (PyList_SetSlice(stack, last, last + 1, NULL) < 0) { Py_DECREF(x); found = -1; break; }
-        PyObject *ws = x->waiters;
-        for (Py_ssize_t i = 0; ws && i < PyList_GET_SIZE(ws); i++) {
-            PyObject *w = PyList_GET_ITEM(ws, i);
-            if (w == (PyObject *)dep) { found = 1; break; }
-            int c = PySet_Contains(seen, w);
-            if (c < 0 || (c == 0 && (PySet_Add(seen, w) < 0 || PyList_Append(stack, w) < 0))) {
-                found = -1;
-                break;
-            }
-        }
-        Py_DECREF(x);
-    }
-out:
-    Py_XDECREF(stack);
-    Py_XDECREF(seen);
-    return found;
-}
-
 
 typedef struct {
     PyObject *deps, *reads, *writes, *readwrites, *commutes, *name, *priority, *task, *kwargs,
@@ -571,8 +399,6 @@ spawn_locked(modstate *st, RuntimeObject *r, PyObject *const *args, Py_ssize_t n
     }
 
     Py_BEGIN_CRITICAL_SECTION(r);
-    Py_ssize_t nblock = 0;
-    int dead_dep = -1;
     for (Py_ssize_t i = 0; i < nd; i++) {
         PyObject *o = PySequence_Fast_GET_ITEM(deps, i);
         if (!Py_IS_TYPE(o, st->Task_T)) {
@@ -590,20 +416,10 @@ spawn_locked(modstate *st, RuntimeObject *r, PyObject *const *args, Py_ssize_t n
                          slot->name ? slot->name : Py_None);
             goto unlock;
         }
-        if (dep->phase == PH_SUBMITTED) dv[i] = dep->h;
-        else if (dep->phase == PH_DEAD) { dv[i] = NULL; if (dead_dep < 0) dead_dep = (int)i; }
-        else {
-            dv[i] = NULL;
-            nblock++;
-            int cyc = slot ? waits_for(dep, slot) : 0;
-            if (cyc < 0) goto unlock;
-            if (cyc) {
-                PyErr_Format(PyExc_ValueError, "spawn(): dependency cycle: %R already waits, through "
-                             "unspawned tasks, for %R", dep->name ? dep->name : Py_None,
-                             slot->name ? slot->name : Py_None);
-                goto unlock;
-            }
-        }
+        /* A slot nobody spawned into yet stands for its key's placeholder
+         * in the C space (binding the space to r). */
+        dv[i] = dep->phase == PH_SUBMITTED ? dep->h : weft_py_slot_handle(dep, r);
+        if (dv[i] == NULL) goto unlock;
     }
     {
         Py_ssize_t j = 0;
@@ -618,7 +434,6 @@ spawn_locked(modstate *st, RuntimeObject *r, PyObject *const *args, Py_ssize_t n
                 datv[j] = d;
                 av[j].data = d->d;
                 av[j].mode = modes[m];
-                if (d->pending_tail) nblock++;
                 j++;
             }
         }
@@ -650,55 +465,7 @@ spawn_locked(modstate *st, RuntimeObject *r, PyObject *const *args, Py_ssize_t n
         if (t->kwargs == NULL) goto unlock_fail;
     }
 
-    if (dead_dep >= 0) {
-        /* As in C: a task whose dependency already died is accepted and ends cancelled. */
-        char buf[160];
-        TaskObject *dep = (TaskObject *)PySequence_Fast_GET_ITEM(deps, dead_dep);
-        PyObject *lab = weft_py_task_label(dep);
-        snprintf(buf, sizeof buf, "its dependency %s never ran", utf8_or(lab, "(unnamed)"));
-        Py_XDECREF(lab);
-        if (PyErr_Occurred()) PyErr_Clear();
-        weft_py_kill_task(r, t, NULL, buf);
-        notify_submitted(r, t);
-    } else if (nblock == 0) {
-        if (submit_c(r, t, dv, (size_t)nd, av, (size_t)na) < 0) goto unlock_fail;
-        if (t->cancel_requested) {
-            int rc = weft_task_cancel(t->h);
-            (void)rc;
-        }
-        if (slot && slot->waiters) notify_submitted(r, t);
-    } else {
-        /* Deferred until every unsubmitted task it follows is submitted. */
-        t->pend_deps = PyTuple_New(nd);
-        t->pend_data = PyTuple_New(na);
-        t->pend_modes = PyMem_Malloc(sizeof(unsigned) * (size_t)(na ? na : 1));
-        if (!t->pend_deps || !t->pend_data || !t->pend_modes) {
-            PyErr_NoMemory();
-            goto unlock_fail;
-        }
-        if (PySet_Add(r->deferred, (PyObject *)t) < 0) goto unlock_fail;
-        t->phase = PH_DEFERRED;
-        t->nblockers = nblock;
-        for (Py_ssize_t i = 0; i < nd; i++) {
-            TaskObject *dep = (TaskObject *)PySequence_Fast_GET_ITEM(deps, i);
-            PyTuple_SET_ITEM(t->pend_deps, i, Py_NewRef(dep));
-            if (dep->phase == PH_DECLARED || dep->phase == PH_DEFERRED) {
-                if (dep->waiters == NULL && (dep->waiters = PyList_New(0)) == NULL) goto unlock_fail;
-                if (PyList_Append(dep->waiters, (PyObject *)t) < 0) goto unlock_fail;
-            }
-        }
-        for (Py_ssize_t j = 0; j < na; j++) {
-            DataObject *d = datv[j];
-            PyTuple_SET_ITEM(t->pend_data, j, Py_NewRef(d));
-            t->pend_modes[j] = av[j].mode;
-            if (d->pending_tail) {
-                TaskObject *b = d->pending_tail;
-                if (b->waiters == NULL && (b->waiters = PyList_New(0)) == NULL) goto unlock_fail;
-                if (PyList_Append(b->waiters, (PyObject *)t) < 0) goto unlock_fail;
-            }
-        }
-        for (Py_ssize_t j = 0; j < na; j++) datv[j]->pending_tail = t;
-    }
+    if (submit_c(r, t, dv, (size_t)nd, av, (size_t)na) < 0) goto unlock_fail;
     result = (PyObject *)t;
     t = NULL;
     goto unlock;
@@ -708,12 +475,7 @@ unlock_fail:
         Py_CLEAR(t->fn);
         Py_CLEAR(t->args);
         Py_CLEAR(t->kwargs);
-        if (t->phase == PH_DEFERRED) {
-            if (PySet_Discard(r->deferred, (PyObject *)t) < 0) PyErr_Clear();
-            t->nblockers = 0;
-        }
         if (t->phase != PH_SUBMITTED) {
-            clear_pending(t);
             t->phase = PH_DECLARED;
             Py_CLEAR(t->rt);
         }

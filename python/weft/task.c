@@ -19,9 +19,8 @@ weft_py_task_new(modstate *st)
     t->ran = 0;
     t->retrieved = 0;
     t->in_failed = 0;
-    t->nblockers = 0;
-    t->waiters = t->pend_deps = t->pend_data = NULL;
-    t->pend_modes = NULL;
+    t->index = -1;
+    t->ph = NULL;
     t->weakreflist = NULL;
     PyObject_GC_Track(t);
     return t;
@@ -34,11 +33,9 @@ weft_py_task_new(modstate *st)
 static const char *
 phase_status(TaskObject *t, weft_task_status *cs)
 {
-    static const char *names[] = {"waiting", "ready", "running", "completed", "failed", "cancelled"};
+    static const char *names[] = {"waiting", "ready", "running", "completed", "failed", "cancelled", "enqueued"};
     switch (t->phase) {
     case PH_DECLARED: return "declared";
-    case PH_DEFERRED: return "deferred";
-    case PH_DEAD: return "cancelled";
     default: break;
     }
     weft_task_status s;
@@ -48,7 +45,7 @@ phase_status(TaskObject *t, weft_task_status *cs)
         else s = WEFT_TASK_CANCELLED;
     }
     if (cs) *cs = s;
-    if ((unsigned)s < 6) return names[s];
+    if ((unsigned)s < 7) return names[s];
     return "unknown";
 }
 
@@ -81,7 +78,13 @@ weft_py_make_cancelled(TaskObject *t, const char *why)
         PyObject *by = PyUnicode_GET_LENGTH(cause_name) > 0
                            ? PyUnicode_FromFormat("'%U' (id %llu)", cause_name, cause_id)
                            : PyUnicode_FromFormat("id %llu", cause_id);
-        if (who && by) {
+        PyObject *key = cause_id == 0 && t->rt ? weft_py_space_key_label(t->rt, info.cause_name) : NULL;
+        if (key && who)
+            msg = PyUnicode_FromFormat("task %U was cancelled because %U was never spawned (its task space "
+                                       "was closed with the runtime)", who, key);
+        Py_XDECREF(key);
+        if (msg) {
+        } else if (who && by) {
             if (cause_id == 0 || cause_id == own_id)
                 msg = PyUnicode_FromFormat("task %U was cancelled", who);
             else if (cause)
@@ -140,9 +143,6 @@ Task_traverse(TaskObject *t, visitproc visit, void *arg)
     Py_VISIT(t->exc);
     Py_VISIT(t->space);
     Py_VISIT(t->key);
-    Py_VISIT(t->waiters);
-    Py_VISIT(t->pend_deps);
-    Py_VISIT(t->pend_data);
     return 0;
 }
 
@@ -155,14 +155,11 @@ Task_clear(TaskObject *t)
     Py_CLEAR(t->exc);
     Py_CLEAR(t->space);
     Py_CLEAR(t->key);
-    Py_CLEAR(t->waiters);
     if (t->phase != PH_SUBMITTED) {
         Py_CLEAR(t->fn);
         Py_CLEAR(t->args);
         Py_CLEAR(t->kwargs);
     }
-    Py_CLEAR(t->pend_deps);
-    Py_CLEAR(t->pend_data);
     return 0;
 }
 
@@ -177,18 +174,13 @@ Task_dealloc(TaskObject *t)
         t->h = NULL;
     }
     weft_py_task_forget_failure(t);
-    if (t->pend_modes) PyMem_Free(t->pend_modes);
-    t->pend_modes = NULL;
     Py_CLEAR(t->result);
     Py_CLEAR(t->exc);
     Py_CLEAR(t->space);
     Py_CLEAR(t->key);
-    Py_CLEAR(t->waiters);
     Py_CLEAR(t->fn);
     Py_CLEAR(t->args);
     Py_CLEAR(t->kwargs);
-    Py_CLEAR(t->pend_deps);
-    Py_CLEAR(t->pend_data);
     Py_CLEAR(t->name);
     Py_CLEAR(t->rt);
     tp->tp_free(t);
@@ -264,24 +256,28 @@ Task_exception(TaskObject *t, PyObject *args, PyObject *kwds)
 static PyObject *
 Task_done(TaskObject *t, PyObject *Py_UNUSED(ignored))
 {
-    if (t->phase == PH_DEAD) Py_RETURN_TRUE;
     if (t->phase != PH_SUBMITTED) Py_RETURN_FALSE;
     weft_task_status s;
     phase_status(t, &s);
-    return PyBool_FromLong(s >= WEFT_TASK_COMPLETED);
+    return PyBool_FromLong(s == WEFT_TASK_COMPLETED || s == WEFT_TASK_FAILED || s == WEFT_TASK_CANCELLED);
 }
 
 static PyObject *
 Task_cancel(TaskObject *t, PyObject *Py_UNUSED(ignored))
 {
-    if (t->phase == PH_DEAD) Py_RETURN_FALSE;
-    if (t->phase != PH_SUBMITTED) {
+    if (t->phase == PH_DECLARED) {
+        /* A slot: the task spawned into it will not run (the C space passes
+         * a cancelled key's request on to the task spawned for it). */
         t->cancel_requested = 1;
-        Py_RETURN_TRUE;
+        if (t->ph) {
+            int rc = weft_task_cancel(t->ph);
+            (void)rc;
+        }
+        if (t->phase == PH_DECLARED) Py_RETURN_TRUE;
     }
     weft_task_status s;
     phase_status(t, &s);
-    if (s >= WEFT_TASK_RUNNING) Py_RETURN_FALSE;
+    if (s != WEFT_TASK_WAITING && s != WEFT_TASK_READY) Py_RETURN_FALSE;
     int prev = weft_py_tl_attached;
     weft_py_tl_attached = 1;
     int rc = weft_task_cancel(t->h);
@@ -290,7 +286,7 @@ Task_cancel(TaskObject *t, PyObject *Py_UNUSED(ignored))
     /* The C runtime may finish the cancellation lazily (when the task would
      * become ready); it will not run unless it had already started. */
     phase_status(t, &s);
-    return PyBool_FromLong(s != WEFT_TASK_RUNNING && s != WEFT_TASK_COMPLETED && s != WEFT_TASK_FAILED);
+    return PyBool_FromLong(s == WEFT_TASK_WAITING || s == WEFT_TASK_READY || s == WEFT_TASK_CANCELLED);
 }
 
 static PyObject *
@@ -336,7 +332,8 @@ static PyMethodDef Task_methods[] = {
 
 static PyGetSetDef Task_getset[] = {
     {"status", (getter)Task_get_status, NULL,
-     "'declared', 'deferred', 'waiting', 'ready', 'running', 'completed', 'failed' or 'cancelled'",
+     "'declared' (a task-space slot nobody spawned into yet), 'waiting', 'ready', 'running', "
+     "'enqueued' (device work in flight), 'completed', 'failed' or 'cancelled'",
      NULL},
     {"name", (getter)Task_get_name, NULL, "the task's name (or task-space label)", NULL},
     {"id", (getter)Task_get_id, NULL, "runtime-unique id, in spawn order (None before spawn)", NULL},

@@ -16,36 +16,31 @@ weft_py_cancel_pending(RuntimeObject *r)
     weft_py_tl_attached = 1;
     int rc = weft_cancel_pending(r->rt);
     weft_py_tl_attached = prev;
-    /* Deferred tasks have not started either. */
-    if (r->deferred && PySet_GET_SIZE(r->deferred) > 0) {
-        PyObject *lst = PySequence_List(r->deferred);
-        if (lst == NULL) return -1;
-        for (Py_ssize_t i = 0; i < PyList_GET_SIZE(lst); i++) {
-            TaskObject *t = (TaskObject *)PyList_GET_ITEM(lst, i);
-            if (t->phase == PH_DEFERRED) t->cancel_requested = 1;
-        }
-        Py_DECREF(lst);
-    }
     return rc;
 }
 
-/* Poll until a declared/deferred task has entered the runtime (or died). */
+static int wait_handle(TaskObject *t, weft_task *h, uint64_t deadline);
+
+/* A slot nobody spawned into yet: wait for its key's placeholder in the C
+ * space (binding the space to the current runtime if it is not bound), which
+ * finishes when the task spawned for the key does, or is cancelled when the
+ * space closes.  The slot's own fields then say how its task ended. */
 static int
-wait_submitted(TaskObject *t, uint64_t deadline)
+wait_declared(TaskObject *t, uint64_t deadline)
 {
-    useconds_t nap = 50;
-    while (t->phase == PH_DECLARED || t->phase == PH_DEFERRED) {
-        if (deadline && weft_py_now_ns() >= deadline) return WEFT_ETIMEDOUT;
-        BEGIN_NOGIL_W
-        usleep(nap);
-        END_NOGIL_W
-        if (nap < 2000) nap *= 2;
-        if (PyErr_CheckSignals() < 0) {
-            if (t->rt) weft_py_cancel_pending(t->rt);
-            return RC_PYERR;
-        }
+    SpaceObject *s = (SpaceObject *)t->space;
+    RuntimeObject *r = s && s->rt ? s->rt : NULL;
+    if (r == NULL) {
+        modstate *st = weft_py_state_of_type(Py_TYPE(t));
+        r = st ? weft_py_current_runtime(st, 0) : NULL;
+        if (r == NULL) return RC_PYERR;
     }
-    return 0;
+    weft_task *ph = weft_py_slot_handle(t, r);
+    if (ph == NULL) return RC_PYERR;
+    int rc = wait_handle(t, ph, deadline);
+    if (rc == RC_PYERR || rc == WEFT_ETIMEDOUT || rc == WEFT_EBUSY || rc == WEFT_EDEADLK) return rc;
+    if (t->ran) return t->exc ? WEFT_ETASKFAILED : 0;
+    return WEFT_ECANCELLED;
 }
 
 /* Wait for t until deadline (NO_DEADLINE: without limit).  Returns a weft
@@ -53,21 +48,23 @@ wait_submitted(TaskObject *t, uint64_t deadline)
 int
 weft_py_task_wait(TaskObject *t, uint64_t deadline)
 {
-    if (t->phase == PH_DECLARED || t->phase == PH_DEFERRED) {
-        int rc = wait_submitted(t, deadline);
-        if (rc != 0) return rc;
-    }
-    if (t->phase == PH_DEAD) return WEFT_ECANCELLED;
-    int rc = weft_task_timedwait(t->h, 0);
+    if (t->phase == PH_DECLARED) return wait_declared(t, deadline);
+    return wait_handle(t, t->h, deadline);
+}
+
+static int
+wait_handle(TaskObject *t, weft_task *h, uint64_t deadline)
+{
+    int rc = weft_task_timedwait(h, 0);
     if (rc != WEFT_ETIMEDOUT) return rc;
     if (weft_py_tl_ts != NULL) {
         /* On a worker (inside a task): the C runtime runs other tasks while
          * we wait; Ctrl-C is for the main thread. */
         BEGIN_NOGIL_W
-        if (deadline == 0) rc = weft_task_wait(t->h);
+        if (deadline == 0) rc = weft_task_wait(h);
         else {
             uint64_t now = weft_py_now_ns();
-            rc = weft_task_timedwait(t->h, deadline > now ? deadline - now : 0);
+            rc = weft_task_timedwait(h, deadline > now ? deadline - now : 0);
         }
         END_NOGIL_W
         return rc;
@@ -80,7 +77,7 @@ weft_py_task_wait(TaskObject *t, uint64_t deadline)
             if (deadline - now < slice) slice = deadline - now;
         }
         BEGIN_NOGIL
-        rc = weft_task_timedwait(t->h, slice);
+        rc = weft_task_timedwait(h, slice);
         END_NOGIL
         if (rc != WEFT_ETIMEDOUT) return rc;
         if (PyErr_CheckSignals() < 0) {
@@ -203,8 +200,10 @@ weft_py_runtime_wait_all(RuntimeObject *r, uint64_t deadline)
             if (deadline - now < slice) slice = deadline - now;
         }
         weft_runtime *rt = r->rt;
+        /* Tasks waiting (directly or not) for task-space slots nobody has
+         * spawned into are not waited for: only a spawn can move them. */
         BEGIN_NOGIL_W /* from a task of another runtime: let its workers have the GIL */
-        rc = weft_wait_all_timed(rt, slice);
+        rc = weft_wait_settled_timed(rt, slice);
         END_NOGIL_W
         if (rc != WEFT_ETIMEDOUT) break;
         if (PyErr_CheckSignals() < 0) {
@@ -212,7 +211,7 @@ weft_py_runtime_wait_all(RuntimeObject *r, uint64_t deadline)
             return -1;
         }
     }
-    if (rc == WEFT_ETASKFAILED) {
+    if (rc == 0 && PyDict_GET_SIZE(r->failures) > 0) {
         /* Re-raise the first failure the program has not seen yet (through
          * .result()/.exception()): r->failures lists exactly those, in the
          * order they happened.  The others are dropped, as in C. */
@@ -228,7 +227,6 @@ weft_py_runtime_wait_all(RuntimeObject *r, uint64_t deadline)
         Py_DECREF(pick);
         return -1;
     }
-    if (rc == 0) PyDict_Clear(r->failures);
     if (rc != 0) {
         weft_py_err_weft(rc, "wait_all()");
         return -1;

@@ -233,6 +233,7 @@ int weft_runtime_create(const weft_config *cfg_in, weft_runtime **out)
         w->rt = rt;
         w->index = i;
         w->q = &rt->sched.q[i];
+        w->stats.owner = &rt->graph;
     }
     atomic_store(&rt->open, true);
     int rc = weft__workers_start(rt);
@@ -256,10 +257,13 @@ int weft_runtime_destroy(weft_runtime *h)
         return err;
     if (weft__on_own_worker(rt))
         return weft__error(WEFT_EDEADLK, "weft_runtime_destroy: called from one of the runtime's own tasks");
-    /* Refuse spawns from outside, cancel what waits for keys nobody can
-     * spawn any more, let outstanding tasks (and what they spawn) finish,
-     * then refuse every call and drain what raced with it. */
+    /* Refuse spawns from outside; let outstanding tasks (and what they
+     * spawn) run until nothing is left but tasks waiting for task-space keys
+     * nobody spawned (only running bodies could still spawn them); destroy
+     * the spaces, which cancels those; let the rest finish; then refuse
+     * every call and drain what raced with it. */
     atomic_store(&rt->closing, true);
+    weft__wait_settled(rt, UINT64_MAX);
     weft__spaces_close_all(rt);
     int rc = weft_wait_all(h);
     atomic_store(&rt->open, false);
@@ -361,6 +365,22 @@ int weft_wait_all_timed(weft_runtime *h, uint64_t timeout_ns)
 }
 
 int weft_wait_all(weft_runtime *h) { return weft_wait_all_timed(h, UINT64_MAX); }
+
+int weft_wait_settled_timed(weft_runtime *h, uint64_t timeout_ns)
+{
+    weft__clear_error();
+    int err;
+    weft__rt *rt = weft__rt_get(h, "weft_wait_settled", &err);
+    if (!rt)
+        return err;
+    if (weft__on_own_worker(rt))
+        return weft__error(WEFT_EDEADLK, "weft_wait_settled: called from inside one of the runtime's tasks, "
+                                         "which would wait for itself");
+    if (weft__wait_settled(rt, weft__deadline(timeout_ns)) != 0)
+        return weft__error(WEFT_ETIMEDOUT, "weft_wait_settled: timed out with %lld tasks in flight",
+                           (long long)atomic_load(&rt->graph.inflight));
+    return 0;
+}
 
 int weft_cancel_pending(weft_runtime *h)
 {

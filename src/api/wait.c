@@ -100,6 +100,51 @@ int weft__wait_idle(weft__rt *rt, uint64_t deadline)
     return weft__wait_until(&rt->waits, &spec);
 }
 
+/* Settled: nothing is ready, running or in flight on a device, so only a
+ * spawn (of a task-space key, say) can move what is left.  Two scans of the
+ * ready/done counts in a row that read the same sums, balanced: the counts
+ * only grow, so nothing moved in between. */
+typedef struct settle_scan {
+    uint64_t ready, done;
+} settle_scan;
+
+static settle_scan scan(weft__rt *rt)
+{
+    settle_scan r = {atomic_load(&rt->graph.ext.n_ready), atomic_load(&rt->graph.ext.n_done)};
+    for (unsigned i = 0; i < rt->nworkers; i++) {
+        r.ready += atomic_load(&rt->workers[i].stats.n_ready);
+        r.done += atomic_load(&rt->workers[i].stats.n_done);
+    }
+    return r;
+}
+
+static bool settled(const void *arg)
+{
+    weft__rt *rt = (weft__rt *)arg;
+    if (atomic_load(&rt->graph.inflight) == 0)
+        return true;
+    settle_scan a = scan(rt);
+    if (a.ready != a.done)
+        return false;
+    settle_scan b = scan(rt);
+    return a.ready == b.ready && a.done == b.done;
+}
+
+int weft__wait_settled(weft__rt *rt, uint64_t deadline)
+{
+    weft__wait spec = {
+        .key = &weft__key_settle,
+        .done = settled,
+        .arg = rt,
+        .progress = any_polled_device(rt) ? weft__rt_progress : NULL,
+        .progress_arg = rt,
+        .interest = &rt->graph.sleepers_settle,
+        .deadline = deadline,
+        .spin = 2000,
+    };
+    return weft__wait_until(&rt->waits, &spec);
+}
+
 /* Backpressure.  From outside: until the in-flight count is at the low mark
  * (the caller holds no count while it sleeps).  From a task: until the
  * backlog (tasks in flight whose bodies are not executing) is at the low

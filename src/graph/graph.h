@@ -72,6 +72,11 @@ enum { WEFT__GATE_OPEN = 0, WEFT__GATE_DOOMING = 1, WEFT__GATE_STARTED = 2, WEFT
  * shared block (atomic adds) for completions on other threads. */
 typedef struct weft__task_stats {
     _Atomic uint64_t n_run, n_failed, n_cancelled;
+    /* Tasks made ready here, tasks completed here (placeholders excluded):
+     * their sums over all blocks balance when nothing is ready, running or
+     * in flight on a device (weft__graph_settled). */
+    _Atomic uint64_t n_ready, n_done;
+    const struct weft__graph *owner;   /* counts here only for this graph's tasks */
 } weft__task_stats;
 extern _Thread_local weft__task_stats *weft__tls_stats;
 
@@ -137,6 +142,7 @@ struct weft__graph {
     _Atomic int32_t sleepers_all;      /* sleeping until inflight == 0 */
     _Atomic int32_t sleepers_throttle; /* sleeping for backpressure, outside threads */
     _Atomic int32_t sleepers_throttle_in; /* sleeping for backpressure, inside tasks */
+    _Atomic int32_t sleepers_settle;   /* sleeping until settled (weft__key_settle) */
     int64_t throttle_low;              /* backpressure resumes at or below this */
     weft__task_stats ext;
     bool trace;                        /* workers record spans */

@@ -143,6 +143,17 @@ static void cause_of(const weft__task *p, int final, uint64_t *id, const char **
 
 static void proxy_finish(weft__task *p, weft__qnode **next);
 
+/* Count one event in the calling thread's block (single writer), or in the
+ * shared block. */
+static void count_here(weft__graph *g, size_t off)
+{
+    weft__task_stats *s = weft__tls_stats;
+    if (s && s->owner == g)
+        weft__count((_Atomic uint64_t *)((char *)s + off), 1);
+    else
+        atomic_fetch_add((_Atomic uint64_t *)((char *)&g->ext + off), 1);
+}
+
 /* Dependencies satisfied: map (sched), reserve (data), queue (sched).  A
  * host task with no data goes straight to the queue. */
 static void task_ready(weft__task *t, weft__qnode **next)
@@ -152,6 +163,7 @@ static void task_ready(weft__task *t, weft__qnode **next)
         return;
     }
     weft__graph *g = t->g;
+    count_here(g, offsetof(weft__task_stats, n_ready));
     if (t->naccess) {
         atomic_store_explicit(&t->state, WEFT__T_MAPPED, memory_order_relaxed);
         t->device = weft__sched_map(g->sched);
@@ -493,18 +505,11 @@ void weft__task_op_done(void *cookie, int status)
 
 static void count_final(weft__graph *g, int final)
 {
-    weft__task_stats *s = weft__tls_stats;
-    _Atomic uint64_t *c;
     if (final == WEFT__T_FAILED)
-        c = s ? &s->n_failed : &g->ext.n_failed;
+        count_here(g, offsetof(weft__task_stats, n_failed));
     else if (final == WEFT__T_CANCELLED)
-        c = s ? &s->n_cancelled : &g->ext.n_cancelled;
-    else
-        return;
-    if (s)
-        weft__count(c, 1);
-    else
-        atomic_fetch_add(c, 1);
+        count_here(g, offsetof(weft__task_stats, n_cancelled));
+    count_here(g, offsetof(weft__task_stats, n_done));
 }
 
 void weft__task_complete(weft__task *t, int final, weft__qnode **next)
@@ -543,6 +548,8 @@ void weft__task_complete(weft__task *t, int final, weft__qnode **next)
         count_final(g, final);
     if (atomic_load(&t->waiters) > 0)
         weft__wake(g->ws, t);
+    if (atomic_load(&g->sleepers_settle) > 0)
+        weft__wake(g->ws, &weft__key_settle);
     if (!t->proxy)
         weft__graph_leave(g, 1);
     weft__task_unref(t);
