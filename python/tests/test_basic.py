@@ -103,6 +103,27 @@ def test_plain_spawn_unchanged(rt):
     assert [t.result() for t in args] == [(0, 0), (1, -1), (2, -2)]
 
 
+def test_decorator_with_empty_parentheses(rt):
+    @weft.spawn()
+    def a():
+        return "a"
+
+    @rt.spawn()
+    def b():
+        return "b"
+
+    @weft.spawn
+    def c():
+        return "c"
+
+    assert isinstance(a, weft.Task) and isinstance(b, weft.Task) and isinstance(c, weft.Task)
+    assert (a.result(), b.result(), c.result()) == ("a", "b", "c")
+    deco = weft.spawn()
+    with pytest.raises(TypeError, match="must be callable.*int"):
+        deco(42)
+    assert weft.spawn(int, 3).result() == 3
+
+
 def test_deps_order_chain(rt):
     out = []
     prev = None

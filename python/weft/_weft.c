@@ -1256,8 +1256,8 @@ spawn_locked(modstate *st, RuntimeObject *r, PyObject *const *args, Py_ssize_t n
     spawn_kw kw;
     if (parse_kw(st, args, nargs, kwnames, &kw, r == NULL) < 0) return NULL;
     if (nargs == 0) {
-        /* Decorator form: @weft.spawn(deps=..., ...) */
-        if (self_callable == NULL || kwnames == NULL || PyTuple_GET_SIZE(kwnames) == 0) {
+        /* Decorator form: @weft.spawn(deps=..., ...), or @weft.spawn() */
+        if (self_callable == NULL) {
             PyErr_SetString(PyExc_TypeError, "spawn() missing the function to run");
             return NULL;
         }
@@ -2977,7 +2977,7 @@ static PyMethodDef module_methods[] = {
      "Called with no function, returns a decorator: @weft.spawn(deps=[...]) above a def "
      "spawns the function at once and binds its name to the Task.  The decorator binds the "
      "function's free variables (closure cells) to the values they have at the spawn, so "
-     "`for i in range(n): @weft.spawn(name='t') def t(): use(i)` gives each task its own i; the "
+     "`for i in range(n): @weft.spawn() def t(): use(i)` gives each task its own i; the "
      "objects are shared, not copied, and a nonlocal assignment in the body changes only the "
      "task's copy.  Plain spawn(fn, ...) runs fn itself: its free variables are read when "
      "it runs.  Module globals are never captured."},
