@@ -1,3 +1,4 @@
+import threading
 import time
 import traceback
 
@@ -59,31 +60,35 @@ def test_cancelled_error_is_a_futures_cancelled_error():
 
 
 def test_cancel_request(rt):
-    gate = weft.spawn(time.sleep, 0.3)
+    ev = threading.Event()
+    gate = weft.spawn(ev.wait, 60)  # runs until the test lets it finish
     victim = weft.spawn(print, "never", deps=[gate], name="victim")
     after = weft.spawn(print, "never", deps=[victim])
-    assert victim.cancel() is True
+    assert victim.cancel() is True  # the gate has not finished: victim has not started
+    ev.set()  # (the cancellation completes when victim would become ready)
     with pytest.raises(weft.CancelledError, match="victim"):
         victim.result()
     with pytest.raises(weft.CancelledError):
         after.result()
-    assert gate.result() is None
+    assert gate.result() is True
     assert gate.cancel() is False  # finished tasks cannot be cancelled
     weft.wait_all()  # cancellation by request is not a failure
 
 
 def _wait_running(t):
-    deadline = time.monotonic() + 10
+    deadline = time.monotonic() + 60
     while t.status != "running" and time.monotonic() < deadline:
         time.sleep(0.001)
     assert t.status == "running"
 
 
 def test_cancel_pending(rt):
-    gate = weft.spawn(time.sleep, 0.3)
+    ev = threading.Event()
+    gate = weft.spawn(ev.wait, 60)  # runs until the test lets it finish
     ts = [weft.spawn(int, deps=[gate]) for _ in range(100)]
     _wait_running(gate)
     rt.cancel_pending()
+    ev.set()
     rt.wait_all()  # running tasks finish; the rest end cancelled
     assert gate.status == "completed"
     assert all(t.status == "cancelled" for t in ts)
