@@ -29,3 +29,14 @@ def test_python_readme_example_file(tmp_path):
     code = (ROOT / "python" / "README-example.py").read_text()
     out = _run(code, tmp_path)
     assert "sum of squares = 338350" in out
+
+
+def test_scripts_in_python_dir_borrow_the_installed_extension():
+    # A script run from python/ (python/demo.py, make demo) finds the source
+    # package first; it has the C sources and header but no built extension,
+    # and must use the installed one.
+    code = "import weft; print(weft.spawn.__module__, weft.__file__)"
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
+                       cwd=ROOT / "python")
+    assert p.returncode == 0, p.stderr
+    assert str(ROOT / "python" / "weft") in p.stdout

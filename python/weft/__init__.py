@@ -43,9 +43,11 @@ def _find_extension():
 try:
     from . import _weft  # noqa: F401
 except ImportError:
+    import importlib.machinery as _machinery
     import os as _os
 
-    if any(n.startswith("_weft.") and not n.endswith(".c")
+    # The C sources (*.c, _weft.h) sit here too: only a built extension counts.
+    if any(n.startswith("_weft.") and n.endswith(tuple(_machinery.EXTENSION_SUFFIXES))
            for n in _os.listdir(_os.path.dirname(_os.path.abspath(__file__)))):
         raise  # the extension is here but does not load: show why
     _find_extension()

@@ -1,0 +1,379 @@
+/*
+ * _weft.h — the one private header of the `weft._weft` extension: what
+ * crosses its C files.  Names declared here are prefixed weft_py_; every
+ * other function and table of a file is static.
+ *
+ * Python tasks on Weft's C workers, with the GIL held only while Python code
+ * runs.  The design, in short (python/README.md says more):
+ *
+ *   - A task's C argument is a small malloc'd cell pointing at the Python Task
+ *     object (one strong reference).  The C body (weft_py_trampoline, body.c)
+ *     attaches the worker's persistent thread state, calls fn(*args), stores
+ *     the result or the exception (with its traceback) on the Task, drops the
+ *     references to fn/args and to the Task, and detaches.  The argument
+ *     destructor (weft_py_arg_destroy) then only has to free the cell,
+ *     without the GIL; it takes the GIL only for a task that never ran
+ *     (cancelled, or a failed spawn).
+ *   - Each worker creates one PyThreadState when it starts and deletes it
+ *     when it stops (gil.c; deleting needs the GIL, so destroy runs with the
+ *     GIL released), and every blocking call (waits, unregister, destroy, a
+ *     spawn that may block under backpressure) releases the GIL.
+ *   - weft_py_tl_attached says "this thread holds the GIL inside a Weft call
+ *     we made"; a body or an argument destructor that the C runtime runs
+ *     inline on such a thread (helping while spawning, a failed spawn) then
+ *     runs without touching the GIL.
+ *   - Workers hand the GIL to each other without sleeping: a worker claims
+ *     the runtime's `py_busy` counter before taking the GIL and, while
+ *     another worker holds the claim, spins briefly instead of sleeping in
+ *     CPython's condition variable.  That turns the futex hand-off of the
+ *     GIL into a cache-line transfer (gil.c; see bench/py/).
+ *   - Task spaces: T[i] is a Task object in the DECLARED state; spawning a
+ *     task that depends on an unsubmitted task (declared, or itself deferred)
+ *     defers it: it is recorded on the blocker and submitted to the C runtime
+ *     when its last blocker is submitted.  Data accesses keep spawn order: a
+ *     spawn that touches data that a deferred task touches is deferred behind
+ *     it (spawn.c).
+ *
+ * Module state holds every type and object; the only static storage is three
+ * thread-local pointers describing the thread the code runs on (a worker
+ * thread belongs to exactly one runtime, so to one interpreter).
+ *
+ * The files, by concern:
+ *   module.c   module state, init, module-level functions, error helpers
+ *   gil.c      thread-locals, clock, GIL hand-off between workers, worker hooks
+ *   body.c     the task body trampoline, its argument destructor, failure records
+ *   runtime.c  weft.Runtime, and which runtime weft.spawn & co. mean
+ *   task.c     weft.Task, and the exceptions of failed/cancelled tasks
+ *   space.c    weft.TaskSpace
+ *   data.c     weft.Data, buffer registration
+ *   spawn.c    spawning, deferral behind unspawned tasks, the decorator form
+ *   wait.c     timeouts, waiting for a task or for a runtime, Ctrl-C
+ */
+#ifndef WEFT_PY_WEFT_H
+#define WEFT_PY_WEFT_H
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <structmember.h>
+
+#include <math.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "weft.h"
+
+#if PY_VERSION_HEX < 0x030B0000
+#error "weft needs CPython 3.11 or newer"
+#endif
+
+#ifndef Py_BEGIN_CRITICAL_SECTION
+#define Py_BEGIN_CRITICAL_SECTION(op) {
+#define Py_END_CRITICAL_SECTION() }
+#endif
+
+/* Everything declared from here on stays inside the extension (and binds
+ * locally: no PLT, local-dynamic TLS). */
+#pragma GCC visibility push(hidden)
+
+/* The core has no public clock or pause instruction: the extension keeps its
+ * own, defined once here and in gil.c. */
+#if defined(__x86_64__) || defined(__i386__)
+#define weft_py_cpu_relax() __builtin_ia32_pause()
+#elif defined(__aarch64__)
+#define weft_py_cpu_relax() __asm__ __volatile__("yield")
+#else
+#define weft_py_cpu_relax() ((void)0)
+#endif
+
+/* CLOCK_MONOTONIC in nanoseconds. */
+uint64_t weft_py_now_ns(void);
+
+/* ------------------------------------------------------------------------ */
+/* Module state (module.c)                                                   */
+/* ------------------------------------------------------------------------ */
+
+typedef struct {
+    PyTypeObject *Runtime_T;
+    PyTypeObject *Task_T;
+    PyTypeObject *Space_T;
+    PyTypeObject *Data_T;
+    PyObject *CancelledError;
+    PyObject *stack;      /* list of (runtime, owner): runtimes entered with `with`,
+                             innermost last; owner is the task whose body entered the
+                             block, or None outside tasks */
+    PyObject *open;       /* list: runtimes not closed yet (keeps them alive) */
+    PyObject *empty_tuple;
+    PyObject *s_deps, *s_reads, *s_writes, *s_readwrites, *s_commutes, *s_name,
+        *s_priority, *s_task, *s_kwargs, *s_runtime, *s_add_note;
+} modstate;
+
+extern struct PyModuleDef weft_py_module;
+
+static inline modstate *
+weft_py_state_of_module(PyObject *m)
+{
+    return (modstate *)PyModule_GetState(m);
+}
+
+/* The state of the module that defines type tp (NULL with an exception). */
+modstate *weft_py_state_of_type(PyTypeObject *tp);
+
+/* ------------------------------------------------------------------------ */
+/* Objects                                                                   */
+/* ------------------------------------------------------------------------ */
+
+enum task_phase {
+    PH_DECLARED = 0,  /* a task-space slot nobody spawned into yet */
+    PH_DEFERRED = 1,  /* spawned, waiting for unsubmitted tasks it follows */
+    PH_SUBMITTED = 2, /* in the C runtime (h is valid) */
+    PH_DEAD = 3       /* never entered the runtime: cancelled or failed to spawn */
+};
+
+typedef struct RuntimeObject {
+    PyObject_HEAD
+    weft_runtime *rt; /* NULL once closed */
+    PyObject *module; /* strong: keeps the module state alive */
+    modstate *st;
+    PyInterpreterState *interp;
+    unsigned workers;
+    size_t soft_limit;          /* spawn keeps the GIL below this many in flight */
+    _Atomic size_t inflight;    /* tasks of ours in the C runtime */
+    _Atomic int py_busy;        /* workers holding or taking the GIL now */
+    int spawn_gil;              /* SPAWN_HOLD, SPAWN_RELEASE or SPAWN_YIELD */
+    PyObject *failures;         /* dict Task -> None: failures since the last wait_all that
+                                   the program has not retrieved, in order (strong) */
+    PyObject *failed;           /* dict PyLong(Task *) -> None: every failed Task still alive
+                                   (borrowed; Task_dealloc removes its entry), to find the
+                                   exception that a cancelled dependent names as its cause */
+    PyObject *data_map;         /* dict id(obj) -> Data */
+    PyObject *deferred;         /* set of deferred tasks */
+    uint64_t spin_gil_ns;
+    int closing;
+    PyObject *weakreflist;
+} RuntimeObject;
+
+typedef struct TaskObject {
+    PyObject_HEAD
+    RuntimeObject *rt;     /* strong; NULL while declared */
+    weft_task *h;          /* the C handle once submitted */
+    PyObject *fn, *args, *kwargs;
+    PyObject *result;
+    PyObject *exc;
+    PyObject *name;        /* str: user name or space label; may be NULL */
+    PyObject *space;       /* the TaskSpace this slot belongs to (strong) */
+    PyObject *key;         /* its key there */
+    int phase;
+    int priority;
+    int cancel_requested;
+    int ran;               /* the body finished (result/exc are final) */
+    int retrieved;         /* its exception was handed to the user */
+    int in_failed;         /* listed in rt->failed */
+    Py_ssize_t nblockers;
+    PyObject *waiters;     /* list of tasks blocked on this one's submission */
+    PyObject *pend_deps;   /* deferred: tuple of Task */
+    PyObject *pend_data;   /* deferred: tuple of Data */
+    unsigned *pend_modes;  /* deferred: one mode per pend_data item */
+    PyObject *weakreflist;
+} TaskObject;
+
+typedef struct {
+    PyObject_HEAD
+    PyObject *name;
+    PyObject *tasks; /* dict key -> Task */
+} SpaceObject;
+
+typedef struct DataObject {
+    PyObject_HEAD
+    RuntimeObject *rt; /* strong */
+    PyObject *obj;     /* the buffer object (strong) */
+    Py_buffer view;
+    int has_view;
+    int readonly;
+    weft_data *d;      /* NULL once unregistered */
+    TaskObject *pending_tail; /* last deferred task touching it (borrowed; cleared on submit) */
+    char dummy;        /* stands in for a zero-length buffer */
+} DataObject;
+
+typedef struct {
+    TaskObject *t;     /* strong until the body ran or the task was dropped */
+    RuntimeObject *rt; /* borrowed: an open runtime is kept alive by st->open */
+} cell;
+
+/* ------------------------------------------------------------------------ */
+/* Thread-local facts about the current thread (gil.c)                       */
+/* ------------------------------------------------------------------------ */
+
+/* Defined in this shared object: the local-dynamic model lets a function
+ * find all three with one __tls_get_addr, as when they were static. */
+#if defined(__GNUC__)
+#define WEFT_PY_TLS __attribute__((tls_model("local-dynamic")))
+#else
+#define WEFT_PY_TLS
+#endif
+
+/* The persistent thread state of this worker thread (NULL elsewhere). */
+extern _Thread_local PyThreadState *weft_py_tl_ts WEFT_PY_TLS;
+/* The task whose Python body runs on this thread now (innermost). */
+extern _Thread_local TaskObject *weft_py_tl_cur WEFT_PY_TLS;
+/* Non-zero while this thread holds the GIL inside a call into Weft. */
+extern _Thread_local int weft_py_tl_attached WEFT_PY_TLS;
+
+/* ------------------------------------------------------------------------ */
+/* GIL hand-off (gil.c)                                                      */
+/* ------------------------------------------------------------------------ */
+
+/* Claim / drop r->py_busy around holding the GIL on a worker. */
+void weft_py_busy_enter(RuntimeObject *r);
+void weft_py_busy_exit(RuntimeObject *r);
+/* Take the GIL on a worker (or any thread not holding it); returns what
+ * weft_py_gil_give needs to hand it back.  r: the runtime whose claim to
+ * take (NULL: none). */
+int weft_py_gil_take(RuntimeObject *r);
+void weft_py_gil_give(RuntimeObject *r, int g);
+/* The C runtime's on_worker_start / on_worker_stop hooks (arg: the Runtime). */
+void weft_py_on_worker_start(unsigned worker, void *arg);
+void weft_py_on_worker_stop(unsigned worker, void *arg);
+
+/* Release the GIL around a C call that may block or run tasks inline. */
+#define BEGIN_NOGIL                                  \
+    {                                                \
+        int _prev_att = weft_py_tl_attached;         \
+        weft_py_tl_attached = 0;                     \
+        PyThreadState *_save = PyEval_SaveThread();
+
+#define END_NOGIL                                    \
+        PyEval_RestoreThread(_save);                 \
+        weft_py_tl_attached = _prev_att;             \
+    }
+
+/* The runtime whose GIL claim this worker holds (inside a body), or NULL. */
+static inline RuntimeObject *
+weft_py_owner_rt(void)
+{
+    return weft_py_tl_cur ? weft_py_tl_cur->rt : NULL;
+}
+
+/* Release the GIL on a worker that advertises itself as the GIL owner: its
+ * claim is dropped too, so the other workers of its runtime do not spin. */
+#define BEGIN_NOGIL_W                                                        \
+    {                                                                        \
+        int _prev_att = weft_py_tl_attached;                                 \
+        RuntimeObject *_own_rt = weft_py_tl_ts ? weft_py_owner_rt() : NULL;  \
+        weft_py_tl_attached = 0;                                             \
+        PyThreadState *_save = PyEval_SaveThread();                          \
+        if (_own_rt) weft_py_busy_exit(_own_rt);
+
+#define END_NOGIL_W                                                          \
+        if (_own_rt) weft_py_busy_enter(_own_rt);                            \
+        PyEval_RestoreThread(_save);                                         \
+        weft_py_tl_attached = _prev_att;                                     \
+    }
+
+/* ------------------------------------------------------------------------ */
+/* Errors (module.c)                                                         */
+/* ------------------------------------------------------------------------ */
+
+/* Take the raised exception (normalized, with its traceback); NULL if none. */
+PyObject *weft_py_fetch_exc(void);
+/* Raise e again (e is not stolen). */
+void weft_py_raise_exc(PyObject *e);
+/* Raise the Python exception for a Weft error code (MemoryError for
+ * WEFT_ENOMEM, ValueError for WEFT_EINVAL, RuntimeError for the others,
+ * WEFT_EDEADLK included), with the core's message; returns NULL. */
+PyObject *weft_py_err_weft(int rc, const char *what);
+
+/* ------------------------------------------------------------------------ */
+/* Task bodies and failures (body.c)                                         */
+/* ------------------------------------------------------------------------ */
+
+int weft_py_trampoline(weft_ctx *ctx, void *arg);
+void weft_py_arg_destroy(void *arg);
+/* The program has seen t's exception: wait_all no longer raises it. */
+void weft_py_task_retrieved(TaskObject *t);
+/* t is being freed: forget it as a failed task. */
+void weft_py_task_forget_failure(TaskObject *t);
+/* The exception of the live failed task with this C id (new ref), or NULL. */
+PyObject *weft_py_find_failure(RuntimeObject *r, uint64_t id);
+
+/* ------------------------------------------------------------------------ */
+/* Runtimes (runtime.c)                                                      */
+/* ------------------------------------------------------------------------ */
+
+extern PyType_Spec weft_py_runtime_spec;
+/* The runtime weft.spawn & co. use now (borrowed), or NULL (with a
+ * RuntimeError unless quiet). */
+RuntimeObject *weft_py_current_runtime(modstate *st, int quiet);
+/* -1 with a RuntimeError naming `what` if r is closed or closing. */
+int weft_py_check_open(RuntimeObject *r, const char *what);
+int weft_py_runtime_close(RuntimeObject *r);
+PyObject *weft_py_runtime_data(RuntimeObject *r, PyObject *obj);
+
+/* How spawn treats the GIL (Runtime(spawn_gil=...), env WEFT_PY_SPAWN_GIL):
+ * hold it (default: a spawn that cannot block keeps it), release it around
+ * every weft_spawn, or release it only while a worker waits for it. */
+enum { SPAWN_HOLD = 0, SPAWN_RELEASE = 1, SPAWN_YIELD = 2 };
+
+/* ------------------------------------------------------------------------ */
+/* Tasks (task.c) and task spaces (space.c)                                  */
+/* ------------------------------------------------------------------------ */
+
+extern PyType_Spec weft_py_task_spec;
+extern PyType_Spec weft_py_space_spec;
+/* A new Task in the DECLARED state, every field empty. */
+TaskObject *weft_py_task_new(modstate *st);
+/* Its name, or None (new ref). */
+PyObject *weft_py_task_label(TaskObject *t);
+/* The CancelledError for t (new ref); why: the reason when it never entered
+ * the runtime, NULL to ask the C runtime for the cause. */
+PyObject *weft_py_make_cancelled(TaskObject *t, const char *why);
+
+/* ------------------------------------------------------------------------ */
+/* Data (data.c)                                                             */
+/* ------------------------------------------------------------------------ */
+
+extern PyType_Spec weft_py_data_spec;
+/* Release d's buffer (its C handle already unregistered, or the runtime gone). */
+int weft_py_data_release(DataObject *d);
+/* Find or register the handle of obj (a Data or a buffer object); borrowed. */
+DataObject *weft_py_data_lookup(RuntimeObject *r, PyObject *obj, const char *what, int want_write);
+int weft_py_data_unregister(DataObject *d);
+
+/* ------------------------------------------------------------------------ */
+/* Spawning (spawn.c)                                                        */
+/* ------------------------------------------------------------------------ */
+
+/* weft.spawn (r NULL) and Runtime.spawn; self_callable is the spawn function
+ * itself, for the decorator form. */
+PyObject *weft_py_spawn(modstate *st, RuntimeObject *r, PyObject *const *args, Py_ssize_t nargs,
+                        PyObject *kwnames, PyObject *self_callable);
+/* Mark a task that never entered the runtime as dead, with exception e
+ * (stolen; NULL: a CancelledError saying why). */
+void weft_py_kill_task(RuntimeObject *r, TaskObject *t, PyObject *e, const char *why);
+
+/* ------------------------------------------------------------------------ */
+/* Waiting (wait.c)                                                          */
+/* ------------------------------------------------------------------------ */
+
+#define WAIT_SLICE_NS 20000000ull /* 20 ms: how often a waiting thread checks signals */
+#define RC_PYERR (-1000)          /* a wait ended with a Python exception set */
+/* Timeouts are turned into a deadline on the monotonic clock once, when the
+ * call parses them (weft_py_parse_timeout); NO_DEADLINE means "wait without
+ * limit". */
+#define NO_DEADLINE 0
+
+int weft_py_parse_timeout(PyObject *o, uint64_t *deadline);
+/* Wait for t until deadline: a Weft code, or RC_PYERR. */
+int weft_py_task_wait(TaskObject *t, uint64_t deadline);
+/* Raise for a wait outcome; 0 if the task completed (or !for_result). */
+int weft_py_raise_outcome(TaskObject *t, int rc, int for_result);
+int weft_py_runtime_wait_all(RuntimeObject *r, uint64_t deadline);
+/* Cancel every task of r that has not started, deferred ones included. */
+int weft_py_cancel_pending(RuntimeObject *r);
+
+#pragma GCC visibility pop
+
+#endif /* WEFT_PY_WEFT_H */

@@ -1,0 +1,187 @@
+/*
+ * body.c — what runs on a worker for a Python task: the body trampoline, the
+ * argument destructor, and the record of failures that wait_all and the
+ * CancelledError of dependents read.
+ */
+#include "_weft.h"
+
+static void record_failure(RuntimeObject *r, TaskObject *t, PyObject *fn, PyObject *exc);
+
+int
+weft_py_trampoline(weft_ctx *ctx, void *arg)
+{
+    (void)ctx;
+    cell *c = arg;
+    RuntimeObject *r = c->rt;
+    int attached = weft_py_tl_attached;
+    int g = 0;
+    if (!attached) g = weft_py_gil_take(r);
+    weft_py_tl_attached = 1;
+
+    TaskObject *t = c->t;
+    c->t = NULL; /* we own the reference now */
+    TaskObject *prev = weft_py_tl_cur;
+    weft_py_tl_cur = t;
+
+    PyObject *fn = t->fn, *args = t->args, *kwargs = t->kwargs;
+    t->fn = t->args = t->kwargs = NULL;
+    PyObject *res;
+    if (args == NULL)
+        res = kwargs ? PyObject_Call(fn, r->st->empty_tuple, kwargs) : PyObject_CallNoArgs(fn);
+    else if (kwargs == NULL)
+        res = PyObject_Vectorcall(fn, &PyTuple_GET_ITEM(args, 0), PyTuple_GET_SIZE(args), NULL);
+    else
+        res = PyObject_Call(fn, args, kwargs);
+    int rc = 0;
+    if (res != NULL) {
+        t->result = res;
+    } else {
+        PyObject *exc = weft_py_fetch_exc();
+        rc = 1;
+        if (exc == NULL) exc = PyObject_CallOneArg(PyExc_SystemError, NULL);
+        if (exc) record_failure(r, t, fn, exc);
+        t->exc = exc;
+    }
+    t->ran = 1;
+    Py_DECREF(fn);
+    Py_XDECREF(args);
+    Py_XDECREF(kwargs);
+    weft_py_tl_cur = prev;
+    Py_DECREF(t);
+    weft_py_tl_attached = attached;
+    if (!attached) weft_py_gil_give(r, g);
+    return rc;
+}
+
+void
+weft_py_arg_destroy(void *arg)
+{
+    cell *c = arg;
+    RuntimeObject *r = c->rt;
+    if (c->t != NULL) {
+        /* The body never ran: cancelled, or the spawn failed. */
+        int attached = weft_py_tl_attached;
+        int g = 0;
+        if (!attached) g = weft_py_gil_take(NULL);
+        weft_py_tl_attached = 1;
+        TaskObject *t = c->t;
+        c->t = NULL;
+        PyObject *fn = t->fn, *args = t->args, *kwargs = t->kwargs;
+        t->fn = t->args = t->kwargs = NULL;
+        Py_XDECREF(fn);
+        Py_XDECREF(args);
+        Py_XDECREF(kwargs);
+        Py_DECREF(t);
+        weft_py_tl_attached = attached;
+        if (!attached) weft_py_gil_give(NULL, g);
+    }
+    atomic_fetch_sub_explicit(&r->inflight, 1, memory_order_relaxed);
+    free(c);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Failures                                                                  */
+/* ------------------------------------------------------------------------ */
+
+/* Has the exception a note from weft already (it went through a task that
+ * waited for the one that raised it)? */
+static int
+has_weft_note(PyObject *exc)
+{
+    PyObject *notes = PyObject_GetAttrString(exc, "__notes__");
+    if (notes == NULL) {
+        PyErr_Clear();
+        return 0;
+    }
+    int found = 0;
+    if (PyList_Check(notes))
+        for (Py_ssize_t i = 0; i < PyList_GET_SIZE(notes) && !found; i++) {
+            PyObject *n = PyList_GET_ITEM(notes, i);
+            if (PyUnicode_Check(n)) {
+                const char *u = PyUnicode_AsUTF8(n);
+                found = u && (strncmp(u, "raised by weft task", 19) == 0 ||
+                              strncmp(u, "raised by a weft task", 21) == 0);
+            }
+        }
+    Py_DECREF(notes);
+    if (PyErr_Occurred()) PyErr_Clear();
+    return found;
+}
+
+static void
+record_failure(RuntimeObject *r, TaskObject *t, PyObject *fn, PyObject *exc)
+{
+    /* A note naming the task, shown under the traceback. */
+    if (PyExceptionInstance_Check(exc) && !has_weft_note(exc)) {
+        PyObject *note;
+        if (t->name)
+            note = PyUnicode_FromFormat("raised by weft task %R", t->name);
+        else
+            note = PyUnicode_FromFormat("raised by a weft task running %R", fn);
+        if (note) {
+            PyObject *rv = PyObject_CallMethodOneArg(exc, r->st->s_add_note, note);
+            Py_XDECREF(rv);
+            Py_DECREF(note);
+        }
+        if (PyErr_Occurred()) PyErr_Clear();
+    }
+    /* For wait_all until the program retrieves it (weft_py_task_retrieved): the
+     * runtime holds the Task, so its exception, only that long.  Unbounded:
+     * one entry per failure nobody has looked at yet. */
+    if (r->failures && PyDict_SetItem(r->failures, (PyObject *)t, Py_None) < 0) PyErr_Clear();
+    /* For the CancelledError of its dependents, as long as the Task lives. */
+    if (r->failed && !t->in_failed) {
+        PyObject *k = PyLong_FromVoidPtr(t);
+        if (k && PyDict_SetItem(r->failed, k, Py_None) == 0) t->in_failed = 1;
+        else PyErr_Clear();
+        Py_XDECREF(k);
+    }
+}
+
+/* The program has seen t's exception (.result() raised it, .exception()
+ * returned it): wait_all no longer raises it, and the runtime lets go of t. */
+void
+weft_py_task_retrieved(TaskObject *t)
+{
+    if (t->retrieved) return;
+    t->retrieved = 1;
+    RuntimeObject *r = t->rt;
+    if (r == NULL || r->failures == NULL) return;
+    int has = PyDict_Contains(r->failures, (PyObject *)t);
+    if (has > 0 && PyDict_DelItem(r->failures, (PyObject *)t) < 0) has = -1;
+    if (has < 0) PyErr_Clear();
+}
+
+/* A failed task is being freed: drop its entry in rt->failed. */
+void
+weft_py_task_forget_failure(TaskObject *t)
+{
+    if (!t->in_failed) return;
+    t->in_failed = 0;
+    RuntimeObject *r = t->rt;
+    if (r == NULL || r->failed == NULL) return;
+    PyObject *saved = weft_py_fetch_exc();
+    PyObject *k = PyLong_FromVoidPtr(t);
+    if (k == NULL || PyDict_DelItem(r->failed, k) < 0) PyErr_Clear();
+    Py_XDECREF(k);
+    if (saved) {
+        weft_py_raise_exc(saved);
+        Py_DECREF(saved);
+    }
+}
+
+/* The exception of the failed task with this id, if that Task still lives. */
+PyObject *
+weft_py_find_failure(RuntimeObject *r, uint64_t id)
+{
+    PyObject *k, *v;
+    Py_ssize_t pos = 0;
+    while (r->failed && PyDict_Next(r->failed, &pos, &k, &v)) {
+        TaskObject *f = PyLong_AsVoidPtr(k);
+        weft_task_info info;
+        if (f && f->h && f->exc && weft_task_info_get(f->h, &info) == 0 && info.id == id)
+            return Py_NewRef(f->exc);
+    }
+    if (PyErr_Occurred()) PyErr_Clear();
+    return NULL;
+}

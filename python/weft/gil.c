@@ -1,0 +1,109 @@
+/*
+ * gil.c — the thread-local facts about the current thread, the clock, the
+ * GIL hand-off between workers, and the worker hooks that give each worker
+ * its persistent thread state.
+ */
+#include "_weft.h"
+
+_Thread_local PyThreadState *weft_py_tl_ts;
+_Thread_local TaskObject *weft_py_tl_cur;
+_Thread_local int weft_py_tl_attached;
+
+uint64_t
+weft_py_now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* ------------------------------------------------------------------------ */
+/* GIL hand-off                                                              */
+/* ------------------------------------------------------------------------ */
+
+/* Workers of one runtime hand the GIL to each other without sleeping.
+ * Before taking the GIL a worker claims r->py_busy (0 -> 1); while another
+ * worker holds the claim it spins (at most r->spin_gil_ns) rather than
+ * sleeping in the GIL's condition variable, whose wake-up costs more than an
+ * empty Python task.  After the spin it takes the GIL anyway (a body that
+ * runs long Python code, or one that released the GIL in NumPy, must not
+ * serialise the others).  The claim is dropped right after the GIL is
+ * released.  A non-worker thread (the main thread spawning) never claims, so
+ * workers never spin against it. */
+void
+weft_py_busy_enter(RuntimeObject *r)
+{
+    int exp = 0;
+    if (atomic_compare_exchange_strong_explicit(&r->py_busy, &exp, 1, memory_order_acquire,
+                                                memory_order_relaxed))
+        return;
+    if (r->spin_gil_ns) {
+        uint64_t t0 = weft_py_now_ns();
+        for (unsigned n = 1;; n++) {
+            weft_py_cpu_relax();
+            if (atomic_load_explicit(&r->py_busy, memory_order_relaxed) == 0) {
+                exp = 0;
+                if (atomic_compare_exchange_weak_explicit(&r->py_busy, &exp, 1, memory_order_acquire,
+                                                          memory_order_relaxed))
+                    return;
+            }
+            if ((n & 63) == 0 && weft_py_now_ns() - t0 > r->spin_gil_ns) break;
+        }
+    }
+    atomic_fetch_add_explicit(&r->py_busy, 1, memory_order_relaxed);
+}
+
+void
+weft_py_busy_exit(RuntimeObject *r)
+{
+    atomic_fetch_sub_explicit(&r->py_busy, 1, memory_order_release);
+}
+
+/* Take the GIL on a worker (or any thread not holding it).  Returns the
+ * gilstate to hand back, or -1 when the persistent thread state was used. */
+int
+weft_py_gil_take(RuntimeObject *r)
+{
+    PyThreadState *ts = weft_py_tl_ts;
+    if (ts == NULL) return (int)PyGILState_Ensure();
+    if (r) weft_py_busy_enter(r);
+    PyEval_RestoreThread(ts);
+    return -1;
+}
+
+void
+weft_py_gil_give(RuntimeObject *r, int g)
+{
+    if (g == -1) {
+        PyEval_SaveThread();
+        if (r) weft_py_busy_exit(r);
+    } else {
+        PyGILState_Release((PyGILState_STATE)g);
+    }
+}
+
+/* ------------------------------------------------------------------------ */
+/* Worker hooks                                                              */
+/* ------------------------------------------------------------------------ */
+
+void
+weft_py_on_worker_start(unsigned worker, void *arg)
+{
+    (void)worker;
+    RuntimeObject *r = arg;
+    /* Created on the worker thread itself so that it is bound to it. */
+    weft_py_tl_ts = PyThreadState_New(r->interp);
+}
+
+void
+weft_py_on_worker_stop(unsigned worker, void *arg)
+{
+    (void)worker;
+    (void)arg;
+    PyThreadState *ts = weft_py_tl_ts;
+    if (ts == NULL) return;
+    PyEval_RestoreThread(ts);
+    PyThreadState_Clear(ts);
+    PyThreadState_DeleteCurrent();
+    weft_py_tl_ts = NULL;
+}

@@ -1,0 +1,491 @@
+/*
+ * runtime.c — the weft.Runtime type (create, close, the `with` block), and
+ * which runtime weft.spawn, weft.wait_all and weft.data mean.
+ */
+#include "_weft.h"
+
+/* ------------------------------------------------------------------------ */
+/* Runtime resolution                                                        */
+/* ------------------------------------------------------------------------ */
+
+/* The runtime of weft.spawn / weft.wait_all / weft.data: inside a task, the
+ * innermost `with` block that this task's body entered, else the task's own
+ * runtime; outside tasks, the innermost `with` block entered outside tasks
+ * (on any thread).  A block entered in a task is thus seen by that task only. */
+RuntimeObject *
+weft_py_current_runtime(modstate *st, int quiet)
+{
+    PyObject *me = weft_py_tl_cur ? (PyObject *)weft_py_tl_cur : Py_None;
+    for (Py_ssize_t i = PyList_GET_SIZE(st->stack) - 1; i >= 0; i--) {
+        PyObject *e = PyList_GET_ITEM(st->stack, i);
+        if (PyTuple_GET_ITEM(e, 1) == me) return (RuntimeObject *)PyTuple_GET_ITEM(e, 0);
+    }
+    if (weft_py_tl_cur && weft_py_tl_cur->rt) return weft_py_tl_cur->rt;
+    if (!quiet)
+        PyErr_SetString(PyExc_RuntimeError,
+                        "no active weft runtime: use `with weft.Runtime() as rt:` "
+                        "(or call rt.spawn / rt.wait_all on a runtime)");
+    return NULL;
+}
+
+int
+weft_py_check_open(RuntimeObject *r, const char *what)
+{
+    if (r->rt == NULL || r->closing) {
+        PyErr_Format(PyExc_RuntimeError, "%s: the weft runtime is closed", what);
+        return -1;
+    }
+    return 0;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Runtime type                                                              */
+/* ------------------------------------------------------------------------ */
+
+static int
+parse_size(PyObject *o, const char *what, unsigned long long *out)
+{
+    if (o == NULL || o == Py_None) return 0;
+    if (!PyLong_Check(o)) {
+        PyErr_Format(PyExc_TypeError, "Runtime(): %s= expects an int, got '%.100s'", what,
+                     Py_TYPE(o)->tp_name);
+        return -1;
+    }
+    long long v = PyLong_AsLongLong(o);
+    if (v == -1 && PyErr_Occurred()) return -1;
+    if (v < 0) {
+        PyErr_Format(PyExc_ValueError, "Runtime(): %s= must be >= 0, got %lld", what, v);
+        return -1;
+    }
+    *out = (unsigned long long)v;
+    return 1;
+}
+
+static PyObject *
+Runtime_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
+{
+    static char *kwlist[] = {"workers", "trace", "spin_ns", "max_inflight", "gil_spin_ns",
+                             "spawn_gil", NULL};
+    PyObject *workers = NULL, *trace = NULL, *spin = NULL, *maxin = NULL, *gspin = NULL;
+    const char *spawn_gil = NULL;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "|O$OOOOz:Runtime", kwlist, &workers, &trace, &spin,
+                                     &maxin, &gspin, &spawn_gil))
+        return NULL;
+    if (spawn_gil == NULL) spawn_gil = getenv("WEFT_PY_SPAWN_GIL");
+    int spawn_mode = SPAWN_HOLD;
+    if (spawn_gil && *spawn_gil) {
+        if (strcmp(spawn_gil, "hold") == 0) spawn_mode = SPAWN_HOLD;
+        else if (strcmp(spawn_gil, "release") == 0) spawn_mode = SPAWN_RELEASE;
+        else if (strcmp(spawn_gil, "yield") == 0) spawn_mode = SPAWN_YIELD;
+        else {
+            PyErr_Format(PyExc_ValueError, "Runtime(): spawn_gil= must be 'hold', 'release' or "
+                         "'yield', not '%.50s'", spawn_gil);
+            return NULL;
+        }
+    }
+    modstate *st = weft_py_state_of_type(type);
+    if (st == NULL) return NULL;
+    weft_config cfg;
+    weft_config_init(&cfg);
+    unsigned long long v;
+    int has;
+    if ((has = parse_size(workers, "workers", &v)) < 0) return NULL;
+    if (has) {
+        if (v > 4096) {
+            PyErr_Format(PyExc_ValueError, "Runtime(): workers=%llu is too many", v);
+            return NULL;
+        }
+        cfg.workers = (unsigned)v;
+    }
+    if ((has = parse_size(spin, "spin_ns", &v)) < 0) return NULL;
+    if (has) cfg.spin_ns = v;
+    if ((has = parse_size(maxin, "max_inflight", &v)) < 0) return NULL;
+    if (has) cfg.max_inflight = (size_t)v;
+    uint64_t gil_spin = 20000; /* 20 us */
+    const char *env = getenv("WEFT_GIL_SPIN_NS");
+    if (env && *env) gil_spin = strtoull(env, NULL, 10);
+    if ((has = parse_size(gspin, "gil_spin_ns", &v)) < 0) return NULL;
+    if (has) gil_spin = v;
+    PyObject *trace_b = NULL;
+    if (trace && trace != Py_None) {
+        if (!PyUnicode_FSConverter(trace, &trace_b)) return NULL;
+        cfg.trace_path = PyBytes_AS_STRING(trace_b);
+    }
+
+    RuntimeObject *r = PyObject_GC_New(RuntimeObject, type);
+    if (r == NULL) {
+        Py_XDECREF(trace_b);
+        return NULL;
+    }
+    r->rt = NULL;
+    r->module = Py_NewRef(PyType_GetModuleByDef(type, &weft_py_module));
+    r->st = st;
+    r->interp = PyInterpreterState_Get();
+    atomic_init(&r->inflight, 0);
+    atomic_init(&r->py_busy, 0);
+    r->spawn_gil = spawn_mode;
+    r->failures = PyDict_New();
+    r->failed = PyDict_New();
+    r->data_map = PyDict_New();
+    r->deferred = PySet_New(NULL);
+    r->spin_gil_ns = gil_spin;
+    r->closing = 0;
+    r->weakreflist = NULL;
+    PyObject_GC_Track(r);
+    if (!r->failures || !r->failed || !r->data_map || !r->deferred) goto fail;
+
+    size_t per = cfg.max_inflight;
+    cfg.on_worker_start = weft_py_on_worker_start;
+    cfg.on_worker_stop = weft_py_on_worker_stop;
+    cfg.hook_arg = r;
+    int rc;
+    weft_runtime *rt = NULL;
+    BEGIN_NOGIL_W
+    rc = weft_runtime_create(&cfg, &rt);
+    END_NOGIL_W
+    Py_CLEAR(trace_b);
+    if (rc != 0) {
+        weft_py_err_weft(rc, "Runtime()");
+        goto fail;
+    }
+    r->rt = rt;
+    r->workers = weft_runtime_workers(rt);
+    if (per == 0) per = (size_t)65536 * (r->workers ? r->workers : 1);
+    r->soft_limit = per / 2 > 64 ? per / 2 : (per > 1 ? per - 1 : 1);
+    if (PyList_Append(st->open, (PyObject *)r) < 0) {
+        BEGIN_NOGIL
+        rc = weft_runtime_destroy(rt);
+        END_NOGIL
+        r->rt = NULL;
+        goto fail;
+    }
+    return (PyObject *)r;
+fail:
+    Py_XDECREF(trace_b);
+    Py_DECREF(r);
+    return NULL;
+}
+
+static int
+list_remove_obj(PyObject *list, PyObject *o)
+{
+    for (Py_ssize_t i = PyList_GET_SIZE(list) - 1; i >= 0; i--)
+        if (PyList_GET_ITEM(list, i) == o && PyList_SetSlice(list, i, i + 1, NULL) < 0) return -1;
+    return 0;
+}
+
+/* Close: finish every task, cancel deferred ones that can never run, stop
+ * the workers, release every exported buffer. */
+int
+weft_py_runtime_close(RuntimeObject *r)
+{
+    if (r->rt == NULL) return 0;
+    if (weft_py_tl_ts != NULL && weft_py_tl_cur != NULL && weft_py_tl_cur->rt == r) {
+        PyErr_SetString(PyExc_RuntimeError, "close(): a weft runtime cannot be closed from one of its tasks");
+        return -1;
+    }
+    PyObject *interrupt = NULL;
+    /* Let the tasks finish (Ctrl-C here cancels what has not started).
+     * Tasks may still spawn children meanwhile: `closing` is set only once
+     * nothing runs. */
+    for (;;) {
+        int rc;
+        weft_runtime *rt = r->rt;
+        BEGIN_NOGIL_W
+        rc = weft_wait_all_timed(rt, WAIT_SLICE_NS);
+        END_NOGIL_W
+        if (rc != WEFT_ETIMEDOUT) break;
+        if (interrupt == NULL && PyErr_CheckSignals() < 0) {
+            interrupt = weft_py_fetch_exc();
+            weft_py_cancel_pending(r);
+        }
+    }
+    r->closing = 1;
+    /* Deferred tasks whose blockers were never spawned cannot run now. */
+    if (PySet_GET_SIZE(r->deferred) > 0) {
+        PyObject *lst = PySequence_List(r->deferred);
+        if (lst) {
+            for (Py_ssize_t i = 0; i < PyList_GET_SIZE(lst); i++) {
+                TaskObject *t = (TaskObject *)PyList_GET_ITEM(lst, i);
+                if (t->phase == PH_DEFERRED) {
+                    weft_py_kill_task(r, t, NULL, "the runtime closed while it waited for a task that was never spawned");
+                }
+            }
+            Py_DECREF(lst);
+        } else {
+            PyErr_Clear();
+        }
+        PySet_Clear(r->deferred);
+    }
+    weft_runtime *rt = r->rt;
+    int rc;
+    BEGIN_NOGIL_W
+    rc = weft_runtime_destroy(rt);
+    END_NOGIL_W
+    (void)rc;
+    r->rt = NULL;
+    /* Buffers stay exported until here. */
+    PyObject *k, *v;
+    Py_ssize_t pos = 0;
+    while (PyDict_Next(r->data_map, &pos, &k, &v)) weft_py_data_release((DataObject *)v);
+    PyDict_Clear(r->data_map);
+    PyDict_Clear(r->failures);
+    modstate *st = r->st;
+    Py_INCREF(r);
+    for (Py_ssize_t i = PyList_GET_SIZE(st->stack) - 1; i >= 0; i--)
+        if (PyTuple_GET_ITEM(PyList_GET_ITEM(st->stack, i), 0) == (PyObject *)r &&
+            PyList_SetSlice(st->stack, i, i + 1, NULL) < 0)
+            PyErr_Clear();
+    if (list_remove_obj(st->open, (PyObject *)r) < 0) PyErr_Clear();
+    Py_DECREF(r);
+    if (interrupt) {
+        weft_py_raise_exc(interrupt);
+        Py_DECREF(interrupt);
+        return -1;
+    }
+    return 0;
+}
+
+static int
+Runtime_traverse(RuntimeObject *r, visitproc visit, void *arg)
+{
+    Py_VISIT(Py_TYPE(r));
+    Py_VISIT(r->module);
+    Py_VISIT(r->failures);
+    Py_VISIT(r->data_map);
+    Py_VISIT(r->deferred);
+    return 0;
+}
+
+static int
+Runtime_clear(RuntimeObject *r)
+{
+    Py_CLEAR(r->failures);
+    Py_CLEAR(r->data_map);
+    Py_CLEAR(r->deferred);
+    Py_CLEAR(r->failed);
+    return 0;
+}
+
+static void
+Runtime_dealloc(RuntimeObject *r)
+{
+    PyTypeObject *tp = Py_TYPE(r);
+    PyObject_GC_UnTrack(r);
+    if (r->weakreflist) PyObject_ClearWeakRefs((PyObject *)r);
+    if (r->rt) {
+        /* Only reachable if the open list lost it (module teardown). */
+        weft_runtime *rt = r->rt;
+        r->rt = NULL;
+        int rc;
+        BEGIN_NOGIL
+        rc = weft_runtime_destroy(rt);
+        END_NOGIL
+        (void)rc;
+    }
+    Runtime_clear(r);
+    Py_CLEAR(r->module);
+    tp->tp_free(r);
+    Py_DECREF(tp);
+}
+
+static PyObject *
+Runtime_spawn(RuntimeObject *r, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
+{
+    PyObject *self_fn = NULL;
+    if (nargs == 0 && (self_fn = PyObject_GetAttrString((PyObject *)r, "spawn")) == NULL) return NULL;
+    PyObject *res = weft_py_spawn(r->st, r, args, nargs, kwnames, self_fn);
+    Py_XDECREF(self_fn);
+    return res;
+}
+
+static PyObject *
+Runtime_wait_all(RuntimeObject *r, PyObject *args, PyObject *kwds)
+{
+    static char *kwlist[] = {"timeout", NULL};
+    PyObject *to = NULL;
+    uint64_t deadline;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "|O:wait_all", kwlist, &to)) return NULL;
+    if (weft_py_parse_timeout(to, &deadline) < 0) return NULL;
+    if (weft_py_runtime_wait_all(r, deadline) < 0) return NULL;
+    Py_RETURN_NONE;
+}
+
+static PyObject *
+Runtime_close(RuntimeObject *r, PyObject *Py_UNUSED(ignored))
+{
+    if (weft_py_runtime_close(r) < 0) return NULL;
+    Py_RETURN_NONE;
+}
+
+static PyObject *
+Runtime_enter(RuntimeObject *r, PyObject *Py_UNUSED(ignored))
+{
+    if (weft_py_check_open(r, "Runtime.__enter__") < 0) return NULL;
+    PyObject *e = PyTuple_Pack(2, (PyObject *)r, weft_py_tl_cur ? (PyObject *)weft_py_tl_cur : Py_None);
+    if (e == NULL) return NULL;
+    int rc = PyList_Append(r->st->stack, e);
+    Py_DECREF(e);
+    if (rc < 0) return NULL;
+    return Py_NewRef(r);
+}
+
+static PyObject *
+Runtime_exit(RuntimeObject *r, PyObject *args)
+{
+    PyObject *et = Py_None, *ev = Py_None, *tb = Py_None;
+    if (!PyArg_ParseTuple(args, "|OOO:__exit__", &et, &ev, &tb)) return NULL;
+    int failed = 0;
+    if (r->rt && et == Py_None) {
+        /* Normal exit: wait, and let a task's exception propagate. */
+        if (weft_py_runtime_wait_all(r, NO_DEADLINE) < 0) failed = 1;
+    } else if (r->rt && et != Py_None &&
+               PyObject_IsSubclass(et, PyExc_KeyboardInterrupt) == 1) {
+        weft_py_cancel_pending(r);
+    }
+    PyObject *pending = failed ? weft_py_fetch_exc() : NULL;
+    if (weft_py_runtime_close(r) < 0) {
+        Py_XDECREF(pending);
+        return NULL;
+    }
+    if (pending) {
+        weft_py_raise_exc(pending);
+        Py_DECREF(pending);
+        return NULL;
+    }
+    Py_RETURN_FALSE;
+}
+
+PyObject *
+weft_py_runtime_data(RuntimeObject *r, PyObject *obj)
+{
+    if (weft_py_check_open(r, "data()") < 0) return NULL;
+    DataObject *d = weft_py_data_lookup(r, obj, "data()", 0);
+    return d ? Py_NewRef(d) : NULL;
+}
+
+static PyObject *
+Runtime_unregister(RuntimeObject *r, PyObject *obj)
+{
+    if (weft_py_check_open(r, "unregister()") < 0) return NULL;
+    DataObject *d;
+    if (Py_IS_TYPE(obj, r->st->Data_T)) d = (DataObject *)obj;
+    else {
+        PyObject *k = PyLong_FromVoidPtr(obj);
+        if (k == NULL) return NULL;
+        d = (DataObject *)PyDict_GetItemWithError(r->data_map, k);
+        Py_DECREF(k);
+        if (d == NULL) {
+            if (!PyErr_Occurred())
+                PyErr_Format(PyExc_ValueError, "unregister(): this '%.100s' object is not registered",
+                             Py_TYPE(obj)->tp_name);
+            return NULL;
+        }
+    }
+    Py_INCREF(d);
+    int rc = weft_py_data_unregister(d);
+    Py_DECREF(d);
+    if (rc < 0) return NULL;
+    Py_RETURN_NONE;
+}
+
+static PyObject *
+Runtime_cancel_pending(RuntimeObject *r, PyObject *Py_UNUSED(ignored))
+{
+    if (weft_py_check_open(r, "cancel_pending()") < 0) return NULL;
+    int rc = weft_py_cancel_pending(r);
+    if (rc < 0 && PyErr_Occurred()) return NULL;
+    if (rc != 0) return weft_py_err_weft(rc, "cancel_pending()");
+    Py_RETURN_NONE;
+}
+
+static PyObject *
+Runtime_stats(RuntimeObject *r, PyObject *Py_UNUSED(ignored))
+{
+    if (r->rt == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "stats(): the weft runtime is closed");
+        return NULL;
+    }
+    weft_stats s;
+    int rc = weft_runtime_stats(r->rt, &s);
+    if (rc != 0) return weft_py_err_weft(rc, "stats()");
+    return Py_BuildValue("{sKsKsKsKsKsKsKsKsKsKsKsI}", "tasks_spawned",
+                         (unsigned long long)s.tasks_spawned, "tasks_run",
+                         (unsigned long long)s.tasks_run, "tasks_failed",
+                         (unsigned long long)s.tasks_failed, "tasks_cancelled",
+                         (unsigned long long)s.tasks_cancelled, "steals",
+                         (unsigned long long)s.steals, "parks", (unsigned long long)s.parks,
+                         "idle_ns", (unsigned long long)s.idle_ns, "inflight",
+                         (unsigned long long)s.inflight, "inflight_peak",
+                         (unsigned long long)s.inflight_peak, "bytes_per_task",
+                         (unsigned long long)s.bytes_per_task, "trace_dropped",
+                         (unsigned long long)s.trace_dropped, "workers", s.workers);
+}
+
+static PyObject *
+Runtime_get_workers(RuntimeObject *r, void *Py_UNUSED(c))
+{
+    return PyLong_FromUnsignedLong(r->workers);
+}
+
+static PyObject *
+Runtime_get_closed(RuntimeObject *r, void *Py_UNUSED(c))
+{
+    return PyBool_FromLong(r->rt == NULL);
+}
+
+static PyObject *
+Runtime_repr(RuntimeObject *r)
+{
+    if (r->rt == NULL) return PyUnicode_FromString("<weft.Runtime closed>");
+    return PyUnicode_FromFormat("<weft.Runtime workers=%u>", r->workers);
+}
+
+static PyMethodDef Runtime_methods[] = {
+    {"spawn", (PyCFunction)(void (*)(void))Runtime_spawn, METH_FASTCALL | METH_KEYWORDS,
+     "spawn(fn, *args, deps=(), reads=(), writes=(), readwrites=(), commutes=(), name=None, "
+     "priority=0, task=None, kwargs=None) -> Task\n\nSpawn fn(*args) on this runtime.  "
+     "Called with no function, returns a decorator that binds the function's free variables "
+     "at the spawn, as weft.spawn does."},
+    {"wait_all", (PyCFunction)(void (*)(void))Runtime_wait_all, METH_VARARGS | METH_KEYWORDS,
+     "wait_all(timeout=None)\n\nWait until no task is in flight; re-raise the first task "
+     "exception since the previous wait_all."},
+    {"close", (PyCFunction)Runtime_close, METH_NOARGS,
+     "Finish every task, stop the workers and release registered buffers.  Idempotent."},
+    {"data", (PyCFunction)weft_py_runtime_data, METH_O,
+     "data(obj) -> Data\n\nRegister a buffer-protocol object (or return its handle)."},
+    {"unregister", (PyCFunction)Runtime_unregister, METH_O,
+     "unregister(obj)\n\nWait for the tasks using obj, then release its buffer."},
+    {"cancel_pending", (PyCFunction)Runtime_cancel_pending, METH_NOARGS,
+     "Cancel every task that has not started (running tasks finish)."},
+    {"stats", (PyCFunction)Runtime_stats, METH_NOARGS, "Counters of the C runtime, as a dict."},
+    {"__enter__", (PyCFunction)Runtime_enter, METH_NOARGS, NULL},
+    {"__exit__", (PyCFunction)Runtime_exit, METH_VARARGS, NULL},
+    {NULL, NULL, 0, NULL}};
+
+static PyGetSetDef Runtime_getset[] = {
+    {"workers", (getter)Runtime_get_workers, NULL, "number of worker threads", NULL},
+    {"closed", (getter)Runtime_get_closed, NULL, "True once closed", NULL},
+    {NULL, NULL, NULL, NULL, NULL}};
+
+static PyMemberDef Runtime_members[] = {
+    {"__weaklistoffset__", T_PYSSIZET, offsetof(RuntimeObject, weakreflist), READONLY, NULL},
+    {NULL, 0, 0, 0, NULL}};
+
+static PyType_Slot Runtime_slots[] = {
+    {Py_tp_doc, "Runtime(workers=0, *, trace=None, spin_ns=None, max_inflight=None, gil_spin_ns=None)\n\n"
+                "A Weft runtime: worker threads that run Python tasks.  Use it as a context "
+                "manager; leaving the block waits for every task, re-raises the first task "
+                "exception and closes the runtime."},
+    {Py_tp_new, Runtime_new},
+    {Py_tp_dealloc, Runtime_dealloc},
+    {Py_tp_traverse, Runtime_traverse},
+    {Py_tp_clear, Runtime_clear},
+    {Py_tp_methods, Runtime_methods},
+    {Py_tp_getset, Runtime_getset},
+    {Py_tp_members, Runtime_members},
+    {Py_tp_repr, Runtime_repr},
+    {0, NULL}};
+
+PyType_Spec weft_py_runtime_spec = {"weft.Runtime", sizeof(RuntimeObject), 0,
+                                   Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC, Runtime_slots};

@@ -1,0 +1,362 @@
+/*
+ * task.c — the weft.Task type (a spawned task, or a task-space slot), its
+ * status, and the CancelledError of a task that never ran.
+ */
+#include "_weft.h"
+
+TaskObject *
+weft_py_task_new(modstate *st)
+{
+    TaskObject *t = PyObject_GC_New(TaskObject, st->Task_T);
+    if (t == NULL) return NULL;
+    t->rt = NULL;
+    t->h = NULL;
+    t->fn = t->args = t->kwargs = t->result = t->exc = t->name = NULL;
+    t->space = t->key = NULL;
+    t->phase = PH_DECLARED;
+    t->priority = 0;
+    t->cancel_requested = 0;
+    t->ran = 0;
+    t->retrieved = 0;
+    t->in_failed = 0;
+    t->nblockers = 0;
+    t->waiters = t->pend_deps = t->pend_data = NULL;
+    t->pend_modes = NULL;
+    t->weakreflist = NULL;
+    PyObject_GC_Track(t);
+    return t;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Helpers on tasks                                                          */
+/* ------------------------------------------------------------------------ */
+
+static const char *
+phase_status(TaskObject *t, weft_task_status *cs)
+{
+    static const char *names[] = {"waiting", "ready", "running", "completed", "failed", "cancelled"};
+    switch (t->phase) {
+    case PH_DECLARED: return "declared";
+    case PH_DEFERRED: return "deferred";
+    case PH_DEAD: return "cancelled";
+    default: break;
+    }
+    weft_task_status s;
+    if (weft_task_status_get(t->h, &s) != 0) {
+        /* Handle unusable (runtime destroyed): the body outcome decides. */
+        if (t->ran) s = t->exc ? WEFT_TASK_FAILED : WEFT_TASK_COMPLETED;
+        else s = WEFT_TASK_CANCELLED;
+    }
+    if (cs) *cs = s;
+    if ((unsigned)s < 6) return names[s];
+    return "unknown";
+}
+
+PyObject *
+weft_py_task_label(TaskObject *t)
+{
+    if (t->name) return Py_NewRef(t->name);
+    return Py_NewRef(Py_None);
+}
+
+/* The exception that .result() raises for a cancelled task (cached). */
+PyObject *
+weft_py_make_cancelled(TaskObject *t, const char *why)
+{
+    modstate *st = weft_py_state_of_type(Py_TYPE(t));
+    if (st == NULL) return NULL;
+    PyObject *label = weft_py_task_label(t);
+    if (label == NULL) return NULL;
+    PyObject *msg = NULL, *cause = NULL, *cause_name = NULL;
+    unsigned long long cause_id = 0, own_id = 0;
+    weft_task_info info;
+    if (why == NULL && t->h && weft_task_info_get(t->h, &info) == 0) {
+        own_id = info.id;
+        cause_id = info.cause_id;
+        cause_name = PyUnicode_DecodeUTF8(info.cause_name, strnlen(info.cause_name, sizeof info.cause_name), "replace");
+        if (cause_name == NULL) goto done;
+        if (cause_id && cause_id != own_id && t->rt) cause = weft_py_find_failure(t->rt, cause_id);
+        PyObject *who = t->name ? PyUnicode_FromFormat("%R (id %llu)", t->name, own_id)
+                                : PyUnicode_FromFormat("id %llu", own_id);
+        PyObject *by = PyUnicode_GET_LENGTH(cause_name) > 0
+                           ? PyUnicode_FromFormat("'%U' (id %llu)", cause_name, cause_id)
+                           : PyUnicode_FromFormat("id %llu", cause_id);
+        if (who && by) {
+            if (cause_id == 0 || cause_id == own_id)
+                msg = PyUnicode_FromFormat("task %U was cancelled", who);
+            else if (cause)
+                msg = PyUnicode_FromFormat("task %U was cancelled because task %U failed: %R", who, by, cause);
+            else
+                msg = PyUnicode_FromFormat("task %U was cancelled because task %U failed or was cancelled",
+                                           who, by);
+        }
+        Py_XDECREF(who);
+        Py_XDECREF(by);
+    } else {
+        if (t->name)
+            msg = PyUnicode_FromFormat("task %R was cancelled: %s", t->name, why ? why : "it never ran");
+        else
+            msg = PyUnicode_FromFormat("a task was cancelled: %s", why ? why : "it never ran");
+        cause_name = Py_NewRef(Py_None);
+    }
+    if (msg == NULL) goto done;
+    PyObject *e = PyObject_CallOneArg(st->CancelledError, msg);
+    if (e) {
+        PyObject *cid = PyLong_FromUnsignedLongLong(cause_id);
+        if (cid == NULL || PyObject_SetAttrString(e, "task_name", label) < 0 ||
+            PyObject_SetAttrString(e, "cause_id", cid) < 0 ||
+            PyObject_SetAttrString(e, "cause_name", cause_name) < 0) {
+            Py_CLEAR(e);
+        } else if (cause) {
+            PyException_SetCause(e, Py_NewRef(cause));
+        }
+        Py_XDECREF(cid);
+    }
+    Py_DECREF(msg);
+    Py_XDECREF(cause);
+    Py_XDECREF(cause_name);
+    Py_DECREF(label);
+    return e;
+done:
+    Py_XDECREF(cause);
+    Py_XDECREF(cause_name);
+    Py_DECREF(label);
+    return NULL;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Task type                                                                 */
+/* ------------------------------------------------------------------------ */
+
+static int
+Task_traverse(TaskObject *t, visitproc visit, void *arg)
+{
+    Py_VISIT(Py_TYPE(t));
+    Py_VISIT(t->rt);
+    Py_VISIT(t->fn);
+    Py_VISIT(t->args);
+    Py_VISIT(t->kwargs);
+    Py_VISIT(t->result);
+    Py_VISIT(t->exc);
+    Py_VISIT(t->space);
+    Py_VISIT(t->key);
+    Py_VISIT(t->waiters);
+    Py_VISIT(t->pend_deps);
+    Py_VISIT(t->pend_data);
+    return 0;
+}
+
+static int
+Task_clear(TaskObject *t)
+{
+    /* fn/args of a submitted task that has not run belong to the C side's
+     * reference: a task in flight is never collected (its cell owns it). */
+    Py_CLEAR(t->result);
+    Py_CLEAR(t->exc);
+    Py_CLEAR(t->space);
+    Py_CLEAR(t->key);
+    Py_CLEAR(t->waiters);
+    if (t->phase != PH_SUBMITTED) {
+        Py_CLEAR(t->fn);
+        Py_CLEAR(t->args);
+        Py_CLEAR(t->kwargs);
+    }
+    Py_CLEAR(t->pend_deps);
+    Py_CLEAR(t->pend_data);
+    return 0;
+}
+
+static void
+Task_dealloc(TaskObject *t)
+{
+    PyTypeObject *tp = Py_TYPE(t);
+    PyObject_GC_UnTrack(t);
+    if (t->weakreflist) PyObject_ClearWeakRefs((PyObject *)t);
+    if (t->h) {
+        weft_task_release(t->h);
+        t->h = NULL;
+    }
+    weft_py_task_forget_failure(t);
+    if (t->pend_modes) PyMem_Free(t->pend_modes);
+    t->pend_modes = NULL;
+    Py_CLEAR(t->result);
+    Py_CLEAR(t->exc);
+    Py_CLEAR(t->space);
+    Py_CLEAR(t->key);
+    Py_CLEAR(t->waiters);
+    Py_CLEAR(t->fn);
+    Py_CLEAR(t->args);
+    Py_CLEAR(t->kwargs);
+    Py_CLEAR(t->pend_deps);
+    Py_CLEAR(t->pend_data);
+    Py_CLEAR(t->name);
+    Py_CLEAR(t->rt);
+    tp->tp_free(t);
+    Py_DECREF(tp);
+}
+
+static PyObject *
+Task_new_err(PyTypeObject *tp, PyObject *a, PyObject *k)
+{
+    (void)tp;
+    (void)a;
+    (void)k;
+    PyErr_SetString(PyExc_TypeError, "weft.Task objects come from weft.spawn() or a TaskSpace");
+    return NULL;
+}
+
+static PyObject *
+Task_wait(TaskObject *t, PyObject *args, PyObject *kwds)
+{
+    static char *kwlist[] = {"timeout", NULL};
+    PyObject *to = NULL;
+    uint64_t deadline;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "|O:wait", kwlist, &to)) return NULL;
+    if (weft_py_parse_timeout(to, &deadline) < 0) return NULL;
+    int rc = weft_py_task_wait(t, deadline);
+    if (weft_py_raise_outcome(t, rc, 0) < 0) return NULL;
+    return Py_NewRef(t);
+}
+
+static PyObject *
+Task_result(TaskObject *t, PyObject *args, PyObject *kwds)
+{
+    static char *kwlist[] = {"timeout", NULL};
+    PyObject *to = NULL;
+    uint64_t deadline;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "|O:result", kwlist, &to)) return NULL;
+    if (weft_py_parse_timeout(to, &deadline) < 0) return NULL;
+    int rc = weft_py_task_wait(t, deadline);
+    if (weft_py_raise_outcome(t, rc, 1) < 0) return NULL;
+    return Py_NewRef(t->result ? t->result : Py_None);
+}
+
+static PyObject *
+Task_exception(TaskObject *t, PyObject *args, PyObject *kwds)
+{
+    static char *kwlist[] = {"timeout", NULL};
+    PyObject *to = NULL;
+    uint64_t deadline;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "|O:exception", kwlist, &to)) return NULL;
+    if (weft_py_parse_timeout(to, &deadline) < 0) return NULL;
+    int rc = weft_py_task_wait(t, deadline);
+    if (rc == 0) Py_RETURN_NONE;
+    if (rc == WEFT_ETASKFAILED && t->exc) {
+        weft_py_task_retrieved(t);
+        return Py_NewRef(t->exc);
+    }
+    if (rc == WEFT_ECANCELLED) {
+        if (t->exc == NULL && (t->exc = weft_py_make_cancelled(t, NULL)) == NULL) return NULL;
+        return Py_NewRef(t->exc);
+    }
+    if (weft_py_raise_outcome(t, rc, 1) < 0) {
+        /* A closed runtime: the stored outcome is the answer. */
+        if ((rc != RC_PYERR && rc != WEFT_ETIMEDOUT && rc != WEFT_EBUSY) && t->exc) {
+            PyErr_Clear();
+            if (t->ran) weft_py_task_retrieved(t);
+            return Py_NewRef(t->exc);
+        }
+        return NULL;
+    }
+    Py_RETURN_NONE;
+}
+
+static PyObject *
+Task_done(TaskObject *t, PyObject *Py_UNUSED(ignored))
+{
+    if (t->phase == PH_DEAD) Py_RETURN_TRUE;
+    if (t->phase != PH_SUBMITTED) Py_RETURN_FALSE;
+    weft_task_status s;
+    phase_status(t, &s);
+    return PyBool_FromLong(s >= WEFT_TASK_COMPLETED);
+}
+
+static PyObject *
+Task_cancel(TaskObject *t, PyObject *Py_UNUSED(ignored))
+{
+    if (t->phase == PH_DEAD) Py_RETURN_FALSE;
+    if (t->phase != PH_SUBMITTED) {
+        t->cancel_requested = 1;
+        Py_RETURN_TRUE;
+    }
+    weft_task_status s;
+    phase_status(t, &s);
+    if (s >= WEFT_TASK_RUNNING) Py_RETURN_FALSE;
+    int prev = weft_py_tl_attached;
+    weft_py_tl_attached = 1;
+    int rc = weft_task_cancel(t->h);
+    weft_py_tl_attached = prev;
+    if (rc != 0) return weft_py_err_weft(rc, "cancel()");
+    /* The C runtime may finish the cancellation lazily (when the task would
+     * become ready); it will not run unless it had already started. */
+    phase_status(t, &s);
+    return PyBool_FromLong(s != WEFT_TASK_RUNNING && s != WEFT_TASK_COMPLETED && s != WEFT_TASK_FAILED);
+}
+
+static PyObject *
+Task_get_status(TaskObject *t, void *Py_UNUSED(c))
+{
+    return PyUnicode_FromString(phase_status(t, NULL));
+}
+
+static PyObject *
+Task_get_name(TaskObject *t, void *Py_UNUSED(c))
+{
+    return Py_NewRef(t->name ? t->name : Py_None);
+}
+
+static PyObject *
+Task_get_id(TaskObject *t, void *Py_UNUSED(c))
+{
+    weft_task_info info;
+    if (t->h == NULL || weft_task_info_get(t->h, &info) != 0) Py_RETURN_NONE;
+    return PyLong_FromUnsignedLongLong(info.id);
+}
+
+static PyObject *
+Task_repr(TaskObject *t)
+{
+    const char *s = phase_status(t, NULL);
+    if (t->name) return PyUnicode_FromFormat("<weft.Task %R %s>", t->name, s);
+    return PyUnicode_FromFormat("<weft.Task at %p %s>", t, s);
+}
+
+static PyMethodDef Task_methods[] = {
+    {"wait", (PyCFunction)(void (*)(void))Task_wait, METH_VARARGS | METH_KEYWORDS,
+     "wait(timeout=None) -> self\n\nBlock until the task finished (completed, failed or cancelled)."},
+    {"result", (PyCFunction)(void (*)(void))Task_result, METH_VARARGS | METH_KEYWORDS,
+     "result(timeout=None)\n\nWait, then return the body's return value or re-raise its exception "
+     "(weft.CancelledError if it never ran)."},
+    {"exception", (PyCFunction)(void (*)(void))Task_exception, METH_VARARGS | METH_KEYWORDS,
+     "exception(timeout=None)\n\nWait, then return the exception result() would raise, or None."},
+    {"done", (PyCFunction)Task_done, METH_NOARGS, "True once the task finished."},
+    {"cancel", (PyCFunction)Task_cancel, METH_NOARGS,
+     "Ask that the task not run.  True if it will not run; False if it already started."},
+    {NULL, NULL, 0, NULL}};
+
+static PyGetSetDef Task_getset[] = {
+    {"status", (getter)Task_get_status, NULL,
+     "'declared', 'deferred', 'waiting', 'ready', 'running', 'completed', 'failed' or 'cancelled'",
+     NULL},
+    {"name", (getter)Task_get_name, NULL, "the task's name (or task-space label)", NULL},
+    {"id", (getter)Task_get_id, NULL, "runtime-unique id, in spawn order (None before spawn)", NULL},
+    {NULL, NULL, NULL, NULL, NULL}};
+
+static PyMemberDef Task_members[] = {
+    {"__weaklistoffset__", T_PYSSIZET, offsetof(TaskObject, weakreflist), READONLY, NULL},
+    {NULL, 0, 0, 0, NULL}};
+
+static PyType_Slot Task_slots[] = {
+    {Py_tp_doc, "A spawned task (or a task-space slot).  Created by weft.spawn()."},
+    {Py_tp_new, Task_new_err},
+    {Py_tp_dealloc, Task_dealloc},
+    {Py_tp_traverse, Task_traverse},
+    {Py_tp_clear, Task_clear},
+    {Py_tp_methods, Task_methods},
+    {Py_tp_getset, Task_getset},
+    {Py_tp_members, Task_members},
+    {Py_tp_repr, Task_repr},
+    {0, NULL}};
+
+PyType_Spec weft_py_task_spec = {"weft.Task", sizeof(TaskObject), 0,
+                                Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC, Task_slots};

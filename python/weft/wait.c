@@ -1,0 +1,237 @@
+/*
+ * wait.c — timeouts, waiting for a task and for a runtime, with the GIL
+ * released and Ctrl-C checked between slices outside tasks.
+ */
+#include "_weft.h"
+
+/* ------------------------------------------------------------------------ */
+/* Waiting                                                                   */
+/* ------------------------------------------------------------------------ */
+
+int
+weft_py_cancel_pending(RuntimeObject *r)
+{
+    if (r->rt == NULL) return 0;
+    int prev = weft_py_tl_attached;
+    weft_py_tl_attached = 1;
+    int rc = weft_cancel_pending(r->rt);
+    weft_py_tl_attached = prev;
+    /* Deferred tasks have not started either. */
+    if (r->deferred && PySet_GET_SIZE(r->deferred) > 0) {
+        PyObject *lst = PySequence_List(r->deferred);
+        if (lst == NULL) return -1;
+        for (Py_ssize_t i = 0; i < PyList_GET_SIZE(lst); i++) {
+            TaskObject *t = (TaskObject *)PyList_GET_ITEM(lst, i);
+            if (t->phase == PH_DEFERRED) t->cancel_requested = 1;
+        }
+        Py_DECREF(lst);
+    }
+    return rc;
+}
+
+/* Poll until a declared/deferred task has entered the runtime (or died). */
+static int
+wait_submitted(TaskObject *t, uint64_t deadline)
+{
+    useconds_t nap = 50;
+    while (t->phase == PH_DECLARED || t->phase == PH_DEFERRED) {
+        if (deadline && weft_py_now_ns() >= deadline) return WEFT_ETIMEDOUT;
+        BEGIN_NOGIL_W
+        usleep(nap);
+        END_NOGIL_W
+        if (nap < 2000) nap *= 2;
+        if (PyErr_CheckSignals() < 0) {
+            if (t->rt) weft_py_cancel_pending(t->rt);
+            return RC_PYERR;
+        }
+    }
+    return 0;
+}
+
+/* Wait for t until deadline (NO_DEADLINE: without limit).  Returns a weft
+ * code or RC_PYERR. */
+int
+weft_py_task_wait(TaskObject *t, uint64_t deadline)
+{
+    if (t->phase == PH_DECLARED || t->phase == PH_DEFERRED) {
+        int rc = wait_submitted(t, deadline);
+        if (rc != 0) return rc;
+    }
+    if (t->phase == PH_DEAD) return WEFT_ECANCELLED;
+    int rc = weft_task_timedwait(t->h, 0);
+    if (rc != WEFT_ETIMEDOUT) return rc;
+    if (weft_py_tl_ts != NULL) {
+        /* On a worker (inside a task): the C runtime runs other tasks while
+         * we wait; Ctrl-C is for the main thread. */
+        BEGIN_NOGIL_W
+        if (deadline == 0) rc = weft_task_wait(t->h);
+        else {
+            uint64_t now = weft_py_now_ns();
+            rc = weft_task_timedwait(t->h, deadline > now ? deadline - now : 0);
+        }
+        END_NOGIL_W
+        return rc;
+    }
+    for (;;) {
+        uint64_t slice = WAIT_SLICE_NS;
+        if (deadline) {
+            uint64_t now = weft_py_now_ns();
+            if (now >= deadline) return WEFT_ETIMEDOUT;
+            if (deadline - now < slice) slice = deadline - now;
+        }
+        BEGIN_NOGIL
+        rc = weft_task_timedwait(t->h, slice);
+        END_NOGIL
+        if (rc != WEFT_ETIMEDOUT) return rc;
+        if (PyErr_CheckSignals() < 0) {
+            if (t->rt) weft_py_cancel_pending(t->rt);
+            return RC_PYERR;
+        }
+    }
+}
+
+/* Raise for a wait outcome; returns 0 if the task completed. */
+int
+weft_py_raise_outcome(TaskObject *t, int rc, int for_result)
+{
+    switch (rc) {
+    case RC_PYERR: return -1;
+    case 0: return 0;
+    case WEFT_ETIMEDOUT:
+        PyErr_SetString(PyExc_TimeoutError, "timed out waiting for the weft task");
+        return -1;
+    case WEFT_ETASKFAILED:
+        if (!for_result) return 0;
+        weft_py_task_retrieved(t);
+        if (t->exc) weft_py_raise_exc(t->exc);
+        else PyErr_SetString(PyExc_RuntimeError, "the weft task failed");
+        return -1;
+    case WEFT_ECANCELLED:
+        if (!for_result) return 0;
+        if (t->exc == NULL) {
+            t->exc = weft_py_make_cancelled(t, NULL);
+            if (t->exc == NULL) return -1;
+        }
+        weft_py_raise_exc(t->exc);
+        return -1;
+    case WEFT_EBUSY:
+        PyErr_SetString(PyExc_RuntimeError, "a weft task cannot wait for itself");
+        return -1;
+    default:
+        if (t->rt == NULL || t->rt->rt == NULL) {
+            /* The runtime is gone: its tasks finished then. */
+            if (!for_result) return 0;
+            if (t->ran) {
+                if (t->exc) {
+                    weft_py_task_retrieved(t);
+                    weft_py_raise_exc(t->exc);
+                    return -1;
+                }
+                return 0;
+            }
+            if (t->exc == NULL) t->exc = weft_py_make_cancelled(t, "the runtime closed before it ran");
+            if (t->exc) weft_py_raise_exc(t->exc);
+            return -1;
+        }
+        weft_py_err_weft(rc, "wait");
+        return -1;
+    }
+}
+
+/* Longest timeout turned into a deadline (about 146 years, in ns): anything
+ * longer, inf included, waits without limit instead of overflowing. */
+#define MAX_TIMEOUT_NS 4.6e18
+
+/* timeout= of the waits: None, or seconds >= 0 (an int or a float).  Sets
+ * *deadline to now + timeout in ns, or to NO_DEADLINE for None, inf and
+ * timeouts too long to represent.  Negative and NaN timeouts are a
+ * ValueError. */
+int
+weft_py_parse_timeout(PyObject *o, uint64_t *deadline)
+{
+    *deadline = NO_DEADLINE;
+    if (o == NULL || o == Py_None) return 0;
+    double v = PyFloat_AsDouble(o);
+    if (v == -1 && PyErr_Occurred()) {
+        if (PyLong_Check(o) && PyErr_ExceptionMatches(PyExc_OverflowError)) {
+            /* An int too large for a double: its sign decides. */
+            PyErr_Clear();
+            int overflow = 0;
+            (void)PyLong_AsLongLongAndOverflow(o, &overflow);
+            if (PyErr_Occurred()) return -1;
+            v = overflow < 0 ? -HUGE_VAL : HUGE_VAL;
+        } else {
+            PyErr_Format(PyExc_TypeError, "timeout must be a number of seconds or None, got '%.100s'",
+                         Py_TYPE(o)->tp_name);
+            return -1;
+        }
+    }
+    if (isnan(v) || v < 0) {
+        PyErr_Format(PyExc_ValueError, "timeout must be >= 0 seconds (or None: no limit), got %R", o);
+        return -1;
+    }
+    double ns = v * 1e9;
+    if (!(ns < MAX_TIMEOUT_NS)) return 0; /* inf or huge: no limit */
+    uint64_t d = weft_py_now_ns() + (uint64_t)ns;
+    *deadline = d != NO_DEADLINE ? d : 1;
+    return 0;
+}
+
+int
+weft_py_runtime_wait_all(RuntimeObject *r, uint64_t deadline)
+{
+    if (r->rt == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "wait_all(): the weft runtime is closed");
+        return -1;
+    }
+    if (weft_py_tl_cur != NULL && weft_py_tl_cur->rt == r) {
+        /* Waiting on another runtime from a task is fine (it just blocks). */
+        PyErr_SetString(PyExc_RuntimeError,
+                        "wait_all() cannot be called from inside a task of the same runtime (it "
+                        "would wait for itself); wait for specific tasks instead");
+        return -1;
+    }
+    int rc;
+    for (;;) {
+        uint64_t slice = WAIT_SLICE_NS;
+        if (deadline) {
+            uint64_t now = weft_py_now_ns();
+            if (now >= deadline) {
+                PyErr_SetString(PyExc_TimeoutError, "wait_all(): timed out");
+                return -1;
+            }
+            if (deadline - now < slice) slice = deadline - now;
+        }
+        weft_runtime *rt = r->rt;
+        BEGIN_NOGIL_W /* from a task of another runtime: let its workers have the GIL */
+        rc = weft_wait_all_timed(rt, slice);
+        END_NOGIL_W
+        if (rc != WEFT_ETIMEDOUT) break;
+        if (PyErr_CheckSignals() < 0) {
+            weft_py_cancel_pending(r);
+            return -1;
+        }
+    }
+    if (rc == WEFT_ETASKFAILED) {
+        /* Re-raise the first failure the program has not seen yet (through
+         * .result()/.exception()): r->failures lists exactly those, in the
+         * order they happened.  The others are dropped, as in C. */
+        PyObject *pick = NULL, *k, *v;
+        Py_ssize_t pos = 0;
+        while (pick == NULL && PyDict_Next(r->failures, &pos, &k, &v)) {
+            TaskObject *f = (TaskObject *)k;
+            if (!f->retrieved && f->exc) pick = Py_NewRef(f->exc);
+        }
+        PyDict_Clear(r->failures);
+        if (pick == NULL) return 0;
+        weft_py_raise_exc(pick);
+        Py_DECREF(pick);
+        return -1;
+    }
+    if (rc == 0) PyDict_Clear(r->failures);
+    if (rc != 0) {
+        weft_py_err_weft(rc, "wait_all()");
+        return -1;
+    }
+    return 0;
+}
