@@ -118,7 +118,7 @@ metg_one() { # side -> value (number, or a word when the sweep gave none)
   out=$("$cmp/$1-build/bench/weft-bench" metg --pattern stencil_1d --systems weft --workers 2 \
           --steps 1000 --kernel busy_wait --repeats 7 --wait-quiet "$wait_quiet" --quiet $metg_extra \
           2>>"$cmp/$1-metg.err") || true
-  printf '%s\n' "$out" | grep '^# machine:.*TOO BUSY' | sed "s/^# /#   $1: /" >&2 || true
+  printf '%s\n' "$out" | grep '^# machine:.*TOO BUSY' | sed "s/^# /#   $1 metg: /" > "$cmp/$1-busy.txt" || true
   v=$(printf '%s\n' "$out" | awk '$1 == "metg50_us" && $2 == "weft" {print $3}' | tail -1)
   echo "${v:-failed}"
 }
@@ -136,6 +136,7 @@ for r in $(seq 1 "$rounds"); do
     echo "$side metg50_us $m" >> "$raw"
     echo "$side py_task_us $p" >> "$raw"
     echo "# round $r/$rounds $side: metg50_us $m py_task_us $p"
+    cat "$cmp/$side-busy.txt"
   done
 done
 
