@@ -37,7 +37,7 @@
 # Environment: PYTHON (default python3), WEFT_COMPARE_ROUNDS,
 # WEFT_COMPARE_BUILD_TYPE (default Release), WEFT_COMPARE_WAIT_QUIET,
 # WEFT_COMPARE_METG_ARGS (extra weft-bench options), WEFT_COMPARE_PY_REPS
-# (runs per py_task_us figure, default 5), WEFT_COMPARE_DIR (default
+# (runs per py_task_us figure, default 9), WEFT_COMPARE_DIR (default
 # build-compare).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -64,7 +64,7 @@ case $rounds in ''|*[!0-9]*|0) echo "compare.sh: rounds must be a positive numbe
 build_type=${WEFT_COMPARE_BUILD_TYPE:-Release}
 wait_quiet=${WEFT_COMPARE_WAIT_QUIET:-10}
 metg_extra=${WEFT_COMPARE_METG_ARGS:-}
-py_reps=${WEFT_COMPARE_PY_REPS:-5}
+py_reps=${WEFT_COMPARE_PY_REPS:-9}
 py=${PYTHON:-python3}
 cmp=${WEFT_COMPARE_DIR:-build-compare}
 mkdir -p "$cmp"
