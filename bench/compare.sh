@@ -84,11 +84,11 @@ cleanup() {
   if [ -d "$old_src" ]; then
     git -C "$root" worktree remove --force "$old_src" >/dev/null 2>&1 || rm -rf "$old_src"
   fi
-  git -C "$root" worktree prune >/dev/null 2>&1 || true
 }
 trap cleanup EXIT
 cleanup
-git worktree add -q --detach "$old_src" "$old_sha"
+# -f: also when an earlier run's folder was deleted by hand but is still registered.
+git worktree add -q -f --detach "$old_src" "$old_sha"
 
 # --- builds ----------------------------------------------------------------
 build_side() { # side src
