@@ -3,23 +3,56 @@
 # sanitizer: `address` (ASan+UBSan) or `thread` (TSan).  CPython itself is
 # not instrumented, so the sanitizer runtime is preloaded into it; each kind
 # gets its own venv (.venv-asan, .venv-tsan) and build folder.
+#
+# Sanitizer reports go to files under build-py-<tag>/san-logs/ (log_path),
+# not to stderr: pytest captures stderr, and a sanitizer that ends the
+# process in the middle of a test leaves pytest no chance to show it, so the
+# log said only "exit 66".  This also catches reports from the Python
+# subprocesses some tests start.  If pytest fails or any report file exists,
+# every report is printed to stderr and the script fails.
 set -euo pipefail
 kind=${1:?usage: python-sanitized-test.sh address|thread}
 case $kind in
-  address) tag=asan flags="-fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer"
+  address) tag=asan ;;
+  thread)  tag=tsan ;;
+  *) echo "python-sanitized-test.sh: unknown sanitizer '$kind'" >&2; exit 2 ;;
+esac
+logdir="$PWD/build-py-$tag/san-logs"
+case $kind in
+  address) flags="-g -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer"
            preload="$(gcc -print-file-name=libasan.so):$(gcc -print-file-name=libubsan.so)"
            # CPython keeps interned objects alive at exit: leaks are not ours to judge here.
-           export ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 ;;
-  thread)  tag=tsan flags="-fsanitize=thread -fno-omit-frame-pointer"
+           san_env=(ASAN_OPTIONS="detect_leaks=0:abort_on_error=1:log_path=$logdir/asan"
+                    UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1:log_path=$logdir/ubsan") ;;
+  thread)  flags="-g -fsanitize=thread -fno-omit-frame-pointer"
            preload="$(gcc -print-file-name=libtsan.so)"
-           export TSAN_OPTIONS=halt_on_error=1 ;;
-  *) echo "python-sanitized-test.sh: unknown sanitizer '$kind'" >&2; exit 2 ;;
+           san_env=(TSAN_OPTIONS="halt_on_error=1:log_path=$logdir/tsan") ;;
 esac
 venv=.venv-$tag
 py=${PYTHON:-python3}
 [ -x "$venv/bin/python" ] || "$py" -m venv "$venv"
 "$venv/bin/python" -m pip install -q --upgrade pip >/dev/null
 "$venv/bin/python" -m pip install -q -r python/requirements-test.txt
+# -g and no stripping: reports name functions and lines.
 "$venv/bin/python" -m pip install -q . --config-settings=cmake.args="-DCMAKE_C_FLAGS=$flags" \
-  --config-settings=build-dir="build-py-$tag"
-LD_PRELOAD="$preload" "$venv/bin/python" -m pytest -q -p no:cacheprovider python/tests
+  --config-settings=build-dir="build-py-$tag" --config-settings=install.strip=false
+
+rm -rf "$logdir"
+mkdir -p "$logdir"
+rc=0
+env "${san_env[@]}" LD_PRELOAD="$preload" \
+  "$venv/bin/python" -m pytest -q -p no:cacheprovider python/tests || rc=$?
+
+shopt -s nullglob
+reports=("$logdir"/*)
+for f in "${reports[@]}"; do
+  echo "==== sanitizer report: $f" >&2
+  cat "$f" >&2
+done
+if [ ${#reports[@]} -gt 0 ]; then
+  echo "python-sanitized-test.sh ($kind): ${#reports[@]} sanitizer report file(s) above; pytest exited $rc" >&2
+  [ "$rc" -ne 0 ] || rc=1
+elif [ "$rc" -ne 0 ]; then
+  echo "python-sanitized-test.sh ($kind): pytest exited $rc; no sanitizer report was written" >&2
+fi
+exit "$rc"
