@@ -363,10 +363,10 @@ void *weft__slot_alloc(weft__pool_id p, size_t size)
     } else if (!(s = alloc_slow((int)p))) {
         return NULL;
     }
-    /* Zero everything but the header (the generation must survive).  Data
+    /* Zero everything but the header (the generation must survive).  Data,
      * runtime and space slots initialise themselves (see weft__data.users,
-     * weft__rt.waits, weft__space.lock): fields late racers may still touch must
-     * never be overwritten by plain stores. */
+     * weft__rt.waits, weft__space.lock): fields that late racers may still
+     * touch must never be overwritten by plain stores. */
     if (p == WEFT__POOL_TASK)
         memset((char *)s + sizeof(weft__slot), 0, have - sizeof(weft__slot));
     s->free_next = NULL;
