@@ -140,8 +140,7 @@ typedef struct RuntimeObject {
     modstate *st;
     PyInterpreterState *interp;
     unsigned workers;
-    size_t soft_limit;          /* spawn keeps the GIL below this many in flight */
-    _Atomic size_t inflight;    /* tasks of ours in the C runtime */
+    _Atomic size_t inflight;    /* tasks of ours in the C runtime (diagnostics: weft._inflight) */
     _Atomic int py_busy;        /* workers holding or taking the GIL now */
     int spawn_gil;              /* SPAWN_HOLD, SPAWN_RELEASE or SPAWN_YIELD */
     PyObject *failures;         /* dict Task -> None: failures since the last wait_all that
@@ -314,7 +313,8 @@ int weft_py_runtime_close(RuntimeObject *r);
 PyObject *weft_py_runtime_data(RuntimeObject *r, PyObject *obj);
 
 /* How spawn treats the GIL (Runtime(spawn_gil=...), env WEFT_PY_SPAWN_GIL):
- * hold it (default: a spawn that cannot block keeps it), release it around
+ * hold it (default: a spawn tries WEFT_SPAWN_NOWAIT with the GIL held and
+ * releases it only for a spawn that must wait), release it around
  * every weft_spawn, or release it only while a worker waits for it. */
 enum { SPAWN_HOLD = 0, SPAWN_RELEASE = 1, SPAWN_YIELD = 2 };
 

@@ -135,7 +135,6 @@ Runtime_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
     PyObject_GC_Track(r);
     if (!r->failures || !r->failed || !r->data_map || !r->spaces) goto fail;
 
-    size_t per = cfg.max_inflight;
     cfg.on_worker_start = weft_py_on_worker_start;
     cfg.on_worker_stop = weft_py_on_worker_stop;
     cfg.hook_arg = r;
@@ -151,8 +150,6 @@ Runtime_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
     }
     r->rt = rt;
     r->workers = weft_runtime_workers(rt);
-    if (per == 0) per = (size_t)65536 * (r->workers ? r->workers : 1);
-    r->soft_limit = per / 2 > 64 ? per / 2 : (per > 1 ? per - 1 : 1);
     if (PyList_Append(st->open, (PyObject *)r) < 0) {
         BEGIN_NOGIL
         rc = weft_runtime_destroy(rt);

@@ -55,21 +55,23 @@ submit_c(RuntimeObject *r, TaskObject *t, weft_task **deps, size_t ndeps, weft_a
             desc.name = namebuf;
         }
     }
-    size_t n = atomic_fetch_add_explicit(&r->inflight, 1, memory_order_relaxed) + 1;
+    atomic_fetch_add_explicit(&r->inflight, 1, memory_order_relaxed);
     weft_task *h = NULL;
-    int rc;
-    int hold = n < r->soft_limit;
-    if (hold && r->spawn_gil != SPAWN_HOLD)
-        hold = r->spawn_gil == SPAWN_YIELD &&
-               atomic_load_explicit(&r->py_busy, memory_order_relaxed) == 0;
+    int rc = WEFT_EAGAIN;
+    int hold = r->spawn_gil == SPAWN_HOLD ||
+               (r->spawn_gil == SPAWN_YIELD && atomic_load_explicit(&r->py_busy, memory_order_relaxed) == 0);
     if (hold) {
-        /* Cannot block: keep the GIL (a worker may run tasks inline here;
-         * weft_py_tl_attached tells their trampolines that the GIL is ours). */
+        /* Keep the GIL for a spawn that cannot block: WEFT_SPAWN_NOWAIT
+         * answers WEFT_EAGAIN (keeping the cell) where backpressure would
+         * block; only then is the GIL released for a blocking spawn. */
+        desc.flags = WEFT_SPAWN_NOWAIT;
         int prev = weft_py_tl_attached;
         weft_py_tl_attached = 1;
         rc = space ? weft_space_spawn(space, &t->index, 1, &desc, &h) : weft_spawn(r->rt, &desc, &h);
         weft_py_tl_attached = prev;
-    } else {
+        desc.flags = 0;
+    }
+    if (rc == WEFT_EAGAIN) {
         BEGIN_NOGIL_W
         rc = space ? weft_space_spawn(space, &t->index, 1, &desc, &h) : weft_spawn(r->rt, &desc, &h);
         END_NOGIL_W
