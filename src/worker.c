@@ -59,35 +59,37 @@ static bool help_with(weft__worker *w, weft__task *t)
     return true;
 }
 
-#define SUBGRAPH_STACK 32
-#define SUBGRAPH_VISITS 256
+/* A bounded depth-first walk over the unfinished predecessors of `from`
+ * (which the caller keeps alive): visit decides, for each predecessor
+ * (pinned during the call), whether the walk stops there (found), goes on
+ * through it, or passes it by.  Returns whether a visit said stop. */
+enum { WALK_SKIP, WALK_EXPAND, WALK_STOP };
+#define WALK_STACK 64
 
-/* Run a queued task from the unfinished predecessors of `awaited`
- * (transitively, bounded). */
-static bool help_with_predecessors(weft__worker *w, weft__task *awaited)
+static bool walk_preds(weft__task *from, int (*visit)(weft__task *p, void *arg), void *arg, int max_visits)
 {
-    weft__task *stack[SUBGRAPH_STACK];
+    weft__task *stack[WALK_STACK];
     int sp = 0, visits = 0;
-    weft__task *x = awaited; /* pinned by the caller */
+    weft__task *x = from;
     bool found = false;
     for (;;) {
-        for (uint32_t i = 0; i < weft__task_nedges(x) && !found && visits < SUBGRAPH_VISITS; i++, visits++) {
+        for (uint32_t i = 0; i < weft__task_nedges(x) && !found && visits < max_visits; i++, visits++) {
             const weft__edge *e = &x->edges[i];
             if (!weft__edge_pin_pred(e))
                 continue;
             weft__task *p = e->pred;
-            int s = atomic_load(&p->state);
-            if (s == WEFT__T_READY && help_with(w, p)) {
+            int v = visit(p, arg);
+            if (v == WALK_STOP)
                 found = true;
-            } else if (s == WEFT__T_WAITING && sp < SUBGRAPH_STACK) {
-                stack[sp++] = p; /* keeps the reference until visited */
+            else if (v == WALK_EXPAND && sp < WALK_STACK) {
+                stack[sp++] = p; /* keeps the pin until visited */
                 continue;
             }
             weft__task_unref(p);
         }
-        if (x != awaited)
+        if (x != from)
             weft__task_unref(x);
-        if (found || sp == 0 || visits >= SUBGRAPH_VISITS)
+        if (found || sp == 0 || visits >= max_visits)
             break;
         x = stack[--sp];
     }
@@ -96,9 +98,19 @@ static bool help_with_predecessors(weft__worker *w, weft__task *awaited)
     return found;
 }
 
+/* Run a queued task from the unfinished predecessors of the awaited task
+ * (transitively, bounded). */
+static int help_visit(weft__task *p, void *arg)
+{
+    int s = atomic_load(&p->state);
+    if (s == WEFT__T_READY && help_with(arg, p))
+        return WALK_STOP;
+    return s == WEFT__T_WAITING ? WALK_EXPAND : WALK_SKIP;
+}
+
 bool weft__help_task(weft__worker *w, weft__task *awaited, bool with_predecessors)
 {
-    return help_with(w, awaited) || (with_predecessors && help_with_predecessors(w, awaited));
+    return help_with(w, awaited) || (with_predecessors && walk_preds(awaited, help_visit, w, 256));
 }
 
 static bool suspended_here(const weft__worker *w, const weft__task *t)
@@ -109,44 +121,14 @@ static bool suspended_here(const weft__worker *w, const weft__task *t)
     return false;
 }
 
-#define CYCLE_VISITS 4096
-
-bool weft__depends_on_suspended(weft__worker *w, weft__task *t)
+static int cycle_visit(weft__task *p, void *arg)
 {
-    /* Depth-first over unfinished predecessors, bounded; each visited task
-     * is referenced while on the stack. */
-    weft__task *stack[64];
-    int sp = 0, visits = 0;
-    bool hit = false;
-    weft__task *x = t;
-    for (;;) {
-        for (uint32_t i = 0; i < weft__task_nedges(x) && !hit && visits < CYCLE_VISITS; i++, visits++) {
-            const weft__edge *e = &x->edges[i];
-            if (!weft__edge_pin_pred(e))
-                continue;
-            weft__task *p = e->pred;
-            if (weft__state_final(atomic_load(&p->state))) {
-                weft__task_unref(p);
-                continue;
-            }
-            if (suspended_here(w, p))
-                hit = true;
-            if (!hit && sp < 64) {
-                stack[sp++] = p;
-                continue;
-            }
-            weft__task_unref(p);
-        }
-        if (x != t)
-            weft__task_unref(x);
-        if (hit || sp == 0 || visits >= CYCLE_VISITS)
-            break;
-        x = stack[--sp];
-    }
-    while (sp > 0)
-        weft__task_unref(stack[--sp]);
-    return hit;
+    if (weft__state_final(atomic_load(&p->state)))
+        return WALK_SKIP;
+    return suspended_here(arg, p) ? WALK_STOP : WALK_EXPAND;
 }
+
+bool weft__depends_on_suspended(weft__worker *w, weft__task *t) { return walk_preds(t, cycle_visit, w, 4096); }
 
 bool weft__others_can_progress(weft__rt *rt, const weft__worker *me)
 {

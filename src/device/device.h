@@ -73,6 +73,11 @@ struct weft__device {
     void *impl;                    /* the kind's own state */
 };
 
+/* Memory in host RAM, charged against dev's capacity (the host's and the
+ * test device's mem_alloc/mem_free). */
+int weft__device_host_mem_alloc(weft__device *dev, size_t n, void **out);
+void weft__device_host_mem_free(weft__device *dev, void *p, size_t n);
+
 /* Capacity accounting shared by the kinds: 0, or WEFT_ENOMEM. */
 int weft__device_charge(weft__device *dev, size_t n);
 void weft__device_uncharge(weft__device *dev, size_t n);

@@ -56,7 +56,7 @@ static void host_stop(weft__device *dev)
     dev->default_queue = NULL;
 }
 
-static int host_mem_alloc(weft__device *dev, size_t n, void **out)
+int weft__device_host_mem_alloc(weft__device *dev, size_t n, void **out)
 {
     if (weft__device_charge(dev, n) != 0)
         return WEFT_ENOMEM;
@@ -69,7 +69,7 @@ static int host_mem_alloc(weft__device *dev, size_t n, void **out)
     return 0;
 }
 
-static void host_mem_free(weft__device *dev, void *p, size_t n)
+void weft__device_host_mem_free(weft__device *dev, void *p, size_t n)
 {
     if (!p)
         return;
@@ -146,8 +146,8 @@ static const weft__device_ops host_ops = {
     .kind = "host",
     .start = host_start,
     .stop = host_stop,
-    .mem_alloc = host_mem_alloc,
-    .mem_free = host_mem_free,
+    .mem_alloc = weft__device_host_mem_alloc,
+    .mem_free = weft__device_host_mem_free,
     .queue_create = host_queue_create,
     .queue_destroy = host_queue_destroy,
     .event_create = host_event_create,

@@ -180,27 +180,6 @@ static void td_stop(weft__device *dev)
     dev->impl = NULL;
 }
 
-static int td_mem_alloc(weft__device *dev, size_t n, void **out)
-{
-    if (weft__device_charge(dev, n) != 0)
-        return WEFT_ENOMEM;
-    void *p = weft__alloc(n);
-    if (!p) {
-        weft__device_uncharge(dev, n);
-        return WEFT_ENOMEM;
-    }
-    *out = p;
-    return 0;
-}
-
-static void td_mem_free(weft__device *dev, void *p, size_t n)
-{
-    if (!p)
-        return;
-    weft__free(p);
-    weft__device_uncharge(dev, n);
-}
-
 static int td_event_create(weft__device *dev, weft__devent **out)
 {
     weft__devent *e = weft__alloc(sizeof *e);
@@ -276,8 +255,8 @@ static const weft__device_ops test_ops = {
     .kind = "test",
     .start = td_start,
     .stop = td_stop,
-    .mem_alloc = td_mem_alloc,
-    .mem_free = td_mem_free,
+    .mem_alloc = weft__device_host_mem_alloc,
+    .mem_free = weft__device_host_mem_free,
     .queue_create = td_queue_create,
     .queue_destroy = td_queue_destroy,
     .event_create = td_event_create,
