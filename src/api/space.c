@@ -180,9 +180,10 @@ static int entry_of(weft__space *s, const int64_t *key, size_t n, entry **out)
     return 0;
 }
 
-/* Lock a live, open space of a live runtime; on success the caller holds
- * s->lock and `counts` in-flight counts. */
-static weft__space *space_enter(const weft_space *h, const char *fn, int *err, weft__rt **rtp)
+/* Lock a live, open space; on success the caller holds s->lock.  (Destroy
+ * closes a runtime's spaces under their locks before it frees anything, so
+ * the space's runtime stays usable while the lock is held.) */
+static weft__space *space_enter(const weft_space *h, const char *fn, int *err)
 {
     weft__space *s = space_get(h);
     if (!s) {
@@ -195,7 +196,6 @@ static weft__space *space_enter(const weft_space *h, const char *fn, int *err, w
         *err = weft__error(WEFT_EINVAL, "%s: space was destroyed (or its runtime)", fn);
         return NULL;
     }
-    *rtp = s->rt;
     return s;
 }
 
@@ -207,8 +207,7 @@ int weft_space_task(weft_space *h, const int64_t *key, size_t nkey, weft_task **
         return err;
     if (!out)
         return weft__error(WEFT_EINVAL, "weft_space_task: out is NULL");
-    weft__rt *rt;
-    weft__space *s = space_enter(h, "weft_space_task", &err, &rt);
+    weft__space *s = space_enter(h, "weft_space_task", &err);
     if (!s)
         return err;
     entry *e;
@@ -340,9 +339,12 @@ int weft_space_spawn(weft_space *h, const int64_t *key, size_t nkey, const weft_
     weft__rt *rt = weft__spawn_enter((weft_runtime *)s0->rt_handle, d, fn, &err, &held);
     if (!rt)
         goto fail_early;
-    weft__rt *rt2;
-    weft__space *s = space_enter(h, fn, &err, &rt2);
-    if (!s) {
+    weft__space *s = space_enter(h, fn, &err);
+    if (!s || s->rt != rt) {
+        if (s) {
+            pthread_mutex_unlock(&s->lock);
+            err = weft__error(WEFT_EINVAL, "%s: space was destroyed (or its runtime)", fn);
+        }
         weft__spawn_leave(rt, held, false);
         goto fail_early;
     }
