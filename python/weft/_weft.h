@@ -67,6 +67,7 @@
 #include <unistd.h>
 
 #include "weft.h"
+#include "internal.h" /* weft__now_ns, weft__cpu_relax */
 
 #if PY_VERSION_HEX < 0x030B0000
 #error "weft needs CPython 3.11 or newer"
@@ -81,18 +82,10 @@
  * locally: no PLT, local-dynamic TLS). */
 #pragma GCC visibility push(hidden)
 
-/* The core has no public clock or pause instruction: the extension keeps its
- * own, defined once here and in gil.c. */
-#if defined(__x86_64__) || defined(__i386__)
-#define weft_py_cpu_relax() __builtin_ia32_pause()
-#elif defined(__aarch64__)
-#define weft_py_cpu_relax() __asm__ __volatile__("yield")
-#else
-#define weft_py_cpu_relax() ((void)0)
-#endif
-
-/* CLOCK_MONOTONIC in nanoseconds. */
-uint64_t weft_py_now_ns(void);
+/* The clock and the pause instruction are the core's (src/internal.h: the
+ * extension links the static core, so its internal names resolve here). */
+#define weft_py_cpu_relax() weft__cpu_relax()
+#define weft_py_now_ns() weft__now_ns()
 
 /* ------------------------------------------------------------------------ */
 /* Module state (module.c)                                                   */

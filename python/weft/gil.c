@@ -1,5 +1,5 @@
 /*
- * gil.c — the thread-local facts about the current thread, the clock, the
+ * gil.c — the thread-local facts about the current thread, the
  * GIL hand-off between workers, and the worker hooks that give each worker
  * its persistent thread state.
  */
@@ -8,14 +8,6 @@
 _Thread_local PyThreadState *weft_py_tl_ts;
 _Thread_local TaskObject *weft_py_tl_cur;
 _Thread_local int weft_py_tl_attached;
-
-uint64_t
-weft_py_now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
 
 /* ------------------------------------------------------------------------ */
 /* GIL hand-off                                                              */
