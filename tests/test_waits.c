@@ -1,16 +1,28 @@
 /* The wait engine: every kind of wait (a task from outside and from a task,
  * wait_all, backpressure, unregister) is ended by the event it waits for,
  * not by a timer.  Shown by counters (weft_stats: sleeps and how they
- * ended), not by timings: each wait below sleeps while another thread holds
- * the event back for 100 ms, and must wake a bounded number of times, every
- * time because of an event, never because of a timer. */
+ * ended), not by timings: another thread holds the event back until the
+ * wait under test has gone to sleep, and the wait must wake a bounded number
+ * of times, every time because of an event, never because of a timer. */
 #include <pthread.h>
 
 #include "check.h"
 
+/* Open the gate once the wait under test has gone to sleep (so the test
+ * does not depend on how fast the machine is), or after 10 s. */
+typedef struct opener {
+    weft_runtime *rt;
+    uint64_t sleeps_before;
+} opener;
+
 static void *open_gate_later(void *arg) {
-    (void)arg;
-    sleep_ms(100);
+    opener *o = arg;
+    for (int i = 0; i < 10000; i++) {
+        weft_stats st;
+        if (weft_runtime_stats(o->rt, &st) == 0 && st.wait_sleeps > o->sleeps_before) break;
+        sleep_ms(1);
+    }
+    sleep_ms(20);
     atomic_store(&gate, 1);
     return NULL;
 }
@@ -22,7 +34,8 @@ static void measured(weft_runtime *rt, const char *what, void (*fn)(weft_runtime
     weft_stats a, b;
     CHECK_OK(weft_runtime_stats(rt, &a));
     pthread_t th;
-    CHECK(pthread_create(&th, NULL, open_gate_later, NULL) == 0);
+    opener o = {rt, a.wait_sleeps};
+    CHECK(pthread_create(&th, NULL, open_gate_later, &o) == 0);
     fn(rt, arg);
     pthread_join(th, NULL);
     CHECK_OK(weft_runtime_stats(rt, &b));
