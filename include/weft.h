@@ -365,8 +365,7 @@ WEFT_API WEFT_NODISCARD int weft_wait_all_timed(weft_runtime *rt, uint64_t timeo
 /* Wait until no task of the runtime is in flight, or until every task still
  * in flight waits (directly or not) for a task-space key nobody has spawned:
  * no body is running, none is ready, no device work is in flight — the point
- * where only a spawn (of those keys) can move anything.  weft_runtime_stats'
- * inflight says which of the two it was.  Unlike weft_wait_all it does not
+ * where only a spawn (of those keys) can move anything.  Unlike weft_wait_all it does not
  * report or reset failures.  Returns 0, WEFT_ETIMEDOUT, WEFT_EINVAL /
  * WEFT_ECLOSED for a bad runtime, WEFT_EDEADLK from inside one of its tasks.
  * Blocks. */
