@@ -58,4 +58,4 @@ bench: build python-venv
 	@bench/run.sh
 
 clean:
-	rm -rf build build-asan build-tsan build-py-asan build-py-tsan
+	rm -rf build build-asan build-tsan build-py-asan build-py-tsan build-compare
