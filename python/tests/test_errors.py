@@ -189,3 +189,13 @@ def test_runtime_block_inside_a_task_is_local_to_that_task(rt):
     checked.set()
     assert seen is rt
     assert t.result() == (True, True)
+
+
+def test_parent_waiting_for_a_child_that_depends_on_it_is_refused(rt):
+    def parent():
+        child = weft.spawn(int, deps=[weft.current_task()])
+        with pytest.raises(RuntimeError, match="WEFT_EDEADLK"):
+            child.result(timeout=30)
+        return "refused"
+
+    assert rt.spawn(parent).result(timeout=60) == "refused"
