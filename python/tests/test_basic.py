@@ -313,3 +313,13 @@ def test_module_level_data(rt):
     buf = bytearray(3)
     d = weft.data(buf)
     assert d is rt.data(buf) and d.registered
+
+
+def test_gil_handoff_only_with_a_gil():
+    import sys
+
+    gil = getattr(sys, "_is_gil_enabled", lambda: True)()
+    with weft.Runtime(workers=2) as r:
+        # Without a GIL (free-threaded build, GIL disabled) workers skip the
+        # hand-off claim and spin altogether.
+        assert r.gil_handoff is gil

@@ -145,6 +145,7 @@ typedef struct RuntimeObject {
     PyObject *spaces;           /* dict C space name -> TaskSpace bound to this runtime (strong) */
     uint64_t next_space;        /* serial for the C names of bound spaces */
     uint64_t spin_gil_ns;
+    int gil_off;                /* free-threaded build running without the GIL: no hand-off */
     int closing;
     PyObject *weakreflist;
 } RuntimeObject;

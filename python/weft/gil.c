@@ -21,10 +21,12 @@ _Thread_local int weft_py_tl_attached;
  * runs long Python code, or one that released the GIL in NumPy, must not
  * serialise the others).  The claim is dropped right after the GIL is
  * released.  A non-worker thread (the main thread spawning) never claims, so
- * workers never spin against it. */
+ * workers never spin against it.  On a free-threaded build running without
+ * the GIL (r->gil_off) there is nothing to hand off: no claim, no spin. */
 void
 weft_py_busy_enter(RuntimeObject *r)
 {
+    if (r->gil_off) return;
     int exp = 0;
     if (atomic_compare_exchange_strong_explicit(&r->py_busy, &exp, 1, memory_order_acquire,
                                                 memory_order_relaxed))
@@ -48,6 +50,7 @@ weft_py_busy_enter(RuntimeObject *r)
 void
 weft_py_busy_exit(RuntimeObject *r)
 {
+    if (r->gil_off) return;
     atomic_fetch_sub_explicit(&r->py_busy, 1, memory_order_release);
 }
 

@@ -130,6 +130,19 @@ Runtime_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
     r->spaces = PyDict_New();
     r->next_space = 0;
     r->spin_gil_ns = gil_spin;
+    r->gil_off = 0;
+#ifdef Py_GIL_DISABLED
+    {
+        /* Without a GIL there is nothing to hand off: workers skip the claim
+         * and the spin (the GIL can be enabled again later, by importing an
+         * extension that needs it; the hand-off is then merely missing). */
+        PyObject *sys_gil = PySys_GetObject("_is_gil_enabled"); /* borrowed */
+        PyObject *on = sys_gil ? PyObject_CallNoArgs(sys_gil) : NULL;
+        if (on == NULL) PyErr_Clear();
+        else r->gil_off = !PyObject_IsTrue(on);
+        Py_XDECREF(on);
+    }
+#endif
     r->closing = 0;
     r->weakreflist = NULL;
     PyObject_GC_Track(r);
@@ -408,6 +421,12 @@ Runtime_stats(RuntimeObject *r, PyObject *Py_UNUSED(ignored))
 }
 
 static PyObject *
+Runtime_get_gil_handoff(RuntimeObject *r, void *Py_UNUSED(c))
+{
+    return PyBool_FromLong(!r->gil_off);
+}
+
+static PyObject *
 Runtime_get_workers(RuntimeObject *r, void *Py_UNUSED(c))
 {
     return PyLong_FromUnsignedLong(r->workers);
@@ -450,6 +469,9 @@ static PyMethodDef Runtime_methods[] = {
 
 static PyGetSetDef Runtime_getset[] = {
     {"workers", (getter)Runtime_get_workers, NULL, "number of worker threads", NULL},
+    {"gil_handoff", (getter)Runtime_get_gil_handoff, NULL,
+     "whether workers hand the GIL to each other (False on a free-threaded build running "
+     "without the GIL: there is nothing to hand off)", NULL},
     {"closed", (getter)Runtime_get_closed, NULL, "True once closed", NULL},
     {NULL, NULL, NULL, NULL, NULL}};
 
