@@ -153,7 +153,10 @@ typedef struct RuntimeObject {
 typedef struct TaskObject {
     PyObject_HEAD
     RuntimeObject *rt;     /* strong; NULL while declared */
-    weft_task *h;          /* the C handle once submitted */
+    /* The C handle once submitted.  h and phase are atomic (sequentially
+     * consistent): the spawning thread stores h before phase, so a thread
+     * that reads PH_SUBMITTED finds the handle (free-threaded builds). */
+    weft_task *_Atomic h;
     PyObject *fn, *args, *kwargs;
     PyObject *result;
     PyObject *exc;
@@ -162,7 +165,7 @@ typedef struct TaskObject {
     PyObject *key;         /* its key there */
     int64_t index;         /* the key's index in the C space */
     weft_task *ph;         /* the C space's handle for the key while declared (lent by the space) */
-    int phase;
+    _Atomic int phase;
     int priority;
     int cancel_requested;  /* cancel() on a slot of an unbound space */
     int ran;               /* the body finished (result/exc are final) */
