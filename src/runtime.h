@@ -36,11 +36,11 @@ struct weft__rt {
     weft__graph graph;
     weft__device *dev[8];              /* [0] the host; the rest added by tests (and later issues) */
     unsigned ndev;
-    /* data_lock protects data_list and spaces.  Taken alone. */
+    /* data_lock protects data_list, spaces and adding to dev (devices are
+     * added before the tasks and data that use them).  Taken alone. */
     pthread_mutex_t data_lock;
     weft__data *data_list;
     weft__space *spaces;
-    _Atomic uint64_t stat_extra_failed;
     uint64_t t0_ns;                    /* trace time origin */
 };
 

@@ -27,7 +27,6 @@ int weft__test_device_add(weft_runtime *h, uint64_t delay_ns, size_t capacity, u
             if (index)
                 *index = rt->ndev;
             rt->ndev++;
-            rt->graph.ndev = rt->ndev;
         }
     }
     pthread_mutex_unlock(&rt->data_lock);

@@ -198,7 +198,6 @@ int weft_runtime_create(const weft_config *cfg_in, weft_runtime **out)
     pthread_mutex_init(&rt->data_lock, NULL);
     rt->t0_ns = weft__now_ns();
     weft__graph_init(&rt->graph, &rt->sched, &rt->waits, low < 0 ? 0 : low);
-    rt->graph.dev = rt->dev;
 
     if (weft__sched_init(&rt->sched, n, &rt->waits) != 0) {
         rt_free(rt);
@@ -210,7 +209,6 @@ int weft_runtime_create(const weft_config *cfg_in, weft_runtime **out)
         return weft__error(WEFT_ENOMEM, "weft_runtime_create: out of memory");
     }
     rt->ndev = 1;
-    rt->graph.ndev = 1;
     if (cfg.trace_path) {
         rt->trace_path = weft__strdup(cfg.trace_path);
         if (!rt->trace_path) {

@@ -58,24 +58,36 @@ static bool any_polled_device(const weft__rt *rt)
     return false;
 }
 
+/* What every runtime wait shares: its key and condition, the device
+ * progress step (when a device finds completions by polling), the interest
+ * counter its notifier reads, the deadline, a brief spin. */
+static weft__wait spec_of(weft__rt *rt, const void *key, bool (*done)(const void *), const void *arg,
+                          _Atomic int32_t *interest, uint64_t deadline)
+{
+    weft__wait w = {
+        .key = key,
+        .done = done,
+        .arg = arg,
+        .progress = any_polled_device(rt) ? weft__rt_progress : NULL,
+        .progress_arg = rt,
+        .interest = interest,
+        .deadline = deadline,
+        .spin = 2000,
+    };
+    return w;
+}
+
 int weft__wait_task(weft__rt *rt, weft__task *t, uint64_t deadline)
 {
     weft__worker *w = weft__tls_worker;
     bool helping = w && w->rt == rt;
     help_arg a = {rt, w, t, NULL};
-    weft__wait spec = {
-        .key = t,
-        .done = task_final,
-        .arg = t,
-        .help = helping ? help_task : NULL,
-        .help_arg = &a,
-        .progress = any_polled_device(rt) ? weft__rt_progress : NULL,
-        .progress_arg = rt,
-        .interest = &t->waiters,
-        .blocked = helping ? &w->blocked : NULL,
-        .deadline = deadline,
-        .spin = 2000,
-    };
+    weft__wait spec = spec_of(rt, t, task_final, t, &t->waiters, deadline);
+    if (helping) {
+        spec.help = help_task;
+        spec.help_arg = &a;
+        spec.blocked = &w->blocked;
+    }
     return weft__wait_until(&rt->waits, &spec);
 }
 
@@ -87,16 +99,7 @@ static bool idle(const void *arg)
 
 int weft__wait_idle(weft__rt *rt, uint64_t deadline)
 {
-    weft__wait spec = {
-        .key = &weft__key_idle,
-        .done = idle,
-        .arg = rt,
-        .progress = any_polled_device(rt) ? weft__rt_progress : NULL,
-        .progress_arg = rt,
-        .interest = &rt->graph.sleepers_all,
-        .deadline = deadline,
-        .spin = 2000,
-    };
+    weft__wait spec = spec_of(rt, &weft__key_idle, idle, rt, &rt->graph.sleepers_all, deadline);
     return weft__wait_until(&rt->waits, &spec);
 }
 
@@ -132,16 +135,7 @@ static bool settled(const void *arg)
 
 int weft__wait_settled(weft__rt *rt, uint64_t deadline)
 {
-    weft__wait spec = {
-        .key = &weft__key_settle,
-        .done = settled,
-        .arg = rt,
-        .progress = any_polled_device(rt) ? weft__rt_progress : NULL,
-        .progress_arg = rt,
-        .interest = &rt->graph.sleepers_settle,
-        .deadline = deadline,
-        .spin = 2000,
-    };
+    weft__wait spec = spec_of(rt, &weft__key_settle, settled, rt, &rt->graph.sleepers_settle, deadline);
     return weft__wait_until(&rt->waits, &spec);
 }
 
@@ -182,17 +176,12 @@ void weft__wait_throttle(weft__rt *rt, int64_t self)
     weft__worker *w = weft__tls_worker;
     bool inside = w && w->rt == rt;
     throttle_arg a = {rt, inside ? w : NULL, self};
-    weft__wait spec = {
-        .key = &weft__key_throttle,
-        .done = inside ? eased_inside : eased_outside,
-        .arg = &a,
-        .progress = any_polled_device(rt) ? weft__rt_progress : NULL,
-        .progress_arg = rt,
-        .interest = inside ? &rt->graph.sleepers_throttle_in : &rt->graph.sleepers_throttle,
-        .blocked = inside ? &w->blocked : NULL,
-        .deadline = UINT64_MAX,
-        .spin = 0,
-    };
+    weft__wait spec = spec_of(rt, &weft__key_throttle, inside ? eased_inside : eased_outside, &a,
+                              inside ? &rt->graph.sleepers_throttle_in : &rt->graph.sleepers_throttle,
+                              UINT64_MAX);
+    spec.spin = 0;
+    if (inside)
+        spec.blocked = &w->blocked;
     weft__wait_until(&rt->waits, &spec);
 }
 
@@ -219,17 +208,11 @@ void weft__wait_data_unused(weft__rt *rt, weft__data *d)
     weft__worker *w = weft__tls_worker;
     bool helping = w && w->rt == rt;
     help_arg a = {rt, w, NULL, d};
-    weft__wait spec = {
-        .key = d,
-        .done = unused,
-        .arg = d,
-        .help = helping ? help_data : NULL,
-        .help_arg = &a,
-        .progress = any_polled_device(rt) ? weft__rt_progress : NULL,
-        .progress_arg = rt,
-        .blocked = helping ? &w->blocked : NULL,
-        .deadline = UINT64_MAX,
-        .spin = 2000,
-    };
+    weft__wait spec = spec_of(rt, d, unused, d, NULL, UINT64_MAX);
+    if (helping) {
+        spec.help = help_data;
+        spec.help_arg = &a;
+        spec.blocked = &w->blocked;
+    }
     weft__wait_until(&rt->waits, &spec);
 }

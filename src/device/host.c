@@ -15,38 +15,6 @@ struct weft__devent {
     int status;
 };
 
-int weft__device_charge(weft__device *dev, size_t n)
-{
-    size_t used = atomic_load(&dev->used);
-    do {
-        if (n > dev->capacity || used > dev->capacity - n)
-            return WEFT_ENOMEM;
-    } while (!atomic_compare_exchange_weak(&dev->used, &used, used + n));
-    return 0;
-}
-
-void weft__device_uncharge(weft__device *dev, size_t n) { atomic_fetch_sub(&dev->used, n); }
-
-typedef struct event_arg {
-    weft__device *dev;
-    weft__devent *e;
-} event_arg;
-
-static bool event_fired(const void *arg)
-{
-    const event_arg *a = arg;
-    return a->dev->ops->event_query(a->e) != 0;
-}
-
-int weft__device_event_wait(weft__device *dev, weft__devent *e)
-{
-    event_arg a = {dev, e};
-    weft__wait w = {.key = e, .done = event_fired, .arg = &a, .deadline = UINT64_MAX, .spin = 2000};
-    weft__wait_until(dev->ws, &w);
-    int r = dev->ops->event_query(e);
-    return r < 0 ? r : 0;
-}
-
 static int host_start(weft__device *dev) { return dev->ops->queue_create(dev, &dev->default_queue); }
 
 static void host_stop(weft__device *dev)
@@ -54,27 +22,6 @@ static void host_stop(weft__device *dev)
     if (dev->default_queue)
         dev->ops->queue_destroy(dev->default_queue);
     dev->default_queue = NULL;
-}
-
-int weft__device_host_mem_alloc(weft__device *dev, size_t n, void **out)
-{
-    if (weft__device_charge(dev, n) != 0)
-        return WEFT_ENOMEM;
-    void *p = weft__alloc(n);
-    if (!p) {
-        weft__device_uncharge(dev, n);
-        return WEFT_ENOMEM;
-    }
-    *out = p;
-    return 0;
-}
-
-void weft__device_host_mem_free(weft__device *dev, void *p, size_t n)
-{
-    if (!p)
-        return;
-    weft__free(p);
-    weft__device_uncharge(dev, n);
 }
 
 static int host_queue_create(weft__device *dev, weft__dqueue **out)
@@ -176,12 +123,4 @@ weft__device *weft__host_device_new(weft__waitset *ws)
         return NULL;
     }
     return dev;
-}
-
-void weft__device_delete(weft__device *dev)
-{
-    if (!dev)
-        return;
-    dev->ops->stop(dev);
-    weft__free(dev);
 }

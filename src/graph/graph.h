@@ -129,8 +129,6 @@ static inline weft__task *weft__task_of(weft__qnode *n) { return WEFT__CONTAINER
 struct weft__graph {
     weft__sched *sched;
     weft__waitset *ws;
-    weft__device **dev;                /* the runtime's devices; [0] is the host */
-    unsigned ndev;
     _Atomic uint64_t next_id;
     /* Tasks spawned and not finished, plus calls in progress that destroy
      * must wait for (weft__graph_enter/leave). */
