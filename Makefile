@@ -5,7 +5,7 @@ JOBS    ?= $(shell nproc 2>/dev/null || echo 2)
 CMAKE_FLAGS ?=
 CTEST   := ctest --output-on-failure --no-tests=error -j $(JOBS)
 
-.PHONY: all deps build demo test test-release test-asan test-tsan bench python-venv python-test python-test-asan python-test-tsan clean
+.PHONY: all deps build demo test test-release test-asan test-tsan bench python-venv python-test python-test-asan python-test-tsan python-test-ft python-test-tsan-ft clean
 
 all: build
 
@@ -22,7 +22,7 @@ demo: build python-venv
 	@WEFT_TRACE=build/demo-trace.json build/examples/weft-demo
 	@.venv/bin/python python/demo.py build/demo-trace-py.json
 
-test: test-release test-asan test-tsan python-test python-test-asan python-test-tsan
+test: test-release test-asan test-tsan python-test python-test-asan python-test-tsan python-test-ft python-test-tsan-ft
 	@echo "make test: all suites passed"
 
 test-release: build
@@ -52,10 +52,20 @@ python-test-asan: deps
 python-test-tsan: deps
 	scripts/python-sanitized-test.sh thread
 
+# The suite on free-threaded CPython 3.13 with the GIL disabled (the first
+# run on a machine builds the interpreter into ~/.cache/weft/python-ft), and
+# again with the extension under TSan (python/tsan-ft.supp says what of
+# CPython's own is suppressed, and why).
+python-test-ft: deps
+	scripts/python-ft.sh
+
+python-test-tsan-ft: deps
+	scripts/python-sanitized-test.sh thread ft
+
 # --- benchmarks (bench/) ------------------------------------------------
 bench: build python-venv
 	@.venv/bin/python -m pip install -q -r bench/requirements.txt
 	@bench/run.sh
 
 clean:
-	rm -rf build build-asan build-tsan build-py-asan build-py-tsan build-compare
+	rm -rf build build-asan build-tsan build-py-asan build-py-tsan build-py-tsan-ft build-ft build-compare

@@ -111,3 +111,12 @@ if [ "$mode" != quick ] && [ -x bench/py/run.sh ]; then
   echo "== Python tasks (issue 3): weft beside ThreadPoolExecutor, Dask, Ray"
   bench/py/run.sh --reps 5
 fi
+
+# Issue 8: free-threaded CPython beside the GIL build (when
+# scripts/python-ft.sh has built it); ends with ft_speedup_15us,
+# ft_speedup_50us and ft_py_task_us lines.
+if [ "$mode" != quick ] && [ -x bench/py/ft.sh ]; then
+  echo
+  echo "== free-threaded CPython (issue 8): pure-Python bodies and empty tasks, beside the GIL build"
+  bench/py/ft.sh
+fi

@@ -423,6 +423,17 @@ WEFT_API WEFT_NODISCARD int weft_space_task(weft_space *s, const int64_t *key, s
 WEFT_API WEFT_NODISCARD int weft_space_spawn(weft_space *s, const int64_t *key, size_t nkey,
                                              const weft_task_desc *desc, weft_task **out);
 
+/* Cancel the task of key, whether or not it was spawned yet: a task not
+ * started does not run (its dependents are cancelled, naming it); a key not
+ * spawned yet gets a cancelled placeholder, so the task later spawned for it
+ * never runs.  Atomic with weft_space_spawn of the same key: a spawn racing
+ * with this call is either wholly before it or wholly after it.  Returns 1 if
+ * the key's task will not run, 0 if it had started already (it is running or
+ * finished: nothing changes), or an error: WEFT_EINVAL (bad space or key, or
+ * the space was destroyed), WEFT_ENOMEM.  Never blocks; thread-safe; may be
+ * called from a task. */
+WEFT_API WEFT_NODISCARD int weft_space_cancel(weft_space *s, const int64_t *key, size_t nkey);
+
 /* Destroy the space: keys depended on but never spawned are cancelled (and
  * their dependents, naming the key); spawned tasks run on.  Handles the
  * space lent become invalid (WEFT_EINVAL), except those the spawners asked
@@ -440,6 +451,10 @@ WEFT_API weft_runtime *weft_ctx_runtime(const weft_ctx *ctx);
 
 /* Index of the worker thread running this body, 0 .. workers-1. */
 WEFT_API unsigned weft_ctx_worker(const weft_ctx *ctx);
+
+/* The id of the task running this body (weft_task_info's id; available
+ * before the spawner has its handle).  0 if ctx is NULL. */
+WEFT_API uint64_t weft_ctx_task_id(const weft_ctx *ctx);
 
 /* Address, on the device this body runs on, of the task's i-th data access
  * (in descriptor order).  For CPU tasks it is the registered host pointer.

@@ -18,6 +18,7 @@
 #
 #   scripts/python-ft.sh            build if needed, then test
 #   scripts/python-ft.sh --build    only make sure the interpreter exists
+#   scripts/python-ft.sh --print-interpreter   print its path (builds nothing)
 set -euo pipefail
 
 cache=${WEFT_PYTHON_FT_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/weft/python-ft}
@@ -30,6 +31,8 @@ srcpkg=python3.13
 # extension modules needs to build.
 build_deps=(gcc make pkg-config xz-utils libssl-dev zlib1g-dev libffi-dev libbz2-dev
             liblzma-dev libsqlite3-dev libreadline-dev libncurses-dev uuid-dev)
+
+[ "${1:-}" = --print-interpreter ] && { echo "$py"; exit 0; }
 
 say() { echo "python-ft.sh: $*" >&2; }
 die() { say "$*"; exit 1; }
@@ -150,5 +153,5 @@ say "GIL enabled after 'import weft' (PYTHON_GIL=0): $gil_forced"
 [ "$gil_forced" = False ] || die "the GIL is on even with PYTHON_GIL=0"
 
 rc=0
-PYTHON_GIL=0 "$venv/bin/python" -m pytest -q -p no:cacheprovider -rfEs python/tests || rc=$?
+PYTHON_GIL=0 WEFT_EXPECT_FREE_THREADED=1 "$venv/bin/python" -m pytest -q -p no:cacheprovider -rfEs python/tests || rc=$?
 exit "$rc"

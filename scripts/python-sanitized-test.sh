@@ -4,6 +4,16 @@
 # not instrumented, so the sanitizer runtime is preloaded into it; each kind
 # gets its own venv (.venv-asan, .venv-tsan) and build folder.
 #
+#   python-sanitized-test.sh address|thread [ft]
+#
+# With `ft` the interpreter is the free-threaded CPython 3.13 that
+# scripts/python-ft.sh builds (or reuses), run with the GIL disabled
+# (PYTHON_GIL=0); venv .venv-<tag>-ft, build folder build-py-<tag>-ft.
+# TSan then also sees CPython's own synchronisation, which it cannot
+# understand because the interpreter is not instrumented; those reports are
+# suppressed by python/tsan-ft.supp, which says why for each entry.  No entry
+# may name Weft's code.
+#
 # Sanitizer reports go to files under build-py-<tag>/san-logs/ (log_path),
 # not to stderr: pytest captures stderr, and a sanitizer that ends the
 # process in the middle of a test leaves pytest no chance to show it, so the
@@ -11,11 +21,20 @@
 # subprocesses some tests start.  If pytest fails or any report file exists,
 # every report is printed to stderr and the script fails.
 set -euo pipefail
-kind=${1:?usage: python-sanitized-test.sh address|thread}
+kind=${1:?usage: python-sanitized-test.sh address|thread [ft]}
+ft=${2:-}
 case $kind in
   address) tag=asan ;;
   thread)  tag=tsan ;;
   *) echo "python-sanitized-test.sh: unknown sanitizer '$kind'" >&2; exit 2 ;;
+esac
+case $ft in
+  "") py=${PYTHON:-python3}; extra_env=() ;;
+  ft) tag=$tag-ft
+      scripts/python-ft.sh --build
+      py=$(scripts/python-ft.sh --print-interpreter)
+      extra_env=(PYTHON_GIL=0) ;;
+  *) echo "python-sanitized-test.sh: unknown mode '$ft' (only 'ft')" >&2; exit 2 ;;
 esac
 logdir="$PWD/build-py-$tag/san-logs"
 case $kind in
@@ -26,10 +45,11 @@ case $kind in
                     UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1:log_path=$logdir/ubsan") ;;
   thread)  flags="-g -fsanitize=thread -fno-omit-frame-pointer"
            preload="$(gcc -print-file-name=libtsan.so)"
-           san_env=(TSAN_OPTIONS="halt_on_error=1:log_path=$logdir/tsan") ;;
+           tsan_opts="halt_on_error=1:log_path=$logdir/tsan"
+           [ -n "$ft" ] && tsan_opts="$tsan_opts:suppressions=$PWD/python/tsan-ft.supp"
+           san_env=(TSAN_OPTIONS="$tsan_opts") ;;
 esac
 venv=.venv-$tag
-py=${PYTHON:-python3}
 [ -x "$venv/bin/python" ] || "$py" -m venv "$venv"
 "$venv/bin/python" -m pip install -q --upgrade pip >/dev/null
 "$venv/bin/python" -m pip install -q -r python/requirements-test.txt
@@ -40,7 +60,7 @@ py=${PYTHON:-python3}
 rm -rf "$logdir"
 mkdir -p "$logdir"
 rc=0
-env "${san_env[@]}" LD_PRELOAD="$preload" \
+env "${san_env[@]}" ${extra_env[@]+"${extra_env[@]}"} LD_PRELOAD="$preload" \
   "$venv/bin/python" -m pytest -q -p no:cacheprovider python/tests || rc=$?
 
 shopt -s nullglob

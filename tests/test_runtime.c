@@ -364,6 +364,28 @@ static void test_both_workers_used(void) {
     CHECK_OK(weft_runtime_destroy(rt));
 }
 
+/* weft_ctx_task_id is the id weft_task_info reports for the same task. */
+static int record_id(weft_ctx *ctx, void *arg) {
+    *(_Atomic uint64_t *)arg = weft_ctx_task_id(ctx);
+    return 0;
+}
+
+static void test_ctx_task_id(void) {
+    weft_runtime *rt = make_rt(2);
+    _Atomic uint64_t ids[3];
+    weft_task *h[3];
+    for (int k = 0; k < 3; k++) CHECK_OK(weft_spawn_simple(rt, record_id, &ids[k], &h[k]));
+    for (int k = 0; k < 3; k++) {
+        CHECK_OK(weft_task_wait(h[k]));
+        weft_task_info info;
+        CHECK_OK(weft_task_info_get(h[k], &info));
+        CHECK(info.id != 0 && atomic_load(&ids[k]) == info.id);
+        weft_task_release(h[k]);
+    }
+    CHECK(weft_ctx_task_id(NULL) == 0);
+    CHECK_OK(weft_runtime_destroy(rt));
+}
+
 /* An outside spawner blocks while max_inflight tasks are in flight. */
 static atomic_int bp_gate;
 
@@ -613,6 +635,8 @@ int main(void) {
     test_worker_hooks();
     test_stats();
     test_both_workers_used();
+    test_step("ctx task id");
+    test_ctx_task_id();
     test_outside_backpressure();
     test_spawn_nowait();
     test_destroy_with_nested_spawns();

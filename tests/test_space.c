@@ -297,6 +297,88 @@ static void test_cancel_unspawned(void) {
     CHECK_OK(weft_runtime_destroy(rt));
 }
 
+/* weft_space_cancel racing weft_space_spawn of the same key, many times:
+ * whenever the cancel answers 1 ("will not run"), the body never runs and
+ * the key's dependent is cancelled; when it answers 0, the body ran.  Plus
+ * its answers on a finished key and its errors. */
+typedef struct cancel_race {
+    weft_space *s;
+    int64_t key;
+    atomic_int phase; /* 0 idle, 1 spawner ready, 2 go, 3 spawned */
+    atomic_int ran;
+} cancel_race;
+
+static void *cancel_race_spawner(void *p) {
+    cancel_race *c = p;
+    atomic_store(&c->phase, 1);
+    while (atomic_load(&c->phase) != 2) {
+    }
+    weft_task_desc d;
+    weft_task_desc_init(&d);
+    d.body = count_run;
+    d.arg = &c->ran;
+    CHECK_OK(weft_space_spawn(c->s, &c->key, 1, &d, NULL));
+    atomic_store(&c->phase, 3);
+    return NULL;
+}
+
+static void test_cancel_racing_spawn(void) {
+    weft_runtime *rt = make_rt(2);
+    weft_space *s;
+    CHECK_OK(weft_space_create(rt, "C", &s));
+    int rounds = test_pick(2000, 300), stopped = 0;
+    for (int i = 0; i < rounds; i++) {
+        cancel_race c = {.s = s, .key = i};
+        atomic_init(&c.phase, 0);
+        atomic_init(&c.ran, 0);
+        weft_task *k = key(s, i), *after;
+        weft_task_desc d;
+        weft_task_desc_init(&d);
+        d.body = count_run;
+        d.arg = &c.ran;
+        d.deps = &k;
+        d.ndeps = 1;
+        CHECK_OK(weft_spawn(rt, &d, &after));
+        pthread_t th;
+        CHECK(pthread_create(&th, NULL, cancel_race_spawner, &c) == 0);
+        while (atomic_load(&c.phase) != 1) {
+        }
+        atomic_store(&c.phase, 2);
+        for (volatile int spin = 0; spin < (i % 16) * 100; spin++) {
+        }
+        int rc = weft_space_cancel(s, &c.key, 1);
+        CHECK(rc == 0 || rc == 1);
+        pthread_join(th, NULL);
+        int64_t kk = i;
+        weft_task *t;
+        CHECK_OK(weft_space_task(s, &kk, 1, &t));
+        int wt = weft_task_wait(t), wa = weft_task_wait(after);
+        if (rc == 1) {
+            stopped++;
+            CHECK_RC(wt, WEFT_ECANCELLED);
+            CHECK_RC(wa, WEFT_ECANCELLED);
+            CHECK(atomic_load(&c.ran) == 0);
+        } else {
+            CHECK_OK(wt);
+            CHECK_OK(wa);
+            CHECK(atomic_load(&c.ran) == 2);
+        }
+        weft_task_release(after);
+        /* Asked again once it is final: the same answer. */
+        CHECK(weft_space_cancel(s, &c.key, 1) == rc);
+    }
+    printf("cancel racing spawn: %d of %d keys stopped\n", stopped, rounds);
+    int64_t bad[17] = {0};
+    CHECK_ERR(weft_space_cancel(s, bad, 0), WEFT_EINVAL);
+    CHECK_ERR(weft_space_cancel(s, bad, 17), WEFT_EINVAL);
+    CHECK_ERR(weft_space_cancel(s, NULL, 1), WEFT_EINVAL);
+    CHECK_ERR(weft_space_cancel(NULL, bad, 1), WEFT_EINVAL);
+    CHECK_OK(weft_wait_all(rt));
+    CHECK_OK(weft_space_destroy(s));
+    CHECK_ERR(weft_space_cancel(s, bad, 1), WEFT_EINVAL);
+    CHECK_OK(weft_runtime_destroy(rt));
+}
+
 /* Destroying the runtime lets running tasks spawn keys that others wait
  * for; only what is left waiting once nothing runs is cancelled.  And
  * weft_wait_settled returns at that point, with the waiting tasks still in
@@ -406,6 +488,8 @@ int main(void) {
     test_reverse_chain();
     test_step("cancel an unspawned key");
     test_cancel_unspawned();
+    test_step("cancel racing spawn");
+    test_cancel_racing_spawn();
     test_step("destroy and settled");
     test_destroy_and_settled();
     test_step("misuse");

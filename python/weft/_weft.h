@@ -59,6 +59,7 @@
 #include <structmember.h>
 
 #include <math.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -121,14 +122,34 @@ modstate *weft_py_state_of_type(PyTypeObject *tp);
 /* Objects                                                                   */
 /* ------------------------------------------------------------------------ */
 
+/* Free-threaded builds (PEP 703): what protects the extension's state.
+ *  - TaskObject.phase moves DECLARED -> SPAWNING -> SUBMITTED by atomic
+ *    compare-and-swap: a spawn claims a slot before it writes any field, so
+ *    of two spawns into one slot exactly one gets past the claim (a failed
+ *    spawn puts it back to DECLARED).  h is stored before phase SUBMITTED.
+ *  - Fields a spawn fills (fn, args, kwargs, rt, priority, name) belong to
+ *    the claiming thread until submission, then to the body.  result, exc
+ *    and ran are written by the body before its C task completes, and read
+ *    only after a wait saw it complete (the C runtime orders them).  The
+ *    CancelledError of a task that never ran is made once, in a critical
+ *    section on the task (weft_py_task_cancel_exc).
+ *  - A slot's cancel_requested and ph, and a space's binding (rt, s, cname,
+ *    keys), change only in a critical section on the space.
+ *  - Runtime dicts (failures, failed, data_map, spaces) are used through
+ *    single dict operations, which lock the dict; iteration happens in a
+ *    critical section on the dict.  Close runs once (close_lock).
+ * A critical section may be suspended when its thread blocks (a wait, a
+ * spawn under backpressure): nothing above relies on one spanning a wait. */
 enum task_phase {
     PH_DECLARED = 0,  /* a task-space slot nobody spawned into yet */
+    PH_SPAWNING = 1,  /* a slot claimed by a spawn in progress (h not yet valid) */
     PH_SUBMITTED = 2  /* in the C runtime (h is valid) */
 };
 
 typedef struct RuntimeObject {
     PyObject_HEAD
-    weft_runtime *rt; /* NULL once closed */
+    weft_runtime *_Atomic rt; /* NULL once closed (atomic: read by any thread, cleared by close) */
+    pthread_mutex_t close_lock; /* one close at a time (taken without the GIL / detached) */
     PyObject *module; /* strong: keeps the module state alive */
     modstate *st;
     PyInterpreterState *interp;
@@ -138,9 +159,10 @@ typedef struct RuntimeObject {
     int spawn_gil;              /* SPAWN_HOLD, SPAWN_RELEASE or SPAWN_YIELD */
     PyObject *failures;         /* dict Task -> None: failures since the last wait_all that
                                    the program has not retrieved, in order (strong) */
-    PyObject *failed;           /* dict PyLong(Task *) -> None: every failed Task still alive
-                                   (borrowed; Task_dealloc removes its entry), to find the
-                                   exception that a cancelled dependent names as its cause */
+    PyObject *failed;           /* dict PyLong(C task id) -> PyLong(Task *): every failed
+                                   Task still alive (borrowed: Task_dealloc removes its entry
+                                   before it clears the task), to find the exception that a
+                                   cancelled dependent names as its cause */
     PyObject *data_map;         /* dict id(obj) -> Data */
     PyObject *spaces;           /* dict C space name -> TaskSpace bound to this runtime (strong) */
     uint64_t next_space;        /* serial for the C names of bound spaces */
@@ -167,10 +189,10 @@ typedef struct TaskObject {
     weft_task *ph;         /* the C space's handle for the key while declared (lent by the space) */
     _Atomic int phase;
     int priority;
-    int cancel_requested;  /* cancel() on a slot of an unbound space */
+    int cancel_requested;  /* cancel() on a slot of an unbound space (critical section on the space) */
     int ran;               /* the body finished (result/exc are final) */
-    int retrieved;         /* its exception was handed to the user */
-    int in_failed;         /* listed in rt->failed */
+    _Atomic int retrieved; /* its exception was handed to the user */
+    uint64_t fail_id;      /* its C id, under which rt->failed lists it (0: not listed) */
     PyObject *weakreflist;
 } TaskObject;
 
@@ -325,6 +347,14 @@ extern PyType_Spec weft_py_space_spec;
  * binds t's space to r on first use.  Borrowed (the space lends it); NULL
  * with an exception (another runtime, closed, out of memory). */
 weft_task *weft_py_slot_handle(TaskObject *t, RuntimeObject *r);
+/* The C task spawned for slot t's key when t is not marked submitted yet
+ * (another thread's spawn has not returned): the C space knows it first.
+ * Borrowed (lent by the space), or NULL if none was spawned. */
+weft_task *weft_py_slot_spawned(TaskObject *t);
+/* Cancel slot t's key (t not submitted yet, or being spawned): 1 if its
+ * task will not run, 0 if it started already, 2 if the space's runtime is
+ * closed (nothing done), -1 with an exception. */
+int weft_py_slot_cancel(TaskObject *t);
 /* The label of the key behind a C placeholder name ("#3[7]"), for messages
  * about keys never spawned (new ref), or NULL (no error) if unknown. */
 PyObject *weft_py_space_key_label(RuntimeObject *r, const char *cname);
@@ -337,6 +367,9 @@ PyObject *weft_py_task_label(TaskObject *t);
 /* The CancelledError for t (new ref); why: the reason when it never entered
  * the runtime, NULL to ask the C runtime for the cause. */
 PyObject *weft_py_make_cancelled(TaskObject *t, const char *why);
+/* t->exc, made once with weft_py_make_cancelled(t, why) if t has none (new
+ * ref), or NULL with an exception.  Safe from several threads at once. */
+PyObject *weft_py_task_cancel_exc(TaskObject *t, const char *why);
 
 /* ------------------------------------------------------------------------ */
 /* Data (data.c)                                                             */

@@ -5,7 +5,7 @@
  */
 #include "_weft.h"
 
-static void record_failure(RuntimeObject *r, TaskObject *t, PyObject *fn, PyObject *exc);
+static void record_failure(RuntimeObject *r, TaskObject *t, PyObject *fn, PyObject *exc, uint64_t id);
 
 int
 weft_py_trampoline(weft_ctx *ctx, void *arg)
@@ -39,7 +39,7 @@ weft_py_trampoline(weft_ctx *ctx, void *arg)
         PyObject *exc = weft_py_fetch_exc();
         rc = 1;
         if (exc == NULL) exc = PyObject_CallOneArg(PyExc_SystemError, NULL);
-        if (exc) record_failure(r, t, fn, exc);
+        if (exc) record_failure(r, t, fn, exc, weft_ctx_task_id(ctx));
         t->exc = exc;
     }
     t->ran = 1;
@@ -109,7 +109,7 @@ has_weft_note(PyObject *exc)
 }
 
 static void
-record_failure(RuntimeObject *r, TaskObject *t, PyObject *fn, PyObject *exc)
+record_failure(RuntimeObject *r, TaskObject *t, PyObject *fn, PyObject *exc, uint64_t id)
 {
     /* A note naming the task, shown under the traceback. */
     if (PyExceptionInstance_Check(exc) && !has_weft_note(exc)) {
@@ -130,11 +130,13 @@ record_failure(RuntimeObject *r, TaskObject *t, PyObject *fn, PyObject *exc)
      * one entry per failure nobody has looked at yet. */
     if (r->failures && PyDict_SetItem(r->failures, (PyObject *)t, Py_None) < 0) PyErr_Clear();
     /* For the CancelledError of its dependents, as long as the Task lives. */
-    if (r->failed && !t->in_failed) {
-        PyObject *k = PyLong_FromVoidPtr(t);
-        if (k && PyDict_SetItem(r->failed, k, Py_None) == 0) t->in_failed = 1;
+    if (r->failed && t->fail_id == 0 && id != 0) {
+        PyObject *k = PyLong_FromUnsignedLongLong(id);
+        PyObject *v = PyLong_FromVoidPtr(t);
+        if (k && v && PyDict_SetItem(r->failed, k, v) == 0) t->fail_id = id;
         else PyErr_Clear();
         Py_XDECREF(k);
+        Py_XDECREF(v);
     }
 }
 
@@ -143,25 +145,26 @@ record_failure(RuntimeObject *r, TaskObject *t, PyObject *fn, PyObject *exc)
 void
 weft_py_task_retrieved(TaskObject *t)
 {
-    if (t->retrieved) return;
-    t->retrieved = 1;
+    if (atomic_exchange(&t->retrieved, 1)) return;
     RuntimeObject *r = t->rt;
     if (r == NULL || r->failures == NULL) return;
-    int has = PyDict_Contains(r->failures, (PyObject *)t);
-    if (has > 0 && PyDict_DelItem(r->failures, (PyObject *)t) < 0) has = -1;
-    if (has < 0) PyErr_Clear();
+    /* One dict operation (it locks the dict): racing wait_all's clear is fine. */
+    if (PyDict_DelItem(r->failures, (PyObject *)t) < 0) PyErr_Clear();
 }
 
-/* A failed task is being freed: drop its entry in rt->failed. */
+/* A failed task is being freed: drop its entry in rt->failed (first thing
+ * in Task_dealloc: weft_py_find_failure may be reading the task under the
+ * dict's lock until then). */
 void
 weft_py_task_forget_failure(TaskObject *t)
 {
-    if (!t->in_failed) return;
-    t->in_failed = 0;
+    uint64_t id = t->fail_id;
+    if (id == 0) return;
+    t->fail_id = 0;
     RuntimeObject *r = t->rt;
     if (r == NULL || r->failed == NULL) return;
     PyObject *saved = weft_py_fetch_exc();
-    PyObject *k = PyLong_FromVoidPtr(t);
+    PyObject *k = PyLong_FromUnsignedLongLong(id);
     if (k == NULL || PyDict_DelItem(r->failed, k) < 0) PyErr_Clear();
     Py_XDECREF(k);
     if (saved) {
@@ -170,18 +173,29 @@ weft_py_task_forget_failure(TaskObject *t)
     }
 }
 
-/* The exception of the failed task with this id, if that Task still lives. */
+/* The exception of the failed task with this id, if that Task still lives
+ * (new ref), or NULL.  The lookup and the reference are taken in a critical
+ * section on the dict: a Task being freed on another thread removes its
+ * entry (under the same lock) before it lets go of its exception. */
 PyObject *
 weft_py_find_failure(RuntimeObject *r, uint64_t id)
 {
-    PyObject *k, *v;
-    Py_ssize_t pos = 0;
-    while (r->failed && PyDict_Next(r->failed, &pos, &k, &v)) {
-        TaskObject *f = PyLong_AsVoidPtr(k);
-        weft_task_info info;
-        if (f && f->h && f->exc && weft_task_info_get(f->h, &info) == 0 && info.id == id)
-            return Py_NewRef(f->exc);
+    PyObject *failed = r->failed;
+    if (failed == NULL) return NULL;
+    PyObject *k = PyLong_FromUnsignedLongLong(id);
+    if (k == NULL) {
+        PyErr_Clear();
+        return NULL;
     }
+    PyObject *res = NULL;
+    Py_BEGIN_CRITICAL_SECTION(failed);
+    PyObject *v = PyDict_GetItemWithError(failed, k);
+    if (v) {
+        TaskObject *f = PyLong_AsVoidPtr(v);
+        if (f && f->exc) res = Py_NewRef(f->exc);
+    }
+    Py_END_CRITICAL_SECTION();
+    Py_DECREF(k);
     if (PyErr_Occurred()) PyErr_Clear();
-    return NULL;
+    return res;
 }

@@ -118,6 +118,7 @@ Runtime_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
         return NULL;
     }
     r->rt = NULL;
+    pthread_mutex_init(&r->close_lock, NULL);
     r->module = Py_NewRef(PyType_GetModuleByDef(type, &weft_py_module));
     r->st = st;
     r->interp = PyInterpreterState_Get();
@@ -188,6 +189,8 @@ list_remove_obj(PyObject *list, PyObject *o)
 /* Close: finish every task, stop the workers (the C runtime destroys its task
  * spaces first: tasks waiting for keys never spawned are cancelled), release
  * every exported buffer. */
+static int close_locked(RuntimeObject *r);
+
 int
 weft_py_runtime_close(RuntimeObject *r)
 {
@@ -196,6 +199,19 @@ weft_py_runtime_close(RuntimeObject *r)
         PyErr_SetString(PyExc_RuntimeError, "close(): a weft runtime cannot be closed from one of its tasks");
         return -1;
     }
+    /* Two threads closing at once: the second waits for the first, then
+     * finds the runtime closed. */
+    BEGIN_NOGIL_W
+    pthread_mutex_lock(&r->close_lock);
+    END_NOGIL_W
+    int rc = r->rt ? close_locked(r) : 0;
+    pthread_mutex_unlock(&r->close_lock);
+    return rc;
+}
+
+static int
+close_locked(RuntimeObject *r)
+{
     PyObject *interrupt = NULL;
     /* Let the tasks run until only tasks waiting for task-space slots nobody
      * spawned into are left (Ctrl-C here cancels what has not started).
@@ -223,9 +239,14 @@ weft_py_runtime_close(RuntimeObject *r)
     r->rt = NULL;
     weft_py_spaces_unbind(r);
     /* Buffers stay exported until here. */
-    PyObject *k, *v;
-    Py_ssize_t pos = 0;
-    while (PyDict_Next(r->data_map, &pos, &k, &v)) weft_py_data_release((DataObject *)v);
+    PyObject *handles = PyDict_Values(r->data_map);
+    if (handles) {
+        for (Py_ssize_t i = 0; i < PyList_GET_SIZE(handles); i++)
+            weft_py_data_release((DataObject *)PyList_GET_ITEM(handles, i));
+        Py_DECREF(handles);
+    } else {
+        PyErr_Clear();
+    }
     PyDict_Clear(r->data_map);
     PyDict_Clear(r->failures);
     modstate *st = r->st;
@@ -283,6 +304,7 @@ Runtime_dealloc(RuntimeObject *r)
     }
     Runtime_clear(r);
     Py_CLEAR(r->module);
+    pthread_mutex_destroy(&r->close_lock);
     tp->tp_free(r);
     Py_DECREF(tp);
 }

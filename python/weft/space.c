@@ -170,7 +170,8 @@ weft_py_slot_handle(TaskObject *t, RuntimeObject *r)
             int rc = weft_space_task(s->s, &t->index, 1, &t->ph);
             if (rc != 0) weft_py_err_weft(rc, "task space");
             else if (t->cancel_requested) {
-                rc = weft_task_cancel(t->ph);
+                /* cancel() came while the space was unbound. */
+                rc = weft_space_cancel(s->s, &t->index, 1);
                 (void)rc;
             }
         }
@@ -178,6 +179,44 @@ weft_py_slot_handle(TaskObject *t, RuntimeObject *r)
     }
     Py_END_CRITICAL_SECTION();
     return h;
+}
+
+weft_task *
+weft_py_slot_spawned(TaskObject *t)
+{
+    SpaceObject *s = (SpaceObject *)t->space;
+    if (s == NULL) return NULL;
+    weft_task *h = NULL;
+    Py_BEGIN_CRITICAL_SECTION(s);
+    /* ph is set before any spawn into the slot: without it, nothing to ask. */
+    if (s->s && t->ph && weft_space_task(s->s, &t->index, 1, &h) != 0) h = NULL;
+    Py_END_CRITICAL_SECTION();
+    weft_task_info info;
+    if (h && (weft_task_info_get(h, &info) != 0 || info.id == 0)) h = NULL; /* a placeholder */
+    return h;
+}
+
+int
+weft_py_slot_cancel(TaskObject *t)
+{
+    SpaceObject *s = (SpaceObject *)t->space;
+    if (s == NULL) {
+        PyErr_SetString(PyExc_ValueError, "cancel(): a declared task outside a task space");
+        return -1;
+    }
+    int res;
+    Py_BEGIN_CRITICAL_SECTION(s);
+    if (s->s == NULL) {
+        /* Unbound: the binding (weft_py_slot_handle, under the same
+         * critical section) passes the request on to the C space. */
+        t->cancel_requested = 1;
+        res = 1;
+    } else {
+        int rc = weft_space_cancel(s->s, &t->index, 1);
+        res = rc >= 0 ? rc : 2; /* an error: the C space is gone with its runtime */
+    }
+    Py_END_CRITICAL_SECTION();
+    return res;
 }
 
 PyObject *
@@ -198,8 +237,13 @@ weft_py_space_key_label(RuntimeObject *r, const char *cname)
     }
     long long idx = strtoll(br + 1, NULL, 10);
     SpaceObject *s = (SpaceObject *)sp;
-    if (idx < 0 || idx >= PyList_GET_SIZE(s->keys)) return NULL;
-    PyObject *label = space_label(s, PyList_GET_ITEM(s->keys, idx));
+    PyObject *key = NULL;
+    Py_BEGIN_CRITICAL_SECTION(s);
+    if (idx >= 0 && idx < PyList_GET_SIZE(s->keys)) key = Py_NewRef(PyList_GET_ITEM(s->keys, idx));
+    Py_END_CRITICAL_SECTION();
+    if (key == NULL) return NULL;
+    PyObject *label = space_label(s, key);
+    Py_DECREF(key);
     if (label == NULL) PyErr_Clear();
     return label;
 }
@@ -208,19 +252,27 @@ void
 weft_py_spaces_unbind(RuntimeObject *r)
 {
     if (r->spaces == NULL) return;
-    PyObject *k, *v;
-    Py_ssize_t pos = 0;
-    while (PyDict_Next(r->spaces, &pos, &k, &v)) {
-        SpaceObject *s = (SpaceObject *)v;
-        if (s->rt != r) continue; /* bound again since, to another runtime */
-        s->s = NULL; /* destroyed with the C runtime; the space may bind to another one */
-        s->rt = NULL;
-        PyObject *vals = s->tasks ? PyDict_Values(s->tasks) : NULL;
-        for (Py_ssize_t i = 0; vals && i < PyList_GET_SIZE(vals); i++)
-            ((TaskObject *)PyList_GET_ITEM(vals, i))->ph = NULL;
-        Py_XDECREF(vals);
-        if (PyErr_Occurred()) PyErr_Clear();
+    /* A snapshot: iterating the dict itself would need its lock throughout. */
+    PyObject *spaces = PyDict_Values(r->spaces);
+    if (spaces == NULL) {
+        PyErr_Clear();
+        return;
     }
+    for (Py_ssize_t j = 0; j < PyList_GET_SIZE(spaces); j++) {
+        SpaceObject *s = (SpaceObject *)PyList_GET_ITEM(spaces, j);
+        Py_BEGIN_CRITICAL_SECTION(s);
+        if (s->rt == r) { /* (not bound again since, to another runtime) */
+            s->s = NULL; /* destroyed with the C runtime; the space may bind to another one */
+            s->rt = NULL;
+            PyObject *vals = s->tasks ? PyDict_Values(s->tasks) : NULL;
+            for (Py_ssize_t i = 0; vals && i < PyList_GET_SIZE(vals); i++)
+                ((TaskObject *)PyList_GET_ITEM(vals, i))->ph = NULL;
+            Py_XDECREF(vals);
+            if (PyErr_Occurred()) PyErr_Clear();
+        }
+        Py_END_CRITICAL_SECTION();
+    }
+    Py_DECREF(spaces);
 }
 
 static Py_ssize_t

@@ -95,9 +95,10 @@ submit_c(RuntimeObject *r, TaskObject *t, weft_task **deps, size_t ndeps, weft_a
         weft_py_err_weft(rc, "spawn()");
         return -1;
     }
-    t->h = h;
-    t->ph = NULL; /* the key's handle now is its task's */
-    t->phase = PH_SUBMITTED;
+    /* The handle first: a thread that sees PH_SUBMITTED finds it.  (A slot's
+     * ph stays: its placeholder finishes as this task does.) */
+    atomic_store(&t->h, h);
+    atomic_store(&t->phase, PH_SUBMITTED);
     return 0;
 }
 
@@ -364,9 +365,14 @@ spawn_locked(modstate *st, RuntimeObject *r, PyObject *const *args, Py_ssize_t n
             return NULL;
         }
         slot = (TaskObject *)kw.task;
-        if (slot->phase != PH_DECLARED) {
-            PyErr_Format(PyExc_ValueError, "spawn(): task %R was already spawned",
-                         slot->name ? slot->name : Py_None);
+        /* Claim the slot before touching it: of two spawns into one slot
+         * (from two threads), exactly one gets past here.  Every way out
+         * below that does not submit it puts it back (done:). */
+        int declared = PH_DECLARED;
+        if (!atomic_compare_exchange_strong(&slot->phase, &declared, PH_SPAWNING)) {
+            PyErr_Format(PyExc_ValueError, "spawn(): task %R was already spawned%s",
+                         slot->name ? slot->name : Py_None,
+                         declared == PH_SPAWNING ? " (another thread is spawning it now)" : "");
             return NULL;
         }
     }
@@ -383,7 +389,7 @@ spawn_locked(modstate *st, RuntimeObject *r, PyObject *const *args, Py_ssize_t n
     PyObject *accv[4] = {kw.reads, kw.writes, kw.readwrites, kw.commutes};
 
     deps = as_seq(kw.deps, st->Task_T, "deps", 0);
-    if (deps == NULL && PyErr_Occurred()) return NULL;
+    if (deps == NULL && PyErr_Occurred()) goto done;
     nd = deps ? PySequence_Fast_GET_SIZE(deps) : 0;
     for (int m = 0; m < 4; m++) {
         accs[m] = as_seq(accv[m], st->Data_T, mode_names[m], 1);
@@ -420,7 +426,7 @@ spawn_locked(modstate *st, RuntimeObject *r, PyObject *const *args, Py_ssize_t n
         }
         /* A slot nobody spawned into yet stands for its key's placeholder
          * in the C space (binding the space to r). */
-        dv[i] = dep->phase == PH_SUBMITTED ? dep->h : weft_py_slot_handle(dep, r);
+        dv[i] = atomic_load(&dep->phase) == PH_SUBMITTED ? atomic_load(&dep->h) : weft_py_slot_handle(dep, r);
         if (dv[i] == NULL) goto unlock;
     }
     {
@@ -477,15 +483,17 @@ unlock_fail:
         Py_CLEAR(t->fn);
         Py_CLEAR(t->args);
         Py_CLEAR(t->kwargs);
-        if (t->phase != PH_SUBMITTED) {
-            t->phase = PH_DECLARED;
-            Py_CLEAR(t->rt);
-        }
+        if (atomic_load(&t->phase) != PH_SUBMITTED) Py_CLEAR(t->rt);
         Py_CLEAR(t);
     }
 unlock:;
     Py_END_CRITICAL_SECTION();
 done:
+    if (slot && result == NULL) {
+        /* Not submitted: give the claim back. */
+        int claimed = PH_SPAWNING;
+        (void)atomic_compare_exchange_strong(&slot->phase, &claimed, PH_DECLARED);
+    }
     Py_XDECREF(t);
     Py_XDECREF(deps);
     for (int m = 0; m < 4; m++) Py_XDECREF(accs[m]);

@@ -17,8 +17,8 @@ weft_py_task_new(modstate *st)
     t->priority = 0;
     t->cancel_requested = 0;
     t->ran = 0;
-    t->retrieved = 0;
-    t->in_failed = 0;
+    atomic_init(&t->retrieved, 0);
+    t->fail_id = 0;
     t->index = -1;
     t->ph = NULL;
     t->weakreflist = NULL;
@@ -30,16 +30,23 @@ weft_py_task_new(modstate *st)
 /* Helpers on tasks                                                          */
 /* ------------------------------------------------------------------------ */
 
+/* t's C task: its handle once submitted; for a slot being spawned by
+ * another thread, the task the C space has for its key already; or NULL. */
+static weft_task *
+task_handle(TaskObject *t)
+{
+    if (atomic_load(&t->phase) == PH_SUBMITTED) return atomic_load(&t->h);
+    return t->space ? weft_py_slot_spawned(t) : NULL;
+}
+
 static const char *
 phase_status(TaskObject *t, weft_task_status *cs)
 {
     static const char *names[] = {"waiting", "ready", "running", "completed", "failed", "cancelled", "enqueued"};
-    switch (t->phase) {
-    case PH_DECLARED: return "declared";
-    default: break;
-    }
+    weft_task *h = task_handle(t);
+    if (h == NULL) return "declared";
     weft_task_status s;
-    if (weft_task_status_get(t->h, &s) != 0) {
+    if (weft_task_status_get(h, &s) != 0) {
         /* Handle unusable (runtime destroyed): the body outcome decides. */
         if (t->ran) s = t->exc ? WEFT_TASK_FAILED : WEFT_TASK_COMPLETED;
         else s = WEFT_TASK_CANCELLED;
@@ -127,6 +134,26 @@ done:
     return NULL;
 }
 
+PyObject *
+weft_py_task_cancel_exc(TaskObject *t, const char *why)
+{
+    PyObject *res = NULL;
+    Py_BEGIN_CRITICAL_SECTION(t);
+    res = t->exc ? Py_NewRef(t->exc) : NULL;
+    Py_END_CRITICAL_SECTION();
+    if (res) return res;
+    /* Made outside the critical section (it calls Python code); the first
+     * thread to install its exception wins. */
+    PyObject *e = weft_py_make_cancelled(t, why);
+    if (e == NULL) return NULL;
+    Py_BEGIN_CRITICAL_SECTION(t);
+    if (t->exc == NULL) t->exc = Py_NewRef(e);
+    res = Py_NewRef(t->exc);
+    Py_END_CRITICAL_SECTION();
+    Py_DECREF(e);
+    return res;
+}
+
 /* ------------------------------------------------------------------------ */
 /* Task type                                                                 */
 /* ------------------------------------------------------------------------ */
@@ -169,11 +196,11 @@ Task_dealloc(TaskObject *t)
     PyTypeObject *tp = Py_TYPE(t);
     PyObject_GC_UnTrack(t);
     if (t->weakreflist) PyObject_ClearWeakRefs((PyObject *)t);
+    weft_py_task_forget_failure(t); /* first: a finder may read t until then */
     if (t->h) {
         weft_task_release(t->h);
         t->h = NULL;
     }
-    weft_py_task_forget_failure(t);
     Py_CLEAR(t->result);
     Py_CLEAR(t->exc);
     Py_CLEAR(t->space);
@@ -237,10 +264,7 @@ Task_exception(TaskObject *t, PyObject *args, PyObject *kwds)
         weft_py_task_retrieved(t);
         return Py_NewRef(t->exc);
     }
-    if (rc == WEFT_ECANCELLED) {
-        if (t->exc == NULL && (t->exc = weft_py_make_cancelled(t, NULL)) == NULL) return NULL;
-        return Py_NewRef(t->exc);
-    }
+    if (rc == WEFT_ECANCELLED) return weft_py_task_cancel_exc(t, NULL);
     if (weft_py_raise_outcome(t, rc, 1) < 0) {
         /* A closed runtime: the stored outcome is the answer. */
         if ((rc != RC_PYERR && rc != WEFT_ETIMEDOUT && rc != WEFT_EBUSY) && t->exc) {
@@ -256,8 +280,7 @@ Task_exception(TaskObject *t, PyObject *args, PyObject *kwds)
 static PyObject *
 Task_done(TaskObject *t, PyObject *Py_UNUSED(ignored))
 {
-    if (t->phase != PH_SUBMITTED) Py_RETURN_FALSE;
-    weft_task_status s;
+    weft_task_status s = WEFT_TASK_WAITING; /* stays so for a slot nobody spawned into */
     phase_status(t, &s);
     return PyBool_FromLong(s == WEFT_TASK_COMPLETED || s == WEFT_TASK_FAILED || s == WEFT_TASK_CANCELLED);
 }
@@ -265,17 +288,17 @@ Task_done(TaskObject *t, PyObject *Py_UNUSED(ignored))
 static PyObject *
 Task_cancel(TaskObject *t, PyObject *Py_UNUSED(ignored))
 {
-    if (t->phase == PH_DECLARED) {
-        /* A slot: the task spawned into it will not run (the C space passes
-         * a cancelled key's request on to the task spawned for it). */
-        t->cancel_requested = 1;
-        if (t->ph) {
-            int rc = weft_task_cancel(t->ph);
-            (void)rc;
-        }
-        if (t->phase == PH_DECLARED) Py_RETURN_TRUE;
+    if (atomic_load(&t->phase) != PH_SUBMITTED) {
+        /* A slot, perhaps being spawned into by another thread right now:
+         * cancel its key in the C space, which is atomic with the C spawn
+         * (the task spawned for the key never runs unless it had started). */
+        int rc = weft_py_slot_cancel(t);
+        if (rc < 0) return NULL;
+        if (rc <= 1) return PyBool_FromLong(rc);
+        /* rc 2: the space's runtime closed: the status below answers. */
+        if (atomic_load(&t->phase) != PH_SUBMITTED) Py_RETURN_FALSE;
     }
-    weft_task_status s;
+    weft_task_status s = WEFT_TASK_COMPLETED;
     phase_status(t, &s);
     if (s != WEFT_TASK_WAITING && s != WEFT_TASK_READY) Py_RETURN_FALSE;
     int prev = weft_py_tl_attached;
@@ -305,7 +328,8 @@ static PyObject *
 Task_get_id(TaskObject *t, void *Py_UNUSED(c))
 {
     weft_task_info info;
-    if (t->h == NULL || weft_task_info_get(t->h, &info) != 0) Py_RETURN_NONE;
+    weft_task *h = task_handle(t);
+    if (h == NULL || weft_task_info_get(h, &info) != 0) Py_RETURN_NONE;
     return PyLong_FromUnsignedLongLong(info.id);
 }
 

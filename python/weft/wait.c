@@ -29,13 +29,20 @@ static int
 wait_declared(TaskObject *t, uint64_t deadline)
 {
     SpaceObject *s = (SpaceObject *)t->space;
-    RuntimeObject *r = s && s->rt ? s->rt : NULL;
+    RuntimeObject *r = NULL;
+    if (s) {
+        Py_BEGIN_CRITICAL_SECTION(s);
+        r = (RuntimeObject *)Py_XNewRef(s->rt);
+        Py_END_CRITICAL_SECTION();
+    }
     if (r == NULL) {
         modstate *st = weft_py_state_of_type(Py_TYPE(t));
         r = st ? weft_py_current_runtime(st, 0) : NULL;
         if (r == NULL) return RC_PYERR;
+        Py_INCREF(r);
     }
     weft_task *ph = weft_py_slot_handle(t, r);
+    Py_DECREF(r);
     if (ph == NULL) return RC_PYERR;
     int rc = wait_handle(t, ph, deadline);
     if (rc == RC_PYERR || rc == WEFT_ETIMEDOUT || rc == WEFT_EBUSY || rc == WEFT_EDEADLK) return rc;
@@ -48,7 +55,7 @@ wait_declared(TaskObject *t, uint64_t deadline)
 int
 weft_py_task_wait(TaskObject *t, uint64_t deadline)
 {
-    if (t->phase == PH_DECLARED) return wait_declared(t, deadline);
+    if (atomic_load(&t->phase) != PH_SUBMITTED) return wait_declared(t, deadline);
     return wait_handle(t, t->h, deadline);
 }
 
@@ -105,11 +112,12 @@ weft_py_raise_outcome(TaskObject *t, int rc, int for_result)
         return -1;
     case WEFT_ECANCELLED:
         if (!for_result) return 0;
-        if (t->exc == NULL) {
-            t->exc = weft_py_make_cancelled(t, NULL);
-            if (t->exc == NULL) return -1;
+        {
+            PyObject *e = weft_py_task_cancel_exc(t, NULL);
+            if (e == NULL) return -1;
+            weft_py_raise_exc(e);
+            Py_DECREF(e);
         }
-        weft_py_raise_exc(t->exc);
         return -1;
     case WEFT_EBUSY:
         PyErr_SetString(PyExc_RuntimeError, "a weft task cannot wait for itself");
@@ -126,8 +134,11 @@ weft_py_raise_outcome(TaskObject *t, int rc, int for_result)
                 }
                 return 0;
             }
-            if (t->exc == NULL) t->exc = weft_py_make_cancelled(t, "the runtime closed before it ran");
-            if (t->exc) weft_py_raise_exc(t->exc);
+            PyObject *e = weft_py_task_cancel_exc(t, "the runtime closed before it ran");
+            if (e) {
+                weft_py_raise_exc(e);
+                Py_DECREF(e);
+            }
             return -1;
         }
         weft_py_err_weft(rc, "wait");
@@ -214,14 +225,20 @@ weft_py_runtime_wait_all(RuntimeObject *r, uint64_t deadline)
     if (rc == 0 && PyDict_GET_SIZE(r->failures) > 0) {
         /* Re-raise the first failure the program has not seen yet (through
          * .result()/.exception()): r->failures lists exactly those, in the
-         * order they happened.  The others are dropped, as in C. */
-        PyObject *pick = NULL, *k, *v;
-        Py_ssize_t pos = 0;
-        while (pick == NULL && PyDict_Next(r->failures, &pos, &k, &v)) {
-            TaskObject *f = (TaskObject *)k;
-            if (!f->retrieved && f->exc) pick = Py_NewRef(f->exc);
+         * order they happened.  The others are dropped, as in C.  The list
+         * is taken and emptied in one critical section on the dict. */
+        PyObject *failed = NULL;
+        Py_BEGIN_CRITICAL_SECTION(r->failures);
+        failed = PyDict_Keys(r->failures);
+        if (failed) PyDict_Clear(r->failures);
+        Py_END_CRITICAL_SECTION();
+        if (failed == NULL) return -1;
+        PyObject *pick = NULL;
+        for (Py_ssize_t i = 0; pick == NULL && i < PyList_GET_SIZE(failed); i++) {
+            TaskObject *f = (TaskObject *)PyList_GET_ITEM(failed, i);
+            if (!atomic_load(&f->retrieved) && f->exc) pick = Py_NewRef(f->exc);
         }
-        PyDict_Clear(r->failures);
+        Py_DECREF(failed);
         if (pick == NULL) return 0;
         weft_py_raise_exc(pick);
         Py_DECREF(pick);

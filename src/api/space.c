@@ -421,6 +421,31 @@ fail_early:
     return err;
 }
 
+int weft_space_cancel(weft_space *h, const int64_t *key, size_t nkey)
+{
+    weft__clear_error();
+    int err = check_key("weft_space_cancel", key, nkey);
+    if (err)
+        return err;
+    weft__space *s = space_enter(h, "weft_space_cancel", &err);
+    if (!s)
+        return err;
+    /* Under s->lock, so a spawn of the key is wholly before (it finds its
+     * placeholder doomed: the new task is doomed too) or wholly after (the
+     * key's task is doomed here, unless it started). */
+    entry *e;
+    int rc = entry_of(s, key, nkey, &e);
+    if (rc == 0) {
+        weft__task *t = e->task;
+        weft__task_doom(t, t->id, t->name, WEFT__CAUSE_REQUEST);
+        rc = atomic_load_explicit(&t->run_gate, memory_order_acquire) == WEFT__GATE_DOOMED ? 1 : 0;
+    } else {
+        rc = weft__error(rc, "weft_space_cancel: out of memory");
+    }
+    pthread_mutex_unlock(&s->lock);
+    return rc;
+}
+
 /* Close s (the caller claimed it): cancel placeholders of unspawned keys,
  * drop the space's references.  Its handle goes stale. */
 static void space_close(weft__space *s)

@@ -271,6 +271,8 @@ weft_runtime *weft_ctx_runtime(const weft_ctx *ctx) { return ctx ? weft__handle_
 
 unsigned weft_ctx_worker(const weft_ctx *ctx) { return ctx ? ctx->worker->index : 0; }
 
+uint64_t weft_ctx_task_id(const weft_ctx *ctx) { return ctx ? ctx->task->id : 0; }
+
 void *weft_ctx_data(const weft_ctx *ctx, size_t i)
 {
     if (!ctx || i >= ctx->task->naccess)
