@@ -60,7 +60,7 @@ venv=.venv-$tag
 rm -rf "$logdir"
 mkdir -p "$logdir"
 rc=0
-env "${san_env[@]}" ${extra_env[@]+"${extra_env[@]}"} LD_PRELOAD="$preload" \
+env "${san_env[@]}" ${extra_env[@]+"${extra_env[@]}"} WEFT_PY_SANITIZER="$kind" LD_PRELOAD="$preload" \
   "$venv/bin/python" -m pytest -q -p no:cacheprovider python/tests || rc=$?
 
 shopt -s nullglob

@@ -79,6 +79,45 @@
 #define Py_END_CRITICAL_SECTION() }
 #endif
 
+/* TSan runs of the extension against an uninstrumented (free-threaded)
+ * interpreter: TSan cannot see CPython's own synchronisation, so the
+ * extension declares the hand-offs it relies on (scripts/python-sanitized-
+ * test.sh thread ft; python/tsan-ft.supp lists what stays CPython's):
+ *  - a thread that touched a Task releases it before dropping its
+ *    reference; Task_dealloc acquires it (the reference count orders them);
+ *  - Task_dealloc releases the memory before freeing it and a new Task
+ *    acquires it (the allocator orders reuse);
+ *  - a Task published through a runtime dict is released before and
+ *    acquired after (the dict's lock orders them).
+ * No-ops in other builds. */
+#if defined(__SANITIZE_THREAD__)
+#define WEFT_PY_TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define WEFT_PY_TSAN 1
+#endif
+#endif
+#ifdef WEFT_PY_TSAN
+void __tsan_acquire(void *addr);
+void __tsan_release(void *addr);
+#define WEFT_PY_HANDOFF_RELEASE(p) __tsan_release((void *)(p))
+#define WEFT_PY_HANDOFF_ACQUIRE(p) __tsan_acquire((void *)(p))
+#else
+#define WEFT_PY_HANDOFF_RELEASE(p) ((void)0)
+#define WEFT_PY_HANDOFF_ACQUIRE(p) ((void)0)
+#endif
+
+/* A critical section on o (PEP 703; nothing with the GIL) that TSan sees as
+ * an acquire and release of o.  Pairs within one block, as CPython's. */
+#define WEFT_PY_CS_BEGIN(o)                       \
+    Py_BEGIN_CRITICAL_SECTION(o);                 \
+    void *_weft_cs_obj = (void *)(o);             \
+    (void)_weft_cs_obj;                           \
+    WEFT_PY_HANDOFF_ACQUIRE(_weft_cs_obj);
+#define WEFT_PY_CS_END()                          \
+    WEFT_PY_HANDOFF_RELEASE(_weft_cs_obj);        \
+    Py_END_CRITICAL_SECTION()
+
 /* Everything declared from here on stays inside the extension (and binds
  * locally: no PLT, local-dynamic TLS). */
 #pragma GCC visibility push(hidden)
@@ -168,7 +207,7 @@ typedef struct RuntimeObject {
     uint64_t next_space;        /* serial for the C names of bound spaces */
     uint64_t spin_gil_ns;
     int gil_off;                /* free-threaded build running without the GIL: no hand-off */
-    int closing;
+    _Atomic int closing;        /* set once nothing runs any more, before destroy */
     PyObject *weakreflist;
 } RuntimeObject;
 

@@ -39,14 +39,18 @@ weft_py_trampoline(weft_ctx *ctx, void *arg)
         PyObject *exc = weft_py_fetch_exc();
         rc = 1;
         if (exc == NULL) exc = PyObject_CallOneArg(PyExc_SystemError, NULL);
-        if (exc) record_failure(r, t, fn, exc, weft_ctx_task_id(ctx));
+        /* Stored before the task is listed as failed: a wait_all on another
+         * thread may read the list at once (found by TSan). */
         t->exc = exc;
+        t->ran = 1;
+        if (exc) record_failure(r, t, fn, exc, weft_ctx_task_id(ctx));
     }
     t->ran = 1;
     Py_DECREF(fn);
     Py_XDECREF(args);
     Py_XDECREF(kwargs);
     weft_py_tl_cur = prev;
+    WEFT_PY_HANDOFF_RELEASE(t);
     Py_DECREF(t);
     weft_py_tl_attached = attached;
     if (!attached) weft_py_gil_give(r, g);
@@ -71,6 +75,7 @@ weft_py_arg_destroy(void *arg)
         Py_XDECREF(fn);
         Py_XDECREF(args);
         Py_XDECREF(kwargs);
+        WEFT_PY_HANDOFF_RELEASE(t);
         Py_DECREF(t);
         weft_py_tl_attached = attached;
         if (!attached) weft_py_gil_give(NULL, g);
@@ -128,6 +133,7 @@ record_failure(RuntimeObject *r, TaskObject *t, PyObject *fn, PyObject *exc, uin
     /* For wait_all until the program retrieves it (weft_py_task_retrieved): the
      * runtime holds the Task, so its exception, only that long.  Unbounded:
      * one entry per failure nobody has looked at yet. */
+    WEFT_PY_HANDOFF_RELEASE(t);
     if (r->failures && PyDict_SetItem(r->failures, (PyObject *)t, Py_None) < 0) PyErr_Clear();
     /* For the CancelledError of its dependents, as long as the Task lives. */
     if (r->failed && t->fail_id == 0 && id != 0) {
@@ -165,7 +171,10 @@ weft_py_task_forget_failure(TaskObject *t)
     if (r == NULL || r->failed == NULL) return;
     PyObject *saved = weft_py_fetch_exc();
     PyObject *k = PyLong_FromUnsignedLongLong(id);
-    if (k == NULL || PyDict_DelItem(r->failed, k) < 0) PyErr_Clear();
+    PyObject *failed = r->failed;
+    WEFT_PY_CS_BEGIN(failed) /* after any weft_py_find_failure reading t */
+    if (k == NULL || PyDict_DelItem(failed, k) < 0) PyErr_Clear();
+    WEFT_PY_CS_END();
     Py_XDECREF(k);
     if (saved) {
         weft_py_raise_exc(saved);
@@ -188,13 +197,14 @@ weft_py_find_failure(RuntimeObject *r, uint64_t id)
         return NULL;
     }
     PyObject *res = NULL;
-    Py_BEGIN_CRITICAL_SECTION(failed);
+    WEFT_PY_CS_BEGIN(failed)
     PyObject *v = PyDict_GetItemWithError(failed, k);
     if (v) {
         TaskObject *f = PyLong_AsVoidPtr(v);
+        if (f) WEFT_PY_HANDOFF_ACQUIRE(f);
         if (f && f->exc) res = Py_NewRef(f->exc);
     }
-    Py_END_CRITICAL_SECTION();
+    WEFT_PY_CS_END();
     Py_DECREF(k);
     if (PyErr_Occurred()) PyErr_Clear();
     return res;

@@ -142,7 +142,7 @@ weft_py_data_unregister(DataObject *d)
         return -1;
     }
     Py_INCREF(d);
-    Py_BEGIN_CRITICAL_SECTION(r);
+    WEFT_PY_CS_BEGIN(r)
     weft_py_data_release(d);
     if (r->data_map) {
         PyObject *k = PyLong_FromVoidPtr(d->obj);
@@ -155,7 +155,7 @@ weft_py_data_unregister(DataObject *d)
             PyErr_Clear();
         }
     }
-    Py_END_CRITICAL_SECTION();
+    WEFT_PY_CS_END();
     Py_DECREF(d);
     return 0;
 }

@@ -144,7 +144,7 @@ Runtime_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
         Py_XDECREF(on);
     }
 #endif
-    r->closing = 0;
+    atomic_init(&r->closing, 0);
     r->weakreflist = NULL;
     PyObject_GC_Track(r);
     if (!r->failures || !r->failed || !r->data_map || !r->spaces) goto fail;

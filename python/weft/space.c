@@ -97,7 +97,10 @@ static PyObject *
 Space_getitem(SpaceObject *s, PyObject *key)
 {
     PyObject *t = PyDict_GetItemWithError(s->tasks, key);
-    if (t) return Py_NewRef(t);
+    if (t) {
+        WEFT_PY_HANDOFF_ACQUIRE(t); /* published by the thread that made it (below) */
+        return Py_NewRef(t);
+    }
     if (PyErr_Occurred()) return NULL;
     modstate *st = weft_py_state_of_type(Py_TYPE(s));
     if (st == NULL) return NULL;
@@ -111,15 +114,16 @@ Space_getitem(SpaceObject *s, PyObject *key)
         return NULL;
     }
     PyObject *prev = NULL;
-    Py_BEGIN_CRITICAL_SECTION(s);
+    WEFT_PY_CS_BEGIN(s)
     prev = PyDict_GetItemWithError(s->tasks, key);
     if (prev == NULL && !PyErr_Occurred()) {
         n->index = PyList_GET_SIZE(s->keys);
+        WEFT_PY_HANDOFF_RELEASE(n);
         if (PyList_Append(s->keys, key) == 0 && PyDict_SetItem(s->tasks, key, (PyObject *)n) == 0)
             prev = (PyObject *)n;
     }
     Py_XINCREF(prev);
-    Py_END_CRITICAL_SECTION();
+    WEFT_PY_CS_END();
     Py_DECREF(n);
     return prev;
 }
@@ -164,7 +168,7 @@ weft_py_slot_handle(TaskObject *t, RuntimeObject *r)
         return NULL;
     }
     weft_task *h = NULL;
-    Py_BEGIN_CRITICAL_SECTION(s);
+    WEFT_PY_CS_BEGIN(s)
     if (space_bind(s, r) == 0) {
         if (t->ph == NULL) {
             int rc = weft_space_task(s->s, &t->index, 1, &t->ph);
@@ -177,7 +181,7 @@ weft_py_slot_handle(TaskObject *t, RuntimeObject *r)
         }
         h = t->ph;
     }
-    Py_END_CRITICAL_SECTION();
+    WEFT_PY_CS_END();
     return h;
 }
 
@@ -187,10 +191,10 @@ weft_py_slot_spawned(TaskObject *t)
     SpaceObject *s = (SpaceObject *)t->space;
     if (s == NULL) return NULL;
     weft_task *h = NULL;
-    Py_BEGIN_CRITICAL_SECTION(s);
+    WEFT_PY_CS_BEGIN(s)
     /* ph is set before any spawn into the slot: without it, nothing to ask. */
     if (s->s && t->ph && weft_space_task(s->s, &t->index, 1, &h) != 0) h = NULL;
-    Py_END_CRITICAL_SECTION();
+    WEFT_PY_CS_END();
     weft_task_info info;
     if (h && (weft_task_info_get(h, &info) != 0 || info.id == 0)) h = NULL; /* a placeholder */
     return h;
@@ -205,7 +209,7 @@ weft_py_slot_cancel(TaskObject *t)
         return -1;
     }
     int res;
-    Py_BEGIN_CRITICAL_SECTION(s);
+    WEFT_PY_CS_BEGIN(s)
     if (s->s == NULL) {
         /* Unbound: the binding (weft_py_slot_handle, under the same
          * critical section) passes the request on to the C space. */
@@ -215,7 +219,7 @@ weft_py_slot_cancel(TaskObject *t)
         int rc = weft_space_cancel(s->s, &t->index, 1);
         res = rc >= 0 ? rc : 2; /* an error: the C space is gone with its runtime */
     }
-    Py_END_CRITICAL_SECTION();
+    WEFT_PY_CS_END();
     return res;
 }
 
@@ -238,9 +242,9 @@ weft_py_space_key_label(RuntimeObject *r, const char *cname)
     long long idx = strtoll(br + 1, NULL, 10);
     SpaceObject *s = (SpaceObject *)sp;
     PyObject *key = NULL;
-    Py_BEGIN_CRITICAL_SECTION(s);
+    WEFT_PY_CS_BEGIN(s)
     if (idx >= 0 && idx < PyList_GET_SIZE(s->keys)) key = Py_NewRef(PyList_GET_ITEM(s->keys, idx));
-    Py_END_CRITICAL_SECTION();
+    WEFT_PY_CS_END();
     if (key == NULL) return NULL;
     PyObject *label = space_label(s, key);
     Py_DECREF(key);
@@ -260,7 +264,7 @@ weft_py_spaces_unbind(RuntimeObject *r)
     }
     for (Py_ssize_t j = 0; j < PyList_GET_SIZE(spaces); j++) {
         SpaceObject *s = (SpaceObject *)PyList_GET_ITEM(spaces, j);
-        Py_BEGIN_CRITICAL_SECTION(s);
+        WEFT_PY_CS_BEGIN(s)
         if (s->rt == r) { /* (not bound again since, to another runtime) */
             s->s = NULL; /* destroyed with the C runtime; the space may bind to another one */
             s->rt = NULL;
@@ -270,7 +274,7 @@ weft_py_spaces_unbind(RuntimeObject *r)
             Py_XDECREF(vals);
             if (PyErr_Occurred()) PyErr_Clear();
         }
-        Py_END_CRITICAL_SECTION();
+        WEFT_PY_CS_END();
     }
     Py_DECREF(spaces);
 }
@@ -318,9 +322,11 @@ Space_wait(SpaceObject *s, PyObject *args, PyObject *kwds)
     if (vals == NULL) return NULL;
     for (Py_ssize_t i = 0; i < PyList_GET_SIZE(vals); i++) {
         TaskObject *t = (TaskObject *)PyList_GET_ITEM(vals, i);
-        if (t->phase == PH_DECLARED) continue;
+        if (atomic_load(&t->phase) == PH_DECLARED) continue;
         int rc = weft_py_task_wait(t, deadline);
-        if (weft_py_raise_outcome(t, rc, 0) < 0) {
+        int failed = weft_py_raise_outcome(t, rc, 0) < 0;
+        WEFT_PY_HANDOFF_RELEASE(t);
+        if (failed) {
             Py_DECREF(vals);
             return NULL;
         }

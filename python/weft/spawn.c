@@ -369,6 +369,7 @@ spawn_locked(modstate *st, RuntimeObject *r, PyObject *const *args, Py_ssize_t n
          * (from two threads), exactly one gets past here.  Every way out
          * below that does not submit it puts it back (done:). */
         int declared = PH_DECLARED;
+        WEFT_PY_HANDOFF_ACQUIRE(slot); /* what the last thread to touch it did */
         if (!atomic_compare_exchange_strong(&slot->phase, &declared, PH_SPAWNING)) {
             PyErr_Format(PyExc_ValueError, "spawn(): task %R was already spawned%s",
                          slot->name ? slot->name : Py_None,
@@ -406,7 +407,7 @@ spawn_locked(modstate *st, RuntimeObject *r, PyObject *const *args, Py_ssize_t n
         goto done;
     }
 
-    Py_BEGIN_CRITICAL_SECTION(r);
+    WEFT_PY_CS_BEGIN(r)
     for (Py_ssize_t i = 0; i < nd; i++) {
         PyObject *o = PySequence_Fast_GET_ITEM(deps, i);
         if (!Py_IS_TYPE(o, st->Task_T)) {
@@ -487,8 +488,11 @@ unlock_fail:
         Py_CLEAR(t);
     }
 unlock:;
-    Py_END_CRITICAL_SECTION();
+    WEFT_PY_CS_END();
 done:
+    for (Py_ssize_t i = 0; deps && i < nd; i++) WEFT_PY_HANDOFF_RELEASE(PySequence_Fast_GET_ITEM(deps, i));
+    if (result) WEFT_PY_HANDOFF_RELEASE(result);
+    if (slot) WEFT_PY_HANDOFF_RELEASE(slot);
     if (slot && result == NULL) {
         /* Not submitted: give the claim back. */
         int claimed = PH_SPAWNING;

@@ -9,6 +9,7 @@ weft_py_task_new(modstate *st)
 {
     TaskObject *t = PyObject_GC_New(TaskObject, st->Task_T);
     if (t == NULL) return NULL;
+    WEFT_PY_HANDOFF_ACQUIRE(t);
     t->rt = NULL;
     t->h = NULL;
     t->fn = t->args = t->kwargs = t->result = t->exc = t->name = NULL;
@@ -138,18 +139,18 @@ PyObject *
 weft_py_task_cancel_exc(TaskObject *t, const char *why)
 {
     PyObject *res = NULL;
-    Py_BEGIN_CRITICAL_SECTION(t);
+    WEFT_PY_CS_BEGIN(t)
     res = t->exc ? Py_NewRef(t->exc) : NULL;
-    Py_END_CRITICAL_SECTION();
+    WEFT_PY_CS_END();
     if (res) return res;
     /* Made outside the critical section (it calls Python code); the first
      * thread to install its exception wins. */
     PyObject *e = weft_py_make_cancelled(t, why);
     if (e == NULL) return NULL;
-    Py_BEGIN_CRITICAL_SECTION(t);
+    WEFT_PY_CS_BEGIN(t)
     if (t->exc == NULL) t->exc = Py_NewRef(e);
     res = Py_NewRef(t->exc);
-    Py_END_CRITICAL_SECTION();
+    WEFT_PY_CS_END();
     Py_DECREF(e);
     return res;
 }
@@ -193,6 +194,7 @@ Task_clear(TaskObject *t)
 static void
 Task_dealloc(TaskObject *t)
 {
+    WEFT_PY_HANDOFF_ACQUIRE(t);
     PyTypeObject *tp = Py_TYPE(t);
     PyObject_GC_UnTrack(t);
     if (t->weakreflist) PyObject_ClearWeakRefs((PyObject *)t);
@@ -210,6 +212,7 @@ Task_dealloc(TaskObject *t)
     Py_CLEAR(t->kwargs);
     Py_CLEAR(t->name);
     Py_CLEAR(t->rt);
+    WEFT_PY_HANDOFF_RELEASE(t);
     tp->tp_free(t);
     Py_DECREF(tp);
 }
@@ -225,7 +228,7 @@ Task_new_err(PyTypeObject *tp, PyObject *a, PyObject *k)
 }
 
 static PyObject *
-Task_wait(TaskObject *t, PyObject *args, PyObject *kwds)
+Task_wait_impl(TaskObject *t, PyObject *args, PyObject *kwds)
 {
     static char *kwlist[] = {"timeout", NULL};
     PyObject *to = NULL;
@@ -238,7 +241,7 @@ Task_wait(TaskObject *t, PyObject *args, PyObject *kwds)
 }
 
 static PyObject *
-Task_result(TaskObject *t, PyObject *args, PyObject *kwds)
+Task_result_impl(TaskObject *t, PyObject *args, PyObject *kwds)
 {
     static char *kwlist[] = {"timeout", NULL};
     PyObject *to = NULL;
@@ -251,7 +254,7 @@ Task_result(TaskObject *t, PyObject *args, PyObject *kwds)
 }
 
 static PyObject *
-Task_exception(TaskObject *t, PyObject *args, PyObject *kwds)
+Task_exception_impl(TaskObject *t, PyObject *args, PyObject *kwds)
 {
     static char *kwlist[] = {"timeout", NULL};
     PyObject *to = NULL;
@@ -278,7 +281,7 @@ Task_exception(TaskObject *t, PyObject *args, PyObject *kwds)
 }
 
 static PyObject *
-Task_done(TaskObject *t, PyObject *Py_UNUSED(ignored))
+Task_done_impl(TaskObject *t, PyObject *Py_UNUSED(ignored))
 {
     weft_task_status s = WEFT_TASK_WAITING; /* stays so for a slot nobody spawned into */
     phase_status(t, &s);
@@ -286,7 +289,7 @@ Task_done(TaskObject *t, PyObject *Py_UNUSED(ignored))
 }
 
 static PyObject *
-Task_cancel(TaskObject *t, PyObject *Py_UNUSED(ignored))
+Task_cancel_impl(TaskObject *t, PyObject *Py_UNUSED(ignored))
 {
     if (atomic_load(&t->phase) != PH_SUBMITTED) {
         /* A slot, perhaps being spawned into by another thread right now:
@@ -313,19 +316,19 @@ Task_cancel(TaskObject *t, PyObject *Py_UNUSED(ignored))
 }
 
 static PyObject *
-Task_get_status(TaskObject *t, void *Py_UNUSED(c))
+Task_get_status_impl(TaskObject *t, void *Py_UNUSED(c))
 {
     return PyUnicode_FromString(phase_status(t, NULL));
 }
 
 static PyObject *
-Task_get_name(TaskObject *t, void *Py_UNUSED(c))
+Task_get_name_impl(TaskObject *t, void *Py_UNUSED(c))
 {
     return Py_NewRef(t->name ? t->name : Py_None);
 }
 
 static PyObject *
-Task_get_id(TaskObject *t, void *Py_UNUSED(c))
+Task_get_id_impl(TaskObject *t, void *Py_UNUSED(c))
 {
     weft_task_info info;
     weft_task *h = task_handle(t);
@@ -334,11 +337,46 @@ Task_get_id(TaskObject *t, void *Py_UNUSED(c))
 }
 
 static PyObject *
-Task_repr(TaskObject *t)
+Task_repr_impl(TaskObject *t)
 {
     const char *s = phase_status(t, NULL);
     if (t->name) return PyUnicode_FromFormat("<weft.Task %R %s>", t->name, s);
     return PyUnicode_FromFormat("<weft.Task at %p %s>", t, s);
+}
+
+/* The methods, as Python calls them.  Each releases the task for TSan
+ * after its last access (a no-op otherwise): the thread may drop its
+ * reference next, and the Task may then be freed on another thread (see
+ * WEFT_PY_HANDOFF_RELEASE in _weft.h). */
+#define RELEASING_KW(name)                                                  \
+    static PyObject *name(TaskObject *t, PyObject *a, PyObject *k)          \
+    {                                                                       \
+        PyObject *res = name##_impl(t, a, k);                               \
+        WEFT_PY_HANDOFF_RELEASE(t);                                         \
+        return res;                                                         \
+    }
+#define RELEASING_1(name, T2)                                               \
+    static PyObject *name(TaskObject *t, T2 x)                              \
+    {                                                                       \
+        PyObject *res = name##_impl(t, x);                                  \
+        WEFT_PY_HANDOFF_RELEASE(t);                                         \
+        return res;                                                         \
+    }
+RELEASING_KW(Task_wait)
+RELEASING_KW(Task_result)
+RELEASING_KW(Task_exception)
+RELEASING_1(Task_done, PyObject *)
+RELEASING_1(Task_cancel, PyObject *)
+RELEASING_1(Task_get_status, void *)
+RELEASING_1(Task_get_name, void *)
+RELEASING_1(Task_get_id, void *)
+
+static PyObject *
+Task_repr(TaskObject *t)
+{
+    PyObject *res = Task_repr_impl(t);
+    WEFT_PY_HANDOFF_RELEASE(t);
+    return res;
 }
 
 static PyMethodDef Task_methods[] = {

@@ -31,9 +31,9 @@ wait_declared(TaskObject *t, uint64_t deadline)
     SpaceObject *s = (SpaceObject *)t->space;
     RuntimeObject *r = NULL;
     if (s) {
-        Py_BEGIN_CRITICAL_SECTION(s);
+        WEFT_PY_CS_BEGIN(s)
         r = (RuntimeObject *)Py_XNewRef(s->rt);
-        Py_END_CRITICAL_SECTION();
+        WEFT_PY_CS_END();
     }
     if (r == NULL) {
         modstate *st = weft_py_state_of_type(Py_TYPE(t));
@@ -228,16 +228,19 @@ weft_py_runtime_wait_all(RuntimeObject *r, uint64_t deadline)
          * order they happened.  The others are dropped, as in C.  The list
          * is taken and emptied in one critical section on the dict. */
         PyObject *failed = NULL;
-        Py_BEGIN_CRITICAL_SECTION(r->failures);
+        WEFT_PY_CS_BEGIN(r->failures)
         failed = PyDict_Keys(r->failures);
         if (failed) PyDict_Clear(r->failures);
-        Py_END_CRITICAL_SECTION();
+        WEFT_PY_CS_END();
         if (failed == NULL) return -1;
         PyObject *pick = NULL;
         for (Py_ssize_t i = 0; pick == NULL && i < PyList_GET_SIZE(failed); i++) {
             TaskObject *f = (TaskObject *)PyList_GET_ITEM(failed, i);
+            WEFT_PY_HANDOFF_ACQUIRE(f);
             if (!atomic_load(&f->retrieved) && f->exc) pick = Py_NewRef(f->exc);
         }
+        for (Py_ssize_t i = 0; i < PyList_GET_SIZE(failed); i++)
+            WEFT_PY_HANDOFF_RELEASE(PyList_GET_ITEM(failed, i)); /* before the list lets go */
         Py_DECREF(failed);
         if (pick == NULL) return 0;
         weft_py_raise_exc(pick);
