@@ -207,6 +207,8 @@ typedef struct RuntimeObject {
     uint64_t next_space;        /* serial for the C names of bound spaces */
     uint64_t spin_gil_ns;
     int gil_off;                /* free-threaded build running without the GIL: no hand-off */
+    struct TaskObject *_Atomic released; /* tasks whose bodies ran, references to drop
+                                   (gil_off only; weft_py_release_drain) */
     _Atomic int closing;        /* set once nothing runs any more, before destroy */
     PyObject *weakreflist;
 } RuntimeObject;
@@ -232,6 +234,7 @@ typedef struct TaskObject {
     int ran;               /* the body finished (result/exc are final) */
     _Atomic int retrieved; /* its exception was handed to the user */
     uint64_t fail_id;      /* its C id, under which rt->failed lists it (0: not listed) */
+    struct TaskObject *release_next; /* in rt->released */
     PyObject *weakreflist;
 } TaskObject;
 
@@ -350,6 +353,12 @@ PyObject *weft_py_err_weft(int rc, const char *what);
 
 int weft_py_trampoline(weft_ctx *ctx, void *arg);
 void weft_py_arg_destroy(void *arg);
+/* gil_off: a worker hands t (the cell's reference, and fn/args/kwargs kept
+ * on t) to r's release list instead of dropping them. */
+void weft_py_release_defer(RuntimeObject *r, TaskObject *t);
+/* Drop what the release list holds (any thread with a thread state; spawn,
+ * waits and close call it).  Cheap when the list is empty. */
+void weft_py_release_drain(RuntimeObject *r);
 /* The program has seen t's exception: wait_all no longer raises it. */
 void weft_py_task_retrieved(TaskObject *t);
 /* t is being freed: forget it as a failed task. */

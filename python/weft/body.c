@@ -46,12 +46,24 @@ weft_py_trampoline(weft_ctx *ctx, void *arg)
         if (exc) record_failure(r, t, fn, exc, weft_ctx_task_id(ctx));
     }
     t->ran = 1;
-    Py_DECREF(fn);
-    Py_XDECREF(args);
-    Py_XDECREF(kwargs);
     weft_py_tl_cur = prev;
-    WEFT_PY_HANDOFF_RELEASE(t);
-    Py_DECREF(t);
+    if (r->gil_off) {
+        /* Without the GIL, the references this worker drops here belong to
+         * objects the spawning thread made: each drop would queue the object
+         * to that thread's biased-refcount list, under a lock all workers
+         * contend for.  The spawning side drops them instead, in batches
+         * (weft_py_release_drain). */
+        t->fn = fn;
+        t->args = args;
+        t->kwargs = kwargs;
+        weft_py_release_defer(r, t);
+    } else {
+        Py_DECREF(fn);
+        Py_XDECREF(args);
+        Py_XDECREF(kwargs);
+        WEFT_PY_HANDOFF_RELEASE(t);
+        Py_DECREF(t);
+    }
     weft_py_tl_attached = attached;
     if (!attached) weft_py_gil_give(r, g);
     return rc;
@@ -82,6 +94,37 @@ weft_py_arg_destroy(void *arg)
     }
     atomic_fetch_sub_explicit(&r->inflight, 1, memory_order_relaxed);
     free(c);
+}
+
+void
+weft_py_release_defer(RuntimeObject *r, TaskObject *t)
+{
+    WEFT_PY_HANDOFF_RELEASE(t);
+    TaskObject *head = atomic_load_explicit(&r->released, memory_order_relaxed);
+    do {
+        t->release_next = head;
+    } while (!atomic_compare_exchange_weak_explicit(&r->released, &head, t, memory_order_release,
+                                                    memory_order_relaxed));
+}
+
+void
+weft_py_release_drain(RuntimeObject *r)
+{
+    if (atomic_load_explicit(&r->released, memory_order_relaxed) == NULL) return;
+    /* Taking the whole list at once: pushes never read a node's successor,
+     * so a node freed and reused meanwhile cannot confuse them. */
+    TaskObject *t = atomic_exchange_explicit(&r->released, NULL, memory_order_acquire);
+    while (t) {
+        TaskObject *next = t->release_next;
+        t->release_next = NULL;
+        WEFT_PY_HANDOFF_ACQUIRE(t);
+        Py_CLEAR(t->fn);
+        Py_CLEAR(t->args);
+        Py_CLEAR(t->kwargs);
+        WEFT_PY_HANDOFF_RELEASE(t);
+        Py_DECREF(t);
+        t = next;
+    }
 }
 
 /* ------------------------------------------------------------------------ */

@@ -124,6 +124,7 @@ Runtime_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
     r->interp = PyInterpreterState_Get();
     atomic_init(&r->inflight, 0);
     atomic_init(&r->py_busy, 0);
+    atomic_init(&r->released, NULL);
     r->spawn_gil = spawn_mode;
     r->failures = PyDict_New();
     r->failed = PyDict_New();
@@ -237,6 +238,7 @@ close_locked(RuntimeObject *r)
     END_NOGIL_W
     (void)rc;
     r->rt = NULL;
+    weft_py_release_drain(r); /* every body has run */
     weft_py_spaces_unbind(r);
     /* Buffers stay exported until here. */
     PyObject *handles = PyDict_Values(r->data_map);
@@ -302,6 +304,7 @@ Runtime_dealloc(RuntimeObject *r)
         END_NOGIL
         (void)rc;
     }
+    weft_py_release_drain(r);
     Runtime_clear(r);
     Py_CLEAR(r->module);
     pthread_mutex_destroy(&r->close_lock);

@@ -331,6 +331,7 @@ spawn_locked(modstate *st, RuntimeObject *r, PyObject *const *args, Py_ssize_t n
         }
     }
     if (weft_py_check_open(r, "spawn()") < 0) return NULL;
+    weft_py_release_drain(r);
 
     int priority = 0;
     if (kw.priority && kw.priority != Py_None) {

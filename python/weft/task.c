@@ -22,6 +22,7 @@ weft_py_task_new(modstate *st)
     t->fail_id = 0;
     t->index = -1;
     t->ph = NULL;
+    t->release_next = NULL;
     t->weakreflist = NULL;
     PyObject_GC_Track(t);
     return t;

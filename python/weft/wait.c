@@ -56,7 +56,9 @@ int
 weft_py_task_wait(TaskObject *t, uint64_t deadline)
 {
     if (atomic_load(&t->phase) != PH_SUBMITTED) return wait_declared(t, deadline);
-    return wait_handle(t, t->h, deadline);
+    int rc = wait_handle(t, t->h, deadline);
+    if (t->rt) weft_py_release_drain(t->rt);
+    return rc;
 }
 
 static int
@@ -222,6 +224,7 @@ weft_py_runtime_wait_all(RuntimeObject *r, uint64_t deadline)
             return -1;
         }
     }
+    weft_py_release_drain(r);
     if (rc == 0 && PyDict_GET_SIZE(r->failures) > 0) {
         /* Re-raise the first failure the program has not seen yet (through
          * .result()/.exception()): r->failures lists exactly those, in the
