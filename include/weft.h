@@ -122,16 +122,33 @@ typedef struct weft_config {
     void (*on_worker_start)(unsigned worker, void *hook_arg);
     void (*on_worker_stop)(unsigned worker, void *hook_arg);
     void *hook_arg;
+    /* The devices, as a comma-separated list (blanks around items ignored):
+     *   cpu             the CPU cores (the workers) and host memory
+     *   vgpu[:N]        N virtual GPUs (default 1, at most 64): simulated
+     *                   GPUs in host memory, for machines without a GPU
+     *   cuda            every CUDA device found
+     *   cuda:I[,J...]   these CUDA devices (ordinals)
+     * e.g. "cpu,vgpu:4", "cpu,cuda", "cpu,cuda:0,1".  NULL (or blank) is the
+     * default: every CPU core and every CUDA device found (none is fine).  A
+     * bad string, or CUDA devices asked for that this machine does not have,
+     * makes weft_runtime_create fail with WEFT_EINVAL and a message naming
+     * the bad part.  The string is read during weft_runtime_create only.
+     * Host memory is always device 0.  Env: WEFT_DEVICES. */
+    const char *devices;
+    /* Memory of each virtual GPU, in bytes (its arena).  0 means 1 GiB.
+     * Env: WEFT_VGPU_MEMORY. */
+    size_t vgpu_memory;
 } weft_config;
 
 /* Fill *cfg with defaults, then apply the environment overrides named above.
  * Malformed environment values are ignored.  Never fails; never blocks. */
 WEFT_API void weft_config_init(weft_config *cfg);
 
-/* Create a runtime and start its workers.  cfg may be NULL (defaults plus
- * environment).  On success *out owns the runtime until weft_runtime_destroy.
- * Errors: WEFT_EINVAL (out is NULL), WEFT_ENOMEM, WEFT_ESYSTEM (a worker thread
- * could not start; none is left running).  Blocks only to start threads.
+/* Create a runtime and start its workers and devices.  cfg may be NULL
+ * (defaults plus environment).  On success *out owns the runtime until
+ * weft_runtime_destroy.  Errors: WEFT_EINVAL (out is NULL, a bad device
+ * string), WEFT_ENOMEM, WEFT_ESYSTEM (a worker or device thread could not
+ * start; none is left running).  Blocks only to start threads.
  * Must not be called from a task. */
 WEFT_API WEFT_NODISCARD int weft_runtime_create(const weft_config *cfg, weft_runtime **out);
 
@@ -179,6 +196,35 @@ typedef struct weft_stats {
 /* Snapshot of the counters (approximate while tasks run).  Errors:
  * WEFT_EINVAL, WEFT_ECLOSED.  Never blocks; may be called from a task. */
 WEFT_API WEFT_NODISCARD int weft_runtime_stats(weft_runtime *rt, weft_stats *out);
+
+/* ------------------------------------------------------------------------ */
+/* Devices                                                                   */
+/* ------------------------------------------------------------------------ */
+
+typedef enum weft_device_kind {
+    WEFT_DEVICE_CPU = 0,   /* the CPU cores and host memory (always device 0) */
+    WEFT_DEVICE_VGPU = 1,  /* a virtual GPU */
+    WEFT_DEVICE_CUDA = 2   /* a CUDA device */
+} weft_device_kind;
+
+typedef struct weft_device_info {
+    weft_device_kind kind;
+    unsigned index;        /* in this runtime: 0 .. weft_device_count - 1 */
+    int ordinal;           /* among the devices of its kind: vgpu 0..N-1, the CUDA ordinal;
+                              -1 for the CPU */
+    char name[32];         /* "cpu", "vgpu:0", "cuda:1" */
+    size_t memory;         /* bytes it can hold (SIZE_MAX: unlimited host memory) */
+    size_t memory_used;    /* bytes allocated on it now */
+    int cpu_tasks;         /* the CPU only: 1 if "cpu" was among the devices asked for */
+} weft_device_info;
+
+/* Number of devices of rt (at least 1: the CPU), or 0 if rt is not a live
+ * runtime.  Never blocks; thread-safe; may be called from a task. */
+WEFT_API unsigned weft_device_count(weft_runtime *rt);
+
+/* Describe device i of rt.  Errors: WEFT_EINVAL (bad runtime, out NULL, i
+ * out of range), WEFT_ECLOSED.  Never blocks; thread-safe. */
+WEFT_API WEFT_NODISCARD int weft_device_info_get(weft_runtime *rt, unsigned i, weft_device_info *out);
 
 /* ------------------------------------------------------------------------ */
 /* Data handles                                                              */
@@ -248,7 +294,9 @@ typedef struct weft_task_desc {
     void *arg;                        /* passed to body; owned by the task if arg_destroy is set */
     void (*arg_destroy)(void *arg);   /* called exactly once, after the body ran or the
                                          task was cancelled (on some worker or in
-                                         weft_spawn if the spawn fails) */
+                                         weft_spawn if the spawn fails), and before the
+                                         task is seen finished: when a wait on it
+                                         returns, arg_destroy has returned */
     weft_task *const *deps;           /* tasks this one must follow; may be NULL if ndeps == 0 */
     size_t ndeps;
     const weft_access *accesses;      /* data this task touches; may be NULL if naccesses == 0 */

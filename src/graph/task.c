@@ -520,6 +520,11 @@ void weft__task_complete(weft__task *t, int final, weft__qnode **next)
         weft__commute_release(t, next);
     if (final == WEFT__T_FAILED)
         atomic_fetch_add(&g->failures, 1); /* before inflight drops: wait_all must see it */
+    /* Before the state is final: a wait that returns has seen arg destroyed. */
+    if (t->arg_destroy) {
+        t->arg_destroy(t->arg);
+        t->arg_destroy = NULL;
+    }
     atomic_store(&t->state, final);
     weft__edge *e = atomic_exchange_explicit(&t->successors, WEFT__CLOSED, memory_order_acq_rel);
     uint64_t cid = 0;
@@ -540,10 +545,6 @@ void weft__task_complete(weft__task *t, int final, weft__qnode **next)
     }
     for (uint32_t i = 0; i < t->naccess; i++)
         weft__data_unpin(t->access[i].data);
-    if (t->arg_destroy) {
-        t->arg_destroy(t->arg);
-        t->arg_destroy = NULL;
-    }
     if (!t->proxy)
         count_final(g, final);
     if (atomic_load(&t->waiters) > 0)
