@@ -38,8 +38,9 @@ struct weft__rt {
      * in-flight counts and their last read of the graph (weft__rt_leave):
      * destroy waits for none before it frees (workers are joined instead). */
     _Atomic int64_t leaving;
-    weft__device *dev[8];              /* [0] the host; the rest added by tests (and later issues) */
+    weft__device *dev[WEFT__MAX_DEVICES]; /* [0] the host; then the virtual GPUs (and test devices) */
     unsigned ndev;
+    bool cpu_tasks;                    /* "cpu" was among the devices asked for */
     /* data_lock protects data_list, spaces and adding to dev (devices are
      * added before the tasks and data that use them).  Taken alone. */
     pthread_mutex_t data_lock;

@@ -18,7 +18,7 @@ long weft__alloc_count(void);
  * handle slots are counted while they are in use, not while pooled). */
 long weft__alloc_live(void);
 
-/* ---- the test device (device/testdev.c) ---------------------------------
+/* ---- the test device (a virtual GPU with fixed delays: device/vgpu.c) -----
  * Attach a test device to rt (before registering data that should have a
  * replica on it): its queue is served by a thread of its own, each kernel
  * after delay_ns.  *index receives its device index (1, 2, ...).  Errors:

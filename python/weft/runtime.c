@@ -65,11 +65,12 @@ static PyObject *
 Runtime_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
 {
     static char *kwlist[] = {"workers", "trace", "spin_ns", "max_inflight", "gil_spin_ns",
-                             "spawn_gil", NULL};
+                             "spawn_gil", "devices", "vgpu_memory", NULL};
     PyObject *workers = NULL, *trace = NULL, *spin = NULL, *maxin = NULL, *gspin = NULL;
-    const char *spawn_gil = NULL;
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "|O$OOOOz:Runtime", kwlist, &workers, &trace, &spin,
-                                     &maxin, &gspin, &spawn_gil))
+    PyObject *vgpu_mem = NULL;
+    const char *spawn_gil = NULL, *devices = NULL;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "|O$OOOOzzO:Runtime", kwlist, &workers, &trace, &spin,
+                                     &maxin, &gspin, &spawn_gil, &devices, &vgpu_mem))
         return NULL;
     if (spawn_gil == NULL) spawn_gil = getenv("WEFT_PY_SPAWN_GIL");
     int spawn_mode = SPAWN_HOLD;
@@ -101,6 +102,9 @@ Runtime_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
     if (has) cfg.spin_ns = v;
     if ((has = parse_size(maxin, "max_inflight", &v)) < 0) return NULL;
     if (has) cfg.max_inflight = (size_t)v;
+    if (devices) cfg.devices = devices; /* read by weft_runtime_create only */
+    if ((has = parse_size(vgpu_mem, "vgpu_memory", &v)) < 0) return NULL;
+    if (has) cfg.vgpu_memory = (size_t)v;
     uint64_t gil_spin = 20000; /* 20 us */
     const char *env = getenv("WEFT_GIL_SPIN_NS");
     if (env && *env) gil_spin = strtoull(env, NULL, 10);
@@ -452,6 +456,33 @@ Runtime_get_gil_handoff(RuntimeObject *r, void *Py_UNUSED(c))
 }
 
 static PyObject *
+Runtime_get_devices(RuntimeObject *r, void *Py_UNUSED(c))
+{
+    static const char *kinds[] = {"cpu", "vgpu", "cuda"};
+    weft_runtime *rt = r->rt;
+    if (rt == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "devices: the weft runtime is closed");
+        return NULL;
+    }
+    unsigned n = weft_device_count(rt);
+    PyObject *list = PyList_New(0);
+    for (unsigned i = 0; list && i < n; i++) {
+        weft_device_info d;
+        if (weft_device_info_get(rt, i, &d) != 0) {
+            Py_DECREF(list);
+            return weft_py_err_weft(WEFT_ECLOSED, "devices");
+        }
+        PyObject *item = Py_BuildValue("{sssIsisssnsn}", "kind", kinds[d.kind % 3], "index", d.index,
+                                       "ordinal", d.ordinal, "name", d.name, "memory",
+                                       (Py_ssize_t)(d.memory > PY_SSIZE_T_MAX ? PY_SSIZE_T_MAX : d.memory),
+                                       "memory_used", (Py_ssize_t)d.memory_used);
+        if (item == NULL || PyList_Append(list, item) < 0) Py_CLEAR(list);
+        Py_XDECREF(item);
+    }
+    return list;
+}
+
+static PyObject *
 Runtime_get_workers(RuntimeObject *r, void *Py_UNUSED(c))
 {
     return PyLong_FromUnsignedLong(r->workers);
@@ -494,6 +525,9 @@ static PyMethodDef Runtime_methods[] = {
 
 static PyGetSetDef Runtime_getset[] = {
     {"workers", (getter)Runtime_get_workers, NULL, "number of worker threads", NULL},
+    {"devices", (getter)Runtime_get_devices, NULL,
+     "the runtime's devices: a list of dicts (kind 'cpu', 'vgpu' or 'cuda', index, ordinal, name, "
+     "memory, memory_used), the CPU first", NULL},
     {"gil_handoff", (getter)Runtime_get_gil_handoff, NULL,
      "whether workers hand the GIL to each other (False on a free-threaded build running "
      "without the GIL: there is nothing to hand off)", NULL},
@@ -505,7 +539,8 @@ static PyMemberDef Runtime_members[] = {
     {NULL, 0, 0, 0, NULL}};
 
 static PyType_Slot Runtime_slots[] = {
-    {Py_tp_doc, "Runtime(workers=0, *, trace=None, spin_ns=None, max_inflight=None, gil_spin_ns=None)\n\n"
+    {Py_tp_doc, "Runtime(workers=0, *, trace=None, spin_ns=None, max_inflight=None, gil_spin_ns=None, "
+                "spawn_gil=None, devices=None, vgpu_memory=None)\n\n"
                 "A Weft runtime: worker threads that run Python tasks.  Use it as a context "
                 "manager; leaving the block waits for every task, re-raises the first task "
                 "exception and closes the runtime."},

@@ -1,10 +1,54 @@
 /*
- * api/devices.c — the runtime's device table: work a body queues on a
- * device (the ENQUEUED stage), and the test device's hooks (src/testing.h).
- * The placement and public device API of the devices issue go here.
+ * api/devices.c — the runtime's device table: what the public API tells
+ * about it, work a body queues on a device (the ENQUEUED stage), and the
+ * test device's hooks (src/testing.h).  Placement (devices issue) goes here.
  */
 #include "runtime.h"
 #include "testing.h"
+
+#include <stdio.h>
+#include <string.h>
+
+unsigned weft_device_count(weft_runtime *h)
+{
+    int err;
+    weft__rt *rt = weft__rt_get(h, "weft_device_count", &err);
+    if (!rt)
+        return 0;
+    pthread_mutex_lock(&rt->data_lock);
+    unsigned n = rt->ndev;
+    pthread_mutex_unlock(&rt->data_lock);
+    return n;
+}
+
+int weft_device_info_get(weft_runtime *h, unsigned i, weft_device_info *out)
+{
+    weft__clear_error();
+    if (!out)
+        return weft__error(WEFT_EINVAL, "weft_device_info_get: out is NULL");
+    int err;
+    weft__rt *rt = weft__rt_enter(h, "weft_device_info_get", &err, 1, true);
+    if (!rt)
+        return err;
+    int rc = 0;
+    pthread_mutex_lock(&rt->data_lock);
+    if (i >= rt->ndev) {
+        rc = weft__error(WEFT_EINVAL, "weft_device_info_get: device %u of %u", i, rt->ndev);
+    } else {
+        const weft__device *d = rt->dev[i];
+        memset(out, 0, sizeof *out);
+        out->kind = d->kind;
+        out->index = i;
+        out->ordinal = d->ordinal;
+        snprintf(out->name, sizeof out->name, "%s", d->name);
+        out->memory = d->capacity;
+        out->memory_used = atomic_load(&d->used);
+        out->cpu_tasks = i == 0 && rt->cpu_tasks;
+    }
+    pthread_mutex_unlock(&rt->data_lock);
+    weft__rt_leave(rt, 1);
+    return rc;
+}
 
 int weft__test_device_add(weft_runtime *h, uint64_t delay_ns, size_t capacity, unsigned *index)
 {
@@ -22,6 +66,7 @@ int weft__test_device_add(weft_runtime *h, uint64_t delay_ns, size_t capacity, u
         if (!dev) {
             rc = weft__error(WEFT_ENOMEM, "weft__test_device_add: could not start the device");
         } else {
+            dev->ordinal = (int)rt->ndev;
             dev->index = rt->ndev;
             rt->dev[rt->ndev] = dev;
             if (index)

@@ -98,6 +98,36 @@ void weft_config_init(weft_config *cfg)
         cfg->max_inflight = (size_t)v;
     if (env_u64("WEFT_MAX_NESTING", &v) && v > 0 && v <= 1u << 20)
         cfg->max_nesting = (unsigned)v;
+    const char *devices = getenv("WEFT_DEVICES");
+    if (devices && *devices)
+        cfg->devices = devices;
+    if (env_u64("WEFT_VGPU_MEMORY", &v) && v > 0)
+        cfg->vgpu_memory = (size_t)v;
+}
+
+/* The devices after the host, as the parsed device string asks. */
+static int add_devices(weft__rt *rt, const weft__devspec *spec, const char *str)
+{
+    if ((spec->cuda_all && !spec->cuda_optional) || spec->ncuda)
+        return weft__error(WEFT_EINVAL, "weft_runtime_create: devices \"%s\": no CUDA device found "
+                                        "(this build of Weft has no CUDA device kind yet)", str);
+    weft__vgpu_params p;
+    weft__vgpu_params_default(&p);
+    if (rt->cfg.vgpu_memory)
+        p.capacity = rt->cfg.vgpu_memory;
+    for (unsigned i = 0; i < spec->vgpus; i++) {
+        char name[32];
+        snprintf(name, sizeof name, "vgpu:%u", i);
+        weft__device *dev = weft__vgpu_new(&rt->waits, &p, name);
+        if (!dev)
+            return weft__error(WEFT_ENOMEM, "weft_runtime_create: could not start virtual GPU %u "
+                                            "(%zu bytes of address space and a thread each)", i, p.capacity);
+        dev->kind = WEFT_DEVICE_VGPU;
+        dev->ordinal = (int)i;
+        dev->index = rt->ndev;
+        rt->dev[rt->ndev++] = dev;
+    }
+    return 0;
 }
 
 /* ------------------------------------------------------------------------ */
@@ -176,6 +206,10 @@ int weft_runtime_create(const weft_config *cfg_in, weft_runtime **out)
     }
     if (n > 4096)
         return weft__error(WEFT_EINVAL, "weft_runtime_create: %u workers is more than 4096", n);
+    weft__devspec spec;
+    char why[160];
+    if (weft__devspec_parse(cfg.devices, &spec, why, sizeof why) != 0)
+        return weft__error(WEFT_EINVAL, "weft_runtime_create: devices \"%s\": %s", cfg.devices, why);
 
     weft__rt *rt = weft__slot_alloc(WEFT__POOL_RUNTIME, sizeof(weft__rt));
     if (!rt)
@@ -209,6 +243,13 @@ int weft_runtime_create(const weft_config *cfg_in, weft_runtime **out)
         return weft__error(WEFT_ENOMEM, "weft_runtime_create: out of memory");
     }
     rt->ndev = 1;
+    rt->cpu_tasks = spec.cpu;
+    rt->cfg.devices = NULL; /* read here only */
+    int drc = add_devices(rt, &spec, cfg.devices ? cfg.devices : "");
+    if (drc != 0) {
+        rt_free(rt);
+        return drc;
+    }
     if (cfg.trace_path) {
         rt->trace_path = weft__strdup(cfg.trace_path);
         if (!rt->trace_path) {

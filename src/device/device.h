@@ -13,17 +13,20 @@
  * notify, and sleeping host waiters are woken through the waitset.
  *
  * Kinds: host (device/host.c: CPU cores and ordinary memory; work runs
- * inline), and a test device (device/testdev.c, reachable only through
- * src/testing.h) whose queues are served by threads after a delay, so that
- * tests prove completion from another thread.  The virtual GPU and CUDA
- * kinds (devices issue) add their own files; only device/cuda.c will include
- * a CUDA header.
+ * inline), virtual GPUs (device/vgpu.c: simulated GPUs in host memory, each
+ * queue served by a thread of its own; the test device of src/testing.h is
+ * one with fixed delays).  The CUDA kind adds device/cuda.c, the only file
+ * that will include a CUDA header.  device/spec.c parses the device string
+ * (weft_config.devices).
  */
 #ifndef WEFT_DEVICE_H
 #define WEFT_DEVICE_H
 
 #include "internal.h"
 #include "wait.h"
+
+/* Devices in one runtime at most: the host and 64 others. */
+#define WEFT__MAX_DEVICES 65
 
 typedef struct weft__device weft__device;
 typedef struct weft__dqueue weft__dqueue; /* an in-order queue (stream) */
@@ -65,6 +68,8 @@ typedef struct weft__device_ops {
 struct weft__device {
     const weft__device_ops *ops;
     unsigned index;                /* in the runtime's device table; 0 is the host */
+    weft_device_kind kind;
+    int ordinal;                   /* among its kind (-1: the host) */
     char name[32];
     size_t capacity;               /* bytes; SIZE_MAX for unlimited */
     _Atomic size_t used;
@@ -89,7 +94,40 @@ int weft__device_event_wait(weft__device *dev, weft__devent *e);
 weft__device *weft__host_device_new(weft__waitset *ws); /* NULL on ENOMEM */
 void weft__device_delete(weft__device *dev);           /* stops it first */
 
-/* The test device (tests only; see testing.h). */
+/* ---- virtual GPUs (device/vgpu.c) ---- */
+typedef struct weft__vgpu_params {
+    size_t capacity;          /* bytes of its arena */
+    uint64_t latency_ns;      /* copy model: fixed cost of one copy */
+    double host_bw;           /* bytes/s between host memory and the device */
+    double peer_bw;           /* bytes/s between two virtual GPUs */
+    double local_bw;          /* bytes/s within the device */
+    bool fixed_timing;        /* test device: each kernel/copy takes fixed_delay_ns (a kernel's
+                                 model_ns if given), before it runs; no model */
+    uint64_t fixed_delay_ns;
+} weft__vgpu_params;
+void weft__vgpu_params_default(weft__vgpu_params *p);
+/* A started virtual GPU (NULL on ENOMEM or if a thread could not start). */
+weft__device *weft__vgpu_new(weft__waitset *ws, const weft__vgpu_params *p, const char *name);
+/* The virtual GPU whose arena holds p, or NULL (host memory). */
+weft__device *weft__vgpu_of(const void *p);
+/* The modelled duration of copying n bytes from src to dst, queued on dev. */
+uint64_t weft__vgpu_copy_ns(const weft__vgpu_params *p, weft__device *dev, void *dst, const void *src, size_t n);
+
+/* The test device (tests only; see testing.h): a virtual GPU with fixed delays. */
 weft__device *weft__test_device_new(weft__waitset *ws, uint64_t delay_ns, size_t capacity);
+
+/* ---- the device string (device/spec.c) ---- */
+typedef struct weft__devspec {
+    bool cpu;                 /* "cpu" */
+    unsigned vgpus;           /* "vgpu[:N]" */
+    bool cuda_all;            /* "cuda": every CUDA device found */
+    bool cuda_optional;       /* the default: none found is fine */
+    unsigned ncuda;           /* "cuda:I[,J...]": these ordinals */
+    int cuda[WEFT__MAX_DEVICES - 1];
+} weft__devspec;
+/* Parse a device string (NULL or blank: the default, every CPU core and
+ * every CUDA device found).  0, or WEFT_EINVAL with a message naming the bad
+ * part in err. */
+int weft__devspec_parse(const char *s, weft__devspec *out, char *err, size_t errlen);
 
 #endif

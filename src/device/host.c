@@ -118,6 +118,8 @@ weft__device *weft__host_device_new(weft__waitset *ws)
     dev->capacity = SIZE_MAX;
     dev->ws = ws;
     strcpy(dev->name, "cpu");
+    dev->kind = WEFT_DEVICE_CPU;
+    dev->ordinal = -1;
     if (dev->ops->start(dev) != 0) {
         weft__free(dev);
         return NULL;

@@ -1,0 +1,567 @@
+/*
+ * device/vgpu.c — virtual GPUs: simulated GPUs in host memory, so that every
+ * GPU path runs (and is tested) on machines without one.
+ *
+ * Each virtual GPU has its own arena (a private range of address space, so
+ * one device's pointers are never another's, and weft__vgpu_of tells whose a
+ * pointer is), a capacity, in-order queues (streams) each served by a thread
+ * of its own, events, and asynchronous copies whose duration follows a
+ * latency + bandwidth model (host <-> device, device <-> device on one GPU,
+ * and between two GPUs).  Work on one queue runs in order; work on
+ * different queues runs at the same time (copies overlap kernels on other
+ * queues); an event wait orders queues; a copy is visible once its event
+ * fired.  A kernel is a host function run by its queue's thread, optionally
+ * stretched to a modelled duration.
+ *
+ * The test device of Weft's own tests (src/testing.h) is a virtual GPU
+ * whose every kernel and copy takes a fixed delay.
+ */
+#include "device/device.h"
+
+#include <string.h>
+#include <sys/mman.h>
+#include <time.h>
+
+/* ------------------------------------------------------------------------ */
+/* Arenas and their registry                                                 */
+/* ------------------------------------------------------------------------ */
+
+#define ARENA_ALIGN 256 /* as cudaMalloc: every allocation 256-byte aligned */
+
+typedef struct span_free {
+    size_t off, size;
+    struct span_free *next; /* by offset */
+} span_free;
+
+typedef struct arena {
+    char *base;
+    size_t size;
+    pthread_mutex_t lock; /* protects the free list */
+    span_free *free;
+} arena;
+
+/* Every live arena, to answer "whose memory is this?" (copies, checks).
+ * registry_lock protects the table; nothing nests under it. */
+static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct {
+    const char *base;
+    size_t size;
+    weft__device *dev;
+} registry[WEFT__MAX_DEVICES * 4];
+static size_t nregistry;
+
+weft__device *weft__vgpu_of(const void *p)
+{
+    weft__device *dev = NULL;
+    pthread_mutex_lock(&registry_lock);
+    for (size_t i = 0; i < nregistry && !dev; i++)
+        if ((const char *)p >= registry[i].base && (const char *)p < registry[i].base + registry[i].size)
+            dev = registry[i].dev;
+    pthread_mutex_unlock(&registry_lock);
+    return dev;
+}
+
+static int arena_init(arena *a, size_t size, weft__device *dev)
+{
+    size_t page = 4096;
+    size = (size + page - 1) / page * page;
+    void *m = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (m == MAP_FAILED)
+        return WEFT_ENOMEM;
+    span_free *f = weft__alloc(sizeof *f);
+    if (!f) {
+        munmap(m, size);
+        return WEFT_ENOMEM;
+    }
+    f->off = 0;
+    f->size = size;
+    f->next = NULL;
+    a->base = m;
+    a->size = size;
+    a->free = f;
+    pthread_mutex_init(&a->lock, NULL);
+    pthread_mutex_lock(&registry_lock);
+    bool full = nregistry == sizeof registry / sizeof registry[0];
+    if (!full) {
+        registry[nregistry].base = a->base;
+        registry[nregistry].size = a->size;
+        registry[nregistry].dev = dev;
+        nregistry++;
+    }
+    pthread_mutex_unlock(&registry_lock);
+    if (full) {
+        pthread_mutex_destroy(&a->lock);
+        weft__free(f);
+        munmap(m, size);
+        return WEFT_ENOMEM;
+    }
+    return 0;
+}
+
+static void arena_fini(arena *a)
+{
+    pthread_mutex_lock(&registry_lock);
+    for (size_t i = 0; i < nregistry; i++)
+        if (registry[i].base == a->base) {
+            registry[i] = registry[--nregistry];
+            break;
+        }
+    pthread_mutex_unlock(&registry_lock);
+    while (a->free) {
+        span_free *n = a->free->next;
+        weft__free(a->free);
+        a->free = n;
+    }
+    pthread_mutex_destroy(&a->lock);
+    munmap(a->base, a->size);
+}
+
+static size_t rounded(size_t n) { return n ? (n + ARENA_ALIGN - 1) / ARENA_ALIGN * ARENA_ALIGN : ARENA_ALIGN; }
+
+/* First fit. */
+static void *arena_alloc(arena *a, size_t n)
+{
+    n = rounded(n);
+    void *p = NULL;
+    pthread_mutex_lock(&a->lock);
+    for (span_free **pp = &a->free; *pp; pp = &(*pp)->next) {
+        span_free *f = *pp;
+        if (f->size < n)
+            continue;
+        p = a->base + f->off;
+        f->off += n;
+        f->size -= n;
+        if (f->size == 0) {
+            *pp = f->next;
+            weft__free(f);
+        }
+        break;
+    }
+    pthread_mutex_unlock(&a->lock);
+    return p;
+}
+
+/* Give [p, p+n) back, merging with its neighbours.  Returns false only if a
+ * new free span could not be allocated (the memory is then lost to the
+ * arena, never handed out twice). */
+static bool arena_free(arena *a, void *p, size_t n)
+{
+    n = rounded(n);
+    size_t off = (size_t)((char *)p - a->base);
+    bool ok = true;
+    pthread_mutex_lock(&a->lock);
+    span_free *prev = NULL, *next = a->free;
+    while (next && next->off < off) {
+        prev = next;
+        next = next->next;
+    }
+    bool join_prev = prev && prev->off + prev->size == off;
+    bool join_next = next && off + n == next->off;
+    if (join_prev && join_next) {
+        prev->size += n + next->size;
+        prev->next = next->next;
+        weft__free(next);
+    } else if (join_prev) {
+        prev->size += n;
+    } else if (join_next) {
+        next->off = off;
+        next->size += n;
+    } else {
+        span_free *f = weft__alloc(sizeof *f);
+        if (f) {
+            f->off = off;
+            f->size = n;
+            f->next = next;
+            if (prev)
+                prev->next = f;
+            else
+                a->free = f;
+        } else {
+            ok = false;
+        }
+    }
+    pthread_mutex_unlock(&a->lock);
+    /* Give large blocks' pages back to the system (they read as zero later). */
+    if (n >= ((size_t)1 << 20))
+        madvise(p, n, MADV_DONTNEED);
+    return ok;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Queues, events, work items                                                */
+/* ------------------------------------------------------------------------ */
+
+typedef enum item_kind { IT_KERNEL, IT_COPY, IT_RECORD, IT_WAIT, IT_NOTIFY, IT_STOP } item_kind;
+
+typedef struct item {
+    item_kind kind;
+    struct item *next;
+    weft__kernel_fn fn;
+    void *arg;
+    uint64_t ns;
+    void *dst;
+    const void *src;
+    size_t n;
+    weft__devent *event;
+    weft__done_fn done;
+    void *cookie;
+} item;
+
+typedef struct vgpu {
+    weft__vgpu_params p;
+    arena mem;
+    /* lock protects every queue's list and every event's record count;
+     * events firing broadcast `fired`.  Nothing nests under it. */
+    pthread_mutex_t lock;
+    pthread_cond_t fired;
+} vgpu;
+
+struct weft__dqueue {
+    weft__device *dev;
+    pthread_t thread;
+    pthread_cond_t more;       /* under vgpu.lock */
+    item *head, *tail;
+    int error;                 /* first error since the last notify (queue thread only) */
+};
+
+struct weft__devent {
+    weft__device *dev;
+    _Atomic int status;        /* 1 fired (or never recorded), 0 pending, < 0 error */
+    uint64_t seq;              /* records pending on it (under vgpu.lock) */
+};
+
+static vgpu *V(weft__device *dev) { return dev->impl; }
+
+static void sleep_ns(uint64_t ns)
+{
+    if (!ns)
+        return;
+    struct timespec ts = {(time_t)(ns / 1000000000u), (long)(ns % 1000000000u)};
+    while (nanosleep(&ts, &ts) != 0)
+        ;
+}
+
+/* Sleep until at least `ns` have passed since t0 (a modelled duration). */
+static void stretch_to(uint64_t t0, uint64_t ns)
+{
+    uint64_t spent = weft__now_ns() - t0;
+    if (spent < ns)
+        sleep_ns(ns - spent);
+}
+
+uint64_t weft__vgpu_copy_ns(const weft__vgpu_params *p, weft__device *dev, void *dst, const void *src, size_t n)
+{
+    weft__device *d = weft__vgpu_of(dst), *s = weft__vgpu_of(src);
+    double bw;
+    if (d == dev && s == dev)
+        bw = p->local_bw;
+    else if (d && s)
+        bw = p->peer_bw;
+    else
+        bw = p->host_bw;
+    if (bw <= 0)
+        return p->latency_ns;
+    return p->latency_ns + (uint64_t)((double)n / bw * 1e9);
+}
+
+static void *serve(void *arg)
+{
+    weft__dqueue *q = arg;
+    vgpu *v = V(q->dev);
+    for (;;) {
+        pthread_mutex_lock(&v->lock);
+        while (!q->head)
+            pthread_cond_wait(&q->more, &v->lock);
+        item *it = q->head;
+        q->head = it->next;
+        if (!q->head)
+            q->tail = NULL;
+        if (it->kind == IT_WAIT)
+            while (atomic_load(&it->event->status) == 0)
+                pthread_cond_wait(&v->fired, &v->lock);
+        pthread_mutex_unlock(&v->lock);
+        switch (it->kind) {
+        case IT_KERNEL: {
+            uint64_t t0 = weft__now_ns();
+            if (v->p.fixed_timing)
+                sleep_ns(it->ns ? it->ns : v->p.fixed_delay_ns);
+            int r = it->fn(it->arg);
+            if (!v->p.fixed_timing)
+                stretch_to(t0, it->ns);
+            if (r != 0 && q->error == 0)
+                q->error = r;
+            break;
+        }
+        case IT_COPY: {
+            uint64_t t0 = weft__now_ns();
+            if (v->p.fixed_timing)
+                sleep_ns(v->p.fixed_delay_ns);
+            memmove(it->dst, it->src, it->n);
+            if (!v->p.fixed_timing)
+                stretch_to(t0, weft__vgpu_copy_ns(&v->p, q->dev, it->dst, it->src, it->n));
+            break;
+        }
+        case IT_RECORD:
+            pthread_mutex_lock(&v->lock);
+            if (--it->event->seq == 0)
+                atomic_store(&it->event->status, q->error ? q->error : 1);
+            pthread_cond_broadcast(&v->fired);
+            pthread_mutex_unlock(&v->lock);
+            weft__wake(q->dev->ws, it->event);
+            break;
+        case IT_NOTIFY: {
+            int status = q->error;
+            q->error = 0;
+            it->done(it->cookie, status);
+            break;
+        }
+        case IT_WAIT:
+            break;
+        case IT_STOP:
+            weft__free(it);
+            return NULL;
+        }
+        weft__free(it);
+    }
+}
+
+static int push(weft__dqueue *q, item *it)
+{
+    vgpu *v = V(q->dev);
+    it->next = NULL;
+    pthread_mutex_lock(&v->lock);
+    if (q->tail)
+        q->tail->next = it;
+    else
+        q->head = it;
+    q->tail = it;
+    pthread_cond_signal(&q->more);
+    pthread_mutex_unlock(&v->lock);
+    return 0;
+}
+
+static item *new_item(item_kind k)
+{
+    item *it = weft__alloc(sizeof *it);
+    if (it) {
+        memset(it, 0, sizeof *it);
+        it->kind = k;
+    }
+    return it;
+}
+
+/* ------------------------------------------------------------------------ */
+/* The operations                                                            */
+/* ------------------------------------------------------------------------ */
+
+static int vg_mem_alloc(weft__device *dev, size_t n, void **out)
+{
+    if (weft__device_charge(dev, rounded(n)) != 0)
+        return WEFT_ENOMEM;
+    void *p = arena_alloc(&V(dev)->mem, n);
+    if (!p) { /* fragmented: the capacity is there, a contiguous block is not */
+        weft__device_uncharge(dev, rounded(n));
+        return WEFT_ENOMEM;
+    }
+    *out = p;
+    return 0;
+}
+
+static void vg_mem_free(weft__device *dev, void *p, size_t n)
+{
+    if (!p)
+        return;
+    if (arena_free(&V(dev)->mem, p, n))
+        weft__device_uncharge(dev, rounded(n));
+}
+
+static int vg_queue_create(weft__device *dev, weft__dqueue **out)
+{
+    weft__dqueue *q = weft__alloc(sizeof *q);
+    if (!q)
+        return WEFT_ENOMEM;
+    memset(q, 0, sizeof *q);
+    q->dev = dev;
+    pthread_cond_init(&q->more, NULL);
+    if (pthread_create(&q->thread, NULL, serve, q) != 0) {
+        pthread_cond_destroy(&q->more);
+        weft__free(q);
+        return WEFT_ESYSTEM;
+    }
+    *out = q;
+    return 0;
+}
+
+static void vg_queue_destroy(weft__dqueue *q)
+{
+    item *it = new_item(IT_STOP);
+    WEFT__CHECK(it != NULL); /* cannot report: a leaked thread would be worse */
+    push(q, it);
+    pthread_join(q->thread, NULL);
+    pthread_cond_destroy(&q->more);
+    weft__free(q);
+}
+
+static int vg_start(weft__device *dev) { return vg_queue_create(dev, &dev->default_queue); }
+
+static void vg_stop(weft__device *dev)
+{
+    if (dev->default_queue)
+        vg_queue_destroy(dev->default_queue);
+    dev->default_queue = NULL;
+    vgpu *v = V(dev);
+    arena_fini(&v->mem);
+    pthread_mutex_destroy(&v->lock);
+    pthread_cond_destroy(&v->fired);
+    weft__free(v);
+    dev->impl = NULL;
+}
+
+static int vg_event_create(weft__device *dev, weft__devent **out)
+{
+    weft__devent *e = weft__alloc(sizeof *e);
+    if (!e)
+        return WEFT_ENOMEM;
+    e->dev = dev;
+    atomic_init(&e->status, 1);
+    e->seq = 0;
+    *out = e;
+    return 0;
+}
+
+static void vg_event_destroy(weft__devent *e) { weft__free(e); }
+
+static int vg_event_record(weft__devent *e, weft__dqueue *q)
+{
+    item *it = new_item(IT_RECORD);
+    if (!it)
+        return WEFT_ENOMEM;
+    it->event = e;
+    vgpu *v = V(q->dev);
+    pthread_mutex_lock(&v->lock);
+    e->seq++;
+    atomic_store(&e->status, 0);
+    pthread_mutex_unlock(&v->lock);
+    return push(q, it);
+}
+
+static int vg_queue_wait(weft__dqueue *q, weft__devent *e)
+{
+    item *it = new_item(IT_WAIT);
+    if (!it)
+        return WEFT_ENOMEM;
+    it->event = e;
+    return push(q, it);
+}
+
+static int vg_event_query(weft__devent *e) { return atomic_load(&e->status); }
+
+static int vg_copy(weft__dqueue *q, void *dst, const void *src, size_t n)
+{
+    item *it = new_item(IT_COPY);
+    if (!it)
+        return WEFT_ENOMEM;
+    it->dst = dst;
+    it->src = src;
+    it->n = n;
+    return push(q, it);
+}
+
+static int vg_launch(weft__dqueue *q, weft__kernel_fn fn, void *arg, uint64_t model_ns)
+{
+    item *it = new_item(IT_KERNEL);
+    if (!it)
+        return WEFT_ENOMEM;
+    it->fn = fn;
+    it->arg = arg;
+    it->ns = model_ns;
+    return push(q, it);
+}
+
+static int vg_notify(weft__dqueue *q, weft__done_fn done, void *cookie)
+{
+    item *it = new_item(IT_NOTIFY);
+    if (!it)
+        return WEFT_ENOMEM;
+    it->done = done;
+    it->cookie = cookie;
+    return push(q, it);
+}
+
+static const weft__device_ops vgpu_ops = {
+    .kind = "vgpu",
+    .start = vg_start,
+    .stop = vg_stop,
+    .mem_alloc = vg_mem_alloc,
+    .mem_free = vg_mem_free,
+    .queue_create = vg_queue_create,
+    .queue_destroy = vg_queue_destroy,
+    .event_create = vg_event_create,
+    .event_destroy = vg_event_destroy,
+    .event_record = vg_event_record,
+    .queue_wait = vg_queue_wait,
+    .event_query = vg_event_query,
+    .copy = vg_copy,
+    .launch = vg_launch,
+    .notify = vg_notify,
+    .progress = NULL,
+};
+
+void weft__vgpu_params_default(weft__vgpu_params *p)
+{
+    memset(p, 0, sizeof *p);
+    p->capacity = (size_t)1 << 30;
+    p->latency_ns = 2000;   /* a few microseconds per copy, as a PCIe transfer */
+    p->host_bw = 25e9;      /* host <-> device: PCIe 4.0 x16 */
+    p->peer_bw = 50e9;      /* device <-> device: a peer link */
+    p->local_bw = 1000e9;   /* within one device: its memory */
+}
+
+weft__device *weft__vgpu_new(weft__waitset *ws, const weft__vgpu_params *p, const char *name)
+{
+    weft__device *dev = weft__alloc(sizeof *dev);
+    vgpu *v = weft__alloc(sizeof *v);
+    if (!dev || !v) {
+        weft__free(dev);
+        weft__free(v);
+        return NULL;
+    }
+    memset(dev, 0, sizeof *dev);
+    memset(v, 0, sizeof *v);
+    v->p = *p;
+    if (v->p.capacity == 0)
+        v->p.capacity = (size_t)1 << 30;
+    if (arena_init(&v->mem, v->p.capacity, dev) != 0) {
+        weft__free(v);
+        weft__free(dev);
+        return NULL;
+    }
+    pthread_mutex_init(&v->lock, NULL);
+    pthread_cond_init(&v->fired, NULL);
+    dev->ops = &vgpu_ops;
+    dev->capacity = v->p.capacity;
+    dev->ws = ws;
+    dev->impl = v;
+    snprintf(dev->name, sizeof dev->name, "%s", name ? name : "vgpu");
+    dev->kind = WEFT_DEVICE_VGPU;
+    dev->ordinal = 0;
+    if (vg_start(dev) != 0) {
+        arena_fini(&v->mem);
+        pthread_mutex_destroy(&v->lock);
+        pthread_cond_destroy(&v->fired);
+        weft__free(v);
+        weft__free(dev);
+        return NULL;
+    }
+    return dev;
+}
+
+weft__device *weft__test_device_new(weft__waitset *ws, uint64_t delay_ns, size_t capacity)
+{
+    weft__vgpu_params p;
+    weft__vgpu_params_default(&p);
+    p.capacity = capacity ? capacity : (size_t)1 << 30;
+    p.fixed_timing = true;
+    p.fixed_delay_ns = delay_ns;
+    return weft__vgpu_new(ws, &p, "test");
+}

@@ -1,0 +1,202 @@
+/* Virtual GPUs and the device string: which devices a runtime gets
+ * (weft_config.devices, WEFT_DEVICES), what weft_device_info reports, bad
+ * strings refused naming the bad part; each virtual GPU's arena (aligned,
+ * private, capacity, reuse after free), and the copy model (a copy takes its
+ * modelled time and overlaps a kernel on another queue). */
+#include <stdlib.h>
+
+#include "check.h"
+#include "device/device.h"
+
+static int make_with(const char *devices, weft_runtime **rt) {
+    weft_config cfg;
+    weft_config_init(&cfg);
+    cfg.workers = 2;
+    cfg.devices = devices;
+    cfg.vgpu_memory = 8u << 20;
+    return weft_runtime_create(&cfg, rt);
+}
+
+static void expect_refused(const char *devices, const char *named) {
+    weft_runtime *rt = NULL;
+    int rc = make_with(devices, &rt);
+    CHECKF(rc == WEFT_EINVAL, "devices \"%s\": got %d, expected WEFT_EINVAL", devices, rc);
+    CHECKF(strstr(weft_last_error(), named) != NULL, "devices \"%s\": message \"%s\" does not name \"%s\"",
+           devices, weft_last_error(), named);
+    CHECK(rt == NULL);
+}
+
+static void test_device_strings(void) {
+    weft_runtime *rt;
+    /* good strings */
+    struct {
+        const char *s;
+        unsigned n;
+        int cpu;
+    } good[] = {{NULL, 1, 1}, {"", 1, 1}, {"cpu", 1, 1}, {"cpu,vgpu:4", 5, 1}, {" cpu , vgpu:2 ", 3, 1},
+                {"vgpu", 2, 0}, {"vgpu:3,cpu", 4, 1}};
+    for (size_t i = 0; i < sizeof good / sizeof good[0]; i++) {
+        CHECK_OK(make_with(good[i].s, &rt));
+        CHECKF(weft_device_count(rt) == good[i].n, "devices \"%s\": %u devices", good[i].s ? good[i].s : "(null)",
+               weft_device_count(rt));
+        weft_device_info info;
+        CHECK_OK(weft_device_info_get(rt, 0, &info));
+        CHECK(info.kind == WEFT_DEVICE_CPU && info.index == 0 && info.ordinal == -1 && strcmp(info.name, "cpu") == 0);
+        CHECK(info.cpu_tasks == good[i].cpu);
+        for (unsigned d = 1; d < good[i].n; d++) {
+            CHECK_OK(weft_device_info_get(rt, d, &info));
+            char name[32];
+            snprintf(name, sizeof name, "vgpu:%u", d - 1);
+            CHECK(info.kind == WEFT_DEVICE_VGPU && info.index == d && info.ordinal == (int)d - 1);
+            CHECK(strcmp(info.name, name) == 0 && info.memory == 8u << 20 && info.memory_used == 0);
+            CHECK(info.cpu_tasks == 0);
+        }
+        CHECK_ERR(weft_device_info_get(rt, good[i].n, &info), WEFT_EINVAL);
+        CHECK_ERR(weft_device_info_get(rt, 0, NULL), WEFT_EINVAL);
+        CHECK_OK(weft_runtime_destroy(rt));
+        CHECK(weft_device_count(rt) == 0);
+        CHECK_ERR(weft_device_info_get(rt, 0, &info), WEFT_ECLOSED);
+    }
+    /* bad strings: refused, naming what was wrong */
+    expect_refused("cpu,gpu:2", "'gpu'");
+    expect_refused("vgpu:0", "vgpu:0");
+    expect_refused("vgpu:x", "vgpu:x");
+    expect_refused("vgpu:65", "vgpu:65");
+    expect_refused("cpu,,vgpu", "empty item 2");
+    expect_refused("cpu,cpu", "'cpu' given twice");
+    expect_refused("vgpu:2,vgpu:1", "'vgpu' given twice");
+    expect_refused("cpu:3", "cpu takes no count");
+    expect_refused("cuda:0,0", "CUDA device 0 given twice");
+    expect_refused("cuda:x", "cuda:x");
+    expect_refused("cpu,7", "'7'");
+    /* CUDA devices asked for by name must exist */
+    expect_refused("cpu,cuda", "no CUDA device");
+    expect_refused("cpu,cuda:0,1", "no CUDA device");
+    /* WEFT_DEVICES is read by weft_config_init */
+    CHECK(setenv("WEFT_DEVICES", "cpu,vgpu:2", 1) == 0);
+    CHECK(setenv("WEFT_VGPU_MEMORY", "4194304", 1) == 0);
+    weft_config cfg;
+    weft_config_init(&cfg);
+    cfg.workers = 1;
+    CHECK_OK(weft_runtime_create(&cfg, &rt));
+    CHECK(weft_device_count(rt) == 3);
+    weft_device_info info;
+    CHECK_OK(weft_device_info_get(rt, 2, &info));
+    CHECK(info.memory == 4u << 20);
+    CHECK_OK(weft_runtime_destroy(rt));
+    CHECK(setenv("WEFT_DEVICES", "cpu,bogus", 1) == 0);
+    CHECK_ERR(weft_runtime_create(NULL, &rt), WEFT_EINVAL);
+    CHECK(strstr(weft_last_error(), "'bogus'") != NULL);
+    unsetenv("WEFT_DEVICES");
+    unsetenv("WEFT_VGPU_MEMORY");
+}
+
+static void test_arenas(void) {
+    weft__waitset ws;
+    weft__waitset_init(&ws);
+    weft__vgpu_params p;
+    weft__vgpu_params_default(&p);
+    p.capacity = 1u << 20;
+    weft__device *a = weft__vgpu_new(&ws, &p, "a"), *b = weft__vgpu_new(&ws, &p, "b");
+    CHECK(a && b);
+    void *pa[16], *pb;
+    /* aligned, inside its own arena, capacity enforced */
+    for (int i = 0; i < 16; i++) {
+        CHECK_OK(a->ops->mem_alloc(a, 65536 - 100, &pa[i]));
+        CHECK(((uintptr_t)pa[i] & 255) == 0);
+        CHECK(weft__vgpu_of(pa[i]) == a);
+        memset(pa[i], i, 65536 - 100);
+    }
+    CHECK(atomic_load(&a->used) == 16 * 65536);
+    void *more;
+    CHECK_RC(a->ops->mem_alloc(a, 1, &more), WEFT_ENOMEM);
+    CHECK_OK(b->ops->mem_alloc(b, 4096, &pb));
+    CHECK(weft__vgpu_of(pb) == b && weft__vgpu_of(&p) == NULL);
+    for (int i = 0; i < 16; i++) CHECK(((unsigned char *)pa[i])[100] == i); /* nothing overlaps */
+    /* freed out of order, the blocks merge: the whole arena in one piece */
+    for (int i = 0; i < 16; i += 2) a->ops->mem_free(a, pa[i], 65536 - 100);
+    for (int i = 15; i > 0; i -= 2) a->ops->mem_free(a, pa[i], 65536 - 100);
+    CHECK(atomic_load(&a->used) == 0);
+    void *whole;
+    CHECK_OK(a->ops->mem_alloc(a, 1u << 20, &whole));
+    a->ops->mem_free(a, whole, 1u << 20);
+    b->ops->mem_free(b, pb, 4096);
+    CHECK(atomic_load(&b->used) == 0);
+    weft__device_delete(a);
+    weft__device_delete(b);
+    CHECK(weft__vgpu_of(pb) == NULL); /* the arena is gone */
+}
+
+static atomic_int done_count, copy_done;
+static void on_done(void *cookie, int status) {
+    (void)cookie;
+    CHECK(status == 0);
+    atomic_fetch_add(&done_count, 1);
+}
+static void on_copy_done(void *cookie, int status) {
+    on_done(cookie, status);
+    atomic_store(&copy_done, 1);
+}
+/* Runs until the copy on the other queue has finished: only queues that run
+ * at the same time let it end (wait_flag gives up after 20 s: a failure). */
+static int kernel_waits_for_copy(void *arg) {
+    (void)arg;
+    return wait_flag(&copy_done, 20000) == 0 ? 0 : 1;
+}
+
+static void test_copy_model(void) {
+    weft__waitset ws;
+    weft__waitset_init(&ws);
+    weft__vgpu_params p;
+    weft__vgpu_params_default(&p);
+    p.capacity = 64u << 20;
+    p.host_bw = 10e9; /* 10 GB/s: 20 MB in 2 ms */
+    weft__device *d = weft__vgpu_new(&ws, &p, "m");
+    CHECK(d != NULL);
+    const weft__device_ops *o = d->ops;
+    size_t n = 20u << 20;
+    char *host = malloc(n);
+    CHECK(host != NULL);
+    memset(host, 5, n);
+    void *dev;
+    CHECK_OK(o->mem_alloc(d, n, &dev));
+    CHECK(weft__vgpu_copy_ns(&p, d, dev, host, n) >= 2000000);
+    weft__dqueue *q1, *q2;
+    CHECK_OK(o->queue_create(d, &q1));
+    CHECK_OK(o->queue_create(d, &q2));
+    /* alone: the copy takes its modelled time */
+    atomic_store(&done_count, 0);
+    uint64_t t0 = now_ns();
+    CHECK_OK(o->copy(q1, dev, host, n));
+    CHECK_OK(o->notify(q1, on_done, NULL));
+    while (atomic_load(&done_count) < 1) sleep_ns(100000);
+    uint64_t copy_alone = now_ns() - t0;
+    CHECK(copy_alone >= 2000000);
+    CHECK(((unsigned char *)dev)[n - 1] == 5);
+    /* a kernel on another queue that runs until this copy has finished:
+     * the copy overlaps it, or the kernel would never end */
+    atomic_store(&done_count, 0);
+    atomic_store(&copy_done, 0);
+    CHECK_OK(o->launch(q2, kernel_waits_for_copy, NULL, 0));
+    CHECK_OK(o->notify(q2, on_done, NULL));
+    CHECK_OK(o->copy(q1, host, dev, n));
+    CHECK_OK(o->notify(q1, on_copy_done, NULL));
+    while (atomic_load(&done_count) < 2) sleep_ns(100000);
+    o->queue_destroy(q1);
+    o->queue_destroy(q2);
+    o->mem_free(d, dev, n);
+    free(host);
+    weft__device_delete(d);
+}
+
+int main(void) {
+    test_watchdog(test_pick(60, 200));
+    test_step("device strings");
+    test_device_strings();
+    test_step("arenas");
+    test_arenas();
+    test_step("copy model");
+    test_copy_model();
+    printf("test_vgpu: ok\n");
+    return 0;
+}
