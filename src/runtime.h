@@ -25,6 +25,9 @@ struct weft__rt {
      * destroy completes (the slot itself is type-stable). */
     weft__waitset waits;
     bool sync_ready;
+    /* Before `open`: create leaves it to weft__graph_init, which keeps the
+     * sleeper counts a late leaver of the slot's previous runtime may read. */
+    weft__graph graph;
     _Atomic bool open;                 /* accepting calls; first field create resets */
     _Atomic bool closing;              /* destroy began: only its own tasks may spawn */
     weft_config cfg;
@@ -33,11 +36,6 @@ struct weft__rt {
     weft__worker *workers;
     size_t max_inflight;
     weft__sched sched;
-    weft__graph graph;
-    /* Calls from threads other than rt's workers between dropping their
-     * in-flight counts and their last read of the graph (weft__rt_leave):
-     * destroy waits for none before it frees (workers are joined instead). */
-    _Atomic int64_t leaving;
     weft__device *dev[WEFT__MAX_DEVICES]; /* [0] the host; then the virtual GPUs (and test devices) */
     unsigned ndev;
     bool cpu_tasks;                    /* "cpu" was among the devices asked for */
@@ -55,17 +53,7 @@ struct weft__rt {
  * task keeps one count until it finishes.  While destroy drains, only the
  * runtime's own tasks may enter, unless `drain_ok`. */
 weft__rt *weft__rt_enter(const weft_runtime *h, const char *fn, int *err, int64_t counts, bool drain_ok);
-static inline bool weft__on_own_worker(const weft__rt *rt);
-static inline void weft__rt_leave(weft__rt *rt, int64_t counts)
-{
-    if (weft__on_own_worker(rt)) {
-        weft__graph_leave(&rt->graph, counts);
-        return;
-    }
-    atomic_fetch_add(&rt->leaving, 1);
-    weft__graph_leave(&rt->graph, counts); /* may let destroy go on: it waits for leaving == 0 */
-    atomic_fetch_sub_explicit(&rt->leaving, 1, memory_order_release);
-}
+static inline void weft__rt_leave(weft__rt *rt, int64_t counts) { weft__graph_leave(&rt->graph, counts); }
 weft__rt *weft__rt_get(const weft_runtime *h, const char *fn, int *err);
 
 /* Is the calling thread one of rt's workers (i.e. inside one of its tasks)? */

@@ -15,6 +15,7 @@ import time
 import pytest
 
 import weft
+from threads_helper import run_threads
 
 FREE_THREADED = bool(sysconfig.get_config_var("Py_GIL_DISABLED"))
 EXPECT_FT = os.environ.get("WEFT_EXPECT_FREE_THREADED") == "1"
@@ -23,27 +24,6 @@ EXPECT_FT = os.environ.get("WEFT_EXPECT_FREE_THREADED") == "1"
 def _gil_enabled():
     f = getattr(sys, "_is_gil_enabled", None)
     return True if f is None else f()
-
-
-def _run_threads(targets):
-    """Start one thread per callable, join them, re-raise the first error."""
-    errors = []
-    barrier = threading.Barrier(len(targets))
-
-    def wrap(fn):
-        try:
-            barrier.wait()
-            fn()
-        except BaseException as e:  # noqa: BLE001 - re-raised below
-            errors.append(e)
-
-    threads = [threading.Thread(target=wrap, args=(fn,)) for fn in targets]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    if errors:
-        raise errors[0]
 
 
 class Counter:
@@ -149,7 +129,7 @@ def test_slot_cancel_racing_spawn(rt):
         for i in range(n):
             answers[i] = T[i].cancel()
 
-    _run_threads([spawner, canceller])
+    run_threads([spawner, canceller])
     rt.wait_all()
     stopped = 0
     for i in range(n):
@@ -185,7 +165,7 @@ def test_slot_filled_once_under_contention(max_inflight):
                     assert "already spawned" in str(e)
                     refused.hit(i)
 
-        _run_threads([producer] * nthreads)
+        run_threads([producer] * nthreads)
         rt.wait_all()
     assert sorted(ok.n) == list(range(n)) and all(v == 1 for v in ok.n.values())
     assert sum(refused.n.values()) == (nthreads - 1) * n
@@ -222,7 +202,7 @@ def test_exception_lookup_races_wait_all_and_frees(rt):
     w = threading.Thread(target=waiter)
     w.start()
     try:
-        _run_threads([spawner] * 3)
+        run_threads([spawner] * 3)
     finally:
         stop.set()
         w.join()
@@ -254,7 +234,7 @@ def test_slot_state_read_while_spawned(rt):
             assert t.id is not None and t.status == "completed"
             seen.hit()
 
-    _run_threads([spawner, reader, reader])
+    run_threads([spawner, reader, reader])
     assert seen.n[None] == 2 * n
 
 
@@ -274,6 +254,6 @@ def test_close_from_many_threads():
                     assert "closed" in str(e)
                     refused.hit()
 
-        _run_threads([rt.close, rt.close, spawner, rt.close])
+        run_threads([rt.close, rt.close, spawner, rt.close])
         assert rt.closed
         assert ran.n.get(None, 0) + refused.n.get(None, 0) == 50

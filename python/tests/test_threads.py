@@ -6,24 +6,7 @@ import threading
 import pytest
 
 import weft
-
-
-def _run_threads(n, target, *args):
-    errors = []
-
-    def wrap():
-        try:
-            target(*args)
-        except BaseException as e:  # noqa: BLE001 - reported below
-            errors.append(e)
-
-    threads = [threading.Thread(target=wrap) for _ in range(n)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    if errors:
-        raise errors[0]
+from threads_helper import run_threads
 
 
 def _fail():
@@ -53,7 +36,7 @@ def test_exception_reads_race_wait_all(rt):
     w = threading.Thread(target=waiter)
     w.start()
     try:
-        _run_threads(3, spawner)
+        run_threads([spawner] * 3)
     finally:
         stop.set()
         w.join()

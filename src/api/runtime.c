@@ -310,10 +310,6 @@ int weft_runtime_destroy(weft_runtime *h)
     if (atomic_exchange(&rt->graph.failures, 0) > 0)
         rc = WEFT_ETASKFAILED;
     weft__workers_stop(rt);
-    /* A caller that dropped the last in-flight count may still be reading
-     * the graph (to wake us): wait until it is out. */
-    while (atomic_load(&rt->leaving) > 0)
-        weft__cpu_relax();
     if (rt->trace_path && weft__trace_write(rt) != 0 && rc == 0)
         rc = weft__error(WEFT_ESYSTEM, "weft_runtime_destroy: could not write trace to %s", rt->trace_path);
     /* Unregister what is left (no task is in flight, no call either). */

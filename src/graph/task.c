@@ -57,7 +57,16 @@ weft_task_status weft__state_public(int s)
 
 void weft__graph_init(weft__graph *g, weft__sched *s, weft__waitset *ws, int64_t throttle_low)
 {
-    memset(g, 0, sizeof *g);
+    /* The sleeper counts are stored, not memset: a thread that has just
+     * left the previous runtime of this (type-stable) slot may still read
+     * them (weft__graph_leave). */
+    size_t from = offsetof(weft__graph, sleepers_all), to = offsetof(weft__graph, throttle_low);
+    memset(g, 0, from);
+    memset((char *)g + to, 0, sizeof *g - to);
+    atomic_store(&g->sleepers_all, 0);
+    atomic_store(&g->sleepers_throttle, 0);
+    atomic_store(&g->sleepers_throttle_in, 0);
+    atomic_store(&g->sleepers_settle, 0);
     g->sched = s;
     g->ws = ws;
     g->throttle_low = throttle_low;
@@ -66,16 +75,22 @@ void weft__graph_init(weft__graph *g, weft__sched *s, weft__waitset *ws, int64_t
 
 void weft__graph_leave(weft__graph *g, int64_t counts)
 {
+    /* Read while the counts still hold the runtime open.  Once they are
+     * dropped, destroy may free it and a new runtime take its slot: only the
+     * atomic sleeper counts (stored, never memset, by weft__graph_init) and
+     * the waitset (initialised once per slot, never destroyed) are touched
+     * after; a stale count costs a spurious wake-up at most. */
+    weft__waitset *ws = g->ws;
+    int64_t low = g->throttle_low;
     int64_t left = atomic_fetch_sub(&g->inflight, counts) - counts;
     if (left == 0 && atomic_load(&g->sleepers_all) > 0)
-        weft__wake(g->ws, &weft__key_idle);
+        weft__wake(ws, &weft__key_idle);
     /* Outside producers wait for the in-flight count to reach the low mark;
      * producers inside tasks wait for the backlog (in flight minus bodies
      * executing), which this layer cannot see: they re-check at every
      * finish while they sleep. */
-    if ((left <= g->throttle_low && atomic_load(&g->sleepers_throttle) > 0) ||
-        atomic_load(&g->sleepers_throttle_in) > 0)
-        weft__wake(g->ws, &weft__key_throttle);
+    if ((left <= low && atomic_load(&g->sleepers_throttle) > 0) || atomic_load(&g->sleepers_throttle_in) > 0)
+        weft__wake(ws, &weft__key_throttle);
 }
 
 weft__task *weft__task_get(const weft_task *h)
