@@ -504,6 +504,11 @@ WEFT_API unsigned weft_ctx_worker(const weft_ctx *ctx);
  * before the spawner has its handle).  0 if ctx is NULL. */
 WEFT_API uint64_t weft_ctx_task_id(const weft_ctx *ctx);
 
+/* The handle of the task running this body: the one its spawner received
+ * (perhaps not yet, on the spawner's side), lent, not to be released.  NULL
+ * if ctx is NULL or the spawner asked for no handle. */
+WEFT_API weft_task *weft_ctx_task(const weft_ctx *ctx);
+
 /* Address, on the device this body runs on, of the task's i-th data access
  * (in descriptor order).  For CPU tasks it is the registered host pointer.
  * NULL if i is out of range. */

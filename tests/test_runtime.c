@@ -364,9 +364,22 @@ static void test_both_workers_used(void) {
     CHECK_OK(weft_runtime_destroy(rt));
 }
 
-/* weft_ctx_task_id is the id weft_task_info reports for the same task. */
+/* weft_ctx_task_id is the id weft_task_info reports for the same task;
+ * weft_ctx_task is the handle its spawner got (NULL if it asked for none). */
+static _Atomic(weft_task *) ctx_handles[4];
 static int record_id(weft_ctx *ctx, void *arg) {
-    *(_Atomic uint64_t *)arg = weft_ctx_task_id(ctx);
+    _Atomic uint64_t *ids = arg;
+    uint64_t id = weft_ctx_task_id(ctx);
+    ids[0] = id;
+    weft_task *self = weft_ctx_task(ctx);
+    if (self) {
+        weft_task_info info;
+        if (weft_task_info_get(self, &info) != 0 || info.id != id) return 1;
+    }
+    return 0;
+}
+static int record_handle(weft_ctx *ctx, void *arg) {
+    atomic_store(&ctx_handles[(intptr_t)arg], weft_ctx_task(ctx));
     return 0;
 }
 
@@ -383,6 +396,13 @@ static void test_ctx_task_id(void) {
         weft_task_release(h[k]);
     }
     CHECK(weft_ctx_task_id(NULL) == 0);
+    CHECK(weft_ctx_task(NULL) == NULL);
+    weft_task *mine;
+    CHECK_OK(weft_spawn_simple(rt, record_handle, (void *)(intptr_t)0, &mine));
+    CHECK_OK(weft_spawn_simple(rt, record_handle, (void *)(intptr_t)1, NULL));
+    CHECK_OK(weft_wait_all(rt));
+    CHECK(atomic_load(&ctx_handles[0]) == mine && atomic_load(&ctx_handles[1]) == NULL);
+    weft_task_release(mine);
     CHECK_OK(weft_runtime_destroy(rt));
 }
 

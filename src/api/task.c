@@ -273,6 +273,17 @@ unsigned weft_ctx_worker(const weft_ctx *ctx) { return ctx ? ctx->worker->index 
 
 uint64_t weft_ctx_task_id(const weft_ctx *ctx) { return ctx ? ctx->task->id : 0; }
 
+weft_task *weft_ctx_task(const weft_ctx *ctx)
+{
+    if (!ctx)
+        return NULL;
+    weft__task *t = ctx->task;
+    if (!atomic_load_explicit(&t->handle_live, memory_order_acquire) &&
+        !atomic_load_explicit(&t->space_owned, memory_order_acquire))
+        return NULL;
+    return weft__handle_encode(t);
+}
+
 void *weft_ctx_data(const weft_ctx *ctx, size_t i)
 {
     if (!ctx || i >= ctx->task->naccess)
