@@ -363,12 +363,18 @@ void *weft__slot_alloc(weft__pool_id p, size_t size)
     } else if (!(s = alloc_slow((int)p))) {
         return NULL;
     }
-    /* Zero everything but the header (the generation must survive).  Data,
-     * runtime and space slots initialise themselves (see weft__data.users,
-     * weft__rt.waits, weft__space.lock): fields that late racers may still
-     * touch must never be overwritten by plain stores. */
-    if (p == WEFT__POOL_TASK)
-        memset((char *)s + sizeof(weft__slot), 0, have - sizeof(weft__slot));
+    /* Zero everything but the header (the generation must survive) and, in
+     * a task slot, the reference count right after it: a late pinner of the
+     * slot's previous task (weft__edge_pin_pred) may still read it.  It is 0
+     * here (a task slot is freed when it drops to 0), and the graph layer
+     * stores the new count atomically.  Data, runtime and space slots
+     * initialise themselves (see weft__data.users, weft__rt.waits,
+     * weft__space.lock): fields that late racers may still touch must never
+     * be overwritten by plain stores. */
+    if (p == WEFT__POOL_TASK) {
+        size_t keep = sizeof(weft__slot) + WEFT__TASK_SLOT_KEEP;
+        memset((char *)s + keep, 0, have - keep);
+    }
     s->free_next = NULL;
     atomic_fetch_add_explicit(&alloc_live, 1, memory_order_relaxed);
     return s;

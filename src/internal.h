@@ -76,6 +76,10 @@ typedef struct weft__slot {
     struct weft__slot *batch_next; /* free slots: next batch in the pool */
 } weft__slot;
 
+/* Bytes after the header of a task slot that the allocator does not zero:
+ * the task's reference count (graph/graph.h checks the layout). */
+#define WEFT__TASK_SLOT_KEEP 4
+
 typedef enum weft__pool_id {
     WEFT__POOL_TASK,
     WEFT__POOL_DATA,

@@ -120,6 +120,10 @@ struct weft__task {
     weft__edge edge_inline[WEFT__INLINE_EDGES];
     weft__task_access access_inline[WEFT__INLINE_ACCESSES];
 };
+/* The allocator leaves the reference count of a reused task slot alone. */
+_Static_assert(offsetof(weft__task, refs) == sizeof(weft__slot) &&
+                   sizeof(((weft__task *)0)->refs) == WEFT__TASK_SLOT_KEEP,
+               "weft__task.refs must directly follow the slot header");
 
 #define WEFT__CLOSED ((weft__edge *)(uintptr_t)1)
 

@@ -365,7 +365,9 @@ int weft__task_spawn(weft__graph *g, const void *rt_handle, const weft_task_desc
     atomic_init(&t->state, WEFT__T_WAITING);
     atomic_init(&t->run_gate, WEFT__GATE_OPEN);
     atomic_init(&t->pending, (int32_t)nedges + 1);
-    atomic_init(&t->refs, 1 + (want_handle ? 1 : 0) + (space_owned ? 1 : 0) + (int32_t)nu);
+    /* A store, not an init: a late pinner of the slot's previous task may read it. */
+    atomic_store_explicit(&t->refs, 1 + (want_handle ? 1 : 0) + (space_owned ? 1 : 0) + (int32_t)nu,
+                          memory_order_relaxed);
     atomic_init(&t->handle_live, want_handle);
     atomic_init(&t->space_owned, space_owned);
     t->id = atomic_fetch_add_explicit(&g->next_id, 1, memory_order_relaxed);
@@ -421,7 +423,7 @@ weft__task *weft__task_proxy_new(weft__graph *g, const void *rt_handle, const ch
     atomic_init(&p->state, WEFT__T_WAITING);
     atomic_init(&p->run_gate, WEFT__GATE_OPEN);
     atomic_init(&p->pending, 1);    /* the guard: dropped by fulfil or abandon */
-    atomic_init(&p->refs, 2);       /* execution + the space's handle */
+    atomic_store_explicit(&p->refs, 2, memory_order_relaxed); /* execution + the space's handle */
     atomic_init(&p->space_owned, true);
     return p;
 }
