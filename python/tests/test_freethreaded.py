@@ -15,7 +15,7 @@ import time
 import pytest
 
 import weft
-from threads_helper import run_threads
+from threads_helper import run_beside_wait_all, run_threads
 
 FREE_THREADED = bool(sysconfig.get_config_var("Py_GIL_DISABLED"))
 EXPECT_FT = os.environ.get("WEFT_EXPECT_FREE_THREADED") == "1"
@@ -180,8 +180,6 @@ def _boom(i):
 
 
 def test_exception_lookup_races_wait_all_and_frees(rt):
-    stop = threading.Event()
-
     def spawner():
         for i in range(300):
             f = rt.spawn(_boom, i)
@@ -192,24 +190,7 @@ def test_exception_lookup_races_wait_all_and_frees(rt):
                 assert isinstance(f.exception(), KeyError)
             del f, d, e  # freed here or on whichever thread drops the last reference
 
-    def waiter():
-        while not stop.is_set():
-            try:
-                rt.wait_all()
-            except (KeyError, weft.CancelledError):
-                pass
-
-    w = threading.Thread(target=waiter)
-    w.start()
-    try:
-        run_threads([spawner] * 3)
-    finally:
-        stop.set()
-        w.join()
-    try:
-        rt.wait_all()
-    except KeyError:
-        pass
+    run_beside_wait_all(rt, [spawner] * 3, (KeyError, weft.CancelledError))
 
 
 # Defect 4: a slot's phase and C handle published by the spawning thread and

@@ -6,7 +6,7 @@ import threading
 import pytest
 
 import weft
-from threads_helper import run_threads
+from threads_helper import run_beside_wait_all
 
 
 def _fail():
@@ -17,8 +17,6 @@ def test_exception_reads_race_wait_all(rt):
     # Threads spawn failing tasks with dependents and read .exception() while
     # another thread loops wait_all(), which drops the runtime's failure
     # records: each exception stays readable, nothing crashes.
-    stop = threading.Event()
-
     def spawner():
         for _ in range(300):
             t = rt.spawn(_fail)
@@ -26,24 +24,7 @@ def test_exception_reads_race_wait_all(rt):
             assert isinstance(t.exception(), ValueError)
             assert isinstance(d.exception(), weft.CancelledError)
 
-    def waiter():
-        while not stop.is_set():
-            try:
-                rt.wait_all()
-            except ValueError:
-                pass
-
-    w = threading.Thread(target=waiter)
-    w.start()
-    try:
-        run_threads([spawner] * 3)
-    finally:
-        stop.set()
-        w.join()
-    try:
-        rt.wait_all()
-    except ValueError:
-        pass
+    run_beside_wait_all(rt, [spawner] * 3, ValueError)
 
 
 def test_cancel_result_and_wait_all_from_many_threads(rt):

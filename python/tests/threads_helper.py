@@ -22,3 +22,29 @@ def run_threads(targets):
         t.join()
     if errors:
         raise errors[0]
+
+
+def run_beside_wait_all(rt, targets, ignore):
+    """Run the targets as run_threads does while one more thread loops
+    rt.wait_all() (ignoring the task exceptions `ignore` it re-raises), then
+    wait_all once more."""
+    stop = threading.Event()
+
+    def waiter():
+        while not stop.is_set():
+            try:
+                rt.wait_all()
+            except ignore:
+                pass
+
+    w = threading.Thread(target=waiter)
+    w.start()
+    try:
+        run_threads(targets)
+    finally:
+        stop.set()
+        w.join()
+    try:
+        rt.wait_all()
+    except ignore:
+        pass
