@@ -10,7 +10,6 @@ static void record_failure(RuntimeObject *r, TaskObject *t, PyObject *fn, PyObje
 int
 weft_py_trampoline(weft_ctx *ctx, void *arg)
 {
-    (void)ctx;
     cell *c = arg;
     RuntimeObject *r = c->rt;
     int attached = weft_py_tl_attached;
@@ -45,6 +44,7 @@ weft_py_trampoline(weft_ctx *ctx, void *arg)
     int rc = 0;
     if (res != NULL) {
         t->result = res;
+        t->ran = 1;
     } else {
         PyObject *exc = weft_py_fetch_exc();
         rc = 1;
@@ -55,7 +55,6 @@ weft_py_trampoline(weft_ctx *ctx, void *arg)
         t->ran = 1;
         if (exc) record_failure(r, t, fn, exc, weft_ctx_task_id(ctx));
     }
-    t->ran = 1;
     weft_py_tl_cur = prev;
     if (r->gil_off) {
         /* Without the GIL, the references this worker drops here belong to
