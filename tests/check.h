@@ -202,6 +202,13 @@ static inline void block_workers_reset(void) {
     atomic_store(&blocker_in, 0);
 }
 
+/* A body that does nothing. */
+static inline int test_noop(weft_ctx *ctx, void *arg) {
+    (void)ctx;
+    (void)arg;
+    return 0;
+}
+
 static inline int blocker(weft_ctx *ctx, void *arg) {
     (void)ctx;
     (void)arg;

@@ -104,12 +104,6 @@ static int spawn_acc(weft_runtime *rt, weft_body_fn body, weft_task **deps, size
 
 #define NKIDS 6
 
-static int read_nothing(weft_ctx *ctx, void *arg) {
-    (void)ctx;
-    (void)arg;
-    return 0;
-}
-
 /* Nested: spawn NKIDS commuting increments of y and wait for them. */
 static int parent(weft_ctx *ctx, void *arg) {
     graph *g = arg;
@@ -177,7 +171,7 @@ static void run_graph(weft_runtime *rt) {
             rc = spawn_acc(rt, read_x, NULL, 0, g->dx, WEFT_R, NULL, 0, &t[i]);
             note_rc(rc, "weft_spawn reader", 1);
         }
-        rc = spawn_acc(rt, read_nothing, &t[1], 5, NULL, 0, NULL, 0, &t[11]);
+        rc = spawn_acc(rt, test_noop, &t[1], 5, NULL, 0, NULL, 0, &t[11]);
         note_rc(rc, "weft_spawn fan-in", 1);
         rc = spawn_acc(rt, double_x, &t[1], 2, g->dx, WEFT_RW, NULL, 0, &t[12]);
         note_rc(rc, "weft_spawn t12", 1);

@@ -18,12 +18,6 @@
 
 #include "check.h"
 
-static int ok_body(weft_ctx *ctx, void *arg) {
-    (void)ctx;
-    (void)arg;
-    return 0;
-}
-
 static int fail_body(weft_ctx *ctx, void *arg) {
     (void)ctx;
     (void)arg;
@@ -51,9 +45,9 @@ static void commute_case(int settle) {
     CHECK_OK(weft_data_register(rt, &cell, sizeof cell, &d));
     weft_task *c1, *r, *c2;
     CHECK_OK(spawn_acc(rt, fail_body, NULL, d, WEFT_RW | WEFT_COMMUTE, &c1));
-    CHECK_OK(spawn_acc(rt, ok_body, NULL, d, WEFT_R, &r));
+    CHECK_OK(spawn_acc(rt, test_noop, NULL, d, WEFT_R, &r));
     if (settle) CHECK_RC(weft_wait_all(rt), WEFT_ETASKFAILED); /* R finished (cancelled) */
-    CHECK_OK(spawn_acc(rt, ok_body, NULL, d, WEFT_RW | WEFT_COMMUTE, &c2));
+    CHECK_OK(spawn_acc(rt, test_noop, NULL, d, WEFT_RW | WEFT_COMMUTE, &c2));
     CHECK_RC(weft_task_wait(c1), WEFT_ETASKFAILED);
     CHECK_RC(weft_task_wait(r), WEFT_ECANCELLED);
     /* C2 follows C1 (through the reader's closing of the group): cancelled,
@@ -212,7 +206,7 @@ static void test_help_cycle_unregister(void) {
     CHECK(wait_flag(&hc_p_in, 10000) == 0);
     weft_task_desc desc;
     weft_task_desc_init(&desc);
-    desc.body = ok_body;
+    desc.body = test_noop;
     desc.deps = &hc_p;
     desc.ndeps = 1;
     CHECK_OK(weft_spawn(hc_rt, &desc, &hc_x));
@@ -232,18 +226,12 @@ static void test_help_cycle_unregister(void) {
  * follows P. */
 static atomic_int tc_go;
 
-static int tc_child(weft_ctx *ctx, void *arg) {
-    (void)ctx;
-    (void)arg;
-    return 0;
-}
-
 static int tc_producer(weft_ctx *ctx, void *arg) {
     (void)arg;
     weft_runtime *rt = weft_ctx_runtime(ctx);
     while (!atomic_load(&tc_go)) sleep_ns(100000);
     for (int i = 0; i < 200; i++)
-        if (weft_spawn_simple(rt, tc_child, NULL, NULL) != 0) return 1;
+        if (weft_spawn_simple(rt, test_noop, NULL, NULL) != 0) return 1;
     return 0;
 }
 
@@ -259,7 +247,7 @@ static void test_help_cycle_throttle(void) {
     CHECK_OK(weft_spawn_simple(rt, tc_producer, NULL, &hc_p));
     weft_task_desc desc;
     weft_task_desc_init(&desc);
-    desc.body = ok_body;
+    desc.body = test_noop;
     desc.deps = &hc_p;
     desc.ndeps = 1;
     CHECK_OK(weft_spawn(rt, &desc, &hc_x));
@@ -292,10 +280,10 @@ static double readers_cost(int pending) {
     block_workers_reset();
     CHECK_OK(spawn_acc(rt, blocker, NULL, d, WEFT_RW, NULL)); /* the writer, held */
     CHECK(wait_flag(&blocker_in, 10000) == 0);
-    for (int i = 0; i < pending; i++) CHECK_OK(spawn_acc(rt, ok_body, NULL, d, WEFT_R, NULL));
+    for (int i = 0; i < pending; i++) CHECK_OK(spawn_acc(rt, test_noop, NULL, d, WEFT_R, NULL));
     /* The cost of the next 2,000 spawns with `pending` readers waiting. */
     uint64_t t0 = now_ns();
-    for (int i = 0; i < 2000; i++) CHECK_OK(spawn_acc(rt, ok_body, NULL, d, WEFT_R, NULL));
+    for (int i = 0; i < 2000; i++) CHECK_OK(spawn_acc(rt, test_noop, NULL, d, WEFT_R, NULL));
     double per = (double)(now_ns() - t0) / 2000.0;
     atomic_store(&gate, 1);
     CHECK_OK(weft_wait_all(rt));
@@ -342,7 +330,7 @@ static void test_unreg_twice(void) {
         long cell = 0;
         weft_data *d;
         CHECK_OK(weft_data_register(rt, &cell, sizeof cell, &d));
-        if (i & 1) CHECK_OK(spawn_acc(rt, ok_body, NULL, d, WEFT_RW, NULL));
+        if (i & 1) CHECK_OK(spawn_acc(rt, test_noop, NULL, d, WEFT_RW, NULL));
         atomic_int go = 0;
         twice_arg a = {d, &go, 99}, b = {d, &go, 99};
         pthread_t ta, tb;
@@ -365,7 +353,7 @@ static int cw_parent(weft_ctx *ctx, void *arg) {
     weft_task *self = *(weft_task **)arg;
     weft_task_desc desc;
     weft_task_desc_init(&desc);
-    desc.body = ok_body;
+    desc.body = test_noop;
     desc.deps = &self;
     desc.ndeps = 1;
     weft_task *child;

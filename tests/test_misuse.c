@@ -11,12 +11,6 @@ static void count_destroy(void *arg) {
     atomic_fetch_add(&destroyed, 1);
 }
 
-static int noop(weft_ctx *ctx, void *arg) {
-    (void)ctx;
-    (void)arg;
-    return 0;
-}
-
 /* Spawn with desc, expecting code; arg_destroy must have been called once. */
 static void expect_spawn_error(weft_runtime *rt, weft_task_desc *d, int code, int line) {
     d->arg_destroy = count_destroy;
@@ -39,7 +33,7 @@ static void expect_spawn_error(weft_runtime *rt, weft_task_desc *d, int code, in
 
 static void check_still_works(weft_runtime *rt) {
     weft_task *t;
-    CHECK_OK(weft_spawn_simple(rt, noop, NULL, &t));
+    CHECK_OK(weft_spawn_simple(rt, test_noop, NULL, &t));
     CHECK_OK(weft_task_wait(t));
     weft_task_release(t);
     CHECK_OK(weft_wait_all(rt)); /* misuse never counts as a task failure */
@@ -53,16 +47,16 @@ static void test_spawn_args(void) {
     CHECK_OK(weft_data_register(rt, &x, sizeof x, &d));
     CHECK_OK(weft_data_register(other, &y, sizeof y, &dother));
     weft_task *good, *released, *foreign;
-    CHECK_OK(weft_spawn_simple(rt, noop, NULL, &good));
-    CHECK_OK(weft_spawn_simple(rt, noop, NULL, &released));
+    CHECK_OK(weft_spawn_simple(rt, test_noop, NULL, &good));
+    CHECK_OK(weft_spawn_simple(rt, test_noop, NULL, &released));
     CHECK_OK(weft_task_wait(released));
     weft_task_release(released);
-    CHECK_OK(weft_spawn_simple(other, noop, NULL, &foreign));
+    CHECK_OK(weft_spawn_simple(other, test_noop, NULL, &foreign));
 
     weft_task_desc desc;
     /* NULL rt / desc / body */
     weft_task_desc_init(&desc);
-    desc.body = noop;
+    desc.body = test_noop;
     EXPECT_SPAWN_ERROR(NULL, &desc, WEFT_EINVAL);
     weft_task *out = NULL;
     CHECK_ERR(weft_spawn(rt, NULL, &out), WEFT_EINVAL);
@@ -73,7 +67,7 @@ static void test_spawn_args(void) {
     /* deps: NULL element, released, foreign, NULL array with ndeps > 0 */
     weft_task *bad_deps[2];
     weft_task_desc_init(&desc);
-    desc.body = noop;
+    desc.body = test_noop;
     bad_deps[0] = good;
     bad_deps[1] = NULL;
     desc.deps = bad_deps;
@@ -91,7 +85,7 @@ static void test_spawn_args(void) {
      * array with naccesses > 0 */
     weft_access acc[2];
     weft_task_desc_init(&desc);
-    desc.body = noop;
+    desc.body = test_noop;
     desc.accesses = acc;
     desc.naccesses = 2;
     acc[0].data = d;
@@ -127,7 +121,7 @@ static void test_spawn_args(void) {
     static const unsigned bad_flags[] = {2u, 0x100u, WEFT_SPAWN_NOWAIT | 8u, ~0u};
     for (size_t i = 0; i < sizeof bad_flags / sizeof bad_flags[0]; i++) {
         weft_task_desc_init(&desc);
-        desc.body = noop;
+        desc.body = test_noop;
         desc.flags = bad_flags[i];
         EXPECT_SPAWN_ERROR(rt, &desc, WEFT_EINVAL);
     }
@@ -144,7 +138,7 @@ static void test_spawn_args(void) {
     EXPECT_SPAWN_ERROR(rt, &desc, WEFT_EINVAL);
 
     /* spawn_simple */
-    CHECK_ERR(weft_spawn_simple(NULL, noop, NULL, &out), WEFT_EINVAL);
+    CHECK_ERR(weft_spawn_simple(NULL, test_noop, NULL, &out), WEFT_EINVAL);
     CHECK_ERR(weft_spawn_simple(rt, NULL, NULL, &out), WEFT_EINVAL);
 
     check_still_works(rt);
@@ -152,7 +146,7 @@ static void test_spawn_args(void) {
 
     /* Failed spawns are not tasks: ids continue without gaps. */
     weft_task *t;
-    CHECK_OK(weft_spawn_simple(rt, noop, NULL, &t));
+    CHECK_OK(weft_spawn_simple(rt, test_noop, NULL, &t));
     weft_task_info info;
     CHECK_OK(weft_task_info_get(t, &info));
     CHECKF(info.id == 4, "next task has id %" PRIu64 " (3 tasks were accepted before)", info.id);
@@ -211,7 +205,7 @@ static void test_null_args(void) {
     CHECK_ERR(weft_data_register(rt, &x, sizeof x, NULL), WEFT_EINVAL);
 
     weft_task *t;
-    CHECK_OK(weft_spawn_simple(rt, noop, NULL, &t));
+    CHECK_OK(weft_spawn_simple(rt, test_noop, NULL, &t));
     CHECK_ERR(weft_task_status_get(t, NULL), WEFT_EINVAL);
     CHECK_ERR(weft_task_info_get(t, NULL), WEFT_EINVAL);
     CHECK_OK(weft_task_wait(t));
@@ -309,7 +303,7 @@ static void test_destroyed_runtime(void) {
     weft_data *d;
     CHECK_OK(weft_data_register(rt, &x, sizeof x, &d));
     weft_task *t;
-    CHECK_OK(weft_spawn_simple(rt, noop, NULL, &t));
+    CHECK_OK(weft_spawn_simple(rt, test_noop, NULL, &t));
     CHECK_OK(weft_runtime_destroy(rt));
 
     /* Task handles that outlive the runtime stay valid for wait, status,
@@ -333,10 +327,10 @@ static void test_destroyed_runtime(void) {
     atomic_store(&destroyed, 0);
     weft_task_desc desc;
     weft_task_desc_init(&desc);
-    desc.body = noop;
+    desc.body = test_noop;
     EXPECT_SPAWN_ERROR(rt, &desc, WEFT_ECLOSED);
     weft_task *out = (weft_task *)(uintptr_t)0xdead0;
-    CHECK_ERR(weft_spawn_simple(rt, noop, NULL, &out), WEFT_ECLOSED);
+    CHECK_ERR(weft_spawn_simple(rt, test_noop, NULL, &out), WEFT_ECLOSED);
     CHECK(out == (weft_task *)(uintptr_t)0xdead0);
     weft_data *dd = (weft_data *)(uintptr_t)0xdead0;
     CHECK_ERR(weft_data_register(rt, &x, sizeof x, &dd), WEFT_ECLOSED);
@@ -353,7 +347,7 @@ static void test_destroyed_runtime(void) {
      * still reports ECLOSED and does not reach the new runtime. */
     weft_runtime *rt2 = make_rt(1);
     check_still_works(rt2);
-    CHECK_ERR(weft_spawn_simple(rt, noop, NULL, NULL), WEFT_ECLOSED);
+    CHECK_ERR(weft_spawn_simple(rt, test_noop, NULL, NULL), WEFT_ECLOSED);
     CHECK_ERR(weft_runtime_stats(rt, &st), WEFT_ECLOSED);
     CHECK_ERR(weft_runtime_destroy(rt), WEFT_ECLOSED);
     CHECK(weft_runtime_workers(rt) == 0);
@@ -370,12 +364,12 @@ static void test_stale_handles(void) {
     weft_runtime *rt = make_rt(2);
     for (int round = 0; round < 50; round++) {
         weft_task *t, *u;
-        CHECK_OK(weft_spawn_simple(rt, noop, NULL, &t));
+        CHECK_OK(weft_spawn_simple(rt, test_noop, NULL, &t));
         CHECK_OK(weft_task_wait(t));
         weft_task_info ti;
         CHECK_OK(weft_task_info_get(t, &ti));
         weft_task_release(t);
-        CHECK_OK(weft_spawn_simple(rt, noop, NULL, &u));
+        CHECK_OK(weft_spawn_simple(rt, test_noop, NULL, &u));
         CHECK_OK(weft_task_wait(u));
         CHECK_ERR(weft_task_wait(t), WEFT_EINVAL);
         weft_task_info info;
@@ -394,7 +388,7 @@ static void test_stale_handles(void) {
         weft_access acc = {d, WEFT_RW};
         weft_task_desc desc;
         weft_task_desc_init(&desc);
-        desc.body = noop;
+        desc.body = test_noop;
         desc.accesses = &acc;
         desc.naccesses = 1;
         CHECK_ERR(weft_spawn(rt, &desc, NULL), WEFT_EINVAL);

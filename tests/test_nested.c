@@ -237,18 +237,12 @@ static atomic_int a_started, a_gate;
 static weft_task *task_a;
 static atomic_int b_result;
 
-static int nop_child(weft_ctx *ctx, void *arg) {
-    (void)ctx;
-    (void)arg;
-    return 0;
-}
-
 static int body_a(weft_ctx *ctx, void *arg) {
     (void)arg;
     atomic_store(&a_started, 1);
     if (wait_flag(&a_gate, 10000) != 0) return 1;
     weft_task *c;
-    if (weft_spawn_simple(weft_ctx_runtime(ctx), nop_child, NULL, &c) != 0) return 2;
+    if (weft_spawn_simple(weft_ctx_runtime(ctx), test_noop, NULL, &c) != 0) return 2;
     int rc = weft_task_wait(c);
     weft_task_release(c);
     return rc == 0 ? 0 : 3;
@@ -301,7 +295,7 @@ static int body_a2(weft_ctx *ctx, void *arg) {
     if (wait_flag(&a2_gate, 10000) != 0) return 1;
     weft_task_desc d;
     weft_task_desc_init(&d);
-    d.body = nop_child;
+    d.body = test_noop;
     d.deps = &task_x;
     d.ndeps = 1;
     weft_task *c;

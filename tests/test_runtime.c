@@ -95,12 +95,6 @@ static void test_config_env(void) {
     clear_env();
 }
 
-static int noop(weft_ctx *ctx, void *arg) {
-    (void)ctx;
-    (void)arg;
-    return 0;
-}
-
 static int add_one(weft_ctx *ctx, void *arg) {
     (void)ctx;
     atomic_fetch_add((atomic_int *)arg, 1);
@@ -163,7 +157,7 @@ static void test_destroy_reports_failure(void) {
     rt = make_rt(2);
     CHECK_OK(weft_spawn_simple(rt, fail_body, NULL, NULL));
     CHECK_RC(weft_wait_all(rt), WEFT_ETASKFAILED);
-    CHECK_OK(weft_spawn_simple(rt, noop, NULL, NULL));
+    CHECK_OK(weft_spawn_simple(rt, test_noop, NULL, NULL));
     CHECK_OK(weft_runtime_destroy(rt)); /* the failure was already reported */
 
     CHECK_OK(weft_runtime_destroy(NULL));
@@ -180,7 +174,7 @@ static void test_handles_outlive_runtime(void) {
     CHECK_OK(weft_spawn_simple(rt, fail_body, NULL, &t_fail));
     weft_task_desc d;
     weft_task_desc_init(&d);
-    d.body = noop;
+    d.body = test_noop;
     d.deps = &t_fail;
     d.ndeps = 1;
     d.name = "dependent";

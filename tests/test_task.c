@@ -2,12 +2,6 @@
  * priorities, names, the weft_ctx accessors. */
 #include "check.h"
 
-static int noop(weft_ctx *ctx, void *arg) {
-    (void)ctx;
-    (void)arg;
-    return 0;
-}
-
 static int ret_arg(weft_ctx *ctx, void *arg) {
     (void)ctx;
     return (int)(intptr_t)arg;
@@ -18,7 +12,7 @@ static int ret_arg(weft_ctx *ctx, void *arg) {
 static void test_basic(void) {
     weft_runtime *rt = make_rt(2);
     weft_task *t[3];
-    CHECK_OK(weft_spawn_simple(rt, noop, NULL, &t[0]));
+    CHECK_OK(weft_spawn_simple(rt, test_noop, NULL, &t[0]));
     CHECK_OK(weft_spawn_simple(rt, ret_arg, (void *)(intptr_t)42, &t[1]));
     CHECK_OK(weft_spawn_simple(rt, ret_arg, (void *)(intptr_t)-7, &t[2]));
     CHECK_OK(weft_task_wait(t[0]));
@@ -69,7 +63,7 @@ static void test_basic(void) {
 
     /* The runtime still works. */
     weft_task *u;
-    CHECK_OK(weft_spawn_simple(rt, noop, NULL, &u));
+    CHECK_OK(weft_spawn_simple(rt, test_noop, NULL, &u));
     CHECK_OK(weft_task_wait(u));
     CHECK_OK(weft_task_info_get(u, &info));
     CHECK(info.id == 4);
@@ -85,10 +79,10 @@ static void test_status_transitions(void) {
     weft_task *b, *r, *w;
     CHECK_OK(weft_spawn_simple(rt, blocker, NULL, &b));
     CHECK(wait_flag(&blocker_in, 10000) == 0);
-    CHECK_OK(weft_spawn_simple(rt, noop, NULL, &r));
+    CHECK_OK(weft_spawn_simple(rt, test_noop, NULL, &r));
     weft_task_desc d;
     weft_task_desc_init(&d);
-    d.body = noop;
+    d.body = test_noop;
     d.deps = &b;
     d.ndeps = 1;
     CHECK_OK(weft_spawn(rt, &d, &w));
@@ -375,7 +369,7 @@ static void test_names(void) {
     strcpy(buf, "hello");
     weft_task_desc d;
     weft_task_desc_init(&d);
-    d.body = noop;
+    d.body = test_noop;
     d.name = buf;
     weft_task *t1, *t2;
     CHECK_OK(weft_spawn(rt, &d, &t1));

@@ -86,12 +86,6 @@ static void task_wait_inside(weft_runtime *rt, void *arg) {
     weft_task_release(w);
 }
 
-static int nop(weft_ctx *ctx, void *arg) {
-    (void)ctx;
-    (void)arg;
-    return 0;
-}
-
 static void backpressure(weft_runtime *rt, void *arg) {
     (void)arg;
     /* max_inflight is 4: two blockers (one per worker) plus two queued
@@ -99,7 +93,7 @@ static void backpressure(weft_runtime *rt, void *arg) {
      * backlog drains. */
     CHECK_OK(weft_spawn_simple(rt, blocker, NULL, NULL));
     CHECK_OK(weft_spawn_simple(rt, blocker, NULL, NULL));
-    for (int i = 0; i < 8; i++) CHECK_OK(weft_spawn_simple(rt, nop, NULL, NULL));
+    for (int i = 0; i < 8; i++) CHECK_OK(weft_spawn_simple(rt, test_noop, NULL, NULL));
     CHECK(atomic_load(&gate) == 1); /* it could only get here after the gate opened */
 }
 
