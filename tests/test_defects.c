@@ -294,17 +294,18 @@ static double readers_cost(int pending) {
 
 static void test_readers(void) {
     int small = test_pick(10000, 4000), big = small * 8;
-    /* Best of three for each size: the machine is noisy, a linear cost is
-     * not (8x the pending readers cost 8x per spawn before the fix). */
+    /* Best of five for each size, interleaved: the machine is noisy (under
+     * ASan on a loaded machine a ratio of 3 was seen), a linear cost is not
+     * (8x the pending readers cost 8x per spawn before the fix). */
     double a = 1e30, b = 1e30;
-    for (int r = 0; r < 3; r++) {
+    for (int r = 0; r < 5; r++) {
         double x = readers_cost(small), y = readers_cost(big);
         if (x < a) a = x;
         if (y < b) b = y;
     }
     printf("readers: %.0f ns/spawn with %d pending, %.0f ns with %d pending (ratio %.2f)\n", a, small, b, big,
            b / a);
-    CHECKF(b / a < 3.0, "spawn cost grows with pending readers: %.0f ns vs %.0f ns", a, b);
+    CHECKF(b / a < 5.0, "spawn cost grows with pending readers: %.0f ns vs %.0f ns", a, b);
 }
 
 /* ---- 6: two threads unregistering one handle at once --------------------- */
