@@ -64,7 +64,8 @@ typedef enum weft_error {
     WEFT_ETIMEDOUT = -7,   /* a timed wait ran out of time; the task is still pending */
     WEFT_EDEADLK = -8,     /* waiting here could never finish (e.g. wait_all inside a task) */
     WEFT_ESYSTEM = -9,     /* the operating system refused (e.g. a thread could not start) */
-    WEFT_EAGAIN = -10      /* not now: the spawn would block (WEFT_SPAWN_NOWAIT) */
+    WEFT_EAGAIN = -10,     /* not now: the spawn would block (WEFT_SPAWN_NOWAIT) */
+    WEFT_EDEVICE = -11     /* a device failed (the message names the device API's error) */
 } weft_error;
 
 /* A static, human-readable name for an error code ("WEFT_EINVAL: invalid
@@ -138,6 +139,17 @@ typedef struct weft_config {
     /* Memory of each virtual GPU, in bytes (its arena).  0 means 1 GiB.
      * Env: WEFT_VGPU_MEMORY. */
     size_t vgpu_memory;
+    /* The mapping policy of tasks with placements (weft_placement), by name:
+     *   "load"         (the default) the first alternative, in the order
+     *                  given, whose compute share and memory can be reserved
+     *                  now; within it the least loaded GPUs (tasks mapped and
+     *                  not finished), then the ones with most free memory
+     *   "round-robin"  the first alternative that fits now; within it the
+     *                  GPUs in turn
+     * NULL means "load".  An unknown name makes weft_runtime_create fail
+     * with WEFT_EINVAL.  Read during weft_runtime_create only.
+     * Env: WEFT_POLICY. */
+    const char *policy;
 } weft_config;
 
 /* Fill *cfg with defaults, then apply the environment overrides named above.
@@ -289,8 +301,40 @@ typedef struct weft_access {
     unsigned mode; /* WEFT_R, WEFT_W, WEFT_RW, optionally | WEFT_COMMUTE */
 } weft_access;
 
+/* Where a task may run: one device set, with what it reserves on each GPU
+ * of the set and, optionally, a body of its own (a variant).  A task gives
+ * a list of alternatives (weft_task_desc.placements); the runtime's policy
+ * (weft_config.policy) picks one once the task's dependencies are done,
+ * reserves its compute share and memory on each GPU of the set (the task
+ * stays WAITING while they are taken by others), runs that alternative's
+ * body, and gives them back when the task finishes.  GPUs are numbered
+ * 0 .. G-1 in the order of weft_device_info (every device but the CPU). */
+typedef struct weft_placement {
+    unsigned cpu;      /* 1: the CPU is in the set (always true of a body's thread;
+                          "cpu" alone means no GPU) */
+    unsigned gpus;     /* GPUs in the set: 0, or k >= 1 distinct ones */
+    int gpu;           /* with gpus == 1: this GPU, or -1 for any (weft_placement_init) */
+    double share;      /* compute share of each GPU of the set, in (0, 1]; 0 means 1,
+                          the whole GPU.  Tasks whose shares add up to at most 1 run
+                          on one GPU at once (as Parla's vcus) */
+    size_t memory;     /* bytes reserved on each GPU of the set (counted in
+                          weft_device_info.memory_used while the task holds them) */
+    weft_body_fn body; /* this alternative's body; NULL: the task's body */
+} weft_placement;
+
+/* *p = any one GPU, whole, no memory, the task's body.  Never fails. */
+WEFT_API void weft_placement_init(weft_placement *p);
+
+/* Parse a device set: "cpu", "gpu" (any one), "gpu:I", "K*gpu" or "Kxgpu"
+ * (any K distinct), "cpu+gpu" (and "cpu+gpu:I", "cpu+K*gpu"), into *p,
+ * which is first reset by weft_placement_init (set share, memory and body
+ * after).  Errors: WEFT_EINVAL (NULL, or a bad string: the message names
+ * the bad part; *p is then reset).  Never blocks. */
+WEFT_API WEFT_NODISCARD int weft_placement_parse(const char *s, weft_placement *p);
+
 typedef struct weft_task_desc {
-    weft_body_fn body;                /* required */
+    weft_body_fn body;                /* required (with placements: the body of the
+                                         alternatives that have none of their own) */
     void *arg;                        /* passed to body; owned by the task if arg_destroy is set */
     void (*arg_destroy)(void *arg);   /* called exactly once, after the body ran or the
                                          task was cancelled (on some worker or in
@@ -304,6 +348,15 @@ typedef struct weft_task_desc {
     const char *name;                 /* for traces and error reports; copied (first 31 bytes) */
     int priority;                     /* higher runs first among ready tasks; default 0 */
     unsigned flags;                   /* WEFT_SPAWN_* */
+    /* Where the task may run (weft_placement), in order of preference; NULL
+     * with nplacements 0: the CPU, as a plain task.  A spawn whose every
+     * alternative no device set of this runtime could ever satisfy (more
+     * GPUs than there are, a GPU that does not exist, more memory than the
+     * GPU has, a share outside (0, 1]) fails with WEFT_EINVAL and a message
+     * saying why for each; alternatives that could never run are otherwise
+     * skipped.  Copied during the call. */
+    const weft_placement *placements;
+    size_t nplacements;
 } weft_task_desc;
 
 /* Flags of weft_task_desc. */
@@ -508,6 +561,34 @@ WEFT_API uint64_t weft_ctx_task_id(const weft_ctx *ctx);
  * (perhaps not yet, on the spawner's side), lent, not to be released.  NULL
  * if ctx is NULL or the spawner asked for no handle. */
 WEFT_API weft_task *weft_ctx_task(const weft_ctx *ctx);
+
+/* The alternative of weft_task_desc.placements the task runs (0 for a task
+ * without placements).  Never fails. */
+WEFT_API unsigned weft_ctx_variant(const weft_ctx *ctx);
+
+/* GPUs of the task's device set (0 for a CPU task).  Never fails. */
+WEFT_API unsigned weft_ctx_gpu_count(const weft_ctx *ctx);
+
+/* The runtime device index (weft_device_info.index) of the set's i-th GPU,
+ * or -1 if i is out of range. */
+WEFT_API int weft_ctx_gpu(const weft_ctx *ctx, unsigned i);
+
+/* The stream the body queues the i-th GPU's work on, as that GPU's own API
+ * knows it: a cudaStream_t on a CUDA device; on a virtual GPU an opaque
+ * handle for weft_ctx_queue.  NULL if i is out of range.  The runtime has
+ * ordered the stream after the task's dependencies; the task completes once
+ * all the work queued on its streams by the time the body returns has
+ * finished (the body itself returns as soon as it has queued it). */
+WEFT_API void *weft_ctx_stream(const weft_ctx *ctx, unsigned i);
+
+/* Queue fn(arg) on the i-th GPU's stream, after what is queued there: on a
+ * virtual GPU, its kernel (run by the stream's thread, stretched to model_ns
+ * nanoseconds of modelled time if it ran shorter); on CUDA, a host function
+ * (cudaLaunchHostFunc; model_ns is ignored).  fn must not call Weft; a
+ * non-zero return fails the task.  Errors: WEFT_EINVAL (bad context, i or
+ * fn), WEFT_ENOMEM, WEFT_EDEVICE.  Never blocks; from the body only. */
+WEFT_API WEFT_NODISCARD int weft_ctx_queue(const weft_ctx *ctx, unsigned i, int (*fn)(void *arg), void *arg,
+                                           uint64_t model_ns);
 
 /* Address, on the device this body runs on, of the task's i-th data access
  * (in descriptor order).  For CPU tasks it is the registered host pointer.

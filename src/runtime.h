@@ -36,6 +36,8 @@ struct weft__rt {
     weft__worker *workers;
     size_t max_inflight;
     weft__sched sched;
+    weft__placer placer;               /* the GPUs of dev[] (not test devices) and the policy */
+    bool placer_ready;
     weft__device *dev[WEFT__MAX_DEVICES]; /* [0] the host; then the virtual GPUs (and test devices) */
     unsigned ndev;
     bool cpu_tasks;                    /* "cpu" was among the devices asked for */

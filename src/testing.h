@@ -32,7 +32,20 @@ int weft__test_device_add(weft_runtime *rt, uint64_t delay_ns, size_t capacity, 
  * the task with that value.  Errors: WEFT_EINVAL, WEFT_ENOMEM. */
 int weft__test_launch(weft_ctx *ctx, unsigned device, int (*fn)(void *), void *arg, uint64_t model_ns);
 
+/* From a body: the device's default queue as its kind's API knows it (a
+ * cudaStream_t for CUDA), or NULL; and a completion report on that queue
+ * for the task, so that it completes only after the work queued on the queue
+ * so far (by the body, on the native queue).  Errors: WEFT_EINVAL,
+ * WEFT_ENOMEM, WEFT_EDEVICE. */
+void *weft__test_native_queue(weft_ctx *ctx, unsigned device);
+int weft__test_enqueued(weft_ctx *ctx, unsigned device);
+
 /* The device's capacity accounting: bytes allocated now. */
 size_t weft__test_device_used(weft_runtime *rt, unsigned device);
+
+/* CUDA devices this process sees (0 without a GPU, a driver, or CUDA support
+ * in this build), and whether the build has the CUDA kind. */
+int weft__test_cuda_count(void);
+int weft__test_cuda_compiled(void);
 
 #endif

@@ -15,6 +15,8 @@
 typedef struct trace_event {
     uint64_t start_ns, end_ns, id;
     char name[32];
+    int variant;               /* the alternative run, -1: a task without placements */
+    char devices[40];          /* its GPUs' names joined by '+' ("" for none) */
 } trace_event;
 
 struct weft__trace_chunk {
@@ -49,6 +51,12 @@ void weft__trace_record(weft__worker *w, const weft__task *t, uint64_t start_ns,
     e->end_ns = end_ns;
     e->id = t->id;
     memcpy(e->name, t->name, sizeof e->name);
+    e->variant = t->place ? t->place->chosen : -1;
+    e->devices[0] = '\0';
+    size_t at = 0;
+    for (unsigned k = 0; t->place && k < t->place->ngpu && at < sizeof e->devices; k++)
+        at += (size_t)snprintf(e->devices + at, sizeof e->devices - at, "%s%s", k ? "+" : "",
+                               w->rt->placer.gpu[t->place->gpu[k]]->name);
     w->trace_count++;
 }
 
@@ -111,10 +119,15 @@ int weft__trace_write(weft__rt *rt)
                 uint64_t ts = e->start_ns - rt->t0_ns, dur = e->end_ns - e->start_ns;
                 fprintf(f,
                         ",\"cat\":\"task\",\"ph\":\"X\",\"pid\":1,\"tid\":%u,\"ts\":%llu.%03llu,"
-                        "\"dur\":%llu.%03llu,\"args\":{\"id\":%llu}}",
+                        "\"dur\":%llu.%03llu,\"args\":{\"id\":%llu",
                         i, (unsigned long long)(ts / 1000), (unsigned long long)(ts % 1000),
                         (unsigned long long)(dur / 1000), (unsigned long long)(dur % 1000),
                         (unsigned long long)e->id);
+                if (e->variant >= 0) {
+                    fprintf(f, ",\"variant\":%d,\"devices\":", e->variant);
+                    write_json_string(f, e->devices[0] ? e->devices : "cpu");
+                }
+                fputs("}}", f);
             }
         }
     }

@@ -36,7 +36,7 @@ static void run_chain(weft__worker *w, weft__qnode *n)
             atomic_store_explicit(&w->depth, atomic_load_explicit(&w->depth, memory_order_relaxed) + 1,
                                   memory_order_relaxed);
             uint64_t t0 = w->rt->graph.trace ? weft__now_ns() : 0;
-            int r = t->body(&ctx, t->arg);
+            int r = weft__place_body(t->place, t->body)(&ctx, t->arg);
             if (w->rt->graph.trace)
                 weft__trace_record(w, t, t0, weft__now_ns());
             atomic_store_explicit(&w->depth, atomic_load_explicit(&w->depth, memory_order_relaxed) - 1,

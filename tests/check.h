@@ -220,12 +220,14 @@ static inline int blocker(weft_ctx *ctx, void *arg) {
     return 0;
 }
 
-/* A runtime with n workers, no trace, everything else default. */
+/* A runtime with n workers, no trace, the CPU only (so that the core's
+ * tests do not depend on the GPUs a machine has), everything else default. */
 static inline weft_runtime *make_rt(unsigned workers) {
     weft_config cfg;
     weft_config_init(&cfg);
     cfg.workers = workers;
     cfg.trace_path = NULL;
+    cfg.devices = "cpu";
     weft_runtime *rt = NULL;
     CHECK_OK(weft_runtime_create(&cfg, &rt));
     CHECK(rt != NULL);

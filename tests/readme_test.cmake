@@ -3,7 +3,8 @@
 # with warnings as errors against the weft headers and static library, and
 # run it.
 #   cmake -DSOURCE_DIR=... -DWORK_DIR=... -DC_COMPILER=... -DLIB=libweft.a
-#         [-DEXTRA_FLAGS="-fsanitize=..."] -P readme_test.cmake
+#         [-DEXTRA_FLAGS="-fsanitize=..."] [-DEXTRA_LIBS="what libweft.a needs"]
+#         -P readme_test.cmake
 cmake_minimum_required(VERSION 3.18)
 foreach(v SOURCE_DIR WORK_DIR C_COMPILER LIB)
   if(NOT DEFINED ${v})
@@ -38,8 +39,9 @@ set(src "${WORK_DIR}/readme_example.c")
 set(exe "${WORK_DIR}/readme_example")
 file(WRITE "${src}" "${code}")
 separate_arguments(extra UNIX_COMMAND "${EXTRA_FLAGS}")
+separate_arguments(extra_libs UNIX_COMMAND "${EXTRA_LIBS}")
 execute_process(COMMAND "${C_COMPILER}" -std=c11 -Wall -Wextra -Werror ${extra}
-    "-I${SOURCE_DIR}/include" "${src}" "${LIB}" -pthread -o "${exe}"
+    "-I${SOURCE_DIR}/include" "${src}" "${LIB}" ${extra_libs} -pthread -o "${exe}"
   RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
 if(NOT rc EQUAL 0)
   message(FATAL_ERROR "the README example (${src}) does not compile:\n${out}${err}")

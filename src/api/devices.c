@@ -4,6 +4,7 @@
  * test device's hooks (src/testing.h).  Placement (devices issue) goes here.
  */
 #include "runtime.h"
+#include "device/cuda.h"
 #include "testing.h"
 
 #include <stdio.h>
@@ -48,6 +49,72 @@ int weft_device_info_get(weft_runtime *h, unsigned i, weft_device_info *out)
     pthread_mutex_unlock(&rt->data_lock);
     weft__rt_leave(rt, 1);
     return rc;
+}
+
+/* ---- placements ---------------------------------------------------------- */
+
+void weft_placement_init(weft_placement *p)
+{
+    if (!p)
+        return;
+    memset(p, 0, sizeof *p);
+    p->gpus = 1;
+    p->gpu = -1;
+}
+
+int weft_placement_parse(const char *s, weft_placement *p)
+{
+    weft__clear_error();
+    if (!s || !p)
+        return weft__error(WEFT_EINVAL, "weft_placement_parse: %s is NULL", s ? "p" : "s");
+    weft_placement_init(p);
+    char why[160];
+    if (weft__placement_parse(s, p, why, sizeof why) != 0)
+        return weft__error(WEFT_EINVAL, "weft_placement_parse: %s", why);
+    return 0;
+}
+
+/* ---- placement seen from a body ---------------------------------------- */
+
+unsigned weft_ctx_variant(const weft_ctx *ctx)
+{
+    const weft__place *pl = ctx ? ctx->task->place : NULL;
+    return pl && pl->chosen > 0 ? (unsigned)pl->chosen : 0;
+}
+
+unsigned weft_ctx_gpu_count(const weft_ctx *ctx)
+{
+    const weft__place *pl = ctx ? ctx->task->place : NULL;
+    return pl ? pl->ngpu : 0;
+}
+
+int weft_ctx_gpu(const weft_ctx *ctx, unsigned i)
+{
+    if (i >= weft_ctx_gpu_count(ctx))
+        return -1;
+    return ctx->rt->placer.dev_index[ctx->task->place->gpu[i]];
+}
+
+void *weft_ctx_stream(const weft_ctx *ctx, unsigned i)
+{
+    if (i >= weft_ctx_gpu_count(ctx))
+        return NULL;
+    weft__dqueue *q = ctx->task->place->queue[i];
+    weft__device *dev = ctx->rt->placer.gpu[ctx->task->place->gpu[i]];
+    return dev->ops->native_queue ? dev->ops->native_queue(q) : (void *)q;
+}
+
+int weft_ctx_queue(const weft_ctx *ctx, unsigned i, int (*fn)(void *arg), void *arg, uint64_t model_ns)
+{
+    weft__clear_error();
+    if (!ctx || !fn)
+        return weft__error(WEFT_EINVAL, "weft_ctx_queue: %s is NULL", ctx ? "fn" : "ctx");
+    if (i >= weft_ctx_gpu_count(ctx))
+        return weft__error(WEFT_EINVAL, "weft_ctx_queue: GPU %u of a task with %u", i, weft_ctx_gpu_count(ctx));
+    weft__dqueue *q = ctx->task->place->queue[i];
+    weft__device *dev = ctx->rt->placer.gpu[ctx->task->place->gpu[i]];
+    int rc = dev->ops->launch(q, fn, arg, model_ns);
+    return rc ? weft__error(rc, "weft_ctx_queue: could not queue on %s (%s)", dev->name, weft_strerror(rc)) : 0;
 }
 
 int weft__test_device_add(weft_runtime *h, uint64_t delay_ns, size_t capacity, unsigned *index)
@@ -102,9 +169,34 @@ int weft__test_launch(weft_ctx *ctx, unsigned device, int (*fn)(void *), void *a
     return rc ? weft__error(rc, "weft__test_launch: could not queue the work") : 0;
 }
 
+void *weft__test_native_queue(weft_ctx *ctx, unsigned device)
+{
+    if (!ctx || device >= ctx->rt->ndev)
+        return NULL;
+    weft__device *dev = ctx->rt->dev[device];
+    return dev->ops->native_queue ? dev->ops->native_queue(dev->default_queue) : NULL;
+}
+
+int weft__test_enqueued(weft_ctx *ctx, unsigned device)
+{
+    if (!ctx || device >= ctx->rt->ndev)
+        return weft__error(WEFT_EINVAL, "weft__test_enqueued: bad context or device");
+    weft__device *dev = ctx->rt->dev[device];
+    weft__task *t = ctx->task;
+    weft__task_op_begin(t);
+    int rc = dev->ops->notify(dev->default_queue, weft__task_op_done, t);
+    if (rc != 0)
+        weft__task_op_done(t, rc);
+    return rc;
+}
+
 size_t weft__test_device_used(weft_runtime *h, unsigned device)
 {
     int err;
     weft__rt *rt = weft__rt_get(h, "weft__test_device_used", &err);
     return rt && device < rt->ndev ? atomic_load(&rt->dev[device]->used) : 0;
 }
+
+int weft__test_cuda_count(void) { return weft__cuda_count(); }
+
+int weft__test_cuda_compiled(void) { return weft__cuda_compiled(); }

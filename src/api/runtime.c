@@ -3,6 +3,7 @@
  * wait_all.
  */
 #include "runtime.h"
+#include "device/cuda.h"
 #include "testing.h"
 #include "trace.h"
 
@@ -46,6 +47,7 @@ const char *weft_strerror(int code)
     case WEFT_EDEADLK: return "WEFT_EDEADLK: the wait could never finish";
     case WEFT_ESYSTEM: return "WEFT_ESYSTEM: the operating system refused";
     case WEFT_EAGAIN: return "WEFT_EAGAIN: the spawn would block (backpressure)";
+    case WEFT_EDEVICE: return "WEFT_EDEVICE: a device failed";
     default: return "unknown Weft error code";
     }
 }
@@ -103,14 +105,59 @@ void weft_config_init(weft_config *cfg)
         cfg->devices = devices;
     if (env_u64("WEFT_VGPU_MEMORY", &v) && v > 0)
         cfg->vgpu_memory = (size_t)v;
+    const char *policy = getenv("WEFT_POLICY");
+    if (policy && *policy)
+        cfg->policy = policy;
 }
 
-/* The devices after the host, as the parsed device string asks. */
+static int add_device(weft__rt *rt, weft__device *dev)
+{
+    dev->index = rt->ndev;
+    rt->dev[rt->ndev++] = dev;
+    return 0;
+}
+
+/* The CUDA devices the parsed device string asks for: every one found (none
+ * is fine for the default), or the listed ordinals, each of which must
+ * exist. */
+static int add_cuda(weft__rt *rt, const weft__devspec *spec, const char *str)
+{
+    int found = weft__cuda_count();
+    if (spec->cuda_all && !spec->cuda_optional && found == 0)
+        return weft__error(WEFT_EINVAL, "weft_runtime_create: devices \"%s\": 'cuda': no CUDA device found%s", str,
+                           weft__cuda_compiled() ? " (no GPU or no driver)" : " (this build of Weft has no CUDA support)");
+    for (unsigned i = 0; i < spec->ncuda; i++)
+        if (spec->cuda[i] >= found)
+            return weft__error(WEFT_EINVAL, "weft_runtime_create: devices \"%s\": 'cuda:%d': %d CUDA device%s found%s",
+                               str, spec->cuda[i], found, found == 1 ? "" : "s",
+                               weft__cuda_compiled() ? "" : " (this build of Weft has no CUDA support)");
+    unsigned n = spec->cuda_all ? (unsigned)found : spec->ncuda;
+    if (n > WEFT__MAX_DEVICES - rt->ndev)
+        n = WEFT__MAX_DEVICES - rt->ndev;
+    for (unsigned i = 0; i < n; i++) {
+        int ordinal = spec->cuda_all ? (int)i : spec->cuda[i];
+        weft__device *dev;
+        int rc = weft__cuda_new(&rt->waits, ordinal, &dev);
+        if (rc) {
+            char why[200];
+            snprintf(why, sizeof why, "%s", weft_last_error());
+            return weft__error(rc, "weft_runtime_create: could not start CUDA device %d: %s", ordinal, why);
+        }
+        add_device(rt, dev);
+    }
+    return 0;
+}
+
+/* The devices after the host, as the parsed device string asks: CUDA
+ * devices first, then virtual GPUs. */
 static int add_devices(weft__rt *rt, const weft__devspec *spec, const char *str)
 {
-    if ((spec->cuda_all && !spec->cuda_optional) || spec->ncuda)
-        return weft__error(WEFT_EINVAL, "weft_runtime_create: devices \"%s\": no CUDA device found "
-                                        "(this build of Weft has no CUDA device kind yet)", str);
+    int rc = add_cuda(rt, spec, str);
+    if (rc)
+        return rc;
+    if (spec->vgpus > WEFT__MAX_DEVICES - rt->ndev)
+        return weft__error(WEFT_EINVAL, "weft_runtime_create: devices \"%s\": %u virtual GPUs beside %u other devices: "
+                                        "at most %d devices in all", str, spec->vgpus, rt->ndev, WEFT__MAX_DEVICES);
     weft__vgpu_params p;
     weft__vgpu_params_default(&p);
     if (rt->cfg.vgpu_memory)
@@ -124,8 +171,7 @@ static int add_devices(weft__rt *rt, const weft__devspec *spec, const char *str)
                                             "(%zu bytes of address space and a thread each)", i, p.capacity);
         dev->kind = WEFT_DEVICE_VGPU;
         dev->ordinal = (int)i;
-        dev->index = rt->ndev;
-        rt->dev[rt->ndev++] = dev;
+        add_device(rt, dev);
     }
     return 0;
 }
@@ -181,6 +227,9 @@ static void rt_free(weft__rt *rt)
     }
     if (rt->sched.q)
         weft__sched_fini(&rt->sched);
+    if (rt->placer_ready)
+        weft__placer_fini(&rt->placer);
+    rt->placer_ready = false;
     for (unsigned i = rt->ndev; i-- > 0;)
         weft__device_delete(rt->dev[i]);
     rt->ndev = 0;
@@ -210,6 +259,10 @@ int weft_runtime_create(const weft_config *cfg_in, weft_runtime **out)
     char why[160];
     if (weft__devspec_parse(cfg.devices, &spec, why, sizeof why) != 0)
         return weft__error(WEFT_EINVAL, "weft_runtime_create: devices \"%s\": %s", cfg.devices, why);
+    const weft__policy *policy = weft__policy_find(cfg.policy);
+    if (!policy)
+        return weft__error(WEFT_EINVAL, "weft_runtime_create: unknown policy \"%s\" (\"load\" or \"round-robin\")",
+                           cfg.policy);
 
     weft__rt *rt = weft__slot_alloc(WEFT__POOL_RUNTIME, sizeof(weft__rt));
     if (!rt)
@@ -250,6 +303,14 @@ int weft_runtime_create(const weft_config *cfg_in, weft_runtime **out)
         rt_free(rt);
         return drc;
     }
+    drc = weft__placer_init(&rt->placer, rt->dev, rt->ndev, policy);
+    if (drc != 0) {
+        rt_free(rt);
+        return weft__error(drc, "weft_runtime_create: could not create the GPUs' streams");
+    }
+    rt->placer_ready = true;
+    rt->graph.placer = &rt->placer;
+    rt->cfg.policy = policy->name;
     if (cfg.trace_path) {
         rt->trace_path = weft__strdup(cfg.trace_path);
         if (!rt->trace_path) {

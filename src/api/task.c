@@ -34,6 +34,8 @@ int weft__desc_check(const weft_runtime *h, const weft_task_desc *d, const char 
         return weft__error(WEFT_EINVAL, "%s: naccesses is %zu but accesses is NULL", fn, d->naccesses);
     if (d->flags & ~(unsigned)WEFT_SPAWN_NOWAIT)
         return weft__error(WEFT_EINVAL, "%s: unknown flags 0x%x", fn, d->flags);
+    if (d->nplacements && !d->placements)
+        return weft__error(WEFT_EINVAL, "%s: nplacements is %zu but placements is NULL", fn, d->nplacements);
     if (d->naccesses > UINT16_MAX || d->ndeps > UINT32_MAX / 2)
         return weft__error(WEFT_EINVAL, "%s: too many dependencies or accesses", fn);
     for (size_t i = 0; i < d->ndeps; i++) {

@@ -30,6 +30,8 @@ static bool event_fired(const void *arg)
 
 int weft__device_event_wait(weft__device *dev, weft__devent *e)
 {
+    if (dev->ops->event_wait)
+        return dev->ops->event_wait(e);
     event_arg a = {dev, e};
     weft__wait w = {.key = e, .done = event_fired, .arg = &a, .deadline = UINT64_MAX, .spin = 2000};
     weft__wait_until(dev->ws, &w);

@@ -15,9 +15,9 @@
  * Kinds: host (device/host.c: CPU cores and ordinary memory; work runs
  * inline), virtual GPUs (device/vgpu.c: simulated GPUs in host memory, each
  * queue served by a thread of its own; the test device of src/testing.h is
- * one with fixed delays).  The CUDA kind adds device/cuda.c, the only file
- * that will include a CUDA header.  device/spec.c parses the device string
- * (weft_config.devices).
+ * one with fixed delays), CUDA devices (device/cuda.c, the only file that
+ * includes a CUDA header; device/cuda.h is its entry points).
+ * device/spec.c parses the device string (weft_config.devices).
  */
 #ifndef WEFT_DEVICE_H
 #define WEFT_DEVICE_H
@@ -53,6 +53,9 @@ typedef struct weft__device_ops {
     /* Work queued on q from now on starts after e fired. */
     int (*queue_wait)(weft__dqueue *q, weft__devent *e);
     int (*event_query)(weft__devent *e);         /* 1 fired, 0 pending, < 0 error */
+    /* Host wait for e (NULL: through the wait engine, the kind waking key e
+     * when it fires); 0 or the error e fired with. */
+    int (*event_wait)(weft__devent *e);
     /* Asynchronous copy of n bytes, ordered on q. */
     int (*copy)(weft__dqueue *q, void *dst, const void *src, size_t n);
     /* Queue a kernel; model_ns is its modelled duration (0: as it runs). */
@@ -63,6 +66,8 @@ typedef struct weft__device_ops {
     /* Report completions found by polling; returns how many (NULL: the kind
      * reports them from its own threads). */
     unsigned (*progress)(weft__device *dev);
+    /* The queue as its kind's own API knows it (a cudaStream_t), or NULL. */
+    void *(*native_queue)(weft__dqueue *q);
 } weft__device_ops;
 
 struct weft__device {
@@ -129,5 +134,8 @@ typedef struct weft__devspec {
  * every CUDA device found).  0, or WEFT_EINVAL with a message naming the bad
  * part in err. */
 int weft__devspec_parse(const char *s, weft__devspec *out, char *err, size_t errlen);
+/* Parse a device set of a placement ("cpu", "gpu:1", "2*gpu", "cpu+gpu")
+ * into p's cpu, gpus and gpu: 0, or WEFT_EINVAL with the reason in err. */
+int weft__placement_parse(const char *s, weft_placement *p, char *err, size_t errlen);
 
 #endif

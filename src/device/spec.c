@@ -119,3 +119,60 @@ int weft__devspec_parse(const char *str, weft__devspec *out, char *err, size_t e
         FAIL("more than %d devices", WEFT__MAX_DEVICES - 1);
     return 0;
 }
+
+/* A device set: "cpu", "gpu", "gpu:I", "K*gpu" / "Kxgpu", each GPU form
+ * optionally after "cpu+". */
+int weft__placement_parse(const char *str, weft_placement *p, char *err, size_t errlen)
+{
+    span all = trim(str, str + strlen(str));
+    span s = all;
+    p->cpu = 0;
+    p->gpus = 0;
+    p->gpu = -1;
+    if (s.e - s.b >= 3 && memcmp(s.b, "cpu", 3) == 0) {
+        span rest = trim(s.b + 3, s.e);
+        if (rest.b == rest.e) {
+            p->cpu = 1;
+            return 0;
+        }
+        if (*rest.b != '+')
+            goto bad;
+        p->cpu = 1;
+        s = trim(rest.b + 1, rest.e);
+    }
+    /* [K*|Kx]gpu[:I] */
+    const char *g = NULL;
+    for (const char *q = s.b; q + 3 <= s.e; q++)
+        if (memcmp(q, "gpu", 3) == 0) {
+            g = q;
+            break;
+        }
+    if (!g)
+        goto bad;
+    long k = 1;
+    if (g > s.b) {
+        span count = trim(s.b, g);
+        if (count.e > count.b && (count.e[-1] == '*' || count.e[-1] == 'x'))
+            count = trim(count.b, count.e - 1);
+        else
+            goto bad;
+        k = number(count, WEFT__MAX_DEVICES - 1);
+        if (k < 1)
+            goto bad;
+    }
+    span after = trim(g + 3, s.e);
+    if (after.b < after.e) {
+        if (*after.b != ':' || k != 1)
+            goto bad;
+        long i = number(trim(after.b + 1, after.e), WEFT__MAX_DEVICES - 2);
+        if (i < 0)
+            goto bad;
+        p->gpu = (int)i;
+    }
+    p->gpus = (unsigned)k;
+    return 0;
+bad:
+    snprintf(err, errlen, "'%.*s' is not a device set (cpu, gpu, gpu:I, K*gpu, cpu+gpu)", (int)(all.e - all.b),
+             all.b);
+    return WEFT_EINVAL;
+}

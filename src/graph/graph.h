@@ -22,6 +22,7 @@
 #include "data/data.h"
 #include "device/device.h"
 #include "sched/sched.h"
+#include "sched/place.h"
 #include "wait.h"
 
 typedef struct weft__task weft__task;
@@ -113,6 +114,7 @@ struct weft__task {
     weft__qnode qn;                    /* ready-queue node (sched) */
     weft__task *wait_next;             /* commute waiters, under the history's lock */
     weft__task *outer;                 /* task this one interrupted on its worker (nested help) */
+    weft__place *place;                /* its placements (NULL: a plain CPU task) */
     _Atomic uint32_t nedges;           /* edges[] in use; a placeholder publishes its one edge late (release) */
     uint16_t naccess;
     weft__edge *edges;
@@ -132,6 +134,7 @@ static inline weft__task *weft__task_of(weft__qnode *n) { return WEFT__CONTAINER
 /* The graph state of one runtime. */
 struct weft__graph {
     weft__sched *sched;
+    weft__placer *placer;              /* the runtime's GPUs and mapping policy */
     weft__waitset *ws;
     _Atomic uint64_t next_id;
     /* Tasks spawned and not finished, plus calls in progress that destroy

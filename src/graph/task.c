@@ -113,6 +113,9 @@ static void task_free(weft__task *t)
         weft__free(t->edges);
     if (t->access != t->access_inline)
         weft__free(t->access);
+    if (t->place)
+        weft__place_free(t->place);
+    t->place = NULL;
     weft__slot_free(t);
 }
 
@@ -169,6 +172,34 @@ static void count_here(weft__graph *g, size_t off)
         atomic_fetch_add((_Atomic uint64_t *)((char *)&g->ext + off), 1);
 }
 
+/* Map a task with placements: reserve its device set now, or park it until
+ * a finishing task gives resources back (false).  A task that will not run
+ * (doomed) reserves nothing. */
+static bool place_task(weft__task *t)
+{
+    if (!t->place || atomic_load_explicit(&t->run_gate, memory_order_acquire) == WEFT__GATE_DOOMED)
+        return true;
+    int r = weft__place_map(t->g->placer, t->place);
+    if (r < 0) /* nothing to wait for: the memory is held outside any task */
+        weft__task_doom(t, t->id, t->name, WEFT__CAUSE_REQUEST);
+    return r != 0;
+}
+
+static void task_queue(weft__task *t, weft__qnode **next);
+
+/* Map again the tasks a release handed back (each parks again if it still
+ * does not fit). */
+static void place_retry(weft__place *pl, weft__qnode **next)
+{
+    while (pl) {
+        weft__place *following = pl->parked_next;
+        weft__task *t = pl->owner;
+        if (place_task(t))
+            task_queue(t, next);
+        pl = following;
+    }
+}
+
 /* Dependencies satisfied: map (sched), reserve (data), queue (sched).  A
  * host task with no data goes straight to the queue. */
 static void task_ready(weft__task *t, weft__qnode **next)
@@ -177,8 +208,15 @@ static void task_ready(weft__task *t, weft__qnode **next)
         proxy_finish(t, next);
         return;
     }
+    count_here(t->g, offsetof(weft__task_stats, n_ready));
+    if (!place_task(t))
+        return; /* parked: a release maps it */
+    task_queue(t, next);
+}
+
+static void task_queue(weft__task *t, weft__qnode **next)
+{
     weft__graph *g = t->g;
-    count_here(g, offsetof(weft__task_stats, n_ready));
     if (t->naccess) {
         atomic_store_explicit(&t->state, WEFT__T_MAPPED, memory_order_relaxed);
         t->device = weft__sched_map(g->sched);
@@ -265,6 +303,13 @@ int weft__task_spawn(weft__graph *g, const void *rt_handle, const weft_task_desc
     if (!t)
         return weft__error(WEFT_ENOMEM, "weft_spawn: out of memory");
     atomic_init(&t->state, WEFT__T_SPAWNING);
+    if (d->nplacements) {
+        int prc = weft__place_new(g->placer, d->placements, d->nplacements, t, "weft_spawn", &t->place);
+        if (prc) {
+            task_free(t);
+            return prc;
+        }
+    }
     size_t extra = 0;
     uint32_t na = (uint32_t)d->naccesses;
     t->access = t->access_inline;
@@ -480,6 +525,15 @@ static int final_of(const weft__task *t)
 void weft__task_body_returned(weft__task *t, int result, weft__qnode **next)
 {
     t->result = result;
+    /* A task on GPUs completes once the work queued on its streams has. */
+    for (unsigned k = 0; t->place && k < t->place->ngpu; k++) {
+        weft__dqueue *q = t->place->queue[k];
+        weft__device *dev = t->g->placer->gpu[t->place->gpu[k]];
+        weft__task_op_begin(t);
+        int rc = dev->ops->notify(q, weft__task_op_done, t);
+        if (rc != 0)
+            weft__task_op_done(t, rc);
+    }
     if (!t->has_ops) {
         weft__task_complete(t, final_of(t), next);
         return;
@@ -562,6 +616,8 @@ void weft__task_complete(weft__task *t, int final, weft__qnode **next)
     }
     for (uint32_t i = 0; i < t->naccess; i++)
         weft__data_unpin(t->access[i].data);
+    if (t->place)
+        place_retry(weft__place_release(g->placer, t->place), next);
     if (!t->proxy)
         count_final(g, final);
     if (atomic_load(&t->waiters) > 0)

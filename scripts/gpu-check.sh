@@ -1,0 +1,110 @@
+#!/usr/bin/env bash
+# scripts/gpu-check.sh — build and run everything GPU-related in one go, on a
+# machine with a CUDA GPU, and print a short pass/fail table with timings.
+#
+#   scripts/gpu-check.sh [OUTDIR]
+#
+# Steps (each one row of the table):
+#   env        the GPU, the driver and nvcc
+#   build      the release build with the CUDA kind and the tests' CUDA kernels
+#   test_cuda  the CUDA kind's own test (it must run, not skip: a GPU is here)
+#   ctest      the whole C suite on this machine, the CUDA devices among the
+#              defaults
+#   asan       test_cuda built with ASan+UBSan (protect_shadow_gap=0, as CUDA
+#              needs under ASan)
+#   python     the extension built with this machine's python3, and the whole
+#              Python suite, the CUDA devices among the defaults
+#   py-cuda    a Python runtime on the CUDA devices (rt.devices)
+# Logs go to OUTDIR (default build-gpu/logs); the table is also written to
+# OUTDIR/table.txt.  Exit status: 0 when every row passed.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+out=${1:-build-gpu/logs}
+mkdir -p "$out"
+jobs=$(nproc 2>/dev/null || echo 4)
+rows=()
+fail=0
+
+row() { # name status seconds note
+  rows+=("$(printf '%-10s %-5s %7.1fs  %s' "$1" "$2" "$3" "$4")")
+  [ "$2" = PASS ] || fail=1
+}
+
+step() { # name note command...
+  local name=$1 note=$2
+  shift 2
+  local t0 t1 rc
+  t0=$(date +%s.%N)
+  "$@" >"$out/$name.log" 2>&1
+  rc=$?
+  t1=$(date +%s.%N)
+  local s
+  s=$(awk "BEGIN { print $t1 - $t0 }")
+  if [ $rc -eq 0 ]; then row "$name" PASS "$s" "$note"; else row "$name" FAIL "$s" "$note (rc $rc; $out/$name.log)"; tail -30 "$out/$name.log"; fi
+  return $rc
+}
+
+env_info() {
+  nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
+  nvcc --version | tail -2
+  cmake --version | head -1
+  command -v gcc && gcc --version | head -1
+  python3 --version
+}
+
+build() {
+  cmake -S . -B build-gpu -DCMAKE_BUILD_TYPE=RelWithDebInfo -DWEFT_WERROR=ON -DWEFT_BUILD_TESTS=ON \
+        -DWEFT_BUILD_BENCH=OFF "-DCMAKE_CUDA_ARCHITECTURES=${WEFT_CUDA_ARCHS:-90}" >/tmp/weft-gpu-configure.txt || return 1
+  cat /tmp/weft-gpu-configure.txt
+  grep "CUDA device kind ON" /tmp/weft-gpu-configure.txt || { echo "the CUDA kind is not in this build"; return 1; }
+  cmake --build build-gpu -j "$jobs"
+}
+
+test_cuda() {
+  build-gpu/tests/test_cuda; local rc=$?
+  [ $rc -eq 77 ] && echo "test_cuda skipped on a machine that should have a GPU"
+  return $rc
+}
+
+all_ctest() { (cd build-gpu && ctest --output-on-failure -j "$jobs" --timeout 300); }
+
+asan() {
+  cmake -S . -B build-gpu-asan -DCMAKE_BUILD_TYPE=Debug -DWEFT_WERROR=ON -DWEFT_SANITIZE=address \
+        -DWEFT_BUILD_TESTS=ON -DWEFT_BUILD_BENCH=OFF "-DCMAKE_CUDA_ARCHITECTURES=${WEFT_CUDA_ARCHS:-90}" &&
+  cmake --build build-gpu-asan -j "$jobs" --target test_cuda &&
+  ASAN_OPTIONS=protect_shadow_gap=0:detect_leaks=0:abort_on_error=1 \
+  UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 WEFT_TEST_SCALE=sanitizer build-gpu-asan/tests/test_cuda
+}
+
+python_suite() {
+  rm -rf build-gpu/site
+  python3 -m pip install -q --no-build-isolation --no-deps --no-cache-dir --target build-gpu/site . &&
+  PYTHONPATH=$PWD/build-gpu/site python3 -m pytest -q -p no:cacheprovider python/tests
+}
+
+py_cuda() {
+  PYTHONPATH=$PWD/build-gpu/site python3 - <<'EOF'
+import weft
+with weft.Runtime(devices="cpu,cuda") as rt:
+    devs = rt.devices
+    print(devs)
+    assert [d["kind"] for d in devs][:2] == ["cpu", "cuda"], devs
+    assert rt.spawn(lambda: 6 * 7).result() == 42
+print("py-cuda: ok")
+EOF
+}
+
+step env "$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1)" env_info
+step build "release build, CUDA kind + kernels" build
+step test_cuda "device layer, tasks on the GPU, destroy in flight" test_cuda
+step ctest "whole C suite on this machine" all_ctest
+step asan "test_cuda under ASan+UBSan" asan
+step python "extension + Python suite, system python3" python_suite
+step py-cuda "Runtime(devices='cpu,cuda')" py_cuda
+grep -h "GPU tasks:\|CUDA device 0" "$out/test_cuda.log" 2>/dev/null
+
+{
+  echo "gpu-check: $(date -u +%Y-%m-%dT%H:%MZ) $(git rev-parse --short HEAD 2>/dev/null)$(git diff --quiet 2>/dev/null || echo '+changes')"
+  printf '%s\n' "${rows[@]}"
+} | tee "$out/table.txt"
+exit $fail

@@ -1,0 +1,308 @@
+/*
+ * sched/place.c — placement of tasks on device sets (sched/place.h): the
+ * checks at spawn, the mapping policies, reservations of compute shares and
+ * memory, streams handed out in turn, and the tasks parked until another
+ * task gives its reservation back.
+ */
+#include "sched/place.h"
+
+#include <stdio.h>
+#include <string.h>
+
+/* ------------------------------------------------------------------------ */
+/* Policies                                                                  */
+/* ------------------------------------------------------------------------ */
+
+bool weft__placer_fits(const weft__placer *p, unsigned g, const weft__alt *a)
+{
+    if (p->share_used[g] + a->share > WEFT__SHARE_UNITS)
+        return false;
+    const weft__device *d = p->gpu[g];
+    size_t used = atomic_load(&((weft__device *)d)->used);
+    return a->memory <= d->capacity && used <= d->capacity - a->memory;
+}
+
+static size_t free_memory(const weft__placer *p, unsigned g)
+{
+    size_t used = atomic_load(&p->gpu[g]->used);
+    return used < p->gpu[g]->capacity ? p->gpu[g]->capacity - used : 0;
+}
+
+/* "load": the k least loaded GPUs that fit, then the most free memory, then
+ * the lowest number. */
+static bool choose_load(weft__placer *p, const weft__alt *a, uint8_t *out)
+{
+    if (a->gpu >= 0) {
+        out[0] = (uint8_t)a->gpu;
+        return weft__placer_fits(p, (unsigned)a->gpu, a);
+    }
+    bool taken[WEFT__MAX_DEVICES - 1] = {false};
+    for (unsigned k = 0; k < a->gpus; k++) {
+        int best = -1;
+        for (unsigned g = 0; g < p->ngpu; g++) {
+            if (taken[g] || !weft__placer_fits(p, g, a))
+                continue;
+            if (best < 0 || p->load[g] < p->load[best] ||
+                (p->load[g] == p->load[best] && free_memory(p, g) > free_memory(p, (unsigned)best)))
+                best = (int)g;
+        }
+        if (best < 0)
+            return false;
+        taken[best] = true;
+        out[k] = (uint8_t)best;
+    }
+    return true;
+}
+
+/* "round-robin": the GPUs in turn, from the one after the last chosen. */
+static bool choose_rr(weft__placer *p, const weft__alt *a, uint8_t *out)
+{
+    if (a->gpu >= 0) {
+        out[0] = (uint8_t)a->gpu;
+        return weft__placer_fits(p, (unsigned)a->gpu, a);
+    }
+    unsigned k = 0;
+    for (unsigned i = 0; i < p->ngpu && k < a->gpus; i++) {
+        unsigned g = (p->rr + i) % p->ngpu;
+        if (weft__placer_fits(p, g, a))
+            out[k++] = (uint8_t)g;
+    }
+    if (k < a->gpus)
+        return false;
+    p->rr = (out[k - 1] + 1u) % p->ngpu;
+    return true;
+}
+
+static const weft__policy policies[] = {
+    {"load", choose_load},
+    {"round-robin", choose_rr},
+};
+
+const weft__policy *weft__policy_find(const char *name)
+{
+    if (!name || !*name)
+        return &policies[0];
+    for (size_t i = 0; i < sizeof policies / sizeof policies[0]; i++)
+        if (strcmp(policies[i].name, name) == 0)
+            return &policies[i];
+    return NULL;
+}
+
+/* ------------------------------------------------------------------------ */
+/* The placer                                                                */
+/* ------------------------------------------------------------------------ */
+
+int weft__placer_init(weft__placer *p, weft__device *const *dev, unsigned ndev, const weft__policy *policy)
+{
+    memset(p, 0, sizeof *p);
+    pthread_mutex_init(&p->lock, NULL);
+    p->policy = policy ? policy : &policies[0];
+    for (unsigned i = 1; i < ndev; i++) {
+        unsigned g = p->ngpu;
+        p->gpu[g] = dev[i];
+        p->dev_index[g] = (uint8_t)i;
+        p->streams[g][0] = dev[i]->default_queue;
+        p->ngpu++;
+        for (unsigned s = 1; s < WEFT__STREAMS; s++) {
+            int rc = dev[i]->ops->queue_create(dev[i], &p->streams[g][s]);
+            if (rc) {
+                weft__placer_fini(p);
+                return rc;
+            }
+        }
+    }
+    return 0;
+}
+
+void weft__placer_fini(weft__placer *p)
+{
+    for (unsigned g = 0; g < p->ngpu; g++)
+        for (unsigned s = 1; s < WEFT__STREAMS; s++)
+            if (p->streams[g][s]) {
+                p->gpu[g]->ops->queue_destroy(p->streams[g][s]);
+                p->streams[g][s] = NULL;
+            }
+    p->ngpu = 0;
+    pthread_mutex_destroy(&p->lock);
+}
+
+/* ------------------------------------------------------------------------ */
+/* A task's placement                                                        */
+/* ------------------------------------------------------------------------ */
+
+static void describe(const weft_placement *a, char *buf, size_t len)
+{
+    char set[32];
+    if (a->gpus == 0)
+        snprintf(set, sizeof set, "cpu");
+    else if (a->gpus == 1 && a->gpu >= 0)
+        snprintf(set, sizeof set, "%sgpu:%d", a->cpu ? "cpu+" : "", a->gpu);
+    else if (a->gpus == 1)
+        snprintf(set, sizeof set, "%sgpu", a->cpu ? "cpu+" : "");
+    else
+        snprintf(set, sizeof set, "%s%u*gpu", a->cpu ? "cpu+" : "", a->gpus);
+    snprintf(buf, len, "%s", set);
+}
+
+/* Why alternative a could never run here ("" if it could). */
+static void impossible(const weft__placer *p, const weft_placement *a, char *why, size_t len)
+{
+    why[0] = '\0';
+    if (!(a->share >= 0 && a->share <= 1)) { /* NaN too */
+        snprintf(why, len, "share %g is not in (0, 1]", a->share);
+    } else if (a->gpus == 0 && !a->cpu) {
+        snprintf(why, len, "an empty device set (no cpu, no gpu)");
+    } else if (a->gpus > p->ngpu) {
+        snprintf(why, len, "%u GPU%s asked for, this runtime has %u", a->gpus, a->gpus == 1 ? "" : "s", p->ngpu);
+    } else if (a->gpus == 1 && a->gpu >= (int)p->ngpu) {
+        snprintf(why, len, "GPU %d asked for, this runtime has %u", a->gpu, p->ngpu);
+    } else if (a->gpus > 1 && a->gpu >= 0) {
+        snprintf(why, len, "a GPU number (%d) with %u GPUs", a->gpu, a->gpus);
+    } else if (a->gpu < -1) {
+        snprintf(why, len, "GPU %d", a->gpu);
+    } else if (a->gpus && a->memory) {
+        /* enough GPUs with the capacity */
+        unsigned big = 0;
+        size_t most = 0;
+        for (unsigned g = 0; g < p->ngpu; g++) {
+            if (a->gpus == 1 && a->gpu >= 0 && (int)g != a->gpu)
+                continue;
+            if (p->gpu[g]->capacity >= a->memory)
+                big++;
+            if (p->gpu[g]->capacity > most)
+                most = p->gpu[g]->capacity;
+        }
+        if (big < a->gpus)
+            snprintf(why, len, "%zu bytes of memory on each of %u GPU%s, the largest has %zu", a->memory, a->gpus,
+                     a->gpus == 1 ? "" : "s", most);
+    }
+}
+
+int weft__place_new(const weft__placer *p, const weft_placement *alts, size_t n, void *owner, const char *fn,
+                    weft__place **out)
+{
+    *out = NULL;
+    if (n > UINT16_MAX)
+        return weft__error(WEFT_EINVAL, "%s: %zu placements (at most %u)", fn, n, UINT16_MAX);
+    char msg[400];
+    size_t at = 0;
+    unsigned possible = 0, maxgpu = 0;
+    for (size_t i = 0; i < n; i++) {
+        char why[160], set[32];
+        impossible(p, &alts[i], why, sizeof why);
+        if (!why[0]) {
+            possible++;
+            if (alts[i].gpus > maxgpu)
+                maxgpu = alts[i].gpus;
+        } else if (at < sizeof msg) {
+            describe(&alts[i], set, sizeof set);
+            at += (size_t)snprintf(msg + at, sizeof msg - at, "%salternative %zu (%s): %s", at ? "; " : "", i, set, why);
+        }
+    }
+    if (!possible)
+        return weft__error(WEFT_EINVAL, "%s: no device set of this runtime can run the task: %s", fn,
+                           n ? msg : "no placements");
+    size_t bytes = sizeof(weft__place) + n * sizeof(weft__alt) + maxgpu * (sizeof(weft__dqueue *) + 1);
+    weft__place *pl = weft__alloc(bytes);
+    if (!pl)
+        return weft__error(WEFT_ENOMEM, "%s: out of memory", fn);
+    memset(pl, 0, bytes);
+    pl->owner = owner;
+    pl->nalt = (uint16_t)n;
+    pl->chosen = -1;
+    pl->maxgpu = (uint16_t)maxgpu;
+    pl->queue = (weft__dqueue **)(void *)&pl->alt[n];
+    pl->gpu = (uint8_t *)(pl->queue + maxgpu);
+    for (size_t i = 0; i < n; i++) {
+        char why[160];
+        impossible(p, &alts[i], why, sizeof why);
+        weft__alt *a = &pl->alt[i];
+        a->possible = !why[0];
+        a->cpu = alts[i].cpu || alts[i].gpus == 0;
+        a->gpus = (uint16_t)(a->possible ? alts[i].gpus : 0);
+        a->gpu = (int16_t)(alts[i].gpus == 1 ? alts[i].gpu : -1);
+        double want = alts[i].share * WEFT__SHARE_UNITS; /* rounded up: a share never gets less */
+        unsigned units = alts[i].share == 0 ? WEFT__SHARE_UNITS : (unsigned)want + ((double)(unsigned)want < want);
+        a->share = (uint16_t)(units < 1 ? 1 : units > WEFT__SHARE_UNITS ? WEFT__SHARE_UNITS : units);
+        a->memory = alts[i].memory;
+        a->body = alts[i].body;
+    }
+    *out = pl;
+    return 0;
+}
+
+void weft__place_free(weft__place *pl) { weft__free(pl); }
+
+/* Reserve a on the GPUs of out[]; false (nothing kept) if memory ran out
+ * in the meantime (an allocation outside the placer). */
+static bool reserve(weft__placer *p, const weft__alt *a, const uint8_t *out)
+{
+    for (unsigned k = 0; k < a->gpus; k++)
+        if (a->memory && weft__device_charge(p->gpu[out[k]], a->memory) != 0) {
+            while (k-- > 0)
+                weft__device_uncharge(p->gpu[out[k]], a->memory);
+            return false;
+        }
+    for (unsigned k = 0; k < a->gpus; k++) {
+        p->share_used[out[k]] += a->share;
+        p->load[out[k]]++;
+    }
+    return true;
+}
+
+int weft__place_map(weft__placer *p, weft__place *pl)
+{
+    uint8_t out[WEFT__MAX_DEVICES - 1];
+    pthread_mutex_lock(&p->lock);
+    for (unsigned i = 0; i < pl->nalt; i++) {
+        const weft__alt *a = &pl->alt[i];
+        if (!a->possible)
+            continue;
+        if (a->gpus && (!p->policy->choose(p, a, out) || !reserve(p, a, out)))
+            continue;
+        pl->chosen = (int16_t)i;
+        pl->ngpu = a->gpus;
+        for (unsigned k = 0; k < a->gpus; k++) {
+            unsigned g = out[k];
+            pl->gpu[k] = (uint8_t)g;
+            pl->queue[k] = p->streams[g][p->next_stream[g]++ % WEFT__STREAMS];
+        }
+        pthread_mutex_unlock(&p->lock);
+        return 1;
+    }
+    bool held = false;
+    for (unsigned g = 0; g < p->ngpu && !held; g++)
+        held = p->load[g] > 0;
+    if (!held) {
+        pthread_mutex_unlock(&p->lock);
+        return -1;
+    }
+    pl->parked_next = NULL;
+    if (p->parked_tail)
+        p->parked_tail->parked_next = pl;
+    else
+        p->parked = pl;
+    p->parked_tail = pl;
+    pthread_mutex_unlock(&p->lock);
+    return 0;
+}
+
+weft__place *weft__place_release(weft__placer *p, weft__place *pl)
+{
+    pthread_mutex_lock(&p->lock);
+    if (pl->chosen >= 0) {
+        const weft__alt *a = &pl->alt[pl->chosen];
+        for (unsigned k = 0; k < pl->ngpu; k++) {
+            unsigned g = pl->gpu[k];
+            p->share_used[g] -= a->share;
+            p->load[g]--;
+            if (a->memory)
+                weft__device_uncharge(p->gpu[g], a->memory);
+        }
+        pl->ngpu = 0;
+    }
+    weft__place *parked = p->parked;
+    p->parked = p->parked_tail = NULL;
+    pthread_mutex_unlock(&p->lock);
+    return parked;
+}

@@ -1,0 +1,106 @@
+/*
+ * sched/place.h — placement: which device set a ready task runs on, the
+ * compute shares and memory it reserves there, the stream it gets on each
+ * GPU, and the tasks that wait for resources others hold.
+ *
+ * The placer knows the runtime's GPUs (every device but the host) and one
+ * mapping policy (a named table of functions: "load", "round-robin").  A
+ * task with placements carries a weft__place (allocated at spawn); mapping
+ * it reserves, releasing it gives back and hands over the tasks that waited.
+ * The layer knows tasks only through an opaque owner pointer.
+ */
+#ifndef WEFT_SCHED_PLACE_H
+#define WEFT_SCHED_PLACE_H
+
+#include "internal.h"
+#include "device/device.h"
+
+#define WEFT__SHARE_UNITS 1024u /* a whole GPU's compute, in units */
+#define WEFT__STREAMS 4u        /* streams per GPU handed out in turn */
+
+/* One alternative, checked and normalised at spawn. */
+typedef struct weft__alt {
+    bool cpu;
+    bool possible;              /* some device set of the runtime can ever satisfy it */
+    uint16_t gpus;              /* 0 .. 64 */
+    int16_t gpu;                /* -1: any; else a GPU number */
+    uint16_t share;             /* units per GPU, 1 .. WEFT__SHARE_UNITS */
+    size_t memory;              /* bytes per GPU */
+    weft_body_fn body;          /* NULL: the task's */
+} weft__alt;
+
+typedef struct weft__place {
+    void *owner;                /* the task (graph) */
+    struct weft__place *parked_next;
+    uint16_t nalt;
+    int16_t chosen;             /* alternative mapped, -1 before */
+    uint16_t ngpu;              /* GPUs of the chosen set */
+    uint16_t maxgpu;            /* room in gpu[] / queue[] */
+    uint8_t *gpu;               /* GPU numbers of the chosen set */
+    weft__dqueue **queue;       /* the stream on each */
+    weft__alt alt[];            /* then gpu[], queue[] */
+} weft__place;
+
+typedef struct weft__placer weft__placer;
+
+/* A mapping policy: choose k GPUs for alternative a among those that can
+ * take it now (fits(p, g, a) says which), into out[]; false if there are
+ * not k.  Called with the placer's lock held. */
+typedef struct weft__policy {
+    const char *name;
+    bool (*choose)(weft__placer *p, const weft__alt *a, uint8_t *out);
+} weft__policy;
+
+struct weft__placer {
+    /* lock protects everything below that changes after init: shares, loads,
+     * the stream cursors, the round-robin cursor and the parked list.
+     * Nothing nests under it. */
+    pthread_mutex_t lock;
+    const weft__policy *policy;
+    unsigned ngpu;
+    weft__device *gpu[WEFT__MAX_DEVICES - 1];
+    uint8_t dev_index[WEFT__MAX_DEVICES - 1];   /* runtime device index of each GPU */
+    weft__dqueue *streams[WEFT__MAX_DEVICES - 1][WEFT__STREAMS];
+    uint32_t next_stream[WEFT__MAX_DEVICES - 1];
+    uint32_t share_used[WEFT__MAX_DEVICES - 1]; /* units */
+    uint32_t load[WEFT__MAX_DEVICES - 1];       /* tasks mapped there, not finished */
+    uint32_t rr;
+    weft__place *parked, *parked_tail;          /* waiting for resources, oldest first */
+};
+
+/* The policy of this name (NULL: the default), or NULL if unknown. */
+const weft__policy *weft__policy_find(const char *name);
+/* Whether GPU g can take alternative a now (share and memory free). */
+bool weft__placer_fits(const weft__placer *p, unsigned g, const weft__alt *a);
+
+/* Set up over devices dev[1 .. ndev-1] (their streams are created here).
+ * 0, or an error of the device (WEFT_ENOMEM, ...).  fini destroys the
+ * streams (finishing their work). */
+int weft__placer_init(weft__placer *p, weft__device *const *dev, unsigned ndev, const weft__policy *policy);
+void weft__placer_fini(weft__placer *p);
+
+/* A task's placement from its descriptor's alternatives, for owner: 0, or
+ * WEFT_ENOMEM, or WEFT_EINVAL when no alternative could ever run (the
+ * message, under fn, says why for each).  Never blocks. */
+int weft__place_new(const weft__placer *p, const weft_placement *alts, size_t n, void *owner, const char *fn,
+                    weft__place **out);
+void weft__place_free(weft__place *pl);
+
+/* Map pl now (reserve, pick streams): 1; or park it and return 0 (a later
+ * release hands it back); or -1 when it does not fit and no task holds a
+ * reservation that could be given back (memory taken outside the placer):
+ * waiting would never end. */
+int weft__place_map(weft__placer *p, weft__place *pl);
+/* Give pl's reservation back (if it was mapped).  Returns the parked
+ * placements, now detached, for the caller to map again (oldest first,
+ * linked by parked_next). */
+weft__place *weft__place_release(weft__placer *p, weft__place *pl);
+
+/* The body of the chosen alternative (or dflt). */
+static inline weft_body_fn weft__place_body(const weft__place *pl, weft_body_fn dflt)
+{
+    weft_body_fn b = pl && pl->chosen >= 0 ? pl->alt[pl->chosen].body : NULL;
+    return b ? b : dflt;
+}
+
+#endif

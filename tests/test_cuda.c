@@ -1,0 +1,382 @@
+/* The CUDA device kind (src/device/cuda.c) on a real GPU: device strings,
+ * the device interface (pool memory, non-blocking streams, events ordering
+ * one stream after another with no host wait, copies, host functions,
+ * completion reports found by the poller, errors), tasks whose work runs on
+ * the GPU after the body returned, and destroy with GPU work in flight.
+ *
+ * Exits 77 (skipped) in a build without the CUDA kind or on a machine with
+ * no GPU; scripts/gpu-check.sh runs it where there is one.  The kernels are
+ * in cuda_kernels.cu (built when CMake finds nvcc); without them the parts
+ * that need a real kernel are skipped and say so. */
+#include "check.h"
+#include "device/cuda.h"
+#include "testing.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#ifdef WEFT_TEST_CUDA_KERNELS
+int weft_test_cuda_add(void *stream, float *p, size_t n, float v);
+int weft_test_cuda_spin(void *stream, long long cycles);
+#endif
+
+static atomic_int reports, report_status;
+static void on_done(void *cookie, int status) {
+    (void)cookie;
+    atomic_store(&report_status, status);
+    atomic_fetch_add(&reports, 1);
+}
+
+static weft_runtime *make_with(const char *devices, unsigned workers) {
+    weft_config cfg;
+    weft_config_init(&cfg);
+    cfg.workers = workers;
+    cfg.devices = devices;
+    weft_runtime *rt = NULL;
+    CHECKF(weft_runtime_create(&cfg, &rt) == 0, "devices \"%s\": %s", devices, weft_last_error());
+    return rt;
+}
+
+static void test_device_strings(int ngpu) {
+    const char *specs[] = {NULL, "cpu,cuda", "cuda:0", "cpu,cuda:0,vgpu:2"};
+    for (size_t k = 0; k < sizeof specs / sizeof specs[0]; k++) {
+        weft_runtime *rt = make_with(specs[k], 1);
+        unsigned n = weft_device_count(rt);
+        unsigned want = k == 0 || k == 1 ? 1 + (unsigned)ngpu : k == 2 ? 2 : 4;
+        CHECKF(n == want, "devices \"%s\": %u devices, want %u", specs[k] ? specs[k] : "(default)", n, want);
+        weft_device_info info;
+        CHECK_OK(weft_device_info_get(rt, 1, &info));
+        CHECK(info.kind == WEFT_DEVICE_CUDA && info.ordinal == 0 && info.index == 1);
+        CHECK(info.memory > (1u << 30) && info.name[0] != '\0');
+        if (k == 0)
+            printf("  CUDA device 0: %s, %.1f GiB\n", info.name, (double)info.memory / (1u << 30));
+        if (k == 3) {
+            CHECK_OK(weft_device_info_get(rt, 2, &info));
+            CHECK(info.kind == WEFT_DEVICE_VGPU);
+        }
+        CHECK_OK(weft_runtime_destroy(rt));
+    }
+    char bad[32];
+    snprintf(bad, sizeof bad, "cpu,cuda:%d", ngpu);
+    weft_config cfg;
+    weft_config_init(&cfg);
+    cfg.devices = bad;
+    weft_runtime *rt;
+    CHECK_ERR(weft_runtime_create(&cfg, &rt), WEFT_EINVAL);
+    CHECK(strstr(weft_last_error(), bad + 4) != NULL);
+}
+
+static int host_fn_log[8];
+static atomic_int host_fn_n;
+static int host_fn(void *arg) {
+    host_fn_log[atomic_fetch_add(&host_fn_n, 1)] = (int)(intptr_t)arg;
+    return (int)(intptr_t)arg == 13 ? -13 : 0;
+}
+
+static void test_layer(void) {
+    weft__waitset ws;
+    weft__waitset_init(&ws);
+    weft__device *d;
+    CHECKF(weft__cuda_new(&ws, 0, &d) == 0, "weft__cuda_new: %s", weft_last_error());
+    const weft__device_ops *o = d->ops;
+    CHECK(strcmp(o->kind, "cuda") == 0);
+
+    /* memory: charged, freed, refused past the capacity */
+    size_t n = 1u << 22; /* 4 Mi floats */
+    void *dev;
+    CHECK_OK(o->mem_alloc(d, n * sizeof(float), &dev));
+    CHECK(atomic_load(&d->used) == n * sizeof(float));
+    void *huge;
+    CHECK_RC(o->mem_alloc(d, d->capacity, &huge), WEFT_ENOMEM);
+
+    /* host -> device on q1, an event, q2 waits for it with no host wait,
+     * (a kernel adds 1 on q2), device -> host on q2, a report */
+    float *host = malloc(n * sizeof(float));
+    CHECK(host != NULL);
+    for (size_t i = 0; i < n; i++) host[i] = (float)i;
+    weft__dqueue *q1, *q2;
+    CHECK_OK(o->queue_create(d, &q1));
+    CHECK_OK(o->queue_create(d, &q2));
+    CHECK(o->native_queue(q1) != NULL && o->native_queue(q1) != o->native_queue(q2));
+    weft__devent *e;
+    CHECK_OK(o->event_create(d, &e));
+    CHECK(o->event_query(e) == 1); /* never recorded: fired */
+    CHECK_OK(o->copy(q1, dev, host, n * sizeof(float)));
+    CHECK_OK(o->event_record(e, q1));
+    CHECK_OK(o->queue_wait(q2, e));
+    float add = 0;
+#ifdef WEFT_TEST_CUDA_KERNELS
+    CHECK_OK(weft_test_cuda_add(o->native_queue(q2), dev, n, 1.0f));
+    add = 1;
+#else
+    printf("  (no kernels in this build: the copy round trip alone)\n");
+#endif
+    memset(host, 0, n * sizeof(float));
+    CHECK_OK(o->copy(q2, host, dev, n * sizeof(float)));
+    atomic_store(&reports, 0);
+    atomic_store(&report_status, 1);
+    CHECK_OK(o->notify(q2, on_done, NULL));
+    CHECK(wait_flag(&reports, 20000) == 0);
+    CHECK(atomic_load(&report_status) == 0);
+    for (size_t i = 0; i < n; i += 4099)
+        CHECKF(host[i] == (float)i + add, "host[%zu] = %g", i, host[i]);
+    CHECK_OK(weft__device_event_wait(d, e));
+
+    /* host functions run in order; a failing one fails the next report */
+    atomic_store(&host_fn_n, 0);
+    atomic_store(&reports, 0);
+    CHECK_OK(o->launch(q1, host_fn, (void *)(intptr_t)1, 0));
+    CHECK_OK(o->launch(q1, host_fn, (void *)(intptr_t)13, 0));
+    CHECK_OK(o->launch(q1, host_fn, (void *)(intptr_t)2, 0));
+    CHECK_OK(o->notify(q1, on_done, NULL));
+    CHECK(wait_flag(&reports, 20000) == 0);
+    CHECK(atomic_load(&report_status) == -13);
+    CHECK(host_fn_log[0] == 1 && host_fn_log[1] == 13 && host_fn_log[2] == 2);
+    atomic_store(&reports, 0);
+    CHECK_OK(o->notify(q1, on_done, NULL));
+    CHECK(wait_flag(&reports, 20000) == 0);
+    CHECK(atomic_load(&report_status) == 0); /* reported once */
+
+    /* many reports in flight on two queues: each once */
+    atomic_store(&reports, 0);
+    for (int i = 0; i < 1000; i++)
+        CHECK_OK(o->notify(i % 2 ? q1 : q2, on_done, NULL));
+    uint64_t end = now_ns() + 20000000000ull;
+    while (atomic_load(&reports) < 1000 && now_ns() < end) sleep_ns(100000);
+    CHECK(atomic_load(&reports) == 1000);
+
+#ifdef WEFT_TEST_CUDA_KERNELS
+    /* a queue destroyed with work in flight finishes it and reports first */
+    atomic_store(&reports, 0);
+    CHECK_OK(weft_test_cuda_spin(o->native_queue(q1), 200000000LL)); /* ~0.1 s */
+    CHECK_OK(o->notify(q1, on_done, NULL));
+#endif
+    o->queue_destroy(q1);
+#ifdef WEFT_TEST_CUDA_KERNELS
+    CHECK(atomic_load(&reports) == 1);
+#endif
+    o->queue_destroy(q2);
+    o->event_destroy(e);
+    o->mem_free(d, dev, n * sizeof(float));
+    CHECK(atomic_load(&d->used) == 0);
+    free(host);
+    weft__device_delete(d);
+}
+
+/* ---- tasks whose work runs on the GPU --------------------------------- */
+
+typedef struct gpu_arg {
+    float *dev;
+    size_t n;
+    atomic_int *order;
+    int id;
+} gpu_arg;
+
+static int step_fn(void *arg) {
+    gpu_arg *g = arg;
+    if (!g->order)
+        return 0;
+    int expect = g->id;
+    return atomic_compare_exchange_strong(g->order, &expect, g->id + 1) ? 0 : -1;
+}
+
+/* A step that queues one kernel and a completion report: no host function. */
+static int kernel_body(weft_ctx *ctx, void *arg) {
+    gpu_arg *g = arg;
+#ifdef WEFT_TEST_CUDA_KERNELS
+    if (weft_test_cuda_add(weft__test_native_queue(ctx, 1), g->dev, g->n, 1.0f) != 0)
+        return -1;
+#else
+    (void)g;
+#endif
+    return weft__test_enqueued(ctx, 1);
+}
+
+/* A placed task: the kernel goes on the task's own stream. */
+static int placed_body(weft_ctx *ctx, void *arg) {
+    gpu_arg *g = arg;
+    if (weft_ctx_gpu_count(ctx) != 1 || weft_ctx_stream(ctx, 0) == NULL)
+        return -1;
+#ifdef WEFT_TEST_CUDA_KERNELS
+    if (weft_test_cuda_add(weft_ctx_stream(ctx, 0), g->dev, g->n, 1.0f) != 0)
+        return -1;
+#else
+    (void)g;
+#endif
+    return 0;
+}
+
+/* Queue this step's work on the GPU and return at once: the task completes
+ * when the GPU has done it (found by the poller, not by this worker). */
+static int gpu_body(weft_ctx *ctx, void *arg) {
+    gpu_arg *g = arg;
+#ifdef WEFT_TEST_CUDA_KERNELS
+    if (weft_test_cuda_add(weft__test_native_queue(ctx, 1), g->dev, g->n, 1.0f) != 0)
+        return -1;
+#endif
+    return weft__test_launch(ctx, 1, step_fn, g, 0);
+}
+
+static void test_tasks(void) {
+    weft_runtime *rt = make_with("cpu,cuda:0", 2);
+    weft__waitset ws;
+    weft__waitset_init(&ws);
+    size_t n = 1u << 20;
+    int steps = test_pick(2000, 200);
+    weft__device *d; /* for its memory only */
+    CHECK_OK(weft__cuda_new(&ws, 0, &d));
+    void *dev;
+    CHECK_OK(d->ops->mem_alloc(d, n * sizeof(float), &dev));
+    weft__dqueue *q = d->default_queue;
+    float *host = calloc(n, sizeof(float));
+    CHECK(host != NULL);
+    CHECK_OK(d->ops->copy(q, dev, host, n * sizeof(float)));
+    weft__devent *e;
+    CHECK_OK(d->ops->event_create(d, &e));
+    CHECK_OK(d->ops->event_record(e, q));
+    CHECK_OK(weft__device_event_wait(d, e));
+
+    /* a chain of tasks through one data handle: each step's GPU work ends
+     * before the next step starts */
+    weft_data *h;
+    int token = 0;
+    CHECK_OK(weft_data_register(rt, &token, sizeof token, &h));
+    atomic_int order = 0;
+    gpu_arg *args = calloc((size_t)steps, sizeof *args);
+    CHECK(args != NULL);
+    weft_access acc = {h, WEFT_RW};
+    uint64_t t0 = now_ns();
+    for (int i = 0; i < steps; i++) {
+        args[i] = (gpu_arg){dev, n, &order, i};
+        weft_task_desc desc;
+        weft_task_desc_init(&desc);
+        desc.body = gpu_body;
+        desc.arg = &args[i];
+        desc.accesses = &acc;
+        desc.naccesses = 1;
+        CHECK_OK(weft_spawn(rt, &desc, NULL));
+    }
+    CHECK_OK(weft_wait_all(rt));
+    double us = (double)(now_ns() - t0) / 1e3 / steps;
+    CHECK(atomic_load(&order) == steps);
+    CHECK_OK(d->ops->copy(q, host, dev, n * sizeof(float)));
+    CHECK_OK(d->ops->event_record(e, q));
+    CHECK_OK(weft__device_event_wait(d, e));
+#ifdef WEFT_TEST_CUDA_KERNELS
+    for (size_t i = 0; i < n; i += 997) CHECKF(host[i] == (float)steps, "host[%zu] = %g", i, host[i]);
+#endif
+    printf("  %d dependent GPU tasks: %.1f us each (a 1 Mi-float kernel and a host function each)\n", steps, us);
+
+    /* the same chain with kernels only */
+    t0 = now_ns();
+    for (int i = 0; i < steps; i++) {
+        weft_task_desc desc;
+        weft_task_desc_init(&desc);
+        desc.body = kernel_body;
+        desc.arg = &args[i];
+        desc.accesses = &acc;
+        desc.naccesses = 1;
+        CHECK_OK(weft_spawn(rt, &desc, NULL));
+    }
+    CHECK_OK(weft_wait_all(rt));
+    us = (double)(now_ns() - t0) / 1e3 / steps;
+    CHECK_OK(d->ops->copy(q, host, dev, n * sizeof(float)));
+    CHECK_OK(d->ops->event_record(e, q));
+    CHECK_OK(weft__device_event_wait(d, e));
+#ifdef WEFT_TEST_CUDA_KERNELS
+    for (size_t i = 0; i < n; i += 997) CHECKF(host[i] == (float)(2 * steps), "host[%zu] = %g", i, host[i]);
+#endif
+    printf("  %d dependent GPU tasks: %.1f us each (a 1 Mi-float kernel each)\n", steps, us);
+
+    /* the same chain placed on "gpu" with a quarter share: each task's
+     * kernel on its own stream (four in turn), ordered by the data */
+    weft_placement pl;
+    CHECK_OK(weft_placement_parse("gpu", &pl));
+    pl.share = 0.25;
+    pl.memory = 1u << 20;
+    t0 = now_ns();
+    for (int i = 0; i < steps; i++) {
+        weft_task_desc desc;
+        weft_task_desc_init(&desc);
+        desc.body = placed_body;
+        desc.arg = &args[i];
+        desc.accesses = &acc;
+        desc.naccesses = 1;
+        desc.placements = &pl;
+        desc.nplacements = 1;
+        CHECK_OK(weft_spawn(rt, &desc, NULL));
+    }
+    CHECK_OK(weft_wait_all(rt));
+    us = (double)(now_ns() - t0) / 1e3 / steps;
+    CHECK_OK(d->ops->copy(q, host, dev, n * sizeof(float)));
+    CHECK_OK(d->ops->event_record(e, q));
+    CHECK_OK(weft__device_event_wait(d, e));
+#ifdef WEFT_TEST_CUDA_KERNELS
+    for (size_t i = 0; i < n; i += 997) CHECKF(host[i] == (float)(3 * steps), "host[%zu] = %g", i, host[i]);
+#endif
+    weft_device_info info;
+    CHECK_OK(weft_device_info_get(rt, 1, &info));
+    CHECK(info.memory_used == 0);
+    printf("  %d dependent placed GPU tasks: %.1f us each (a 1 Mi-float kernel on the task's stream)\n", steps, us);
+
+    /* a failing host function on the GPU fails its task and cancels the
+     * dependents */
+    atomic_store(&order, 0);
+    args[0] = (gpu_arg){dev, n, &order, 5}; /* expects 5: fails */
+    weft_task_desc desc;
+    weft_task_desc_init(&desc);
+    desc.body = gpu_body;
+    desc.arg = &args[0];
+    desc.accesses = &acc;
+    desc.naccesses = 1;
+    weft_task *bad, *after;
+    CHECK_OK(weft_spawn(rt, &desc, &bad));
+    desc.body = test_noop;
+    desc.arg = NULL;
+    CHECK_OK(weft_spawn(rt, &desc, &after));
+    CHECK_ERR(weft_task_wait(bad), WEFT_ETASKFAILED);
+    CHECK_ERR(weft_task_wait(after), WEFT_ECANCELLED);
+    weft_task_release(bad);
+    weft_task_release(after);
+    CHECK_ERR(weft_wait_all(rt), WEFT_ETASKFAILED); /* reported once, here */
+
+#ifdef WEFT_TEST_CUDA_KERNELS
+    /* destroy with GPU work in flight: waits for it, nothing lost */
+    for (int i = 0; i < 4; i++) {
+        args[i] = (gpu_arg){dev, n, NULL, 0};
+        weft_task_desc_init(&desc);
+        desc.body = gpu_body;
+        desc.arg = &args[i];
+        CHECK_OK(weft_spawn(rt, &desc, NULL));
+    }
+#endif
+    CHECK_OK(weft_data_unregister(h));
+    CHECK_OK(weft_runtime_destroy(rt));
+    d->ops->event_destroy(e);
+    d->ops->mem_free(d, dev, n * sizeof(float));
+    weft__device_delete(d);
+    free(args);
+    free(host);
+}
+
+int main(void) {
+    test_watchdog(test_pick(120, 300));
+    if (!weft__test_cuda_compiled()) {
+        printf("skipped: this build of Weft has no CUDA device kind (no toolkit at build time)\n");
+        return TEST_SKIP;
+    }
+    int ngpu = weft__test_cuda_count();
+    if (ngpu == 0) {
+        printf("skipped: no CUDA device on this machine (the CUDA kind is compiled in)\n");
+        return TEST_SKIP;
+    }
+    printf("%d CUDA device%s\n", ngpu, ngpu == 1 ? "" : "s");
+    test_step("device strings");
+    test_device_strings(ngpu);
+    test_step("device layer");
+    test_layer();
+    test_step("tasks");
+    test_tasks();
+    printf("test_cuda: passed\n");
+    return 0;
+}

@@ -1,0 +1,419 @@
+/* Placement on virtual GPUs: device-set strings, placements that can never
+ * run refused at spawn, each kind of device set, compute shares and memory
+ * reserved and given back (after failures and cancellation too), variants,
+ * multi-GPU tasks, tasks waiting for resources, the policies, a failing GPU
+ * task cancelling its dependents, destroy with GPU work in flight. */
+#include "check.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static weft_runtime *make_dev(const char *devices, const char *policy) {
+    weft_config cfg;
+    weft_config_init(&cfg);
+    cfg.workers = 2;
+    cfg.devices = devices;
+    cfg.policy = policy;
+    cfg.vgpu_memory = 1u << 20;
+    weft_runtime *rt = NULL;
+    CHECKF(weft_runtime_create(&cfg, &rt) == 0, "%s: %s", devices, weft_last_error());
+    return rt;
+}
+
+static weft_placement parsed(const char *s) {
+    weft_placement p;
+    memset(&p, 0x5a, sizeof p); /* parse resets it all */
+    CHECKF(weft_placement_parse(s, &p) == 0, "'%s': %s", s, weft_last_error());
+    return p;
+}
+
+static void test_parse(void) {
+    weft_placement p = parsed("cpu");
+    CHECK(p.cpu == 1 && p.gpus == 0);
+    p = parsed(" gpu ");
+    CHECK(p.cpu == 0 && p.gpus == 1 && p.gpu == -1 && p.share == 0 && p.memory == 0 && p.body == NULL);
+    p = parsed("gpu:3");
+    CHECK(p.gpus == 1 && p.gpu == 3);
+    p = parsed("2*gpu");
+    CHECK(p.gpus == 2 && p.gpu == -1);
+    p = parsed("4xgpu");
+    CHECK(p.gpus == 4);
+    p = parsed("cpu+gpu:1");
+    CHECK(p.cpu == 1 && p.gpus == 1 && p.gpu == 1);
+    p = parsed("cpu + 2*gpu");
+    CHECK(p.cpu == 1 && p.gpus == 2);
+    const char *bad[] = {"", "tpu", "gpu:", "gpu:x", "0*gpu", "2*gpu:1", "cpu+", "cpu+cpu", "gpu+cpu", "99*gpu"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        weft_placement q;
+        weft_placement_init(&q);
+        CHECK_ERR(weft_placement_parse(bad[i], &q), WEFT_EINVAL);
+        CHECKF(strstr(weft_last_error(), "not a device set") != NULL, "'%s': %s", bad[i], weft_last_error());
+    }
+    CHECK_ERR(weft_placement_parse(NULL, &p), WEFT_EINVAL);
+}
+
+/* What a body saw. */
+typedef struct seen {
+    atomic_int ran;
+    unsigned variant, ngpu;
+    int gpu[4];
+    int body; /* which body ran */
+} seen;
+
+static void record(weft_ctx *ctx, seen *s, int body) {
+    s->variant = weft_ctx_variant(ctx);
+    s->ngpu = weft_ctx_gpu_count(ctx);
+    for (unsigned i = 0; i < s->ngpu && i < 4; i++) s->gpu[i] = weft_ctx_gpu(ctx, i);
+    s->body = body;
+    atomic_store(&s->ran, 1);
+}
+static int body_a(weft_ctx *ctx, void *arg) { record(ctx, arg, 1); return 0; }
+static int body_b(weft_ctx *ctx, void *arg) { record(ctx, arg, 2); return 0; }
+
+static int spawn_placed(weft_runtime *rt, const weft_placement *pl, size_t n, weft_body_fn body, void *arg,
+                        weft_task **out) {
+    weft_task_desc d;
+    weft_task_desc_init(&d);
+    d.body = body;
+    d.arg = arg;
+    d.placements = pl;
+    d.nplacements = n;
+    return weft_spawn(rt, &d, out);
+}
+
+static weft_task_status status_of(weft_task *t) {
+    weft_task_status st;
+    CHECK_OK(weft_task_status_get(t, &st));
+    return st;
+}
+
+static seen run_one(weft_runtime *rt, const weft_placement *pl, size_t n) {
+    static seen s;
+    memset(&s, 0, sizeof s);
+    weft_task *t;
+    CHECK_OK(spawn_placed(rt, pl, n, body_a, &s, &t));
+    CHECK_OK(weft_task_wait(t));
+    weft_task_release(t);
+    CHECK(atomic_load(&s.ran) == 1);
+    return s;
+}
+
+static void test_refused(void) {
+    weft_runtime *rt = make_dev("cpu,vgpu:2", NULL);
+    weft_placement p[2];
+    seen s;
+    struct {
+        const char *set;
+        double share;
+        size_t memory;
+        const char *why;
+    } bad[] = {{"4*gpu", 0, 0, "4 GPUs asked for, this runtime has 2"},
+               {"gpu:2", 0, 0, "GPU 2 asked for"},
+               {"gpu", 1.5, 0, "share 1.5"},
+               {"gpu", -0.5, 0, "share -0.5"},
+               {"gpu", 0, 2u << 20, "bytes of memory"}};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        p[0] = parsed(bad[i].set);
+        p[0].share = bad[i].share;
+        p[0].memory = bad[i].memory;
+        CHECK_ERR(spawn_placed(rt, p, 1, body_a, &s, NULL), WEFT_EINVAL);
+        CHECKF(strstr(weft_last_error(), bad[i].why) && strstr(weft_last_error(), "alternative 0"), "%s: %s",
+               bad[i].set, weft_last_error());
+    }
+    /* both impossible: both named */
+    p[0] = parsed("4*gpu");
+    p[1] = parsed("gpu:7");
+    CHECK_ERR(spawn_placed(rt, p, 2, body_a, &s, NULL), WEFT_EINVAL);
+    CHECK(strstr(weft_last_error(), "alternative 0") && strstr(weft_last_error(), "alternative 1"));
+    CHECK_ERR(spawn_placed(rt, NULL, 1, body_a, &s, NULL), WEFT_EINVAL);
+    /* one possible: accepted, and that one runs */
+    p[0] = parsed("4*gpu");
+    p[1] = parsed("gpu:1");
+    s = run_one(rt, p, 2);
+    CHECK(s.variant == 1 && s.ngpu == 1 && s.gpu[0] == 2);
+    CHECK_OK(weft_runtime_destroy(rt));
+    /* a CPU-only runtime: any GPU set is impossible */
+    rt = make_dev("cpu", NULL);
+    p[0] = parsed("gpu");
+    CHECK_ERR(spawn_placed(rt, p, 1, body_a, &s, NULL), WEFT_EINVAL);
+    CHECK(strstr(weft_last_error(), "this runtime has 0"));
+    CHECK_OK(weft_runtime_destroy(rt));
+    /* unknown policy */
+    weft_config cfg;
+    weft_config_init(&cfg);
+    cfg.policy = "fastest";
+    weft_runtime *bad_rt;
+    CHECK_ERR(weft_runtime_create(&cfg, &bad_rt), WEFT_EINVAL);
+    CHECK(strstr(weft_last_error(), "fastest"));
+}
+
+static void test_sets(void) {
+    weft_runtime *rt = make_dev("cpu,vgpu:4", NULL);
+    weft_placement p = parsed("cpu");
+    seen s = run_one(rt, &p, 1);
+    CHECK(s.ngpu == 0 && weft_ctx_gpu(NULL, 0) == -1);
+    p = parsed("gpu");
+    s = run_one(rt, &p, 1);
+    CHECK(s.ngpu == 1 && s.gpu[0] >= 1 && s.gpu[0] <= 4);
+    p = parsed("gpu:2");
+    s = run_one(rt, &p, 1);
+    CHECK(s.ngpu == 1 && s.gpu[0] == 3);
+    p = parsed("3*gpu");
+    s = run_one(rt, &p, 1);
+    CHECK(s.ngpu == 3 && s.gpu[0] != s.gpu[1] && s.gpu[1] != s.gpu[2] && s.gpu[0] != s.gpu[2]);
+    p = parsed("cpu+gpu");
+    s = run_one(rt, &p, 1);
+    CHECK(s.ngpu == 1);
+    CHECK_OK(weft_runtime_destroy(rt));
+}
+
+/* ---- kernels on the task's streams ------------------------------------ */
+
+static atomic_int started, running, max_running, kernels_done;
+static int barrier_kernel(void *arg) { /* waits until *arg kernels have started */
+    int want = (int)(intptr_t)arg;
+    atomic_fetch_add(&started, 1);
+    uint64_t end = now_ns() + 10000000000ull;
+    while (atomic_load(&started) < want && now_ns() < end) sleep_ns(100000);
+    atomic_fetch_add(&kernels_done, 1);
+    return atomic_load(&started) >= want ? 0 : 1;
+}
+static int busy_kernel(void *arg) { /* 5 ms; counts how many run at once */
+    int r = atomic_fetch_add(&running, 1) + 1;
+    int m = atomic_load(&max_running);
+    while (r > m && !atomic_compare_exchange_weak(&max_running, &m, r)) {}
+    sleep_ms(5);
+    atomic_fetch_sub(&running, 1);
+    atomic_fetch_add(&kernels_done, 1);
+    return (int)(intptr_t)arg;
+}
+typedef struct kq {
+    int (*fn)(void *);
+    intptr_t arg;
+    size_t *used;      /* memory_used of its GPU seen from the body */
+} kq;
+static weft_runtime *g_rt;
+static int queue_body(weft_ctx *ctx, void *arg) {
+    kq *k = arg;
+    for (unsigned i = 0; i < weft_ctx_gpu_count(ctx); i++) {
+        CHECK(weft_ctx_stream(ctx, i) != NULL);
+        if (weft_ctx_queue(ctx, i, k->fn, (void *)k->arg, 0) != 0) return -1;
+        if (k->used) {
+            weft_device_info info;
+            CHECK_OK(weft_device_info_get(g_rt, (unsigned)weft_ctx_gpu(ctx, i), &info));
+            *k->used = info.memory_used;
+        }
+    }
+    return 0;
+}
+
+static void spawn_kernels(weft_runtime *rt, const char *set, double share, size_t memory, int n, kq *k) {
+    weft_placement p = parsed(set);
+    p.share = share;
+    p.memory = memory;
+    for (int i = 0; i < n; i++) CHECK_OK(spawn_placed(rt, &p, 1, queue_body, k, NULL));
+}
+
+static void test_shares_and_memory(void) {
+    weft_runtime *rt = g_rt = make_dev("cpu,vgpu:2", NULL);
+    /* four quarter-GPU tasks run at once on one GPU: each kernel waits for
+     * all four to have started */
+    atomic_store(&started, 0);
+    atomic_store(&kernels_done, 0);
+    kq k = {barrier_kernel, 4, NULL};
+    spawn_kernels(rt, "gpu:0", 0.25, 0, 4, &k);
+    CHECK_OK(weft_wait_all(rt));
+    CHECK(atomic_load(&kernels_done) == 4);
+    /* half-GPU tasks: never more than two at once on the GPU */
+    atomic_store(&max_running, 0);
+    atomic_store(&kernels_done, 0);
+    kq b = {busy_kernel, 0, NULL};
+    spawn_kernels(rt, "gpu:1", 0.5, 0, 12, &b);
+    CHECK_OK(weft_wait_all(rt));
+    CHECK(atomic_load(&kernels_done) == 12);
+    CHECKF(atomic_load(&max_running) <= 2, "%d half-GPU kernels at once", atomic_load(&max_running));
+    /* memory: reserved while the task holds it, given back after; whole-GPU
+     * tasks of 600 KiB on a 1 MiB GPU wait for each other */
+    size_t used = 0;
+    kq m = {busy_kernel, 0, &used};
+    atomic_store(&max_running, 0);
+    spawn_kernels(rt, "gpu:0", 0.1, 600u << 10, 6, &m);
+    CHECK_OK(weft_wait_all(rt));
+    CHECK(used == 600u << 10);
+    CHECK(atomic_load(&max_running) == 1);
+    weft_device_info info;
+    CHECK_OK(weft_device_info_get(rt, 1, &info));
+    CHECK(info.memory_used == 0);
+    /* failures give back too, and cancel the dependents wherever they run */
+    kq f = {busy_kernel, 7, NULL};
+    weft_placement p = parsed("gpu:0");
+    p.memory = 100000;
+    weft_task *bad, *after;
+    CHECK_OK(spawn_placed(rt, &p, 1, queue_body, &f, &bad));
+    weft_placement q = parsed("gpu:1");
+    q.memory = 100000;
+    weft_task_desc d;
+    weft_task_desc_init(&d);
+    d.body = queue_body;
+    d.arg = &b;
+    d.placements = &q;
+    d.nplacements = 1;
+    d.deps = &bad;
+    d.ndeps = 1;
+    CHECK_OK(weft_spawn(rt, &d, &after));
+    CHECK_ERR(weft_task_wait(bad), WEFT_ETASKFAILED);
+    CHECK_ERR(weft_task_wait(after), WEFT_ECANCELLED);
+    weft_task_release(bad);
+    weft_task_release(after);
+    CHECK_ERR(weft_wait_all(rt), WEFT_ETASKFAILED);
+    for (unsigned i = 1; i <= 2; i++) {
+        CHECK_OK(weft_device_info_get(rt, i, &info));
+        CHECK(info.memory_used == 0);
+    }
+    /* cancelled while waiting for resources: nothing kept */
+    atomic_store(&started, 0);
+    kq hold = {barrier_kernel, 2, NULL}; /* holds gpu:0 until a second kernel starts */
+    p = parsed("gpu:0");
+    p.memory = 500000;
+    weft_task *holder, *waiter;
+    CHECK_OK(spawn_placed(rt, &p, 1, queue_body, &hold, &holder));
+    CHECK_OK(spawn_placed(rt, &p, 1, queue_body, &hold, &waiter));
+    sleep_ms(20);
+    CHECK(status_of(waiter) == WEFT_TASK_WAITING);
+    int c = weft_task_cancel(waiter);
+    CHECKF(c >= 0, "cancel: %d", c);
+    atomic_fetch_add(&started, 1); /* let the holder finish */
+    CHECK_OK(weft_task_wait(holder));
+    int w = weft_task_wait(waiter);
+    CHECKF(w == WEFT_ECANCELLED || w == 0, "waiter: %d", w);
+    weft_task_release(holder);
+    weft_task_release(waiter);
+    int wa = weft_wait_all(rt);
+    CHECK(wa == 0 || wa == WEFT_ECANCELLED);
+    CHECK_OK(weft_device_info_get(rt, 1, &info));
+    CHECK(info.memory_used == 0);
+    CHECK_OK(weft_runtime_destroy(rt));
+}
+
+static void test_variants_and_policies(void) {
+    weft_runtime *rt = g_rt = make_dev("cpu,vgpu:2", NULL);
+    /* [2*gpu, cpu]: the GPUs while free, else the CPU body */
+    weft_placement p[2];
+    p[0] = parsed("2*gpu");
+    p[0].body = body_b;
+    p[1] = parsed("cpu");
+    seen s = run_one(rt, p, 2);
+    CHECK(s.variant == 0 && s.body == 2 && s.ngpu == 2);
+    /* while a task holds GPU 0 whole, the variant list falls to the CPU */
+    atomic_store(&started, 0);
+    kq hold = {barrier_kernel, 2, NULL};
+    weft_placement h = parsed("gpu:0");
+    weft_task *holder;
+    CHECK_OK(spawn_placed(rt, &h, 1, queue_body, &hold, &holder));
+    while (status_of(holder) != WEFT_TASK_ENQUEUED) sleep_ms(1);
+    s = run_one(rt, p, 2);
+    CHECK(s.variant == 1 && s.body == 1 && s.ngpu == 0);
+    atomic_fetch_add(&started, 1);
+    CHECK_OK(weft_task_wait(holder));
+    weft_task_release(holder);
+    CHECK_OK(weft_runtime_destroy(rt));
+
+    /* round-robin: one-GPU tasks take the GPUs in turn */
+    rt = make_dev("cpu,vgpu:4", "round-robin");
+    weft_placement g = parsed("gpu");
+    g.share = 0.01;
+    int seen_gpu[8];
+    for (int i = 0; i < 8; i++) {
+        s = run_one(rt, &g, 1);
+        seen_gpu[i] = s.gpu[0];
+    }
+    for (int i = 0; i < 8; i++) CHECKF(seen_gpu[i] == 1 + i % 4, "task %d on device %d", i, seen_gpu[i]);
+    CHECK_OK(weft_runtime_destroy(rt));
+    /* load: concurrent one-GPU tasks spread over the GPUs */
+    rt = g_rt = make_dev("cpu,vgpu:4", NULL);
+    atomic_store(&started, 0);
+    atomic_store(&kernels_done, 0);
+    kq all4 = {barrier_kernel, 4, NULL}; /* only if all four run at once */
+    spawn_kernels(rt, "gpu", 0, 0, 4, &all4);
+    CHECK_OK(weft_wait_all(rt));
+    CHECK(atomic_load(&kernels_done) == 4);
+    CHECK_OK(weft_runtime_destroy(rt));
+}
+
+static atomic_int multi_done[2];
+static int mark0(void *a) { (void)a; sleep_ms(10); atomic_store(&multi_done[0], 1); return 0; }
+static int mark1(void *a) { (void)a; sleep_ms(20); atomic_store(&multi_done[1], 1); return 0; }
+static int multi_body(weft_ctx *ctx, void *arg) {
+    (void)arg;
+    if (weft_ctx_gpu_count(ctx) != 2 || weft_ctx_gpu(ctx, 0) == weft_ctx_gpu(ctx, 1)) return -1;
+    CHECK_ERR(weft_ctx_queue(ctx, 2, mark0, NULL, 0), WEFT_EINVAL);
+    if (weft_ctx_queue(ctx, 0, mark0, NULL, 0) || weft_ctx_queue(ctx, 1, mark1, NULL, 0)) return -1;
+    return 0;
+}
+
+static void test_multi_gpu_and_destroy(void) {
+    weft_runtime *rt = make_dev("cpu,vgpu:2", NULL);
+    weft_placement p = parsed("2*gpu");
+    weft_task *t;
+    CHECK_OK(spawn_placed(rt, &p, 1, multi_body, NULL, &t));
+    CHECK_OK(weft_task_wait(t)); /* completes when both GPUs finished */
+    CHECK(atomic_load(&multi_done[0]) && atomic_load(&multi_done[1]));
+    weft_task_release(t);
+    /* destroy with GPU work in flight: it all runs first */
+    atomic_store(&kernels_done, 0);
+    kq b = {busy_kernel, 0, NULL};
+    spawn_kernels(rt, "gpu", 0.25, 0, 16, &b);
+    CHECK_OK(weft_runtime_destroy(rt));
+    CHECK(atomic_load(&kernels_done) == 16);
+}
+
+/* The trace names the variant and the devices of each placed task. */
+static void test_trace(void) {
+    const char *path = "test_place_trace.json";
+    weft_config cfg;
+    weft_config_init(&cfg);
+    cfg.workers = 1;
+    cfg.devices = "cpu,vgpu:2";
+    cfg.trace_path = path;
+    weft_runtime *rt;
+    CHECK_OK(weft_runtime_create(&cfg, &rt));
+    weft_placement p[2];
+    p[0] = parsed("4*gpu"); /* impossible here: skipped */
+    p[1] = parsed("2*gpu");
+    p[1].body = body_b;
+    seen s;
+    weft_task *t;
+    CHECK_OK(spawn_placed(rt, p, 2, body_a, &s, &t));
+    CHECK_OK(weft_task_wait(t));
+    weft_task_release(t);
+    CHECK_OK(weft_runtime_destroy(rt));
+    FILE *f = fopen(path, "r");
+    CHECK(f != NULL);
+    static char buf[1 << 16];
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    buf[n] = '\0';
+    fclose(f);
+    remove(path);
+    CHECKF(strstr(buf, "\"variant\":1,\"devices\":\"vgpu:") != NULL, "trace: %s", buf);
+    CHECK(strstr(buf, "+vgpu:") != NULL);
+}
+
+int main(void) {
+    test_watchdog(test_pick(60, 240));
+    test_step("parse");
+    test_parse();
+    test_step("refused");
+    test_refused();
+    test_step("device sets");
+    test_sets();
+    test_step("shares and memory");
+    test_shares_and_memory();
+    test_step("variants and policies");
+    test_variants_and_policies();
+    test_step("trace");
+    test_trace();
+    test_step("multi-GPU, destroy");
+    test_multi_gpu_and_destroy();
+    printf("test_place: ok\n");
+    return 0;
+}
