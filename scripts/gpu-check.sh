@@ -14,7 +14,8 @@
 #              needs under ASan)
 #   python     the extension built with this machine's python3, and the whole
 #              Python suite, the CUDA devices among the defaults
-#   py-cuda    a Python runtime on the CUDA devices (rt.devices)
+#   py-cuda    a Python runtime on the CUDA devices: rt.devices, and CuPy /
+#              PyTorch (when there) on a placed task's device and stream
 # Logs go to OUTDIR (default build-gpu/logs); the table is also written to
 # OUTDIR/table.txt.  Exit status: 0 when every row passed.
 set -uo pipefail
@@ -90,6 +91,31 @@ with weft.Runtime(devices="cpu,cuda") as rt:
     print(devs)
     assert [d["kind"] for d in devs][:2] == ["cpu", "cuda"], devs
     assert rt.spawn(lambda: 6 * 7).result() == 42
+    try:
+        import cupy as cp
+    except ImportError:
+        cp = None
+    if cp is not None:
+        def body(n):
+            c = weft.context()
+            assert cp.cuda.get_current_stream().ptr == c.streams[0], "CuPy's current stream is not the task's"
+            assert cp.cuda.Device().id == c.ordinals[0]
+            x = cp.arange(n, dtype=cp.float64)
+            return float((x * 2).sum())
+        got = [rt.spawn(body, 1000 + i, placement=weft.gpu, share=0.25) for i in range(8)]
+        assert [t.result() for t in got] == [float((1000 + i) * (999 + i)) for i in range(8)]
+        print("py-cuda: CuPy on the task's device and stream: ok")
+    try:
+        import torch
+    except ImportError:
+        torch = None
+    if torch is not None and torch.cuda.is_available():
+        def tbody():
+            c = weft.context()
+            assert torch.cuda.current_stream().cuda_stream == c.streams[0], "PyTorch's current stream is not the task's"
+            return float(torch.ones(100, device="cuda").sum())
+        assert rt.spawn(tbody, placement=weft.gpu).result() == 100.0
+        print("py-cuda: PyTorch on the task's device and stream: ok")
 print("py-cuda: ok")
 EOF
 }
@@ -100,7 +126,7 @@ step test_cuda "device layer, tasks on the GPU, destroy in flight" test_cuda
 step ctest "whole C suite on this machine" all_ctest
 step asan "test_cuda under ASan+UBSan" asan
 step python "extension + Python suite, system python3" python_suite
-step py-cuda "Runtime(devices='cpu,cuda')" py_cuda
+step py-cuda "CuPy/PyTorch on a placed task's device and stream" py_cuda
 grep -h "GPU tasks:\|CUDA device 0" "$out/test_cuda.log" 2>/dev/null
 
 {

@@ -69,6 +69,10 @@ from ._weft import (  # noqa: F401
     wait_all,
 )
 from ._weft import _close_all
+from ._placement import Context, DeviceSet, Variants, context, cpu, gpu, variants
+from . import _placement as _placement_mod
+
+_weft._set_placement(_placement_mod._normalize, _placement_mod._call_placed, Variants)
 from . import bench  # noqa: F401
 
 __version__ = "0.1.0"
@@ -89,6 +93,13 @@ __all__ = [
     "W",
     "RW",
     "COMMUTE",
+    "cpu",
+    "gpu",
+    "variants",
+    "context",
+    "Context",
+    "DeviceSet",
+    "Variants",
 ]
 
 # Runtimes still open at exit are closed (their tasks finish) while the

@@ -143,7 +143,11 @@ typedef struct {
     PyObject *open;       /* list: runtimes not closed yet (keeps them alive) */
     PyObject *empty_tuple;
     PyObject *s_deps, *s_reads, *s_writes, *s_readwrites, *s_commutes, *s_name,
-        *s_priority, *s_task, *s_kwargs, *s_runtime, *s_add_note;
+        *s_priority, *s_task, *s_kwargs, *s_runtime, *s_add_note, *s_placement, *s_share, *s_memory;
+    /* Placement helpers of weft/_placement.py (registered at import by
+     * weft/__init__.py through _set_placement): the normaliser a spawn with
+     * placement= calls, the runner of a body on GPUs, the Variants class. */
+    PyObject *place_normalize, *place_call, *Variants_cls;
 } modstate;
 
 extern struct PyModuleDef weft_py_module;
@@ -221,8 +225,10 @@ typedef struct TaskObject {
      * that reads PH_SUBMITTED finds the handle (free-threaded builds). */
     weft_task *_Atomic h;
     PyObject *fn, *args, *kwargs;
+    PyObject *bodies;      /* tuple: the body of each placement alternative (None: fn), or NULL */
     PyObject *result;
-    PyObject *exc;
+    PyObject *exc;         /* its failure: what the body, or a callable it queued on a GPU
+                              stream (place.c), raised first (critical section on the task) */
     PyObject *name;        /* str: user name or space label; may be NULL */
     PyObject *space;       /* the TaskSpace this slot belongs to (strong) */
     PyObject *key;         /* its key there */
@@ -282,6 +288,25 @@ extern _Thread_local PyThreadState *weft_py_tl_ts WEFT_PY_TLS;
 extern _Thread_local TaskObject *weft_py_tl_cur WEFT_PY_TLS;
 /* Non-zero while this thread holds the GIL inside a call into Weft. */
 extern _Thread_local int weft_py_tl_attached WEFT_PY_TLS;
+/* The C context of the placed body running on this thread (ctx.queue). */
+extern _Thread_local weft_ctx *weft_py_tl_ctx WEFT_PY_TLS;
+
+/* ------------------------------------------------------------------------ */
+/* Placement (place.c)                                                       */
+/* ------------------------------------------------------------------------ */
+
+/* A spawn's placement= / share= / memory= (or a weft.variants function) as
+ * C alternatives: *fn becomes the default body; *out (PyMem) has *n entries;
+ * *bodies is a new tuple of per-alternative bodies (None: *fn), or NULL when
+ * none has its own.  0, or -1 with an exception. */
+int weft_py_placement(modstate *st, PyObject **fn, PyObject *placement, PyObject *share, PyObject *memory,
+                      weft_placement **out, size_t *n, PyObject **bodies);
+/* List t's failure (exc, raised by fn) for wait_all and for the
+ * CancelledError of its dependents (body.c). */
+void weft_py_record_failure(RuntimeObject *r, TaskObject *t, PyObject *fn, PyObject *exc, uint64_t id);
+/* Call a body placed on GPUs through weft/_placement.py's runner. */
+PyObject *weft_py_call_placed(modstate *st, weft_ctx *ctx, PyObject *fn, PyObject *args, PyObject *kwargs);
+extern PyMethodDef weft_py_place_methods[];
 
 /* ------------------------------------------------------------------------ */
 /* GIL hand-off (gil.c)                                                      */

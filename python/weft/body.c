@@ -5,7 +5,6 @@
  */
 #include "_weft.h"
 
-static void record_failure(RuntimeObject *r, TaskObject *t, PyObject *fn, PyObject *exc, uint64_t id);
 
 int
 weft_py_trampoline(weft_ctx *ctx, void *arg)
@@ -32,10 +31,17 @@ weft_py_trampoline(weft_ctx *ctx, void *arg)
     TaskObject *prev = weft_py_tl_cur;
     weft_py_tl_cur = t;
 
-    PyObject *fn = t->fn, *args = t->args, *kwargs = t->kwargs;
-    t->fn = t->args = t->kwargs = NULL;
+    PyObject *fn = t->fn, *args = t->args, *kwargs = t->kwargs, *bodies = t->bodies;
+    t->fn = t->args = t->kwargs = t->bodies = NULL;
     PyObject *res;
-    if (args == NULL)
+    if (bodies || weft_ctx_gpu_count(ctx)) {
+        /* Placed: the chosen alternative's body, with its Context. */
+        PyObject *body = fn;
+        unsigned v = weft_ctx_variant(ctx);
+        if (bodies && v < (unsigned)PyTuple_GET_SIZE(bodies) && PyTuple_GET_ITEM(bodies, v) != Py_None)
+            body = PyTuple_GET_ITEM(bodies, v);
+        res = weft_py_call_placed(r->st, ctx, body, args, kwargs);
+    } else if (args == NULL)
         res = kwargs ? PyObject_Call(fn, r->st->empty_tuple, kwargs) : PyObject_CallNoArgs(fn);
     else if (kwargs == NULL)
         res = PyObject_Vectorcall(fn, &PyTuple_GET_ITEM(args, 0), PyTuple_GET_SIZE(args), NULL);
@@ -50,12 +56,22 @@ weft_py_trampoline(weft_ctx *ctx, void *arg)
         rc = 1;
         if (exc == NULL) exc = PyObject_CallOneArg(PyExc_SystemError, NULL);
         /* Stored before the task is listed as failed: a wait_all on another
-         * thread may read the list at once (found by TSan). */
-        t->exc = exc;
+         * thread may read the list at once (found by TSan).  A callable it
+         * queued on a GPU stream may have failed first (place.c): the first
+         * failure is the task's. */
+        int first = 0;
+        WEFT_PY_CS_BEGIN(t)
+        if (t->exc == NULL) {
+            t->exc = exc;
+            first = 1;
+        }
+        WEFT_PY_CS_END();
         t->ran = 1;
-        if (exc) record_failure(r, t, fn, exc, weft_ctx_task_id(ctx));
+        if (exc && first) weft_py_record_failure(r, t, fn, exc, weft_ctx_task_id(ctx));
+        else Py_XDECREF(exc);
     }
     weft_py_tl_cur = prev;
+    Py_XDECREF(bodies);
     if (r->gil_off) {
         /* Without the GIL, the references this worker drops here belong to
          * objects the spawning thread made: each drop would queue the object
@@ -93,6 +109,7 @@ weft_py_arg_destroy(void *arg)
         c->t = NULL;
         PyObject *fn = t->fn, *args = t->args, *kwargs = t->kwargs;
         t->fn = t->args = t->kwargs = NULL;
+        Py_CLEAR(t->bodies);
         Py_XDECREF(fn);
         Py_XDECREF(args);
         Py_XDECREF(kwargs);
@@ -165,8 +182,8 @@ has_weft_note(PyObject *exc)
     return found;
 }
 
-static void
-record_failure(RuntimeObject *r, TaskObject *t, PyObject *fn, PyObject *exc, uint64_t id)
+void
+weft_py_record_failure(RuntimeObject *r, TaskObject *t, PyObject *fn, PyObject *exc, uint64_t id)
 {
     /* A note naming the task, shown under the traceback. */
     if (PyExceptionInstance_Check(exc) && !has_weft_note(exc)) {

@@ -7,6 +7,7 @@
 
 _Thread_local PyThreadState *weft_py_tl_ts;
 _Thread_local TaskObject *weft_py_tl_cur;
+_Thread_local weft_ctx *weft_py_tl_ctx;
 _Thread_local int weft_py_tl_attached;
 
 /* ------------------------------------------------------------------------ */

@@ -247,12 +247,16 @@ module_exec(PyObject *m)
     INTERN(s_kwargs, "kwargs");
     INTERN(s_runtime, "runtime");
     INTERN(s_add_note, "add_note");
+    INTERN(s_placement, "placement");
+    INTERN(s_share, "share");
+    INTERN(s_memory, "memory");
 #undef INTERN
     if (PyModule_AddIntConstant(m, "R", WEFT_R) < 0 || PyModule_AddIntConstant(m, "W", WEFT_W) < 0 ||
         PyModule_AddIntConstant(m, "RW", WEFT_RW) < 0 ||
         PyModule_AddIntConstant(m, "COMMUTE", WEFT_COMMUTE) < 0)
         return -1;
     if (PyModule_AddObjectRef(m, "_open_runtimes", st->open) < 0) return -1;
+    if (PyModule_AddFunctions(m, weft_py_place_methods) < 0) return -1;
     return 0;
 }
 
@@ -268,6 +272,9 @@ module_traverse(PyObject *m, visitproc visit, void *arg)
     Py_VISIT(st->CancelledError);
     Py_VISIT(st->stack);
     Py_VISIT(st->open);
+    Py_VISIT(st->place_normalize);
+    Py_VISIT(st->place_call);
+    Py_VISIT(st->Variants_cls);
     return 0;
 }
 
@@ -295,6 +302,12 @@ module_clear(PyObject *m)
     Py_CLEAR(st->s_kwargs);
     Py_CLEAR(st->s_runtime);
     Py_CLEAR(st->s_add_note);
+    Py_CLEAR(st->s_placement);
+    Py_CLEAR(st->s_share);
+    Py_CLEAR(st->s_memory);
+    Py_CLEAR(st->place_normalize);
+    Py_CLEAR(st->place_call);
+    Py_CLEAR(st->Variants_cls);
     return 0;
 }
 

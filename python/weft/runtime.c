@@ -65,12 +65,12 @@ static PyObject *
 Runtime_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
 {
     static char *kwlist[] = {"workers", "trace", "spin_ns", "max_inflight", "gil_spin_ns",
-                             "spawn_gil", "devices", "vgpu_memory", NULL};
+                             "spawn_gil", "devices", "vgpu_memory", "policy", NULL};
     PyObject *workers = NULL, *trace = NULL, *spin = NULL, *maxin = NULL, *gspin = NULL;
     PyObject *vgpu_mem = NULL;
-    const char *spawn_gil = NULL, *devices = NULL;
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "|O$OOOOzzO:Runtime", kwlist, &workers, &trace, &spin,
-                                     &maxin, &gspin, &spawn_gil, &devices, &vgpu_mem))
+    const char *spawn_gil = NULL, *devices = NULL, *policy = NULL;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "|O$OOOOzzOz:Runtime", kwlist, &workers, &trace, &spin,
+                                     &maxin, &gspin, &spawn_gil, &devices, &vgpu_mem, &policy))
         return NULL;
     if (spawn_gil == NULL) spawn_gil = getenv("WEFT_PY_SPAWN_GIL");
     int spawn_mode = SPAWN_HOLD;
@@ -103,6 +103,7 @@ Runtime_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
     if ((has = parse_size(maxin, "max_inflight", &v)) < 0) return NULL;
     if (has) cfg.max_inflight = (size_t)v;
     if (devices) cfg.devices = devices; /* read by weft_runtime_create only */
+    if (policy) cfg.policy = policy;    /* likewise */
     if ((has = parse_size(vgpu_mem, "vgpu_memory", &v)) < 0) return NULL;
     if (has) cfg.vgpu_memory = (size_t)v;
     uint64_t gil_spin = 20000; /* 20 us */
@@ -540,7 +541,7 @@ static PyMemberDef Runtime_members[] = {
 
 static PyType_Slot Runtime_slots[] = {
     {Py_tp_doc, "Runtime(workers=0, *, trace=None, spin_ns=None, max_inflight=None, gil_spin_ns=None, "
-                "spawn_gil=None, devices=None, vgpu_memory=None)\n\n"
+                "spawn_gil=None, devices=None, vgpu_memory=None, policy=None)\n\n"
                 "A Weft runtime: worker threads that run Python tasks.  Use it as a context "
                 "manager; leaving the block waits for every task, re-raises the first task "
                 "exception and closes the runtime."},

@@ -16,7 +16,7 @@
  * slot (t->space set) goes into its C space under its key's index. */
 static int
 submit_c(RuntimeObject *r, TaskObject *t, weft_task **deps, size_t ndeps, weft_access *acc,
-         size_t nacc)
+         size_t nacc, const weft_placement *pl, size_t npl)
 {
     weft_space *space = NULL;
     if (t->space) {
@@ -42,6 +42,8 @@ submit_c(RuntimeObject *r, TaskObject *t, weft_task **deps, size_t ndeps, weft_a
     desc.accesses = acc;
     desc.naccesses = nacc;
     desc.priority = t->priority;
+    desc.placements = pl;
+    desc.nplacements = npl;
     char namebuf[32];
     if (t->name) {
         Py_ssize_t len;
@@ -104,7 +106,7 @@ submit_c(RuntimeObject *r, TaskObject *t, weft_task **deps, size_t ndeps, weft_a
 
 typedef struct {
     PyObject *deps, *reads, *writes, *readwrites, *commutes, *name, *priority, *task, *kwargs,
-        *runtime;
+        *runtime, *placement, *share, *memory;
 } spawn_kw;
 
 static int
@@ -128,15 +130,20 @@ parse_kw(modstate *st, PyObject *const *args, Py_ssize_t nargs, PyObject *kwname
         else if (k == st->s_task) slot = &kw->task;
         else if (k == st->s_kwargs) slot = &kw->kwargs;
         else if (allow_runtime && k == st->s_runtime) slot = &kw->runtime;
+        else if (k == st->s_placement) slot = &kw->placement;
+        else if (k == st->s_share) slot = &kw->share;
+        else if (k == st->s_memory) slot = &kw->memory;
         else {
             PyObject *names[] = {st->s_deps, st->s_reads, st->s_writes, st->s_readwrites,
                                  st->s_commutes, st->s_name, st->s_priority, st->s_task,
-                                 st->s_kwargs, allow_runtime ? st->s_runtime : NULL};
+                                 st->s_kwargs, allow_runtime ? st->s_runtime : NULL,
+                                 st->s_placement, st->s_share, st->s_memory};
             for (size_t j = 0; j < sizeof names / sizeof *names; j++) {
                 if (names[j] && PyUnicode_Compare(k, names[j]) == 0) {
                     PyObject **slots[] = {&kw->deps, &kw->reads, &kw->writes, &kw->readwrites,
                                           &kw->commutes, &kw->name, &kw->priority, &kw->task,
-                                          &kw->kwargs, &kw->runtime};
+                                          &kw->kwargs, &kw->runtime, &kw->placement, &kw->share,
+                                          &kw->memory};
                     slot = slots[j];
                     break;
                 }
@@ -389,6 +396,19 @@ spawn_locked(modstate *st, RuntimeObject *r, PyObject *const *args, Py_ssize_t n
     static const unsigned modes[4] = {WEFT_R, WEFT_W, WEFT_RW, WEFT_RW | WEFT_COMMUTE};
     static const char *const mode_names[4] = {"reads", "writes", "readwrites", "commutes"};
     PyObject *accv[4] = {kw.reads, kw.writes, kw.readwrites, kw.commutes};
+    weft_placement *pl = NULL;
+    size_t npl = 0;
+    PyObject *place_fn = NULL, *bodies = NULL;
+
+    /* Placement: only a spawn that names one (or spawns weft.variants). */
+    if ((kw.placement && kw.placement != Py_None) || (kw.share && kw.share != Py_None) ||
+        (kw.memory && kw.memory != Py_None) ||
+        (st->Variants_cls && (PyObject *)Py_TYPE(fn) == st->Variants_cls)) {
+        place_fn = Py_NewRef(fn);
+        if (weft_py_placement(st, &place_fn, kw.placement, kw.share, kw.memory, &pl, &npl, &bodies) < 0)
+            goto done;
+        fn = place_fn;
+    }
 
     deps = as_seq(kw.deps, st->Task_T, "deps", 0);
     if (deps == NULL && PyErr_Occurred()) goto done;
@@ -460,6 +480,7 @@ spawn_locked(modstate *st, RuntimeObject *r, PyObject *const *args, Py_ssize_t n
     t->priority = priority;
     if (kw.name && kw.name != Py_None) Py_XSETREF(t->name, Py_NewRef(kw.name));
     t->fn = Py_NewRef(fn);
+    Py_XSETREF(t->bodies, Py_XNewRef(bodies));
     if (nargs > 1) {
         PyObject *a = PyTuple_New(nargs - 1);
         if (a == NULL) goto unlock_fail;
@@ -475,7 +496,7 @@ spawn_locked(modstate *st, RuntimeObject *r, PyObject *const *args, Py_ssize_t n
         if (t->kwargs == NULL) goto unlock_fail;
     }
 
-    if (submit_c(r, t, dv, (size_t)nd, av, (size_t)na) < 0) goto unlock_fail;
+    if (submit_c(r, t, dv, (size_t)nd, av, (size_t)na, pl, npl) < 0) goto unlock_fail;
     result = (PyObject *)t;
     t = NULL;
     goto unlock;
@@ -483,6 +504,7 @@ unlock_fail:
     if (t) {
         /* Undo: a fresh task is dropped; a slot goes back to declared. */
         Py_CLEAR(t->fn);
+        Py_CLEAR(t->bodies);
         Py_CLEAR(t->args);
         Py_CLEAR(t->kwargs);
         if (atomic_load(&t->phase) != PH_SUBMITTED) Py_CLEAR(t->rt);
@@ -505,5 +527,8 @@ done:
     if (dv != dbuf) PyMem_Free(dv);
     if (av != abuf) PyMem_Free(av);
     if (datv != datbuf) PyMem_Free(datv);
+    PyMem_Free(pl);
+    Py_XDECREF(place_fn);
+    Py_XDECREF(bodies);
     return result;
 }

@@ -12,7 +12,7 @@ weft_py_task_new(modstate *st)
     WEFT_PY_HANDOFF_ACQUIRE(t);
     t->rt = NULL;
     t->h = NULL;
-    t->fn = t->args = t->kwargs = t->result = t->exc = t->name = NULL;
+    t->fn = t->args = t->kwargs = t->result = t->exc = t->name = t->bodies = NULL;
     t->space = t->key = NULL;
     t->phase = PH_DECLARED;
     t->priority = 0;
@@ -166,6 +166,7 @@ Task_traverse(TaskObject *t, visitproc visit, void *arg)
     Py_VISIT(Py_TYPE(t));
     Py_VISIT(t->rt);
     Py_VISIT(t->fn);
+    Py_VISIT(t->bodies);
     Py_VISIT(t->args);
     Py_VISIT(t->kwargs);
     Py_VISIT(t->result);
@@ -186,6 +187,7 @@ Task_clear(TaskObject *t)
     Py_CLEAR(t->key);
     if (t->phase != PH_SUBMITTED) {
         Py_CLEAR(t->fn);
+        Py_CLEAR(t->bodies);
         Py_CLEAR(t->args);
         Py_CLEAR(t->kwargs);
     }
@@ -209,6 +211,7 @@ Task_dealloc(TaskObject *t)
     Py_CLEAR(t->space);
     Py_CLEAR(t->key);
     Py_CLEAR(t->fn);
+    Py_CLEAR(t->bodies);
     Py_CLEAR(t->args);
     Py_CLEAR(t->kwargs);
     Py_CLEAR(t->name);

@@ -110,7 +110,7 @@ weft_py_raise_outcome(TaskObject *t, int rc, int for_result)
         if (!for_result) return 0;
         weft_py_task_retrieved(t);
         if (t->exc) weft_py_raise_exc(t->exc);
-        else PyErr_SetString(PyExc_RuntimeError, "the weft task failed");
+        else PyErr_SetString(PyExc_RuntimeError, "the weft task failed (its device work failed)");
         return -1;
     case WEFT_ECANCELLED:
         if (!for_result) return 0;

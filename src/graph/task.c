@@ -187,15 +187,12 @@ static bool place_task(weft__task *t)
 
 static void task_queue(weft__task *t, weft__qnode **next);
 
-/* Map again the tasks a release handed back (each parks again if it still
- * does not fit). */
+/* Queue the parked tasks a release mapped. */
 static void place_retry(weft__place *pl, weft__qnode **next)
 {
     while (pl) {
         weft__place *following = pl->parked_next;
-        weft__task *t = pl->owner;
-        if (place_task(t))
-            task_queue(t, next);
+        task_queue(pl->owner, next);
         pl = following;
     }
 }

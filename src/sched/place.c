@@ -250,10 +250,10 @@ static bool reserve(weft__placer *p, const weft__alt *a, const uint8_t *out)
     return true;
 }
 
-int weft__place_map(weft__placer *p, weft__place *pl)
+/* Map pl if some alternative fits now (the placer's lock held). */
+static bool try_map(weft__placer *p, weft__place *pl)
 {
     uint8_t out[WEFT__MAX_DEVICES - 1];
-    pthread_mutex_lock(&p->lock);
     for (unsigned i = 0; i < pl->nalt; i++) {
         const weft__alt *a = &pl->alt[i];
         if (!a->possible)
@@ -267,6 +267,15 @@ int weft__place_map(weft__placer *p, weft__place *pl)
             pl->gpu[k] = (uint8_t)g;
             pl->queue[k] = p->streams[g][p->next_stream[g]++ % WEFT__STREAMS];
         }
+        return true;
+    }
+    return false;
+}
+
+int weft__place_map(weft__placer *p, weft__place *pl)
+{
+    pthread_mutex_lock(&p->lock);
+    if (try_map(p, pl)) {
         pthread_mutex_unlock(&p->lock);
         return 1;
     }
@@ -301,8 +310,19 @@ weft__place *weft__place_release(weft__placer *p, weft__place *pl)
         }
         pl->ngpu = 0;
     }
-    weft__place *parked = p->parked;
-    p->parked = p->parked_tail = NULL;
+    /* The parked tasks in order, until one does not fit: each release maps
+     * what it made room for, at O(1) per task mapped, and a task needing
+     * much is not passed over by later ones needing less. */
+    weft__place *mapped = NULL, **tail = &mapped;
+    while (p->parked && try_map(p, p->parked)) {
+        weft__place *m = p->parked;
+        p->parked = m->parked_next;
+        m->parked_next = NULL;
+        *tail = m;
+        tail = &m->parked_next;
+    }
+    if (!p->parked)
+        p->parked_tail = NULL;
     pthread_mutex_unlock(&p->lock);
-    return parked;
+    return mapped;
 }

@@ -91,9 +91,9 @@ void weft__place_free(weft__place *pl);
  * reservation that could be given back (memory taken outside the placer):
  * waiting would never end. */
 int weft__place_map(weft__placer *p, weft__place *pl);
-/* Give pl's reservation back (if it was mapped).  Returns the parked
- * placements, now detached, for the caller to map again (oldest first,
- * linked by parked_next). */
+/* Give pl's reservation back (if it was mapped), then map the parked
+ * placements in the order they parked until one does not fit.  Returns
+ * those it mapped (linked by parked_next) for the caller to queue. */
 weft__place *weft__place_release(weft__placer *p, weft__place *pl);
 
 /* The body of the chosen alternative (or dflt). */

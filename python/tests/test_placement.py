@@ -1,0 +1,204 @@
+"""Placement from Python on virtual GPUs: device sets, refusals, shares and
+memory, variants, multi-GPU tasks, the body's Context and ctx.queue()."""
+import threading
+import time
+
+import pytest
+
+import weft
+
+
+def rt4(**kw):
+    return weft.Runtime(workers=2, devices="cpu,vgpu:4", vgpu_memory=1 << 20, **kw)
+
+
+def test_device_sets():
+    assert weft.gpu(2) == weft.DeviceSet(False, 1, 2)
+    assert weft.gpu * 3 == 3 * weft.gpu == weft.DeviceSet(False, 3, -1)
+    assert weft.cpu + weft.gpu == weft.DeviceSet(True, 1, -1)
+    assert repr(weft.cpu + weft.gpu(1)) == "weft.cpu + weft.gpu(1)"
+    with pytest.raises(ValueError):
+        weft.gpu * 0
+    with pytest.raises(TypeError):
+        weft.gpu(1)(2)
+    with pytest.raises(AttributeError):
+        weft.gpu.gpus = 3
+
+
+@pytest.mark.parametrize("spec", [weft.gpu, "gpu", [weft.gpu], ("gpu",)])
+def test_one_gpu(spec):
+    with rt4() as rt:
+        c = rt.spawn(lambda: weft.context(), placement=spec).result()
+        assert c.variant == 0 and len(c.devices) == 1 and 1 <= c.devices[0] <= 4
+        assert len(c.streams) == 1 and isinstance(c.streams[0], int) and c.streams[0] != 0
+
+
+def test_each_kind_of_set():
+    with rt4() as rt:
+        assert rt.spawn(lambda: weft.context().devices, placement="gpu:2").result() == (3,)
+        devs = rt.spawn(lambda: weft.context().devices, placement=weft.gpu * 3).result()
+        assert len(set(devs)) == 3
+        assert rt.spawn(lambda: weft.context().devices, placement=weft.cpu).result() == ()
+        assert len(rt.spawn(lambda: weft.context().devices, placement=(weft.cpu, weft.gpu)).result()) == 1
+        # a plain task: an empty context
+        assert rt.spawn(lambda: weft.context().devices).result() == ()
+    with pytest.raises(RuntimeError, match="not inside a weft task"):
+        weft.context()
+
+
+@pytest.mark.parametrize(
+    "placement, kw, why",
+    [("8*gpu", {}, "8 GPUs asked for"), (weft.gpu(9), {}, "GPU 9"), ("gpu", {"share": 2.0}, "share 2"),
+     ("gpu", {"memory": 2 << 20}, "bytes of memory")])
+def test_impossible_refused_at_spawn(placement, kw, why):
+    with rt4() as rt:
+        with pytest.raises(ValueError, match=why):
+            rt.spawn(print, placement=placement, **kw)
+        assert rt.spawn(int, 3).result() == 3  # still usable
+
+
+def test_bad_placement_values():
+    with rt4() as rt:
+        with pytest.raises(ValueError, match="not a device set"):
+            rt.spawn(print, placement="tpu")
+        with pytest.raises(TypeError, match="not a device set"):
+            rt.spawn(print, placement=3)
+        with pytest.raises(ValueError, match="memory="):
+            rt.spawn(print, placement="gpu", memory=-1)
+        with pytest.raises(ValueError, match="empty"):
+            rt.spawn(print, placement=[])
+
+
+def test_round_robin_policy():
+    with rt4(policy="round-robin") as rt:
+        got = [rt.spawn(lambda: weft.context().devices[0], placement=weft.gpu, share=0.01).result()
+               for _ in range(8)]
+        assert got == [1, 2, 3, 4, 1, 2, 3, 4]
+    with pytest.raises(ValueError, match="unknown policy"):
+        rt4(policy="fastest")
+
+
+def test_quarter_shares_run_together():
+    with rt4() as rt:
+        started = []
+        lock = threading.Lock()
+
+        def kernel():  # runs until all four kernels have started
+            with lock:
+                started.append(1)
+            end = time.monotonic() + 10
+            while len(started) < 4 and time.monotonic() < end:
+                time.sleep(0.001)
+            assert len(started) >= 4
+
+        def body():
+            weft.context().queue(kernel)
+
+        ts = [rt.spawn(body, placement="gpu:0", share=0.25) for _ in range(4)]
+        for t in ts:
+            t.result()
+
+
+def test_memory_reserved_and_returned():
+    with rt4() as rt:
+        def body():
+            return [d["memory_used"] for d in rt.devices[1:]]
+
+        used = rt.spawn(body, placement="gpu:1", memory=300_000).result()
+        assert used[1] == 300_000
+        assert all(d["memory_used"] == 0 for d in rt.devices)
+
+        def fails():
+            raise KeyError("x")
+
+        with pytest.raises(KeyError):
+            rt.spawn(fails, placement="gpu:1", memory=300_000).result()
+        assert all(d["memory_used"] == 0 for d in rt.devices)
+
+
+def test_variants():
+    @weft.variants
+    def f(x):
+        return ("cpu", x, weft.context().devices)
+
+    @f.variant(weft.gpu * 2)
+    def f_two(x):
+        return ("two", x, weft.context().devices)
+
+    with pytest.raises(RuntimeError, match="not inside"):
+        f(1)  # a plain call runs the default body (here, outside any task)
+    with rt4() as rt:
+        kind, x, devs = rt.spawn(f, 5).result()
+        assert kind == "two" and x == 5 and len(devs) == 2
+        # an explicit placement list picks the matching variant per set
+        assert rt.spawn(f, 6, placement=[weft.cpu]).result()[0] == "cpu"
+    with weft.Runtime(workers=1, devices="cpu") as rt:
+        # no GPUs here: the GPU variant cannot run, the CPU body does
+        assert rt.spawn(f, 7).result() == ("cpu", 7, ())
+
+
+def test_variant_falls_back_while_gpus_are_taken():
+    with weft.Runtime(workers=2, devices="cpu,vgpu:1") as rt:
+        gate = threading.Event()
+
+        def hold():
+            weft.context().queue(gate.wait, 10)
+
+        @weft.variants
+        def g():
+            return "cpu"
+
+        @g.variant(weft.gpu)
+        def g_gpu():
+            return "gpu"
+
+        holder = rt.spawn(hold, placement="gpu")
+        while holder.status != "enqueued":
+            time.sleep(0.001)
+        assert rt.spawn(g).result() == "cpu"
+        gate.set()
+        holder.result()
+        assert rt.spawn(g).result() == "gpu"
+
+
+def test_multi_gpu_task_completes_after_both_streams():
+    with rt4() as rt:
+        done = []
+
+        def body():
+            c = weft.context()
+            assert len(c.devices) == 2
+            c.queue(lambda: (time.sleep(0.01), done.append(0)), gpu=0)
+            c.queue(lambda: (time.sleep(0.02), done.append(1)), gpu=1)
+            with pytest.raises(ValueError, match="gpu=2"):
+                c.queue(print, gpu=2)
+            return list(c.each_device())
+
+        assert rt.spawn(body, placement=weft.gpu * 2).result() == [0, 1]
+        assert sorted(done) == [0, 1]
+
+
+def test_queued_callable_failure_fails_the_task_and_its_dependents():
+    with rt4() as rt:
+        def body():
+            weft.context().queue(lambda: 1 / 0)
+
+        a = rt.spawn(body, placement="gpu:0")
+        b = rt.spawn(print, deps=[a], placement="gpu:1")
+        with pytest.raises(ZeroDivisionError):
+            a.result()
+        with pytest.raises(weft.CancelledError):
+            b.result()
+        rt.wait_all()  # a.result() retrieved the failure
+        rt.spawn(body, placement="gpu")  # not retrieved: wait_all raises it
+        with pytest.raises(ZeroDivisionError):
+            rt.wait_all()
+
+
+def test_queue_outside_a_placed_body():
+    with rt4() as rt:
+        def plain():
+            weft.context().queue(print)
+
+        with pytest.raises(RuntimeError, match="placed on GPUs"):
+            rt.spawn(plain).result()

@@ -1,0 +1,284 @@
+"""Placement from Python: device sets, variants, and the context a body on
+GPUs sees.  The C extension calls `_normalize` at a spawn that names a
+placement (or spawns a `Variants` function) and `_call_placed` to run a body
+on GPUs; nothing here runs for a plain CPU task.
+
+    weft.cpu                 the CPU
+    weft.gpu                 any one GPU
+    weft.gpu(1)              GPU 1 (GPUs are numbered 0..G-1, every device but the CPU)
+    weft.gpu * 2             any two distinct GPUs
+    (weft.cpu, weft.gpu)     the CPU and one GPU (also weft.cpu + weft.gpu)
+    "gpu:1", "2*gpu", ...    the same as strings
+
+No array library is imported here: CuPy and PyTorch are used only when the
+program has imported them itself.
+"""
+import contextlib
+import functools
+import sys
+import threading
+
+
+class DeviceSet:
+    """A set of devices a task may run on (see the module docstring)."""
+
+    __slots__ = ("cpu", "gpus", "gpu")
+
+    def __init__(self, cpu=False, gpus=0, gpu=-1):
+        object.__setattr__(self, "cpu", bool(cpu))
+        object.__setattr__(self, "gpus", int(gpus))
+        object.__setattr__(self, "gpu", int(gpu))
+
+    def __setattr__(self, name, value):
+        raise AttributeError("weft device sets are immutable")
+
+    def __call__(self, i):
+        if self.gpus != 1 or self.gpu != -1 or self.cpu:
+            raise TypeError(f"{self!r}(...): only weft.gpu takes a GPU number")
+        if not isinstance(i, int) or isinstance(i, bool) or i < 0:
+            raise ValueError(f"weft.gpu({i!r}): a GPU number is an int >= 0")
+        return DeviceSet(False, 1, i)
+
+    def __mul__(self, k):
+        if self.gpus != 1 or self.gpu != -1:
+            raise TypeError(f"{self!r} * {k!r}: only weft.gpu can be multiplied")
+        if not isinstance(k, int) or isinstance(k, bool) or k < 1:
+            raise ValueError(f"weft.gpu * {k!r}: the count is an int >= 1")
+        return DeviceSet(self.cpu, k, -1)
+
+    __rmul__ = __mul__
+
+    def __add__(self, other):
+        other = _as_set(other)
+        if self.gpus and other.gpus:
+            raise ValueError(f"{self!r} + {other!r}: write the GPU count once (weft.gpu * 2)")
+        g = self if self.gpus else other
+        return DeviceSet(self.cpu or other.cpu, g.gpus, g.gpu)
+
+    __radd__ = __add__
+
+    def __eq__(self, other):
+        return isinstance(other, DeviceSet) and (self.cpu, self.gpus, self.gpu) == (other.cpu, other.gpus, other.gpu)
+
+    def __hash__(self):
+        return hash((self.cpu, self.gpus, self.gpu))
+
+    def __repr__(self):
+        if not self.gpus:
+            return "weft.cpu"
+        g = f"weft.gpu({self.gpu})" if self.gpu >= 0 else ("weft.gpu" if self.gpus == 1 else f"weft.gpu * {self.gpus}")
+        return f"weft.cpu + {g}" if self.cpu else g
+
+
+cpu = DeviceSet(cpu=True)
+gpu = DeviceSet(gpus=1)
+
+
+def _parse(s):
+    text = s.strip()
+    has_cpu = False
+    if text.startswith("cpu"):
+        rest = text[3:].strip()
+        if not rest:
+            return cpu
+        if not rest.startswith("+"):
+            raise ValueError(f"{s!r} is not a device set (cpu, gpu, gpu:I, K*gpu, cpu+gpu)")
+        has_cpu, text = True, rest[1:].strip()
+    count, sep, tail = text.partition("gpu")
+    if not sep:
+        raise ValueError(f"{s!r} is not a device set (cpu, gpu, gpu:I, K*gpu, cpu+gpu)")
+    k, i = 1, -1
+    count = count.strip()
+    try:
+        if count:
+            if count[-1] not in "*x":
+                raise ValueError
+            k = int(count[:-1])
+            if k < 1:
+                raise ValueError
+        tail = tail.strip()
+        if tail:
+            if not tail.startswith(":") or k != 1:
+                raise ValueError
+            i = int(tail[1:])
+            if i < 0:
+                raise ValueError
+    except ValueError:
+        raise ValueError(f"{s!r} is not a device set (cpu, gpu, gpu:I, K*gpu, cpu+gpu)") from None
+    return DeviceSet(has_cpu, k, i)
+
+
+def _as_set(x):
+    if isinstance(x, DeviceSet):
+        return x
+    if isinstance(x, str):
+        return _parse(x)
+    if isinstance(x, tuple) and x:
+        out = _as_set(x[0])
+        for y in x[1:]:
+            out = out + _as_set(y)
+        return out
+    raise TypeError(f"placement: {x!r} is not a device set (weft.cpu, weft.gpu, weft.gpu(i), "
+                    "weft.gpu * k, a tuple of them, or a string such as 'gpu:1')")
+
+
+class Variants:
+    """A function with one body per device set (see `weft.variants`)."""
+
+    def __init__(self, fn, placement=None):
+        functools.update_wrapper(self, fn)
+        self.default = fn
+        self.default_placement = _as_set(placement) if placement is not None else cpu
+        self.variants = []  # (DeviceSet, function), in registration order
+
+    def variant(self, placement):
+        """Decorator: register the decorated function as this function's body
+        on `placement`; it is returned unchanged."""
+        ds = _as_set(placement)
+
+        def register(fn):
+            self.variants.append((ds, fn))
+            return fn
+
+        return register
+
+    def __call__(self, *args, **kwargs):
+        return self.default(*args, **kwargs)
+
+    def __repr__(self):
+        names = ", ".join(f"{ds!r}: {getattr(f, '__name__', f)}" for ds, f in self.variants)
+        return f"<weft.variants of {getattr(self.default, '__name__', self.default)}: {names}>"
+
+
+def variants(fn=None, *, placement=None):
+    """Decorator: a function with variants per device set.
+
+        @weft.variants
+        def step(x): ...                 # the CPU body (the default)
+
+        @step.variant(weft.gpu)
+        def step_gpu(x): ...             # the body on one GPU
+
+        rt.spawn(step, x)                # the mapper picks: one GPU if free, else the CPU
+
+    Spawning it without placement= offers its variants in registration
+    order, then the default body on `placement` (the CPU unless given)."""
+    if fn is None:
+        return lambda f: Variants(f, placement)
+    return Variants(fn, placement)
+
+
+def _alt(ds, share, memory, body):
+    return (int(ds.cpu), ds.gpus, ds.gpu, float(share), int(memory), body)
+
+
+def _normalize(fn, placement, share, memory):
+    """(the default body, [(cpu, gpus, gpu, share, memory, body or None), ...])"""
+    share = 0.0 if share is None else share
+    memory = 0 if memory is None else memory
+    if not isinstance(share, (int, float)) or isinstance(share, bool):
+        raise TypeError(f"spawn(): share= takes a number in (0, 1], not {share!r}")
+    if not isinstance(memory, int) or isinstance(memory, bool) or memory < 0:
+        raise ValueError(f"spawn(): memory= takes a number of bytes >= 0, not {memory!r}")
+    if isinstance(fn, Variants):
+        table = dict((ds, f) for ds, f in reversed(fn.variants))
+        if placement is None:
+            sets = [ds for ds, _ in fn.variants] + [fn.default_placement]
+        else:
+            sets = [_as_set(p) for p in (placement if isinstance(placement, list) else [placement])]
+        alts = [_alt(ds, share, memory, table.get(ds)) for ds in sets]
+        return fn.default, alts
+    if placement is None:
+        return fn, []
+    items = placement if isinstance(placement, list) else [placement]
+    if not items:
+        raise ValueError("spawn(): placement= is an empty list")
+    return fn, [_alt(_as_set(p), share, memory, None) for p in items]
+
+
+# ---- the body's context ---------------------------------------------------
+
+_tl = threading.local()
+
+
+class Context:
+    """What a task body sees of its placement: `variant` (the index of the
+    alternative chosen), `devices` (runtime device indices of its GPUs),
+    `streams` (each GPU's stream as an int: a cudaStream_t on CUDA, usable
+    with cupy.cuda.ExternalStream, numba.cuda.external_stream and
+    torch.cuda.ExternalStream; an opaque handle on a virtual GPU), and
+    `queue()` to put a callable on a GPU's stream."""
+
+    __slots__ = ("variant", "devices", "streams", "kinds", "ordinals")
+
+    def __init__(self, variant, gpus):
+        self.variant = variant
+        self.devices = tuple(g[0] for g in gpus)
+        self.kinds = tuple(g[1] for g in gpus)
+        self.ordinals = tuple(g[2] for g in gpus)
+        self.streams = tuple(g[3] for g in gpus)
+
+    def queue(self, fn, *args, gpu=0, model_ns=0):
+        """Queue fn(*args) on the stream of the task's GPU number `gpu`
+        (0 .. len(devices)-1), after the work queued there: on a virtual GPU
+        it is the kernel (run by the stream's thread, stretched to model_ns
+        of modelled time); on CUDA a host function.  It must not call weft.
+        An exception it raises fails the task.  From the body only."""
+        from . import _weft
+
+        call = functools.partial(fn, *args) if args else fn
+        _weft._queue(gpu, call, int(model_ns))
+
+    def each_device(self):
+        """Step through the task's GPUs: yields 0, 1, ... with, for CUDA
+        devices, CuPy's and PyTorch's current device and stream set to that
+        GPU's (when the program imported them)."""
+        for i in range(len(self.devices)):
+            with _library_current(self, i):
+                yield i
+
+    def __repr__(self):
+        return f"<weft.Context variant={self.variant} devices={self.devices}>"
+
+
+def context():
+    """The running task's Context (its variant, GPUs and streams).  A task
+    without placement gets an empty one (variant 0, no devices).  Raises
+    RuntimeError outside a task."""
+    ctx = getattr(_tl, "ctx", None)
+    if ctx is not None:
+        return ctx
+    from . import _weft
+
+    if _weft.current_task() is None:
+        raise RuntimeError("weft.context(): not inside a weft task")
+    return Context(0, ())
+
+
+def _library_current(ctx, i):
+    """CuPy's / PyTorch's current device and stream for GPU i, if it is a
+    CUDA device and the program imported the library."""
+    stack = contextlib.ExitStack()
+    if i < len(ctx.kinds) and ctx.kinds[i] == "cuda":
+        cp = sys.modules.get("cupy")
+        if cp is not None:
+            stack.enter_context(cp.cuda.Device(ctx.ordinals[i]))
+            stack.enter_context(cp.cuda.ExternalStream(ctx.streams[i]))
+        torch = sys.modules.get("torch")
+        if torch is not None and torch.cuda.is_available():
+            stack.enter_context(torch.cuda.device(ctx.ordinals[i]))
+            stack.enter_context(torch.cuda.stream(torch.cuda.ExternalStream(ctx.streams[i])))
+    return stack
+
+
+def _call_placed(variant, gpus, fn, args, kwargs):
+    """Run a body with its placement: its Context current, and for a CUDA
+    GPU the array libraries' current device and stream set to the task's
+    first GPU."""
+    prev = getattr(_tl, "ctx", None)
+    ctx = _tl.ctx = Context(variant, gpus)
+    try:
+        with _library_current(ctx, 0):
+            return fn(*args, **kwargs) if kwargs else fn(*args)
+    finally:
+        _tl.ctx = prev

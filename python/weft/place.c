@@ -1,0 +1,224 @@
+/*
+ * place.c — placement from Python: a spawn's placement= (device sets, share,
+ * memory, variants) turned into weft_placement alternatives, a placed body
+ * run through weft/_placement.py's runner (its Context, CuPy's / PyTorch's
+ * current device and stream), and ctx.queue(): a Python callable queued on a
+ * GPU stream.  Plain CPU tasks never come here.
+ */
+#include "_weft.h"
+
+/* ------------------------------------------------------------------------ */
+/* At spawn                                                                  */
+/* ------------------------------------------------------------------------ */
+
+int
+weft_py_placement(modstate *st, PyObject **fn, PyObject *placement, PyObject *share, PyObject *memory,
+                  weft_placement **out, size_t *n, PyObject **bodies)
+{
+    *out = NULL;
+    *n = 0;
+    *bodies = NULL;
+    if (st->place_normalize == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "spawn(): placement= needs the weft package (import weft)");
+        return -1;
+    }
+    PyObject *res = PyObject_CallFunctionObjArgs(st->place_normalize, *fn, placement ? placement : Py_None,
+                                                 share ? share : Py_None, memory ? memory : Py_None, NULL);
+    if (res == NULL) return -1;
+    PyObject *alts = NULL;
+    if (!PyTuple_Check(res) || PyTuple_GET_SIZE(res) != 2 || !PyList_Check(alts = PyTuple_GET_ITEM(res, 1))) {
+        Py_DECREF(res);
+        PyErr_SetString(PyExc_SystemError, "weft._placement._normalize returned a bad value");
+        return -1;
+    }
+    Py_ssize_t na = PyList_GET_SIZE(alts);
+    weft_placement *pl = na ? PyMem_Calloc((size_t)na, sizeof *pl) : NULL;
+    PyObject *bt = na ? PyTuple_New(na) : NULL;
+    if (na && (pl == NULL || bt == NULL)) {
+        PyMem_Free(pl);
+        Py_XDECREF(bt);
+        Py_DECREF(res);
+        PyErr_NoMemory();
+        return -1;
+    }
+    int any_body = 0;
+    for (Py_ssize_t i = 0; i < na; i++) {
+        PyObject *a = PyList_GET_ITEM(alts, i);
+        int cpu, gpus, gpu;
+        double sh;
+        unsigned long long mem;
+        PyObject *body;
+        if (!PyArg_ParseTuple(a, "iiidKO", &cpu, &gpus, &gpu, &sh, &mem, &body)) goto fail;
+        if (gpus < 0) {
+            PyErr_Format(PyExc_ValueError, "spawn(): placement %zd asks for %d GPUs", i, gpus);
+            goto fail;
+        }
+        weft_placement_init(&pl[i]);
+        pl[i].cpu = (unsigned)cpu;
+        pl[i].gpus = (unsigned)gpus;
+        pl[i].gpu = gpu;
+        pl[i].share = sh;
+        pl[i].memory = (size_t)mem;
+        if (body != Py_None) any_body = 1;
+        PyTuple_SET_ITEM(bt, i, Py_NewRef(body));
+    }
+    Py_SETREF(*fn, Py_NewRef(PyTuple_GET_ITEM(res, 0)));
+    Py_DECREF(res);
+    if (any_body) *bodies = bt;
+    else Py_XDECREF(bt);
+    *out = pl;
+    *n = (size_t)na;
+    return 0;
+fail:
+    PyMem_Free(pl);
+    Py_XDECREF(bt);
+    Py_DECREF(res);
+    return -1;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Running a placed body                                                     */
+/* ------------------------------------------------------------------------ */
+
+static const char *
+kind_name(weft_device_kind k)
+{
+    return k == WEFT_DEVICE_CUDA ? "cuda" : k == WEFT_DEVICE_VGPU ? "vgpu" : "cpu";
+}
+
+PyObject *
+weft_py_call_placed(modstate *st, weft_ctx *ctx, PyObject *fn, PyObject *args, PyObject *kwargs)
+{
+    unsigned ng = weft_ctx_gpu_count(ctx);
+    PyObject *gpus = PyTuple_New(ng);
+    if (gpus == NULL) return NULL;
+    weft_runtime *rt = weft_ctx_runtime(ctx);
+    for (unsigned i = 0; i < ng; i++) {
+        int idx = weft_ctx_gpu(ctx, i);
+        weft_device_info info;
+        if (weft_device_info_get(rt, (unsigned)idx, &info) != 0) memset(&info, 0, sizeof info);
+        PyObject *g = Py_BuildValue("(isiN)", idx, kind_name(info.kind), info.ordinal,
+                                    PyLong_FromVoidPtr(weft_ctx_stream(ctx, i)));
+        if (g == NULL) {
+            Py_DECREF(gpus);
+            return NULL;
+        }
+        PyTuple_SET_ITEM(gpus, i, g);
+    }
+    PyObject *variant = PyLong_FromUnsignedLong(weft_ctx_variant(ctx));
+    weft_ctx *prev = weft_py_tl_ctx;
+    weft_py_tl_ctx = ctx;
+    PyObject *res = variant ? PyObject_CallFunctionObjArgs(st->place_call, variant, gpus, fn,
+                                                           args ? args : st->empty_tuple,
+                                                           kwargs ? kwargs : Py_None, NULL)
+                            : NULL;
+    weft_py_tl_ctx = prev;
+    Py_XDECREF(variant);
+    Py_DECREF(gpus);
+    return res;
+}
+
+/* ------------------------------------------------------------------------ */
+/* ctx.queue(): a Python callable as GPU work                                */
+/* ------------------------------------------------------------------------ */
+
+typedef struct queued {
+    PyObject *fn;     /* strong */
+    TaskObject *t;    /* strong: where an exception goes */
+    RuntimeObject *r; /* strong */
+    uint64_t id;      /* the task's C id */
+} queued;
+
+/* Runs on the stream's thread (a virtual GPU's queue thread, CUDA's host
+ * function thread): not a worker, so it attaches through PyGILState. */
+static int
+run_queued(void *arg)
+{
+    queued *q = arg;
+    PyGILState_STATE g = PyGILState_Ensure();
+    PyObject *res = PyObject_CallNoArgs(q->fn);
+    int rc = 0;
+    if (res == NULL) {
+        rc = 1;
+        PyObject *exc = weft_py_fetch_exc();
+        /* The first failure (this, another queued callable's, or the
+         * body's) is the task's. */
+        int first = 0;
+        if (exc) {
+            WEFT_PY_CS_BEGIN(q->t)
+            if (q->t->exc == NULL) {
+                q->t->exc = exc;
+                first = 1;
+            }
+            WEFT_PY_CS_END();
+        }
+        if (first) weft_py_record_failure(q->r, q->t, q->fn, exc, q->id);
+        else Py_XDECREF(exc);
+    }
+    Py_XDECREF(res);
+    Py_DECREF(q->fn);
+    Py_DECREF(q->t);
+    Py_DECREF(q->r);
+    PyGILState_Release(g);
+    PyMem_RawFree(q);
+    return rc;
+}
+
+static PyObject *
+mod_queue(PyObject *m, PyObject *args)
+{
+    (void)m;
+    unsigned int gpu;
+    PyObject *fn;
+    unsigned long long model_ns;
+    if (!PyArg_ParseTuple(args, "IOK:_queue", &gpu, &fn, &model_ns)) return NULL;
+    weft_ctx *ctx = weft_py_tl_ctx;
+    if (ctx == NULL || weft_py_tl_cur == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "queue(): only from the body of a task placed on GPUs");
+        return NULL;
+    }
+    if (!PyCallable_Check(fn)) {
+        PyErr_Format(PyExc_TypeError, "queue(): '%.100s' is not callable", Py_TYPE(fn)->tp_name);
+        return NULL;
+    }
+    if (gpu >= weft_ctx_gpu_count(ctx)) {
+        PyErr_Format(PyExc_ValueError, "queue(): gpu=%u of a task on %u GPU%s", gpu, weft_ctx_gpu_count(ctx),
+                     weft_ctx_gpu_count(ctx) == 1 ? "" : "s");
+        return NULL;
+    }
+    queued *q = PyMem_RawMalloc(sizeof *q);
+    if (q == NULL) return PyErr_NoMemory();
+    q->fn = Py_NewRef(fn);
+    q->t = (TaskObject *)Py_NewRef(weft_py_tl_cur);
+    q->r = (RuntimeObject *)Py_NewRef(weft_py_tl_cur->rt);
+    q->id = weft_ctx_task_id(ctx);
+    int rc = weft_ctx_queue(ctx, gpu, run_queued, q, (uint64_t)model_ns);
+    if (rc != 0) {
+        Py_DECREF(q->fn);
+        Py_DECREF(q->t);
+        Py_DECREF(q->r);
+        PyMem_RawFree(q);
+        return weft_py_err_weft(rc, "queue()");
+    }
+    Py_RETURN_NONE;
+}
+
+static PyObject *
+mod_set_placement(PyObject *m, PyObject *args)
+{
+    modstate *st = weft_py_state_of_module(m);
+    PyObject *normalize, *call, *variants;
+    if (!PyArg_ParseTuple(args, "OOO:_set_placement", &normalize, &call, &variants)) return NULL;
+    Py_XSETREF(st->place_normalize, Py_NewRef(normalize));
+    Py_XSETREF(st->place_call, Py_NewRef(call));
+    Py_XSETREF(st->Variants_cls, Py_NewRef(variants));
+    Py_RETURN_NONE;
+}
+
+PyMethodDef weft_py_place_methods[] = {
+    {"_queue", (PyCFunction)mod_queue, METH_VARARGS,
+     "_queue(gpu, fn, model_ns): queue fn() on the running placed task's stream of GPU gpu "
+     "(weft.Context.queue)."},
+    {"_set_placement", (PyCFunction)mod_set_placement, METH_VARARGS,
+     "_set_placement(normalize, call, Variants): the helpers of weft/_placement.py."},
+    {NULL, NULL, 0, NULL}};
