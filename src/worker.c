@@ -27,10 +27,12 @@ static void run_chain(weft__worker *w, weft__qnode *n)
         case WEFT__START_DEFER:
             break; /* a commute member holds its data: requeued on release */
         case WEFT__START_CANCEL:
-            weft__task_complete(t, WEFT__T_CANCELLED, &next);
+            weft__task_cancelled(t, &next);
             break;
         default: {
             struct weft_ctx ctx = {w->rt, w, t};
+            if (t->place)
+                weft__task_prepare(t);
             t->outer = w->current;
             w->current = t;
             atomic_store_explicit(&w->depth, atomic_load_explicit(&w->depth, memory_order_relaxed) + 1,

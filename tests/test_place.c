@@ -367,6 +367,114 @@ static void test_multi_gpu_and_destroy(void) {
     CHECK(atomic_load(&kernels_done) == 16);
 }
 
+/* ---- ordering between GPU tasks by events, without the host ----------- */
+
+static atomic_int slow_done, body_saw, kernel_saw;
+static int slow_kernel(void *a) { sleep_ms(50); atomic_store(&slow_done, 1); return (int)(intptr_t)a; }
+static int check_kernel(void *a) { (void)a; atomic_store(&kernel_saw, atomic_load(&slow_done) ? 1 : 2); return 0; }
+static int slow_body(weft_ctx *ctx, void *arg) { return weft_ctx_queue(ctx, 0, slow_kernel, arg, 0); }
+static int after_body(weft_ctx *ctx, void *arg) {
+    (void)arg;
+    atomic_store(&body_saw, atomic_load(&slow_done) ? 1 : 2);
+    return weft_ctx_queue(ctx, 0, check_kernel, NULL, 0);
+}
+
+/* A chain step: its kernel checks it runs i-th. */
+static atomic_int chain_pos, chain_bad;
+static int chain_kernel(void *a) {
+    int i = (int)(intptr_t)a;
+    if (atomic_load(&chain_pos) != i) atomic_store(&chain_bad, 1);
+    atomic_store(&chain_pos, i + 1);
+    return 0;
+}
+static int chain_body(weft_ctx *ctx, void *arg) { return weft_ctx_queue(ctx, 0, chain_kernel, arg, 0); }
+
+static void test_event_order(void) {
+    weft_runtime *rt = make_dev("cpu,vgpu:2", NULL);
+    /* s (GPU 1) after p (GPU 0): s's body runs while p's kernel is still
+     * running (released early), and s's kernel after p's (by the event) */
+    for (int fail = 0; fail < 2; fail++) {
+        atomic_store(&slow_done, 0);
+        atomic_store(&body_saw, 0);
+        atomic_store(&kernel_saw, 0);
+        weft_placement g0 = parsed("gpu:0"), g1 = parsed("gpu:1"), c = parsed("cpu");
+        weft_task *p, *s, *after;
+        CHECK_OK(spawn_placed(rt, &g0, 1, slow_body, (void *)(intptr_t)(fail ? 9 : 0), &p));
+        weft_task_desc d;
+        weft_task_desc_init(&d);
+        d.body = after_body;
+        d.placements = &g1;
+        d.nplacements = 1;
+        d.deps = &p;
+        d.ndeps = 1;
+        CHECK_OK(weft_spawn(rt, &d, &s));
+        d.body = test_noop; /* a CPU task after s: waits for s on the host */
+        d.placements = &c;
+        d.deps = &s;
+        CHECK_OK(weft_spawn(rt, &d, &after));
+        if (!fail) {
+            CHECK_OK(weft_task_wait(after));
+            CHECK_OK(weft_task_wait(s));
+            CHECKF(atomic_load(&body_saw) == 2, "the dependent's body waited for the host (%d)", atomic_load(&body_saw));
+            CHECK(atomic_load(&kernel_saw) == 1); /* ordered by the event */
+        } else {
+            /* p's kernel fails after s started: s ends cancelled, so does after */
+            CHECK_ERR(weft_task_wait(p), WEFT_ETASKFAILED);
+            CHECK_ERR(weft_task_wait(s), WEFT_ECANCELLED);
+            CHECK_ERR(weft_task_wait(after), WEFT_ECANCELLED);
+            CHECK(atomic_load(&body_saw) == 2);
+            CHECK_ERR(weft_wait_all(rt), WEFT_ETASKFAILED);
+        }
+        weft_task_release(p);
+        weft_task_release(s);
+        weft_task_release(after);
+    }
+    /* a long chain over both GPUs through one data handle: in order */
+    int steps = test_pick(3000, 300);
+    atomic_store(&chain_pos, 0);
+    atomic_store(&chain_bad, 0);
+    int token = 0;
+    weft_data *h;
+    CHECK_OK(weft_data_register(rt, &token, sizeof token, &h));
+    weft_access acc = {h, WEFT_RW};
+    weft_placement any = parsed("gpu");
+    any.share = 0.5;
+    uint64_t t0 = now_ns();
+    for (int i = 0; i < steps; i++) {
+        weft_task_desc d;
+        weft_task_desc_init(&d);
+        d.body = chain_body;
+        d.arg = (void *)(intptr_t)i;
+        d.placements = &any;
+        d.nplacements = 1;
+        d.accesses = &acc;
+        d.naccesses = 1;
+        CHECK_OK(weft_spawn(rt, &d, NULL));
+    }
+    CHECK_OK(weft_wait_all(rt));
+    printf("  chain of %d GPU tasks: %.1f us each\n", steps, (double)(now_ns() - t0) / 1e3 / steps);
+    CHECK(atomic_load(&chain_pos) == steps && atomic_load(&chain_bad) == 0);
+    CHECK_OK(weft_data_unregister(h));
+    /* destroy while a chain is in flight */
+    atomic_store(&chain_pos, 0);
+    CHECK_OK(weft_data_register(rt, &token, sizeof token, &h));
+    acc.data = h;
+    for (int i = 0; i < 200; i++) {
+        weft_task_desc d;
+        weft_task_desc_init(&d);
+        d.body = chain_body;
+        d.arg = (void *)(intptr_t)i;
+        d.placements = &any;
+        d.nplacements = 1;
+        d.accesses = &acc;
+        d.naccesses = 1;
+        CHECK_OK(weft_spawn(rt, &d, NULL));
+    }
+    CHECK_OK(weft_data_unregister(h));
+    CHECK_OK(weft_runtime_destroy(rt));
+    CHECK(atomic_load(&chain_pos) == 200 && atomic_load(&chain_bad) == 0);
+}
+
 /* The trace names the variant and the devices of each placed task. */
 static void test_trace(void) {
     const char *path = "test_place_trace.json";
@@ -410,6 +518,8 @@ int main(void) {
     test_shares_and_memory();
     test_step("variants and policies");
     test_variants_and_policies();
+    test_step("event order");
+    test_event_order();
     test_step("trace");
     test_trace();
     test_step("multi-GPU, destroy");

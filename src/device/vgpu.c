@@ -203,6 +203,7 @@ typedef struct item {
     const void *src;
     size_t n;
     weft__devent *event;
+    uint64_t until;            /* IT_WAIT: the event's records to wait for */
     weft__done_fn done;
     void *cookie;
 } item;
@@ -210,8 +211,10 @@ typedef struct item {
 typedef struct vgpu {
     weft__vgpu_params p;
     arena mem;
-    /* lock protects every queue's list and every event's record count;
-     * events firing broadcast `fired`.  Nothing nests under it. */
+    /* lock protects every queue's list and the record count of every event
+     * of this device (an event is recorded on its own device's queues);
+     * events firing broadcast `fired`, which queues of other devices
+     * waiting for them wait on too.  Nothing nests under it. */
     pthread_mutex_t lock;
     pthread_cond_t fired;
 } vgpu;
@@ -228,6 +231,10 @@ struct weft__devent {
     weft__device *dev;
     _Atomic int status;        /* 1 fired (or never recorded), 0 pending, < 0 error */
     uint64_t seq;              /* records pending on it (under vgpu.lock) */
+    /* Records made (at the call) and done (on the queue), under vgpu.lock:
+     * a wait waits for the records made before it was queued, as
+     * cudaStreamWaitEvent does, not for later ones. */
+    uint64_t recorded, fired;
 };
 
 static vgpu *V(weft__device *dev) { return dev->impl; }
@@ -276,9 +283,21 @@ static void *serve(void *arg)
         q->head = it->next;
         if (!q->head)
             q->tail = NULL;
-        if (it->kind == IT_WAIT)
-            while (atomic_load(&it->event->status) == 0)
-                pthread_cond_wait(&v->fired, &v->lock);
+        if (it->kind == IT_WAIT) {
+            /* An event fires under its own device's lock and broadcasts on
+             * that device's `fired` (never two vgpu locks at once). */
+            vgpu *ev = V(it->event->dev);
+            if (ev != v) {
+                pthread_mutex_unlock(&v->lock);
+                pthread_mutex_lock(&ev->lock);
+            }
+            while (it->event->fired < it->until)
+                pthread_cond_wait(&ev->fired, &ev->lock);
+            if (ev != v) {
+                pthread_mutex_unlock(&ev->lock);
+                pthread_mutex_lock(&v->lock);
+            }
+        }
         pthread_mutex_unlock(&v->lock);
         switch (it->kind) {
         case IT_KERNEL: {
@@ -303,6 +322,7 @@ static void *serve(void *arg)
         }
         case IT_RECORD:
             pthread_mutex_lock(&v->lock);
+            it->event->fired++;
             if (--it->event->seq == 0)
                 atomic_store(&it->event->status, q->error ? q->error : 1);
             pthread_cond_broadcast(&v->fired);
@@ -425,6 +445,7 @@ static int vg_event_create(weft__device *dev, weft__devent **out)
     e->dev = dev;
     atomic_init(&e->status, 1);
     e->seq = 0;
+    e->recorded = e->fired = 0;
     *out = e;
     return 0;
 }
@@ -440,6 +461,7 @@ static int vg_event_record(weft__devent *e, weft__dqueue *q)
     vgpu *v = V(q->dev);
     pthread_mutex_lock(&v->lock);
     e->seq++;
+    e->recorded++;
     atomic_store(&e->status, 0);
     pthread_mutex_unlock(&v->lock);
     return push(q, it);
@@ -451,6 +473,10 @@ static int vg_queue_wait(weft__dqueue *q, weft__devent *e)
     if (!it)
         return WEFT_ENOMEM;
     it->event = e;
+    vgpu *ev = V(e->dev);
+    pthread_mutex_lock(&ev->lock);
+    it->until = e->recorded;
+    pthread_mutex_unlock(&ev->lock);
     return push(q, it);
 }
 

@@ -56,6 +56,9 @@ typedef struct weft__edge {
     weft__task *pred;   /* valid only while pred's slot generation is pred_gen */
     uint32_t pred_gen;
     bool propagate;     /* does failure of the predecessor cancel succ? */
+    bool early;         /* released when pred's body returned, ordered on the GPUs by
+                           its events (written by pred's threads only; see
+                           weft__task_body_returned) */
 } weft__edge;
 
 typedef struct weft__task_access {
@@ -92,7 +95,14 @@ struct weft__task {
     _Atomic int32_t waiters;           /* threads sleeping until this task finishes */
     _Atomic int32_t ops;               /* device work in flight, +1 while the body runs (has_ops only) */
     _Atomic int op_error;              /* first error a device reported for its work */
-    bool has_ops;                      /* the body queued device work (body thread only) */
+    bool has_ops;                      /* the body queued device work (body thread only), or,
+                                          set at spawn, a GPU-only placed task: its
+                                          completion also waits for the early-released
+                                          predecessors it holds ops for */
+    bool start_cancelled;              /* cancelled at start with ops held (has_ops at spawn) */
+    _Atomic bool pred_failed;          /* an early-released predecessor failed after this
+                                          task started: it ends CANCELLED (cause_* set by
+                                          the first such predecessor) */
     bool proxy;                        /* a task-space placeholder: no body, not counted in flight */
     bool has_commute;
     uint8_t cause_kind;                /* WEFT__CAUSE_* */
@@ -114,6 +124,7 @@ struct weft__task {
     weft__qnode qn;                    /* ready-queue node (sched) */
     weft__task *wait_next;             /* commute waiters, under the history's lock */
     weft__task *outer;                 /* task this one interrupted on its worker (nested help) */
+    weft__task *done_next;             /* in the calling thread's list of completions to run */
     weft__place *place;                /* its placements (NULL: a plain CPU task) */
     _Atomic uint32_t nedges;           /* edges[] in use; a placeholder publishes its one edge late (release) */
     uint16_t naccess;
@@ -190,6 +201,11 @@ void weft__task_proxy_abandon(weft__task *p, const char *cause);
 /* Worker side of the pipeline. */
 enum { WEFT__START_RUN, WEFT__START_CANCEL, WEFT__START_DEFER };
 int weft__task_start(weft__task *t);     /* decide whether the body runs (gate, epoch, commute) */
+/* Before the body of a task that runs: its streams wait for the events of
+ * its early-released GPU predecessors. */
+void weft__task_prepare(weft__task *t);
+/* The body will not run (WEFT__START_CANCEL): complete t as cancelled. */
+void weft__task_cancelled(weft__task *t, weft__qnode **next);
 void weft__task_body_returned(weft__task *t, int result, weft__qnode **next);
 /* The one completion function (any thread, after the body returned). */
 void weft__task_complete(weft__task *t, int final, weft__qnode **next);

@@ -114,7 +114,7 @@ static void task_free(weft__task *t)
     if (t->access != t->access_inline)
         weft__free(t->access);
     if (t->place)
-        weft__place_free(t->place);
+        weft__place_free(t->g->placer, t->place);
     t->place = NULL;
     weft__slot_free(t);
 }
@@ -300,11 +300,19 @@ int weft__task_spawn(weft__graph *g, const void *rt_handle, const weft_task_desc
     if (!t)
         return weft__error(WEFT_ENOMEM, "weft_spawn: out of memory");
     atomic_init(&t->state, WEFT__T_SPAWNING);
+    t->g = g; /* task_free gives a placement's events back to g's placer */
     if (d->nplacements) {
         int prc = weft__place_new(g->placer, d->placements, d->nplacements, t, "weft_spawn", &t->place);
         if (prc) {
             task_free(t);
             return prc;
+        }
+        if (t->place->gpu_only) {
+            /* It may be released before its GPU predecessors finish (their
+             * events order its streams), holding one op for each: its
+             * completion waits for theirs.  ops starts as the body's guard. */
+            t->has_ops = true;
+            atomic_store_explicit(&t->ops, 1, memory_order_relaxed);
         }
     }
     size_t extra = 0;
@@ -516,7 +524,90 @@ int weft__task_start(weft__task *t)
 
 static int final_of(const weft__task *t)
 {
+    if (t->start_cancelled || atomic_load_explicit(&((weft__task *)t)->pred_failed, memory_order_relaxed))
+        return WEFT__T_CANCELLED;
     return t->result != 0 ? WEFT__T_FAILED : WEFT__T_COMPLETED;
+}
+
+/* Completions a completion sets off (the early-released successors whose
+ * last op it was) run one after another on this thread, not nested: a long
+ * chain of GPU tasks finishing at once must not grow the stack. */
+static _Thread_local weft__task *tl_done_head;
+static _Thread_local bool tl_completing;
+
+/* Every op of t is done: complete it. */
+static void ops_finished(weft__task *t, weft__qnode **next)
+{
+    int err = atomic_load(&t->op_error);
+    if (err && t->result == 0)
+        t->result = err;
+    if (tl_completing) {
+        t->done_next = tl_done_head;
+        tl_done_head = t;
+        return;
+    }
+    tl_completing = true;
+    weft__task_complete(t, final_of(t), next);
+    while (tl_done_head) {
+        weft__task *u = tl_done_head;
+        tl_done_head = u->done_next;
+        weft__task_complete(u, final_of(u), next);
+    }
+    tl_completing = false;
+}
+
+/* A GPU task's body returned with success: record its completion events on
+ * its streams and release its GPU-only successors now (each holds one op
+ * until this task completes, and its streams wait for the events before its
+ * body runs), so that a chain of GPU tasks never waits for the host.  Runs
+ * while t holds its body guard: t cannot complete meanwhile, and no
+ * successor released here can complete before t does. */
+static void release_early(weft__task *t, weft__qnode **next)
+{
+    weft__edge *e = atomic_load_explicit(&t->successors, memory_order_acquire);
+    if (!e || e == WEFT__CLOSED || !weft__place_record(t->g->placer, t->place))
+        return;
+    for (; e; e = e->next) {
+        weft__task *s = e->succ;
+        if (!s->place || !s->place->gpu_only || e->early)
+            continue;
+        e->early = true;
+        weft__task_op_begin(s); /* s's has_ops was set at its spawn */
+        if (atomic_fetch_sub_explicit(&s->pending, 1, memory_order_acq_rel) == 1)
+            task_ready(s, next);
+    }
+}
+
+void weft__task_prepare(weft__task *t)
+{
+    weft__place *pl = t->place;
+    if (!pl->gpu_only || !pl->ngpu)
+        return;
+    uint32_t n = weft__task_nedges(t);
+    for (uint32_t i = 0; i < n; i++) {
+        const weft__edge *e = &t->edges[i];
+        if (!e->early || !weft__edge_pin_pred(e))
+            continue; /* a predecessor gone has finished: its events fired */
+        weft__task *p = e->pred;
+        int rc = p->place ? weft__place_wait_for(t->g->placer, pl, p->place) : 0;
+        weft__task_unref(p);
+        if (rc != 0) {
+            int none = 0;
+            atomic_compare_exchange_strong(&t->op_error, &none, rc);
+        }
+    }
+}
+
+void weft__task_cancelled(weft__task *t, weft__qnode **next)
+{
+    if (!t->has_ops) {
+        weft__task_complete(t, WEFT__T_CANCELLED, next);
+        return;
+    }
+    /* A GPU-only task: predecessors released it early and hold ops. */
+    t->start_cancelled = true;
+    if (atomic_fetch_sub_explicit(&t->ops, 1, memory_order_acq_rel) == 1)
+        ops_finished(t, next);
 }
 
 void weft__task_body_returned(weft__task *t, int result, weft__qnode **next)
@@ -525,7 +616,7 @@ void weft__task_body_returned(weft__task *t, int result, weft__qnode **next)
     /* A task on GPUs completes once the work queued on its streams has. */
     for (unsigned k = 0; t->place && k < t->place->ngpu; k++) {
         weft__dqueue *q = t->place->queue[k];
-        weft__device *dev = t->g->placer->gpu[t->place->gpu[k]];
+        weft__device *dev = weft__place_gpu(t->g->placer, t->place, k);
         weft__task_op_begin(t);
         int rc = dev->ops->notify(q, weft__task_op_done, t);
         if (rc != 0)
@@ -535,15 +626,13 @@ void weft__task_body_returned(weft__task *t, int result, weft__qnode **next)
         weft__task_complete(t, final_of(t), next);
         return;
     }
+    if (t->place && t->place->ngpu && result == 0)
+        release_early(t, next);
     /* Device work is in flight: the last report completes the task (maybe
      * this very call, if everything finished already). */
     atomic_store_explicit(&t->state, WEFT__T_ENQUEUED, memory_order_relaxed);
-    if (atomic_fetch_sub_explicit(&t->ops, 1, memory_order_acq_rel) == 1) {
-        int err = atomic_load(&t->op_error);
-        if (err && t->result == 0)
-            t->result = err;
-        weft__task_complete(t, final_of(t), next);
-    }
+    if (atomic_fetch_sub_explicit(&t->ops, 1, memory_order_acq_rel) == 1)
+        ops_finished(t, next);
 }
 
 void weft__task_op_begin(weft__task *t)
@@ -563,12 +652,8 @@ void weft__task_op_done(void *cookie, int status)
         int none = 0;
         atomic_compare_exchange_strong(&t->op_error, &none, status);
     }
-    if (atomic_fetch_sub_explicit(&t->ops, 1, memory_order_acq_rel) == 1) {
-        int err = atomic_load(&t->op_error);
-        if (err && t->result == 0)
-            t->result = err;
-        weft__task_complete(t, final_of(t), NULL);
-    }
+    if (atomic_fetch_sub_explicit(&t->ops, 1, memory_order_acq_rel) == 1)
+        ops_finished(t, NULL);
 }
 
 static void count_final(weft__graph *g, int final)
@@ -605,10 +690,24 @@ void weft__task_complete(weft__task *t, int final, weft__qnode **next)
          * zero the successor may run, finish and free its edges. */
         weft__edge *following = e->next;
         weft__task *s = e->succ;
-        if (final != WEFT__T_COMPLETED && e->propagate)
-            weft__task_doom(s, cid, cname, ckind);
-        if (atomic_fetch_sub_explicit(&s->pending, 1, memory_order_acq_rel) == 1)
-            task_ready(s, next);
+        if (e->early) {
+            /* Released when this task's body returned: it may have started. */
+            if (final != WEFT__T_COMPLETED && e->propagate && !weft__task_doom(s, cid, cname, ckind)) {
+                bool no = false;
+                if (atomic_load_explicit(&s->run_gate, memory_order_acquire) == WEFT__GATE_STARTED &&
+                    atomic_compare_exchange_strong(&s->pred_failed, &no, true)) {
+                    s->cause_id = cid;
+                    s->cause_kind = ckind;
+                    copy_name(s->cause_name, cname);
+                }
+            }
+            weft__task_op_done(s, 0); /* the last touch: s may complete now */
+        } else {
+            if (final != WEFT__T_COMPLETED && e->propagate)
+                weft__task_doom(s, cid, cname, ckind);
+            if (atomic_fetch_sub_explicit(&s->pending, 1, memory_order_acq_rel) == 1)
+                task_ready(s, next);
+        }
         e = following;
     }
     for (uint32_t i = 0; i < t->naccess; i++)

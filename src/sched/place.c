@@ -117,6 +117,13 @@ int weft__placer_init(weft__placer *p, weft__device *const *dev, unsigned ndev, 
 void weft__placer_fini(weft__placer *p)
 {
     for (unsigned g = 0; g < p->ngpu; g++)
+        while (p->events[g]) {
+            weft__pevent *e = p->events[g];
+            p->events[g] = e->next;
+            p->gpu[g]->ops->event_destroy(e->e);
+            weft__free(e);
+        }
+    for (unsigned g = 0; g < p->ngpu; g++)
         for (unsigned s = 1; s < WEFT__STREAMS; s++)
             if (p->streams[g][s]) {
                 p->gpu[g]->ops->queue_destroy(p->streams[g][s]);
@@ -202,7 +209,8 @@ int weft__place_new(const weft__placer *p, const weft_placement *alts, size_t n,
     if (!possible)
         return weft__error(WEFT_EINVAL, "%s: no device set of this runtime can run the task: %s", fn,
                            n ? msg : "no placements");
-    size_t bytes = sizeof(weft__place) + n * sizeof(weft__alt) + maxgpu * (sizeof(weft__dqueue *) + 1);
+    size_t bytes = sizeof(weft__place) + n * sizeof(weft__alt) +
+                   maxgpu * (sizeof(weft__dqueue *) + sizeof(weft__pevent *) + 1);
     weft__place *pl = weft__alloc(bytes);
     if (!pl)
         return weft__error(WEFT_ENOMEM, "%s: out of memory", fn);
@@ -212,7 +220,9 @@ int weft__place_new(const weft__placer *p, const weft_placement *alts, size_t n,
     pl->chosen = -1;
     pl->maxgpu = (uint16_t)maxgpu;
     pl->queue = (weft__dqueue **)(void *)&pl->alt[n];
-    pl->gpu = (uint8_t *)(pl->queue + maxgpu);
+    pl->event = (weft__pevent **)(void *)(pl->queue + maxgpu);
+    pl->gpu = (uint8_t *)(pl->event + maxgpu);
+    pl->gpu_only = true;
     for (size_t i = 0; i < n; i++) {
         char why[160];
         impossible(p, &alts[i], why, sizeof why);
@@ -226,12 +236,95 @@ int weft__place_new(const weft__placer *p, const weft_placement *alts, size_t n,
         a->share = (uint16_t)(units < 1 ? 1 : units > WEFT__SHARE_UNITS ? WEFT__SHARE_UNITS : units);
         a->memory = alts[i].memory;
         a->body = alts[i].body;
+        if (a->possible && (a->cpu || a->gpus == 0))
+            pl->gpu_only = false;
     }
     *out = pl;
     return 0;
 }
 
-void weft__place_free(weft__place *pl) { weft__free(pl); }
+void weft__place_free(weft__placer *p, weft__place *pl)
+{
+    if (pl->nevent) {
+        pthread_mutex_lock(&p->lock);
+        for (unsigned k = 0; k < pl->nevent; k++) {
+            unsigned g = pl->gpu[k];
+            pl->event[k]->next = p->events[g];
+            p->events[g] = pl->event[k];
+        }
+        pthread_mutex_unlock(&p->lock);
+    }
+    weft__free(pl);
+}
+
+bool weft__place_record(weft__placer *p, weft__place *pl)
+{
+    unsigned n = pl->ngpu;
+    /* Take one event per GPU from the pools (make one where a pool is dry). */
+    pthread_mutex_lock(&p->lock);
+    for (unsigned k = 0; k < n; k++) {
+        unsigned g = pl->gpu[k];
+        pl->event[k] = p->events[g];
+        if (pl->event[k])
+            p->events[g] = pl->event[k]->next;
+    }
+    pthread_mutex_unlock(&p->lock);
+    pl->nevent = (uint16_t)n;
+    bool ok = true;
+    for (unsigned k = 0; k < n && ok; k++) {
+        if (!pl->event[k]) {
+            weft__device *dev = p->gpu[pl->gpu[k]];
+            weft__pevent *pe = weft__alloc(sizeof *pe);
+            if (pe && dev->ops->event_create(dev, &pe->e) == 0) {
+                pl->event[k] = pe;
+            } else {
+                weft__free(pe);
+                pl->nevent = (uint16_t)k; /* those after k are NULL: none taken */
+                for (unsigned j = k + 1; j < n; j++)
+                    if (pl->event[j]) { /* give back the rest */
+                        pthread_mutex_lock(&p->lock);
+                        pl->event[j]->next = p->events[pl->gpu[j]];
+                        p->events[pl->gpu[j]] = pl->event[j];
+                        pthread_mutex_unlock(&p->lock);
+                    }
+                ok = false;
+                break;
+            }
+        }
+        weft__device *dev = p->gpu[pl->gpu[k]];
+        if (dev->ops->event_record(pl->event[k]->e, pl->queue[k]) != 0)
+            ok = false;
+    }
+    if (ok)
+        atomic_store_explicit(&pl->events_ready, true, memory_order_release);
+    return ok;
+}
+
+int weft__place_wait_for(weft__placer *p, weft__place *pl, const weft__place *pred)
+{
+    if (!atomic_load_explicit(&((weft__place *)pred)->events_ready, memory_order_acquire))
+        return 0;
+    for (unsigned j = 0; j < pred->nevent; j++) {
+        weft__device *src = p->gpu[pred->gpu[j]];
+        weft__devent *e = pred->event[j]->e;
+        bool host_waited = false;
+        for (unsigned k = 0; k < pl->ngpu; k++) {
+            weft__device *dev = p->gpu[pl->gpu[k]];
+            int rc;
+            if (dev->ops == src->ops) {
+                rc = dev->ops->queue_wait(pl->queue[k], e);
+            } else if (!host_waited) { /* another kind: no stream can wait for it */
+                rc = weft__device_event_wait(src, e);
+                host_waited = true;
+            } else {
+                rc = 0;
+            }
+            if (rc < 0)
+                return rc;
+        }
+    }
+    return 0;
+}
 
 /* Reserve a on the GPUs of out[]; false (nothing kept) if memory ran out
  * in the meantime (an allocation outside the placer). */
@@ -308,7 +401,6 @@ weft__place *weft__place_release(weft__placer *p, weft__place *pl)
             if (a->memory)
                 weft__device_uncharge(p->gpu[g], a->memory);
         }
-        pl->ngpu = 0;
     }
     /* The parked tasks in order, until one does not fit: each release maps
      * what it made room for, at O(1) per task mapped, and a task needing

@@ -29,16 +29,28 @@ typedef struct weft__alt {
     weft_body_fn body;          /* NULL: the task's */
 } weft__alt;
 
+/* A pooled event of one GPU: a task's completion event there. */
+typedef struct weft__pevent {
+    weft__devent *e;
+    struct weft__pevent *next;  /* in the pool */
+} weft__pevent;
+
 typedef struct weft__place {
     void *owner;                /* the task (graph) */
     struct weft__place *parked_next;
+    bool gpu_only;              /* every alternative that can run is GPUs only (no CPU):
+                                   the task may start on its streams before its GPU
+                                   predecessors finish, ordered by their events */
+    _Atomic bool events_ready;  /* event[] recorded (release: read by successors) */
     uint16_t nalt;
     int16_t chosen;             /* alternative mapped, -1 before */
     uint16_t ngpu;              /* GPUs of the chosen set */
     uint16_t maxgpu;            /* room in gpu[] / queue[] */
     uint8_t *gpu;               /* GPU numbers of the chosen set */
     weft__dqueue **queue;       /* the stream on each */
-    weft__alt alt[];            /* then gpu[], queue[] */
+    weft__pevent **event;       /* its completion event on each (events_ready) */
+    uint16_t nevent;            /* events taken from the pools (given back at free) */
+    weft__alt alt[];            /* then queue[], event[], gpu[] */
 } weft__place;
 
 typedef struct weft__placer weft__placer;
@@ -66,6 +78,7 @@ struct weft__placer {
     uint32_t load[WEFT__MAX_DEVICES - 1];       /* tasks mapped there, not finished */
     uint32_t rr;
     weft__place *parked, *parked_tail;          /* waiting for resources, oldest first */
+    weft__pevent *events[WEFT__MAX_DEVICES - 1]; /* spare events of each GPU */
 };
 
 /* The policy of this name (NULL: the default), or NULL if unknown. */
@@ -84,7 +97,23 @@ void weft__placer_fini(weft__placer *p);
  * message, under fn, says why for each).  Never blocks. */
 int weft__place_new(const weft__placer *p, const weft_placement *alts, size_t n, void *owner, const char *fn,
                     weft__place **out);
-void weft__place_free(weft__place *pl);
+/* Frees pl, giving its events back to the pools. */
+void weft__place_free(weft__placer *p, weft__place *pl);
+
+/* Record pl's completion event on each of its streams (after the work the
+ * body queued there) and publish them (events_ready).  false if an event
+ * could not be had (nothing is published then). */
+bool weft__place_record(weft__placer *p, weft__place *pl);
+/* Make each of pl's streams wait for the completion events of pred (a
+ * task's placement whose events_ready is set).  An event of another kind of
+ * device than the stream's is waited for on the host.  0 or an error of the
+ * device. */
+int weft__place_wait_for(weft__placer *p, weft__place *pl, const weft__place *pred);
+/* The runtime device of GPU g (for the graph's reports). */
+static inline weft__device *weft__place_gpu(const weft__placer *p, const weft__place *pl, unsigned k)
+{
+    return p->gpu[pl->gpu[k]];
+}
 
 /* Map pl now (reserve, pick streams): 1; or park it and return 0 (a later
  * release hands it back); or -1 when it does not fit and no task holds a
