@@ -5,7 +5,12 @@
 #   bench/run.sh            the suite (issue 4: every pattern, every system),
 #                           its report, then stencil_1d (issue 2), which ends
 #                           the output with one `metg50_us <system> <value>`
-#                           line per system
+#                           line per system; then the Python and free-threaded
+#                           runs (issues 3, 8) and last the GPU-task costs on
+#                           virtual GPUs (issue 9: weft-bench-gpu), which end
+#                           the output with gpu_task_us, chain_task_us,
+#                           independent_task_us, chain_extra_us and
+#                           multidev_task_us lines
 #   bench/run.sh --quick    stencil_1d only (weft, weft_root, openmp, spin)
 #   bench/run.sh --docs     as the default, and rewrite the generated part of
 #                           docs/performance.md and its plots and data in bench/results
@@ -21,7 +26,7 @@ for a in "$@"; do
   case $a in
     --quick) mode=quick ;;
     --docs) mode=docs ;;
-    -h|--help) sed -n '2,17p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,20p' "$0"; exit 0 ;;
     *) echo "run.sh: unknown option $a" >&2; exit 2 ;;
   esac
 done
@@ -119,4 +124,18 @@ if [ "$mode" != quick ] && [ -x bench/py/ft.sh ]; then
   echo
   echo "== free-threaded CPython (issue 8): pure-Python bodies and empty tasks, beside the GIL build"
   bench/py/ft.sh
+fi
+
+# Issue 9: the cost of a GPU task on virtual GPUs (2 workers, "cpu,vgpu:4"):
+# independent single-GPU tasks, a chain of them, 2-GPU tasks; ends with
+# gpu_task_us, chain_task_us, independent_task_us, chain_extra_us and
+# multidev_task_us lines.
+if [ "$mode" != quick ]; then
+  echo
+  echo "== GPU tasks on virtual GPUs (issue 9): zero-cost kernels, 2 workers, cpu,vgpu:4"
+  if [ -x "$build/bench/weft-bench-gpu" ]; then
+    "$build/bench/weft-bench-gpu"
+  else
+    echo "# $build/bench/weft-bench-gpu is not built: no GPU-task figures"
+  fi
 fi
