@@ -578,7 +578,18 @@ WEFT_API int weft_ctx_gpu(const weft_ctx *ctx, unsigned i);
  * handle for weft_ctx_queue.  NULL if i is out of range.  The runtime has
  * ordered the stream after the task's dependencies; the task completes once
  * all the work queued on its streams by the time the body returns has
- * finished (the body itself returns as soon as it has queued it). */
+ * finished (the body itself returns as soon as it has queued it).
+ *
+ * GPU to GPU without the host: a task whose every alternative is GPUs only
+ * (no "cpu" in any set that can run) is released as soon as the bodies of
+ * its GPU dependencies have returned, not when their GPU work has finished:
+ * its streams wait for their completion events (on the device, as
+ * cudaStreamWaitEvent does), so its body must only queue work on its
+ * streams and must not read, on the host, what those dependencies produce.
+ * It completes after them; if one of them fails after it started, it ends
+ * WEFT_TASK_CANCELLED (and so do its dependents).  A task with a CPU
+ * alternative, and every CPU task, starts only once its dependencies have
+ * completed. */
 WEFT_API void *weft_ctx_stream(const weft_ctx *ctx, unsigned i);
 
 /* Queue fn(arg) on the i-th GPU's stream, after what is queued there: on a

@@ -56,10 +56,15 @@ typedef struct weft__edge {
     weft__task *pred;   /* valid only while pred's slot generation is pred_gen */
     uint32_t pred_gen;
     bool propagate;     /* does failure of the predecessor cancel succ? */
-    bool early;         /* released when pred's body returned, ordered on the GPUs by
-                           its events (written by pred's threads only; see
-                           weft__task_body_returned) */
+    _Atomic uint8_t claim; /* who releases succ from this edge: WEFT__EDGE_* */
 } weft__edge;
+
+/* weft__edge.claim: the first to claim an edge (compare-and-swap from OPEN)
+ * releases its successor from it.  EARLY: pred's body returned and recorded
+ * its completion events (release_early, or the successor's spawn linking
+ * after that): succ's streams wait for the events, and succ holds an op
+ * until pred completes.  DONE: pred's completion (the host order). */
+enum { WEFT__EDGE_OPEN = 0, WEFT__EDGE_EARLY = 1, WEFT__EDGE_DONE = 2 };
 
 typedef struct weft__task_access {
     weft__data *data;

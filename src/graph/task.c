@@ -114,7 +114,7 @@ static void task_free(weft__task *t)
     if (t->access != t->access_inline)
         weft__free(t->access);
     if (t->place)
-        weft__place_free(t->g->placer, t->place);
+        weft__place_free(t->place);
     t->place = NULL;
     weft__slot_free(t);
 }
@@ -186,6 +186,7 @@ static bool place_task(weft__task *t)
 }
 
 static void task_queue(weft__task *t, weft__qnode **next);
+static void claim_early(weft__edge *e, weft__qnode **next);
 
 /* Queue the parked tasks a release mapped. */
 static void place_retry(weft__place *pl, weft__qnode **next)
@@ -261,8 +262,15 @@ void weft__edge_add(weft__task *t, weft__edge *e, weft__task *p, bool propagate)
     e->pred = p;
     e->pred_gen = atomic_load_explicit(&p->slot.gen, memory_order_relaxed);
     e->propagate = propagate;
-    if (!link_edge(p, e))
+    atomic_store_explicit(&e->claim, WEFT__EDGE_OPEN, memory_order_relaxed);
+    if (!link_edge(p, e)) {
         atomic_fetch_sub_explicit(&t->pending, 1, memory_order_relaxed);
+        return;
+    }
+    /* A GPU-only task linked after p's body returned: its events order it
+     * (p's release_early may have seen the edge as well: one claim wins). */
+    if (t->place && t->place->gpu_only && p->place && atomic_load(&p->place->events_ready))
+        claim_early(e, NULL);
 }
 
 bool weft__edge_pin_pred(const weft__edge *e)
@@ -300,7 +308,7 @@ int weft__task_spawn(weft__graph *g, const void *rt_handle, const weft_task_desc
     if (!t)
         return weft__error(WEFT_ENOMEM, "weft_spawn: out of memory");
     atomic_init(&t->state, WEFT__T_SPAWNING);
-    t->g = g; /* task_free gives a placement's events back to g's placer */
+    t->g = g;
     if (d->nplacements) {
         int prc = weft__place_new(g->placer, d->placements, d->nplacements, t, "weft_spawn", &t->place);
         if (prc) {
@@ -556,25 +564,45 @@ static void ops_finished(weft__task *t, weft__qnode **next)
     tl_completing = false;
 }
 
+/* Claim edge e for the events of its predecessor (whose events_ready is
+ * set): the successor holds one op until the predecessor completes, and is
+ * released from the edge now.  The op is taken before the claim, so that a
+ * completion seeing the claim never drops an op not yet taken; the
+ * successor cannot have run (the edge is still pending), so undoing it
+ * never ends the task. */
+static void claim_early(weft__edge *e, weft__qnode **next)
+{
+    weft__task *s = e->succ;
+    weft__task_op_begin(s); /* s's has_ops was set at its spawn */
+    uint8_t open = WEFT__EDGE_OPEN;
+    if (!atomic_compare_exchange_strong(&e->claim, &open, WEFT__EDGE_EARLY)) {
+        atomic_fetch_sub_explicit(&s->ops, 1, memory_order_relaxed);
+        return;
+    }
+    if (atomic_fetch_sub_explicit(&s->pending, 1, memory_order_acq_rel) == 1)
+        task_ready(s, next);
+}
+
 /* A GPU task's body returned with success: record its completion events on
  * its streams and release its GPU-only successors now (each holds one op
  * until this task completes, and its streams wait for the events before its
  * body runs), so that a chain of GPU tasks never waits for the host.  Runs
- * while t holds its body guard: t cannot complete meanwhile, and no
- * successor released here can complete before t does. */
+ * before t's completion reports are queued: t cannot complete meanwhile,
+ * and no successor released here can complete before t does. */
 static void release_early(weft__task *t, weft__qnode **next)
 {
-    weft__edge *e = atomic_load_explicit(&t->successors, memory_order_acquire);
-    if (!e || e == WEFT__CLOSED || !weft__place_record(t->g->placer, t->place))
+    /* Events first, then the list: a successor linking meanwhile either is
+     * in the list read here or sees events_ready after its link (both are
+     * sequentially consistent), and claims the edge itself. */
+    if (!weft__place_record(t->g->placer, t->place))
+        return;
+    weft__edge *e = atomic_load(&t->successors);
+    if (e == WEFT__CLOSED)
         return;
     for (; e; e = e->next) {
         weft__task *s = e->succ;
-        if (!s->place || !s->place->gpu_only || e->early)
-            continue;
-        e->early = true;
-        weft__task_op_begin(s); /* s's has_ops was set at its spawn */
-        if (atomic_fetch_sub_explicit(&s->pending, 1, memory_order_acq_rel) == 1)
-            task_ready(s, next);
+        if (s->place && s->place->gpu_only)
+            claim_early(e, next);
     }
 }
 
@@ -586,10 +614,12 @@ void weft__task_prepare(weft__task *t)
     uint32_t n = weft__task_nedges(t);
     for (uint32_t i = 0; i < n; i++) {
         const weft__edge *e = &t->edges[i];
-        if (!e->early || !weft__edge_pin_pred(e))
+        if (atomic_load_explicit(&((weft__edge *)e)->claim, memory_order_acquire) != WEFT__EDGE_EARLY ||
+            !weft__edge_pin_pred(e))
             continue; /* a predecessor gone has finished: its events fired */
         weft__task *p = e->pred;
-        int rc = p->place ? weft__place_wait_for(t->g->placer, pl, p->place) : 0;
+        bool finished = weft__state_final(atomic_load_explicit(&p->state, memory_order_acquire));
+        int rc = p->place && !finished ? weft__place_wait_for(t->g->placer, pl, p->place) : 0;
         weft__task_unref(p);
         if (rc != 0) {
             int none = 0;
@@ -613,6 +643,11 @@ void weft__task_cancelled(weft__task *t, weft__qnode **next)
 void weft__task_body_returned(weft__task *t, int result, weft__qnode **next)
 {
     t->result = result;
+    /* Its events are recorded before its completion reports are queued, so
+     * that no queue touches an event after the task completed (and gave its
+     * events back). */
+    if (t->place && t->place->ngpu && result == 0)
+        release_early(t, next);
     /* A task on GPUs completes once the work queued on its streams has. */
     for (unsigned k = 0; t->place && k < t->place->ngpu; k++) {
         weft__dqueue *q = t->place->queue[k];
@@ -626,8 +661,6 @@ void weft__task_body_returned(weft__task *t, int result, weft__qnode **next)
         weft__task_complete(t, final_of(t), next);
         return;
     }
-    if (t->place && t->place->ngpu && result == 0)
-        release_early(t, next);
     /* Device work is in flight: the last report completes the task (maybe
      * this very call, if everything finished already). */
     atomic_store_explicit(&t->state, WEFT__T_ENQUEUED, memory_order_relaxed);
@@ -690,7 +723,8 @@ void weft__task_complete(weft__task *t, int final, weft__qnode **next)
          * zero the successor may run, finish and free its edges. */
         weft__edge *following = e->next;
         weft__task *s = e->succ;
-        if (e->early) {
+        uint8_t open = WEFT__EDGE_OPEN;
+        if (!atomic_compare_exchange_strong(&e->claim, &open, WEFT__EDGE_DONE)) {
             /* Released when this task's body returned: it may have started. */
             if (final != WEFT__T_COMPLETED && e->propagate && !weft__task_doom(s, cid, cname, ckind)) {
                 bool no = false;

@@ -243,19 +243,7 @@ int weft__place_new(const weft__placer *p, const weft_placement *alts, size_t n,
     return 0;
 }
 
-void weft__place_free(weft__placer *p, weft__place *pl)
-{
-    if (pl->nevent) {
-        pthread_mutex_lock(&p->lock);
-        for (unsigned k = 0; k < pl->nevent; k++) {
-            unsigned g = pl->gpu[k];
-            pl->event[k]->next = p->events[g];
-            p->events[g] = pl->event[k];
-        }
-        pthread_mutex_unlock(&p->lock);
-    }
-    weft__free(pl);
-}
+void weft__place_free(weft__place *pl) { weft__free(pl); }
 
 bool weft__place_record(weft__placer *p, weft__place *pl)
 {
@@ -304,6 +292,10 @@ int weft__place_wait_for(weft__placer *p, weft__place *pl, const weft__place *pr
 {
     if (!atomic_load_explicit(&((weft__place *)pred)->events_ready, memory_order_acquire))
         return 0;
+    /* Its events may be back in the pools once it has finished: then there
+     * is nothing to wait for.  Should one be reused between this check and
+     * the wait below, the wait follows a later record of an unrelated task
+     * (an extra ordering, never a missing one). */
     for (unsigned j = 0; j < pred->nevent; j++) {
         weft__device *src = p->gpu[pred->gpu[j]];
         weft__devent *e = pred->event[j]->e;
@@ -392,6 +384,15 @@ int weft__place_map(weft__placer *p, weft__place *pl)
 weft__place *weft__place_release(weft__placer *p, weft__place *pl)
 {
     pthread_mutex_lock(&p->lock);
+    /* Its events go back to the pools now, while the runtime surely lives
+     * (not when the task is freed, which may come after destroy).  pl's
+     * event[] keeps pointing at them: a successor that reads them late only
+     * finds the task finished (weft__place_wait_for). */
+    for (unsigned k = 0; k < pl->nevent; k++) {
+        unsigned g = pl->gpu[k];
+        pl->event[k]->next = p->events[g];
+        p->events[g] = pl->event[k];
+    }
     if (pl->chosen >= 0) {
         const weft__alt *a = &pl->alt[pl->chosen];
         for (unsigned k = 0; k < pl->ngpu; k++) {

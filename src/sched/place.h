@@ -49,7 +49,7 @@ typedef struct weft__place {
     uint8_t *gpu;               /* GPU numbers of the chosen set */
     weft__dqueue **queue;       /* the stream on each */
     weft__pevent **event;       /* its completion event on each (events_ready) */
-    uint16_t nevent;            /* events taken from the pools (given back at free) */
+    uint16_t nevent;            /* events taken from the pools (given back at release) */
     weft__alt alt[];            /* then queue[], event[], gpu[] */
 } weft__place;
 
@@ -97,8 +97,7 @@ void weft__placer_fini(weft__placer *p);
  * message, under fn, says why for each).  Never blocks. */
 int weft__place_new(const weft__placer *p, const weft_placement *alts, size_t n, void *owner, const char *fn,
                     weft__place **out);
-/* Frees pl, giving its events back to the pools. */
-void weft__place_free(weft__placer *p, weft__place *pl);
+void weft__place_free(weft__place *pl);
 
 /* Record pl's completion event on each of its streams (after the work the
  * body queued there) and publish them (events_ready).  false if an event
@@ -120,7 +119,7 @@ static inline weft__device *weft__place_gpu(const weft__placer *p, const weft__p
  * reservation that could be given back (memory taken outside the placer):
  * waiting would never end. */
 int weft__place_map(weft__placer *p, weft__place *pl);
-/* Give pl's reservation back (if it was mapped), then map the parked
+/* Give pl's reservation and its events back (if it was mapped), then map the parked
  * placements in the order they parked until one does not fit.  Returns
  * those it mapped (linked by parked_next) for the caller to queue. */
 weft__place *weft__place_release(weft__placer *p, weft__place *pl);
