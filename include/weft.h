@@ -601,6 +601,32 @@ WEFT_API void *weft_ctx_stream(const weft_ctx *ctx, unsigned i);
 WEFT_API WEFT_NODISCARD int weft_ctx_queue(const weft_ctx *ctx, unsigned i, int (*fn)(void *arg), void *arg,
                                            uint64_t model_ns);
 
+/* Memory a piece of GPU work reads and writes (weft_ctx_queue_rw). */
+typedef struct weft_range {
+    void *ptr;
+    size_t bytes;
+    unsigned mode; /* WEFT_R, WEFT_W or WEFT_RW */
+} weft_range;
+
+/* As weft_ctx_queue, naming the memory fn reads and writes.  Virtual GPUs in
+ * checking mode (environment WEFT_VGPU_CHECK=1 when the runtime is created)
+ * check, when fn starts, that every range it reads was last written by work
+ * it is ordered after (earlier on its stream, through an event wait, or
+ * finished before the host queued it), and fill what it only writes with
+ * 0xDB first; a violation fails the task with WEFT_EDEVICE and prints what
+ * was unordered.  Elsewhere the ranges only document.  ranges may be NULL
+ * if n is 0; they are copied.  Errors: as weft_ctx_queue, and WEFT_EINVAL
+ * for a bad range. */
+WEFT_API WEFT_NODISCARD int weft_ctx_queue_rw(const weft_ctx *ctx, unsigned i, int (*fn)(void *arg), void *arg,
+                                              uint64_t model_ns, const weft_range *ranges, size_t n);
+
+/* Queue an asynchronous copy of n bytes on the i-th GPU's stream (host to
+ * device, device to host, within or between GPUs; on a virtual GPU it takes
+ * the copy model's time, and in checking mode is checked as a read of src
+ * and a write of dst).  Errors: WEFT_EINVAL (bad context, i, NULL pointer),
+ * WEFT_ENOMEM, WEFT_EDEVICE.  Never blocks; from the body only. */
+WEFT_API WEFT_NODISCARD int weft_ctx_copy(const weft_ctx *ctx, unsigned i, void *dst, const void *src, size_t n);
+
 /* Address, on the device this body runs on, of the task's i-th data access
  * (in descriptor order).  For CPU tasks it is the registered host pointer.
  * NULL if i is out of range. */

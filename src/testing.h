@@ -43,6 +43,10 @@ int weft__test_enqueued(weft_ctx *ctx, unsigned device);
 /* The device's capacity accounting: bytes allocated now. */
 size_t weft__test_device_used(weft_runtime *rt, unsigned device);
 
+/* The virtual GPUs' checking mode (WEFT_VGPU_CHECK): the last violation it
+ * reported, "" if none. */
+void weft__test_vcheck_last(char *buf, size_t len);
+
 /* CUDA devices this process sees (0 without a GPU, a driver, or CUDA support
  * in this build), and whether the build has the CUDA kind. */
 int weft__test_cuda_count(void);

@@ -4,6 +4,7 @@
  * multi-GPU tasks, tasks waiting for resources, the policies, a failing GPU
  * task cancelling its dependents, destroy with GPU work in flight. */
 #include "check.h"
+#include "testing.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -387,7 +388,11 @@ static int chain_kernel(void *a) {
     atomic_store(&chain_pos, i + 1);
     return 0;
 }
-static int chain_body(weft_ctx *ctx, void *arg) { return weft_ctx_queue(ctx, 0, chain_kernel, arg, 0); }
+static int chain_cell[16]; /* what each step reads and writes (checking mode) */
+static int chain_body(weft_ctx *ctx, void *arg) {
+    weft_range rw = {chain_cell, sizeof chain_cell, WEFT_RW};
+    return weft_ctx_queue_rw(ctx, 0, chain_kernel, arg, 0, &rw, 1);
+}
 
 static void test_event_order(void) {
     weft_runtime *rt = make_dev("cpu,vgpu:2", NULL);
@@ -475,6 +480,66 @@ static void test_event_order(void) {
     CHECK(atomic_load(&chain_pos) == 200 && atomic_load(&chain_bad) == 0);
 }
 
+/* ---- checking mode at the task level ---------------------------------- */
+
+static unsigned char cbuf[2][256];
+static atomic_int cwriter_started;
+static int cwrite_kernel(void *arg) {
+    atomic_store(&cwriter_started, 1);
+    sleep_ms(2);
+    memset(arg, 3, 256);
+    return 0;
+}
+static int cread_kernel(void *arg) { return ((unsigned char *)arg)[0] == 3 ? 0 : 4; }
+static int cwrite_body(weft_ctx *ctx, void *arg) {
+    weft_range w = {arg, 256, WEFT_W};
+    return weft_ctx_queue_rw(ctx, 0, cwrite_kernel, arg, 0, &w, 1);
+}
+static int cread_body(weft_ctx *ctx, void *arg) {
+    weft_range r = {arg, 256, WEFT_R};
+    return weft_ctx_queue_rw(ctx, 0, cread_kernel, arg, 0, &r, 1);
+}
+/* The planted bug: reads what a task it does not depend on is writing. */
+static int cread_unordered_body(weft_ctx *ctx, void *arg) {
+    if (wait_flag(&cwriter_started, 20000) != 0) return -1;
+    return cread_body(ctx, arg);
+}
+
+static void test_check_mode(void) {
+    CHECK(setenv("WEFT_VGPU_CHECK", "1", 1) == 0);
+    weft_runtime *rt = make_dev("cpu,vgpu:2", NULL);
+    unsetenv("WEFT_VGPU_CHECK");
+    weft_placement g0 = parsed("gpu:0"), g1 = parsed("gpu:1");
+    /* a dependency orders them (by the writer's event): fine */
+    weft_task *w, *r;
+    CHECK_OK(spawn_placed(rt, &g0, 1, cwrite_body, cbuf[0], &w));
+    weft_task_desc d;
+    weft_task_desc_init(&d);
+    d.body = cread_body;
+    d.arg = cbuf[0];
+    d.placements = &g1;
+    d.nplacements = 1;
+    d.deps = &w;
+    d.ndeps = 1;
+    CHECK_OK(weft_spawn(rt, &d, &r));
+    CHECK_OK(weft_task_wait(r));
+    weft_task_release(w);
+    weft_task_release(r);
+    /* no dependency: caught, whatever the timing */
+    atomic_store(&cwriter_started, 0);
+    CHECK_OK(spawn_placed(rt, &g0, 1, cwrite_body, cbuf[1], &w));
+    CHECK_OK(spawn_placed(rt, &g1, 1, cread_unordered_body, cbuf[1], &r));
+    CHECK_OK(weft_task_wait(w));
+    CHECK_ERR(weft_task_wait(r), WEFT_ETASKFAILED);
+    char msg[320];
+    weft__test_vcheck_last(msg, sizeof msg);
+    CHECKF(strstr(msg, "not ordered after") != NULL, "message: %s", msg);
+    weft_task_release(w);
+    weft_task_release(r);
+    CHECK_ERR(weft_wait_all(rt), WEFT_ETASKFAILED);
+    CHECK_OK(weft_runtime_destroy(rt));
+}
+
 /* The trace names the variant and the devices of each placed task. */
 static void test_trace(void) {
     const char *path = "test_place_trace.json";
@@ -520,6 +585,12 @@ int main(void) {
     test_variants_and_policies();
     test_step("event order");
     test_event_order();
+    test_step("checking mode");
+    test_check_mode();
+    test_step("event order, checked");
+    CHECK(setenv("WEFT_VGPU_CHECK", "1", 1) == 0);
+    test_event_order(); /* every step's read of the chain's cell is ordered */
+    unsetenv("WEFT_VGPU_CHECK");
     test_step("trace");
     test_trace();
     test_step("multi-GPU, destroy");

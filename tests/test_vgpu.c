@@ -187,7 +187,7 @@ static void test_copy_model(void) {
      * the copy overlaps it, or the kernel would never end */
     atomic_store(&done_count, 0);
     atomic_store(&copy_done, 0);
-    CHECK_OK(o->launch(q2, kernel_waits_for_copy, NULL, 0));
+    CHECK_OK(o->launch(q2, kernel_waits_for_copy, NULL, 0, NULL, 0));
     CHECK_OK(o->notify(q2, on_done, NULL));
     CHECK_OK(o->copy(q1, host, dev, n));
     CHECK_OK(o->notify(q1, on_copy_done, NULL));
@@ -199,12 +199,105 @@ static void test_copy_model(void) {
     weft__device_delete(d);
 }
 
+/* ---- checking mode: a missing event wait is caught, whatever the timing */
+
+static atomic_int check_reports, check_status;
+static void on_check_done(void *cookie, int status) {
+    (void)cookie;
+    atomic_store(&check_status, status);
+    atomic_fetch_add(&check_reports, 1);
+}
+static atomic_int writer_started;
+static int writer_kernel(void *arg) { /* expects its range poisoned first */
+    unsigned char *p = arg;
+    int ok = p[0] == 0xDB && p[63] == 0xDB;
+    atomic_store(&writer_started, 1);
+    sleep_ms(2);
+    memset(p, 7, 64);
+    return ok ? 0 : 5;
+}
+static int reader_kernel(void *arg) {
+    unsigned char *p = arg;
+    return p[0] == 7 ? 0 : 6;
+}
+static int report_of(const weft__device_ops *o, weft__dqueue *q) {
+    atomic_store(&check_reports, 0);
+    CHECK_OK(o->notify(q, on_check_done, NULL));
+    CHECK(wait_flag(&check_reports, 20000) == 0);
+    return atomic_load(&check_status);
+}
+
+static void test_check_mode(void) {
+    weft__waitset ws;
+    weft__waitset_init(&ws);
+    weft__vgpu_params p;
+    weft__vgpu_params_default(&p);
+    p.capacity = 1u << 20;
+    p.check = true;
+    weft__device *a = weft__vgpu_new(&ws, &p, "a"), *b = weft__vgpu_new(&ws, &p, "b");
+    CHECK(a && b);
+    const weft__device_ops *o = a->ops;
+    weft__dqueue *qa, *qb;
+    CHECK_OK(o->queue_create(a, &qa));
+    CHECK_OK(o->queue_create(b, &qb));
+    weft__devent *e;
+    CHECK_OK(o->event_create(a, &e));
+    static unsigned char buf[4][64];
+    /* ordered by an event: fine, and the written range was poisoned first */
+    weft_range w0 = {buf[0], 64, WEFT_W}, r0 = {buf[0], 64, WEFT_R};
+    CHECK_OK(o->launch(qa, writer_kernel, buf[0], 0, &w0, 1));
+    CHECK_OK(o->event_record(e, qa));
+    CHECK_OK(o->queue_wait(qb, e));
+    CHECK_OK(o->launch(qb, reader_kernel, buf[0], 0, &r0, 1));
+    CHECK(report_of(o, qb) == 0);
+    CHECK(report_of(o, qa) == 0);
+    /* the planted bug: the same, without the wait.  The reader is queued
+     * once the writer has started (seen through a plain flag, which orders
+     * nothing); whether the writer is still running when the reader starts
+     * or has finished, nothing orders the two on the devices: caught */
+    weft_range w1 = {buf[1], 64, WEFT_W}, r1 = {buf[1], 64, WEFT_R};
+    atomic_store(&writer_started, 0);
+    CHECK_OK(o->launch(qa, writer_kernel, buf[1], 0, &w1, 1));
+    CHECK(wait_flag(&writer_started, 20000) == 0);
+    CHECK_OK(o->launch(qb, reader_kernel, buf[1], 0, &r1, 1));
+    CHECK(report_of(o, qb) == WEFT_EDEVICE);
+    char msg[320];
+    weft__test_vcheck_last(msg, sizeof msg);
+    CHECKF(strstr(msg, "not ordered after") != NULL, "message: %s", msg);
+    /* a copy is a read of its source: caught the same way */
+    weft_range w2 = {buf[2], 64, WEFT_W};
+    CHECK_OK(o->launch(qa, writer_kernel, buf[2], 0, &w2, 1));
+    CHECK(report_of(o, qa) == 0); /* the host saw it finish ... */
+    CHECK_OK(o->copy(qb, buf[3], buf[2], 64)); /* ... and queued this after: ordered */
+    CHECK(report_of(o, qb) == 0);
+    CHECK(buf[3][0] == 7);
+    atomic_store(&writer_started, 0);
+    CHECK_OK(o->launch(qa, writer_kernel, buf[2], 0, &w2, 1));
+    CHECK(wait_flag(&writer_started, 20000) == 0);
+    CHECK_OK(o->copy(qb, buf[3], buf[2], 64)); /* no wait, no report seen: caught */
+    CHECK(report_of(o, qb) == WEFT_EDEVICE);
+    CHECK(report_of(o, qa) == 0);
+    /* a host that waited for the writer's event orders what it queues next */
+    CHECK_OK(o->launch(qa, writer_kernel, buf[2], 0, &w2, 1));
+    CHECK_OK(o->event_record(e, qa));
+    CHECK_OK(weft__device_event_wait(a, e));
+    CHECK_OK(o->copy(qb, buf[3], buf[2], 64));
+    CHECK(report_of(o, qb) == 0);
+    o->event_destroy(e);
+    o->queue_destroy(qa);
+    o->queue_destroy(qb);
+    weft__device_delete(a);
+    weft__device_delete(b);
+}
+
 int main(void) {
     test_watchdog(test_pick(60, 200));
     test_step("device strings");
     test_device_strings();
     test_step("arenas");
     test_arenas();
+    test_step("checking mode");
+    test_check_mode();
     test_step("copy model");
     test_copy_model();
     printf("test_vgpu: ok\n");

@@ -5,6 +5,7 @@
  */
 #include "runtime.h"
 #include "device/cuda.h"
+#include "device/vcheck.h"
 #include "testing.h"
 
 #include <stdio.h>
@@ -113,8 +114,41 @@ int weft_ctx_queue(const weft_ctx *ctx, unsigned i, int (*fn)(void *arg), void *
         return weft__error(WEFT_EINVAL, "weft_ctx_queue: GPU %u of a task with %u", i, weft_ctx_gpu_count(ctx));
     weft__dqueue *q = ctx->task->place->queue[i];
     weft__device *dev = ctx->rt->placer.gpu[ctx->task->place->gpu[i]];
-    int rc = dev->ops->launch(q, fn, arg, model_ns);
+    int rc = dev->ops->launch(q, fn, arg, model_ns, NULL, 0);
     return rc ? weft__error(rc, "weft_ctx_queue: could not queue on %s (%s)", dev->name, weft_strerror(rc)) : 0;
+}
+
+int weft_ctx_queue_rw(const weft_ctx *ctx, unsigned i, int (*fn)(void *arg), void *arg, uint64_t model_ns,
+                      const weft_range *ranges, size_t n)
+{
+    weft__clear_error();
+    if (!ctx || !fn)
+        return weft__error(WEFT_EINVAL, "weft_ctx_queue_rw: %s is NULL", ctx ? "fn" : "ctx");
+    if (i >= weft_ctx_gpu_count(ctx))
+        return weft__error(WEFT_EINVAL, "weft_ctx_queue_rw: GPU %u of a task with %u", i, weft_ctx_gpu_count(ctx));
+    if (n && !ranges)
+        return weft__error(WEFT_EINVAL, "weft_ctx_queue_rw: n is %zu but ranges is NULL", n);
+    for (size_t k = 0; k < n; k++)
+        if ((ranges[k].bytes && !ranges[k].ptr) || !(ranges[k].mode & WEFT_RW) || (ranges[k].mode & ~(unsigned)WEFT_RW))
+            return weft__error(WEFT_EINVAL, "weft_ctx_queue_rw: range %zu (NULL pointer, or mode 0x%x is not "
+                                            "WEFT_R, WEFT_W or WEFT_RW)", k, ranges[k].mode);
+    weft__dqueue *q = ctx->task->place->queue[i];
+    weft__device *dev = ctx->rt->placer.gpu[ctx->task->place->gpu[i]];
+    int rc = dev->ops->launch(q, fn, arg, model_ns, ranges, n);
+    return rc ? weft__error(rc, "weft_ctx_queue_rw: could not queue on %s (%s)", dev->name, weft_strerror(rc)) : 0;
+}
+
+int weft_ctx_copy(const weft_ctx *ctx, unsigned i, void *dst, const void *src, size_t n)
+{
+    weft__clear_error();
+    if (!ctx || !dst || !src)
+        return weft__error(WEFT_EINVAL, "weft_ctx_copy: %s is NULL", !ctx ? "ctx" : !dst ? "dst" : "src");
+    if (i >= weft_ctx_gpu_count(ctx))
+        return weft__error(WEFT_EINVAL, "weft_ctx_copy: GPU %u of a task with %u", i, weft_ctx_gpu_count(ctx));
+    weft__dqueue *q = ctx->task->place->queue[i];
+    weft__device *dev = ctx->rt->placer.gpu[ctx->task->place->gpu[i]];
+    int rc = dev->ops->copy(q, dst, src, n);
+    return rc ? weft__error(rc, "weft_ctx_copy: could not queue on %s (%s)", dev->name, weft_strerror(rc)) : 0;
 }
 
 int weft__test_device_add(weft_runtime *h, uint64_t delay_ns, size_t capacity, unsigned *index)
@@ -151,7 +185,7 @@ int weft__test_device_add(weft_runtime *h, uint64_t delay_ns, size_t capacity, u
 static int launch(weft_ctx *ctx, weft__device *dev, weft__kernel_fn fn, void *arg, uint64_t model_ns)
 {
     weft__task *t = ctx->task;
-    int rc = dev->ops->launch(dev->default_queue, fn, arg, model_ns);
+    int rc = dev->ops->launch(dev->default_queue, fn, arg, model_ns, NULL, 0);
     if (rc != 0)
         return rc;
     weft__task_op_begin(t);
@@ -198,5 +232,7 @@ size_t weft__test_device_used(weft_runtime *h, unsigned device)
 }
 
 int weft__test_cuda_count(void) { return weft__cuda_count(); }
+
+void weft__test_vcheck_last(char *buf, size_t len) { weft__vcheck_last(buf, len); }
 
 int weft__test_cuda_compiled(void) { return weft__cuda_compiled(); }

@@ -58,8 +58,11 @@ typedef struct weft__device_ops {
     int (*event_wait)(weft__devent *e);
     /* Asynchronous copy of n bytes, ordered on q. */
     int (*copy)(weft__dqueue *q, void *dst, const void *src, size_t n);
-    /* Queue a kernel; model_ns is its modelled duration (0: as it runs). */
-    int (*launch)(weft__dqueue *q, weft__kernel_fn fn, void *arg, uint64_t model_ns);
+    /* Queue a kernel; model_ns is its modelled duration (0: as it runs);
+     * rw (n ranges, copied; may be NULL) is the memory it reads and writes,
+     * which a kind may check (the virtual GPUs' checking mode). */
+    int (*launch)(weft__dqueue *q, weft__kernel_fn fn, void *arg, uint64_t model_ns, const weft_range *rw,
+                  size_t n);
     /* Call done(cookie, status) once the work queued on q so far finished;
      * status is the first error of that work, or 0. */
     int (*notify)(weft__dqueue *q, weft__done_fn done, void *cookie);
@@ -109,6 +112,7 @@ typedef struct weft__vgpu_params {
     bool fixed_timing;        /* test device: each kernel/copy takes fixed_delay_ns (a kernel's
                                  model_ns if given), before it runs; no model */
     uint64_t fixed_delay_ns;
+    bool check;               /* checking mode (device/vcheck.h); the default reads WEFT_VGPU_CHECK */
 } weft__vgpu_params;
 void weft__vgpu_params_default(weft__vgpu_params *p);
 /* A started virtual GPU (NULL on ENOMEM or if a thread could not start). */

@@ -17,6 +17,7 @@
  * whose every kernel and copy takes a fixed delay.
  */
 #include "device/device.h"
+#include "device/vcheck.h"
 
 #include <string.h>
 #include <sys/mman.h>
@@ -204,6 +205,9 @@ typedef struct item {
     size_t n;
     weft__devent *event;
     uint64_t until;            /* IT_WAIT: the event's records to wait for */
+    weft_range *rw;            /* IT_KERNEL: the memory it names (checking mode) */
+    size_t nrw;
+    weft__vclock *host;        /* checking mode: the host's clock when queued */
     weft__done_fn done;
     void *cookie;
 } item;
@@ -221,6 +225,8 @@ typedef struct vgpu {
 
 struct weft__dqueue {
     weft__device *dev;
+    int qid;                   /* checking mode: its identity, clock its finished work */
+    weft__vclock *clock;
     pthread_t thread;
     pthread_cond_t more;       /* under vgpu.lock */
     item *head, *tail;
@@ -235,6 +241,7 @@ struct weft__devent {
      * a wait waits for the records made before it was queued, as
      * cudaStreamWaitEvent does, not for later ones. */
     uint64_t recorded, fired;
+    weft__vclock *clock;       /* checking mode: the recording queue's clock at its last record */
 };
 
 static vgpu *V(weft__device *dev) { return dev->impl; }
@@ -271,6 +278,25 @@ uint64_t weft__vgpu_copy_ns(const weft__vgpu_params *p, weft__device *dev, void 
     return p->latency_ns + (uint64_t)((double)n / bw * 1e9);
 }
 
+static void free_item(item *it)
+{
+    weft__free(it->rw);
+    weft__free(it->host);
+    weft__free(it);
+}
+
+/* Checking mode: may work naming rw start on q now?  (Reports why not.) */
+static bool checked(weft__dqueue *q, const char *what, const weft_range *rw, size_t n)
+{
+    if (!q->clock)
+        return true;
+    char why[320];
+    if (weft__vcheck_start(q->qid, q->clock, what, rw, n, why, sizeof why) == 0)
+        return true;
+    weft__vcheck_report(why);
+    return false;
+}
+
 static void *serve(void *arg)
 {
     weft__dqueue *q = arg;
@@ -293,35 +319,53 @@ static void *serve(void *arg)
             }
             while (it->event->fired < it->until)
                 pthread_cond_wait(&ev->fired, &ev->lock);
+            if (q->clock && it->event->clock) /* ordered after what the record was */
+                weft__vclock_merge(q->clock, it->event->clock);
             if (ev != v) {
                 pthread_mutex_unlock(&ev->lock);
                 pthread_mutex_lock(&v->lock);
             }
         }
         pthread_mutex_unlock(&v->lock);
+        if (q->clock && it->host)
+            weft__vclock_merge(q->clock, it->host); /* what the host had seen when it queued this */
         switch (it->kind) {
         case IT_KERNEL: {
             uint64_t t0 = weft__now_ns();
             if (v->p.fixed_timing)
                 sleep_ns(it->ns ? it->ns : v->p.fixed_delay_ns);
-            int r = it->fn(it->arg);
+            int r = checked(q, "a kernel", it->rw, it->nrw) ? it->fn(it->arg) : WEFT_EDEVICE;
             if (!v->p.fixed_timing)
                 stretch_to(t0, it->ns);
             if (r != 0 && q->error == 0)
                 q->error = r;
+            if (q->clock)
+                q->clock->c[q->qid]++;
             break;
         }
         case IT_COPY: {
             uint64_t t0 = weft__now_ns();
             if (v->p.fixed_timing)
                 sleep_ns(v->p.fixed_delay_ns);
-            memmove(it->dst, it->src, it->n);
+            weft_range rw[2] = {{(void *)it->src, it->n, WEFT_R}, {it->dst, it->n, WEFT_W}};
+            if (checked(q, "a copy", rw, 2))
+                memmove(it->dst, it->src, it->n);
+            else if (q->error == 0)
+                q->error = WEFT_EDEVICE;
             if (!v->p.fixed_timing)
                 stretch_to(t0, weft__vgpu_copy_ns(&v->p, q->dev, it->dst, it->src, it->n));
+            if (q->clock)
+                q->clock->c[q->qid]++;
             break;
         }
         case IT_RECORD:
             pthread_mutex_lock(&v->lock);
+            if (q->clock) {
+                if (!it->event->clock)
+                    it->event->clock = weft__alloc(sizeof *it->event->clock);
+                if (it->event->clock)
+                    *it->event->clock = *q->clock;
+            }
             it->event->fired++;
             if (--it->event->seq == 0)
                 atomic_store(&it->event->status, q->error ? q->error : 1);
@@ -332,22 +376,32 @@ static void *serve(void *arg)
         case IT_NOTIFY: {
             int status = q->error;
             q->error = 0;
+            if (q->clock)
+                weft__vcheck_notified(q->clock);
             it->done(it->cookie, status);
             break;
         }
         case IT_WAIT:
             break;
         case IT_STOP:
-            weft__free(it);
+            free_item(it);
             return NULL;
         }
-        weft__free(it);
+        free_item(it);
     }
 }
 
 static int push(weft__dqueue *q, item *it)
 {
     vgpu *v = V(q->dev);
+    if (q->clock && it->kind != IT_STOP) {
+        it->host = weft__alloc(sizeof *it->host);
+        if (!it->host) {
+            free_item(it);
+            return WEFT_ENOMEM;
+        }
+        weft__vcheck_host_snapshot(it->host);
+    }
     it->next = NULL;
     pthread_mutex_lock(&v->lock);
     if (q->tail)
@@ -402,9 +456,19 @@ static int vg_queue_create(weft__device *dev, weft__dqueue **out)
         return WEFT_ENOMEM;
     memset(q, 0, sizeof *q);
     q->dev = dev;
+    q->qid = -1;
+    if (V(dev)->p.check && (q->qid = weft__vcheck_queue_id()) >= 0) {
+        q->clock = weft__alloc(sizeof *q->clock);
+        if (!q->clock) {
+            weft__free(q);
+            return WEFT_ENOMEM;
+        }
+        memset(q->clock, 0, sizeof *q->clock);
+    }
     pthread_cond_init(&q->more, NULL);
     if (pthread_create(&q->thread, NULL, serve, q) != 0) {
         pthread_cond_destroy(&q->more);
+        weft__free(q->clock);
         weft__free(q);
         return WEFT_ESYSTEM;
     }
@@ -419,6 +483,7 @@ static void vg_queue_destroy(weft__dqueue *q)
     push(q, it);
     pthread_join(q->thread, NULL);
     pthread_cond_destroy(&q->more);
+    weft__free(q->clock);
     weft__free(q);
 }
 
@@ -446,11 +511,16 @@ static int vg_event_create(weft__device *dev, weft__devent **out)
     atomic_init(&e->status, 1);
     e->seq = 0;
     e->recorded = e->fired = 0;
+    e->clock = NULL;
     *out = e;
     return 0;
 }
 
-static void vg_event_destroy(weft__devent *e) { weft__free(e); }
+static void vg_event_destroy(weft__devent *e)
+{
+    weft__free(e->clock);
+    weft__free(e);
+}
 
 static int vg_event_record(weft__devent *e, weft__dqueue *q)
 {
@@ -480,7 +550,26 @@ static int vg_queue_wait(weft__dqueue *q, weft__devent *e)
     return push(q, it);
 }
 
-static int vg_event_query(weft__devent *e) { return atomic_load(&e->status); }
+static int vg_event_query(weft__devent *e)
+{
+    int s = atomic_load(&e->status);
+    vgpu *v = V(e->dev);
+    if (s != 0 && v->p.check) {
+        /* The host has seen it fire: what it queues from now on is ordered
+         * after the record (checking mode). */
+        weft__vclock c;
+        bool have = false;
+        pthread_mutex_lock(&v->lock);
+        if (e->clock) {
+            c = *e->clock;
+            have = true;
+        }
+        pthread_mutex_unlock(&v->lock);
+        if (have)
+            weft__vcheck_notified(&c);
+    }
+    return s;
+}
 
 static int vg_copy(weft__dqueue *q, void *dst, const void *src, size_t n)
 {
@@ -493,7 +582,8 @@ static int vg_copy(weft__dqueue *q, void *dst, const void *src, size_t n)
     return push(q, it);
 }
 
-static int vg_launch(weft__dqueue *q, weft__kernel_fn fn, void *arg, uint64_t model_ns)
+static int vg_launch(weft__dqueue *q, weft__kernel_fn fn, void *arg, uint64_t model_ns, const weft_range *rw,
+                     size_t n)
 {
     item *it = new_item(IT_KERNEL);
     if (!it)
@@ -501,6 +591,15 @@ static int vg_launch(weft__dqueue *q, weft__kernel_fn fn, void *arg, uint64_t mo
     it->fn = fn;
     it->arg = arg;
     it->ns = model_ns;
+    if (q->clock && n) { /* only checking mode looks at the ranges */
+        it->rw = weft__alloc(n * sizeof *rw);
+        if (!it->rw) {
+            free_item(it);
+            return WEFT_ENOMEM;
+        }
+        memcpy(it->rw, rw, n * sizeof *rw);
+        it->nrw = n;
+    }
     return push(q, it);
 }
 
@@ -541,6 +640,7 @@ void weft__vgpu_params_default(weft__vgpu_params *p)
     p->host_bw = 25e9;      /* host <-> device: PCIe 4.0 x16 */
     p->peer_bw = 50e9;      /* device <-> device: a peer link */
     p->local_bw = 1000e9;   /* within one device: its memory */
+    p->check = weft__vcheck_wanted();
 }
 
 weft__device *weft__vgpu_new(weft__waitset *ws, const weft__vgpu_params *p, const char *name)
