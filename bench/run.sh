@@ -139,3 +139,13 @@ if [ "$mode" != quick ]; then
     echo "# $build/bench/weft-bench-gpu is not built: no GPU-task figures"
   fi
 fi
+
+# Issue 9 from Python: placed tasks on virtual GPUs, and 2-GPU tasks beside
+# Ray tasks with num_gpus=2 (Ray from PyPI, installed by bench/py/run.sh);
+# ends with gpu_task_us weft_py, multidev_task_us weft|ray and
+# multidev_ratio lines.
+if [ "$mode" != quick ] && [ -x .venv/bin/python ]; then
+  echo
+  echo "== GPU tasks from Python (issue 9): virtual GPUs, beside Ray"
+  .venv/bin/python bench/py/devices.py
+fi

@@ -275,10 +275,13 @@ def _call_placed(variant, gpus, fn, args, kwargs):
     """Run a body with its placement: its Context current, and for a CUDA
     GPU the array libraries' current device and stream set to the task's
     first GPU."""
-    prev = getattr(_tl, "ctx", None)
-    ctx = _tl.ctx = Context(variant, gpus)
+    tl = _tl
+    prev = getattr(tl, "ctx", None)
+    ctx = tl.ctx = Context(variant, gpus)
     try:
-        with _library_current(ctx, 0):
-            return fn(*args, **kwargs) if kwargs else fn(*args)
+        if "cuda" in ctx.kinds:
+            with _library_current(ctx, 0):
+                return fn(*args, **kwargs) if kwargs else fn(*args)
+        return fn(*args, **kwargs) if kwargs else fn(*args)
     finally:
-        _tl.ctx = prev
+        tl.ctx = prev

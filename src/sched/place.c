@@ -223,6 +223,7 @@ int weft__place_new(const weft__placer *p, const weft_placement *alts, size_t n,
     pl->event = (weft__pevent **)(void *)(pl->queue + maxgpu);
     pl->gpu = (uint8_t *)(pl->event + maxgpu);
     pl->gpu_only = true;
+    pl->near_gpu = -1;
     for (size_t i = 0; i < n; i++) {
         char why[160];
         impossible(p, &alts[i], why, sizeof why);
@@ -343,14 +344,18 @@ static bool try_map(weft__placer *p, weft__place *pl)
         const weft__alt *a = &pl->alt[i];
         if (!a->possible)
             continue;
-        if (a->gpus && (!p->policy->choose(p, a, out) || !reserve(p, a, out)))
+        bool near = a->gpus == 1 && pl->near_gpu >= 0 && (a->gpu < 0 || a->gpu == pl->near_gpu) &&
+                    weft__placer_fits(p, (unsigned)pl->near_gpu, a);
+        if (near)
+            out[0] = (uint8_t)pl->near_gpu;
+        if (a->gpus && ((!near && !p->policy->choose(p, a, out)) || !reserve(p, a, out)))
             continue;
         pl->chosen = (int16_t)i;
         pl->ngpu = a->gpus;
         for (unsigned k = 0; k < a->gpus; k++) {
             unsigned g = out[k];
             pl->gpu[k] = (uint8_t)g;
-            pl->queue[k] = p->streams[g][p->next_stream[g]++ % WEFT__STREAMS];
+            pl->queue[k] = near ? pl->near_queue : p->streams[g][p->next_stream[g]++ % WEFT__STREAMS];
         }
         return true;
     }

@@ -42,6 +42,8 @@ typedef struct weft__place {
                                    the task may start on its streams before its GPU
                                    predecessors finish, ordered by their events */
     _Atomic bool events_ready;  /* event[] recorded (release: read by successors) */
+    int16_t near_gpu;           /* a GPU predecessor's first GPU, -1: none (see weft__place_map) */
+    weft__dqueue *near_queue;   /* and its stream there */
     uint16_t nalt;
     int16_t chosen;             /* alternative mapped, -1 before */
     uint16_t ngpu;              /* GPUs of the chosen set */
@@ -117,7 +119,10 @@ static inline weft__device *weft__place_gpu(const weft__placer *p, const weft__p
 /* Map pl now (reserve, pick streams): 1; or park it and return 0 (a later
  * release hands it back); or -1 when it does not fit and no task holds a
  * reservation that could be given back (memory taken outside the placer):
- * waiting would never end. */
+ * waiting would never end.  A one-GPU alternative goes, when it fits there,
+ * to near_gpu and near_queue (the graph sets them to a predecessor's whose
+ * events order it): a chain then stays in one stream, in order, with no
+ * event to wait for across streams. */
 int weft__place_map(weft__placer *p, weft__place *pl);
 /* Give pl's reservation and its events back (if it was mapped), then map the parked
  * placements in the order they parked until one does not fit.  Returns
