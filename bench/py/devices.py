@@ -10,12 +10,17 @@ beside Ray tasks on declared GPU resources, in the same run.
                                 per task
     multidev_task_us ray <v>    the same graph as Ray tasks with num_gpus=2,
                                 ray.init(num_cpus=2, num_gpus=4); per task
-                                (skipped, and said so, when Ray is missing)
-    multidev_ratio ray/weft <v>
+                                (skipped, and said so, when Ray is missing).
+                                Ray's default for a GPU task is a fresh worker
+                                process each time (max_calls=1, which frees
+                                what the task left on the GPU); the line
+                                `multidev_task_us ray_reuse` is the same with
+                                max_calls=0 (workers reused), the fairer peer
+    multidev_ratio ray/weft <v>  (against ray_reuse)
 
 Each figure is the median of --reps runs.
 
-    python bench/py/devices.py [--tasks 20000] [--ray-tasks 400] [--reps 5]
+    python bench/py/devices.py [--tasks 20000] [--ray-tasks 60] [--reps 5]
 """
 import argparse
 import os
@@ -62,7 +67,7 @@ def weft_multidev_us(n):
         return (time.perf_counter() - t0) / n * 1e6
 
 
-def ray_multidev_us(n, reps):
+def ray_multidev_us(n, reps, reuse):
     try:
         import ray
     except ImportError:
@@ -70,7 +75,7 @@ def ray_multidev_us(n, reps):
     os.environ.setdefault("RAY_DEDUP_LOGS", "0")
     ray.init(num_cpus=2, num_gpus=4, include_dashboard=False, logging_level="ERROR", log_to_driver=False)
     try:
-        @ray.remote(num_gpus=2)
+        @ray.remote(num_gpus=2, max_calls=0 if reuse else 1)
         def two():
             return None
 
@@ -88,7 +93,7 @@ def ray_multidev_us(n, reps):
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--tasks", type=int, default=20000)
-    ap.add_argument("--ray-tasks", type=int, default=400)
+    ap.add_argument("--ray-tasks", type=int, default=60)
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--no-ray", action="store_true")
     args = ap.parse_args(argv)
@@ -97,12 +102,14 @@ def main(argv=None):
     print(f"gpu_task_us weft_py {g:.2f}", flush=True)
     m = statistics.median(weft_multidev_us(args.tasks // 2) for _ in range(args.reps))
     print(f"multidev_task_us weft {m:.2f}", flush=True)
-    r = None if args.no_ray else ray_multidev_us(args.ray_tasks, args.reps)
+    r = None if args.no_ray else ray_multidev_us(args.ray_tasks, args.reps, False)
     if r is None:
         print("# multidev_task_us ray: skipped (Ray is not installed here, or --no-ray)")
-    else:
-        print(f"multidev_task_us ray {r:.1f}")
-        print(f"multidev_ratio ray/weft {r / m:.0f}")
+        return
+    print(f"multidev_task_us ray {r:.1f}", flush=True)
+    rr = ray_multidev_us(args.ray_tasks * 10, args.reps, True)
+    print(f"multidev_task_us ray_reuse {rr:.1f}")
+    print(f"multidev_ratio ray/weft {rr / m:.0f}")
 
 
 if __name__ == "__main__":
