@@ -56,6 +56,20 @@ static void step_cells(const double *l, const double *s, const double *r, double
     }
 }
 
+/* What the update of block b reads (itself and its neighbours, buffer in)
+ * and writes (itself, buffer out): the dependencies follow from these. */
+static size_t block_accesses(weft_data *const blk[2][BLOCKS], int in, int out, int b, weft_access acc[4])
+{
+    size_t n = 0;
+    acc[n++] = (weft_access){blk[in][b], WEFT_R};
+    if (b > 0)
+        acc[n++] = (weft_access){blk[in][b - 1], WEFT_R};
+    if (b < BLOCKS - 1)
+        acc[n++] = (weft_access){blk[in][b + 1], WEFT_R};
+    acc[n++] = (weft_access){blk[out][b], WEFT_W};
+    return n;
+}
+
 static int step_body(weft_ctx *ctx, void *arg)
 {
     (void)ctx;
@@ -120,13 +134,7 @@ static int cpu_demo(void)
             bs->right = b < BLOCKS - 1 ? &buf[in][(b + 1) * CELLS] : NULL;
             bs->out = &buf[out][b * CELLS];
             weft_access acc[4];
-            size_t n = 0;
-            acc[n++] = (weft_access){blk[in][b], WEFT_R};
-            if (b > 0)
-                acc[n++] = (weft_access){blk[in][b - 1], WEFT_R};
-            if (b < BLOCKS - 1)
-                acc[n++] = (weft_access){blk[in][b + 1], WEFT_R};
-            acc[n++] = (weft_access){blk[out][b], WEFT_W};
+            size_t n = block_accesses(blk, in, out, b, acc);
             snprintf(name, sizeof name, "step %d block %d", t, b);
             weft_task_desc d;
             weft_task_desc_init(&d);
@@ -332,13 +340,7 @@ static int dev_run_one(dev_run *run, const double *want)
             ds->s.out = &buf[out][b * CELLS];
             ds->dev = -1;
             weft_access acc[4];
-            size_t n = 0;
-            acc[n++] = (weft_access){blk[in][b], WEFT_R};
-            if (b > 0)
-                acc[n++] = (weft_access){blk[in][b - 1], WEFT_R};
-            if (b < BLOCKS - 1)
-                acc[n++] = (weft_access){blk[in][b + 1], WEFT_R};
-            acc[n++] = (weft_access){blk[out][b], WEFT_W};
+            size_t n = block_accesses(blk, in, out, b, acc);
             snprintf(name, sizeof name, "step %d block %d", t, b);
             weft_task_desc d;
             weft_task_desc_init(&d);

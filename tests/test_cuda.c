@@ -217,6 +217,47 @@ static int gpu_body(weft_ctx *ctx, void *arg) {
     return weft__test_launch(ctx, 1, step_fn, g, 0);
 }
 
+/* A chain of steps through one data handle, each adding 1 to every float of
+ * dev on the GPU: spawn it, wait, copy dev back and check it holds `expect`
+ * everywhere.  Microseconds per step. */
+typedef struct chain_run {
+    weft_runtime *rt;
+    weft__device *d; /* the GPU's own handle, for the copy back */
+    weft__devent *e;
+    float *host, *dev;
+    size_t n;
+    gpu_arg *args;
+    int steps;
+    const weft_access *acc;
+} chain_run;
+
+static double run_chain(const chain_run *c, weft_body_fn body, const weft_placement *pl, float expect) {
+    uint64_t t0 = now_ns();
+    for (int i = 0; i < c->steps; i++) {
+        weft_task_desc desc;
+        weft_task_desc_init(&desc);
+        desc.body = body;
+        desc.arg = &c->args[i];
+        desc.accesses = c->acc;
+        desc.naccesses = 1;
+        desc.placements = pl;
+        desc.nplacements = pl ? 1 : 0;
+        CHECK_OK(weft_spawn(c->rt, &desc, NULL));
+    }
+    CHECK_OK(weft_wait_all(c->rt));
+    double us = (double)(now_ns() - t0) / 1e3 / c->steps;
+    weft__dqueue *q = c->d->default_queue;
+    CHECK_OK(c->d->ops->copy(q, c->host, c->dev, c->n * sizeof(float)));
+    CHECK_OK(c->d->ops->event_record(c->e, q));
+    CHECK_OK(weft__device_event_wait(c->d, c->e));
+#ifdef WEFT_TEST_CUDA_KERNELS
+    for (size_t i = 0; i < c->n; i += 997) CHECKF(c->host[i] == expect, "host[%zu] = %g", i, c->host[i]);
+#else
+    (void)expect;
+#endif
+    return us;
+}
+
 static void test_tasks(void) {
     weft_runtime *rt = make_with("cpu,cuda:0", 2);
     weft__waitset ws;
@@ -245,75 +286,20 @@ static void test_tasks(void) {
     gpu_arg *args = calloc((size_t)steps, sizeof *args);
     CHECK(args != NULL);
     weft_access acc = {h, WEFT_RW};
-    uint64_t t0 = now_ns();
-    for (int i = 0; i < steps; i++) {
-        args[i] = (gpu_arg){dev, n, &order, i};
-        weft_task_desc desc;
-        weft_task_desc_init(&desc);
-        desc.body = gpu_body;
-        desc.arg = &args[i];
-        desc.accesses = &acc;
-        desc.naccesses = 1;
-        CHECK_OK(weft_spawn(rt, &desc, NULL));
-    }
-    CHECK_OK(weft_wait_all(rt));
-    double us = (double)(now_ns() - t0) / 1e3 / steps;
+    for (int i = 0; i < steps; i++) args[i] = (gpu_arg){dev, n, &order, i};
+    chain_run c = {rt, d, e, host, dev, n, args, steps, &acc};
+    double us = run_chain(&c, gpu_body, NULL, (float)steps);
     CHECK(atomic_load(&order) == steps);
-    CHECK_OK(d->ops->copy(q, host, dev, n * sizeof(float)));
-    CHECK_OK(d->ops->event_record(e, q));
-    CHECK_OK(weft__device_event_wait(d, e));
-#ifdef WEFT_TEST_CUDA_KERNELS
-    for (size_t i = 0; i < n; i += 997) CHECKF(host[i] == (float)steps, "host[%zu] = %g", i, host[i]);
-#endif
     printf("  %d dependent GPU tasks: %.1f us each (a 1 Mi-float kernel and a host function each)\n", steps, us);
-
-    /* the same chain with kernels only */
-    t0 = now_ns();
-    for (int i = 0; i < steps; i++) {
-        weft_task_desc desc;
-        weft_task_desc_init(&desc);
-        desc.body = kernel_body;
-        desc.arg = &args[i];
-        desc.accesses = &acc;
-        desc.naccesses = 1;
-        CHECK_OK(weft_spawn(rt, &desc, NULL));
-    }
-    CHECK_OK(weft_wait_all(rt));
-    us = (double)(now_ns() - t0) / 1e3 / steps;
-    CHECK_OK(d->ops->copy(q, host, dev, n * sizeof(float)));
-    CHECK_OK(d->ops->event_record(e, q));
-    CHECK_OK(weft__device_event_wait(d, e));
-#ifdef WEFT_TEST_CUDA_KERNELS
-    for (size_t i = 0; i < n; i += 997) CHECKF(host[i] == (float)(2 * steps), "host[%zu] = %g", i, host[i]);
-#endif
+    us = run_chain(&c, kernel_body, NULL, (float)(2 * steps));
     printf("  %d dependent GPU tasks: %.1f us each (a 1 Mi-float kernel each)\n", steps, us);
-
-    /* the same chain placed on "gpu" with a quarter share: each task's
-     * kernel on its own stream (four in turn), ordered by the data */
+    /* placed on "gpu" with a quarter share: each task's kernel on its
+     * stream, ordered by its predecessor's events */
     weft_placement pl;
     CHECK_OK(weft_placement_parse("gpu", &pl));
     pl.share = 0.25;
     pl.memory = 1u << 20;
-    t0 = now_ns();
-    for (int i = 0; i < steps; i++) {
-        weft_task_desc desc;
-        weft_task_desc_init(&desc);
-        desc.body = placed_body;
-        desc.arg = &args[i];
-        desc.accesses = &acc;
-        desc.naccesses = 1;
-        desc.placements = &pl;
-        desc.nplacements = 1;
-        CHECK_OK(weft_spawn(rt, &desc, NULL));
-    }
-    CHECK_OK(weft_wait_all(rt));
-    us = (double)(now_ns() - t0) / 1e3 / steps;
-    CHECK_OK(d->ops->copy(q, host, dev, n * sizeof(float)));
-    CHECK_OK(d->ops->event_record(e, q));
-    CHECK_OK(weft__device_event_wait(d, e));
-#ifdef WEFT_TEST_CUDA_KERNELS
-    for (size_t i = 0; i < n; i += 997) CHECKF(host[i] == (float)(3 * steps), "host[%zu] = %g", i, host[i]);
-#endif
+    us = run_chain(&c, placed_body, &pl, (float)(3 * steps));
     weft_device_info info;
     CHECK_OK(weft_device_info_get(rt, 1, &info));
     CHECK(info.memory_used == 0);

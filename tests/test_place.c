@@ -394,6 +394,21 @@ static int chain_body(weft_ctx *ctx, void *arg) {
     return weft_ctx_queue_rw(ctx, 0, chain_kernel, arg, 0, &rw, 1);
 }
 
+/* Steps 0 .. n-1 of a chain through acc, each on pl. */
+static void spawn_chain(weft_runtime *rt, const weft_placement *pl, const weft_access *acc, int n) {
+    for (int i = 0; i < n; i++) {
+        weft_task_desc d;
+        weft_task_desc_init(&d);
+        d.body = chain_body;
+        d.arg = (void *)(intptr_t)i;
+        d.placements = pl;
+        d.nplacements = 1;
+        d.accesses = acc;
+        d.naccesses = 1;
+        CHECK_OK(weft_spawn(rt, &d, NULL));
+    }
+}
+
 static void test_event_order(void) {
     weft_runtime *rt = make_dev("cpu,vgpu:2", NULL);
     /* s (GPU 1) after p (GPU 0): s's body runs while p's kernel is still
@@ -445,17 +460,7 @@ static void test_event_order(void) {
     weft_placement any = parsed("gpu");
     any.share = 0.5;
     uint64_t t0 = now_ns();
-    for (int i = 0; i < steps; i++) {
-        weft_task_desc d;
-        weft_task_desc_init(&d);
-        d.body = chain_body;
-        d.arg = (void *)(intptr_t)i;
-        d.placements = &any;
-        d.nplacements = 1;
-        d.accesses = &acc;
-        d.naccesses = 1;
-        CHECK_OK(weft_spawn(rt, &d, NULL));
-    }
+    spawn_chain(rt, &any, &acc, steps);
     CHECK_OK(weft_wait_all(rt));
     printf("  chain of %d GPU tasks: %.1f us each\n", steps, (double)(now_ns() - t0) / 1e3 / steps);
     CHECK(atomic_load(&chain_pos) == steps && atomic_load(&chain_bad) == 0);
@@ -464,17 +469,7 @@ static void test_event_order(void) {
     atomic_store(&chain_pos, 0);
     CHECK_OK(weft_data_register(rt, &token, sizeof token, &h));
     acc.data = h;
-    for (int i = 0; i < 200; i++) {
-        weft_task_desc d;
-        weft_task_desc_init(&d);
-        d.body = chain_body;
-        d.arg = (void *)(intptr_t)i;
-        d.placements = &any;
-        d.nplacements = 1;
-        d.accesses = &acc;
-        d.naccesses = 1;
-        CHECK_OK(weft_spawn(rt, &d, NULL));
-    }
+    spawn_chain(rt, &any, &acc, 200);
     CHECK_OK(weft_data_unregister(h));
     CHECK_OK(weft_runtime_destroy(rt));
     CHECK(atomic_load(&chain_pos) == 200 && atomic_load(&chain_bad) == 0);
