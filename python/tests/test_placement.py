@@ -195,6 +195,20 @@ def test_queued_callable_failure_fails_the_task_and_its_dependents():
             rt.wait_all()
 
 
+def test_task_nested_in_a_placed_body_has_its_own_context():
+    # one worker: the plain task runs nested on it while the placed body waits
+    with weft.Runtime(workers=1, devices="cpu,vgpu:4") as rt:
+        def inner():
+            return weft.context().devices
+
+        def outer():
+            t = rt.spawn(inner)  # a plain task: it may run nested, on this thread, while we wait
+            return weft.context().devices, t.result(), weft.context().devices
+
+        mine, theirs, after = rt.spawn(outer, placement="gpu:1").result()
+        assert mine == after == (2,) and theirs == ()
+
+
 def test_queue_outside_a_placed_body():
     with rt4() as rt:
         def plain():

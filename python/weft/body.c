@@ -34,8 +34,10 @@ weft_py_trampoline(weft_ctx *ctx, void *arg)
     PyObject *fn = t->fn, *args = t->args, *kwargs = t->kwargs, *bodies = t->bodies;
     t->fn = t->args = t->kwargs = t->bodies = NULL;
     PyObject *res;
-    if (bodies || weft_ctx_gpu_count(ctx)) {
-        /* Placed: the chosen alternative's body, with its Context. */
+    if (bodies || weft_ctx_gpu_count(ctx) || weft_py_tl_ctx) {
+        /* Placed: the chosen alternative's body, with its Context.  (So is
+         * a plain task run nested inside a placed body, which must not see
+         * that body's Context as its own.) */
         PyObject *body = fn;
         unsigned v = weft_ctx_variant(ctx);
         if (bodies && v < (unsigned)PyTuple_GET_SIZE(bodies) && PyTuple_GET_ITEM(bodies, v) != Py_None)
