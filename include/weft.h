@@ -90,7 +90,10 @@ typedef struct weft_config {
     /* Worker threads.  0 means one per online CPU core.  Env: WEFT_WORKERS. */
     unsigned workers;
     /* Path of a Chrome-trace JSON file written when the runtime is destroyed,
-     * or NULL for no trace.  The string is copied.  Env: WEFT_TRACE. */
+     * or NULL for no trace.  A track per worker with each task body (a
+     * placed task's args name its variant and devices), and a track per
+     * stream of each virtual GPU with its kernels and copies (CUDA streams
+     * are not traced yet).  The string is copied.  Env: WEFT_TRACE. */
     const char *trace_path;
     /* Most trace events kept per worker; later ones are counted as dropped. */
     size_t trace_max_events;

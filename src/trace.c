@@ -131,6 +131,31 @@ int weft__trace_write(weft__rt *rt)
             }
         }
     }
+    /* One track per stream of each GPU that records its work (virtual
+     * GPUs): its kernels and copies as spans. */
+    const weft__placer *pl = &rt->placer;
+    for (unsigned g = 0; g < pl->ngpu; g++) {
+        const weft__device *dev = pl->gpu[g];
+        for (unsigned s = 0; s < WEFT__STREAMS && dev->ops->spans; s++) {
+            const weft__span *sp;
+            size_t n = dev->ops->spans(pl->streams[g][s], &sp);
+            unsigned tid = 1000 + g * WEFT__STREAMS + s;
+            fprintf(f, ",\n{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":1,\"tid\":%u,\"args\":{\"name\":", tid);
+            char track[64];
+            snprintf(track, sizeof track, "%s stream %u", dev->name, s);
+            write_json_string(f, track);
+            fputs("}}", f);
+            for (size_t k = 0; k < n; k++) {
+                uint64_t ts = sp[k].t0 - rt->t0_ns, dur = sp[k].t1 - sp[k].t0;
+                fprintf(f,
+                        ",\n{\"name\":\"%s\",\"cat\":\"device\",\"ph\":\"X\",\"pid\":1,\"tid\":%u,"
+                        "\"ts\":%llu.%03llu,\"dur\":%llu.%03llu,\"args\":{\"bytes\":%zu}}",
+                        sp[k].copy ? "copy" : "kernel", tid, (unsigned long long)(ts / 1000),
+                        (unsigned long long)(ts % 1000), (unsigned long long)(dur / 1000),
+                        (unsigned long long)(dur % 1000), sp[k].bytes);
+            }
+        }
+    }
     fputs("\n]}\n", f);
     return fclose(f) == 0 ? 0 : -1;
 }

@@ -535,7 +535,16 @@ static void test_check_mode(void) {
     CHECK_OK(weft_runtime_destroy(rt));
 }
 
-/* The trace names the variant and the devices of each placed task. */
+static int noop_kernel(void *a) { (void)a; return 0; }
+static int traced_body(weft_ctx *ctx, void *arg) {
+    record(ctx, arg, 2);
+    for (unsigned i = 0; i < weft_ctx_gpu_count(ctx); i++)
+        if (weft_ctx_queue(ctx, i, noop_kernel, NULL, 1000) != 0) return -1;
+    return 0;
+}
+
+/* The trace names the variant and the devices of each placed task, and has
+ * a track per stream with its kernels. */
 static void test_trace(void) {
     const char *path = "test_place_trace.json";
     weft_config cfg;
@@ -548,7 +557,7 @@ static void test_trace(void) {
     weft_placement p[2];
     p[0] = parsed("4*gpu"); /* impossible here: skipped */
     p[1] = parsed("2*gpu");
-    p[1].body = body_b;
+    p[1].body = traced_body;
     seen s;
     weft_task *t;
     CHECK_OK(spawn_placed(rt, p, 2, body_a, &s, &t));
@@ -564,6 +573,10 @@ static void test_trace(void) {
     remove(path);
     CHECKF(strstr(buf, "\"variant\":1,\"devices\":\"vgpu:") != NULL, "trace: %s", buf);
     CHECK(strstr(buf, "+vgpu:") != NULL);
+    /* a track per stream, and the two kernels (one per GPU) on them */
+    CHECK(strstr(buf, "\"name\":\"vgpu:0 stream 0\"") && strstr(buf, "\"name\":\"vgpu:1 stream 3\""));
+    char *k1 = strstr(buf, "\"name\":\"kernel\",\"cat\":\"device\"");
+    CHECK(k1 && strstr(k1 + 1, "\"name\":\"kernel\",\"cat\":\"device\""));
 }
 
 int main(void) {

@@ -162,6 +162,7 @@ static int add_devices(weft__rt *rt, const weft__devspec *spec, const char *str)
     weft__vgpu_params_default(&p);
     if (rt->cfg.vgpu_memory)
         p.capacity = rt->cfg.vgpu_memory;
+    p.trace = rt->cfg.trace_path != NULL; /* each kernel and copy, on a track per stream */
     for (unsigned i = 0; i < spec->vgpus; i++) {
         char name[32];
         snprintf(name, sizeof name, "vgpu:%u", i);

@@ -37,6 +37,13 @@ typedef void (*weft__done_fn)(void *cookie, int status);
 /* A host-function kernel (run by the device's queue): 0 or an error. */
 typedef int (*weft__kernel_fn)(void *arg);
 
+/* A piece of work a queue ran, for the trace (kinds that record them). */
+typedef struct weft__span {
+    uint64_t t0, t1;          /* weft__now_ns() at its start and end */
+    size_t bytes;             /* a copy's size (0 for a kernel) */
+    bool copy;
+} weft__span;
+
 typedef struct weft__device_ops {
     const char *kind;
     int (*start)(weft__device *dev);
@@ -71,6 +78,9 @@ typedef struct weft__device_ops {
     unsigned (*progress)(weft__device *dev);
     /* The queue as its kind's own API knows it (a cudaStream_t), or NULL. */
     void *(*native_queue)(weft__dqueue *q);
+    /* The work q has run, when the kind records it (NULL: it does not); read
+     * once q is idle (the trace, at destroy). */
+    size_t (*spans)(weft__dqueue *q, const weft__span **out);
 } weft__device_ops;
 
 struct weft__device {
@@ -113,6 +123,7 @@ typedef struct weft__vgpu_params {
                                  model_ns if given), before it runs; no model */
     uint64_t fixed_delay_ns;
     bool check;               /* checking mode (device/vcheck.h); the default reads WEFT_VGPU_CHECK */
+    bool trace;               /* record each kernel and copy (weft__span) for the trace */
 } weft__vgpu_params;
 void weft__vgpu_params_default(weft__vgpu_params *p);
 /* A started virtual GPU (NULL on ENOMEM or if a thread could not start). */

@@ -223,8 +223,12 @@ typedef struct vgpu {
     pthread_cond_t fired;
 } vgpu;
 
+#define MAX_SPANS (1u << 20) /* per queue; later work is not recorded */
+
 struct weft__dqueue {
     weft__device *dev;
+    weft__span *spans;         /* trace: the work it ran (queue thread only, until idle) */
+    size_t nspans, capspans;
     int qid;                   /* checking mode: its identity, clock its finished work */
     weft__vclock *clock;
     pthread_t thread;
@@ -276,6 +280,31 @@ uint64_t weft__vgpu_copy_ns(const weft__vgpu_params *p, weft__device *dev, void 
     if (bw <= 0)
         return p->latency_ns;
     return p->latency_ns + (uint64_t)((double)n / bw * 1e9);
+}
+
+/* Trace: note a kernel or copy that ran on q from t0 to now. */
+static void span(weft__dqueue *q, uint64_t t0, bool copy, size_t bytes)
+{
+    if (!V(q->dev)->p.trace || q->nspans == MAX_SPANS)
+        return;
+    if (q->nspans == q->capspans) {
+        size_t cap = q->capspans ? q->capspans * 2 : 256;
+        weft__span *n = weft__alloc(cap * sizeof *n);
+        if (!n)
+            return;
+        if (q->nspans)
+            memcpy(n, q->spans, q->nspans * sizeof *n);
+        weft__free(q->spans);
+        q->spans = n;
+        q->capspans = cap;
+    }
+    q->spans[q->nspans++] = (weft__span){t0, weft__now_ns(), bytes, copy};
+}
+
+static size_t vg_spans(weft__dqueue *q, const weft__span **out)
+{
+    *out = q->spans;
+    return q->nspans;
 }
 
 static void free_item(item *it)
@@ -341,6 +370,7 @@ static void *serve(void *arg)
                 q->error = r;
             if (q->clock)
                 q->clock->c[q->qid]++;
+            span(q, t0, false, 0);
             break;
         }
         case IT_COPY: {
@@ -356,6 +386,7 @@ static void *serve(void *arg)
                 stretch_to(t0, weft__vgpu_copy_ns(&v->p, q->dev, it->dst, it->src, it->n));
             if (q->clock)
                 q->clock->c[q->qid]++;
+            span(q, t0, true, it->n);
             break;
         }
         case IT_RECORD:
@@ -484,6 +515,7 @@ static void vg_queue_destroy(weft__dqueue *q)
     pthread_join(q->thread, NULL);
     pthread_cond_destroy(&q->more);
     weft__free(q->clock);
+    weft__free(q->spans);
     weft__free(q);
 }
 
@@ -630,6 +662,7 @@ static const weft__device_ops vgpu_ops = {
     .launch = vg_launch,
     .notify = vg_notify,
     .progress = NULL,
+    .spans = vg_spans,
 };
 
 void weft__vgpu_params_default(weft__vgpu_params *p)
