@@ -125,9 +125,9 @@ static void test_layer(void) {
     /* host functions run in order; a failing one fails the next report */
     atomic_store(&host_fn_n, 0);
     atomic_store(&reports, 0);
-    CHECK_OK(o->launch(q1, host_fn, (void *)(intptr_t)1, 0, NULL, 0));
-    CHECK_OK(o->launch(q1, host_fn, (void *)(intptr_t)13, 0, NULL, 0));
-    CHECK_OK(o->launch(q1, host_fn, (void *)(intptr_t)2, 0, NULL, 0));
+    CHECK_OK(weft__device_launch(o, q1, host_fn, (void *)(intptr_t)1, 0));
+    CHECK_OK(weft__device_launch(o, q1, host_fn, (void *)(intptr_t)13, 0));
+    CHECK_OK(weft__device_launch(o, q1, host_fn, (void *)(intptr_t)2, 0));
     CHECK_OK(o->notify(q1, on_done, NULL));
     CHECK(wait_flag(&reports, 20000) == 0);
     CHECK(atomic_load(&report_status) == -13);

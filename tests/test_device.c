@@ -49,13 +49,13 @@ static void exercise(weft__device *dev, int threaded) {
     step s1 = {1, &gate1}, s2 = {2, NULL}, s3 = {3, NULL};
     memset(a, 7, 4096);
     memset(b, 0, 4096);
-    CHECK_OK(o->launch(q1, kernel, &s1, 0, NULL, 0));
+    CHECK_OK(weft__device_launch(o, q1, kernel, &s1, 0));
     CHECK_OK(o->copy(q1, b, a, 4096));
     CHECK_OK(o->event_record(e, q1));
     if (threaded) CHECK(o->event_query(e) == 0); /* q1 is held by its gate */
     CHECK_OK(o->queue_wait(q2, e));
-    CHECK_OK(o->launch(q2, kernel, &s2, 0, NULL, 0));
-    CHECK_OK(o->launch(q2, kernel, &s3, 0, NULL, 0));
+    CHECK_OK(weft__device_launch(o, q2, kernel, &s2, 0));
+    CHECK_OK(weft__device_launch(o, q2, kernel, &s3, 0));
     atomic_store(&reports, 0);
     CHECK_OK(o->notify(q2, on_done, NULL));
     if (threaded) {
@@ -75,7 +75,7 @@ static void exercise(weft__device *dev, int threaded) {
     /* a failing kernel is reported by the next completion report, once */
     step s13 = {13, NULL};
     atomic_store(&reports, 0);
-    CHECK_OK(o->launch(q1, kernel, &s13, 0, NULL, 0));
+    CHECK_OK(weft__device_launch(o, q1, kernel, &s13, 0));
     CHECK_OK(o->notify(q1, on_done, NULL));
     while (atomic_load(&reports) == 0) sleep_ns(100000);
     CHECK(atomic_load(&report_status) == -13);

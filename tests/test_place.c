@@ -579,7 +579,132 @@ static void test_trace(void) {
     CHECK(k1 && strstr(k1 + 1, "\"name\":\"kernel\",\"cat\":\"device\""));
 }
 
-int main(void) {
+/* ---- random graphs of CPU, GPU, 2-GPU and variant tasks ----------------
+ * against a sequential model: each task's work (its kernel, or its body on
+ * the CPU) must come after the work of every dependency, a task that ran
+ * must have dependencies that all ran, and the final statuses must be the
+ * model's: cancelled if a dependency did not complete, else failed if its
+ * work failed (a kernel's return, after the body returned: the path of a
+ * GPU predecessor failing after an early-released dependent started), else
+ * completed. */
+
+enum { K_CPU, K_GPU, K_GPU2, K_GPUI, K_VARIANT, K_KINDS };
+#define SMAX_DEPS 3
+
+typedef struct snode {
+    int kind, ndeps, deps[SMAX_DEPS], fails;
+    weft_placement pl[2];
+    struct snode *all;
+    atomic_int done;    /* its work ran */
+    atomic_int bad;     /* its work ran before a dependency's */
+} snode;
+
+static void work(snode *n) {
+    for (int k = 0; k < n->ndeps; k++)
+        if (!atomic_load(&n->all[n->deps[k]].done)) atomic_store(&n->bad, 1);
+    atomic_store(&n->done, 1);
+}
+static int s_kernel(void *arg) {
+    snode *n = arg;
+    work(n);
+    return n->fails ? 3 : 0;
+}
+static int s_kernel_second(void *arg) { /* the 2-GPU task's other GPU */
+    snode *n = arg;
+    for (int k = 0; k < n->ndeps; k++)
+        if (!atomic_load(&n->all[n->deps[k]].done)) atomic_store(&n->bad, 1);
+    return 0;
+}
+static int s_body(weft_ctx *ctx, void *arg) {
+    snode *n = arg;
+    unsigned g = weft_ctx_gpu_count(ctx);
+    if (g == 0) { /* on the CPU: the work is the body */
+        work(n);
+        return n->fails ? 3 : 0;
+    }
+    for (unsigned i = 0; i < g; i++)
+        if (weft_ctx_queue(ctx, i, i == 0 ? s_kernel : s_kernel_second, n, 0) != 0) return -1;
+    return 0;
+}
+
+static void stress_one(uint64_t seed, int ntasks) {
+    test_rng r = {seed};
+    snode *nodes = calloc((size_t)ntasks, sizeof *nodes);
+    weft_task **h = calloc((size_t)ntasks, sizeof *h);
+    int *expect = calloc((size_t)ntasks, sizeof *expect);
+    CHECK(nodes && h && expect);
+    weft_runtime *rt = make_dev("cpu,vgpu:3", rng_below(&r, 2) ? NULL : "round-robin");
+    for (int i = 0; i < ntasks; i++) {
+        snode *n = &nodes[i];
+        n->all = nodes;
+        n->kind = (int)rng_below(&r, K_KINDS);
+        n->fails = rng_below(&r, 40) == 0;
+        n->ndeps = i ? (int)rng_below(&r, SMAX_DEPS + 1) : 0;
+        for (int k = 0; k < n->ndeps; k++) n->deps[k] = (int)rng_below(&r, (uint32_t)i);
+        static const char *const sets[] = {"cpu", "gpu", "2*gpu", "gpu:1", "gpu"};
+        weft_placement_init(&n->pl[0]);
+        CHECK_OK(weft_placement_parse(sets[n->kind], &n->pl[0]));
+        n->pl[0].share = (double)(1 + rng_below(&r, 4)) / 4;
+        n->pl[0].memory = rng_below(&r, 3) * 100000;
+        CHECK_OK(weft_placement_parse("cpu", &n->pl[1]));
+        weft_task *deps[SMAX_DEPS];
+        for (int k = 0; k < n->ndeps; k++) deps[k] = h[n->deps[k]];
+        weft_task_desc d;
+        weft_task_desc_init(&d);
+        d.body = s_body;
+        d.arg = n;
+        d.deps = deps;
+        d.ndeps = (size_t)n->ndeps;
+        d.placements = n->kind == K_CPU ? NULL : n->pl;
+        d.nplacements = n->kind == K_CPU ? 0 : n->kind == K_VARIANT ? 2 : 1;
+        CHECK_OK(weft_spawn(rt, &d, &h[i]));
+        /* the model, in spawn order */
+        int st = WEFT_TASK_COMPLETED;
+        for (int k = 0; k < n->ndeps; k++)
+            if (expect[n->deps[k]] != WEFT_TASK_COMPLETED) st = WEFT_TASK_CANCELLED;
+        if (st == WEFT_TASK_COMPLETED && n->fails) st = WEFT_TASK_FAILED;
+        expect[i] = st;
+    }
+    int w = weft_wait_all(rt);
+    CHECK(w == 0 || w == WEFT_ETASKFAILED);
+    for (int i = 0; i < ntasks; i++) {
+        weft_task_status st;
+        CHECK_OK(weft_task_status_get(h[i], &st));
+        CHECKF((int)st == expect[i], "seed %llu task %d (kind %d, fails %d): status %d, the model says %d",
+               (unsigned long long)seed, i, nodes[i].kind, nodes[i].fails, (int)st, expect[i]);
+        CHECKF(!atomic_load(&nodes[i].bad), "seed %llu task %d: its work ran before a dependency's",
+               (unsigned long long)seed, i);
+        if (atomic_load(&nodes[i].done))
+            for (int k = 0; k < nodes[i].ndeps; k++)
+                CHECK(atomic_load(&nodes[nodes[i].deps[k]].done));
+        if (st == WEFT_TASK_COMPLETED || st == WEFT_TASK_FAILED)
+            CHECK(atomic_load(&nodes[i].done));
+        weft_task_release(h[i]);
+    }
+    for (unsigned dv = 1; dv < weft_device_count(rt); dv++) {
+        weft_device_info info;
+        CHECK_OK(weft_device_info_get(rt, dv, &info));
+        CHECK(info.memory_used == 0);
+    }
+    CHECK_OK(weft_runtime_destroy(rt));
+    free(nodes);
+    free(h);
+    free(expect);
+}
+
+static int stress(void) {
+    test_watchdog(test_pick(120, 300));
+    test_step("random graphs");
+    int seeds = test_pick(30, 10), ntasks = test_pick(1500, 300);
+    uint64_t t0 = now_ns();
+    for (int s = 0; s < seeds; s++) stress_one(0x9e3779b97f4a7c15ull * (uint64_t)(s + 1), ntasks);
+    printf("test_place stress: ok (%d graphs of %d tasks, %.1f s)\n", seeds, ntasks, (double)(now_ns() - t0) / 1e9);
+    return 0;
+}
+
+int main(int argc, char **argv) {
+    if (argc > 1 && strcmp(argv[1], "stress") == 0)
+        return stress();
     test_watchdog(test_pick(60, 240));
     test_step("parse");
     test_parse();

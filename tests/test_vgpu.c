@@ -187,7 +187,7 @@ static void test_copy_model(void) {
      * the copy overlaps it, or the kernel would never end */
     atomic_store(&done_count, 0);
     atomic_store(&copy_done, 0);
-    CHECK_OK(o->launch(q2, kernel_waits_for_copy, NULL, 0, NULL, 0));
+    CHECK_OK(weft__device_launch(o, q2, kernel_waits_for_copy, NULL, 0));
     CHECK_OK(o->notify(q2, on_done, NULL));
     CHECK_OK(o->copy(q1, host, dev, n));
     CHECK_OK(o->notify(q1, on_copy_done, NULL));
@@ -220,6 +220,10 @@ static int reader_kernel(void *arg) {
     unsigned char *p = arg;
     return p[0] == 7 ? 0 : 6;
 }
+static int launch_rw(const weft__device_ops *o, weft__dqueue *q, weft__kernel_fn fn, void *arg, const weft_range *rw) {
+    weft__launch k = {fn, arg, 0, rw, 1, NULL, NULL};
+    return o->launch(q, &k);
+}
 static int report_of(const weft__device_ops *o, weft__dqueue *q) {
     atomic_store(&check_reports, 0);
     CHECK_OK(o->notify(q, on_check_done, NULL));
@@ -245,10 +249,10 @@ static void test_check_mode(void) {
     static unsigned char buf[4][64];
     /* ordered by an event: fine, and the written range was poisoned first */
     weft_range w0 = {buf[0], 64, WEFT_W}, r0 = {buf[0], 64, WEFT_R};
-    CHECK_OK(o->launch(qa, writer_kernel, buf[0], 0, &w0, 1));
+    CHECK_OK(launch_rw(o, qa, writer_kernel, buf[0], &w0));
     CHECK_OK(o->event_record(e, qa));
     CHECK_OK(o->queue_wait(qb, e));
-    CHECK_OK(o->launch(qb, reader_kernel, buf[0], 0, &r0, 1));
+    CHECK_OK(launch_rw(o, qb, reader_kernel, buf[0], &r0));
     CHECK(report_of(o, qb) == 0);
     CHECK(report_of(o, qa) == 0);
     /* the planted bug: the same, without the wait.  The reader is queued
@@ -257,28 +261,28 @@ static void test_check_mode(void) {
      * or has finished, nothing orders the two on the devices: caught */
     weft_range w1 = {buf[1], 64, WEFT_W}, r1 = {buf[1], 64, WEFT_R};
     atomic_store(&writer_started, 0);
-    CHECK_OK(o->launch(qa, writer_kernel, buf[1], 0, &w1, 1));
+    CHECK_OK(launch_rw(o, qa, writer_kernel, buf[1], &w1));
     CHECK(wait_flag(&writer_started, 20000) == 0);
-    CHECK_OK(o->launch(qb, reader_kernel, buf[1], 0, &r1, 1));
+    CHECK_OK(launch_rw(o, qb, reader_kernel, buf[1], &r1));
     CHECK(report_of(o, qb) == WEFT_EDEVICE);
     char msg[320];
     weft__test_vcheck_last(msg, sizeof msg);
     CHECKF(strstr(msg, "not ordered after") != NULL, "message: %s", msg);
     /* a copy is a read of its source: caught the same way */
     weft_range w2 = {buf[2], 64, WEFT_W};
-    CHECK_OK(o->launch(qa, writer_kernel, buf[2], 0, &w2, 1));
+    CHECK_OK(launch_rw(o, qa, writer_kernel, buf[2], &w2));
     CHECK(report_of(o, qa) == 0); /* the host saw it finish ... */
     CHECK_OK(o->copy(qb, buf[3], buf[2], 64)); /* ... and queued this after: ordered */
     CHECK(report_of(o, qb) == 0);
     CHECK(buf[3][0] == 7);
     atomic_store(&writer_started, 0);
-    CHECK_OK(o->launch(qa, writer_kernel, buf[2], 0, &w2, 1));
+    CHECK_OK(launch_rw(o, qa, writer_kernel, buf[2], &w2));
     CHECK(wait_flag(&writer_started, 20000) == 0);
     CHECK_OK(o->copy(qb, buf[3], buf[2], 64)); /* no wait, no report seen: caught */
     CHECK(report_of(o, qb) == WEFT_EDEVICE);
     CHECK(report_of(o, qa) == 0);
     /* a host that waited for the writer's event orders what it queues next */
-    CHECK_OK(o->launch(qa, writer_kernel, buf[2], 0, &w2, 1));
+    CHECK_OK(launch_rw(o, qa, writer_kernel, buf[2], &w2));
     CHECK_OK(o->event_record(e, qa));
     CHECK_OK(weft__device_event_wait(a, e));
     CHECK_OK(o->copy(qb, buf[3], buf[2], 64));

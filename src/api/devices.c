@@ -114,7 +114,8 @@ int weft_ctx_queue(const weft_ctx *ctx, unsigned i, int (*fn)(void *arg), void *
         return weft__error(WEFT_EINVAL, "weft_ctx_queue: GPU %u of a task with %u", i, weft_ctx_gpu_count(ctx));
     weft__dqueue *q = ctx->task->place->queue[i];
     weft__device *dev = ctx->rt->placer.gpu[ctx->task->place->gpu[i]];
-    int rc = dev->ops->launch(q, fn, arg, model_ns, NULL, 0);
+    weft__launch k = {fn, arg, model_ns, NULL, 0, weft__task_op_failed, ctx->task};
+    int rc = dev->ops->launch(q, &k);
     return rc ? weft__error(rc, "weft_ctx_queue: could not queue on %s (%s)", dev->name, weft_strerror(rc)) : 0;
 }
 
@@ -134,7 +135,8 @@ int weft_ctx_queue_rw(const weft_ctx *ctx, unsigned i, int (*fn)(void *arg), voi
                                             "WEFT_R, WEFT_W or WEFT_RW)", k, ranges[k].mode);
     weft__dqueue *q = ctx->task->place->queue[i];
     weft__device *dev = ctx->rt->placer.gpu[ctx->task->place->gpu[i]];
-    int rc = dev->ops->launch(q, fn, arg, model_ns, ranges, n);
+    weft__launch k = {fn, arg, model_ns, ranges, n, weft__task_op_failed, ctx->task};
+    int rc = dev->ops->launch(q, &k);
     return rc ? weft__error(rc, "weft_ctx_queue_rw: could not queue on %s (%s)", dev->name, weft_strerror(rc)) : 0;
 }
 
@@ -185,7 +187,7 @@ int weft__test_device_add(weft_runtime *h, uint64_t delay_ns, size_t capacity, u
 static int launch(weft_ctx *ctx, weft__device *dev, weft__kernel_fn fn, void *arg, uint64_t model_ns)
 {
     weft__task *t = ctx->task;
-    int rc = dev->ops->launch(dev->default_queue, fn, arg, model_ns, NULL, 0);
+    int rc = weft__device_launch(dev->ops, dev->default_queue, fn, arg, model_ns);
     if (rc != 0)
         return rc;
     weft__task_op_begin(t);

@@ -375,6 +375,8 @@ typedef struct host_call {
     weft__dqueue *q;
     weft__kernel_fn fn;
     void *arg;
+    weft__done_fn on_error;
+    void *cookie;
 } host_call;
 
 /* A host function cannot fail a CUDA stream; its non-zero return is kept on
@@ -385,23 +387,24 @@ static void CUDART_CB run_host_call(void *p)
     host_call *h = p;
     int r = h->fn(h->arg);
     int none = 0;
-    if (r != 0)
+    if (r != 0 && h->on_error)
+        h->on_error(h->cookie, r);
+    else if (r != 0)
         atomic_compare_exchange_strong(&h->q->error, &none, r);
     weft__free(h);
 }
 
-static int cu_launch(weft__dqueue *q, weft__kernel_fn fn, void *arg, uint64_t model_ns, const weft_range *rw,
-                     size_t n)
+static int cu_launch(weft__dqueue *q, const weft__launch *k)
 {
-    (void)model_ns; /* real hardware: work takes the time it takes */
-    (void)rw;
-    (void)n;
+    /* model_ns: real hardware takes the time it takes; rw: not checked */
     host_call *h = weft__alloc(sizeof *h);
     if (!h)
         return WEFT_ENOMEM;
     h->q = q;
-    h->fn = fn;
-    h->arg = arg;
+    h->fn = k->fn;
+    h->arg = k->arg;
+    h->on_error = k->on_error;
+    h->cookie = k->cookie;
     cudaError_t r = cudaLaunchHostFunc(q->s, run_host_call, h);
     if (r != cudaSuccess) {
         weft__free(h);

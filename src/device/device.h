@@ -44,6 +44,23 @@ typedef struct weft__span {
     bool copy;
 } weft__span;
 
+/* A kernel to queue. */
+typedef struct weft__launch {
+    weft__kernel_fn fn;
+    void *arg;
+    uint64_t model_ns;        /* its modelled duration (0: as it runs) */
+    const weft_range *rw;     /* the memory it reads and writes (nrw ranges, copied; may be
+                                 NULL), which a kind may check (the checking mode) */
+    size_t nrw;
+    /* Where its failure goes (its non-zero return, or a failed check):
+     * on_error(cookie, status), from the queue, before anything queued after
+     * it runs; NULL: to the queue's next completion report.  A queue shared
+     * by several tasks needs it, or one task's failure would be reported to
+     * whichever task's report comes next. */
+    weft__done_fn on_error;
+    void *cookie;
+} weft__launch;
+
 typedef struct weft__device_ops {
     const char *kind;
     int (*start)(weft__device *dev);
@@ -65,11 +82,8 @@ typedef struct weft__device_ops {
     int (*event_wait)(weft__devent *e);
     /* Asynchronous copy of n bytes, ordered on q. */
     int (*copy)(weft__dqueue *q, void *dst, const void *src, size_t n);
-    /* Queue a kernel; model_ns is its modelled duration (0: as it runs);
-     * rw (n ranges, copied; may be NULL) is the memory it reads and writes,
-     * which a kind may check (the virtual GPUs' checking mode). */
-    int (*launch)(weft__dqueue *q, weft__kernel_fn fn, void *arg, uint64_t model_ns, const weft_range *rw,
-                  size_t n);
+    /* Queue a kernel (see weft__launch). */
+    int (*launch)(weft__dqueue *q, const weft__launch *k);
     /* Call done(cookie, status) once the work queued on q so far finished;
      * status is the first error of that work, or 0. */
     int (*notify)(weft__dqueue *q, weft__done_fn done, void *cookie);
@@ -104,6 +118,14 @@ void weft__device_host_mem_free(weft__device *dev, void *p, size_t n);
 /* Capacity accounting shared by the kinds: 0, or WEFT_ENOMEM. */
 int weft__device_charge(weft__device *dev, size_t n);
 void weft__device_uncharge(weft__device *dev, size_t n);
+
+/* Queue fn(arg) on q with no ranges, its failure going to q's next report. */
+static inline int weft__device_launch(const weft__device_ops *ops, weft__dqueue *q, weft__kernel_fn fn, void *arg,
+                                      uint64_t model_ns)
+{
+    weft__launch k = {fn, arg, model_ns, NULL, 0, NULL, NULL};
+    return ops->launch(q, &k);
+}
 
 /* Host wait for an event, through the wait engine (the kind wakes key e). */
 int weft__device_event_wait(weft__device *dev, weft__devent *e);

@@ -72,14 +72,12 @@ static int host_copy(weft__dqueue *q, void *dst, const void *src, size_t n)
     return 0;
 }
 
-static int host_launch(weft__dqueue *q, weft__kernel_fn fn, void *arg, uint64_t model_ns, const weft_range *rw,
-                       size_t n)
+static int host_launch(weft__dqueue *q, const weft__launch *k)
 {
-    (void)model_ns;
-    (void)rw;
-    (void)n;
-    int r = fn(arg);
-    if (r != 0 && q->error == 0)
+    int r = k->fn(k->arg);
+    if (r != 0 && k->on_error)
+        k->on_error(k->cookie, r);
+    else if (r != 0 && q->error == 0)
         q->error = r;
     return 0;
 }

@@ -207,6 +207,7 @@ typedef struct item {
     uint64_t until;            /* IT_WAIT: the event's records to wait for */
     weft_range *rw;            /* IT_KERNEL: the memory it names (checking mode) */
     size_t nrw;
+    weft__done_fn on_error;    /* IT_KERNEL: where its failure goes, with cookie (NULL: q->error) */
     weft__vclock *host;        /* checking mode: the host's clock when queued */
     weft__done_fn done;
     void *cookie;
@@ -366,7 +367,9 @@ static void *serve(void *arg)
             int r = checked(q, "a kernel", it->rw, it->nrw) ? it->fn(it->arg) : WEFT_EDEVICE;
             if (!v->p.fixed_timing)
                 stretch_to(t0, it->ns);
-            if (r != 0 && q->error == 0)
+            if (r != 0 && it->on_error)
+                it->on_error(it->cookie, r);
+            else if (r != 0 && q->error == 0)
                 q->error = r;
             if (q->clock)
                 q->clock->c[q->qid]++;
@@ -614,23 +617,24 @@ static int vg_copy(weft__dqueue *q, void *dst, const void *src, size_t n)
     return push(q, it);
 }
 
-static int vg_launch(weft__dqueue *q, weft__kernel_fn fn, void *arg, uint64_t model_ns, const weft_range *rw,
-                     size_t n)
+static int vg_launch(weft__dqueue *q, const weft__launch *k)
 {
     item *it = new_item(IT_KERNEL);
     if (!it)
         return WEFT_ENOMEM;
-    it->fn = fn;
-    it->arg = arg;
-    it->ns = model_ns;
-    if (q->clock && n) { /* only checking mode looks at the ranges */
-        it->rw = weft__alloc(n * sizeof *rw);
+    it->fn = k->fn;
+    it->arg = k->arg;
+    it->ns = k->model_ns;
+    it->on_error = k->on_error;
+    it->cookie = k->cookie;
+    if (q->clock && k->nrw) { /* only checking mode looks at the ranges */
+        it->rw = weft__alloc(k->nrw * sizeof *k->rw);
         if (!it->rw) {
             free_item(it);
             return WEFT_ENOMEM;
         }
-        memcpy(it->rw, rw, n * sizeof *rw);
-        it->nrw = n;
+        memcpy(it->rw, k->rw, k->nrw * sizeof *k->rw);
+        it->nrw = k->nrw;
     }
     return push(q, it);
 }

@@ -219,6 +219,10 @@ void weft__task_complete(weft__task *t, int final, weft__qnode **next);
  * op_done (a weft__done_fn, cookie = t) to the device. */
 void weft__task_op_begin(weft__task *t);
 void weft__task_op_done(void *cookie, int status);
+/* A piece of device work of task `cookie` failed (a weft__launch's
+ * on_error): the task fails once its work is done.  Called before the
+ * task's completion report, so the task is alive. */
+void weft__task_op_failed(void *cookie, int status);
 
 /* Mark t as not to run; the first caller wins. */
 bool weft__task_doom(weft__task *t, uint64_t cause_id, const char *cause_name, uint8_t kind);

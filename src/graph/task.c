@@ -692,6 +692,13 @@ void weft__task_op_begin(weft__task *t)
     }
 }
 
+void weft__task_op_failed(void *cookie, int status)
+{
+    weft__task *t = cookie;
+    int none = 0;
+    atomic_compare_exchange_strong(&t->op_error, &none, status);
+}
+
 void weft__task_op_done(void *cookie, int status)
 {
     weft__task *t = cookie;
