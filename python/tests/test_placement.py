@@ -209,6 +209,43 @@ def test_task_nested_in_a_placed_body_has_its_own_context():
         assert mine == after == (2,) and theirs == ()
 
 
+def test_checking_mode_catches_an_unordered_read(monkeypatch):
+    monkeypatch.setenv("WEFT_VGPU_CHECK", "1")
+    rt = weft.Runtime(workers=2, devices="cpu,vgpu:2")
+    monkeypatch.delenv("WEFT_VGPU_CHECK")
+    with rt:
+        a, b = bytearray(64), bytearray(64)
+        started = threading.Event()
+
+        def fill(buf):
+            started.set()
+            time.sleep(0.002)
+            buf[:] = b"\x05" * 64
+
+        def first(buf):
+            assert buf[0] == 5
+
+        def write(buf):
+            weft.context().queue(fill, buf, writes=buf)
+
+        def read(buf):
+            weft.context().queue(first, buf, reads=[buf])
+
+        def read_unordered(buf):
+            started.wait(10)  # a plain event: it orders nothing the checker sees
+            weft.context().queue(first, buf, reads=buf)
+
+        w = rt.spawn(write, a, placement="gpu:0")
+        rt.spawn(read, a, placement="gpu:1", deps=[w]).result()  # ordered by w's event: fine
+        rt.spawn(write, b, placement="gpu:0")
+        bad = rt.spawn(read_unordered, b, placement="gpu:1")
+        with pytest.raises(RuntimeError, match="device work failed|WEFT_EDEVICE"):
+            bad.result()
+        with pytest.raises(TypeError, match="writable buffer"):
+            rt.spawn(lambda: weft.context().queue(print, writes=b"x"), placement="gpu").result()
+        rt.wait_all()
+
+
 def test_queue_outside_a_placed_body():
     with rt4() as rt:
         def plain():

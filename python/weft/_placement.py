@@ -218,16 +218,21 @@ class Context:
         self.ordinals = tuple(g[2] for g in gpus)
         self.streams = tuple(g[3] for g in gpus)
 
-    def queue(self, fn, *args, gpu=0, model_ns=0):
+    def queue(self, fn, *args, gpu=0, model_ns=0, reads=(), writes=()):
         """Queue fn(*args) on the stream of the task's GPU number `gpu`
         (0 .. len(devices)-1), after the work queued there: on a virtual GPU
         it is the kernel (run by the stream's thread, stretched to model_ns
         of modelled time); on CUDA a host function.  It must not call weft.
-        An exception it raises fails the task.  From the body only."""
+        An exception it raises fails the task.  From the body only.
+
+        reads / writes: the buffers (one, or a list) it reads and writes.
+        Virtual GPUs in checking mode (WEFT_VGPU_CHECK=1) check that what it
+        reads was written by work it is ordered after, and fill what it only
+        writes with 0xDB first; elsewhere they only document."""
         from . import _weft
 
         call = functools.partial(fn, *args) if args else fn
-        _weft._queue(gpu, call, int(model_ns))
+        _weft._queue(gpu, call, int(model_ns), _buffers(reads), _buffers(writes))
 
     def each_device(self):
         """Step through the task's GPUs: yields 0, 1, ... with, for CUDA
@@ -239,6 +244,10 @@ class Context:
 
     def __repr__(self):
         return f"<weft.Context variant={self.variant} devices={self.devices}>"
+
+
+def _buffers(x):
+    return tuple(x) if isinstance(x, (list, tuple)) else (x,)
 
 
 def context():

@@ -126,6 +126,7 @@ typedef struct queued {
     PyObject *fn;     /* strong */
     TaskObject *t;    /* strong: where an exception goes */
     RuntimeObject *r; /* strong */
+    PyObject *keep;   /* strong: the buffers its ranges point into (a tuple) */
     uint64_t id;      /* the task's C id */
 } queued;
 
@@ -159,6 +160,7 @@ run_queued(void *arg)
     Py_DECREF(q->fn);
     Py_DECREF(q->t);
     Py_DECREF(q->r);
+    Py_DECREF(q->keep);
     PyGILState_Release(g);
     PyMem_RawFree(q);
     return rc;
@@ -169,9 +171,11 @@ mod_queue(PyObject *m, PyObject *args)
 {
     (void)m;
     unsigned int gpu;
-    PyObject *fn;
+    PyObject *fn, *reads, *writes;
     unsigned long long model_ns;
-    if (!PyArg_ParseTuple(args, "IOK:_queue", &gpu, &fn, &model_ns)) return NULL;
+    if (!PyArg_ParseTuple(args, "IOKO!O!:_queue", &gpu, &fn, &model_ns, &PyTuple_Type, &reads, &PyTuple_Type,
+                          &writes))
+        return NULL;
     weft_ctx *ctx = weft_py_tl_ctx;
     if (ctx == NULL || weft_py_tl_cur == NULL) {
         PyErr_SetString(PyExc_RuntimeError, "queue(): only from the body of a task placed on GPUs");
@@ -186,17 +190,44 @@ mod_queue(PyObject *m, PyObject *args)
                      weft_ctx_gpu_count(ctx) == 1 ? "" : "s");
         return NULL;
     }
+    /* The memory it reads and writes (for the virtual GPUs' checking mode):
+     * the buffers' extents, the objects kept alive until it has run. */
+    Py_ssize_t nr = PyTuple_GET_SIZE(reads), nw = PyTuple_GET_SIZE(writes), n = nr + nw;
+    weft_range *rw = n ? PyMem_Calloc((size_t)n, sizeof *rw) : NULL;
+    if (n && rw == NULL) return PyErr_NoMemory();
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *o = i < nr ? PyTuple_GET_ITEM(reads, i) : PyTuple_GET_ITEM(writes, i - nr);
+        Py_buffer view;
+        if (PyObject_GetBuffer(o, &view, PyBUF_ANY_CONTIGUOUS | (i < nr ? 0 : PyBUF_WRITABLE)) < 0) {
+            PyErr_Format(PyExc_TypeError, "queue(): %s[%zd] is not a contiguous%s buffer ('%.100s')",
+                         i < nr ? "reads" : "writes", i < nr ? i : i - nr, i < nr ? "" : " writable",
+                         Py_TYPE(o)->tp_name);
+            PyMem_Free(rw);
+            return NULL;
+        }
+        rw[i] = (weft_range){view.buf, (size_t)view.len, i < nr ? WEFT_R : WEFT_W};
+        PyBuffer_Release(&view);
+    }
     queued *q = PyMem_RawMalloc(sizeof *q);
-    if (q == NULL) return PyErr_NoMemory();
+    PyObject *keep = PySequence_Concat(reads, writes);
+    if (q == NULL || keep == NULL) {
+        PyMem_RawFree(q);
+        Py_XDECREF(keep);
+        PyMem_Free(rw);
+        return keep ? PyErr_NoMemory() : NULL;
+    }
     q->fn = Py_NewRef(fn);
     q->t = (TaskObject *)Py_NewRef(weft_py_tl_cur);
     q->r = (RuntimeObject *)Py_NewRef(weft_py_tl_cur->rt);
+    q->keep = keep;
     q->id = weft_ctx_task_id(ctx);
-    int rc = weft_ctx_queue(ctx, gpu, run_queued, q, (uint64_t)model_ns);
+    int rc = weft_ctx_queue_rw(ctx, gpu, run_queued, q, (uint64_t)model_ns, rw, (size_t)n);
+    PyMem_Free(rw);
     if (rc != 0) {
         Py_DECREF(q->fn);
         Py_DECREF(q->t);
         Py_DECREF(q->r);
+        Py_DECREF(q->keep);
         PyMem_RawFree(q);
         return weft_py_err_weft(rc, "queue()");
     }
@@ -217,8 +248,8 @@ mod_set_placement(PyObject *m, PyObject *args)
 
 PyMethodDef weft_py_place_methods[] = {
     {"_queue", (PyCFunction)mod_queue, METH_VARARGS,
-     "_queue(gpu, fn, model_ns): queue fn() on the running placed task's stream of GPU gpu "
-     "(weft.Context.queue)."},
+     "_queue(gpu, fn, model_ns, reads, writes): queue fn() on the running placed task's stream of "
+     "GPU gpu, naming the buffers it reads and writes (tuples) (weft.Context.queue)."},
     {"_set_placement", (PyCFunction)mod_set_placement, METH_VARARGS,
      "_set_placement(normalize, call, Variants): the helpers of weft/_placement.py."},
     {NULL, NULL, 0, NULL}};
