@@ -237,6 +237,7 @@ def test_checking_mode_catches_an_unordered_read(monkeypatch):
 
         w = rt.spawn(write, a, placement="gpu:0")
         rt.spawn(read, a, placement="gpu:1", deps=[w]).result()  # ordered by w's event: fine
+        started.clear()  # set again by the next writer only
         rt.spawn(write, b, placement="gpu:0")
         bad = rt.spawn(read_unordered, b, placement="gpu:1")
         with pytest.raises(RuntimeError, match="device work failed|WEFT_EDEVICE"):
