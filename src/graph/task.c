@@ -734,6 +734,10 @@ void weft__task_complete(weft__task *t, int final, weft__qnode **next)
     }
     atomic_store(&t->state, final);
     weft__edge *e = atomic_exchange_explicit(&t->successors, WEFT__CLOSED, memory_order_acq_rel);
+    /* Only a task that recorded completion events can have had its edges
+     * claimed early (claim_early needs them): the others, every CPU task
+     * among them, release their successors without a compare-and-swap. */
+    bool events = t->place && atomic_load_explicit(&t->place->events_ready, memory_order_acquire);
     uint64_t cid = 0;
     const char *cname = NULL;
     uint8_t ckind = 0;
@@ -745,7 +749,7 @@ void weft__task_complete(weft__task *t, int final, weft__qnode **next)
         weft__edge *following = e->next;
         weft__task *s = e->succ;
         uint8_t open = WEFT__EDGE_OPEN;
-        if (!atomic_compare_exchange_strong(&e->claim, &open, WEFT__EDGE_DONE)) {
+        if (events && !atomic_compare_exchange_strong(&e->claim, &open, WEFT__EDGE_DONE)) {
             /* Released when this task's body returned: it may have started. */
             if (final != WEFT__T_COMPLETED && e->propagate && !weft__task_doom(s, cid, cname, ckind)) {
                 bool no = false;

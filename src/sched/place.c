@@ -218,7 +218,6 @@ int weft__place_new(const weft__placer *p, const weft_placement *alts, size_t n,
     pl->owner = owner;
     pl->nalt = (uint16_t)n;
     pl->chosen = -1;
-    pl->maxgpu = (uint16_t)maxgpu;
     pl->queue = (weft__dqueue **)(void *)&pl->alt[n];
     pl->event = (weft__pevent **)(void *)(pl->queue + maxgpu);
     pl->gpu = (uint8_t *)(pl->event + maxgpu);

@@ -47,7 +47,6 @@ typedef struct weft__place {
     uint16_t nalt;
     int16_t chosen;             /* alternative mapped, -1 before */
     uint16_t ngpu;              /* GPUs of the chosen set */
-    uint16_t maxgpu;            /* room in gpu[] / queue[] */
     uint8_t *gpu;               /* GPU numbers of the chosen set */
     weft__dqueue **queue;       /* the stream on each */
     weft__pevent **event;       /* its completion event on each (events_ready) */
