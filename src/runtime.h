@@ -41,6 +41,8 @@ struct weft__rt {
     weft__device *dev[WEFT__MAX_DEVICES]; /* [0] the host; then the virtual GPUs (and test devices) */
     unsigned ndev;
     bool cpu_tasks;                    /* "cpu" was among the devices asked for */
+    bool yield_idle;                   /* idle workers yield their core now and then: virtual
+                                          GPUs' queue threads need it (set before workers start) */
     /* data_lock protects data_list, spaces and adding to dev (devices are
      * added before the tasks and data that use them).  Taken alone. */
     pthread_mutex_t data_lock;

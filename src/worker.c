@@ -12,6 +12,7 @@
 #include "runtime.h"
 #include "trace.h"
 
+#include <sched.h>
 #include <signal.h>
 #include <string.h>
 
@@ -176,6 +177,10 @@ static void *worker_main(void *arg)
             if ((n = weft__sched_find(&rt->sched, w->q)) != NULL)
                 break;
             weft__cpu_relax();
+            /* Spinning holds a core that device threads (virtual GPUs'
+             * queues) may be waiting for: let them run now and then. */
+            if ((i & 15) == 0 && rt->yield_idle)
+                sched_yield();
             if ((i & 63) == 0 && weft__now_ns() >= spin_until) {
                 weft__sched_park(&rt->sched, w->q);
                 spin_until = weft__now_ns() + rt->cfg.spin_ns;

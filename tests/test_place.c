@@ -475,6 +475,126 @@ static void test_event_order(void) {
     CHECK(atomic_load(&chain_pos) == 200 && atomic_load(&chain_bad) == 0);
 }
 
+/* ---- riding on a predecessor's reservation ------------------------------ */
+
+static atomic_int ride_running, ride_max, ride_early_bodies, ride_fail_at;
+static int ride_kernel(void *a) { /* in chain order; counts how many run at once */
+    int i = (int)(intptr_t)a;
+    int r = atomic_fetch_add(&ride_running, 1) + 1;
+    int m = atomic_load(&ride_max);
+    while (r > m && !atomic_compare_exchange_weak(&ride_max, &m, r)) {}
+    if (atomic_load(&chain_pos) != i) atomic_store(&chain_bad, 1);
+    sleep_ms(i == 0 ? 40 : 1);
+    atomic_store(&chain_pos, i + 1);
+    atomic_fetch_sub(&ride_running, 1);
+    return i == atomic_load(&ride_fail_at) ? 5 : 0;
+}
+static size_t ride_used[8];
+static int ride_body(weft_ctx *ctx, void *arg) {
+    int i = (int)(intptr_t)arg;
+    if (i > 0 && atomic_load(&chain_pos) == 0) atomic_fetch_add(&ride_early_bodies, 1); /* step 0 still runs */
+    weft_device_info info;
+    CHECK_OK(weft_device_info_get(g_rt, (unsigned)weft_ctx_gpu(ctx, 0), &info));
+    if (i < 8) ride_used[i] = info.memory_used;
+    return weft_ctx_queue(ctx, 0, ride_kernel, arg, 0);
+}
+
+/* n whole-GPU steps on gpu:0, each after the one before (and, with fan,
+ * also a second dependent of step 0).  Returns the tasks through out. */
+static void spawn_ride(weft_runtime *rt, int n, size_t memory, weft_task **out) {
+    weft_placement p = parsed("gpu:0");
+    p.memory = memory;
+    weft_task *prev = NULL;
+    for (int i = 0; i < n; i++) {
+        weft_task_desc d;
+        weft_task_desc_init(&d);
+        d.body = ride_body;
+        d.arg = (void *)(intptr_t)i;
+        d.placements = &p;
+        d.nplacements = 1;
+        d.deps = prev ? &prev : NULL;
+        d.ndeps = prev ? 1 : 0;
+        CHECK_OK(weft_spawn(rt, &d, &out[i]));
+        prev = out[i];
+    }
+}
+
+static void ride_reset(int fail_at) {
+    atomic_store(&chain_pos, 0);
+    atomic_store(&chain_bad, 0);
+    atomic_store(&ride_running, 0);
+    atomic_store(&ride_max, 0);
+    atomic_store(&ride_early_bodies, 0);
+    atomic_store(&ride_fail_at, fail_at);
+    memset(ride_used, 0, sizeof ride_used);
+}
+
+static void test_riding(void) {
+    weft_runtime *rt = g_rt = make_dev("cpu,vgpu:2", NULL);
+    weft_device_info info;
+    /* a chain of whole-GPU tasks with 600 KiB each on a 1 MiB GPU: each step
+     * rides on the one before, so the next bodies run while step 0's kernel
+     * does; the kernels still run one at a time, in order, and the GPU's
+     * memory holds one reservation */
+    enum { N = 6 };
+    weft_task *t[N];
+    ride_reset(-1);
+    spawn_ride(rt, N, 600u << 10, t);
+    CHECK_OK(weft_wait_all(rt));
+    CHECK(atomic_load(&chain_pos) == N && atomic_load(&chain_bad) == 0);
+    CHECK(atomic_load(&ride_max) == 1);
+    CHECKF(atomic_load(&ride_early_bodies) >= 1, "no body ran before step 0's kernel finished");
+    for (int i = 0; i < N; i++) {
+        CHECKF(ride_used[i] == 600u << 10, "step %d saw %zu bytes used", i, ride_used[i]);
+        weft_task_release(t[i]);
+    }
+    CHECK_OK(weft_device_info_get(rt, 1, &info));
+    CHECK(info.memory_used == 0);
+    /* two dependents of one task: one rides, the other waits for the GPU;
+     * their kernels never overlap */
+    ride_reset(-1);
+    spawn_ride(rt, 2, 0, t);
+    weft_placement p = parsed("gpu:0");
+    weft_task_desc d;
+    weft_task_desc_init(&d);
+    d.body = ride_body;
+    d.arg = (void *)(intptr_t)1;
+    d.placements = &p;
+    d.nplacements = 1;
+    d.deps = &t[0];
+    d.ndeps = 1;
+    CHECK_OK(weft_spawn(rt, &d, &t[2]));
+    CHECK_OK(weft_wait_all(rt));
+    CHECK(atomic_load(&ride_max) == 1);
+    for (int i = 0; i < 3; i++) weft_task_release(t[i]);
+    /* failures: step 0's kernel fails (its riders are cancelled), then a
+     * rider's kernel fails; the GPU is whole again after each (a whole-GPU
+     * task runs, no memory kept) */
+    for (int fail_at = 0; fail_at <= 2; fail_at += 2) {
+        ride_reset(fail_at);
+        spawn_ride(rt, N, 300u << 10, t);
+        CHECK_ERR(weft_wait_all(rt), WEFT_ETASKFAILED);
+        CHECK_ERR(weft_task_wait(t[fail_at]), WEFT_ETASKFAILED);
+        for (int i = 0; i < N; i++) {
+            if (i < fail_at) CHECK_OK(weft_task_wait(t[i]));
+            if (i > fail_at) CHECK_ERR(weft_task_wait(t[i]), WEFT_ECANCELLED);
+            weft_task_release(t[i]);
+        }
+        CHECK_OK(weft_device_info_get(rt, 1, &info));
+        CHECK(info.memory_used == 0);
+        ride_reset(-1);
+        spawn_ride(rt, 1, 1u << 20, t);
+        CHECK_OK(weft_task_wait(t[0]));
+        weft_task_release(t[0]);
+    }
+    /* destroy with riders in flight */
+    ride_reset(-1);
+    spawn_ride(rt, N, 0, t);
+    for (int i = 0; i < N; i++) weft_task_release(t[i]);
+    CHECK_OK(weft_runtime_destroy(rt));
+    CHECK(atomic_load(&chain_pos) == N && atomic_load(&chain_bad) == 0);
+}
+
 /* ---- checking mode at the task level ---------------------------------- */
 
 static unsigned char cbuf[2][256];
@@ -718,6 +838,8 @@ int main(int argc, char **argv) {
     test_variants_and_policies();
     test_step("event order");
     test_event_order();
+    test_step("riding");
+    test_riding();
     test_step("checking mode");
     test_check_mode();
     test_step("event order, checked");

@@ -114,6 +114,8 @@ static int add_device(weft__rt *rt, weft__device *dev)
 {
     dev->index = rt->ndev;
     rt->dev[rt->ndev++] = dev;
+    if (dev->kind == WEFT_DEVICE_VGPU)
+        rt->yield_idle = true;
     return 0;
 }
 

@@ -19,6 +19,7 @@
 #include "device/device.h"
 #include "device/vcheck.h"
 
+#include <sched.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <time.h>
@@ -216,37 +217,51 @@ typedef struct item {
 typedef struct vgpu {
     weft__vgpu_params p;
     arena mem;
-    /* lock protects every queue's list and the record count of every event
-     * of this device (an event is recorded on its own device's queues);
-     * events firing broadcast `fired`, which queues of other devices
-     * waiting for them wait on too.  Nothing nests under it. */
+    /* lock protects nothing but the sleep of queues waiting for an event of
+     * this device: events firing broadcast `fired` under it when a queue
+     * waits (nwait > 0), and in checking mode each event's clock.  Queues of
+     * other devices waiting for this one's events wait here too.  Nothing
+     * nests under it. */
     pthread_mutex_t lock;
     pthread_cond_t fired;
+    _Atomic int nwait;         /* queues asleep (or about to be) on `fired` */
 } vgpu;
 
 #define MAX_SPANS (1u << 20) /* per queue; later work is not recorded */
 
 struct weft__dqueue {
     weft__device *dev;
-    weft__span *spans;         /* trace: the work it ran (queue thread only, until idle) */
+    /* The inbox: items pushed by any thread, newest first (a lock-free
+     * stack; the queue's thread takes it whole and reverses it, so that work
+     * runs in the order it was queued). */
+    _Atomic(item *) inbox;
+    /* The thread's sleep: it sets `sleeping` (under mu) before its last look
+     * at the inbox; a pusher that sees it set clears it and signals `more`
+     * under mu.  Both sides are sequentially consistent, so a push is never
+     * missed.  mu protects nothing else. */
+    _Atomic bool sleeping;
+    pthread_mutex_t mu;
+    pthread_cond_t more;
+    pthread_t thread;
+    /* The rest is the queue thread's own. */
+    weft__span *spans;         /* trace: the work it ran (read by others once idle) */
     size_t nspans, capspans;
     int qid;                   /* checking mode: its identity, clock its finished work */
     weft__vclock *clock;
-    pthread_t thread;
-    pthread_cond_t more;       /* under vgpu.lock */
-    item *head, *tail;
-    int error;                 /* first error since the last notify (queue thread only) */
+    int error;                 /* first error since the last notify */
 };
 
 struct weft__devent {
     weft__device *dev;
-    _Atomic int status;        /* 1 fired (or never recorded), 0 pending, < 0 error */
-    uint64_t seq;              /* records pending on it (under vgpu.lock) */
-    /* Records made (at the call) and done (on the queue), under vgpu.lock:
-     * a wait waits for the records made before it was queued, as
-     * cudaStreamWaitEvent does, not for later ones. */
-    uint64_t recorded, fired;
-    weft__vclock *clock;       /* checking mode: the recording queue's clock at its last record */
+    /* Records made (counted at the call) and done (on the queue): a wait
+     * waits for the records made before it was queued, as
+     * cudaStreamWaitEvent does, not for later ones; the event has fired
+     * when every record made has (fired == recorded).  Sequentially
+     * consistent, with the device's nwait (see vgpu.lock). */
+    _Atomic uint64_t recorded, fired;
+    _Atomic int error;         /* the error of the queue at the last record done, or 0 */
+    weft__vclock *clock;       /* checking mode: the recording queue's clock at its last record
+                                  (under the device's lock) */
 };
 
 static vgpu *V(weft__device *dev) { return dev->impl; }
@@ -327,107 +342,153 @@ static bool checked(weft__dqueue *q, const char *what, const weft_range *rw, siz
     return false;
 }
 
+/* Wait (on q's thread) until event e has fired `until` records. */
+static void wait_event(weft__dqueue *q, weft__devent *e, uint64_t until)
+{
+    vgpu *ev = V(e->dev);
+    if (!q->clock && atomic_load(&e->fired) >= until)
+        return;
+    pthread_mutex_lock(&ev->lock);
+    atomic_fetch_add(&ev->nwait, 1);
+    while (atomic_load(&e->fired) < until)
+        pthread_cond_wait(&ev->fired, &ev->lock);
+    atomic_fetch_sub(&ev->nwait, 1);
+    if (q->clock && e->clock) /* ordered after what the record was */
+        weft__vclock_merge(q->clock, e->clock);
+    pthread_mutex_unlock(&ev->lock);
+}
+
+/* A record of e done on q. */
+static void fire(weft__dqueue *q, weft__devent *e)
+{
+    vgpu *v = V(q->dev);
+    atomic_store(&e->error, q->error);
+    if (q->clock) {
+        pthread_mutex_lock(&v->lock);
+        if (!e->clock)
+            e->clock = weft__alloc(sizeof *e->clock);
+        if (e->clock)
+            *e->clock = *q->clock;
+        pthread_mutex_unlock(&v->lock);
+    }
+    atomic_fetch_add(&e->fired, 1);
+    if (atomic_load(&v->nwait) > 0) {
+        pthread_mutex_lock(&v->lock);
+        pthread_cond_broadcast(&v->fired);
+        pthread_mutex_unlock(&v->lock);
+    }
+    weft__wake(q->dev->ws, e);
+}
+
+/* Run one item on q's thread; false once it was the stop item. */
+static bool run_item(weft__dqueue *q, item *it)
+{
+    vgpu *v = V(q->dev);
+    if (it->kind == IT_WAIT)
+        wait_event(q, it->event, it->until);
+    if (q->clock && it->host)
+        weft__vclock_merge(q->clock, it->host); /* what the host had seen when it queued this */
+    switch (it->kind) {
+    case IT_KERNEL: {
+        uint64_t t0 = weft__now_ns();
+        if (v->p.fixed_timing)
+            sleep_ns(it->ns ? it->ns : v->p.fixed_delay_ns);
+        int r = checked(q, "a kernel", it->rw, it->nrw) ? it->fn(it->arg) : WEFT_EDEVICE;
+        if (!v->p.fixed_timing)
+            stretch_to(t0, it->ns);
+        if (r != 0 && it->on_error)
+            it->on_error(it->cookie, r);
+        else if (r != 0 && q->error == 0)
+            q->error = r;
+        if (q->clock)
+            q->clock->c[q->qid]++;
+        span(q, t0, false, 0);
+        break;
+    }
+    case IT_COPY: {
+        uint64_t t0 = weft__now_ns();
+        if (v->p.fixed_timing)
+            sleep_ns(v->p.fixed_delay_ns);
+        weft_range rw[2] = {{(void *)it->src, it->n, WEFT_R}, {it->dst, it->n, WEFT_W}};
+        if (checked(q, "a copy", rw, 2))
+            memmove(it->dst, it->src, it->n);
+        else if (q->error == 0)
+            q->error = WEFT_EDEVICE;
+        if (!v->p.fixed_timing)
+            stretch_to(t0, weft__vgpu_copy_ns(&v->p, q->dev, it->dst, it->src, it->n));
+        if (q->clock)
+            q->clock->c[q->qid]++;
+        span(q, t0, true, it->n);
+        break;
+    }
+    case IT_RECORD:
+        fire(q, it->event);
+        break;
+    case IT_NOTIFY: {
+        int status = q->error;
+        q->error = 0;
+        if (q->clock)
+            weft__vcheck_notified(q->clock);
+        it->done(it->cookie, status);
+        break;
+    }
+    case IT_WAIT:
+        break;
+    case IT_STOP:
+        free_item(it);
+        return false;
+    }
+    free_item(it);
+    return true;
+}
+
+/* Take q's inbox, oldest first, sleeping while it is empty. */
+static item *take(weft__dqueue *q)
+{
+    item *list;
+    while (!(list = atomic_exchange(&q->inbox, NULL))) {
+        pthread_mutex_lock(&q->mu);
+        atomic_store(&q->sleeping, true);
+        while (atomic_load(&q->sleeping) && !atomic_load(&q->inbox))
+            pthread_cond_wait(&q->more, &q->mu);
+        atomic_store(&q->sleeping, false);
+        pthread_mutex_unlock(&q->mu);
+    }
+    item *fifo = NULL; /* reverse: the inbox is newest first */
+    while (list) {
+        item *n = list->next;
+        list->next = fifo;
+        fifo = list;
+        list = n;
+    }
+    return fifo;
+}
+
 static void *serve(void *arg)
 {
     weft__dqueue *q = arg;
-    vgpu *v = V(q->dev);
+#ifdef SCHED_BATCH
+    /* A device does not preempt the host: a queue's thread woken by a push
+     * waits for a free core rather than preempting the pusher, which then
+     * queues the rest of its burst (a task's kernels, event and report) and
+     * moves on; the thread takes them in one go.  On a machine with few
+     * cores this halves the thread switches per task.  (Best effort.) */
+    struct sched_param sp = {0};
+    (void)pthread_setschedparam(pthread_self(), SCHED_BATCH, &sp);
+#endif
     for (;;) {
-        pthread_mutex_lock(&v->lock);
-        while (!q->head)
-            pthread_cond_wait(&q->more, &v->lock);
-        item *it = q->head;
-        q->head = it->next;
-        if (!q->head)
-            q->tail = NULL;
-        if (it->kind == IT_WAIT) {
-            /* An event fires under its own device's lock and broadcasts on
-             * that device's `fired` (never two vgpu locks at once). */
-            vgpu *ev = V(it->event->dev);
-            if (ev != v) {
-                pthread_mutex_unlock(&v->lock);
-                pthread_mutex_lock(&ev->lock);
-            }
-            while (it->event->fired < it->until)
-                pthread_cond_wait(&ev->fired, &ev->lock);
-            if (q->clock && it->event->clock) /* ordered after what the record was */
-                weft__vclock_merge(q->clock, it->event->clock);
-            if (ev != v) {
-                pthread_mutex_unlock(&ev->lock);
-                pthread_mutex_lock(&v->lock);
-            }
+        item *it = take(q);
+        while (it) {
+            item *n = it->next;
+            if (!run_item(q, it))
+                return NULL; /* the stop item is the last ever queued */
+            it = n;
         }
-        pthread_mutex_unlock(&v->lock);
-        if (q->clock && it->host)
-            weft__vclock_merge(q->clock, it->host); /* what the host had seen when it queued this */
-        switch (it->kind) {
-        case IT_KERNEL: {
-            uint64_t t0 = weft__now_ns();
-            if (v->p.fixed_timing)
-                sleep_ns(it->ns ? it->ns : v->p.fixed_delay_ns);
-            int r = checked(q, "a kernel", it->rw, it->nrw) ? it->fn(it->arg) : WEFT_EDEVICE;
-            if (!v->p.fixed_timing)
-                stretch_to(t0, it->ns);
-            if (r != 0 && it->on_error)
-                it->on_error(it->cookie, r);
-            else if (r != 0 && q->error == 0)
-                q->error = r;
-            if (q->clock)
-                q->clock->c[q->qid]++;
-            span(q, t0, false, 0);
-            break;
-        }
-        case IT_COPY: {
-            uint64_t t0 = weft__now_ns();
-            if (v->p.fixed_timing)
-                sleep_ns(v->p.fixed_delay_ns);
-            weft_range rw[2] = {{(void *)it->src, it->n, WEFT_R}, {it->dst, it->n, WEFT_W}};
-            if (checked(q, "a copy", rw, 2))
-                memmove(it->dst, it->src, it->n);
-            else if (q->error == 0)
-                q->error = WEFT_EDEVICE;
-            if (!v->p.fixed_timing)
-                stretch_to(t0, weft__vgpu_copy_ns(&v->p, q->dev, it->dst, it->src, it->n));
-            if (q->clock)
-                q->clock->c[q->qid]++;
-            span(q, t0, true, it->n);
-            break;
-        }
-        case IT_RECORD:
-            pthread_mutex_lock(&v->lock);
-            if (q->clock) {
-                if (!it->event->clock)
-                    it->event->clock = weft__alloc(sizeof *it->event->clock);
-                if (it->event->clock)
-                    *it->event->clock = *q->clock;
-            }
-            it->event->fired++;
-            if (--it->event->seq == 0)
-                atomic_store(&it->event->status, q->error ? q->error : 1);
-            pthread_cond_broadcast(&v->fired);
-            pthread_mutex_unlock(&v->lock);
-            weft__wake(q->dev->ws, it->event);
-            break;
-        case IT_NOTIFY: {
-            int status = q->error;
-            q->error = 0;
-            if (q->clock)
-                weft__vcheck_notified(q->clock);
-            it->done(it->cookie, status);
-            break;
-        }
-        case IT_WAIT:
-            break;
-        case IT_STOP:
-            free_item(it);
-            return NULL;
-        }
-        free_item(it);
     }
 }
 
 static int push(weft__dqueue *q, item *it)
 {
-    vgpu *v = V(q->dev);
     if (q->clock && it->kind != IT_STOP) {
         it->host = weft__alloc(sizeof *it->host);
         if (!it->host) {
@@ -436,15 +497,18 @@ static int push(weft__dqueue *q, item *it)
         }
         weft__vcheck_host_snapshot(it->host);
     }
-    it->next = NULL;
-    pthread_mutex_lock(&v->lock);
-    if (q->tail)
-        q->tail->next = it;
-    else
-        q->head = it;
-    q->tail = it;
-    pthread_cond_signal(&q->more);
-    pthread_mutex_unlock(&v->lock);
+    item *head = atomic_load_explicit(&q->inbox, memory_order_relaxed);
+    do
+        it->next = head;
+    while (!atomic_compare_exchange_weak(&q->inbox, &head, it));
+    if (atomic_load(&q->sleeping) && atomic_exchange(&q->sleeping, false)) {
+        /* The thread set `sleeping` under mu and holds it until it waits:
+         * once mu was free, it waits (or has seen the flag cleared), and the
+         * signal, outside mu, does not wake it into a held lock. */
+        pthread_mutex_lock(&q->mu);
+        pthread_mutex_unlock(&q->mu);
+        pthread_cond_signal(&q->more);
+    }
     return 0;
 }
 
@@ -499,9 +563,13 @@ static int vg_queue_create(weft__device *dev, weft__dqueue **out)
         }
         memset(q->clock, 0, sizeof *q->clock);
     }
+    atomic_init(&q->inbox, NULL);
+    atomic_init(&q->sleeping, false);
+    pthread_mutex_init(&q->mu, NULL);
     pthread_cond_init(&q->more, NULL);
     if (pthread_create(&q->thread, NULL, serve, q) != 0) {
         pthread_cond_destroy(&q->more);
+        pthread_mutex_destroy(&q->mu);
         weft__free(q->clock);
         weft__free(q);
         return WEFT_ESYSTEM;
@@ -517,6 +585,7 @@ static void vg_queue_destroy(weft__dqueue *q)
     push(q, it);
     pthread_join(q->thread, NULL);
     pthread_cond_destroy(&q->more);
+    pthread_mutex_destroy(&q->mu);
     weft__free(q->clock);
     weft__free(q->spans);
     weft__free(q);
@@ -543,9 +612,9 @@ static int vg_event_create(weft__device *dev, weft__devent **out)
     if (!e)
         return WEFT_ENOMEM;
     e->dev = dev;
-    atomic_init(&e->status, 1);
-    e->seq = 0;
-    e->recorded = e->fired = 0;
+    atomic_init(&e->recorded, 0);
+    atomic_init(&e->fired, 0);
+    atomic_init(&e->error, 0);
     e->clock = NULL;
     *out = e;
     return 0;
@@ -563,13 +632,11 @@ static int vg_event_record(weft__devent *e, weft__dqueue *q)
     if (!it)
         return WEFT_ENOMEM;
     it->event = e;
-    vgpu *v = V(q->dev);
-    pthread_mutex_lock(&v->lock);
-    e->seq++;
-    e->recorded++;
-    atomic_store(&e->status, 0);
-    pthread_mutex_unlock(&v->lock);
-    return push(q, it);
+    atomic_fetch_add(&e->recorded, 1);
+    int rc = push(q, it);
+    if (rc != 0)
+        atomic_fetch_add(&e->fired, 1); /* never queued: nothing to wait for */
+    return rc;
 }
 
 static int vg_queue_wait(weft__dqueue *q, weft__devent *e)
@@ -578,16 +645,17 @@ static int vg_queue_wait(weft__dqueue *q, weft__devent *e)
     if (!it)
         return WEFT_ENOMEM;
     it->event = e;
-    vgpu *ev = V(e->dev);
-    pthread_mutex_lock(&ev->lock);
-    it->until = e->recorded;
-    pthread_mutex_unlock(&ev->lock);
+    it->until = atomic_load(&e->recorded);
     return push(q, it);
 }
 
 static int vg_event_query(weft__devent *e)
 {
-    int s = atomic_load(&e->status);
+    /* Records made before this call (read first) have all been done. */
+    uint64_t made = atomic_load(&e->recorded);
+    int s = atomic_load(&e->fired) >= made ? 1 : 0;
+    if (s == 1 && atomic_load(&e->error) != 0)
+        s = atomic_load(&e->error);
     vgpu *v = V(e->dev);
     if (s != 0 && v->p.check) {
         /* The host has seen it fire: what it queues from now on is ordered
@@ -701,6 +769,7 @@ weft__device *weft__vgpu_new(weft__waitset *ws, const weft__vgpu_params *p, cons
     }
     pthread_mutex_init(&v->lock, NULL);
     pthread_cond_init(&v->fired, NULL);
+    atomic_init(&v->nwait, 0);
     dev->ops = &vgpu_ops;
     dev->capacity = v->p.capacity;
     dev->ws = ws;

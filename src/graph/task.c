@@ -179,21 +179,29 @@ static bool place_task(weft__task *t)
 {
     if (!t->place || atomic_load_explicit(&t->run_gate, memory_order_acquire) == WEFT__GATE_DOOMED)
         return true;
-    /* Near the first predecessor whose events order it: its GPU and stream. */
+    /* Near the first predecessor whose events order it: its GPU and stream
+     * (and its reservation there, which the task may ride on: the
+     * predecessor stays pinned until the map). */
     uint32_t n = t->place->gpu_only ? weft__task_nedges(t) : 0;
-    for (uint32_t i = 0; i < n && t->place->near_gpu < 0; i++) {
+    weft__task *near = NULL;
+    for (uint32_t i = 0; i < n && !near; i++) {
         const weft__edge *e = &t->edges[i];
         if (atomic_load_explicit(&((weft__edge *)e)->claim, memory_order_acquire) != WEFT__EDGE_EARLY ||
             !weft__edge_pin_pred(e))
             continue;
-        const weft__place *pp = e->pred->place;
+        weft__place *pp = e->pred->place;
         if (pp && pp->ngpu) {
             t->place->near_gpu = pp->gpu[0];
             t->place->near_queue = pp->queue[0];
+            t->place->ride_on = pp;
+            near = e->pred;
+        } else {
+            weft__task_unref(e->pred);
         }
-        weft__task_unref(e->pred);
     }
     int r = weft__place_map(t->g->placer, t->place);
+    if (near)
+        weft__task_unref(near);
     if (r < 0) /* nothing to wait for: the memory is held outside any task */
         weft__task_doom(t, t->id, t->name, WEFT__CAUSE_REQUEST);
     return r != 0;

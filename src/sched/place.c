@@ -335,6 +335,18 @@ static bool reserve(weft__placer *p, const weft__alt *a, const uint8_t *out)
     return true;
 }
 
+/* Whether a may ride on pred's reservation of its first GPU (see
+ * weft__place.ride_on): pred holds it still, nobody rides on it yet, and it
+ * is as large. */
+static bool can_ride(const weft__placer *p, const weft__place *pred, const weft__alt *a)
+{
+    (void)p;
+    if (!pred || pred->released || pred->rider || pred->chosen < 0 || !pred->ngpu)
+        return false;
+    const weft__alt *pa = &pred->alt[pred->chosen];
+    return pa->share >= a->share && pa->memory >= a->memory;
+}
+
 /* Map pl if some alternative fits now (the placer's lock held). */
 static bool try_map(weft__placer *p, weft__place *pl)
 {
@@ -343,12 +355,19 @@ static bool try_map(weft__placer *p, weft__place *pl)
         const weft__alt *a = &pl->alt[i];
         if (!a->possible)
             continue;
-        bool near = a->gpus == 1 && pl->near_gpu >= 0 && (a->gpu < 0 || a->gpu == pl->near_gpu) &&
-                    weft__placer_fits(p, (unsigned)pl->near_gpu, a);
-        if (near)
+        bool near_ok = a->gpus == 1 && pl->near_gpu >= 0 && (a->gpu < 0 || a->gpu == pl->near_gpu);
+        bool near = near_ok && weft__placer_fits(p, (unsigned)pl->near_gpu, a);
+        bool ride = near_ok && !near && can_ride(p, pl->ride_on, a);
+        if (near || ride)
             out[0] = (uint8_t)pl->near_gpu;
-        if (a->gpus && ((!near && !p->policy->choose(p, a, out)) || !reserve(p, a, out)))
+        if (ride) {
+            pl->riding = true;
+            pl->ride_on->rider = pl;
+            p->load[out[0]]++;
+            near = true;
+        } else if (a->gpus && ((!near && !p->policy->choose(p, a, out)) || !reserve(p, a, out))) {
             continue;
+        }
         pl->chosen = (int16_t)i;
         pl->ngpu = a->gpus;
         for (unsigned k = 0; k < a->gpus; k++) {
@@ -364,7 +383,10 @@ static bool try_map(weft__placer *p, weft__place *pl)
 int weft__place_map(weft__placer *p, weft__place *pl)
 {
     pthread_mutex_lock(&p->lock);
-    if (try_map(p, pl)) {
+    bool mapped = try_map(p, pl);
+    if (!pl->riding)
+        pl->ride_on = NULL; /* a candidate only while its task is pinned (now) */
+    if (mapped) {
         pthread_mutex_unlock(&p->lock);
         return 1;
     }
@@ -401,12 +423,33 @@ weft__place *weft__place_release(weft__placer *p, weft__place *pl)
         const weft__alt *a = &pl->alt[pl->chosen];
         for (unsigned k = 0; k < pl->ngpu; k++) {
             unsigned g = pl->gpu[k];
-            p->share_used[g] -= a->share;
             p->load[g]--;
-            if (a->memory)
-                weft__device_uncharge(p->gpu[g], a->memory);
+            size_t share = a->share, memory = a->memory; /* what to give back */
+            if (k == 0 && pl->riding) {
+                /* It held nothing of its own: its rider rides on what it rode on. */
+                weft__place *under = pl->ride_on;
+                under->rider = pl->rider;
+                if (pl->rider)
+                    pl->rider->ride_on = under;
+                share = memory = 0;
+            } else if (k == 0 && pl->rider) {
+                /* The rider takes the reservation over, keeping what it needs. */
+                weft__place *r = pl->rider;
+                const weft__alt *ra = &r->alt[r->chosen];
+                r->riding = false;
+                r->ride_on = NULL;
+                share -= ra->share;
+                memory -= ra->memory;
+            }
+            p->share_used[g] -= (uint32_t)share;
+            if (memory)
+                weft__device_uncharge(p->gpu[g], memory);
         }
+        pl->rider = NULL;
+        pl->riding = false;
+        pl->ride_on = NULL;
     }
+    pl->released = true;
     /* The parked tasks in order, until one does not fit: each release maps
      * what it made room for, at O(1) per task mapped, and a task needing
      * much is not passed over by later ones needing less. */

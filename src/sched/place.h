@@ -44,6 +44,17 @@ typedef struct weft__place {
     _Atomic bool events_ready;  /* event[] recorded (release: read by successors) */
     int16_t near_gpu;           /* a GPU predecessor's first GPU, -1: none (see weft__place_map) */
     weft__dqueue *near_queue;   /* and its stream there */
+    /* Riding (under the placer's lock).  A task whose work on a GPU is
+     * ordered after a predecessor's on the same stream cannot run there at
+     * the same time: when it does not fit beside the predecessor, it may
+     * ride on the predecessor's reservation (one rider per reservation, and
+     * needing no more share or memory), taking it over when the predecessor
+     * gives it back.  ride_on: the predecessor ridden on (during
+     * weft__place_map, the candidate); rider: the task riding on this one's
+     * reservation of gpu[0]. */
+    struct weft__place *ride_on, *rider;
+    bool riding;
+    bool released;              /* its reservation was given back (under the lock) */
     uint16_t nalt;
     int16_t chosen;             /* alternative mapped, -1 before */
     uint16_t ngpu;              /* GPUs of the chosen set */
