@@ -72,7 +72,7 @@ from ._weft import _close_all
 from ._placement import Context, DeviceSet, Variants, context, cpu, gpu, variants
 from . import _placement as _placement_mod
 
-_weft._set_placement(_placement_mod._normalize, _placement_mod._call_placed, Variants)
+_weft._set_placement(_placement_mod._normalize, _placement_mod._call_placed, Variants, DeviceSet, Context)
 from . import bench  # noqa: F401
 
 __version__ = "0.1.0"

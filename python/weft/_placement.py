@@ -16,7 +16,6 @@ program has imported them itself.
 import contextlib
 import functools
 import sys
-import threading
 
 
 class DeviceSet:
@@ -198,7 +197,6 @@ def _normalize(fn, placement, share, memory):
 
 # ---- the body's context ---------------------------------------------------
 
-_tl = threading.local()
 
 
 class Context:
@@ -254,11 +252,11 @@ def context():
     """The running task's Context (its variant, GPUs and streams).  A task
     without placement gets an empty one (variant 0, no devices).  Raises
     RuntimeError outside a task."""
-    ctx = getattr(_tl, "ctx", None)
-    if ctx is not None:
-        return ctx
     from . import _weft
 
+    ctx = _weft._context()  # the placed body's, made on first use
+    if ctx is not None:
+        return ctx
     if _weft.current_task() is None:
         raise RuntimeError("weft.context(): not inside a weft task")
     return Context(0, ())
@@ -280,17 +278,9 @@ def _library_current(ctx, i):
     return stack
 
 
-def _call_placed(variant, gpus, fn, args, kwargs):
-    """Run a body with its placement: its Context current, and for a CUDA
-    GPU the array libraries' current device and stream set to the task's
-    first GPU."""
-    tl = _tl
-    prev = getattr(tl, "ctx", None)
-    ctx = tl.ctx = Context(variant, gpus)
-    try:
-        if "cuda" in ctx.kinds:
-            with _library_current(ctx, 0):
-                return fn(*args, **kwargs) if kwargs else fn(*args)
+def _call_placed(ctx, fn, args, kwargs):
+    """Run a body placed on CUDA devices with CuPy's / PyTorch's current
+    device and stream set to its first GPU's (the extension calls it; other
+    bodies are called directly)."""
+    with _library_current(ctx, 0):
         return fn(*args, **kwargs) if kwargs else fn(*args)
-    finally:
-        tl.ctx = prev

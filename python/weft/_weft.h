@@ -58,8 +58,10 @@
 #include <Python.h>
 #include <structmember.h>
 
+#include <limits.h>
 #include <math.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -146,8 +148,11 @@ typedef struct {
         *s_priority, *s_task, *s_kwargs, *s_runtime, *s_add_note, *s_placement, *s_share, *s_memory;
     /* Placement helpers of weft/_placement.py (registered at import by
      * weft/__init__.py through _set_placement): the normaliser a spawn with
-     * placement= calls, the runner of a body on GPUs, the Variants class. */
-    PyObject *place_normalize, *place_call, *Variants_cls;
+     * placement= calls, the runner of a body on CUDA devices (their array
+     * libraries' current device and stream), the Variants, DeviceSet and
+     * Context classes, and the names of a DeviceSet's fields. */
+    PyObject *place_normalize, *place_call, *Variants_cls, *DeviceSet_cls, *Context_cls;
+    PyObject *s_cpu, *s_gpus, *s_gpu;
 } modstate;
 
 extern struct PyModuleDef weft_py_module;
@@ -199,6 +204,15 @@ typedef struct RuntimeObject {
     unsigned workers;
     _Atomic size_t inflight;    /* tasks of ours in the C runtime (diagnostics: weft._inflight) */
     _Atomic int py_busy;        /* workers holding or taking the GIL now */
+    _Atomic int dev_gil_wait;   /* device threads waiting for the GIL now: workers let them
+                                   go first (gil.c) */
+    /* The thread states of virtual GPUs' queue threads (one per thread,
+     * made on its first queued callable, deleted at close once the threads
+     * are gone); dev_ts_lock (taken without the GIL) protects the array. */
+    pthread_mutex_t dev_ts_lock;
+    PyThreadState **dev_ts;
+    size_t ndev_ts, capdev_ts;
+    uint64_t serial;            /* unique among the process's runtimes (thread-local caches) */
     int spawn_gil;              /* SPAWN_HOLD, SPAWN_RELEASE or SPAWN_YIELD */
     PyObject *failures;         /* dict Task -> None: failures since the last wait_all that
                                    the program has not retrieved, in order (strong) */
@@ -290,6 +304,8 @@ extern _Thread_local TaskObject *weft_py_tl_cur WEFT_PY_TLS;
 extern _Thread_local int weft_py_tl_attached WEFT_PY_TLS;
 /* The C context of the placed body running on this thread (ctx.queue). */
 extern _Thread_local weft_ctx *weft_py_tl_ctx WEFT_PY_TLS;
+/* Its weft.Context, made when first asked for (weft.context()), or NULL. */
+extern _Thread_local PyObject *weft_py_tl_ctxobj WEFT_PY_TLS;
 
 /* ------------------------------------------------------------------------ */
 /* Placement (place.c)                                                       */
@@ -320,6 +336,16 @@ void weft_py_busy_exit(RuntimeObject *r);
  * take (NULL: none). */
 int weft_py_gil_take(RuntimeObject *r);
 void weft_py_gil_give(RuntimeObject *r, int g);
+/* Take the GIL on a device thread to run a queued callable, ahead of the
+ * workers; own_thread: a thread of the runtime's own (a virtual GPU's
+ * queue), which keeps one thread state for the runtime's life; else (CUDA's
+ * host-function thread) through PyGILState.  Returns what
+ * weft_py_dev_gil_give needs. */
+int weft_py_dev_gil_take(RuntimeObject *r, int own_thread);
+void weft_py_dev_gil_give(int g);
+/* Delete the device threads' thread states (the GIL held; after the C
+ * runtime was destroyed: its threads are gone). */
+void weft_py_dev_states_free(RuntimeObject *r);
 /* The C runtime's on_worker_start / on_worker_stop hooks (arg: the Runtime). */
 void weft_py_on_worker_start(unsigned worker, void *arg);
 void weft_py_on_worker_stop(unsigned worker, void *arg);

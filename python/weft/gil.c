@@ -8,6 +8,7 @@
 _Thread_local PyThreadState *weft_py_tl_ts;
 _Thread_local TaskObject *weft_py_tl_cur;
 _Thread_local weft_ctx *weft_py_tl_ctx;
+_Thread_local PyObject *weft_py_tl_ctxobj;
 _Thread_local int weft_py_tl_attached;
 
 /* ------------------------------------------------------------------------ */
@@ -28,6 +29,16 @@ void
 weft_py_busy_enter(RuntimeObject *r)
 {
     if (r->gil_off) return;
+    /* A device thread waiting to run a queued callable goes first: the
+     * workers' hand-off would otherwise keep the GIL among themselves, and
+     * the device thread would get it only when CPython forces a switch
+     * (every 5 ms).  Yielding lets it run on this core. */
+    if (atomic_load_explicit(&r->dev_gil_wait, memory_order_relaxed) > 0) {
+        uint64_t t0 = weft_py_now_ns();
+        while (atomic_load_explicit(&r->dev_gil_wait, memory_order_relaxed) > 0 &&
+               weft_py_now_ns() - t0 < r->spin_gil_ns)
+            sched_yield();
+    }
     int exp = 0;
     if (atomic_compare_exchange_strong_explicit(&r->py_busy, &exp, 1, memory_order_acquire,
                                                 memory_order_relaxed))
@@ -76,6 +87,70 @@ weft_py_gil_give(RuntimeObject *r, int g)
     } else {
         PyGILState_Release((PyGILState_STATE)g);
     }
+}
+
+/* ------------------------------------------------------------------------ */
+/* Device threads                                                            */
+/* ------------------------------------------------------------------------ */
+
+/* A virtual GPU's queue thread serves one runtime: its thread state for
+ * that runtime (by serial, so that a state deleted at close is never
+ * mistaken for a later runtime's). */
+static _Thread_local PyThreadState *tl_dev_ts;
+static _Thread_local uint64_t tl_dev_serial;
+
+static PyThreadState *
+dev_state(RuntimeObject *r)
+{
+    if (tl_dev_ts && tl_dev_serial == r->serial) return tl_dev_ts;
+    PyThreadState *ts = NULL;
+    pthread_mutex_lock(&r->dev_ts_lock);
+    if (r->ndev_ts == r->capdev_ts) {
+        size_t cap = r->capdev_ts ? r->capdev_ts * 2 : 16;
+        PyThreadState **n = PyMem_RawRealloc(r->dev_ts, cap * sizeof *n);
+        if (n) {
+            r->dev_ts = n;
+            r->capdev_ts = cap;
+        }
+    }
+    if (r->ndev_ts < r->capdev_ts && (ts = PyThreadState_New(r->interp)) != NULL) r->dev_ts[r->ndev_ts++] = ts;
+    pthread_mutex_unlock(&r->dev_ts_lock);
+    if (ts) {
+        tl_dev_ts = ts;
+        tl_dev_serial = r->serial;
+    }
+    return ts;
+}
+
+int
+weft_py_dev_gil_take(RuntimeObject *r, int own_thread)
+{
+    atomic_fetch_add_explicit(&r->dev_gil_wait, 1, memory_order_relaxed);
+    PyThreadState *ts = own_thread ? dev_state(r) : NULL;
+    int g = -1;
+    if (ts) PyEval_RestoreThread(ts);
+    else g = (int)PyGILState_Ensure();
+    atomic_fetch_sub_explicit(&r->dev_gil_wait, 1, memory_order_relaxed);
+    return g;
+}
+
+void
+weft_py_dev_gil_give(int g)
+{
+    if (g == -1) PyEval_SaveThread();
+    else PyGILState_Release((PyGILState_STATE)g);
+}
+
+void
+weft_py_dev_states_free(RuntimeObject *r)
+{
+    pthread_mutex_lock(&r->dev_ts_lock);
+    for (size_t i = 0; i < r->ndev_ts; i++) {
+        PyThreadState_Clear(r->dev_ts[i]);
+        PyThreadState_Delete(r->dev_ts[i]);
+    }
+    r->ndev_ts = 0;
+    pthread_mutex_unlock(&r->dev_ts_lock);
 }
 
 /* ------------------------------------------------------------------------ */

@@ -275,6 +275,8 @@ module_traverse(PyObject *m, visitproc visit, void *arg)
     Py_VISIT(st->place_normalize);
     Py_VISIT(st->place_call);
     Py_VISIT(st->Variants_cls);
+    Py_VISIT(st->DeviceSet_cls);
+    Py_VISIT(st->Context_cls);
     return 0;
 }
 
@@ -308,6 +310,11 @@ module_clear(PyObject *m)
     Py_CLEAR(st->place_normalize);
     Py_CLEAR(st->place_call);
     Py_CLEAR(st->Variants_cls);
+    Py_CLEAR(st->DeviceSet_cls);
+    Py_CLEAR(st->Context_cls);
+    Py_CLEAR(st->s_cpu);
+    Py_CLEAR(st->s_gpus);
+    Py_CLEAR(st->s_gpu);
     return 0;
 }
 

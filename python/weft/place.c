@@ -11,6 +11,55 @@
 /* At spawn                                                                  */
 /* ------------------------------------------------------------------------ */
 
+/* The common case without a call into Python: one device set object
+ * (weft.gpu, weft.gpu * 2, ...), a number or None for share, an int or None
+ * for memory, a plain body.  0 with *out set, or -1 (no error set) for the
+ * general path, which also reports every error. */
+static int
+fast_placement(modstate *st, PyObject *fn, PyObject *placement, PyObject *share, PyObject *memory,
+               weft_placement **out)
+{
+    if (placement == NULL || st->DeviceSet_cls == NULL || (PyObject *)Py_TYPE(placement) != st->DeviceSet_cls ||
+        (PyObject *)Py_TYPE(fn) == st->Variants_cls)
+        return -1;
+    double sh = 0;
+    unsigned long long mem = 0;
+    if (share && share != Py_None) {
+        if (!PyFloat_CheckExact(share) && !PyLong_CheckExact(share)) return -1;
+        sh = PyFloat_AsDouble(share);
+    }
+    if (memory && memory != Py_None) {
+        if (!PyLong_CheckExact(memory)) return -1;
+        mem = PyLong_AsUnsignedLongLong(memory);
+    }
+    PyObject *cpu = PyObject_GetAttr(placement, st->s_cpu), *gpus = PyObject_GetAttr(placement, st->s_gpus),
+             *gpu = PyObject_GetAttr(placement, st->s_gpu);
+    long g = -1, k = 0;
+    int c = -1;
+    if (cpu && gpus && gpu) {
+        c = PyObject_IsTrue(cpu);
+        k = PyLong_AsLong(gpus);
+        g = PyLong_AsLong(gpu);
+    }
+    Py_XDECREF(cpu);
+    Py_XDECREF(gpus);
+    Py_XDECREF(gpu);
+    weft_placement *pl = NULL;
+    if (PyErr_Occurred() || c < 0 || k < 0 || k > 65535 || g < INT_MIN || g > INT_MAX ||
+        (pl = PyMem_Calloc(1, sizeof *pl)) == NULL) {
+        PyErr_Clear();
+        return -1;
+    }
+    weft_placement_init(pl);
+    pl->cpu = (unsigned)c;
+    pl->gpus = (unsigned)k;
+    pl->gpu = (int)g;
+    pl->share = sh;
+    pl->memory = (size_t)mem;
+    *out = pl;
+    return 0;
+}
+
 int
 weft_py_placement(modstate *st, PyObject **fn, PyObject *placement, PyObject *share, PyObject *memory,
                   weft_placement **out, size_t *n, PyObject **bodies)
@@ -21,6 +70,10 @@ weft_py_placement(modstate *st, PyObject **fn, PyObject *placement, PyObject *sh
     if (st->place_normalize == NULL) {
         PyErr_SetString(PyExc_RuntimeError, "spawn(): placement= needs the weft package (import weft)");
         return -1;
+    }
+    if (fast_placement(st, *fn, placement, share, memory, out) == 0) {
+        *n = 1;
+        return 0;
     }
     PyObject *res = PyObject_CallFunctionObjArgs(st->place_normalize, *fn, placement ? placement : Py_None,
                                                  share ? share : Py_None, memory ? memory : Py_None, NULL);
@@ -86,9 +139,12 @@ kind_name(weft_device_kind k)
     return k == WEFT_DEVICE_CUDA ? "cuda" : k == WEFT_DEVICE_VGPU ? "vgpu" : "cpu";
 }
 
-PyObject *
-weft_py_call_placed(modstate *st, weft_ctx *ctx, PyObject *fn, PyObject *args, PyObject *kwargs)
+/* The running placed body's weft.Context (borrowed), made on first use. */
+static PyObject *
+context_obj(modstate *st)
 {
+    if (weft_py_tl_ctxobj) return weft_py_tl_ctxobj;
+    weft_ctx *ctx = weft_py_tl_ctx;
     unsigned ng = weft_ctx_gpu_count(ctx);
     PyObject *gpus = PyTuple_New(ng);
     if (gpus == NULL) return NULL;
@@ -106,16 +162,53 @@ weft_py_call_placed(modstate *st, weft_ctx *ctx, PyObject *fn, PyObject *args, P
         PyTuple_SET_ITEM(gpus, i, g);
     }
     PyObject *variant = PyLong_FromUnsignedLong(weft_ctx_variant(ctx));
-    weft_ctx *prev = weft_py_tl_ctx;
-    weft_py_tl_ctx = ctx;
-    PyObject *res = variant ? PyObject_CallFunctionObjArgs(st->place_call, variant, gpus, fn,
-                                                           args ? args : st->empty_tuple,
-                                                           kwargs ? kwargs : Py_None, NULL)
-                            : NULL;
-    weft_py_tl_ctx = prev;
+    weft_py_tl_ctxobj = variant ? PyObject_CallFunctionObjArgs(st->Context_cls, variant, gpus, NULL) : NULL;
     Py_XDECREF(variant);
     Py_DECREF(gpus);
+    return weft_py_tl_ctxobj;
+}
+
+PyObject *
+weft_py_call_placed(modstate *st, weft_ctx *ctx, PyObject *fn, PyObject *args, PyObject *kwargs)
+{
+    weft_ctx *prev = weft_py_tl_ctx;
+    PyObject *prev_obj = weft_py_tl_ctxobj;
+    weft_py_tl_ctx = ctx;
+    weft_py_tl_ctxobj = NULL;
+    /* On a CUDA device the runner sets the array libraries' current device
+     * and stream; elsewhere the body is called as it is. */
+    int cuda = 0;
+    weft_runtime *rt = weft_ctx_runtime(ctx);
+    for (unsigned i = 0; i < weft_ctx_gpu_count(ctx) && !cuda; i++) {
+        weft_device_info info;
+        cuda = weft_device_info_get(rt, (unsigned)weft_ctx_gpu(ctx, i), &info) == 0 && info.kind == WEFT_DEVICE_CUDA;
+    }
+    PyObject *res;
+    if (cuda) {
+        PyObject *c = context_obj(st);
+        res = c ? PyObject_CallFunctionObjArgs(st->place_call, c, fn, args ? args : st->empty_tuple,
+                                               kwargs ? kwargs : Py_None, NULL)
+                : NULL;
+    } else if (kwargs) {
+        res = PyObject_Call(fn, args ? args : st->empty_tuple, kwargs);
+    } else if (args) {
+        res = PyObject_Vectorcall(fn, &PyTuple_GET_ITEM(args, 0), PyTuple_GET_SIZE(args), NULL);
+    } else {
+        res = PyObject_CallNoArgs(fn);
+    }
+    Py_CLEAR(weft_py_tl_ctxobj);
+    weft_py_tl_ctxobj = prev_obj;
+    weft_py_tl_ctx = prev;
     return res;
+}
+
+static PyObject *
+mod_context(PyObject *m, PyObject *noargs)
+{
+    (void)noargs;
+    if (weft_py_tl_ctx == NULL) Py_RETURN_NONE;
+    PyObject *c = context_obj(weft_py_state_of_module(m));
+    return Py_XNewRef(c);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -128,15 +221,16 @@ typedef struct queued {
     RuntimeObject *r; /* strong */
     PyObject *keep;   /* strong: the buffers its ranges point into (a tuple) */
     uint64_t id;      /* the task's C id */
+    int own_thread;   /* runs on a virtual GPU's queue thread (see weft_py_dev_gil_take) */
 } queued;
 
 /* Runs on the stream's thread (a virtual GPU's queue thread, CUDA's host
- * function thread): not a worker, so it attaches through PyGILState. */
+ * function thread): not a worker (see weft_py_dev_gil_take). */
 static int
 run_queued(void *arg)
 {
     queued *q = arg;
-    PyGILState_STATE g = PyGILState_Ensure();
+    int g = weft_py_dev_gil_take(q->r, q->own_thread);
     PyObject *res = PyObject_CallNoArgs(q->fn);
     int rc = 0;
     if (res == NULL) {
@@ -161,7 +255,7 @@ run_queued(void *arg)
     Py_DECREF(q->t);
     Py_DECREF(q->r);
     Py_DECREF(q->keep);
-    PyGILState_Release(g);
+    weft_py_dev_gil_give(g);
     PyMem_RawFree(q);
     return rc;
 }
@@ -221,6 +315,9 @@ mod_queue(PyObject *m, PyObject *args)
     q->r = (RuntimeObject *)Py_NewRef(weft_py_tl_cur->rt);
     q->keep = keep;
     q->id = weft_ctx_task_id(ctx);
+    weft_device_info info;
+    q->own_thread = weft_device_info_get(weft_ctx_runtime(ctx), (unsigned)weft_ctx_gpu(ctx, gpu), &info) == 0 &&
+                    info.kind == WEFT_DEVICE_VGPU;
     int rc = weft_ctx_queue_rw(ctx, gpu, run_queued, q, (uint64_t)model_ns, rw, (size_t)n);
     PyMem_Free(rw);
     if (rc != 0) {
@@ -238,11 +335,25 @@ static PyObject *
 mod_set_placement(PyObject *m, PyObject *args)
 {
     modstate *st = weft_py_state_of_module(m);
-    PyObject *normalize, *call, *variants;
-    if (!PyArg_ParseTuple(args, "OOO:_set_placement", &normalize, &call, &variants)) return NULL;
+    PyObject *normalize, *call, *variants, *devset, *context;
+    if (!PyArg_ParseTuple(args, "OOOOO:_set_placement", &normalize, &call, &variants, &devset, &context))
+        return NULL;
+    PyObject *cpu = PyUnicode_InternFromString("cpu"), *gpus = PyUnicode_InternFromString("gpus"),
+             *gpu = PyUnicode_InternFromString("gpu");
+    if (!cpu || !gpus || !gpu) {
+        Py_XDECREF(cpu);
+        Py_XDECREF(gpus);
+        Py_XDECREF(gpu);
+        return NULL;
+    }
+    Py_XSETREF(st->s_cpu, cpu);
+    Py_XSETREF(st->s_gpus, gpus);
+    Py_XSETREF(st->s_gpu, gpu);
     Py_XSETREF(st->place_normalize, Py_NewRef(normalize));
     Py_XSETREF(st->place_call, Py_NewRef(call));
     Py_XSETREF(st->Variants_cls, Py_NewRef(variants));
+    Py_XSETREF(st->DeviceSet_cls, Py_NewRef(devset));
+    Py_XSETREF(st->Context_cls, Py_NewRef(context));
     Py_RETURN_NONE;
 }
 
@@ -251,5 +362,7 @@ PyMethodDef weft_py_place_methods[] = {
      "_queue(gpu, fn, model_ns, reads, writes): queue fn() on the running placed task's stream of "
      "GPU gpu, naming the buffers it reads and writes (tuples) (weft.Context.queue)."},
     {"_set_placement", (PyCFunction)mod_set_placement, METH_VARARGS,
-     "_set_placement(normalize, call, Variants): the helpers of weft/_placement.py."},
+     "_set_placement(normalize, call, Variants, DeviceSet, Context): the helpers of weft/_placement.py."},
+    {"_context", (PyCFunction)mod_context, METH_NOARGS,
+     "_context(): the running placed body's weft.Context (made on first use), or None outside one."},
     {NULL, NULL, 0, NULL}};

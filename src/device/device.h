@@ -85,7 +85,9 @@ typedef struct weft__device_ops {
     /* Queue a kernel (see weft__launch). */
     int (*launch)(weft__dqueue *q, const weft__launch *k);
     /* Call done(cookie, status) once the work queued on q so far finished;
-     * status is the first error of that work, or 0. */
+     * status is the first error of that work, or 0.  A kind may call it
+     * from within notify when that work has finished already (a virtual
+     * GPU's idle queue): callers must not hold a lock done takes. */
     int (*notify)(weft__dqueue *q, weft__done_fn done, void *cookie);
     /* Report completions found by polling; returns how many (NULL: the kind
      * reports them from its own threads). */
