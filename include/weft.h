@@ -360,6 +360,13 @@ typedef struct weft_task_desc {
      * skipped.  Copied during the call. */
     const weft_placement *placements;
     size_t nplacements;
+    /* If set, called once when the task finishes (the task's own outcome:
+     * 0, WEFT_ETASKFAILED — its body returned non-zero or its device work
+     * failed — or WEFT_ECANCELLED), with arg, just before arg_destroy and
+     * before any wait on the task returns; on the thread that finishes the
+     * task (a worker, a device's thread).  Not called when the spawn
+     * fails.  It must not block or call Weft. */
+    void (*on_finish)(void *arg, int status);
 } weft_task_desc;
 
 /* Flags of weft_task_desc. */

@@ -595,6 +595,62 @@ static void test_riding(void) {
     CHECK(atomic_load(&chain_pos) == N && atomic_load(&chain_bad) == 0);
 }
 
+/* ---- on_finish: each task's own outcome ---------------------------------- */
+
+typedef struct fin {
+    atomic_int calls, status, destroyed_before;
+    atomic_int destroyed;
+} fin;
+static void fin_on_finish(void *arg, int status) {
+    fin *f = arg;
+    atomic_fetch_add(&f->calls, 1);
+    atomic_store(&f->status, status);
+    if (atomic_load(&f->destroyed)) atomic_store(&f->destroyed_before, 1);
+}
+static void fin_destroy(void *arg) { atomic_store(&((fin *)arg)->destroyed, 1); }
+static int fin_fail_kernel(void *a) { (void)a; return 3; }
+static int fin_body(weft_ctx *ctx, void *arg) {
+    (void)arg;
+    if (weft_ctx_gpu_count(ctx) == 0) return 7; /* the CPU alternative fails in its body */
+    return weft_ctx_queue(ctx, 0, fin_fail_kernel, NULL, 0);
+}
+
+static void test_on_finish(void) {
+    weft_runtime *rt = make_dev("cpu,vgpu:2", NULL);
+    enum { OK, BODY_FAIL, DEVICE_FAIL, CANCELLED, N };
+    fin f[N];
+    memset(f, 0, sizeof f);
+    weft_task *t[N];
+    weft_placement cpu = parsed("cpu"), gpu = parsed("gpu");
+    for (int i = 0; i < N; i++) {
+        weft_task_desc d;
+        weft_task_desc_init(&d);
+        d.body = i == OK ? test_noop : fin_body;
+        d.arg = &f[i];
+        d.arg_destroy = fin_destroy;
+        d.on_finish = fin_on_finish;
+        d.placements = i == DEVICE_FAIL || i == CANCELLED ? &gpu : &cpu;
+        d.nplacements = 1;
+        d.deps = i == CANCELLED ? &t[DEVICE_FAIL] : NULL;
+        d.ndeps = i == CANCELLED ? 1 : 0;
+        CHECK_OK(weft_spawn(rt, &d, &t[i]));
+    }
+    CHECK_OK(weft_task_wait(t[OK]));
+    CHECK_ERR(weft_task_wait(t[BODY_FAIL]), WEFT_ETASKFAILED);
+    CHECK_ERR(weft_task_wait(t[DEVICE_FAIL]), WEFT_ETASKFAILED);
+    CHECK_ERR(weft_task_wait(t[CANCELLED]), WEFT_ECANCELLED);
+    const int want[N] = {0, WEFT_ETASKFAILED, WEFT_ETASKFAILED, WEFT_ECANCELLED};
+    for (int i = 0; i < N; i++) {
+        /* once, with the task's own outcome, before arg_destroy, before the wait returned */
+        CHECKF(atomic_load(&f[i].calls) == 1, "task %d: on_finish called %d times", i, atomic_load(&f[i].calls));
+        CHECKF(atomic_load(&f[i].status) == want[i], "task %d: status %d", i, atomic_load(&f[i].status));
+        CHECK(atomic_load(&f[i].destroyed) && !atomic_load(&f[i].destroyed_before));
+        weft_task_release(t[i]);
+    }
+    CHECK_ERR(weft_wait_all(rt), WEFT_ETASKFAILED);
+    CHECK_OK(weft_runtime_destroy(rt));
+}
+
 /* ---- checking mode at the task level ---------------------------------- */
 
 static unsigned char cbuf[2][256];
@@ -840,6 +896,8 @@ int main(int argc, char **argv) {
     test_event_order();
     test_step("riding");
     test_riding();
+    test_step("on_finish");
+    test_on_finish();
     test_step("checking mode");
     test_check_mode();
     test_step("event order, checked");

@@ -244,7 +244,14 @@ def test_checking_mode_catches_an_unordered_read(monkeypatch):
             bad.result()
         with pytest.raises(TypeError, match="writable buffer"):
             rt.spawn(lambda: weft.context().queue(print, writes=b"x"), placement="gpu").result()
-        rt.wait_all()
+        rt.wait_all()  # the failures were retrieved through .result()
+        # a failure of device work alone, never retrieved: wait_all raises it
+        started.clear()
+        rt.spawn(write, b, placement="gpu:0")
+        rt.spawn(read_unordered, b, placement="gpu:1")
+        with pytest.raises(RuntimeError, match="device work failed"):
+            rt.wait_all()
+        rt.wait_all()  # raised once
 
 
 def test_queue_outside_a_placed_body():

@@ -225,6 +225,8 @@ typedef struct RuntimeObject {
     uint64_t next_space;        /* serial for the C names of bound spaces */
     uint64_t spin_gil_ns;
     int gil_off;                /* free-threaded build running without the GIL: no hand-off */
+    struct cell *_Atomic cells; /* finished cells whose `placed` reference is to drop
+                                   (weft_py_release_drain) */
     struct TaskObject *_Atomic released; /* tasks whose bodies ran, references to drop
                                    (gil_off only; weft_py_release_drain) */
     _Atomic int closing;        /* set once nothing runs any more, before destroy */
@@ -279,9 +281,14 @@ typedef struct DataObject {
     char dummy;        /* stands in for a zero-length buffer */
 } DataObject;
 
-typedef struct {
+typedef struct cell {
     TaskObject *t;     /* strong until the body ran or the task was dropped */
     RuntimeObject *rt; /* borrowed: an open runtime is kept alive by st->open */
+    /* A task placed on GPUs whose body returned: strong until it finished,
+     * since its device work may still fail it (weft_py_on_finish). */
+    TaskObject *placed;
+    uint64_t id;       /* its C id (with placed) */
+    struct cell *next; /* in r->cells once finished (placed to drop) */
 } cell;
 
 /* ------------------------------------------------------------------------ */
@@ -404,6 +411,9 @@ PyObject *weft_py_err_weft(int rc, const char *what);
 
 int weft_py_trampoline(weft_ctx *ctx, void *arg);
 void weft_py_arg_destroy(void *arg);
+/* on_finish of a task placed on GPUs: a failure of its device work alone
+ * (the body returned) becomes the task's exception, for wait_all. */
+void weft_py_on_finish(void *arg, int status);
 /* gil_off: a worker hands t (the cell's reference, and fn/args/kwargs kept
  * on t) to r's release list instead of dropping them. */
 void weft_py_release_defer(RuntimeObject *r, TaskObject *t);

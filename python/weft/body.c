@@ -53,6 +53,10 @@ weft_py_trampoline(weft_ctx *ctx, void *arg)
     if (res != NULL) {
         t->result = res;
         t->ran = 1;
+        if (weft_ctx_gpu_count(ctx)) { /* its device work may fail it yet */
+            c->placed = (TaskObject *)Py_NewRef(t);
+            c->id = weft_ctx_task_id(ctx);
+        }
     } else {
         PyObject *exc = weft_py_fetch_exc();
         rc = 1;
@@ -121,7 +125,50 @@ weft_py_arg_destroy(void *arg)
         if (!attached) weft_py_gil_give(NULL, g);
     }
     atomic_fetch_sub_explicit(&r->inflight, 1, memory_order_relaxed);
+    if (c->placed) {
+        /* Dropped later by a thread with a thread state: this may be a
+         * device's thread. */
+        cell *head = atomic_load_explicit(&r->cells, memory_order_relaxed);
+        do {
+            c->next = head;
+        } while (!atomic_compare_exchange_weak_explicit(&r->cells, &head, c, memory_order_release,
+                                                        memory_order_relaxed));
+        return;
+    }
     free(c);
+}
+
+void
+weft_py_on_finish(void *arg, int status)
+{
+    cell *c = arg;
+    if (c->placed == NULL || status != WEFT_ETASKFAILED) return;
+    /* The body returned, and the task failed: its device work did (a
+     * kernel, a copy, a check of the checking mode), or a callable it
+     * queued raised (that exception is the task's already). */
+    RuntimeObject *r = c->rt;
+    int attached = weft_py_tl_attached;
+    int g = 0;
+    if (!attached) g = weft_py_gil_take(NULL);
+    weft_py_tl_attached = 1;
+    TaskObject *t = c->placed;
+    c->placed = NULL;
+    PyObject *exc = PyObject_CallFunction(PyExc_RuntimeError, "s",
+                                          "the weft task failed: its device work failed (WEFT_EDEVICE or a "
+                                          "kernel's error; see the message printed by the device)");
+    if (exc == NULL) PyErr_Clear();
+    int first = 0;
+    WEFT_PY_CS_BEGIN(t)
+    if (t->exc == NULL && exc) {
+        t->exc = exc;
+        first = 1;
+    }
+    WEFT_PY_CS_END();
+    if (first) weft_py_record_failure(r, t, NULL, exc, c->id);
+    else Py_XDECREF(exc);
+    Py_DECREF(t);
+    weft_py_tl_attached = attached;
+    if (!attached) weft_py_gil_give(NULL, g);
 }
 
 void
@@ -138,6 +185,15 @@ weft_py_release_defer(RuntimeObject *r, TaskObject *t)
 void
 weft_py_release_drain(RuntimeObject *r)
 {
+    if (atomic_load_explicit(&r->cells, memory_order_relaxed) != NULL) {
+        cell *c = atomic_exchange_explicit(&r->cells, NULL, memory_order_acquire);
+        while (c) {
+            cell *next = c->next;
+            Py_DECREF(c->placed);
+            free(c);
+            c = next;
+        }
+    }
     if (atomic_load_explicit(&r->released, memory_order_relaxed) == NULL) return;
     /* Taking the whole list at once: pushes never read a node's successor,
      * so a node freed and reused meanwhile cannot confuse them. */
@@ -192,8 +248,10 @@ weft_py_record_failure(RuntimeObject *r, TaskObject *t, PyObject *fn, PyObject *
         PyObject *note;
         if (t->name)
             note = PyUnicode_FromFormat("raised by weft task %R", t->name);
-        else
+        else if (fn)
             note = PyUnicode_FromFormat("raised by a weft task running %R", fn);
+        else
+            note = PyUnicode_FromString("raised by a weft task's device work");
         if (note) {
             PyObject *rv = PyObject_CallMethodOneArg(exc, r->st->s_add_note, note);
             Py_XDECREF(rv);

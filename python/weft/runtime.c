@@ -136,6 +136,7 @@ Runtime_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
     static _Atomic uint64_t serials;
     r->serial = atomic_fetch_add(&serials, 1) + 1;
     atomic_init(&r->released, NULL);
+    atomic_init(&r->cells, NULL);
     r->spawn_gil = spawn_mode;
     r->failures = PyDict_New();
     r->failed = PyDict_New();

@@ -32,6 +32,9 @@ submit_c(RuntimeObject *r, TaskObject *t, weft_task **deps, size_t ndeps, weft_a
     }
     c->t = (TaskObject *)Py_NewRef(t);
     c->rt = r;
+    c->placed = NULL;
+    c->id = 0;
+    c->next = NULL;
     weft_task_desc desc;
     weft_task_desc_init(&desc);
     desc.body = weft_py_trampoline;
@@ -44,6 +47,7 @@ submit_c(RuntimeObject *r, TaskObject *t, weft_task **deps, size_t ndeps, weft_a
     desc.priority = t->priority;
     desc.placements = pl;
     desc.nplacements = npl;
+    if (npl) desc.on_finish = weft_py_on_finish;
     char namebuf[32];
     if (t->name) {
         Py_ssize_t len;

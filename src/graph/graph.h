@@ -123,6 +123,7 @@ struct weft__task {
     weft_body_fn body;
     void *arg;
     void (*arg_destroy)(void *);
+    void (*on_finish)(void *, int);
     uint64_t cause_id;
     char cause_name[32];
     char name[32];

@@ -439,6 +439,7 @@ int weft__task_spawn(weft__graph *g, const void *rt_handle, const weft_task_desc
     t->body = d->body;
     t->arg = d->arg;
     t->arg_destroy = d->arg_destroy;
+    t->on_finish = d->on_finish;
     copy_name(t->name, d->name);
     t->epoch = atomic_load_explicit(&g->cancel_epoch, memory_order_acquire);
     atomic_init(&t->successors, NULL);
@@ -736,6 +737,12 @@ void weft__task_complete(weft__task *t, int final, weft__qnode **next)
     if (final == WEFT__T_FAILED)
         atomic_fetch_add(&g->failures, 1); /* before inflight drops: wait_all must see it */
     /* Before the state is final: a wait that returns has seen arg destroyed. */
+    if (t->on_finish) {
+        t->on_finish(t->arg, final == WEFT__T_COMPLETED ? 0
+                             : final == WEFT__T_FAILED  ? WEFT_ETASKFAILED
+                                                        : WEFT_ECANCELLED);
+        t->on_finish = NULL;
+    }
     if (t->arg_destroy) {
         t->arg_destroy(t->arg);
         t->arg_destroy = NULL;
