@@ -218,6 +218,7 @@ static uint64_t now_ns(void)
 
 typedef struct dev_step {
     block_step s;
+    int b;       /* the block */
     int dev;     /* the runtime device index it ran on: 0 the CPU, 1.. a GPU */
     uint64_t t0; /* when its kernel started */
 } dev_step;
@@ -249,9 +250,22 @@ static void sleep_until(uint64_t t)
     }
 }
 
+/* The blocks where the task runs: Weft's copies of them on its GPU (made
+ * valid there before the body runs), or the rod itself on the CPU; in the
+ * order of block_accesses. */
+static void bind_blocks(weft_ctx *ctx, dev_step *ds)
+{
+    size_t i = 0;
+    ds->s.self = weft_ctx_data(ctx, i++);
+    ds->s.left = ds->b > 0 ? weft_ctx_data(ctx, i++) : NULL;
+    ds->s.right = ds->b < BLOCKS - 1 ? weft_ctx_data(ctx, i++) : NULL;
+    ds->s.out = weft_ctx_data(ctx, i);
+}
+
 static int dev_step_body(weft_ctx *ctx, void *arg)
 {
     dev_step *ds = arg;
+    bind_blocks(ctx, ds);
     if (weft_ctx_gpu_count(ctx) > 0) { /* placed on a GPU: queue the kernel, return at once */
         uint64_t t0 = now_ns();
         ds->dev = weft_ctx_gpu(ctx, 0);
@@ -334,10 +348,7 @@ static int dev_run_one(dev_run *run, const double *want)
         int in = t % 2, out = 1 - in;
         for (int b = 0; b < BLOCKS; b++) {
             dev_step *ds = &args[t][b];
-            ds->s.self = &buf[in][b * CELLS];
-            ds->s.left = b > 0 ? &buf[in][(b - 1) * CELLS] : NULL;
-            ds->s.right = b < BLOCKS - 1 ? &buf[in][(b + 1) * CELLS] : NULL;
-            ds->s.out = &buf[out][b * CELLS];
+            ds->b = b;
             ds->dev = -1;
             weft_access acc[4];
             size_t n = block_accesses(blk, in, out, b, acc);

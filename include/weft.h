@@ -206,6 +206,9 @@ typedef struct weft_stats {
     uint64_t wait_sleeps;
     uint64_t wait_wakeups_event;
     uint64_t wait_wakeups_timer;
+    /* Bytes copied between the replicas of data handles (host <-> device,
+     * device <-> device), to make them valid where tasks used them. */
+    uint64_t bytes_copied;
 } weft_stats;
 
 /* Snapshot of the counters (approximate while tasks run).  Errors:
@@ -265,7 +268,11 @@ enum weft_access_mode {
     WEFT_R = 1u,
     WEFT_W = 2u,
     WEFT_RW = 3u,
-    WEFT_COMMUTE = 4u
+    WEFT_COMMUTE = 4u,
+    /* May be added to any mode: the task uses the host's copy (the user's
+     * memory) wherever it runs, e.g. a body placed on a GPU that reads or
+     * writes the data on the host.  Ordering is as without it. */
+    WEFT_HOST = 8u
 };
 
 /* Register n bytes at ptr (host memory) as a data handle.  Dependencies

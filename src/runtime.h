@@ -41,6 +41,7 @@ struct weft__rt {
     weft__device *dev[WEFT__MAX_DEVICES]; /* [0] the host; then the virtual GPUs (and test devices) */
     unsigned ndev;
     bool cpu_tasks;                    /* "cpu" was among the devices asked for */
+    _Atomic uint64_t bytes_copied;     /* between data replicas (weft_stats) */
     bool yield_idle;                   /* idle workers yield their core now and then: virtual
                                           GPUs' queue threads need it (set before workers start) */
     /* data_lock protects data_list, spaces and adding to dev (devices are

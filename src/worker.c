@@ -34,6 +34,13 @@ static void run_chain(weft__worker *w, weft__qnode *n)
             struct weft_ctx ctx = {w->rt, w, t};
             if (t->place)
                 weft__task_prepare(t);
+            if (t->naccess) {
+                int rc = weft__task_acquire(t);
+                if (rc != 0) { /* its data could not be made valid: it fails without running */
+                    weft__task_body_returned(t, rc, &next);
+                    break;
+                }
+            }
             t->outer = w->current;
             w->current = t;
             atomic_store_explicit(&w->depth, atomic_load_explicit(&w->depth, memory_order_relaxed) + 1,

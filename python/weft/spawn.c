@@ -467,7 +467,9 @@ spawn_locked(modstate *st, RuntimeObject *r, PyObject *const *args, Py_ssize_t n
                 if (d == NULL) goto unlock;
                 datv[j] = d;
                 av[j].data = d->d;
-                av[j].mode = modes[m];
+                /* Python bodies use the buffer itself (no device views yet):
+                 * the host's copy, wherever the task runs. */
+                av[j].mode = modes[m] | WEFT_HOST;
                 j++;
             }
         }

@@ -53,10 +53,11 @@ int weft__desc_check(const weft_runtime *h, const weft_task_desc *d, const char 
         if (dd->rt_handle != (const void *)h)
             return weft__error(WEFT_EINVAL, "%s: data of access %zu belongs to another runtime", fn, i);
         unsigned m = a->mode;
-        if ((m & ~(unsigned)(WEFT_RW | WEFT_COMMUTE)) || !(m & WEFT_RW) ||
+        if ((m & ~(unsigned)(WEFT_RW | WEFT_COMMUTE | WEFT_HOST)) || !(m & WEFT_RW) ||
             ((m & WEFT_COMMUTE) && (m & WEFT_RW) != WEFT_RW))
             return weft__error(WEFT_EINVAL, "%s: access %zu has invalid mode 0x%x "
-                                            "(WEFT_R, WEFT_W, WEFT_RW, or WEFT_RW|WEFT_COMMUTE)", fn, i, m);
+                                            "(WEFT_R, WEFT_W, WEFT_RW, or WEFT_RW|WEFT_COMMUTE; "
+                                            "any of them | WEFT_HOST)", fn, i, m);
     }
     return 0;
 }
@@ -290,5 +291,6 @@ void *weft_ctx_data(const weft_ctx *ctx, size_t i)
 {
     if (!ctx || i >= ctx->task->naccess)
         return NULL;
-    return weft__data_replica(ctx->task->access[i].data, ctx->task->device);
+    const weft__task_access *a = &ctx->task->access[i];
+    return weft__data_replica(a->data, (a->mode & WEFT_HOST) ? 0 : ctx->task->device);
 }

@@ -4,9 +4,13 @@
  * for).  It calls only the device layer and the wait engine's wake-up side.
  *
  * The graph layer keeps its per-handle access history in `hist`, which this
- * layer stores but never reads.  Coherence states (MSI per replica),
- * asynchronous copies, prefetch and eviction come with the data issue and
- * live here: weft__data_acquire/release are the "resources reserved" stage.
+ * layer stores but never reads.  Each handle has a replica per device with
+ * an MSI state; weft__data_acquire, when a task starts, makes the replica on
+ * the task's device valid (copies queued on the task's stream, or waited
+ * for when the host needs them) and a writer's the only valid one.  The
+ * graph orders the tasks of a handle, so the states change in that order.
+ * (Prefetch at mapping time, eviction, tiles and reductions: later steps of
+ * the data issue.)
  */
 #ifndef WEFT_DATA_H
 #define WEFT_DATA_H
@@ -17,9 +21,14 @@
 
 typedef enum weft__replica_state { WEFT__REP_INVALID, WEFT__REP_SHARED, WEFT__REP_MODIFIED } weft__replica_state;
 
+/* A copy of the handle's bytes on one device (MSI: invalid; shared, valid
+ * and maybe valid elsewhere too; modified, the only valid copy). */
 typedef struct weft__replica {
-    void *ptr;
-    weft__replica_state state;
+    void *ptr;                         /* NULL until allocated there (the host's: the user's memory) */
+    uint8_t state;                     /* weft__replica_state */
+    weft__devent *ready;               /* recorded after the last copy queued into it, on ready_q
+                                          (NULL: none yet); other queues wait for it before use */
+    weft__dqueue *ready_q;
 } weft__replica;
 
 #define WEFT__DATA_CLOSING ((int64_t)1 << 62)
@@ -37,15 +46,28 @@ typedef struct weft__data {
     void *ptr;                         /* the user's host memory */
     size_t size;
     void *hist;                        /* the graph layer's access history */
-    unsigned nrep;                     /* one replica per device of the runtime */
+    /* lock protects rep[] (states, allocations, ready events).  Taken by
+     * the tasks that access the handle when they start, and by free; only
+     * device operations (which never block on it) run under it, and a host
+     * wait for a copy to the host.  Nothing else nests under it. */
+    pthread_mutex_t lock;
+    _Atomic bool on_devices;           /* a device replica was ever valid (else the host's is the
+                                          only one, and host accesses need no lock) */
+    weft__device *const *devs;         /* the runtime's device table: rep[i] lives on devs[i] */
+    unsigned nrep;                     /* one replica per device of the runtime at registration */
     weft__replica *rep;
+    _Atomic uint64_t *copied;          /* the runtime's count of bytes copied between replicas */
     struct weft__data *list_prev, *list_next; /* the runtime's list (front end, under its data_lock) */
 } weft__data;
 
-/* A handle over n bytes at ptr with one replica per device (the host's is
- * ptr itself, valid).  NULL on ENOMEM. */
-weft__data *weft__data_new(weft__waitset *ws, const void *rt_handle, void *ptr, size_t n, unsigned ndev);
-/* Free a handle (no user left). */
+/* A handle over n bytes at ptr with one replica per device of devs[0 ..
+ * ndev-1] (the host's, devs[0], is ptr itself, valid).  copied: where to
+ * count the bytes copied.  NULL on ENOMEM. */
+weft__data *weft__data_new(weft__waitset *ws, const void *rt_handle, void *ptr, size_t n,
+                           weft__device *const *devs, unsigned ndev, _Atomic uint64_t *copied);
+/* Free a handle (no user left): the newest value goes back to the user's
+ * memory first if it is only on devices, then the device replicas are
+ * freed.  Blocks for that copy. */
 void weft__data_free(weft__data *d);
 
 weft__data *weft__data_get(const weft_data *h);   /* NULL if stale */
@@ -58,19 +80,21 @@ static inline bool weft__data_unused(const weft__data *d)
     return atomic_load(&((weft__data *)d)->users) == WEFT__DATA_CLOSING;
 }
 
-/* Address of d's replica on device dev (the host's: the user's memory). */
+/* Address of d's replica on device dev (the host's: the user's memory;
+ * a device added after d was registered: the host's too). */
 static inline void *weft__data_replica(const weft__data *d, unsigned dev)
 {
-    return dev < d->nrep ? d->rep[dev].ptr : NULL;
+    return dev < d->nrep && dev ? d->rep[dev].ptr : d->ptr;
 }
 
-/* The "resources reserved" stage for one access: make d valid on dev for the
- * access mode.  Nothing to do on the host (device 0) so far. */
-static inline int weft__data_acquire(weft__data *d, unsigned dev, unsigned mode)
-{
-    (void)d;
-    (void)mode;
-    return dev == 0 ? 0 : WEFT_EINVAL;
-}
+/* The "reserved" stage for one access of a task that is about to start:
+ * make d valid on device dev for mode (WEFT_R / WEFT_W bits), as the
+ * coherence protocol says.  A copy into a device replica is queued on q
+ * (the task's queue on dev, after what it waits for), and later users on
+ * other queues wait for it by an event; a copy to the host (dev 0, q NULL)
+ * is waited for here.  A writer invalidates every other replica.  0, or
+ * WEFT_ENOMEM (no room on dev), or a device's error.  Safe from any thread
+ * (the handle's lock). */
+int weft__data_acquire(weft__data *d, unsigned dev, unsigned mode, weft__dqueue *q);
 
 #endif

@@ -210,6 +210,11 @@ int weft__task_start(weft__task *t);     /* decide whether the body runs (gate, 
 /* Before the body of a task that runs: its streams wait for the events of
  * its early-released GPU predecessors. */
 void weft__task_prepare(weft__task *t);
+/* Then (a task with data): each access made valid on the task's device (or
+ * the host's copy, WEFT_HOST), copies on its first stream.  0, or the error
+ * that fails the task instead of running its body (WEFT_ENOMEM: no room for
+ * a replica; a device's error). */
+int weft__task_acquire(weft__task *t);
 /* The body will not run (WEFT__START_CANCEL): complete t as cancelled. */
 void weft__task_cancelled(weft__task *t, weft__qnode **next);
 void weft__task_body_returned(weft__task *t, int result, weft__qnode **next);

@@ -238,11 +238,13 @@ static void task_queue(weft__task *t, weft__qnode **next)
 {
     weft__graph *g = t->g;
     if (t->naccess) {
+        /* Its device: the first GPU of its placement, or the host.  The data
+         * are made valid there when it starts (weft__task_acquire), after
+         * the waits for its predecessors' events. */
         atomic_store_explicit(&t->state, WEFT__T_MAPPED, memory_order_relaxed);
-        t->device = weft__sched_map(g->sched);
+        t->device = t->place && t->place->ngpu ? weft__place_gpu(g->placer, t->place, 0)->index
+                                               : weft__sched_map(g->sched);
         atomic_store_explicit(&t->state, WEFT__T_RESERVED, memory_order_relaxed);
-        for (uint32_t i = 0; i < t->naccess; i++)
-            WEFT__CHECK(weft__data_acquire(t->access[i].data, t->device, t->access[i].mode) == 0);
     }
     atomic_store_explicit(&t->state, WEFT__T_READY, memory_order_relaxed);
     weft__sched_push(g->sched, &t->qn, next);
@@ -392,6 +394,8 @@ int weft__task_spawn(weft__graph *g, const void *rt_handle, const weft_task_desc
         }
     }
     memcpy(sorted, t->access, sizeof(weft__task_access) * na);
+    for (uint32_t i = 0; i < na; i++)
+        sorted[i].mode &= ~(unsigned)WEFT_HOST; /* where it is used changes nothing in the order */
     if (na > 1)
         qsort(sorted, na, sizeof *sorted, cmp_access);
     uint32_t nu = 0;
@@ -649,6 +653,19 @@ void weft__task_prepare(weft__task *t)
             atomic_compare_exchange_strong(&t->op_error, &none, rc);
         }
     }
+}
+
+int weft__task_acquire(weft__task *t)
+{
+    weft__dqueue *q = t->place && t->place->ngpu ? t->place->queue[0] : NULL;
+    for (uint32_t i = 0; i < t->naccess; i++) {
+        const weft__task_access *a = &t->access[i];
+        bool host = (a->mode & WEFT_HOST) || t->device == 0;
+        int rc = weft__data_acquire(a->data, host ? 0 : t->device, a->mode, host ? NULL : q);
+        if (rc != 0)
+            return rc;
+    }
+    return 0;
 }
 
 void weft__task_cancelled(weft__task *t, weft__qnode **next)

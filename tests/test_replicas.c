@@ -1,0 +1,278 @@
+/* Data on devices (issue 10, first layer): each handle has a replica per
+ * device; a task on a GPU gets its GPU's copy (weft_ctx_data), made valid
+ * there before its body runs, a writer's copy becomes the only valid one,
+ * a host task or unregister gets the newest value back.  Random graphs of
+ * tasks on the CPU and on virtual GPUs against a sequential run, also in
+ * the virtual GPUs' checking mode (every kernel names the replica ranges it
+ * reads and writes); WEFT_HOST; a replica that does not fit. */
+#include "check.h"
+#include "testing.h"
+
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+
+static weft_runtime *make(const char *devices, size_t vgpu_memory) {
+    weft_config cfg;
+    weft_config_init(&cfg);
+    cfg.workers = 2;
+    cfg.devices = devices;
+    cfg.vgpu_memory = vgpu_memory;
+    weft_runtime *rt = NULL;
+    CHECKF(weft_runtime_create(&cfg, &rt) == 0, "%s: %s", devices, weft_last_error());
+    return rt;
+}
+
+static uint64_t copied(weft_runtime *rt) {
+    weft_stats st;
+    CHECK_OK(weft_runtime_stats(rt, &st));
+    return st.bytes_copied;
+}
+
+/* ---- one array through GPUs and the host --------------------------------- */
+
+enum { N = 1000 };
+typedef struct inc {
+    double *p;     /* the replica the kernel works on */
+    double add;
+    void *host;    /* the user's memory: the replica must not be it */
+    int saw_host;
+} inc;
+static int inc_kernel(void *arg) {
+    inc *k = arg;
+    for (int i = 0; i < N; i++) k->p[i] += k->add;
+    return 0;
+}
+static int inc_body(weft_ctx *ctx, void *arg) {
+    inc *k = arg;
+    k->p = weft_ctx_data(ctx, 0);
+    k->saw_host = k->p == k->host;
+    if (weft_ctx_gpu_count(ctx) == 0) return inc_kernel(k);
+    weft_range rw = {k->p, N * sizeof(double), WEFT_RW};
+    return weft_ctx_queue_rw(ctx, 0, inc_kernel, k, 0, &rw, 1);
+}
+static int check_body(weft_ctx *ctx, void *arg) { /* on the CPU: every element is *arg */
+    const double *p = weft_ctx_data(ctx, 0), want = *(double *)arg;
+    for (int i = 0; i < N; i++)
+        if (p[i] != want) return 1;
+    return 0;
+}
+
+static void spawn_on(weft_runtime *rt, const char *where, weft_body_fn body, void *arg, weft_data *h,
+                     unsigned mode, weft_task **out) {
+    weft_placement p;
+    CHECK_OK(weft_placement_parse(where, &p));
+    weft_access acc = {h, mode};
+    weft_task_desc d;
+    weft_task_desc_init(&d);
+    d.body = body;
+    d.arg = arg;
+    d.accesses = &acc;
+    d.naccesses = 1;
+    d.placements = &p;
+    d.nplacements = 1;
+    CHECK_OK(weft_spawn(rt, &d, out));
+}
+
+static void test_one_array(void) {
+    weft_runtime *rt = make("cpu,vgpu:2", 0);
+    static double a[N];
+    for (int i = 0; i < N; i++) a[i] = 1;
+    weft_data *h;
+    CHECK_OK(weft_data_register(rt, a, sizeof a, &h));
+    inc k0 = {NULL, 1, a, 0}, k1 = {NULL, 10, a, 0}, kc = {NULL, 100, a, 0}, kh = {NULL, 1000, a, 0};
+    double want2 = 2, want12 = 12, want112 = 112;
+    /* gpu:0 adds 1 on its copy; the host sees 2; gpu:1 adds 10 (copied from
+     * the host's, or from gpu:0's); the CPU adds 100 on the user's memory */
+    spawn_on(rt, "gpu:0", inc_body, &k0, h, WEFT_RW, NULL);
+    spawn_on(rt, "cpu", check_body, &want2, h, WEFT_R, NULL);
+    spawn_on(rt, "gpu:1", inc_body, &k1, h, WEFT_RW, NULL);
+    spawn_on(rt, "cpu", check_body, &want12, h, WEFT_R, NULL);
+    spawn_on(rt, "cpu", inc_body, &kc, h, WEFT_RW, NULL);
+    spawn_on(rt, "gpu:0", check_body, &want112, h, WEFT_R | WEFT_HOST, NULL); /* the host's copy on a GPU */
+    spawn_on(rt, "gpu:1", inc_body, &kh, h, WEFT_RW | WEFT_HOST, NULL);     /* writes the user's memory */
+    CHECK_OK(weft_wait_all(rt));
+    CHECK(k0.saw_host == 0 && k1.saw_host == 0); /* their GPU's own copies */
+    CHECK(kc.saw_host == 1 && kh.saw_host == 1);
+    /* a last writer on a GPU: the user's memory is stale until unregister */
+    inc k2 = {NULL, 5, a, 0};
+    spawn_on(rt, "gpu:0", inc_body, &k2, h, WEFT_RW, NULL);
+    CHECK_OK(weft_wait_all(rt));
+    CHECK(a[0] == 1112 && a[N - 1] == 1112);
+    uint64_t bytes = copied(rt);
+    CHECKF(bytes >= 4 * sizeof a, "%llu bytes copied", (unsigned long long)bytes);
+    CHECK_OK(weft_data_unregister(h));
+    for (int i = 0; i < N; i++) CHECKF(a[i] == 1117, "a[%d] = %g after unregister", i, a[i]);
+    /* memory of the replicas given back */
+    weft_device_info info;
+    for (unsigned g = 1; g <= 2; g++) {
+        CHECK_OK(weft_device_info_get(rt, g, &info));
+        CHECKF(info.memory_used == 0, "GPU %u: %zu bytes used", g, info.memory_used);
+    }
+    /* destroy writes back too */
+    for (int i = 0; i < N; i++) a[i] = 0;
+    CHECK_OK(weft_data_register(rt, a, sizeof a, &h));
+    inc k3 = {NULL, 7, a, 0};
+    spawn_on(rt, "gpu:1", inc_body, &k3, h, WEFT_RW, NULL);
+    CHECK_OK(weft_runtime_destroy(rt));
+    CHECK(a[0] == 7 && a[N - 1] == 7);
+}
+
+/* ---- a replica that does not fit ----------------------------------------- */
+
+static void test_no_room(void) {
+    weft_runtime *rt = make("cpu,vgpu:1", 64u << 10);
+    static double big[16384]; /* 128 KiB, the GPU has 64 */
+    big[0] = 3;
+    weft_data *h;
+    CHECK_OK(weft_data_register(rt, big, sizeof big, &h));
+    double want = 0;
+    weft_task *t;
+    spawn_on(rt, "gpu", check_body, &want, h, WEFT_R, &t);
+    CHECK_ERR(weft_task_wait(t), WEFT_ETASKFAILED);
+    weft_task_info ti;
+    CHECK_OK(weft_task_info_get(t, &ti));
+    CHECKF(ti.result == WEFT_ENOMEM, "result %d", ti.result);
+    weft_task_release(t);
+    CHECK_ERR(weft_wait_all(rt), WEFT_ETASKFAILED);
+    /* still usable; the data intact */
+    static double small[N];
+    weft_data *s;
+    CHECK_OK(weft_data_register(rt, small, sizeof small, &s));
+    inc k = {NULL, 2, small, 0};
+    spawn_on(rt, "gpu", inc_body, &k, s, WEFT_RW, NULL);
+    CHECK_OK(weft_wait_all(rt));
+    CHECK_OK(weft_data_unregister(s));
+    CHECK(small[5] == 2);
+    CHECK_OK(weft_data_unregister(h));
+    CHECK(big[0] == 3);
+    CHECK_OK(weft_runtime_destroy(rt));
+}
+
+/* ---- random graphs against a sequential run ------------------------------- */
+
+enum { MAXA = 6, MAXT = 400, MAXACC = 3 };
+typedef struct rtask {
+    int id;
+    int na;
+    int arr[MAXACC];
+    unsigned mode[MAXACC];
+    size_t len[MAXACC];
+    uint32_t *p[MAXACC]; /* where it runs: set by the body */
+} rtask;
+
+/* The work of a task over the arrays it names (pointers into whichever copy):
+ * a mix of what it reads, folded into what it writes. */
+static void work(rtask *t) {
+    uint32_t mix = (uint32_t)t->id * 2654435761u;
+    for (int k = 0; k < t->na; k++)
+        if (t->mode[k] & WEFT_R)
+            for (size_t i = 0; i < t->len[k]; i++) mix = mix * 31u + t->p[k][i];
+    for (int k = 0; k < t->na; k++)
+        if (t->mode[k] & WEFT_W)
+            for (size_t i = 0; i < t->len[k]; i++)
+                t->p[k][i] = (t->mode[k] & WEFT_R ? t->p[k][i] * 3u : 0u) + mix + (uint32_t)i;
+}
+static int r_kernel(void *arg) {
+    work(arg);
+    return 0;
+}
+static int r_body(weft_ctx *ctx, void *arg) {
+    rtask *t = arg;
+    weft_range rw[MAXACC];
+    for (int k = 0; k < t->na; k++) {
+        t->p[k] = weft_ctx_data(ctx, (size_t)k);
+        rw[k] = (weft_range){t->p[k], t->len[k] * sizeof(uint32_t), t->mode[k] & WEFT_RW};
+    }
+    if (weft_ctx_gpu_count(ctx) == 0) {
+        work(t);
+        return 0;
+    }
+    return weft_ctx_queue_rw(ctx, 0, r_kernel, t, 0, rw, (size_t)t->na);
+}
+
+static uint64_t rng;
+static uint32_t rnd(uint32_t n) {
+    rng ^= rng << 13;
+    rng ^= rng >> 7;
+    rng ^= rng << 17;
+    return (uint32_t)(rng % n);
+}
+
+static void random_graph(uint64_t seed, int ntasks, bool check) {
+    rng = seed | 1;
+    int narr = 2 + (int)rnd(MAXA - 1);
+    static uint32_t mem[MAXA][4099], ref[MAXA][4099];
+    size_t len[MAXA];
+    for (int a = 0; a < narr; a++) {
+        len[a] = 1 + rnd(4099);
+        for (size_t i = 0; i < len[a]; i++) mem[a][i] = ref[a][i] = (uint32_t)(a * 1000 + i);
+    }
+    if (check) CHECK(setenv("WEFT_VGPU_CHECK", "1", 1) == 0);
+    weft_runtime *rt = make("cpu,vgpu:4", 0);
+    if (check) unsetenv("WEFT_VGPU_CHECK");
+    weft_data *h[MAXA];
+    for (int a = 0; a < narr; a++) CHECK_OK(weft_data_register(rt, mem[a], len[a] * sizeof(uint32_t), &h[a]));
+    static rtask tasks[MAXT];
+    static const char *const where[] = {"cpu", "gpu", "gpu:0", "gpu:1", "gpu:2", "gpu:3", "2*gpu"};
+    static const unsigned modes[] = {WEFT_R, WEFT_W, WEFT_RW, WEFT_R, WEFT_RW};
+    for (int i = 0; i < ntasks; i++) {
+        rtask *t = &tasks[i];
+        memset(t, 0, sizeof *t);
+        t->id = i;
+        t->na = 1 + (int)rnd((uint32_t)(narr < MAXACC ? narr : MAXACC));
+        weft_access acc[MAXACC];
+        for (int k = 0; k < t->na; k++) {
+            int a;
+            bool dup;
+            do { /* distinct arrays within a task */
+                a = (int)rnd((uint32_t)narr);
+                dup = false;
+                for (int j = 0; j < k; j++) dup |= t->arr[j] == a;
+            } while (dup);
+            t->arr[k] = a;
+            t->mode[k] = modes[rnd(5)];
+            t->len[k] = len[a];
+            acc[k] = (weft_access){h[a], t->mode[k]};
+        }
+        weft_placement p;
+        CHECK_OK(weft_placement_parse(where[rnd(7)], &p));
+        p.share = 0.25;
+        weft_task_desc d;
+        weft_task_desc_init(&d);
+        d.body = r_body;
+        d.arg = t;
+        d.accesses = acc;
+        d.naccesses = (size_t)t->na;
+        d.placements = &p;
+        d.nplacements = 1;
+        CHECK_OK(weft_spawn(rt, &d, NULL));
+    }
+    CHECKF(weft_wait_all(rt) == 0, "seed %llu: %s", (unsigned long long)seed, weft_last_error());
+    for (int a = 0; a < narr; a++) CHECK_OK(weft_data_unregister(h[a]));
+    CHECK_OK(weft_runtime_destroy(rt));
+    /* the same tasks one after another, in spawn order, on the user's memory */
+    for (int i = 0; i < ntasks; i++) {
+        rtask *t = &tasks[i];
+        for (int k = 0; k < t->na; k++) t->p[k] = ref[t->arr[k]];
+        work(t);
+    }
+    for (int a = 0; a < narr; a++)
+        CHECKF(memcmp(mem[a], ref[a], len[a] * sizeof(uint32_t)) == 0, "seed %llu: array %d differs",
+               (unsigned long long)seed, a);
+}
+
+int main(void) {
+    test_watchdog(test_pick(60, 240));
+    test_step("one array");
+    test_one_array();
+    test_step("no room");
+    test_no_room();
+    test_step("random graphs");
+    int seeds = test_pick(40, 8), ntasks = test_pick(MAXT, 120);
+    for (int s = 0; s < seeds; s++) random_graph(0x9e3779b97f4a7c15ull * (uint64_t)(s + 1), ntasks, false);
+    test_step("random graphs, checked");
+    for (int s = 0; s < seeds / 4 + 1; s++) random_graph(0xdeadbeefull * (uint64_t)(s + 7), ntasks, true);
+    printf("test_replicas: ok\n");
+    return 0;
+}
