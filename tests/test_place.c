@@ -532,20 +532,22 @@ static void ride_reset(int fail_at) {
 static void test_riding(void) {
     weft_runtime *rt = g_rt = make_dev("cpu,vgpu:2", NULL);
     weft_device_info info;
-    /* a chain of whole-GPU tasks with 600 KiB each on a 1 MiB GPU: each step
-     * rides on the one before, so the next bodies run while step 0's kernel
-     * does; the kernels still run one at a time, in order, and the GPU's
-     * memory holds one reservation */
+    /* a chain of whole-GPU tasks with 300 KiB each on a 1 MiB GPU: each step
+     * rides on the share of the one before, so the next bodies run while
+     * step 0's kernel does; the kernels still run one at a time, in order.
+     * Memory is not ridden on (both tasks' data are held at once): at most
+     * three such reservations are held together. */
     enum { N = 6 };
     weft_task *t[N];
     ride_reset(-1);
-    spawn_ride(rt, N, 600u << 10, t);
+    spawn_ride(rt, N, 300u << 10, t);
     CHECK_OK(weft_wait_all(rt));
     CHECK(atomic_load(&chain_pos) == N && atomic_load(&chain_bad) == 0);
     CHECK(atomic_load(&ride_max) == 1);
     CHECKF(atomic_load(&ride_early_bodies) >= 1, "no body ran before step 0's kernel finished");
     for (int i = 0; i < N; i++) {
-        CHECKF(ride_used[i] == 600u << 10, "step %d saw %zu bytes used", i, ride_used[i]);
+        CHECKF(ride_used[i] >= 300u << 10 && ride_used[i] <= 900u << 10, "step %d saw %zu bytes used", i,
+               ride_used[i]);
         weft_task_release(t[i]);
     }
     CHECK_OK(weft_device_info_get(rt, 1, &info));

@@ -122,30 +122,58 @@ static void test_one_array(void) {
 
 static void test_no_room(void) {
     weft_runtime *rt = make("cpu,vgpu:1", 64u << 10);
+    /* data larger than the GPU: refused at spawn, naming the sizes */
     static double big[16384]; /* 128 KiB, the GPU has 64 */
     big[0] = 3;
     weft_data *h;
     CHECK_OK(weft_data_register(rt, big, sizeof big, &h));
-    double want = 0;
-    weft_task *t;
-    spawn_on(rt, "gpu", check_body, &want, h, WEFT_R, &t);
-    CHECK_ERR(weft_task_wait(t), WEFT_ETASKFAILED);
-    weft_task_info ti;
-    CHECK_OK(weft_task_info_get(t, &ti));
-    CHECKF(ti.result == WEFT_ENOMEM, "result %d", ti.result);
-    weft_task_release(t);
-    CHECK_ERR(weft_wait_all(rt), WEFT_ETASKFAILED);
-    /* still usable; the data intact */
-    static double small[N];
-    weft_data *s;
-    CHECK_OK(weft_data_register(rt, small, sizeof small, &s));
-    inc k = {NULL, 2, small, 0};
-    spawn_on(rt, "gpu", inc_body, &k, s, WEFT_RW, NULL);
+    weft_placement p;
+    CHECK_OK(weft_placement_parse("gpu", &p));
+    weft_access acc = {h, WEFT_R};
+    weft_task_desc d;
+    weft_task_desc_init(&d);
+    d.body = check_body;
+    d.accesses = &acc;
+    d.naccesses = 1;
+    d.placements = &p;
+    d.nplacements = 1;
+    CHECK_ERR(weft_spawn(rt, &d, NULL), WEFT_EINVAL);
+    CHECKF(strstr(weft_last_error(), "131072 bytes of data") != NULL, "%s", weft_last_error());
+    /* with the host's copy (WEFT_HOST) it runs on the GPU */
+    double want = 3;
+    big[1] = big[2] = 0;
+    for (int i = 0; i < N; i++) big[i] = 3;
+    acc.mode = WEFT_R | WEFT_HOST;
+    d.arg = &want;
+    CHECK_OK(weft_spawn(rt, &d, NULL));
     CHECK_OK(weft_wait_all(rt));
-    CHECK_OK(weft_data_unregister(s));
-    CHECK(small[5] == 2);
     CHECK_OK(weft_data_unregister(h));
-    CHECK(big[0] == 3);
+    /* five arrays of 24 KiB, used in turn by GPU writers and readers: the GPU
+     * holds two at a time, so older replicas are evicted (written back to
+     * the host when they are the newest value) */
+    enum { K = 5, M = 3072 };
+    static double arr[K][M];
+    weft_data *hs[K];
+    for (int k = 0; k < K; k++) {
+        for (int i = 0; i < M; i++) arr[k][i] = k;
+        CHECK_OK(weft_data_register(rt, arr[k], sizeof arr[k], &hs[k]));
+    }
+    static inc incs[4][K];
+    for (int round = 0; round < 4; round++)
+        for (int k = 0; k < K; k++) {
+            incs[round][k] = (inc){NULL, 1, arr[k], 0};
+            spawn_on(rt, "gpu", inc_body, &incs[round][k], hs[k], WEFT_RW, NULL);
+        }
+    CHECK_OK(weft_wait_all(rt));
+    weft_device_info info;
+    CHECK_OK(weft_device_info_get(rt, 1, &info));
+    CHECKF(info.memory_used <= info.memory, "%zu used", info.memory_used);
+    for (int k = 0; k < K; k++) CHECK_OK(weft_data_unregister(hs[k]));
+    for (int k = 0; k < K; k++)
+        for (int i = 0; i < N && i < M; i++) /* inc_body adds over the first N elements */
+            CHECKF(arr[k][i] == k + 4, "arr[%d][%d] = %g", k, i, arr[k][i]);
+    CHECK_OK(weft_device_info_get(rt, 1, &info));
+    CHECK(info.memory_used == 0);
     CHECK_OK(weft_runtime_destroy(rt));
 }
 
@@ -199,7 +227,7 @@ static uint32_t rnd(uint32_t n) {
     return (uint32_t)(rng % n);
 }
 
-static void random_graph(uint64_t seed, int ntasks, bool check) {
+static void random_graph(uint64_t seed, int ntasks, bool check, size_t vgpu_memory) {
     rng = seed | 1;
     int narr = 2 + (int)rnd(MAXA - 1);
     static uint32_t mem[MAXA][4099], ref[MAXA][4099];
@@ -209,7 +237,7 @@ static void random_graph(uint64_t seed, int ntasks, bool check) {
         for (size_t i = 0; i < len[a]; i++) mem[a][i] = ref[a][i] = (uint32_t)(a * 1000 + i);
     }
     if (check) CHECK(setenv("WEFT_VGPU_CHECK", "1", 1) == 0);
-    weft_runtime *rt = make("cpu,vgpu:4", 0);
+    weft_runtime *rt = make("cpu,vgpu:4", vgpu_memory);
     if (check) unsetenv("WEFT_VGPU_CHECK");
     weft_data *h[MAXA];
     for (int a = 0; a < narr; a++) CHECK_OK(weft_data_register(rt, mem[a], len[a] * sizeof(uint32_t), &h[a]));
@@ -250,6 +278,12 @@ static void random_graph(uint64_t seed, int ntasks, bool check) {
     }
     CHECKF(weft_wait_all(rt) == 0, "seed %llu: %s", (unsigned long long)seed, weft_last_error());
     for (int a = 0; a < narr; a++) CHECK_OK(weft_data_unregister(h[a]));
+    for (unsigned g = 1; g <= 4; g++) { /* every replica given back */
+        weft_device_info info;
+        CHECK_OK(weft_device_info_get(rt, g, &info));
+        CHECKF(info.memory_used == 0, "seed %llu: GPU %u keeps %zu bytes", (unsigned long long)seed, g,
+               info.memory_used);
+    }
     CHECK_OK(weft_runtime_destroy(rt));
     /* the same tasks one after another, in spawn order, on the user's memory */
     for (int i = 0; i < ntasks; i++) {
@@ -270,9 +304,12 @@ int main(void) {
     test_no_room();
     test_step("random graphs");
     int seeds = test_pick(40, 8), ntasks = test_pick(MAXT, 120);
-    for (int s = 0; s < seeds; s++) random_graph(0x9e3779b97f4a7c15ull * (uint64_t)(s + 1), ntasks, false);
+    for (int s = 0; s < seeds; s++) random_graph(0x9e3779b97f4a7c15ull * (uint64_t)(s + 1), ntasks, false, 0);
+    test_step("random graphs, small GPUs (eviction)");
+    for (int s = 0; s < seeds; s++) random_graph(0x51ed270b27cd9e5bull * (uint64_t)(s + 3), ntasks, false, 56u << 10);
     test_step("random graphs, checked");
-    for (int s = 0; s < seeds / 4 + 1; s++) random_graph(0xdeadbeefull * (uint64_t)(s + 7), ntasks, true);
+    for (int s = 0; s < seeds / 4 + 1; s++) random_graph(0xdeadbeefull * (uint64_t)(s + 7), ntasks, true, 0);
+    for (int s = 0; s < seeds / 4 + 1; s++) random_graph(0xfeedull * (uint64_t)(s + 11), ntasks, true, 56u << 10);
     printf("test_replicas: ok\n");
     return 0;
 }

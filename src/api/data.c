@@ -20,7 +20,7 @@ int weft_data_register(weft_runtime *h, void *ptr, size_t n, weft_data **out)
     if (!rt)
         return err;
     void *hist = weft__history_new();
-    weft__data *d = hist ? weft__data_new(&rt->waits, h, ptr, n, rt->dev, rt->ndev, &rt->bytes_copied) : NULL;
+    weft__data *d = hist ? weft__data_new(&rt->waits, h, ptr, n, rt->dev, rt->mnodes, rt->ndev, &rt->bytes_copied) : NULL;
     if (!d) {
         weft__history_free(hist);
         weft__rt_leave(rt, 1);

@@ -233,6 +233,8 @@ static void rt_free(weft__rt *rt)
     if (rt->placer_ready)
         weft__placer_fini(&rt->placer);
     rt->placer_ready = false;
+    for (unsigned i = 0; i < WEFT__MAX_DEVICES; i++) /* their copy queues, before the devices stop */
+        weft__mnode_fini(&rt->mnodes[i]);
     for (unsigned i = rt->ndev; i-- > 0;)
         weft__device_delete(rt->dev[i]);
     rt->ndev = 0;
@@ -286,6 +288,8 @@ int weft_runtime_create(const weft_config *cfg_in, weft_runtime **out)
      * and wakes once per batch rather than once per task. */
     int64_t low = (int64_t)(rt->max_inflight - rt->max_inflight / 4) - 1;
     pthread_mutex_init(&rt->data_lock, NULL);
+    for (unsigned i = 0; i < WEFT__MAX_DEVICES; i++)
+        weft__mnode_init(&rt->mnodes[i]);
     rt->t0_ns = weft__now_ns();
     weft__graph_init(&rt->graph, &rt->sched, &rt->waits, low < 0 ? 0 : low);
 

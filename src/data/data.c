@@ -20,8 +20,59 @@ weft__data *weft__data_get(const weft_data *h)
     return d;
 }
 
+void weft__mnode_init(weft__mnode *m)
+{
+    pthread_mutex_init(&m->lock, NULL);
+    m->head = m->tail = NULL;
+    m->copyq = NULL;
+    m->dev = NULL;
+    atomic_init(&m->unpinned, 0);
+}
+
+void weft__mnode_fini(weft__mnode *m)
+{
+    if (m->copyq)
+        m->dev->ops->queue_destroy(m->copyq);
+    m->copyq = NULL;
+    pthread_mutex_destroy(&m->lock);
+}
+
+/* Under m->lock. */
+static void lru_unlink(weft__mnode *m, weft__replica *r)
+{
+    if (!r->in_lru)
+        return;
+    if (r->lru_prev)
+        r->lru_prev->lru_next = r->lru_next;
+    else
+        m->head = r->lru_next;
+    if (r->lru_next)
+        r->lru_next->lru_prev = r->lru_prev;
+    else
+        m->tail = r->lru_prev;
+    r->lru_prev = r->lru_next = NULL;
+    r->in_lru = false;
+}
+
+/* r was used: the most recently used of its node. */
+static void lru_touch(weft__mnode *m, weft__replica *r)
+{
+    pthread_mutex_lock(&m->lock);
+    lru_unlink(m, r);
+    r->lru_prev = m->tail;
+    r->lru_next = NULL;
+    if (m->tail)
+        m->tail->lru_next = r;
+    else
+        m->head = r;
+    m->tail = r;
+    r->in_lru = true;
+    pthread_mutex_unlock(&m->lock);
+}
+
 weft__data *weft__data_new(weft__waitset *ws, const void *rt_handle, void *ptr, size_t n,
-                           weft__device *const *devs, unsigned ndev, _Atomic uint64_t *copied)
+                           weft__device *const *devs, weft__mnode *mnodes, unsigned ndev,
+                           _Atomic uint64_t *copied)
 {
     weft__replica *rep = weft__alloc(sizeof *rep * (ndev ? ndev : 1));
     if (!rep)
@@ -40,12 +91,14 @@ weft__data *weft__data_new(weft__waitset *ws, const void *rt_handle, void *ptr, 
     pthread_mutex_init(&d->lock, NULL);
     atomic_init(&d->on_devices, false);
     d->devs = devs;
+    d->mnodes = mnodes;
     d->nrep = ndev ? ndev : 1;
     d->rep = rep;
     d->copied = copied;
     for (unsigned i = 0; i < d->nrep; i++)
-        d->rep[i] = (weft__replica){NULL, WEFT__REP_INVALID, NULL, NULL};
-    d->rep[0] = (weft__replica){ptr, WEFT__REP_MODIFIED, NULL, NULL};
+        d->rep[i] = (weft__replica){.state = WEFT__REP_INVALID, .owner = d};
+    d->rep[0].ptr = ptr;
+    d->rep[0].state = WEFT__REP_MODIFIED;
     atomic_store(&d->users, 0);
     return d;
 }
@@ -82,13 +135,27 @@ static int note_ready(weft__data *d, unsigned i, weft__dqueue *q)
     return ops->event_record(r->ready, q);
 }
 
-/* Copy device replica src into the host's and wait for it. */
+/* Copy device replica src into the host's and wait for it (on the
+ * device's copy queue: see weft__mnode). */
 static int copy_to_host(weft__data *d, unsigned src)
 {
     weft__device *dev = d->devs[src];
-    weft__dqueue *q = dev->default_queue;
+    weft__mnode *m = &d->mnodes[src];
+    pthread_mutex_lock(&m->lock);
+    int rc = 0;
+    if (!m->copyq) {
+        rc = dev->ops->queue_create(dev, &m->copyq);
+        if (rc == 0)
+            m->dev = dev;
+        else
+            m->copyq = NULL;
+    }
+    weft__dqueue *q = m->copyq;
+    pthread_mutex_unlock(&m->lock);
+    if (rc != 0)
+        return rc;
     weft__devent *e = NULL;
-    int rc = wait_ready(d, src, q);
+    rc = wait_ready(d, src, q);
     if (rc == 0)
         rc = dev->ops->copy(q, d->ptr, d->rep[src].ptr, d->size);
     if (rc == 0)
@@ -163,8 +230,78 @@ static int fetch(weft__data *d, unsigned dev, weft__dqueue *q)
     return 0;
 }
 
-int weft__data_acquire(weft__data *d, unsigned dev, unsigned mode, weft__dqueue *q)
+/* Give replica dev of e back to its device (e's lock held, not pinned): a
+ * modified one is copied to the host first.  false if that copy failed
+ * (nothing is dropped then). */
+static bool drop_replica(weft__data *e, unsigned dev)
 {
+    weft__replica *r = &e->rep[dev];
+    bool only = r->state != WEFT__REP_INVALID;
+    for (unsigned i = 0; i < e->nrep && only; i++)
+        only = i == dev || e->rep[i].state == WEFT__REP_INVALID;
+    if (only) { /* the newest value: to the host first */
+        if (copy_to_host(e, dev) != 0)
+            return false;
+        e->rep[0].state = WEFT__REP_MODIFIED;
+    } else if (r->ready) {
+        (void)weft__device_event_wait(e->devs[dev], r->ready); /* its last copy in has landed */
+    }
+    if (r->ready)
+        ops_of(e, dev)->event_destroy(r->ready);
+    ops_of(e, dev)->mem_free(e->devs[dev], r->ptr, e->size);
+    atomic_fetch_sub(&e->devs[dev]->replicas, e->size);
+    r->ptr = NULL;
+    r->ready = NULL;
+    r->ready_q = NULL;
+    r->state = WEFT__REP_INVALID;
+    return true;
+}
+
+/* Make room on dev for d's replica by evicting the least recently used
+ * replicas of other handles that no task uses (d's lock held; the others'
+ * only tried).  0 once the allocation succeeded; WEFT__DATA_RETRY when
+ * nothing is left to evict but pinned replicas (of running tasks, whose
+ * end makes room: the placer keeps their data within the capacity);
+ * WEFT_ENOMEM otherwise. */
+static int alloc_evicting(weft__data *d, unsigned dev)
+{
+    weft__mnode *m = &d->mnodes[dev];
+    for (;;) {
+        if (ops_of(d, dev)->mem_alloc(d->devs[dev], d->size, &d->rep[dev].ptr) == 0) {
+            atomic_fetch_add(&d->devs[dev]->replicas, d->size);
+            return 0;
+        }
+        d->rep[dev].ptr = NULL;
+        weft__data *victim = NULL;
+        bool pinned = false;
+        pthread_mutex_lock(&m->lock);
+        for (weft__replica *r = m->head; r && !victim; r = r->lru_next) {
+            pinned |= r->owner != d && atomic_load(&r->pins) > 0;
+            weft__data *e = r->owner;
+            if (e == d || atomic_load(&r->pins) || pthread_mutex_trylock(&e->lock) != 0)
+                continue;
+            if (atomic_load(&r->pins)) { /* pinned since (pins rise under e's lock) */
+                pthread_mutex_unlock(&e->lock);
+                continue;
+            }
+            lru_unlink(m, r);
+            victim = e;
+        }
+        pthread_mutex_unlock(&m->lock);
+        if (!victim)
+            return pinned ? WEFT__DATA_RETRY : WEFT_ENOMEM;
+        bool dropped = drop_replica(victim, dev);
+        if (!dropped)
+            lru_touch(m, &victim->rep[dev]); /* kept: back in the list */
+        pthread_mutex_unlock(&victim->lock);
+        if (!dropped)
+            return WEFT_ENOMEM;
+    }
+}
+
+int weft__data_acquire(weft__data *d, unsigned dev, unsigned mode, weft__dqueue *q, int *on, int *from)
+{
+    *on = *from = -1;
     if (dev >= d->nrep)
         dev = 0; /* a device added after registration: the task uses the host's copy */
     /* The host's replica is the only one ever valid: nothing to do. */
@@ -173,25 +310,73 @@ int weft__data_acquire(weft__data *d, unsigned dev, unsigned mode, weft__dqueue 
     int rc = 0;
     pthread_mutex_lock(&d->lock);
     weft__replica *r = &d->rep[dev];
-    if (dev && !r->ptr) {
-        rc = ops_of(d, dev)->mem_alloc(d->devs[dev], d->size, &r->ptr);
-        if (rc != 0)
-            r->ptr = NULL;
-    }
-    if (rc == 0 && (mode & WEFT_R) && r->state == WEFT__REP_INVALID)
+    if (dev && !r->ptr)
+        rc = alloc_evicting(d, dev);
+    int src = -1;
+    if (rc == 0 && (mode & WEFT_R) && r->state == WEFT__REP_INVALID) {
+        src = source_for(d, dev);
         rc = fetch(d, dev, q);
-    else if (rc == 0 && dev && q)
+    } else if (rc == 0 && dev && q) {
         rc = wait_ready(d, dev, q); /* valid, but maybe filled on another queue */
+    }
     if (rc == 0 && (mode & WEFT_W)) {
         for (unsigned i = 0; i < d->nrep; i++)
             if (i != dev)
                 d->rep[i].state = WEFT__REP_INVALID;
         r->state = WEFT__REP_MODIFIED;
     }
-    if (rc == 0 && dev)
+    if (rc == 0 && dev) {
+        atomic_fetch_add(&r->pins, 1);
+        *on = (int)dev;
+        if (src > 0 && dev) { /* a device copied from: kept until the copy has run */
+            atomic_fetch_add(&d->rep[src].pins, 1);
+            *from = src;
+        }
         atomic_store_explicit(&d->on_devices, true, memory_order_release);
+    }
+    bool listed = dev && r->ptr;
     pthread_mutex_unlock(&d->lock);
+    if (listed)
+        lru_touch(&d->mnodes[dev], r);
     return rc;
+}
+
+uint64_t weft__data_room_epoch(const weft__data *d, unsigned dev)
+{
+    return dev < d->nrep ? atomic_load(&d->mnodes[dev].unpinned) : 0;
+}
+
+typedef struct room_wait {
+    weft__mnode *m;
+    uint64_t seen;
+} room_wait;
+
+static bool room_changed(const void *arg)
+{
+    const room_wait *w = arg;
+    return atomic_load(&w->m->unpinned) != w->seen;
+}
+
+bool weft__data_wait_room(weft__data *d, unsigned dev, uint64_t seen)
+{
+    room_wait rw = {&d->mnodes[dev], seen};
+    weft__wait w = {.key = rw.m, .done = room_changed, .arg = &rw, .deadline = weft__now_ns() + 20000000u,
+                    .spin = 64};
+    return weft__wait_until(d->ws, &w) == 0;
+}
+
+static void unpin(weft__data *d, int i, bool notify)
+{
+    if (i > 0 && atomic_fetch_sub(&d->rep[i].pins, 1) == 1 && notify) {
+        atomic_fetch_add(&d->mnodes[i].unpinned, 1);
+        weft__wake(d->ws, &d->mnodes[i]);
+    }
+}
+
+void weft__data_release(weft__data *d, int on, int from, bool notify)
+{
+    unpin(d, on, notify);
+    unpin(d, from, notify);
 }
 
 void weft__data_free(weft__data *d)
@@ -210,13 +395,18 @@ void weft__data_free(weft__data *d)
         }
         for (unsigned i = 1; i < d->nrep; i++) {
             weft__replica *r = &d->rep[i];
+            pthread_mutex_lock(&d->mnodes[i].lock);
+            lru_unlink(&d->mnodes[i], r);
+            pthread_mutex_unlock(&d->mnodes[i].lock);
             if (r->ready) {
                 (void)weft__device_event_wait(d->devs[i], r->ready); /* fired: its task finished */
                 ops_of(d, i)->event_destroy(r->ready);
             }
-            if (r->ptr)
+            if (r->ptr) {
                 ops_of(d, i)->mem_free(d->devs[i], r->ptr, d->size);
-            *r = (weft__replica){NULL, WEFT__REP_INVALID, NULL, NULL};
+                atomic_fetch_sub(&d->devs[i]->replicas, d->size);
+            }
+            *r = (weft__replica){.state = WEFT__REP_INVALID, .owner = d};
         }
         pthread_mutex_unlock(&d->lock);
     }

@@ -26,10 +26,42 @@ typedef enum weft__replica_state { WEFT__REP_INVALID, WEFT__REP_SHARED, WEFT__RE
 typedef struct weft__replica {
     void *ptr;                         /* NULL until allocated there (the host's: the user's memory) */
     uint8_t state;                     /* weft__replica_state */
+    /* Unfinished tasks using it (as theirs, or as the source of their
+     * copy): it is not evicted meanwhile.  Raised under the handle's lock,
+     * dropped without it (a task finishing on a device's thread never
+     * takes a handle's lock, so that a thread waiting under one for a copy
+     * cannot wait for it). */
+    _Atomic uint32_t pins;
     weft__devent *ready;               /* recorded after the last copy queued into it, on ready_q
                                           (NULL: none yet); other queues wait for it before use */
     weft__dqueue *ready_q;
+    /* In its device's memory node (weft__mnode), least recently used first,
+     * while allocated (under the node's lock). */
+    struct weft__replica *lru_prev, *lru_next;
+    struct weft__data *owner;
+    bool in_lru;
 } weft__replica;
+
+/* A device's memory as the data layer sees it: the replicas allocated there,
+ * least recently used first, to evict from when an allocation fails.
+ * lock protects the list; taken after a handle's lock, never before one
+ * (victims are only tried: pthread_mutex_trylock). */
+typedef struct weft__mnode {
+    pthread_mutex_t lock;
+    weft__replica *head, *tail;
+    /* The device's queue for copies to the host, which are waited for
+     * under a handle's lock: a queue of its own, made on first use (under
+     * lock), since a task stream's thread may be reporting a completion
+     * that takes that lock. */
+    weft__dqueue *copyq;
+    weft__device *dev;
+    /* Bumped when a replica there is no longer pinned: a task waiting for
+     * room (WEFT__DATA_RETRY) waits for it to change (key: the node). */
+    _Atomic uint64_t unpinned;
+} weft__mnode;
+void weft__mnode_init(weft__mnode *m);
+/* Before the device is stopped: its copy queue goes. */
+void weft__mnode_fini(weft__mnode *m);
 
 #define WEFT__DATA_CLOSING ((int64_t)1 << 62)
 
@@ -54,6 +86,7 @@ typedef struct weft__data {
     _Atomic bool on_devices;           /* a device replica was ever valid (else the host's is the
                                           only one, and host accesses need no lock) */
     weft__device *const *devs;         /* the runtime's device table: rep[i] lives on devs[i] */
+    weft__mnode *mnodes;               /* and the memory node of each */
     unsigned nrep;                     /* one replica per device of the runtime at registration */
     weft__replica *rep;
     _Atomic uint64_t *copied;          /* the runtime's count of bytes copied between replicas */
@@ -64,7 +97,8 @@ typedef struct weft__data {
  * ndev-1] (the host's, devs[0], is ptr itself, valid).  copied: where to
  * count the bytes copied.  NULL on ENOMEM. */
 weft__data *weft__data_new(weft__waitset *ws, const void *rt_handle, void *ptr, size_t n,
-                           weft__device *const *devs, unsigned ndev, _Atomic uint64_t *copied);
+                           weft__device *const *devs, weft__mnode *mnodes, unsigned ndev,
+                           _Atomic uint64_t *copied);
 /* Free a handle (no user left): the newest value goes back to the user's
  * memory first if it is only on devices, then the device replicas are
  * freed.  Blocks for that copy. */
@@ -92,9 +126,28 @@ static inline void *weft__data_replica(const weft__data *d, unsigned dev)
  * coherence protocol says.  A copy into a device replica is queued on q
  * (the task's queue on dev, after what it waits for), and later users on
  * other queues wait for it by an event; a copy to the host (dev 0, q NULL)
- * is waited for here.  A writer invalidates every other replica.  0, or
- * WEFT_ENOMEM (no room on dev), or a device's error.  Safe from any thread
- * (the handle's lock). */
-int weft__data_acquire(weft__data *d, unsigned dev, unsigned mode, weft__dqueue *q);
+ * is waited for here.  A writer invalidates every other replica.  Room for
+ * a new replica is made, when the device is full, by evicting the least
+ * recently used replicas no task uses (a modified one is copied to the
+ * host first).  On success the replica on dev (a device's) and the device
+ * replica copied from are pinned until weft__data_release: *on and *from
+ * say which (-1: none).  0, or WEFT_ENOMEM (no room on dev even after
+ * eviction), or a device's error.  Safe from any thread (the handle's
+ * lock). */
+int weft__data_acquire(weft__data *d, unsigned dev, unsigned mode, weft__dqueue *q, int *on, int *from);
+/* weft__data_acquire found no room on dev while other tasks' replicas
+ * there are pinned: room will come when they finish.  The caller drops its
+ * own pins, waits for the node's `unpinned` to change from what it was
+ * before the call, and tries again. */
+#define WEFT__DATA_RETRY 1
+/* The node's `unpinned` count now, and a wait until it is no longer seen. */
+uint64_t weft__data_room_epoch(const weft__data *d, unsigned dev);
+/* (At most 20 ms: a task whose own replicas fragment the device tries
+ * again even when no other task finished.)  false if nothing changed. */
+bool weft__data_wait_room(weft__data *d, unsigned dev, uint64_t seen);
+/* The task that acquired (on, from) finished (or gives up and retries,
+ * notify false: its own release must not wake itself): unpin them.  Never
+ * takes the handle's lock. */
+void weft__data_release(weft__data *d, int on, int from, bool notify);
 
 #endif

@@ -107,6 +107,7 @@ struct weft__device {
     char name[32];
     size_t capacity;               /* bytes; SIZE_MAX for unlimited */
     _Atomic size_t used;
+    _Atomic size_t replicas;       /* of used: data replicas, which the data layer may evict */
     weft__waitset *ws;             /* host waiters on this device's events */
     weft__dqueue *default_queue;   /* made by start */
     void *impl;                    /* the kind's own state */

@@ -790,7 +790,12 @@ weft__device *weft__vgpu_new(weft__waitset *ws, const weft__vgpu_params *p, cons
     v->p = *p;
     if (v->p.capacity == 0)
         v->p.capacity = (size_t)1 << 30;
-    if (arena_init(&v->mem, v->p.capacity, dev) != 0) {
+    /* The arena is address space (reserved, not committed) four times the
+     * capacity, which is charged separately: allocations within the
+     * capacity then find a free span even when freed ones left holes (the
+     * data layer evicts by age, not by address). */
+    size_t span = v->p.capacity <= SIZE_MAX / 4 ? v->p.capacity * 4 : v->p.capacity;
+    if (arena_init(&v->mem, span, dev) != 0) {
         weft__free(v);
         weft__free(dev);
         return NULL;

@@ -69,6 +69,7 @@ enum { WEFT__EDGE_OPEN = 0, WEFT__EDGE_EARLY = 1, WEFT__EDGE_DONE = 2 };
 typedef struct weft__task_access {
     weft__data *data;
     unsigned mode;
+    int16_t on, from;                  /* replicas pinned by weft__task_acquire (-1: none) */
 } weft__task_access;
 
 /* run_gate values: who decides whether the body runs. */

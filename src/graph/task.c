@@ -325,6 +325,24 @@ static int cmp_access(const void *a, const void *b)
 
 #define STACK_ACCESSES 16
 
+/* The bytes of d's data a GPU holds while the task runs there: each handle
+ * it names (not WEFT_HOST) once, rounded up as device allocations are. */
+static size_t data_bytes(const weft_task_desc *d)
+{
+    size_t sum = 0;
+    for (size_t i = 0; i < d->naccesses; i++) {
+        if (d->accesses[i].mode & WEFT_HOST)
+            continue;
+        bool seen = false;
+        for (size_t j = 0; j < i && j < 64 && !seen; j++) /* (beyond 64, counted again: more, never less) */
+            seen = d->accesses[j].data == d->accesses[i].data && !(d->accesses[j].mode & WEFT_HOST);
+        const weft__data *dd = weft__data_get(d->accesses[i].data);
+        if (!seen && dd)
+            sum += (dd->size + 255) / 256 * 256;
+    }
+    return sum;
+}
+
 int weft__task_spawn(weft__graph *g, const void *rt_handle, const weft_task_desc *d,
                      const weft__spawn_extra *x, bool want_handle, weft__task **out)
 {
@@ -334,7 +352,8 @@ int weft__task_spawn(weft__graph *g, const void *rt_handle, const weft_task_desc
     atomic_init(&t->state, WEFT__T_SPAWNING);
     t->g = g;
     if (d->nplacements) {
-        int prc = weft__place_new(g->placer, d->placements, d->nplacements, t, "weft_spawn", &t->place);
+        int prc = weft__place_new(g->placer, d->placements, d->nplacements, data_bytes(d), t, "weft_spawn",
+                                  &t->place);
         if (prc) {
             task_free(t);
             return prc;
@@ -370,6 +389,7 @@ int weft__task_spawn(weft__graph *g, const void *rt_handle, const weft_task_desc
         }
         t->access[i].data = dd;
         t->access[i].mode = d->accesses[i].mode;
+        t->access[i].on = t->access[i].from = -1;
         t->naccess = (uint16_t)(i + 1);
         if (d->accesses[i].mode & WEFT_COMMUTE)
             t->has_commute = true;
@@ -658,14 +678,35 @@ void weft__task_prepare(weft__task *t)
 int weft__task_acquire(weft__task *t)
 {
     weft__dqueue *q = t->place && t->place->ngpu ? t->place->queue[0] : NULL;
-    for (uint32_t i = 0; i < t->naccess; i++) {
-        const weft__task_access *a = &t->access[i];
-        bool host = (a->mode & WEFT_HOST) || t->device == 0;
-        int rc = weft__data_acquire(a->data, host ? 0 : t->device, a->mode, host ? NULL : q);
-        if (rc != 0)
+    for (unsigned idle = 0;;) {
+        int rc = 0;
+        uint32_t i = 0;
+        uint64_t seen = 0;
+        for (; i < t->naccess && rc == 0; i++) {
+            weft__task_access *a = &t->access[i];
+            unsigned dev = (a->mode & WEFT_HOST) ? 0 : t->device;
+            int on, from;
+            seen = weft__data_room_epoch(a->data, dev);
+            rc = weft__data_acquire(a->data, dev, a->mode, dev ? q : NULL, &on, &from);
+            a->on = (int16_t)on;
+            a->from = (int16_t)from;
+        }
+        if (rc != WEFT__DATA_RETRY)
             return rc;
+        /* No room now for access i-1, while running tasks' data fill the
+         * device: give back what this task holds (no task waits holding
+         * room), wait until one of them finishes, and start again. */
+        weft__task_access *full = &t->access[i - 1];
+        for (uint32_t j = 0; j < i; j++) {
+            weft__data_release(t->access[j].data, t->access[j].on, t->access[j].from, false);
+            t->access[j].on = t->access[j].from = -1;
+        }
+        /* a second of waits in which no task made room: its own replicas
+         * leave none (fragmented), and nothing will change */
+        idle = weft__data_wait_room(full->data, t->device, seen) ? 0 : idle + 1;
+        if (idle == 50)
+            return WEFT_ENOMEM;
     }
-    return 0;
 }
 
 void weft__task_cancelled(weft__task *t, weft__qnode **next)
@@ -801,8 +842,10 @@ void weft__task_complete(weft__task *t, int final, weft__qnode **next)
         }
         e = following;
     }
-    for (uint32_t i = 0; i < t->naccess; i++)
+    for (uint32_t i = 0; i < t->naccess; i++) {
+        weft__data_release(t->access[i].data, t->access[i].on, t->access[i].from, true);
         weft__data_unpin(t->access[i].data);
+    }
     if (t->place)
         place_retry(weft__place_release(g->placer, t->place), next);
     if (!t->proxy)

@@ -13,13 +13,22 @@
 /* Policies                                                                  */
 /* ------------------------------------------------------------------------ */
 
+/* Whether a's memory and data fit on GPU g now. */
+static bool fits_room(const weft__placer *p, unsigned g, const weft__alt *a)
+{
+    const weft__device *d = p->gpu[g];
+    size_t need = a->memory + a->data, cap = d->capacity;
+    if (need < a->memory || need > cap || p->reserved[g] > cap - need)
+        return false;
+    /* and beside what was taken outside the placer */
+    size_t used = atomic_load(&((weft__device *)d)->used), cached = atomic_load(&((weft__device *)d)->replicas);
+    size_t outside = used > p->quota[g] + cached ? used - p->quota[g] - cached : 0;
+    return outside <= cap - need - p->reserved[g];
+}
+
 bool weft__placer_fits(const weft__placer *p, unsigned g, const weft__alt *a)
 {
-    if (p->share_used[g] + a->share > WEFT__SHARE_UNITS)
-        return false;
-    const weft__device *d = p->gpu[g];
-    size_t used = atomic_load(&((weft__device *)d)->used);
-    return a->memory <= d->capacity && used <= d->capacity - a->memory;
+    return p->share_used[g] + a->share <= WEFT__SHARE_UNITS && fits_room(p, g, a);
 }
 
 static size_t free_memory(const weft__placer *p, unsigned g)
@@ -152,7 +161,7 @@ static void describe(const weft_placement *a, char *buf, size_t len)
 }
 
 /* Why alternative a could never run here ("" if it could). */
-static void impossible(const weft__placer *p, const weft_placement *a, char *why, size_t len)
+static void impossible(const weft__placer *p, const weft_placement *a, size_t data, char *why, size_t len)
 {
     why[0] = '\0';
     if (!(a->share >= 0 && a->share <= 1)) { /* NaN too */
@@ -167,26 +176,30 @@ static void impossible(const weft__placer *p, const weft_placement *a, char *why
         snprintf(why, len, "a GPU number (%d) with %u GPUs", a->gpu, a->gpus);
     } else if (a->gpu < -1) {
         snprintf(why, len, "GPU %d", a->gpu);
-    } else if (a->gpus && a->memory) {
+    } else if (a->gpus && (a->memory || data)) {
         /* enough GPUs with the capacity */
+        size_t need = a->memory + data;
         unsigned big = 0;
         size_t most = 0;
         for (unsigned g = 0; g < p->ngpu; g++) {
             if (a->gpus == 1 && a->gpu >= 0 && (int)g != a->gpu)
                 continue;
-            if (p->gpu[g]->capacity >= a->memory)
+            if (p->gpu[g]->capacity >= need && need >= a->memory)
                 big++;
             if (p->gpu[g]->capacity > most)
                 most = p->gpu[g]->capacity;
         }
-        if (big < a->gpus)
+        if (big < a->gpus && data)
+            snprintf(why, len, "%zu bytes of data and %zu of memory on each of %u GPU%s, the largest has %zu", data,
+                     a->memory, a->gpus, a->gpus == 1 ? "" : "s", most);
+        else if (big < a->gpus)
             snprintf(why, len, "%zu bytes of memory on each of %u GPU%s, the largest has %zu", a->memory, a->gpus,
                      a->gpus == 1 ? "" : "s", most);
     }
 }
 
-int weft__place_new(const weft__placer *p, const weft_placement *alts, size_t n, void *owner, const char *fn,
-                    weft__place **out)
+int weft__place_new(const weft__placer *p, const weft_placement *alts, size_t n, size_t data, void *owner,
+                    const char *fn, weft__place **out)
 {
     *out = NULL;
     if (n > UINT16_MAX)
@@ -196,7 +209,7 @@ int weft__place_new(const weft__placer *p, const weft_placement *alts, size_t n,
     unsigned possible = 0, maxgpu = 0;
     for (size_t i = 0; i < n; i++) {
         char why[160], set[32];
-        impossible(p, &alts[i], why, sizeof why);
+        impossible(p, &alts[i], data, why, sizeof why);
         if (!why[0]) {
             possible++;
             if (alts[i].gpus > maxgpu)
@@ -225,7 +238,7 @@ int weft__place_new(const weft__placer *p, const weft_placement *alts, size_t n,
     pl->near_gpu = -1;
     for (size_t i = 0; i < n; i++) {
         char why[160];
-        impossible(p, &alts[i], why, sizeof why);
+        impossible(p, &alts[i], data, why, sizeof why);
         weft__alt *a = &pl->alt[i];
         a->possible = !why[0];
         a->cpu = alts[i].cpu || alts[i].gpus == 0;
@@ -235,6 +248,7 @@ int weft__place_new(const weft__placer *p, const weft_placement *alts, size_t n,
         unsigned units = alts[i].share == 0 ? WEFT__SHARE_UNITS : (unsigned)want + ((double)(unsigned)want < want);
         a->share = (uint16_t)(units < 1 ? 1 : units > WEFT__SHARE_UNITS ? WEFT__SHARE_UNITS : units);
         a->memory = alts[i].memory;
+        a->data = a->gpus ? data : 0;
         a->body = alts[i].body;
         if (a->possible && (a->cpu || a->gpus == 0))
             pl->gpu_only = false;
@@ -331,6 +345,8 @@ static bool reserve(weft__placer *p, const weft__alt *a, const uint8_t *out)
     for (unsigned k = 0; k < a->gpus; k++) {
         p->share_used[out[k]] += a->share;
         p->load[out[k]]++;
+        p->reserved[out[k]] += a->memory + a->data;
+        p->quota[out[k]] += a->memory;
     }
     return true;
 }
@@ -340,11 +356,10 @@ static bool reserve(weft__placer *p, const weft__alt *a, const uint8_t *out)
  * is as large. */
 static bool can_ride(const weft__placer *p, const weft__place *pred, const weft__alt *a)
 {
-    (void)p;
     if (!pred || pred->released || pred->rider || pred->chosen < 0 || !pred->ngpu)
         return false;
     const weft__alt *pa = &pred->alt[pred->chosen];
-    return pa->share >= a->share && pa->memory >= a->memory;
+    return pa->share >= a->share && fits_room(p, pred->gpu[0], a);
 }
 
 /* Map pl if some alternative fits now (the placer's lock held). */
@@ -361,9 +376,15 @@ static bool try_map(weft__placer *p, weft__place *pl)
         if (near || ride)
             out[0] = (uint8_t)pl->near_gpu;
         if (ride) {
+            /* only the compute share is ridden on: the rider's memory and
+             * data are its own (both tasks' replicas are held at once) */
             pl->riding = true;
             pl->ride_on->rider = pl;
             p->load[out[0]]++;
+            p->reserved[out[0]] += a->memory + a->data;
+            p->quota[out[0]] += a->memory;
+            if (a->memory) /* fits_room saw it free; the placer's lock holds */
+                (void)weft__device_charge(p->gpu[out[0]], a->memory);
             near = true;
         } else if (a->gpus && ((!near && !p->policy->choose(p, a, out)) || !reserve(p, a, out))) {
             continue;
@@ -424,24 +445,25 @@ weft__place *weft__place_release(weft__placer *p, weft__place *pl)
         for (unsigned k = 0; k < pl->ngpu; k++) {
             unsigned g = pl->gpu[k];
             p->load[g]--;
-            size_t share = a->share, memory = a->memory; /* what to give back */
+            size_t share = a->share, memory = a->memory, data = a->data; /* what to give back */
             if (k == 0 && pl->riding) {
-                /* It held nothing of its own: its rider rides on what it rode on. */
+                /* It held no share of its own: its rider rides on what it rode on. */
                 weft__place *under = pl->ride_on;
                 under->rider = pl->rider;
                 if (pl->rider)
                     pl->rider->ride_on = under;
-                share = memory = 0;
+                share = 0;
             } else if (k == 0 && pl->rider) {
-                /* The rider takes the reservation over, keeping what it needs. */
+                /* The rider takes the share over, keeping what it needs. */
                 weft__place *r = pl->rider;
                 const weft__alt *ra = &r->alt[r->chosen];
                 r->riding = false;
                 r->ride_on = NULL;
                 share -= ra->share;
-                memory -= ra->memory;
             }
             p->share_used[g] -= (uint32_t)share;
+            p->reserved[g] -= memory + data;
+            p->quota[g] -= memory;
             if (memory)
                 weft__device_uncharge(p->gpu[g], memory);
         }

@@ -26,6 +26,8 @@ typedef struct weft__alt {
     int16_t gpu;                /* -1: any; else a GPU number */
     uint16_t share;             /* units per GPU, 1 .. WEFT__SHARE_UNITS */
     size_t memory;              /* bytes per GPU */
+    size_t data;                /* bytes of the task's data (its accesses not WEFT_HOST), reserved
+                                   on each GPU like memory: its replicas fit there */
     weft_body_fn body;          /* NULL: the task's */
 } weft__alt;
 
@@ -88,6 +90,12 @@ struct weft__placer {
     uint32_t next_stream[WEFT__MAX_DEVICES - 1];
     uint32_t share_used[WEFT__MAX_DEVICES - 1]; /* units */
     uint32_t load[WEFT__MAX_DEVICES - 1];       /* tasks mapped there, not finished */
+    /* Bytes reserved by the tasks mapped there (memory + data), and of
+     * those the memory charged to the device (weft_placement.memory): what
+     * the device holds beyond these and its data replicas was taken outside
+     * the placer.  Replicas of no mapped task can be evicted, so they never
+     * keep a task from fitting. */
+    size_t reserved[WEFT__MAX_DEVICES - 1], quota[WEFT__MAX_DEVICES - 1];
     uint32_t rr;
     weft__place *parked, *parked_tail;          /* waiting for resources, oldest first */
     weft__pevent *events[WEFT__MAX_DEVICES - 1]; /* spare events of each GPU */
@@ -104,11 +112,13 @@ bool weft__placer_fits(const weft__placer *p, unsigned g, const weft__alt *a);
 int weft__placer_init(weft__placer *p, weft__device *const *dev, unsigned ndev, const weft__policy *policy);
 void weft__placer_fini(weft__placer *p);
 
-/* A task's placement from its descriptor's alternatives, for owner: 0, or
- * WEFT_ENOMEM, or WEFT_EINVAL when no alternative could ever run (the
- * message, under fn, says why for each).  Never blocks. */
-int weft__place_new(const weft__placer *p, const weft_placement *alts, size_t n, void *owner, const char *fn,
-                    weft__place **out);
+/* A task's placement from its descriptor's alternatives, for owner, whose
+ * data (on a GPU) is `data` bytes: 0, or WEFT_ENOMEM, or WEFT_EINVAL when
+ * no alternative could ever run (the message, under fn, says why for each,
+ * a GPU too small for the data and memory among the reasons).  Never
+ * blocks. */
+int weft__place_new(const weft__placer *p, const weft_placement *alts, size_t n, size_t data, void *owner,
+                    const char *fn, weft__place **out);
 void weft__place_free(weft__place *pl);
 
 /* Record pl's completion event on each of its streams (after the work the
