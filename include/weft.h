@@ -286,13 +286,17 @@ WEFT_API WEFT_NODISCARD int weft_data_register(weft_runtime *rt, void *ptr, size
                                                weft_data **out);
 
 /* Unregister: new spawns that name d fail with WEFT_EINVAL; the call blocks
- * until every task already spawned with d has finished, then frees the
- * handle.  Errors: WEFT_EINVAL (NULL, already unregistered), WEFT_EBUSY (the
+ * until every task already spawned with d has finished, copies the newest
+ * value back into the registered memory if only a device held it, then
+ * frees the handle and its copies on devices (destroy does the same for
+ * handles still registered).  Errors: WEFT_EINVAL (NULL, already unregistered), WEFT_EBUSY (the
  * calling task itself accesses d: waiting would never end; nothing changes).
  * May be called from a task (it then helps run other tasks while it waits). */
 WEFT_API WEFT_NODISCARD int weft_data_unregister(weft_data *d);
 
-/* Host address and size of d.  Errors: WEFT_EINVAL.  Never blocks. */
+/* Host address and size of d (while tasks on GPUs write d, the newest value
+ * may be on a device: a task reading it on the CPU, or unregister, brings
+ * it back).  Errors: WEFT_EINVAL.  Never blocks. */
 WEFT_API WEFT_NODISCARD int weft_data_host(const weft_data *d, void **ptr, size_t *n);
 
 /* ------------------------------------------------------------------------ */
@@ -362,7 +366,9 @@ typedef struct weft_task_desc {
      * with nplacements 0: the CPU, as a plain task.  A spawn whose every
      * alternative no device set of this runtime could ever satisfy (more
      * GPUs than there are, a GPU that does not exist, more memory than the
-     * GPU has, a share outside (0, 1]) fails with WEFT_EINVAL and a message
+     * GPU has — its `memory` plus the bytes of the data it accesses without
+     * WEFT_HOST, which are reserved on its GPUs too — a share outside
+     * (0, 1]) fails with WEFT_EINVAL and a message
      * saying why for each; alternatives that could never run are otherwise
      * skipped.  Copied during the call. */
     const weft_placement *placements;
@@ -645,8 +651,12 @@ WEFT_API WEFT_NODISCARD int weft_ctx_queue_rw(const weft_ctx *ctx, unsigned i, i
 WEFT_API WEFT_NODISCARD int weft_ctx_copy(const weft_ctx *ctx, unsigned i, void *dst, const void *src, size_t n);
 
 /* Address, on the device this body runs on, of the task's i-th data access
- * (in descriptor order).  For CPU tasks it is the registered host pointer.
- * NULL if i is out of range. */
+ * (in descriptor order): for a task on GPUs, Weft's copy of the data on its
+ * first GPU (valid for the access's mode once the work queued on that GPU's
+ * stream runs: the copy into it, if any, is queued there before the body
+ * runs); for a CPU task, or an access with WEFT_HOST, the registered host
+ * pointer (valid when the body starts).  The address stays valid until the
+ * task finishes.  NULL if i is out of range. */
 WEFT_API void *weft_ctx_data(const weft_ctx *ctx, size_t i);
 
 #ifdef __cplusplus
