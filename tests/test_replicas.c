@@ -58,10 +58,12 @@ static int check_body(weft_ctx *ctx, void *arg) { /* on the CPU: every element i
     return 0;
 }
 
+static double g_share; /* share of spawn_on's placements (0: whole GPUs) */
 static void spawn_on(weft_runtime *rt, const char *where, weft_body_fn body, void *arg, weft_data *h,
                      unsigned mode, weft_task **out) {
     weft_placement p;
     CHECK_OK(weft_placement_parse(where, &p));
+    p.share = g_share;
     weft_access acc = {h, mode};
     weft_task_desc d;
     weft_task_desc_init(&d);
@@ -174,6 +176,45 @@ static void test_no_room(void) {
             CHECKF(arr[k][i] == k + 4, "arr[%d][%d] = %g", k, i, arr[k][i]);
     CHECK_OK(weft_device_info_get(rt, 1, &info));
     CHECK(info.memory_used == 0);
+    CHECK_OK(weft_runtime_destroy(rt));
+}
+
+/* ---- locality: independent chains over their own data -------------------- */
+
+static void test_locality(void) {
+    weft_runtime *rt = make("cpu,vgpu:4", 0);
+    enum { C = 4, STEPS = 50 };
+    static double arr[C][N];
+    static inc incs[C][STEPS];
+    weft_data *h[C];
+    for (int c = 0; c < C; c++) CHECK_OK(weft_data_register(rt, arr[c], sizeof arr[c], &h[c]));
+    uint64_t before = copied(rt);
+    g_share = 0.25; /* a chain's GPU always has room for its next step */
+    for (int s = 0; s < STEPS; s++)
+        for (int c = 0; c < C; c++) {
+            incs[c][s] = (inc){NULL, 1, arr[c], 0};
+            spawn_on(rt, "gpu", inc_body, &incs[c][s], h[c], WEFT_RW, NULL);
+        }
+    CHECK_OK(weft_wait_all(rt));
+    /* each chain settles on one GPU: one copy in, at its first step */
+    uint64_t bytes = copied(rt) - before;
+    printf("  %d chains of %d steps: %llu bytes copied (%zu per chain)\n", C, STEPS, (unsigned long long)bytes,
+           sizeof arr[0]);
+    CHECKF(bytes == C * sizeof arr[0], "%llu bytes copied, %zu expected", (unsigned long long)bytes, C * sizeof arr[0]);
+    /* again, each step spawned after the one before finished (no event
+     * between them to place it near): the mapping follows the data */
+    before = copied(rt);
+    for (int s = 0; s < 10; s++) {
+        for (int c = 0; c < C; c++) {
+            incs[c][s] = (inc){NULL, 1, arr[c], 0};
+            spawn_on(rt, "gpu", inc_body, &incs[c][s], h[c], WEFT_RW, NULL);
+        }
+        CHECK_OK(weft_wait_all(rt));
+    }
+    CHECKF(copied(rt) == before, "%llu bytes copied", (unsigned long long)(copied(rt) - before));
+    for (int c = 0; c < C; c++) CHECK_OK(weft_data_unregister(h[c]));
+    for (int c = 0; c < C; c++) CHECK(arr[c][0] == STEPS + 10 && arr[c][N - 1] == STEPS + 10);
+    g_share = 0;
     CHECK_OK(weft_runtime_destroy(rt));
 }
 
@@ -302,6 +343,8 @@ int main(void) {
     test_one_array();
     test_step("no room");
     test_no_room();
+    test_step("locality");
+    test_locality();
     test_step("random graphs");
     int seeds = test_pick(40, 8), ntasks = test_pick(MAXT, 120);
     for (int s = 0; s < seeds; s++) random_graph(0x9e3779b97f4a7c15ull * (uint64_t)(s + 1), ntasks, false, 0);

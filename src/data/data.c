@@ -341,6 +341,19 @@ int weft__data_acquire(weft__data *d, unsigned dev, unsigned mode, weft__dqueue 
     return rc;
 }
 
+unsigned weft__data_home(weft__data *d)
+{
+    if (!atomic_load_explicit(&d->on_devices, memory_order_acquire))
+        return 0;
+    unsigned home = 0;
+    pthread_mutex_lock(&d->lock);
+    for (unsigned i = 1; i < d->nrep; i++)
+        if (d->rep[i].state == WEFT__REP_MODIFIED || (!home && d->rep[i].state == WEFT__REP_SHARED))
+            home = i;
+    pthread_mutex_unlock(&d->lock);
+    return home;
+}
+
 uint64_t weft__data_room_epoch(const weft__data *d, unsigned dev)
 {
     return dev < d->nrep ? atomic_load(&d->mnodes[dev].unpinned) : 0;

@@ -121,6 +121,11 @@ static inline void *weft__data_replica(const weft__data *d, unsigned dev)
     return dev < d->nrep && dev ? d->rep[dev].ptr : d->ptr;
 }
 
+/* Where d's data is: the device of a modified replica, else of a shared
+ * device replica, else 0 (the host's only).  A hint for mapping (it may
+ * change right after). */
+unsigned weft__data_home(weft__data *d);
+
 /* The "reserved" stage for one access of a task that is about to start:
  * make d valid on device dev for mode (WEFT_R / WEFT_W bits), as the
  * coherence protocol says.  A copy into a device replica is queued on q

@@ -199,6 +199,21 @@ static bool place_task(weft__task *t)
             weft__task_unref(e->pred);
         }
     }
+    if (!near && t->naccess) {
+        /* Near its data: the GPU holding the most of it (a hint; when that
+         * GPU is full now, the policy chooses, at the price of copies). */
+        size_t most = 0;
+        for (uint32_t i = 0; i < t->naccess; i++) {
+            if (t->access[i].mode & WEFT_HOST)
+                continue;
+            int g = weft__placer_gpu_of(t->g->placer, weft__data_home(t->access[i].data));
+            if (g >= 0 && t->access[i].data->size > most) {
+                most = t->access[i].data->size;
+                t->place->near_gpu = (int16_t)g;
+                t->place->near_queue = NULL;
+            }
+        }
+    }
     int r = weft__place_map(t->g->placer, t->place);
     if (near)
         weft__task_unref(near);

@@ -394,11 +394,19 @@ static bool try_map(weft__placer *p, weft__place *pl)
         for (unsigned k = 0; k < a->gpus; k++) {
             unsigned g = out[k];
             pl->gpu[k] = (uint8_t)g;
-            pl->queue[k] = near ? pl->near_queue : p->streams[g][p->next_stream[g]++ % WEFT__STREAMS];
+            pl->queue[k] = near && pl->near_queue ? pl->near_queue : p->streams[g][p->next_stream[g]++ % WEFT__STREAMS];
         }
         return true;
     }
     return false;
+}
+
+int weft__placer_gpu_of(const weft__placer *p, unsigned dev)
+{
+    for (unsigned g = 0; g < p->ngpu; g++)
+        if (p->dev_index[g] == dev)
+            return (int)g;
+    return -1;
 }
 
 int weft__place_map(weft__placer *p, weft__place *pl)

@@ -44,8 +44,9 @@ typedef struct weft__place {
                                    the task may start on its streams before its GPU
                                    predecessors finish, ordered by their events */
     _Atomic bool events_ready;  /* event[] recorded (release: read by successors) */
-    int16_t near_gpu;           /* a GPU predecessor's first GPU, -1: none (see weft__place_map) */
-    weft__dqueue *near_queue;   /* and its stream there */
+    int16_t near_gpu;           /* a GPU predecessor's first GPU, or where most of the task's
+                                   data is; -1: none (see weft__place_map) */
+    weft__dqueue *near_queue;   /* the predecessor's stream there (NULL: any) */
     /* Riding (under the placer's lock).  A task whose work on a GPU is
      * ordered after a predecessor's on the same stream cannot run there at
      * the same time: when it does not fit beside the predecessor, it may
@@ -130,6 +131,8 @@ bool weft__place_record(weft__placer *p, weft__place *pl);
  * device than the stream's is waited for on the host.  0 or an error of the
  * device. */
 int weft__place_wait_for(weft__placer *p, weft__place *pl, const weft__place *pred);
+/* The GPU number of runtime device index dev, or -1 (the host, a test device). */
+int weft__placer_gpu_of(const weft__placer *p, unsigned dev);
 /* The runtime device of GPU g (for the graph's reports). */
 static inline weft__device *weft__place_gpu(const weft__placer *p, const weft__place *pl, unsigned k)
 {
