@@ -140,6 +140,19 @@ if [ "$mode" != quick ]; then
   fi
 fi
 
+# Issue 10: data on virtual GPUs: copy bandwidth through the data layer
+# against raw copies, copy/compute overlap, bytes copied in a steady state;
+# ends with copy_bw_ratio, overlap_ratio and steady_copy_bytes lines.
+if [ "$mode" != quick ]; then
+  echo
+  echo "== Data on virtual GPUs (issue 10): copies, overlap, locality"
+  if [ -x "$build/bench/weft-bench-data" ]; then
+    "$build/bench/weft-bench-data"
+  else
+    echo "# $build/bench/weft-bench-data is not built: no data figures"
+  fi
+fi
+
 # Issue 9 from Python: placed tasks on virtual GPUs, and 2-GPU tasks beside
 # Ray tasks with num_gpus=2 (Ray from PyPI, installed by bench/py/run.sh);
 # ends with gpu_task_us weft_py, multidev_task_us weft|ray and
