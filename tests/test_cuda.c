@@ -258,6 +258,65 @@ static double run_chain(const chain_run *c, weft_body_fn body, const weft_placem
     return us;
 }
 
+#ifdef WEFT_TEST_CUDA_KERNELS
+/* Data on the GPU (issue 10): the body adds 1 to the task's copy of the
+ * array on its GPU, on its stream; a CPU task and unregister see the sums. */
+static int replica_add_body(weft_ctx *ctx, void *arg) {
+    size_t n = *(size_t *)arg;
+    float *p = weft_ctx_data(ctx, 0);
+    return p ? weft_test_cuda_add(weft_ctx_stream(ctx, 0), p, n, 1.0f) : 1;
+}
+static int replica_check_body(weft_ctx *ctx, void *arg) {
+    const float *p = weft_ctx_data(ctx, 0), want = *(float *)arg;
+    for (size_t i = 0; i < 1000; i++)
+        if (p[i] != want) return 1;
+    return 0;
+}
+static void test_replicas(void) {
+    weft_runtime *rt = make_with("cpu,cuda:0", 2);
+    size_t n = 1u << 20;
+    float *a = calloc(n, sizeof(float));
+    CHECK(a != NULL);
+    weft_data *h;
+    CHECK_OK(weft_data_register(rt, a, n * sizeof(float), &h));
+    weft_placement gpu, cpu;
+    CHECK_OK(weft_placement_parse("gpu", &gpu));
+    CHECK_OK(weft_placement_parse("cpu", &cpu));
+    float one = 1, three = 3;
+    weft_access acc = {h, WEFT_RW};
+    weft_task_desc d;
+    weft_task_desc_init(&d);
+    d.accesses = &acc;
+    d.naccesses = 1;
+    d.nplacements = 1;
+    for (int i = 0; i < 4; i++) { /* GPU +1, CPU checks 1, GPU +1, GPU +1 */
+        d.body = i == 1 ? replica_check_body : replica_add_body;
+        d.arg = i == 1 ? (void *)&one : (void *)&n;
+        d.placements = i == 1 ? &cpu : &gpu;
+        acc.mode = i == 1 ? WEFT_R : WEFT_RW;
+        CHECK_OK(weft_spawn(rt, &d, NULL));
+    }
+    CHECK_OK(weft_wait_all(rt));
+    CHECK(a[0] == 1); /* the newest value is on the GPU */
+    d.body = replica_check_body;
+    d.arg = &three;
+    d.placements = &cpu;
+    acc.mode = WEFT_R;
+    CHECK_OK(weft_spawn(rt, &d, NULL));
+    CHECK_OK(weft_wait_all(rt));
+    CHECK_OK(weft_data_unregister(h));
+    CHECK(a[0] == 3 && a[n - 1] == 3);
+    weft_device_info info;
+    CHECK_OK(weft_device_info_get(rt, 1, &info));
+    CHECK(info.memory_used == 0);
+    weft_stats st;
+    CHECK_OK(weft_runtime_stats(rt, &st));
+    printf("  data on the GPU: %llu bytes copied\n", (unsigned long long)st.bytes_copied);
+    CHECK_OK(weft_runtime_destroy(rt));
+    free(a);
+}
+#endif
+
 static void test_tasks(void) {
     weft_runtime *rt = make_with("cpu,cuda:0", 2);
     weft__waitset ws;
@@ -363,6 +422,10 @@ int main(void) {
     test_layer();
     test_step("tasks");
     test_tasks();
+#ifdef WEFT_TEST_CUDA_KERNELS
+    test_step("data on the GPU");
+    test_replicas();
+#endif
     printf("test_cuda: passed\n");
     return 0;
 }
