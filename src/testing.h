@@ -46,6 +46,9 @@ size_t weft__test_device_used(weft_runtime *rt, unsigned device);
 /* The virtual GPUs' checking mode (WEFT_VGPU_CHECK): the last violation it
  * reported, "" if none. */
 void weft__test_vcheck_last(char *buf, size_t len);
+/* Make the next n copies of any virtual GPU fail (WEFT_EDEVICE, nothing
+ * copied): fault injection for the data layer's tests. */
+void weft__test_vgpu_fail_copies(int n);
 
 /* CUDA devices this process sees (0 without a GPU, a driver, or CUDA support
  * in this build), and whether the build has the CUDA kind. */

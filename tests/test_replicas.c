@@ -179,6 +179,59 @@ static void test_no_room(void) {
     CHECK_OK(weft_runtime_destroy(rt));
 }
 
+/* ---- a failed copy keeps the last good value ------------------------------ */
+
+static int set_kernel(void *arg) { /* the whole array := 7 */
+    inc *k = arg;
+    for (int i = 0; i < N; i++) k->p[i] = 7;
+    return 0;
+}
+static int set_body(weft_ctx *ctx, void *arg) {
+    inc *k = arg;
+    k->p = weft_ctx_data(ctx, 0);
+    return weft_ctx_queue(ctx, 0, set_kernel, k, 0);
+}
+
+static void test_copy_failure(void) {
+    weft_runtime *rt = make("cpu,vgpu:2", 0);
+    static double a[N];
+    for (int i = 0; i < N; i++) a[i] = 5;
+    weft_data *h;
+    CHECK_OK(weft_data_register(rt, a, sizeof a, &h));
+    /* the copy in of a GPU reader-writer fails: it fails, its reader is
+     * cancelled; the GPU's copy is not taken for valid afterwards */
+    inc k1 = {NULL, 1, a, 0}, k2 = {NULL, 1, a, 0};
+    double six = 6, seven = 7;
+    weft_task *t1, *r1;
+    weft__test_vgpu_fail_copies(1);
+    spawn_on(rt, "gpu:0", inc_body, &k1, h, WEFT_RW, &t1);
+    spawn_on(rt, "cpu", check_body, &six, h, WEFT_R, &r1);
+    CHECK_ERR(weft_task_wait(t1), WEFT_ETASKFAILED);
+    CHECK_ERR(weft_task_wait(r1), WEFT_ECANCELLED);
+    weft_task_release(t1);
+    weft_task_release(r1);
+    CHECK_ERR(weft_wait_all(rt), WEFT_ETASKFAILED);
+    spawn_on(rt, "gpu:0", inc_body, &k2, h, WEFT_RW, NULL); /* copied in again: 6 */
+    spawn_on(rt, "cpu", check_body, &six, h, WEFT_R, NULL);
+    CHECK_OK(weft_wait_all(rt));
+    /* gpu:0 sets 7; a reader-writer on gpu:1 fails to copy it over; the
+     * value is still 7, on gpu:0 (the host's copy was 6) */
+    inc ks = {NULL, 0, a, 0}, k3 = {NULL, 1, a, 0};
+    spawn_on(rt, "gpu:0", set_body, &ks, h, WEFT_W, NULL);
+    CHECK_OK(weft_wait_all(rt));
+    weft__test_vgpu_fail_copies(1);
+    spawn_on(rt, "gpu:1", inc_body, &k3, h, WEFT_RW, &t1);
+    CHECK_ERR(weft_task_wait(t1), WEFT_ETASKFAILED);
+    weft_task_release(t1);
+    CHECK_ERR(weft_wait_all(rt), WEFT_ETASKFAILED);
+    weft__test_vgpu_fail_copies(0);
+    spawn_on(rt, "cpu", check_body, &seven, h, WEFT_R, NULL);
+    CHECK_OK(weft_wait_all(rt));
+    CHECK_OK(weft_data_unregister(h));
+    CHECK(a[0] == 7 && a[N - 1] == 7);
+    CHECK_OK(weft_runtime_destroy(rt));
+}
+
 /* ---- locality: independent chains over their own data -------------------- */
 
 static void test_locality(void) {
@@ -343,6 +396,8 @@ int main(void) {
     test_one_array();
     test_step("no room");
     test_no_room();
+    test_step("copy failure");
+    test_copy_failure();
     test_step("locality");
     test_locality();
     test_step("random graphs");

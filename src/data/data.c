@@ -299,9 +299,11 @@ static int alloc_evicting(weft__data *d, unsigned dev)
     }
 }
 
-int weft__data_acquire(weft__data *d, unsigned dev, unsigned mode, weft__dqueue *q, int *on, int *from)
+int weft__data_acquire(weft__data *d, unsigned dev, unsigned mode, weft__dqueue *q, int *on, int *from,
+                       weft__data_undo *undo)
 {
     *on = *from = -1;
+    undo->after = 0;
     if (dev >= d->nrep)
         dev = 0; /* a device added after registration: the task uses the host's copy */
     /* The host's replica is the only one ever valid: nothing to do. */
@@ -309,13 +311,22 @@ int weft__data_acquire(weft__data *d, unsigned dev, unsigned mode, weft__dqueue 
         return 0;
     int rc = 0;
     pthread_mutex_lock(&d->lock);
+    weft__data_undo was = {d->version, 0, 0, -1};
+    for (unsigned i = 0; i < d->nrep && i < 64; i++)
+        if (d->rep[i].state != WEFT__REP_INVALID) {
+            was.valid |= (uint64_t)1 << i;
+            if (d->rep[i].state == WEFT__REP_MODIFIED)
+                was.modified = (int8_t)i;
+        }
     weft__replica *r = &d->rep[dev];
     if (dev && !r->ptr)
         rc = alloc_evicting(d, dev);
     int src = -1;
+    bool fetched = false;
     if (rc == 0 && (mode & WEFT_R) && r->state == WEFT__REP_INVALID) {
         src = source_for(d, dev);
         rc = fetch(d, dev, q);
+        fetched = true;
     } else if (rc == 0 && dev && q) {
         rc = wait_ready(d, dev, q); /* valid, but maybe filled on another queue */
     }
@@ -333,6 +344,11 @@ int weft__data_acquire(weft__data *d, unsigned dev, unsigned mode, weft__dqueue 
             *from = src;
         }
         atomic_store_explicit(&d->on_devices, true, memory_order_release);
+    }
+    if (rc == 0 && d->nrep <= 64 && ((mode & WEFT_W) || fetched)) {
+        d->version = ++d->next_version;
+        was.after = d->version;
+        *undo = was;
     }
     bool listed = dev && r->ptr;
     pthread_mutex_unlock(&d->lock);
@@ -352,6 +368,27 @@ unsigned weft__data_home(weft__data *d)
             home = i;
     pthread_mutex_unlock(&d->lock);
     return home;
+}
+
+void weft__data_undo_acquire(weft__data *d, const weft__data_undo *undo)
+{
+    if (!undo->after)
+        return;
+    pthread_mutex_lock(&d->lock);
+    if (d->version == undo->after) {
+        bool any = false;
+        for (unsigned i = 0; i < d->nrep; i++) {
+            bool valid = (undo->valid >> i & 1) && (i == 0 || d->rep[i].ptr);
+            d->rep[i].state = !valid ? WEFT__REP_INVALID
+                              : (int)i == undo->modified ? WEFT__REP_MODIFIED
+                                                         : WEFT__REP_SHARED;
+            any |= valid;
+        }
+        if (!any) /* every copy it had was evicted since: the user's memory is all there is */
+            d->rep[0].state = WEFT__REP_MODIFIED;
+        d->version = undo->before;
+    }
+    pthread_mutex_unlock(&d->lock);
 }
 
 uint64_t weft__data_room_epoch(const weft__data *d, unsigned dev)

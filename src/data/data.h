@@ -90,6 +90,11 @@ typedef struct weft__data {
     unsigned nrep;                     /* one replica per device of the runtime at registration */
     weft__replica *rep;
     _Atomic uint64_t *copied;          /* the runtime's count of bytes copied between replicas */
+    /* The replicas' states as of which acquire (under lock): each acquire
+     * that changes them takes a new number, so that a task that fails can
+     * put back the states it found, if nobody changed them since
+     * (weft__data_undo). */
+    uint64_t version, next_version;
     struct weft__data *list_prev, *list_next; /* the runtime's list (front end, under its data_lock) */
 } weft__data;
 
@@ -139,7 +144,20 @@ unsigned weft__data_home(weft__data *d);
  * say which (-1: none).  0, or WEFT_ENOMEM (no room on dev even after
  * eviction), or a device's error.  Safe from any thread (the handle's
  * lock). */
-int weft__data_acquire(weft__data *d, unsigned dev, unsigned mode, weft__dqueue *q, int *on, int *from);
+/* What an acquire changed, to put it back if its task fails. */
+typedef struct weft__data_undo {
+    uint64_t before, after;            /* d->version before and after (after 0: nothing to undo) */
+    uint64_t valid;                    /* replicas valid before (bit i: device i; devices < 64) */
+    int8_t modified;                   /* the one modified before, or -1 */
+} weft__data_undo;
+int weft__data_acquire(weft__data *d, unsigned dev, unsigned mode, weft__dqueue *q, int *on, int *from,
+                       weft__data_undo *undo);
+/* The task whose acquire recorded undo failed or was cancelled after it:
+ * the replicas valid before are valid again (those still allocated), so
+ * that the last good value is kept and unregister returns it; nothing if
+ * a later acquire changed the states since (it is undone first, when its
+ * own task fails: successors of a failed task finish before it). */
+void weft__data_undo_acquire(weft__data *d, const weft__data_undo *undo);
 /* weft__data_acquire found no room on dev while other tasks' replicas
  * there are pinned: room will come when they finish.  The caller drops its
  * own pins, waits for the node's `unpinned` to change from what it was

@@ -18,6 +18,7 @@
  */
 #include "device/device.h"
 #include "device/vcheck.h"
+#include "testing.h"
 
 #include <sched.h>
 #include <string.h>
@@ -387,6 +388,11 @@ static void fire(weft__dqueue *q, weft__devent *e)
     weft__wake(q->dev->ws, e);
 }
 
+/* Copies still to fail (weft__test_vgpu_fail_copies). */
+static _Atomic int fail_copies;
+
+void weft__test_vgpu_fail_copies(int n) { atomic_store(&fail_copies, n); }
+
 /* Run one item on q's thread; false once it was the stop item. */
 static bool run_item(weft__dqueue *q, item *it)
 {
@@ -414,6 +420,13 @@ static bool run_item(weft__dqueue *q, item *it)
     }
     case IT_COPY: {
         uint64_t t0 = weft__now_ns();
+        if (atomic_load_explicit(&fail_copies, memory_order_relaxed) > 0 &&
+            atomic_fetch_sub(&fail_copies, 1) > 0) { /* injected (tests) */
+            if (atomic_load_explicit(&q->error, memory_order_relaxed) == 0)
+                atomic_store(&q->error, WEFT_EDEVICE);
+            span(q, t0, true, it->n);
+            break;
+        }
         if (v->p.fixed_timing)
             sleep_ns(v->p.fixed_delay_ns);
         weft_range rw[2] = {{(void *)it->src, it->n, WEFT_R}, {it->dst, it->n, WEFT_W}};

@@ -70,6 +70,7 @@ typedef struct weft__task_access {
     weft__data *data;
     unsigned mode;
     int16_t on, from;                  /* replicas pinned by weft__task_acquire (-1: none) */
+    weft__data_undo undo;              /* what its acquire changed (put back if the task fails) */
 } weft__task_access;
 
 /* run_gate values: who decides whether the body runs. */

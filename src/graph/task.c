@@ -405,6 +405,7 @@ int weft__task_spawn(weft__graph *g, const void *rt_handle, const weft_task_desc
         t->access[i].data = dd;
         t->access[i].mode = d->accesses[i].mode;
         t->access[i].on = t->access[i].from = -1;
+        t->access[i].undo.after = 0;
         t->naccess = (uint16_t)(i + 1);
         if (d->accesses[i].mode & WEFT_COMMUTE)
             t->has_commute = true;
@@ -702,7 +703,7 @@ int weft__task_acquire(weft__task *t)
             unsigned dev = (a->mode & WEFT_HOST) ? 0 : t->device;
             int on, from;
             seen = weft__data_room_epoch(a->data, dev);
-            rc = weft__data_acquire(a->data, dev, a->mode, dev ? q : NULL, &on, &from);
+            rc = weft__data_acquire(a->data, dev, a->mode, dev ? q : NULL, &on, &from, &a->undo);
             a->on = (int16_t)on;
             a->from = (int16_t)from;
         }
@@ -712,7 +713,9 @@ int weft__task_acquire(weft__task *t)
          * device: give back what this task holds (no task waits holding
          * room), wait until one of them finishes, and start again. */
         weft__task_access *full = &t->access[i - 1];
-        for (uint32_t j = 0; j < i; j++) {
+        for (uint32_t j = i; j-- > 0;) { /* the states back as they were, newest change first */
+            weft__data_undo_acquire(t->access[j].data, &t->access[j].undo);
+            t->access[j].undo.after = 0;
             weft__data_release(t->access[j].data, t->access[j].on, t->access[j].from, false);
             t->access[j].on = t->access[j].from = -1;
         }
@@ -857,6 +860,9 @@ void weft__task_complete(weft__task *t, int final, weft__qnode **next)
         }
         e = following;
     }
+    if (final != WEFT__T_COMPLETED) /* what it wrote is not the data's value: the last good one is */
+        for (uint32_t i = t->naccess; i-- > 0;)
+            weft__data_undo_acquire(t->access[i].data, &t->access[i].undo);
     for (uint32_t i = 0; i < t->naccess; i++) {
         weft__data_release(t->access[i].data, t->access[i].on, t->access[i].from, true);
         weft__data_unpin(t->access[i].data);
