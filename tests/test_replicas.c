@@ -391,7 +391,7 @@ static void random_graph(uint64_t seed, int ntasks, bool check, size_t vgpu_memo
 }
 
 int main(void) {
-    test_watchdog(test_pick(60, 240));
+    test_watchdog(test_pick(150, 300));
     test_step("one array");
     test_one_array();
     test_step("no room");
@@ -401,7 +401,7 @@ int main(void) {
     test_step("locality");
     test_locality();
     test_step("random graphs");
-    int seeds = test_pick(40, 8), ntasks = test_pick(MAXT, 120);
+    int seeds = test_pick(16, 6), ntasks = test_pick(250, 120);
     for (int s = 0; s < seeds; s++) random_graph(0x9e3779b97f4a7c15ull * (uint64_t)(s + 1), ntasks, false, 0);
     test_step("random graphs, small GPUs (eviction)");
     for (int s = 0; s < seeds; s++) random_graph(0x51ed270b27cd9e5bull * (uint64_t)(s + 3), ntasks, false, 56u << 10);

@@ -24,16 +24,17 @@ void weft__mnode_init(weft__mnode *m)
 {
     pthread_mutex_init(&m->lock, NULL);
     m->head = m->tail = NULL;
-    m->copyq = NULL;
+    m->copyq[0] = m->copyq[1] = NULL;
     m->dev = NULL;
     atomic_init(&m->unpinned, 0);
 }
 
 void weft__mnode_fini(weft__mnode *m)
 {
-    if (m->copyq)
-        m->dev->ops->queue_destroy(m->copyq);
-    m->copyq = NULL;
+    for (int i = 0; i < 2; i++)
+        if (m->copyq[i])
+            m->dev->ops->queue_destroy(m->copyq[i]);
+    m->copyq[0] = m->copyq[1] = NULL;
     pthread_mutex_destroy(&m->lock);
 }
 
@@ -90,6 +91,7 @@ weft__data *weft__data_new(weft__waitset *ws, const void *rt_handle, void *ptr, 
     d->size = n;
     pthread_mutex_init(&d->lock, NULL);
     atomic_init(&d->on_devices, false);
+    atomic_init(&d->home, 0);
     d->devs = devs;
     d->mnodes = mnodes;
     d->nrep = ndev ? ndev : 1;
@@ -135,41 +137,53 @@ static int note_ready(weft__data *d, unsigned i, weft__dqueue *q)
     return ops->event_record(r->ready, q);
 }
 
-/* Copy device replica src into the host's and wait for it (on the
- * device's copy queue: see weft__mnode). */
-static int copy_to_host(weft__data *d, unsigned src)
+enum { FETCH_Q = 0, EVICT_Q = 1 };
+
+/* Queue a copy of device replica src into the host's on the device's copy
+ * queue `which` (see weft__mnode), and an event after it (*e, for the
+ * caller to wait for and destroy). */
+static int copy_to_host_async(weft__data *d, unsigned src, int which, weft__devent **e)
 {
     weft__device *dev = d->devs[src];
     weft__mnode *m = &d->mnodes[src];
+    *e = NULL;
     pthread_mutex_lock(&m->lock);
     int rc = 0;
-    if (!m->copyq) {
-        rc = dev->ops->queue_create(dev, &m->copyq);
+    if (!m->copyq[which]) {
+        rc = dev->ops->queue_create(dev, &m->copyq[which]);
         if (rc == 0)
             m->dev = dev;
         else
-            m->copyq = NULL;
+            m->copyq[which] = NULL;
     }
-    weft__dqueue *q = m->copyq;
+    weft__dqueue *q = m->copyq[which];
     pthread_mutex_unlock(&m->lock);
     if (rc != 0)
         return rc;
-    weft__devent *e = NULL;
     rc = wait_ready(d, src, q);
     if (rc == 0)
         rc = dev->ops->copy(q, d->ptr, d->rep[src].ptr, d->size);
     if (rc == 0)
-        rc = dev->ops->event_create(dev, &e);
-    if (rc == 0)
-        rc = dev->ops->event_record(e, q);
-    if (rc == 0)
-        rc = weft__device_event_wait(dev, e);
-    else if (e) /* recorded nothing, or the record failed: wait for what was queued first */
-        (void)weft__device_event_wait(dev, e);
-    if (e)
-        dev->ops->event_destroy(e);
+        rc = dev->ops->event_create(dev, e);
+    if (rc == 0 && (rc = dev->ops->event_record(*e, q)) != 0) {
+        (void)weft__device_event_wait(dev, *e);
+        dev->ops->event_destroy(*e);
+        *e = NULL;
+    }
     if (rc == 0)
         atomic_fetch_add_explicit(d->copied, d->size, memory_order_relaxed);
+    return rc;
+}
+
+/* Copy device replica src into the host's and wait for it. */
+static int copy_to_host(weft__data *d, unsigned src, int which)
+{
+    weft__devent *e;
+    int rc = copy_to_host_async(d, src, which, &e);
+    if (rc == 0) {
+        rc = weft__device_event_wait(d->devs[src], e);
+        d->devs[src]->ops->event_destroy(e);
+    }
     return rc;
 }
 
@@ -196,23 +210,34 @@ static int source_for(const weft__data *d, unsigned dst)
     return other >= 0 ? -1 - other : -1; /* -(1 + the other-kind replica) */
 }
 
+/* Note where the data is now (the lock held): see weft__data.home. */
+static void set_home(weft__data *d)
+{
+    unsigned home = 0;
+    for (unsigned i = 1; i < d->nrep; i++)
+        if (d->rep[i].state == WEFT__REP_MODIFIED || (!home && d->rep[i].state == WEFT__REP_SHARED))
+            home = i;
+    atomic_store_explicit(&d->home, home, memory_order_relaxed);
+}
+
 /* Make replica dev valid (the lock held). */
 static int fetch(weft__data *d, unsigned dev, weft__dqueue *q)
 {
     int src = source_for(d, dev);
+    if (src == -1)
+        return WEFT_EDEVICE; /* no valid copy anywhere: cannot happen while the states hold */
     if (src < 0) {
         /* only on a device of another kind: through the host */
-        int rc = copy_to_host(d, (unsigned)(-1 - src));
+        /* (waited for under the lock: only with two kinds of GPU at once) */
+        int rc = copy_to_host(d, (unsigned)(-1 - src), FETCH_Q);
         if (rc != 0)
             return rc;
         d->rep[-1 - src].state = WEFT__REP_SHARED;
         d->rep[0].state = WEFT__REP_SHARED;
         src = 0;
     }
-    if (dev == 0) {
-        int rc = copy_to_host(d, (unsigned)src);
-        if (rc != 0)
-            return rc;
+    if (dev == 0) { /* the caller waits for it, without the lock (fetch_to_host) */
+        return WEFT_EINVAL;
     } else {
         const weft__device_ops *ops = ops_of(d, dev);
         int rc = src ? wait_ready(d, (unsigned)src, q) : 0;
@@ -230,6 +255,43 @@ static int fetch(weft__data *d, unsigned dev, weft__dqueue *q)
     return 0;
 }
 
+/* Make the host's replica valid for a host reader (the lock held; released
+ * while it waits, so that nothing waits for a task stream under a handle's
+ * lock: a stream's thread may be finishing a task that takes it).  Readers
+ * at once share one copy. */
+static int fetch_to_host(weft__data *d)
+{
+    int rc = 0;
+    if (!d->host_fetch) {
+        int src = source_for(d, 0);
+        if (src <= 0)
+            return WEFT_EDEVICE; /* no valid copy anywhere: cannot happen while the states hold */
+        rc = copy_to_host_async(d, (unsigned)src, FETCH_Q, &d->host_fetch);
+        if (rc != 0)
+            return rc;
+        d->host_fetch_dev = (unsigned)src;
+    }
+    unsigned src = d->host_fetch_dev;
+    weft__devent *e = d->host_fetch;
+    d->host_fetch_users++;
+    atomic_fetch_add(&d->rep[src].pins, 1); /* not evicted while it is copied from */
+    pthread_mutex_unlock(&d->lock);
+    rc = weft__device_event_wait(d->devs[src], e);
+    pthread_mutex_lock(&d->lock);
+    atomic_fetch_sub(&d->rep[src].pins, 1);
+    if (--d->host_fetch_users == 0) {
+        d->devs[src]->ops->event_destroy(e);
+        d->host_fetch = NULL;
+    }
+    if (rc != 0)
+        return rc;
+    /* Only readers ran meanwhile (a writer follows them): the source is as it was. */
+    if (d->rep[src].state == WEFT__REP_MODIFIED)
+        d->rep[src].state = WEFT__REP_SHARED;
+    d->rep[0].state = WEFT__REP_SHARED;
+    return 0;
+}
+
 /* Give replica dev of e back to its device (e's lock held, not pinned): a
  * modified one is copied to the host first.  false if that copy failed
  * (nothing is dropped then). */
@@ -240,7 +302,7 @@ static bool drop_replica(weft__data *e, unsigned dev)
     for (unsigned i = 0; i < e->nrep && only; i++)
         only = i == dev || e->rep[i].state == WEFT__REP_INVALID;
     if (only) { /* the newest value: to the host first */
-        if (copy_to_host(e, dev) != 0)
+        if (copy_to_host(e, dev, EVICT_Q) != 0)
             return false;
         e->rep[0].state = WEFT__REP_MODIFIED;
     } else if (r->ready) {
@@ -254,6 +316,7 @@ static bool drop_replica(weft__data *e, unsigned dev)
     r->ready = NULL;
     r->ready_q = NULL;
     r->state = WEFT__REP_INVALID;
+    set_home(e);
     return true;
 }
 
@@ -323,7 +386,10 @@ int weft__data_acquire(weft__data *d, unsigned dev, unsigned mode, weft__dqueue 
         rc = alloc_evicting(d, dev);
     int src = -1;
     bool fetched = false;
-    if (rc == 0 && (mode & WEFT_R) && r->state == WEFT__REP_INVALID) {
+    if (rc == 0 && dev == 0 && (mode & WEFT_R) && r->state == WEFT__REP_INVALID) {
+        rc = fetch_to_host(d);
+        fetched = true;
+    } else if (rc == 0 && (mode & WEFT_R) && r->state == WEFT__REP_INVALID) {
         src = source_for(d, dev);
         rc = fetch(d, dev, q);
         fetched = true;
@@ -350,6 +416,7 @@ int weft__data_acquire(weft__data *d, unsigned dev, unsigned mode, weft__dqueue 
         was.after = d->version;
         *undo = was;
     }
+    set_home(d);
     bool listed = dev && r->ptr;
     pthread_mutex_unlock(&d->lock);
     if (listed)
@@ -357,18 +424,7 @@ int weft__data_acquire(weft__data *d, unsigned dev, unsigned mode, weft__dqueue 
     return rc;
 }
 
-unsigned weft__data_home(weft__data *d)
-{
-    if (!atomic_load_explicit(&d->on_devices, memory_order_acquire))
-        return 0;
-    unsigned home = 0;
-    pthread_mutex_lock(&d->lock);
-    for (unsigned i = 1; i < d->nrep; i++)
-        if (d->rep[i].state == WEFT__REP_MODIFIED || (!home && d->rep[i].state == WEFT__REP_SHARED))
-            home = i;
-    pthread_mutex_unlock(&d->lock);
-    return home;
-}
+unsigned weft__data_home(weft__data *d) { return atomic_load_explicit(&d->home, memory_order_relaxed); }
 
 void weft__data_undo_acquire(weft__data *d, const weft__data_undo *undo)
 {
@@ -387,6 +443,7 @@ void weft__data_undo_acquire(weft__data *d, const weft__data_undo *undo)
         if (!any) /* every copy it had was evicted since: the user's memory is all there is */
             d->rep[0].state = WEFT__REP_MODIFIED;
         d->version = undo->before;
+        set_home(d);
     }
     pthread_mutex_unlock(&d->lock);
 }
@@ -440,7 +497,7 @@ void weft__data_free(weft__data *d)
                     src = (int)i;
             /* A failed copy back leaves the user's memory as it was: the
              * runtime cannot report it from here (unregister has no task). */
-            if (src > 0 && copy_to_host(d, (unsigned)src) == 0)
+            if (src > 0 && copy_to_host(d, (unsigned)src, EVICT_Q) == 0)
                 d->rep[0].state = WEFT__REP_SHARED;
         }
         for (unsigned i = 1; i < d->nrep; i++) {

@@ -49,11 +49,12 @@ typedef struct weft__replica {
 typedef struct weft__mnode {
     pthread_mutex_t lock;
     weft__replica *head, *tail;
-    /* The device's queue for copies to the host, which are waited for
-     * under a handle's lock: a queue of its own, made on first use (under
-     * lock), since a task stream's thread may be reporting a completion
-     * that takes that lock. */
-    weft__dqueue *copyq;
+    /* The device's queues for copies to the host, made on first use (under
+     * lock): [0] for a host task's copy in, which waits for copies queued
+     * on task streams (never under a handle's lock), [1] for write-backs
+     * of evicted replicas, which wait for nothing pending (no task pins
+     * them) and so may be waited for under a handle's lock. */
+    weft__dqueue *copyq[2];
     weft__device *dev;
     /* Bumped when a replica there is no longer pinned: a task waiting for
      * room (WEFT__DATA_RETRY) waits for it to change (key: the node). */
@@ -95,6 +96,15 @@ typedef struct weft__data {
      * put back the states it found, if nobody changed them since
      * (weft__data_undo). */
     uint64_t version, next_version;
+    /* Where the data is (weft__data_home), kept up to date under lock and
+     * read without it: mapping may happen on a device's thread, which
+     * never takes a handle's lock. */
+    _Atomic unsigned home;
+    /* A copy to the host in flight for host readers (under lock): its
+     * event on host_fetch_dev's queue, and the readers waiting for it (the
+     * last one destroys it). */
+    weft__devent *host_fetch;
+    unsigned host_fetch_dev, host_fetch_users;
     struct weft__data *list_prev, *list_next; /* the runtime's list (front end, under its data_lock) */
 } weft__data;
 
