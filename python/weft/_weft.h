@@ -210,13 +210,6 @@ typedef struct RuntimeObject {
     _Atomic int py_busy;        /* workers holding or taking the GIL now */
     _Atomic int dev_gil_wait;   /* device threads waiting for the GIL now: workers let them
                                    go first (gil.c) */
-    /* The thread states of virtual GPUs' queue threads (one per thread,
-     * made on its first queued callable, deleted at close once the threads
-     * are gone); dev_ts_lock (taken without the GIL) protects the array. */
-    pthread_mutex_t dev_ts_lock;
-    PyThreadState **dev_ts;
-    size_t ndev_ts, capdev_ts;
-    uint64_t serial;            /* unique among the process's runtimes (thread-local caches) */
     int spawn_gil;              /* SPAWN_HOLD, SPAWN_RELEASE or SPAWN_YIELD */
     PyObject *failures;         /* dict Task -> None: failures since the last wait_all that
                                    the program has not retrieved, in order (strong) */
@@ -366,16 +359,12 @@ void weft_py_busy_exit(RuntimeObject *r);
  * take (NULL: none). */
 int weft_py_gil_take(RuntimeObject *r);
 void weft_py_gil_give(RuntimeObject *r, int g);
-/* Take the GIL on a device thread to run a queued callable, ahead of the
- * workers; own_thread: a thread of the runtime's own (a virtual GPU's
- * queue), which keeps one thread state for the runtime's life; else (CUDA's
- * host-function thread) through PyGILState.  Returns what
+/* Take the GIL on a device thread (a virtual GPU's queue thread, CUDA's
+ * host-function thread) to run a queued callable, ahead of the workers;
+ * own_thread: a virtual GPU's queue thread (gil.c).  Returns what
  * weft_py_dev_gil_give needs. */
 int weft_py_dev_gil_take(RuntimeObject *r, int own_thread);
 void weft_py_dev_gil_give(int g);
-/* Delete the device threads' thread states (the GIL held; after the C
- * runtime was destroyed: its threads are gone). */
-void weft_py_dev_states_free(RuntimeObject *r);
 /* The C runtime's on_worker_start / on_worker_stop hooks (arg: the Runtime). */
 void weft_py_on_worker_start(unsigned worker, void *arg);
 void weft_py_on_worker_stop(unsigned worker, void *arg);

@@ -93,42 +93,56 @@ weft_py_gil_give(RuntimeObject *r, int g)
 /* Device threads                                                            */
 /* ------------------------------------------------------------------------ */
 
-/* A virtual GPU's queue thread serves one runtime: its thread state for
- * that runtime (by serial, so that a state deleted at close is never
- * mistaken for a later runtime's). */
+/* A virtual GPU's queue thread keeps one thread state, made on its first
+ * queued callable (PyGILState would make and delete one each time, the
+ * larger part of a queued callable's cost) and deleted on that thread when
+ * it ends (a pthread key's destructor), inside the C runtime's destroy,
+ * which the closing thread calls without the GIL.  It must be deleted on
+ * its own thread: deleting it from another clears that thread's PyGILState
+ * binding (CPython 3.13), which hung the free-threaded suite.  CUDA's
+ * host-function thread is not ours (it never ends): PyGILState there. */
+static pthread_key_t dev_key;
+static pthread_once_t dev_key_once = PTHREAD_ONCE_INIT;
 static _Thread_local PyThreadState *tl_dev_ts;
-static _Thread_local uint64_t tl_dev_serial;
 
-static PyThreadState *
-dev_state(RuntimeObject *r)
+static void
+dev_thread_end(void *arg)
 {
-    if (tl_dev_ts && tl_dev_serial == r->serial) return tl_dev_ts;
-    PyThreadState *ts = NULL;
-    pthread_mutex_lock(&r->dev_ts_lock);
-    if (r->ndev_ts == r->capdev_ts) {
-        size_t cap = r->capdev_ts ? r->capdev_ts * 2 : 16;
-        PyThreadState **n = PyMem_RawRealloc(r->dev_ts, cap * sizeof *n);
-        if (n) {
-            r->dev_ts = n;
-            r->capdev_ts = cap;
-        }
-    }
-    if (r->ndev_ts < r->capdev_ts && (ts = PyThreadState_New(r->interp)) != NULL) r->dev_ts[r->ndev_ts++] = ts;
-    pthread_mutex_unlock(&r->dev_ts_lock);
-    if (ts) {
-        tl_dev_ts = ts;
-        tl_dev_serial = r->serial;
-    }
-    return ts;
+    PyThreadState *ts = arg;
+#if PY_VERSION_HEX >= 0x030D0000
+    int finalizing = Py_IsFinalizing();
+#else
+    int finalizing = _Py_IsFinalizing();
+#endif
+    if (finalizing) return; /* the interpreter deletes it (or the process ends) */
+    PyEval_RestoreThread(ts);
+    PyThreadState_Clear(ts);
+    PyThreadState_DeleteCurrent();
+}
+
+static void
+dev_key_make(void)
+{
+    if (pthread_key_create(&dev_key, dev_thread_end) != 0) dev_key = (pthread_key_t)-1;
 }
 
 int
 weft_py_dev_gil_take(RuntimeObject *r, int own_thread)
 {
     atomic_fetch_add_explicit(&r->dev_gil_wait, 1, memory_order_relaxed);
-    PyThreadState *ts = own_thread ? dev_state(r) : NULL;
     int g = -1;
-    if (ts) PyEval_RestoreThread(ts);
+    if (own_thread && !tl_dev_ts) {
+        pthread_once(&dev_key_once, dev_key_make);
+        PyThreadState *ts = dev_key != (pthread_key_t)-1 ? PyThreadState_New(r->interp) : NULL;
+        if (ts && pthread_setspecific(dev_key, ts) != 0) {
+            PyEval_RestoreThread(ts);
+            PyThreadState_Clear(ts);
+            PyThreadState_DeleteCurrent();
+            ts = NULL;
+        }
+        tl_dev_ts = ts;
+    }
+    if (own_thread && tl_dev_ts) PyEval_RestoreThread(tl_dev_ts);
     else g = (int)PyGILState_Ensure();
     atomic_fetch_sub_explicit(&r->dev_gil_wait, 1, memory_order_relaxed);
     return g;
@@ -139,18 +153,6 @@ weft_py_dev_gil_give(int g)
 {
     if (g == -1) PyEval_SaveThread();
     else PyGILState_Release((PyGILState_STATE)g);
-}
-
-void
-weft_py_dev_states_free(RuntimeObject *r)
-{
-    pthread_mutex_lock(&r->dev_ts_lock);
-    for (size_t i = 0; i < r->ndev_ts; i++) {
-        PyThreadState_Clear(r->dev_ts[i]);
-        PyThreadState_Delete(r->dev_ts[i]);
-    }
-    r->ndev_ts = 0;
-    pthread_mutex_unlock(&r->dev_ts_lock);
 }
 
 /* ------------------------------------------------------------------------ */

@@ -221,7 +221,7 @@ typedef struct queued {
     RuntimeObject *r; /* strong */
     PyObject *keep;   /* strong: the buffers its ranges point into (a tuple) */
     uint64_t id;      /* the task's C id */
-    int own_thread;   /* runs on a virtual GPU's queue thread (see weft_py_dev_gil_take) */
+    int own_thread;   /* runs on a virtual GPU's queue thread (weft_py_dev_gil_take) */
 } queued;
 
 /* Runs on the stream's thread (a virtual GPU's queue thread, CUDA's host

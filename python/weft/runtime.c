@@ -130,11 +130,6 @@ Runtime_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
     atomic_init(&r->inflight, 0);
     atomic_init(&r->py_busy, 0);
     atomic_init(&r->dev_gil_wait, 0);
-    pthread_mutex_init(&r->dev_ts_lock, NULL);
-    r->dev_ts = NULL;
-    r->ndev_ts = r->capdev_ts = 0;
-    static _Atomic uint64_t serials;
-    r->serial = atomic_fetch_add(&serials, 1) + 1;
     atomic_init(&r->released, NULL);
     atomic_init(&r->cells, NULL);
     r->spawn_gil = spawn_mode;
@@ -252,7 +247,6 @@ close_locked(RuntimeObject *r)
     END_NOGIL_W
     (void)rc;
     r->rt = NULL;
-    weft_py_dev_states_free(r);
     weft_py_release_drain(r); /* every body has run */
     weft_py_spaces_unbind(r);
     /* Buffers stay exported until here. */
@@ -312,9 +306,6 @@ Runtime_dealloc(RuntimeObject *r)
         END_NOGIL
         (void)rc;
     }
-    weft_py_dev_states_free(r);
-    PyMem_RawFree(r->dev_ts);
-    pthread_mutex_destroy(&r->dev_ts_lock);
     weft_py_release_drain(r);
     Runtime_clear(r);
     PyMem_Free(r->spans);
