@@ -657,9 +657,12 @@ static void test_on_finish(void) {
 
 static unsigned char cbuf[2][256];
 static atomic_int cwriter_started;
+static atomic_int cwriter_release; /* the writer holds its stream until set */
 static int cwrite_kernel(void *arg) {
     atomic_store(&cwriter_started, 1);
-    sleep_ms(2);
+    /* Still running (not reported to the host) when the unordered reader
+     * starts, whatever the machine's load: the host cannot have ordered it. */
+    if (wait_flag(&cwriter_release, 20000) != 0) return 5;
     memset(arg, 3, 256);
     return 0;
 }
@@ -685,6 +688,7 @@ static void test_check_mode(void) {
     weft_placement g0 = parsed("gpu:0"), g1 = parsed("gpu:1");
     /* a dependency orders them (by the writer's event): fine */
     weft_task *w, *r;
+    atomic_store(&cwriter_release, 1);
     CHECK_OK(spawn_placed(rt, &g0, 1, cwrite_body, cbuf[0], &w));
     weft_task_desc d;
     weft_task_desc_init(&d);
@@ -700,10 +704,13 @@ static void test_check_mode(void) {
     weft_task_release(r);
     /* no dependency: caught, whatever the timing */
     atomic_store(&cwriter_started, 0);
+    atomic_store(&cwriter_release, 0);
     CHECK_OK(spawn_placed(rt, &g0, 1, cwrite_body, cbuf[1], &w));
     CHECK_OK(spawn_placed(rt, &g1, 1, cread_unordered_body, cbuf[1], &r));
+    int rr = weft_task_wait(r);
+    atomic_store(&cwriter_release, 1);
     CHECK_OK(weft_task_wait(w));
-    CHECK_ERR(weft_task_wait(r), WEFT_ETASKFAILED);
+    CHECK_RC(rr, WEFT_ETASKFAILED);
     char msg[320];
     weft__test_vcheck_last(msg, sizeof msg);
     CHECKF(strstr(msg, "not ordered after") != NULL, "message: %s", msg);

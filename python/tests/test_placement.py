@@ -216,10 +216,15 @@ def test_checking_mode_catches_an_unordered_read(monkeypatch):
     with rt:
         a, b = bytearray(64), bytearray(64)
         started = threading.Event()
+        # The writer holds its stream until the unordered reader has queued
+        # its read (the check compares with what the host had seen then), so
+        # the host cannot have seen the writer finish, whatever the load.
+        release = threading.Event()
+        release.set()
 
         def fill(buf):
             started.set()
-            time.sleep(0.002)
+            release.wait(10)
             buf[:] = b"\x05" * 64
 
         def first(buf):
@@ -234,10 +239,12 @@ def test_checking_mode_catches_an_unordered_read(monkeypatch):
         def read_unordered(buf):
             started.wait(10)  # a plain event: it orders nothing the checker sees
             weft.context().queue(first, buf, reads=buf)
+            release.set()
 
         w = rt.spawn(write, a, placement="gpu:0")
         rt.spawn(read, a, placement="gpu:1", deps=[w]).result()  # ordered by w's event: fine
         started.clear()  # set again by the next writer only
+        release.clear()
         rt.spawn(write, b, placement="gpu:0")
         bad = rt.spawn(read_unordered, b, placement="gpu:1")
         with pytest.raises(RuntimeError, match="device work failed|WEFT_EDEVICE"):
@@ -247,6 +254,7 @@ def test_checking_mode_catches_an_unordered_read(monkeypatch):
         rt.wait_all()  # the failures were retrieved through .result()
         # a failure of device work alone, never retrieved: wait_all raises it
         started.clear()
+        release.clear()
         rt.spawn(write, b, placement="gpu:0")
         rt.spawn(read_unordered, b, placement="gpu:1")
         with pytest.raises(RuntimeError, match="device work failed"):
