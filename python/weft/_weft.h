@@ -320,6 +320,11 @@ int weft_py_placement(modstate *st, PyObject **fn, PyObject *placement, PyObject
 /* List t's failure (exc, raised by fn) for wait_all and for the
  * CancelledError of its dependents (body.c). */
 void weft_py_record_failure(RuntimeObject *r, TaskObject *t, PyObject *fn, PyObject *exc, uint64_t id);
+/* The first failure is the task's (its body's, a callable it queued on a
+ * GPU stream, or its device work's): store exc (stolen; NULL does nothing)
+ * as t's exception unless it has one, and return 1; else drop exc, 0.  The
+ * caller then records a stored one (weft_py_record_failure). */
+int weft_py_task_set_exc(TaskObject *t, PyObject *exc);
 /* Call a body placed on GPUs through weft/_placement.py's runner. */
 PyObject *weft_py_call_placed(modstate *st, weft_ctx *ctx, PyObject *fn, PyObject *args, PyObject *kwargs);
 extern PyMethodDef weft_py_place_methods[];

@@ -62,19 +62,10 @@ weft_py_trampoline(weft_ctx *ctx, void *arg)
         rc = 1;
         if (exc == NULL) exc = PyObject_CallOneArg(PyExc_SystemError, NULL);
         /* Stored before the task is listed as failed: a wait_all on another
-         * thread may read the list at once (found by TSan).  A callable it
-         * queued on a GPU stream may have failed first (place.c): the first
-         * failure is the task's. */
-        int first = 0;
-        WEFT_PY_CS_BEGIN(t)
-        if (t->exc == NULL) {
-            t->exc = exc;
-            first = 1;
-        }
-        WEFT_PY_CS_END();
+         * thread may read the list at once (found by TSan). */
+        int first = weft_py_task_set_exc(t, exc);
         t->ran = 1;
-        if (exc && first) weft_py_record_failure(r, t, fn, exc, weft_ctx_task_id(ctx));
-        else Py_XDECREF(exc);
+        if (first) weft_py_record_failure(r, t, fn, exc, weft_ctx_task_id(ctx));
     }
     weft_py_tl_cur = prev;
     Py_XDECREF(bodies);
@@ -138,6 +129,21 @@ weft_py_arg_destroy(void *arg)
     free(c);
 }
 
+int
+weft_py_task_set_exc(TaskObject *t, PyObject *exc)
+{
+    if (exc == NULL) return 0;
+    int first = 0;
+    WEFT_PY_CS_BEGIN(t)
+    if (t->exc == NULL) {
+        t->exc = exc;
+        first = 1;
+    }
+    WEFT_PY_CS_END();
+    if (!first) Py_DECREF(exc);
+    return first;
+}
+
 void
 weft_py_on_finish(void *arg, int status)
 {
@@ -157,15 +163,7 @@ weft_py_on_finish(void *arg, int status)
                                           "the weft task failed: its device work failed (WEFT_EDEVICE or a "
                                           "kernel's error; see the message printed by the device)");
     if (exc == NULL) PyErr_Clear();
-    int first = 0;
-    WEFT_PY_CS_BEGIN(t)
-    if (t->exc == NULL && exc) {
-        t->exc = exc;
-        first = 1;
-    }
-    WEFT_PY_CS_END();
-    if (first) weft_py_record_failure(r, t, NULL, exc, c->id);
-    else Py_XDECREF(exc);
+    if (weft_py_task_set_exc(t, exc)) weft_py_record_failure(r, t, NULL, exc, c->id);
     Py_DECREF(t);
     weft_py_tl_attached = attached;
     if (!attached) weft_py_gil_give(NULL, g);

@@ -236,19 +236,7 @@ run_queued(void *arg)
     if (res == NULL) {
         rc = 1;
         PyObject *exc = weft_py_fetch_exc();
-        /* The first failure (this, another queued callable's, or the
-         * body's) is the task's. */
-        int first = 0;
-        if (exc) {
-            WEFT_PY_CS_BEGIN(q->t)
-            if (q->t->exc == NULL) {
-                q->t->exc = exc;
-                first = 1;
-            }
-            WEFT_PY_CS_END();
-        }
-        if (first) weft_py_record_failure(q->r, q->t, q->fn, exc, q->id);
-        else Py_XDECREF(exc);
+        if (weft_py_task_set_exc(q->t, exc)) weft_py_record_failure(q->r, q->t, q->fn, exc, q->id);
     }
     Py_XDECREF(res);
     Py_DECREF(q->fn);
