@@ -289,10 +289,57 @@ WEFT_API WEFT_NODISCARD int weft_data_register(weft_runtime *rt, void *ptr, size
  * until every task already spawned with d has finished, copies the newest
  * value back into the registered memory if only a device held it, then
  * frees the handle and its copies on devices (destroy does the same for
- * handles still registered).  Errors: WEFT_EINVAL (NULL, already unregistered), WEFT_EBUSY (the
- * calling task itself accesses d: waiting would never end; nothing changes).
+ * handles still registered).  A partitioned d's tiles are unregistered
+ * with it, first.  Errors: WEFT_EINVAL (NULL, already unregistered),
+ * WEFT_EBUSY (the calling task itself accesses d: waiting would never end;
+ * d is a tile: unregister its parent; nothing changes).
  * May be called from a task (it then helps run other tasks while it waits). */
 WEFT_API WEFT_NODISCARD int weft_data_unregister(weft_data *d);
+
+/* Tiles: a registered array split into a grid of blocks, each a data handle
+ * of its own, so that tasks on different devices work on different parts of
+ * it (a stencil, a blocked factorization).  The data is seen as rows x cols
+ * elements of elem bytes, rows pitch bytes apart (a 1-D array: rows 1); the
+ * grid_rows x grid_cols blocks have near-equal sizes.  With halo > 0 each
+ * tile also spans `halo` elements of its neighbours on each side (clipped
+ * at the edges of the array, corners included): a task reading a tile sees
+ * its neighbours' newest values there, copied by Weft from wherever they
+ * are (halo exchange), and is ordered after their writers; the halo is
+ * read-only (a task writing a tile writes its interior only; what it writes
+ * into its halo is lost).  A tile's replica on a device is packed: rows of
+ * its own width (weft_ctx_pitch says the pitch where the body runs). */
+typedef struct weft_tiling {
+    size_t elem;                       /* bytes per element (> 0) */
+    size_t rows, cols;                 /* the data as rows x cols elements */
+    size_t pitch;                      /* bytes from one row to the next (0: cols * elem) */
+    unsigned grid_rows, grid_cols;     /* blocks: at least 1 each, at most rows and cols, 4096 in all */
+    unsigned halo;                     /* elements on each side (at most the smallest block's size) */
+} weft_tiling;
+
+/* Partition d into tiles: writes grid_rows * grid_cols handles, row-major,
+ * to tiles.  d stays usable: a task naming d is ordered after (and before)
+ * the tasks on every tile, and sees (makes) the whole array — Weft puts it
+ * back together from the tiles, or the tiles from it, through the host, when
+ * the task alternates between the two (a phase change, not a step of a
+ * loop).  The tiles live as long as d: unregistering d unregisters them
+ * first (waiting for their tasks); a tile cannot be unregistered alone.
+ * Errors: WEFT_EINVAL (NULL argument, a bad tiling, with the reason; d is a
+ * tile), WEFT_EBUSY (d is partitioned already, or tasks that name d are
+ * pending: partition before spawning on it, or after they finished),
+ * WEFT_ENOMEM.  Nothing changes on error.  Never blocks; thread safe (a
+ * spawn naming d from another thread meanwhile fails with WEFT_EBUSY or is
+ * ordered before the partition). */
+WEFT_API WEFT_NODISCARD int weft_data_partition(weft_data *d, const weft_tiling *t, weft_data **tiles);
+
+/* Where a tile lies in its parent, in elements: its span (halo included)
+ * and its interior. */
+typedef struct weft_tile_info {
+    size_t row0, col0, rows, cols;     /* the span */
+    size_t in_row0, in_col0, in_rows, in_cols; /* the interior (what a writer writes) */
+    unsigned index;                    /* row-major in the grid */
+} weft_tile_info;
+/* Errors: WEFT_EINVAL (NULL, unregistered, or not a tile).  Never blocks. */
+WEFT_API WEFT_NODISCARD int weft_data_tile_info(const weft_data *tile, weft_tile_info *out);
 
 /* Host address and size of d (while tasks on GPUs write d, the newest value
  * may be on a device: a task reading it on the CPU, or unregister, brings
@@ -658,6 +705,12 @@ WEFT_API WEFT_NODISCARD int weft_ctx_copy(const weft_ctx *ctx, unsigned i, void 
  * pointer (valid when the body starts).  The address stays valid until the
  * task finishes.  NULL if i is out of range. */
 WEFT_API void *weft_ctx_data(const weft_ctx *ctx, size_t i);
+
+/* Bytes from one row to the next of the task's i-th data access where
+ * weft_ctx_data points: a tile's on a device is its packed width, on the
+ * host the parent's pitch; any other data is one row (its size).  0 if i is
+ * out of range. */
+WEFT_API size_t weft_ctx_pitch(const weft_ctx *ctx, size_t i);
 
 #ifdef __cplusplus
 }

@@ -5,6 +5,46 @@
  * runtime's list of handles.
  */
 #include "runtime.h"
+#include "data/tile.h"
+
+#include <stdio.h>
+
+/* Add d to the runtime's list (which destroy frees, newest first). */
+static void list_add(weft__rt *rt, weft__data *d)
+{
+    pthread_mutex_lock(&rt->data_lock);
+    d->list_prev = NULL;
+    d->list_next = rt->data_list;
+    if (rt->data_list)
+        rt->data_list->list_prev = d;
+    rt->data_list = d;
+    pthread_mutex_unlock(&rt->data_lock);
+}
+
+static void list_remove(weft__rt *rt, weft__data *d)
+{
+    pthread_mutex_lock(&rt->data_lock);
+    if (d->list_prev)
+        d->list_prev->list_next = d->list_next;
+    else
+        rt->data_list = d->list_next;
+    if (d->list_next)
+        d->list_next->list_prev = d->list_prev;
+    pthread_mutex_unlock(&rt->data_lock);
+}
+
+/* A new handle over n bytes at ptr with its history; NULL on ENOMEM. */
+static weft__data *data_new(weft__rt *rt, const void *h, void *ptr, size_t n)
+{
+    void *hist = weft__history_new();
+    weft__data *d = hist ? weft__data_new(&rt->waits, h, ptr, n, rt->dev, rt->mnodes, rt->ndev, &rt->bytes_copied)
+                         : NULL;
+    if (!d)
+        weft__history_free(hist);
+    else
+        d->hist = hist;
+    return d;
+}
 
 int weft_data_register(weft_runtime *h, void *ptr, size_t n, weft_data **out)
 {
@@ -19,21 +59,12 @@ int weft_data_register(weft_runtime *h, void *ptr, size_t n, weft_data **out)
     weft__rt *rt = weft__rt_enter(h, "weft_data_register", &err, 1, false); /* destroy waits for us */
     if (!rt)
         return err;
-    void *hist = weft__history_new();
-    weft__data *d = hist ? weft__data_new(&rt->waits, h, ptr, n, rt->dev, rt->mnodes, rt->ndev, &rt->bytes_copied) : NULL;
+    weft__data *d = data_new(rt, h, ptr, n);
     if (!d) {
-        weft__history_free(hist);
         weft__rt_leave(rt, 1);
         return weft__error(WEFT_ENOMEM, "weft_data_register: out of memory");
     }
-    d->hist = hist;
-    pthread_mutex_lock(&rt->data_lock);
-    d->list_prev = NULL;
-    d->list_next = rt->data_list;
-    if (rt->data_list)
-        rt->data_list->list_prev = d;
-    rt->data_list = d;
-    pthread_mutex_unlock(&rt->data_lock);
+    list_add(rt, d);
     *out = weft__handle_encode(d);
     weft__rt_leave(rt, 1);
     return 0;
@@ -60,6 +91,9 @@ int weft_data_unregister(weft_data *h)
         return weft__error(WEFT_EINVAL, "weft_data_unregister: data is NULL or already unregistered");
     if (used_by_caller(d))
         return weft__error(WEFT_EBUSY, "weft_data_unregister: the calling task accesses this data itself");
+    if (d->tile)
+        return weft__error(WEFT_EBUSY, "weft_data_unregister: this is a tile; tiles are unregistered with the "
+                                       "data they were partitioned from");
     /* Hold an in-flight count for the whole call, so a destroy racing with
      * it waits instead of freeing the handle (and the runtime) under it. */
     weft__rt *rt = weft__rt_enter(d->rt_handle, "weft_data_unregister", &err, 1, true);
@@ -79,15 +113,20 @@ int weft_data_unregister(weft_data *h)
         weft__rt_leave(rt, 1);
         return weft__error(WEFT_EINVAL, "weft_data_unregister: data is already being unregistered");
     }
+    weft__family *f = atomic_load(&d->fam);
+    if (f) { /* its tiles first: closed (new spawns fail), waited for, freed */
+        for (unsigned i = 0; i < f->ntiles; i++)
+            (void)weft__data_close(f->tiles[i]);
+        for (unsigned i = 0; i < f->ntiles; i++) {
+            weft__data *t = f->tiles[i];
+            weft__wait_data_unused(rt, t);
+            list_remove(rt, t);
+            weft__history_free(t->hist);
+            weft__data_free(t);
+        }
+    }
     weft__wait_data_unused(rt, d);
-    pthread_mutex_lock(&rt->data_lock);
-    if (d->list_prev)
-        d->list_prev->list_next = d->list_next;
-    else
-        rt->data_list = d->list_next;
-    if (d->list_next)
-        d->list_next->list_prev = d->list_prev;
-    pthread_mutex_unlock(&rt->data_lock);
+    list_remove(rt, d);
     weft__history_free(d->hist);
     weft__data_free(d);
     weft__rt_leave(rt, 1);
@@ -103,5 +142,94 @@ int weft_data_host(const weft_data *h, void **ptr, size_t *n)
         *ptr = d->ptr;
     if (n)
         *n = d->size;
+    return 0;
+}
+
+int weft_data_partition(weft_data *h, const weft_tiling *t, weft_data **tiles)
+{
+    weft__clear_error();
+    int err;
+    if (!t || !tiles)
+        return weft__error(WEFT_EINVAL, "weft_data_partition: %s is NULL", t ? "tiles" : "tiling");
+    weft__data *d = weft__data_pin(h);
+    if (!d)
+        return weft__error(WEFT_EINVAL, "weft_data_partition: data is NULL, unregistered or being unregistered");
+    weft__rt *rt = weft__rt_enter(d->rt_handle, "weft_data_partition", &err, 1, false);
+    if (!rt) {
+        weft__data_unpin(d);
+        return err;
+    }
+    int rc = 0;
+    char why[200] = "";
+    weft__family *f = NULL;
+    if (d->tile)
+        rc = weft__error(WEFT_EINVAL, "weft_data_partition: data is a tile (tiles are not partitioned again)");
+    else if (atomic_load(&d->fam))
+        rc = weft__error(WEFT_EBUSY, "weft_data_partition: data is partitioned already");
+    else if (t->grid_rows && t->grid_cols && (uint64_t)t->grid_rows * t->grid_cols > 4096)
+        rc = weft__error(WEFT_EINVAL, "weft_data_partition: %u x %u tiles: at most 4096", t->grid_rows,
+                         t->grid_cols);
+    else if ((rc = weft__family_new(d, t, &f, why, sizeof why)) != 0)
+        rc = rc == WEFT_EINVAL ? weft__error(rc, "weft_data_partition: %s", why)
+                               : weft__error(rc, "weft_data_partition: out of memory");
+    unsigned made = 0;
+    for (; rc == 0 && made < f->ntiles; made++) {
+        void *p;
+        size_t n;
+        weft__family_tile_shape(f, made, &p, &n);
+        weft__data *x = data_new(rt, d->rt_handle, p, n);
+        if (!x || weft__family_attach(f, made, x) != 0) {
+            if (x) {
+                weft__history_free(x->hist);
+                weft__data_free(x);
+            }
+            rc = weft__error(WEFT_ENOMEM, "weft_data_partition: out of memory");
+            break;
+        }
+    }
+    if (rc == 0) {
+        /* Published under the parent's history: a spawn naming it plans
+         * either before (and is pending: refused here) or after (and sees
+         * the tiles). */
+        weft__history_lock(d);
+        int64_t users = atomic_load(&d->users);
+        if (users != 1) /* ours */
+            rc = weft__error(WEFT_EBUSY, "weft_data_partition: %lld task(s) naming the data are pending; "
+                                         "partition it before spawning on it, or once they finished",
+                             (long long)(users - 1));
+        else
+            weft__family_publish(f);
+        weft__history_unlock(d);
+    }
+    if (rc != 0 && f) {
+        for (unsigned i = 0; i < made; i++) {
+            weft__data *x = f->tiles[i];
+            x->tile = NULL;
+            weft__history_free(x->hist);
+            weft__data_free(x);
+        }
+        weft__family_discard(f);
+    }
+    if (rc == 0)
+        for (unsigned i = 0; i < f->ntiles; i++) {
+            list_add(rt, f->tiles[i]);
+            tiles[i] = weft__handle_encode(f->tiles[i]);
+        }
+    weft__data_unpin(d);
+    weft__rt_leave(rt, 1);
+    return rc;
+}
+
+int weft_data_tile_info(const weft_data *h, weft_tile_info *out)
+{
+    weft__data *d = weft__data_get(h);
+    if (!d || !out)
+        return weft__error(WEFT_EINVAL, "weft_data_tile_info: %s", !out ? "out is NULL" : "data is NULL or unregistered");
+    weft__tile *x = d->tile;
+    if (!x)
+        return weft__error(WEFT_EINVAL, "weft_data_tile_info: data is not a tile");
+    size_t elem = x->fam->elem;
+    *out = (weft_tile_info){x->r0, x->c0 / elem, x->rows, x->row_bytes / elem,
+                            x->in_r0, x->in_c0 / elem, x->in_rows, x->in_bytes / elem, x->index};
     return 0;
 }

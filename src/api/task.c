@@ -292,5 +292,18 @@ void *weft_ctx_data(const weft_ctx *ctx, size_t i)
     if (!ctx || i >= ctx->task->naccess)
         return NULL;
     const weft__task_access *a = &ctx->task->access[i];
+    if (a->mode & WEFT__ORDER_ONLY)
+        return NULL;
     return weft__data_replica(a->data, (a->mode & WEFT_HOST) ? 0 : ctx->task->device);
+}
+
+size_t weft_ctx_pitch(const weft_ctx *ctx, size_t i)
+{
+    if (!ctx || i >= ctx->task->naccess)
+        return 0;
+    const weft__task_access *a = &ctx->task->access[i];
+    if (a->mode & WEFT__ORDER_ONLY)
+        return 0;
+    unsigned dev = (a->mode & WEFT_HOST) ? 0 : ctx->task->device;
+    return weft__data_pitch(a->data, dev < a->data->nrep ? dev : 0);
 }

@@ -3,12 +3,13 @@
  * coherence of their replicas (data/data.h).
  *
  * A replica is allocated on its device the first time a task there needs
- * it and kept until the handle is freed (eviction comes later).  Copies
- * between replicas go on the queue of the task that needs them; one into a
- * host replica (a host task reading what a GPU wrote) is queued on the
- * source device and waited for, since the task runs right after.
+ * it and kept until the handle is freed or it is evicted.  Copies between
+ * replicas go on the queue of the task that needs them; one into a host
+ * replica (a host task reading what a GPU wrote) is queued on the source
+ * device's copy queue and waited for, since the task runs right after.
  */
 #include "data/data.h"
+#include "data/tile.h"
 
 #include <string.h>
 
@@ -89,6 +90,9 @@ weft__data *weft__data_new(weft__waitset *ws, const void *rt_handle, void *ptr, 
     d->rt_handle = rt_handle;
     d->ptr = ptr;
     d->size = n;
+    d->rows = d->in_rows = 1;
+    d->row_bytes = d->hpitch = d->in_bytes = n;
+    atomic_init(&d->fam, NULL);
     pthread_mutex_init(&d->lock, NULL);
     atomic_init(&d->on_devices, false);
     atomic_init(&d->home, 0);
@@ -112,7 +116,7 @@ weft__data *weft__data_new(weft__waitset *ws, const void *rt_handle, void *ptr, 
 static const weft__device_ops *ops_of(const weft__data *d, unsigned i) { return d->devs[i]->ops; }
 
 /* Make q wait for the last copy into replica i, if it went on another queue. */
-static int wait_ready(weft__data *d, unsigned i, weft__dqueue *q)
+int weft__data_wait_ready(weft__data *d, unsigned i, weft__dqueue *q)
 {
     weft__replica *r = &d->rep[i];
     if (!r->ready || r->ready_q == q)
@@ -122,7 +126,7 @@ static int wait_ready(weft__data *d, unsigned i, weft__dqueue *q)
 
 /* Note a copy into device replica i queued on q: later users on other
  * queues wait for its event. */
-static int note_ready(weft__data *d, unsigned i, weft__dqueue *q)
+int weft__data_note_ready(weft__data *d, unsigned i, weft__dqueue *q)
 {
     weft__replica *r = &d->rep[i];
     const weft__device_ops *ops = ops_of(d, i);
@@ -138,6 +142,29 @@ static int note_ready(weft__data *d, unsigned i, weft__dqueue *q)
 }
 
 enum { FETCH_Q = 0, EVICT_Q = 1 };
+
+int weft__data_copy_rect(const weft__device_ops *ops, weft__dqueue *q, weft__data *dst, unsigned di, size_t dr,
+                         size_t dc, weft__data *src, unsigned si, size_t r, size_t c, size_t rows, size_t bytes)
+{
+    if (!rows || !bytes)
+        return 0;
+    char *to = weft__data_at(dst, di, dr, dc);
+    const char *from = weft__data_at(src, si, r, c);
+    size_t tp = weft__data_pitch(dst, di), fp = weft__data_pitch(src, si);
+    int rc = rows == 1 || (tp == bytes && fp == bytes) ? ops->copy(q, to, from, rows * bytes)
+                                                       : ops->copy2d(q, to, tp, from, fp, bytes, rows);
+    if (rc == 0)
+        atomic_fetch_add_explicit(src->copied, rows * bytes, memory_order_relaxed);
+    return rc;
+}
+
+/* The interior of replica src into replica dst (a tile's halo is the
+ * neighbours' and comes from them: data/tile.c). */
+static int copy_interior(weft__data *d, const weft__device_ops *ops, weft__dqueue *q, unsigned dst, unsigned src)
+{
+    return weft__data_copy_rect(ops, q, d, dst, d->in_r0, d->in_c0, d, src, d->in_r0, d->in_c0, d->in_rows,
+                                d->in_bytes);
+}
 
 /* Queue a copy of device replica src into the host's on the device's copy
  * queue `which` (see weft__mnode), and an event after it (*e, for the
@@ -160,9 +187,9 @@ static int copy_to_host_async(weft__data *d, unsigned src, int which, weft__deve
     pthread_mutex_unlock(&m->lock);
     if (rc != 0)
         return rc;
-    rc = wait_ready(d, src, q);
+    rc = weft__data_wait_ready(d, src, q);
     if (rc == 0)
-        rc = dev->ops->copy(q, d->ptr, d->rep[src].ptr, d->size);
+        rc = copy_interior(d, dev->ops, q, 0, src);
     if (rc == 0)
         rc = dev->ops->event_create(dev, e);
     if (rc == 0 && (rc = dev->ops->event_record(*e, q)) != 0) {
@@ -170,8 +197,6 @@ static int copy_to_host_async(weft__data *d, unsigned src, int which, weft__deve
         dev->ops->event_destroy(*e);
         *e = NULL;
     }
-    if (rc == 0)
-        atomic_fetch_add_explicit(d->copied, d->size, memory_order_relaxed);
     return rc;
 }
 
@@ -191,7 +216,7 @@ static int copy_to_host(weft__data *d, unsigned src, int which)
  * shared one on a device of dst's kind (a peer), then the host's; -1 if
  * the only valid one is on a device of another kind (stage through the
  * host). */
-static int source_for(const weft__data *d, unsigned dst)
+int weft__data_source_for(const weft__data *d, unsigned dst)
 {
     int peer = -1, host = d->rep[0].state != WEFT__REP_INVALID ? 0 : -1, other = -1;
     for (unsigned i = 1; i < d->nrep; i++) {
@@ -223,7 +248,7 @@ static void set_home(weft__data *d)
 /* Make replica dev valid (the lock held). */
 static int fetch(weft__data *d, unsigned dev, weft__dqueue *q)
 {
-    int src = source_for(d, dev);
+    int src = weft__data_source_for(d, dev);
     if (src == -1)
         return WEFT_EDEVICE; /* no valid copy anywhere: cannot happen while the states hold */
     if (src < 0) {
@@ -240,14 +265,15 @@ static int fetch(weft__data *d, unsigned dev, weft__dqueue *q)
         return WEFT_EINVAL;
     } else {
         const weft__device_ops *ops = ops_of(d, dev);
-        int rc = src ? wait_ready(d, (unsigned)src, q) : 0;
+        int rc = src ? weft__data_wait_ready(d, (unsigned)src, q) : 0;
         if (rc == 0)
-            rc = ops->copy(q, d->rep[dev].ptr, d->rep[src].ptr, d->size);
+            rc = copy_interior(d, ops, q, dev, (unsigned)src);
+        if (rc == 0 && d->tile)
+            weft__tile_halo_stale(d, dev); /* the interior only came */
         if (rc == 0)
-            rc = note_ready(d, dev, q);
+            rc = weft__data_note_ready(d, dev, q);
         if (rc != 0)
             return rc;
-        atomic_fetch_add_explicit(d->copied, d->size, memory_order_relaxed);
     }
     if (d->rep[src].state == WEFT__REP_MODIFIED)
         d->rep[src].state = WEFT__REP_SHARED;
@@ -263,7 +289,7 @@ static int fetch_to_host(weft__data *d)
 {
     int rc = 0;
     if (!d->host_fetch) {
-        int src = source_for(d, 0);
+        int src = weft__data_source_for(d, 0);
         if (src <= 0)
             return WEFT_EDEVICE; /* no valid copy anywhere: cannot happen while the states hold */
         rc = copy_to_host_async(d, (unsigned)src, FETCH_Q, &d->host_fetch);
@@ -290,6 +316,28 @@ static int fetch_to_host(weft__data *d)
         d->rep[src].state = WEFT__REP_SHARED;
     d->rep[0].state = WEFT__REP_SHARED;
     return 0;
+}
+
+int weft__data_to_host(weft__data *d)
+{
+    return d->rep[0].state != WEFT__REP_INVALID ? 0 : fetch_to_host(d);
+}
+
+void weft__data_host_copied(weft__data *d, unsigned src)
+{
+    if (d->rep[src].state == WEFT__REP_MODIFIED)
+        d->rep[src].state = WEFT__REP_SHARED;
+    d->rep[0].state = WEFT__REP_SHARED;
+    set_home(d);
+}
+
+void weft__data_reset_to_host(weft__data *d)
+{
+    for (unsigned i = 1; i < d->nrep; i++)
+        d->rep[i].state = WEFT__REP_INVALID;
+    d->rep[0].state = WEFT__REP_MODIFIED;
+    d->version = ++d->next_version;
+    set_home(d);
 }
 
 /* Give replica dev of e back to its device (e's lock held, not pinned): a
@@ -362,11 +410,19 @@ static int alloc_evicting(weft__data *d, unsigned dev)
     }
 }
 
-int weft__data_acquire(weft__data *d, unsigned dev, unsigned mode, weft__dqueue *q, int *on, int *from,
+int weft__data_acquire(weft__data *d, unsigned dev, unsigned mode, weft__dqueue *q, weft__data_hold *hold,
                        weft__data_undo *undo)
 {
-    *on = *from = -1;
+    weft__data_hold_clear(hold);
     undo->after = 0;
+    if (atomic_load_explicit(&d->fam, memory_order_acquire))
+        return weft__family_acquire(d, dev, mode, q, hold, undo);
+    return weft__data_acquire_one(d, dev, mode, q, hold, undo);
+}
+
+int weft__data_acquire_one(weft__data *d, unsigned dev, unsigned mode, weft__dqueue *q, weft__data_hold *hold,
+                           weft__data_undo *undo)
+{
     if (dev >= d->nrep)
         dev = 0; /* a device added after registration: the task uses the host's copy */
     /* The host's replica is the only one ever valid: nothing to do. */
@@ -374,7 +430,7 @@ int weft__data_acquire(weft__data *d, unsigned dev, unsigned mode, weft__dqueue 
         return 0;
     int rc = 0;
     pthread_mutex_lock(&d->lock);
-    weft__data_undo was = {d->version, 0, 0, -1};
+    weft__data_undo was = {d->version, 0, 0, -1, (mode & WEFT_W) != 0};
     for (unsigned i = 0; i < d->nrep && i < 64; i++)
         if (d->rep[i].state != WEFT__REP_INVALID) {
             was.valid |= (uint64_t)1 << i;
@@ -382,19 +438,19 @@ int weft__data_acquire(weft__data *d, unsigned dev, unsigned mode, weft__dqueue 
                 was.modified = (int8_t)i;
         }
     weft__replica *r = &d->rep[dev];
-    if (dev && !r->ptr)
-        rc = alloc_evicting(d, dev);
+    if (dev && !r->ptr && (rc = alloc_evicting(d, dev)) == 0 && d->tile)
+        weft__tile_halo_stale(d, dev); /* a new replica: no halo yet */
     int src = -1;
     bool fetched = false;
     if (rc == 0 && dev == 0 && (mode & WEFT_R) && r->state == WEFT__REP_INVALID) {
         rc = fetch_to_host(d);
         fetched = true;
     } else if (rc == 0 && (mode & WEFT_R) && r->state == WEFT__REP_INVALID) {
-        src = source_for(d, dev);
+        src = weft__data_source_for(d, dev);
         rc = fetch(d, dev, q);
         fetched = true;
     } else if (rc == 0 && dev && q) {
-        rc = wait_ready(d, dev, q); /* valid, but maybe filled on another queue */
+        rc = weft__data_wait_ready(d, dev, q); /* valid, but maybe filled on another queue */
     }
     if (rc == 0 && (mode & WEFT_W)) {
         for (unsigned i = 0; i < d->nrep; i++)
@@ -404,10 +460,10 @@ int weft__data_acquire(weft__data *d, unsigned dev, unsigned mode, weft__dqueue 
     }
     if (rc == 0 && dev) {
         atomic_fetch_add(&r->pins, 1);
-        *on = (int)dev;
+        hold->on = (int16_t)dev;
         if (src > 0 && dev) { /* a device copied from: kept until the copy has run */
             atomic_fetch_add(&d->rep[src].pins, 1);
-            *from = src;
+            hold->from = (int16_t)src;
         }
         atomic_store_explicit(&d->on_devices, true, memory_order_release);
     }
@@ -446,6 +502,8 @@ void weft__data_undo_acquire(weft__data *d, const weft__data_undo *undo)
         set_home(d);
     }
     pthread_mutex_unlock(&d->lock);
+    if (undo->wrote && atomic_load(&d->fam))
+        weft__family_undone(d); /* what was written is gone: tell the rest of the family */
 }
 
 uint64_t weft__data_room_epoch(const weft__data *d, unsigned dev)
@@ -480,14 +538,20 @@ static void unpin(weft__data *d, int i, bool notify)
     }
 }
 
-void weft__data_release(weft__data *d, int on, int from, bool notify)
+void weft__data_unpin_replica(weft__data *d, int i, bool notify) { unpin(d, i, notify); }
+
+void weft__data_release(weft__data *d, const weft__data_hold *hold, bool notify)
 {
-    unpin(d, on, notify);
-    unpin(d, from, notify);
+    unpin(d, hold->on, notify);
+    unpin(d, hold->from, notify);
+    if (d->tile)
+        weft__tile_release_halo(d, hold, notify);
 }
 
 void weft__data_free(weft__data *d)
 {
+    if (atomic_load(&d->fam))
+        weft__family_leave(d); /* up to date with its family first; it leaves it */
     if (atomic_load(&d->on_devices)) {
         pthread_mutex_lock(&d->lock);
         if (d->rep[0].state == WEFT__REP_INVALID) {

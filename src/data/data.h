@@ -9,8 +9,10 @@
  * the task's device valid (copies queued on the task's stream, or waited
  * for when the host needs them) and a writer's the only valid one.  The
  * graph orders the tasks of a handle, so the states change in that order.
- * (Prefetch at mapping time, eviction, tiles and reductions: later steps of
- * the data issue.)
+ * When a device is full, replicas no task uses are evicted, least recently
+ * used first.  A handle has a shape (rows, pitch) so that a tile
+ * (data/tile.h) is a handle like any other; its family's coherence is
+ * tile.c's.  (Prefetch at mapping time and reductions: later steps.)
  */
 #ifndef WEFT_DATA_H
 #define WEFT_DATA_H
@@ -77,7 +79,18 @@ typedef struct weft__data {
     weft__waitset *ws;                 /* first field (re)initialised by new: unregister sleeps here */
     const void *rt_handle;             /* the runtime's handle (identifies it) */
     void *ptr;                         /* the user's host memory */
-    size_t size;
+    size_t size;                       /* bytes of a device replica */
+    /* Shape: `rows` rows of row_bytes, hpitch bytes apart in the user's
+     * memory and packed (row_bytes apart) in a device replica; an ordinary
+     * handle is one row of size bytes.  The part a task may write, its
+     * interior, is rows in_r0 .. + in_rows, bytes in_c0 .. + in_bytes of
+     * each: all of it but a tile's halo.  Fixed at creation. */
+    size_t rows, row_bytes, hpitch;
+    size_t in_r0, in_c0, in_rows, in_bytes;
+    /* A partitioned handle's family (data/tile.h; set once, read without
+     * a lock) and, for a tile, its place in it (NULL otherwise). */
+    _Atomic(struct weft__family *) fam;
+    struct weft__tile *tile;
     void *hist;                        /* the graph layer's access history */
     /* lock protects rep[] (states, allocations, ready events).  Taken by
      * the tasks that access the handle when they start, and by free; only
@@ -141,6 +154,15 @@ static inline void *weft__data_replica(const weft__data *d, unsigned dev)
  * change right after). */
 unsigned weft__data_home(weft__data *d);
 
+/* The replicas an acquire pinned for its task (-1: none): the one used,
+ * the one copied from, and for a tile each neighbour's replica its halo
+ * was copied from (data/tile.h). */
+#define WEFT__HALO_MAX 8
+typedef struct weft__data_hold {
+    int16_t on, from;
+    int8_t halo[WEFT__HALO_MAX];
+} weft__data_hold;
+
 /* The "reserved" stage for one access of a task that is about to start:
  * make d valid on device dev for mode (WEFT_R / WEFT_W bits), as the
  * coherence protocol says.  A copy into a device replica is queued on q
@@ -150,8 +172,9 @@ unsigned weft__data_home(weft__data *d);
  * a new replica is made, when the device is full, by evicting the least
  * recently used replicas no task uses (a modified one is copied to the
  * host first).  On success the replica on dev (a device's) and the device
- * replica copied from are pinned until weft__data_release: *on and *from
- * say which (-1: none).  0, or WEFT_ENOMEM (no room on dev even after
+ * replicas copied from are pinned until weft__data_release (*hold says
+ * which).  A handle of a family (tiles) is first brought up to date with
+ * the rest of it, and a tile read gets its halo (data/tile.h).  0, or WEFT_ENOMEM (no room on dev even after
  * eviction), or a device's error.  Safe from any thread (the handle's
  * lock). */
 /* What an acquire changed, to put it back if its task fails. */
@@ -159,8 +182,9 @@ typedef struct weft__data_undo {
     uint64_t before, after;            /* d->version before and after (after 0: nothing to undo) */
     uint64_t valid;                    /* replicas valid before (bit i: device i; devices < 64) */
     int8_t modified;                   /* the one modified before, or -1 */
+    bool wrote;                        /* it was a writer's */
 } weft__data_undo;
-int weft__data_acquire(weft__data *d, unsigned dev, unsigned mode, weft__dqueue *q, int *on, int *from,
+int weft__data_acquire(weft__data *d, unsigned dev, unsigned mode, weft__dqueue *q, weft__data_hold *hold,
                        weft__data_undo *undo);
 /* The task whose acquire recorded undo failed or was cancelled after it:
  * the replicas valid before are valid again (those still allocated), so
@@ -168,6 +192,9 @@ int weft__data_acquire(weft__data *d, unsigned dev, unsigned mode, weft__dqueue 
  * a later acquire changed the states since (it is undone first, when its
  * own task fails: successors of a failed task finish before it). */
 void weft__data_undo_acquire(weft__data *d, const weft__data_undo *undo);
+/* The same for one handle alone (data/tile.c calls it for a family's). */
+int weft__data_acquire_one(weft__data *d, unsigned dev, unsigned mode, weft__dqueue *q, weft__data_hold *hold,
+                           weft__data_undo *undo);
 /* weft__data_acquire found no room on dev while other tasks' replicas
  * there are pinned: room will come when they finish.  The caller drops its
  * own pins, waits for the node's `unpinned` to change from what it was
@@ -178,9 +205,43 @@ uint64_t weft__data_room_epoch(const weft__data *d, unsigned dev);
 /* (At most 20 ms: a task whose own replicas fragment the device tries
  * again even when no other task finished.)  false if nothing changed. */
 bool weft__data_wait_room(weft__data *d, unsigned dev, uint64_t seen);
-/* The task that acquired (on, from) finished (or gives up and retries,
- * notify false: its own release must not wake itself): unpin them.  Never
- * takes the handle's lock. */
-void weft__data_release(weft__data *d, int on, int from, bool notify);
+/* The task that acquired *hold finished (or gives up and retries, notify
+ * false: its own release must not wake itself): unpin them.  Never takes
+ * the handle's lock. */
+void weft__data_release(weft__data *d, const weft__data_hold *hold, bool notify);
+static inline void weft__data_hold_clear(weft__data_hold *h)
+{
+    h->on = h->from = -1;
+    for (int i = 0; i < WEFT__HALO_MAX; i++)
+        h->halo[i] = -1;
+}
+
+/* ---- for data/tile.c: the replicas' mechanics, under the handle's lock ---- */
+
+/* Pitch of replica i's rows, and the address of row r, byte c there. */
+static inline size_t weft__data_pitch(const weft__data *d, unsigned i) { return i ? d->row_bytes : d->hpitch; }
+static inline char *weft__data_at(const weft__data *d, unsigned i, size_t r, size_t c)
+{
+    return (char *)(i ? d->rep[i].ptr : d->ptr) + r * weft__data_pitch(d, i) + c;
+}
+/* The replica to copy d from for device dst (see data.c); -1 none, below
+ * -1 only on a device of another kind. */
+int weft__data_source_for(const weft__data *d, unsigned dst);
+/* Make q wait for the last copy into replica i; note one queued on q. */
+int weft__data_wait_ready(weft__data *d, unsigned i, weft__dqueue *q);
+int weft__data_note_ready(weft__data *d, unsigned i, weft__dqueue *q);
+/* Make the host's replica valid (a copy waited for with the lock let go). */
+int weft__data_to_host(weft__data *d);
+/* Queue on q, with ops, a copy of rows x bytes at (r, c) of src's replica
+ * si into dst's replica di at (dr, dc) (copies counted). */
+int weft__data_copy_rect(const weft__device_ops *ops, weft__dqueue *q, weft__data *dst, unsigned di, size_t dr,
+                         size_t dc, weft__data *src, unsigned si, size_t r, size_t c, size_t rows, size_t bytes);
+/* Unpin replica i (taken for a task) without the handle's lock. */
+void weft__data_unpin_replica(weft__data *d, int i, bool notify);
+/* The host's replica was copied from device replica src: valid there. */
+void weft__data_host_copied(weft__data *d, unsigned src);
+/* Every device replica invalid, the host's the only valid one (a new
+ * state: pending undos of older acquires do nothing). */
+void weft__data_reset_to_host(weft__data *d);
 
 #endif

@@ -17,6 +17,7 @@
  *   copy          cudaMemcpyAsync with unified addressing; between two GPUs
  *                 a peer copy, which the driver stages through pinned host
  *                 memory where the two have no peer access
+ *   copy2d        cudaMemcpy2DAsync (a tile and its halo: rows a pitch apart)
  *   launch        a host function queued on the stream (cudaLaunchHostFunc):
  *                 the interface's "kernel"; real CUDA kernels are launched
  *                 by bodies on the task's stream themselves
@@ -371,6 +372,15 @@ static int cu_copy(weft__dqueue *q, void *dst, const void *src, size_t n)
     return r == cudaSuccess ? 0 : cu_fail(r, "cudaMemcpyAsync");
 }
 
+static int cu_copy2d(weft__dqueue *q, void *dst, size_t dpitch, const void *src, size_t spitch, size_t width,
+                     size_t rows)
+{
+    if (width == 0 || rows == 0)
+        return 0;
+    cudaError_t r = cudaMemcpy2DAsync(dst, dpitch, src, spitch, width, rows, cudaMemcpyDefault, q->s);
+    return r == cudaSuccess ? 0 : cu_fail(r, "cudaMemcpy2DAsync");
+}
+
 typedef struct host_call {
     weft__dqueue *q;
     weft__kernel_fn fn;
@@ -513,6 +523,7 @@ static const weft__device_ops cuda_ops = {
     .event_query = cu_event_query,
     .event_wait = cu_event_wait,
     .copy = cu_copy,
+    .copy2d = cu_copy2d,
     .launch = cu_launch,
     .notify = cu_notify,
     .progress = cu_progress,

@@ -82,6 +82,11 @@ typedef struct weft__device_ops {
     int (*event_wait)(weft__devent *e);
     /* Asynchronous copy of n bytes, ordered on q. */
     int (*copy)(weft__dqueue *q, void *dst, const void *src, size_t n);
+    /* Asynchronous copy of `rows` rows of `width` bytes, the rows dpitch
+     * bytes apart at dst and spitch apart at src (a tile with its halo),
+     * ordered on q. */
+    int (*copy2d)(weft__dqueue *q, void *dst, size_t dpitch, const void *src, size_t spitch, size_t width,
+                  size_t rows);
     /* Queue a kernel (see weft__launch). */
     int (*launch)(weft__dqueue *q, const weft__launch *k);
     /* Call done(cookie, status) once the work queued on q so far finished;

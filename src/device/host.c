@@ -72,6 +72,15 @@ static int host_copy(weft__dqueue *q, void *dst, const void *src, size_t n)
     return 0;
 }
 
+static int host_copy2d(weft__dqueue *q, void *dst, size_t dpitch, const void *src, size_t spitch, size_t width,
+                       size_t rows)
+{
+    (void)q;
+    for (size_t r = 0; r < rows; r++)
+        memmove((char *)dst + r * dpitch, (const char *)src + r * spitch, width);
+    return 0;
+}
+
 static int host_launch(weft__dqueue *q, const weft__launch *k)
 {
     int r = k->fn(k->arg);
@@ -104,6 +113,7 @@ static const weft__device_ops host_ops = {
     .queue_wait = host_queue_wait,
     .event_query = host_event_query,
     .copy = host_copy,
+    .copy2d = host_copy2d,
     .launch = host_launch,
     .notify = host_notify,
     .progress = NULL,

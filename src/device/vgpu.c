@@ -204,7 +204,8 @@ typedef struct item {
     uint64_t ns;
     void *dst;
     const void *src;
-    size_t n;
+    size_t n;                  /* IT_COPY: bytes (of each row) */
+    size_t rows, dpitch, spitch; /* IT_COPY: rows (0: one), their pitches at dst and src */
     weft__devent *event;
     uint64_t until;            /* IT_WAIT: the event's records to wait for */
     weft_range *rw;            /* IT_KERNEL: the memory it names (checking mode) */
@@ -350,6 +351,25 @@ static bool checked(weft__dqueue *q, const char *what, const weft_range *rw, siz
     return false;
 }
 
+/* Checking mode: may copy `it` (rows rows) start?  Each row's source is
+ * read and its destination written. */
+static bool copy_checked(weft__dqueue *q, const item *it, size_t rows)
+{
+    if (!q->clock)
+        return true;
+    weft_range two[2], *rw = rows == 1 ? two : weft__alloc(2 * rows * sizeof *rw);
+    if (!rw)
+        return false;
+    for (size_t r = 0; r < rows; r++) {
+        rw[2 * r] = (weft_range){(char *)it->src + r * it->spitch, it->n, WEFT_R};
+        rw[2 * r + 1] = (weft_range){(char *)it->dst + r * it->dpitch, it->n, WEFT_W};
+    }
+    bool ok = checked(q, "a copy", rw, 2 * rows);
+    if (rw != two)
+        weft__free(rw);
+    return ok;
+}
+
 /* Wait (on q's thread) until event e has fired `until` records. */
 static void wait_event(weft__dqueue *q, weft__devent *e, uint64_t until)
 {
@@ -429,16 +449,18 @@ static bool run_item(weft__dqueue *q, item *it)
         }
         if (v->p.fixed_timing)
             sleep_ns(v->p.fixed_delay_ns);
-        weft_range rw[2] = {{(void *)it->src, it->n, WEFT_R}, {it->dst, it->n, WEFT_W}};
-        if (checked(q, "a copy", rw, 2))
-            memmove(it->dst, it->src, it->n);
-        else if (atomic_load_explicit(&q->error, memory_order_relaxed) == 0)
+        size_t rows = it->rows ? it->rows : 1;
+        if (copy_checked(q, it, rows)) {
+            for (size_t r = 0; r < rows; r++)
+                memmove((char *)it->dst + r * it->dpitch, (const char *)it->src + r * it->spitch, it->n);
+        } else if (atomic_load_explicit(&q->error, memory_order_relaxed) == 0) {
             atomic_store(&q->error, WEFT_EDEVICE);
+        }
         if (!v->p.fixed_timing)
-            stretch_to(t0, weft__vgpu_copy_ns(&v->p, q->dev, it->dst, it->src, it->n));
+            stretch_to(t0, weft__vgpu_copy_ns(&v->p, q->dev, it->dst, it->src, it->n * rows));
         if (q->clock)
             q->clock->c[q->qid]++;
-        span(q, t0, true, it->n);
+        span(q, t0, true, it->n * rows);
         break;
     }
     case IT_RECORD:
@@ -722,6 +744,23 @@ static int vg_copy(weft__dqueue *q, void *dst, const void *src, size_t n)
     return push(q, it);
 }
 
+static int vg_copy2d(weft__dqueue *q, void *dst, size_t dpitch, const void *src, size_t spitch, size_t width,
+                     size_t rows)
+{
+    if (rows == 0 || width == 0)
+        return 0;
+    item *it = new_item(IT_COPY);
+    if (!it)
+        return WEFT_ENOMEM;
+    it->dst = dst;
+    it->src = src;
+    it->n = width;
+    it->rows = rows;
+    it->dpitch = dpitch;
+    it->spitch = spitch;
+    return push(q, it);
+}
+
 static int vg_launch(weft__dqueue *q, const weft__launch *k)
 {
     item *it = new_item(IT_KERNEL);
@@ -772,6 +811,7 @@ static const weft__device_ops vgpu_ops = {
     .queue_wait = vg_queue_wait,
     .event_query = vg_event_query,
     .copy = vg_copy,
+    .copy2d = vg_copy2d,
     .launch = vg_launch,
     .notify = vg_notify,
     .progress = NULL,

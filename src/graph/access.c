@@ -88,6 +88,9 @@ size_t weft__history_members(weft__data *d, weft__task **out, size_t max)
     return k;
 }
 
+void weft__history_lock(weft__data *d) { pthread_mutex_lock(&H(d)->lock); }
+void weft__history_unlock(weft__data *d) { pthread_mutex_unlock(&H(d)->lock); }
+
 void weft__access_lock_all(weft__task_access *sorted, uint32_t n)
 {
     for (uint32_t i = 0; i < n; i++)

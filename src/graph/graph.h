@@ -66,10 +66,15 @@ typedef struct weft__edge {
  * until pred completes.  DONE: pred's completion (the host order). */
 enum { WEFT__EDGE_OPEN = 0, WEFT__EDGE_EARLY = 1, WEFT__EDGE_DONE = 2 };
 
+/* An access mode bit of the graph's own: an access added only for the
+ * order (a tile's neighbours, a partitioned handle's tiles: data/tile.h),
+ * after the task's own; not acquired, no address for the body. */
+#define WEFT__ORDER_ONLY 0x100u
+
 typedef struct weft__task_access {
     weft__data *data;
     unsigned mode;
-    int16_t on, from;                  /* replicas pinned by weft__task_acquire (-1: none) */
+    weft__data_hold hold;              /* replicas pinned by weft__task_acquire */
     weft__data_undo undo;              /* what its acquire changed (put back if the task fails) */
 } weft__task_access;
 
@@ -251,6 +256,9 @@ size_t weft__history_members(weft__data *d, weft__task **out, size_t max);
 
 /* access.c */
 void *weft__history_new(void);              /* NULL on ENOMEM */
+/* Hold d's history still (no spawn naming d plans meanwhile). */
+void weft__history_lock(weft__data *d);
+void weft__history_unlock(weft__data *d);
 void weft__history_free(void *hist);        /* drops its references */
 int weft__access_plan(weft__task_access *sorted, uint32_t n, uint32_t *ninferred);
 bool weft__access_check(const weft__task_access *sorted, uint32_t n,

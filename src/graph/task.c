@@ -10,6 +10,7 @@
  * queues' locks.
  */
 #include "graph/graph.h"
+#include "data/tile.h"
 
 #include <string.h>
 
@@ -204,7 +205,7 @@ static bool place_task(weft__task *t)
          * GPU is full now, the policy chooses, at the price of copies). */
         size_t most = 0;
         for (uint32_t i = 0; i < t->naccess; i++) {
-            if (t->access[i].mode & WEFT_HOST)
+            if (t->access[i].mode & (WEFT_HOST | WEFT__ORDER_ONLY))
                 continue;
             int g = weft__placer_gpu_of(t->g->placer, weft__data_home(t->access[i].data));
             if (g >= 0 && t->access[i].data->size > most) {
@@ -358,6 +359,70 @@ static size_t data_bytes(const weft_task_desc *d)
     return sum;
 }
 
+/* Append to t's accesses the order-only ones its tiles and partitioned
+ * data imply (data/tile.h), counted as users like the others.  0, or an
+ * error (reported). */
+static int add_family_orders(weft__task *t, size_t *extra)
+{
+    uint32_t na = t->naccess;
+    size_t n = 0;
+    bool closing = false;
+    for (uint32_t i = 0; i < na; i++)
+        n += weft__family_orders(t->access[i].data, t->access[i].mode, NULL, NULL, 0, &closing);
+    if (n == 0)
+        return 0;
+    if (na + n > UINT16_MAX)
+        return weft__error(WEFT_EINVAL, "weft_spawn: its data's tiles make %zu accesses, more than %u", na + n,
+                           UINT16_MAX);
+    weft__task_access *all = weft__alloc(sizeof *all * (na + n));
+    weft__data **data = weft__alloc(sizeof *data * n);
+    unsigned *modes = weft__alloc(sizeof *modes * n);
+    if (!all || !data || !modes) {
+        weft__free(all);
+        weft__free(data);
+        weft__free(modes);
+        return weft__error(WEFT_ENOMEM, "weft_spawn: out of memory");
+    }
+    memcpy(all, t->access, sizeof *all * na);
+    if (t->access != t->access_inline)
+        weft__free(t->access);
+    else
+        *extra += sizeof *all * na;
+    t->access = all;
+    *extra += sizeof *all * n;
+    int rc = 0;
+    size_t k = 0;
+    for (uint32_t i = 0; i < na && rc == 0; i++) {
+        size_t m = weft__family_orders(t->access[i].data, t->access[i].mode, data, modes, n - k, &closing);
+        if (closing)
+            rc = weft__error(WEFT_EINVAL, "weft_spawn: data of access %u is being unregistered", i);
+        else if (m > n - k) /* partitioned since the count */
+            rc = weft__error(WEFT_EBUSY, "weft_spawn: data it names was partitioned into tiles meanwhile");
+        for (size_t j = 0; j < m && rc == 0; j++, k++) {
+            weft__task_access *a = &t->access[t->naccess];
+            a->data = data[j];
+            a->mode = modes[j] | WEFT__ORDER_ONLY;
+            weft__data_hold_clear(&a->hold);
+            a->undo.after = 0;
+            t->naccess++;
+        }
+    }
+    weft__free(data);
+    weft__free(modes);
+    return rc;
+}
+
+/* Of t's first nuser accesses, how many name a handle of a family (its
+ * histories locked, a partition cannot change it: weft_data_partition
+ * publishes under the parent's). */
+static uint32_t count_families(const weft__task *t, uint32_t nuser)
+{
+    uint32_t n = 0;
+    for (uint32_t i = 0; i < nuser; i++)
+        n += atomic_load_explicit(&t->access[i].data->fam, memory_order_acquire) != NULL;
+    return n;
+}
+
 int weft__task_spawn(weft__graph *g, const void *rt_handle, const weft_task_desc *d,
                      const weft__spawn_extra *x, bool want_handle, weft__task **out)
 {
@@ -382,7 +447,7 @@ int weft__task_spawn(weft__graph *g, const void *rt_handle, const weft_task_desc
         }
     }
     size_t extra = 0;
-    uint32_t na = (uint32_t)d->naccesses;
+    uint32_t na = (uint32_t)d->naccesses, nuser = na, nfam = 0;
     t->access = t->access_inline;
     if (na > WEFT__INLINE_ACCESSES) {
         t->access = weft__alloc(sizeof(weft__task_access) * na);
@@ -404,12 +469,22 @@ int weft__task_spawn(weft__graph *g, const void *rt_handle, const weft_task_desc
         }
         t->access[i].data = dd;
         t->access[i].mode = d->accesses[i].mode;
-        t->access[i].on = t->access[i].from = -1;
+        weft__data_hold_clear(&t->access[i].hold);
         t->access[i].undo.after = 0;
         t->naccess = (uint16_t)(i + 1);
         if (d->accesses[i].mode & WEFT_COMMUTE)
             t->has_commute = true;
+        nfam += atomic_load_explicit(&dd->fam, memory_order_acquire) != NULL;
     }
+    /* Tiles and partitioned data: the handles it is also ordered with. */
+    if (nfam) {
+        int frc = add_family_orders(t, &extra);
+        if (frc) {
+            task_free(t);
+            return frc;
+        }
+    }
+    na = t->naccess;
     if (x && x->forbidden)
         for (size_t i = 0; i < d->ndeps; i++)
             if (x->forbidden(x->arg, weft__task_get(d->deps[i]))) {
@@ -430,8 +505,8 @@ int weft__task_spawn(weft__graph *g, const void *rt_handle, const weft_task_desc
         }
     }
     memcpy(sorted, t->access, sizeof(weft__task_access) * na);
-    for (uint32_t i = 0; i < na; i++)
-        sorted[i].mode &= ~(unsigned)WEFT_HOST; /* where it is used changes nothing in the order */
+    for (uint32_t i = 0; i < na; i++) /* where and whether it is used changes nothing in the order */
+        sorted[i].mode &= ~(unsigned)(WEFT_HOST | WEFT__ORDER_ONLY);
     if (na > 1)
         qsort(sorted, na, sizeof *sorted, cmp_access);
     uint32_t nu = 0;
@@ -447,7 +522,7 @@ int weft__task_spawn(weft__graph *g, const void *rt_handle, const weft_task_desc
 
     weft__access_lock_all(sorted, nu);
     uint32_t ninferred = 0;
-    int rc = weft__access_plan(sorted, nu, &ninferred);
+    int rc = count_families(t, nuser) != nfam ? WEFT_EBUSY : weft__access_plan(sorted, nu, &ninferred);
     if (rc == 0 && x && x->forbidden && !weft__access_check(sorted, nu, x->forbidden, x->arg))
         rc = WEFT_EDEADLK;
     uint32_t nedges = (uint32_t)d->ndeps + ninferred;
@@ -468,6 +543,8 @@ int weft__task_spawn(weft__graph *g, const void *rt_handle, const weft_task_desc
         if (rc == WEFT_EDEADLK)
             return weft__error(rc, "%s: a task it must follow through its data already depends on "
                                    "the key being spawned (a cycle)", x->forbidden_what);
+        if (rc == WEFT_EBUSY)
+            return weft__error(rc, "weft_spawn: data it names was partitioned into tiles meanwhile");
         return weft__error(rc, "weft_spawn: out of memory");
     }
 
@@ -700,12 +777,11 @@ int weft__task_acquire(weft__task *t)
         uint64_t seen = 0;
         for (; i < t->naccess && rc == 0; i++) {
             weft__task_access *a = &t->access[i];
+            if (a->mode & WEFT__ORDER_ONLY)
+                continue;
             unsigned dev = (a->mode & WEFT_HOST) ? 0 : t->device;
-            int on, from;
             seen = weft__data_room_epoch(a->data, dev);
-            rc = weft__data_acquire(a->data, dev, a->mode, dev ? q : NULL, &on, &from, &a->undo);
-            a->on = (int16_t)on;
-            a->from = (int16_t)from;
+            rc = weft__data_acquire(a->data, dev, a->mode, dev ? q : NULL, &a->hold, &a->undo);
         }
         if (rc != WEFT__DATA_RETRY)
             return rc;
@@ -716,8 +792,8 @@ int weft__task_acquire(weft__task *t)
         for (uint32_t j = i; j-- > 0;) { /* the states back as they were, newest change first */
             weft__data_undo_acquire(t->access[j].data, &t->access[j].undo);
             t->access[j].undo.after = 0;
-            weft__data_release(t->access[j].data, t->access[j].on, t->access[j].from, false);
-            t->access[j].on = t->access[j].from = -1;
+            weft__data_release(t->access[j].data, &t->access[j].hold, false);
+            weft__data_hold_clear(&t->access[j].hold);
         }
         /* a second of waits in which no task made room: its own replicas
          * leave none (fragmented), and nothing will change */
@@ -864,7 +940,7 @@ void weft__task_complete(weft__task *t, int final, weft__qnode **next)
         for (uint32_t i = t->naccess; i-- > 0;)
             weft__data_undo_acquire(t->access[i].data, &t->access[i].undo);
     for (uint32_t i = 0; i < t->naccess; i++) {
-        weft__data_release(t->access[i].data, t->access[i].on, t->access[i].from, true);
+        weft__data_release(t->access[i].data, &t->access[i].hold, true);
         weft__data_unpin(t->access[i].data);
     }
     if (t->place)

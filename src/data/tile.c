@@ -1,0 +1,456 @@
+/*
+ * data/tile.c — families of tiles (data/tile.h): the geometry of a
+ * partition, halos copied from neighbours, and the parent and its tiles kept
+ * coherent with each other.
+ */
+#include "data/tile.h"
+
+#include <stdio.h>
+#include <string.h>
+
+/* ------------------------------------------------------------------------ */
+/* Geometry                                                                  */
+/* ------------------------------------------------------------------------ */
+
+/* Start of block k of n over len. */
+static size_t split(size_t len, unsigned n, unsigned k) { return (size_t)((unsigned __int128)len * k / n); }
+
+static size_t min_sz(size_t a, size_t b) { return a < b ? a : b; }
+static size_t max_sz(size_t a, size_t b) { return a > b ? a : b; }
+
+int weft__family_new(weft__data *parent, const weft_tiling *t, weft__family **out, char *err, size_t errlen)
+{
+    *out = NULL;
+#define BAD(...) (snprintf(err, errlen, __VA_ARGS__), WEFT_EINVAL)
+    if (!t->elem || !t->rows || !t->cols)
+        return BAD("elem, rows and cols must not be zero (elem %zu, rows %zu, cols %zu)", t->elem, t->rows, t->cols);
+    if (t->cols > SIZE_MAX / t->elem)
+        return BAD("%zu columns of %zu bytes overflow", t->cols, t->elem);
+    size_t e = t->elem, row = t->cols * e, pitch = t->pitch ? t->pitch : row;
+    if (pitch < row)
+        return BAD("pitch %zu is less than a row's %zu bytes", pitch, row);
+    if (t->rows - 1 > (SIZE_MAX - row) / pitch || (t->rows - 1) * pitch + row > parent->size)
+        return BAD("%zu rows of %zu bytes, %zu apart, do not fit in the data's %zu bytes", t->rows, row, pitch,
+                   parent->size);
+    if (!t->grid_rows || !t->grid_cols || t->grid_rows > t->rows || t->grid_cols > t->cols)
+        return BAD("a grid of %u x %u tiles does not fit %zu x %zu elements", t->grid_rows, t->grid_cols, t->rows,
+                   t->cols);
+    if ((uint64_t)t->grid_rows * t->grid_cols > 65536)
+        return BAD("%u x %u tiles: at most 65536", t->grid_rows, t->grid_cols);
+    size_t brows = t->rows / t->grid_rows, bcols = t->cols / t->grid_cols; /* the smallest blocks */
+    if ((t->grid_rows > 1 && t->halo > brows) || (t->grid_cols > 1 && t->halo > bcols))
+        return BAD("halo %u is wider than the smallest tile (%zu x %zu elements)", t->halo, brows, bcols);
+#undef BAD
+
+    unsigned n = t->grid_rows * t->grid_cols;
+    weft__family *f = weft__alloc(sizeof *f);
+    weft__data **tiles = weft__alloc(sizeof *tiles * n);
+    weft__tile *tl = weft__alloc(sizeof *tl * n);
+    if (!f || !tiles || !tl) {
+        weft__free(f);
+        weft__free(tiles);
+        weft__free(tl);
+        return WEFT_ENOMEM;
+    }
+    memset(f, 0, sizeof *f);
+    memset(tiles, 0, sizeof *tiles * n);
+    memset(tl, 0, sizeof *tl * n);
+    pthread_mutex_init(&f->lock, NULL);
+    f->parent = parent;
+    f->ntiles = n;
+    f->grid_rows = t->grid_rows;
+    f->grid_cols = t->grid_cols;
+    f->pitch = pitch;
+    f->elem = e;
+    f->tiles = tiles;
+    f->tile = tl;
+    f->members = 1;
+    /* The tiles are made from the parent's value at their first use (it
+     * may be on a device now). */
+    atomic_init(&f->parent_wver, 1);
+    atomic_init(&f->tiles_wver, 0);
+
+    size_t h = t->halo;
+    for (unsigned i = 0; i < n; i++) {
+        weft__tile *x = &tl[i];
+        unsigned a = i / t->grid_cols, b = i % t->grid_cols;
+        size_t r0 = split(t->rows, t->grid_rows, a), r1 = split(t->rows, t->grid_rows, a + 1);
+        size_t c0 = split(t->cols, t->grid_cols, b), c1 = split(t->cols, t->grid_cols, b + 1);
+        size_t er0 = r0 > h ? r0 - h : 0, er1 = min_sz(t->rows, r1 + h);
+        size_t ec0 = c0 > h ? c0 - h : 0, ec1 = min_sz(t->cols, c1 + h);
+        x->fam = f;
+        x->index = i;
+        atomic_init(&x->wver, 1);
+        x->r0 = er0, x->c0 = ec0 * e, x->rows = er1 - er0, x->row_bytes = (ec1 - ec0) * e;
+        x->in_r0 = r0, x->in_c0 = c0 * e, x->in_rows = r1 - r0, x->in_bytes = (c1 - c0) * e;
+    }
+    /* Neighbours: the other interiors inside each tile's span (the halo is
+     * at most a block wide: only the 8 around it). */
+    for (unsigned i = 0; i < n; i++) {
+        weft__tile *x = &tl[i];
+        long a = (long)(i / t->grid_cols), b = (long)(i % t->grid_cols);
+        for (long na = a - 1; na <= a + 1; na++)
+            for (long nb = b - 1; nb <= b + 1; nb++) {
+                if ((na == a && nb == b) || na < 0 || nb < 0 || na >= (long)t->grid_rows ||
+                    nb >= (long)t->grid_cols)
+                    continue;
+                const weft__tile *y = &tl[na * (long)t->grid_cols + nb];
+                size_t r0 = max_sz(y->in_r0, x->r0), r1 = min_sz(y->in_r0 + y->in_rows, x->r0 + x->rows);
+                size_t c0 = max_sz(y->in_c0, x->c0), c1 = min_sz(y->in_c0 + y->in_bytes, x->c0 + x->row_bytes);
+                if (r0 < r1 && c0 < c1)
+                    x->nb[x->nnb++] = (weft__tile_nb){y->index, r0, c0, r1 - r0, c1 - c0};
+            }
+    }
+    *out = f;
+    return 0;
+}
+
+void weft__family_tile_shape(const weft__family *f, unsigned i, void **ptr, size_t *size)
+{
+    const weft__tile *x = &f->tile[i];
+    *ptr = (char *)f->parent->ptr + x->r0 * f->pitch + x->c0;
+    *size = x->rows * x->row_bytes;
+}
+
+int weft__family_attach(weft__family *f, unsigned i, weft__data *d)
+{
+    weft__tile *x = &f->tile[i];
+    if (x->nnb) {
+        x->seen = weft__alloc(sizeof *x->seen * d->nrep * x->nnb);
+        if (!x->seen)
+            return WEFT_ENOMEM;
+        memset(x->seen, 0, sizeof *x->seen * d->nrep * x->nnb);
+    }
+    d->rows = x->rows;
+    d->row_bytes = x->row_bytes;
+    d->hpitch = f->pitch;
+    d->in_r0 = x->in_r0 - x->r0;
+    d->in_c0 = x->in_c0 - x->c0;
+    d->in_rows = x->in_rows;
+    d->in_bytes = x->in_bytes;
+    d->tile = x;
+    f->tiles[i] = d;
+    f->members++;
+    return 0;
+}
+
+void weft__family_discard(weft__family *f)
+{
+    for (unsigned i = 0; i < f->ntiles; i++) {
+        weft__free(f->tile[i].seen);
+        if (f->tiles[i])
+            f->tiles[i]->tile = NULL;
+    }
+    pthread_mutex_destroy(&f->lock);
+    weft__free(f->tiles);
+    weft__free(f->tile);
+    weft__free(f);
+}
+
+void weft__family_publish(weft__family *f)
+{
+    for (unsigned i = 0; i < f->ntiles; i++)
+        atomic_store_explicit(&f->tiles[i]->fam, f, memory_order_release);
+    atomic_store_explicit(&f->parent->fam, f, memory_order_release);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Coherence                                                                 */
+/* ------------------------------------------------------------------------ */
+
+/* Make the host's replica of each handle of xs[0 .. n-1] valid (the
+ * family's lock held).  A task on the host (q NULL) runs after its
+ * predecessors finished: each copy is the data layer's own, waited for.  A
+ * task on a device may start before its predecessors' kernels ran (its
+ * queue waits for them): the copies go on its queue, after them, and are
+ * waited for there. */
+static int to_host_all(weft__data *const *xs, size_t n, weft__device *qdev, weft__dqueue *q)
+{
+    int rc = 0;
+    int8_t stack_src[64], *src = n <= 64 ? stack_src : weft__alloc(n);
+    if (!src)
+        return WEFT_ENOMEM;
+    bool queued = false;
+    for (size_t i = 0; i < n; i++) {
+        weft__data *x = xs[i];
+        src[i] = -1;
+        if (!x)
+            continue;
+        pthread_mutex_lock(&x->lock);
+        int s = x->rep[0].state == WEFT__REP_INVALID ? weft__data_source_for(x, 0) : 0;
+        if (s > 0 && q && x->devs[s]->ops == qdev->ops) {
+            rc = weft__data_wait_ready(x, (unsigned)s, q);
+            if (rc == 0)
+                rc = weft__data_copy_rect(qdev->ops, q, x, 0, x->in_r0, x->in_c0, x, (unsigned)s, x->in_r0,
+                                          x->in_c0, x->in_rows, x->in_bytes);
+            if (rc == 0) {
+                atomic_fetch_add(&x->rep[s].pins, 1); /* not evicted before the copy ran */
+                src[i] = (int8_t)s;
+                queued = true;
+            }
+        } else if (s != 0) {
+            rc = weft__data_to_host(x); /* a host task's, or from a device of another kind */
+        }
+        pthread_mutex_unlock(&x->lock);
+        if (rc != 0)
+            break;
+    }
+    if (queued) {
+        weft__devent *e = NULL;
+        int wrc = qdev->ops->event_create(qdev, &e);
+        if (wrc == 0 && (wrc = qdev->ops->event_record(e, q)) == 0)
+            wrc = weft__device_event_wait(qdev, e);
+        if (e)
+            qdev->ops->event_destroy(e);
+        if (rc == 0)
+            rc = wrc;
+        for (size_t i = 0; i < n; i++) {
+            if (src[i] < 0)
+                continue;
+            weft__data *x = xs[i];
+            pthread_mutex_lock(&x->lock);
+            if (wrc == 0)
+                weft__data_host_copied(x, (unsigned)src[i]);
+            pthread_mutex_unlock(&x->lock);
+            weft__data_unpin_replica(x, src[i], true);
+        }
+    }
+    if (src != stack_src)
+        weft__free(src);
+    return rc;
+}
+
+/* The tiles, before a task uses one: made from the parent's newest value
+ * if the parent was written since they were last (the family's lock held). */
+static int sync_tiles(weft__family *f, weft__device *qdev, weft__dqueue *q)
+{
+    uint64_t pv = atomic_load(&f->parent_wver);
+    if (f->tiles_synced == pv)
+        return 0;
+    int rc = f->parent ? to_host_all(&f->parent, 1, qdev, q) : 0;
+    if (rc != 0)
+        return rc;
+    for (unsigned i = 0; i < f->ntiles; i++) {
+        weft__data *t = f->tiles[i];
+        pthread_mutex_lock(&t->lock);
+        weft__data_reset_to_host(t);
+        for (unsigned r = 0; r < t->nrep; r++)
+            weft__tile_halo_stale(t, r);
+        pthread_mutex_unlock(&t->lock);
+        atomic_fetch_add(&t->tile->wver, 1); /* the neighbours' copies of it too */
+    }
+    f->tiles_synced = pv;
+    return 0;
+}
+
+/* The parent, before a task uses it: reassembled from the tiles if one was
+ * written since it was last (the family's lock held). */
+static int sync_parent(weft__family *f, weft__device *qdev, weft__dqueue *q)
+{
+    uint64_t tv = atomic_load(&f->tiles_wver);
+    if (f->parent_synced == tv)
+        return 0;
+    int rc = to_host_all(f->tiles, f->ntiles, qdev, q);
+    if (rc != 0)
+        return rc;
+    if (f->parent) {
+        pthread_mutex_lock(&f->parent->lock);
+        weft__data_reset_to_host(f->parent);
+        pthread_mutex_unlock(&f->parent->lock);
+    }
+    f->parent_synced = tv;
+    return 0;
+}
+
+/* A read of tile d on device dev: bring its halo there up to date (the
+ * family's lock held; d's replica there valid and pinned by the task). */
+static int halo(weft__data *d, unsigned dev, weft__dqueue *q, weft__data_hold *hold)
+{
+    weft__tile *x = d->tile;
+    weft__family *f = x->fam;
+    int rc = 0;
+    if (dev == 0) { /* the host's halo is the neighbours' own memory */
+        for (unsigned k = 0; k < x->nnb && rc == 0; k++) {
+            weft__data *n = f->tiles[x->nb[k].tile];
+            pthread_mutex_lock(&n->lock);
+            rc = weft__data_to_host(n);
+            pthread_mutex_unlock(&n->lock);
+        }
+        return rc;
+    }
+    const weft__device_ops *ops = d->devs[dev]->ops;
+    bool any = false;
+    for (unsigned k = 0; k < x->nnb && rc == 0; k++) {
+        const weft__tile_nb *nb = &x->nb[k];
+        weft__data *n = f->tiles[nb->tile];
+        uint64_t *seen = &x->seen[dev * x->nnb + k], v = atomic_load(&n->tile->wver);
+        if (*seen == v)
+            continue;
+        pthread_mutex_lock(&n->lock);
+        int s = dev < n->nrep && n->rep[dev].state != WEFT__REP_INVALID ? (int)dev : weft__data_source_for(n, dev);
+        if (s < -1) { /* only on a device of another kind: through the host */
+            rc = weft__data_to_host(n);
+            s = 0;
+        } else if (s == -1) {
+            rc = WEFT_EDEVICE; /* no valid copy anywhere: cannot happen while the states hold */
+        }
+        if (rc == 0 && s > 0)
+            rc = weft__data_wait_ready(n, (unsigned)s, q);
+        if (rc == 0)
+            rc = weft__data_copy_rect(ops, q, d, dev, nb->r0 - x->r0, nb->c0 - x->c0, n, (unsigned)s,
+                                      nb->r0 - n->tile->r0, nb->c0 - n->tile->c0, nb->rows, nb->bytes);
+        if (rc == 0 && s > 0) { /* not evicted before the copy ran */
+            atomic_fetch_add(&n->rep[s].pins, 1);
+            hold->halo[k] = (int8_t)s;
+        }
+        pthread_mutex_unlock(&n->lock);
+        if (rc == 0) {
+            *seen = v;
+            any = true;
+        }
+    }
+    if (any) { /* later users of the replica on other queues wait for the halo too */
+        pthread_mutex_lock(&d->lock);
+        int nrc = weft__data_note_ready(d, dev, q);
+        pthread_mutex_unlock(&d->lock);
+        if (rc == 0)
+            rc = nrc;
+    }
+    return rc;
+}
+
+int weft__family_acquire(weft__data *d, unsigned dev, unsigned mode, weft__dqueue *q, weft__data_hold *hold,
+                         weft__data_undo *undo)
+{
+    weft__family *f = atomic_load_explicit(&d->fam, memory_order_acquire);
+    if (dev >= d->nrep || !q)
+        dev = 0, q = NULL;
+    weft__device *qdev = dev ? d->devs[dev] : NULL;
+    pthread_mutex_lock(&f->lock);
+    int rc = d->tile ? sync_tiles(f, qdev, q) : sync_parent(f, qdev, q);
+    if (rc == 0)
+        rc = weft__data_acquire_one(d, dev, mode, q, hold, undo);
+    if (rc == 0 && (mode & WEFT_W)) {
+        if (d->tile) {
+            atomic_fetch_add(&d->tile->wver, 1);
+            atomic_fetch_add(&f->tiles_wver, 1);
+        } else {
+            atomic_fetch_add(&f->parent_wver, 1);
+        }
+    }
+    if (rc == 0 && d->tile && (mode & WEFT_R))
+        rc = halo(d, dev, q, hold);
+    pthread_mutex_unlock(&f->lock);
+    return rc;
+}
+
+void weft__family_undone(weft__data *d)
+{
+    weft__family *f = atomic_load_explicit(&d->fam, memory_order_acquire);
+    if (d->tile) {
+        atomic_fetch_add(&d->tile->wver, 1);
+        atomic_fetch_add(&f->tiles_wver, 1);
+    } else {
+        atomic_fetch_add(&f->parent_wver, 1);
+    }
+}
+
+void weft__tile_halo_stale(weft__data *d, unsigned dev)
+{
+    weft__tile *x = d->tile;
+    if (x && x->nnb && dev < d->nrep)
+        memset(&x->seen[dev * x->nnb], 0, sizeof *x->seen * x->nnb);
+}
+
+void weft__tile_release_halo(weft__data *d, const weft__data_hold *hold, bool notify)
+{
+    weft__tile *x = d->tile;
+    for (unsigned k = 0; k < x->nnb; k++)
+        if (hold->halo[k] > 0)
+            weft__data_unpin_replica(x->fam->tiles[x->nb[k].tile], hold->halo[k], notify);
+}
+
+void weft__family_leave(weft__data *d)
+{
+    weft__family *f = atomic_load_explicit(&d->fam, memory_order_acquire);
+    pthread_mutex_lock(&f->lock);
+    if (d->tile) {
+        if (f->tiles_synced != atomic_load(&f->parent_wver)) {
+            /* The parent's value replaced the tile's: not written back. */
+            pthread_mutex_lock(&d->lock);
+            weft__data_reset_to_host(d);
+            pthread_mutex_unlock(&d->lock);
+        }
+        f->tiles[d->tile->index] = NULL;
+    } else {
+        weft__data *const *t = f->tiles;
+        size_t n = 0;
+        for (unsigned i = 0; i < f->ntiles; i++)
+            n += t[i] != NULL;
+        if (n == 0 && f->parent_synced != atomic_load(&f->tiles_wver)) {
+            /* Every tile wrote itself back when it was freed. */
+            pthread_mutex_lock(&d->lock);
+            weft__data_reset_to_host(d);
+            pthread_mutex_unlock(&d->lock);
+        } else {
+            (void)sync_parent(f, NULL, NULL); /* a failed copy leaves the user's memory as it was */
+        }
+        f->parent = NULL;
+    }
+    bool last = --f->members == 0;
+    pthread_mutex_unlock(&f->lock);
+    atomic_store(&d->fam, NULL);
+    d->tile = NULL;
+    if (last)
+        weft__family_discard(f);
+}
+
+/* Count x as a user of the task being spawned; false if it is closing. */
+static bool pin_user(weft__data *x)
+{
+    int64_t v = atomic_load(&x->users);
+    do {
+        if (v & WEFT__DATA_CLOSING)
+            return false;
+    } while (!atomic_compare_exchange_weak(&x->users, &v, v + 1));
+    return true;
+}
+
+size_t weft__family_orders(weft__data *d, unsigned mode, weft__data **out, unsigned *modes, size_t max, bool *closing)
+{
+    weft__family *f = atomic_load_explicit(&d->fam, memory_order_acquire);
+    *closing = false;
+    if (!f)
+        return 0;
+    size_t n = 0;
+    pthread_mutex_lock(&f->lock);
+    if (d->tile) {
+        if (mode & WEFT_R)
+            for (unsigned k = 0; k < d->tile->nnb; k++) {
+                if (n < max) {
+                    out[n] = f->tiles[d->tile->nb[k].tile];
+                    modes[n] = WEFT_R;
+                }
+                n++;
+            }
+    } else {
+        for (unsigned i = 0; i < f->ntiles; i++) {
+            if (n < max) {
+                out[n] = f->tiles[i];
+                modes[n] = (mode & WEFT_W) ? WEFT_W : WEFT_R;
+            }
+            n++;
+        }
+    }
+    if (n <= max)
+        for (size_t i = 0; i < n; i++)
+            if (!out[i] || !pin_user(out[i])) {
+                *closing = true;
+                while (i-- > 0)
+                    weft__data_unpin(out[i]);
+                n = 0;
+                break;
+            }
+    pthread_mutex_unlock(&f->lock);
+    return n;
+}
