@@ -20,6 +20,7 @@ build: deps
 
 demo: build python-venv
 	@WEFT_TRACE=build/demo-trace.json build/examples/weft-demo
+	@build/examples/weft-demo-tiles build/demo-trace-tiles.json
 	@.venv/bin/python python/demo.py build/demo-trace-py.json
 
 test: test-release test-asan test-tsan python-test python-test-asan python-test-tsan python-test-ft python-test-tsan-ft

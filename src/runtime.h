@@ -42,6 +42,7 @@ struct weft__rt {
     unsigned ndev;
     bool cpu_tasks;                    /* "cpu" was among the devices asked for */
     _Atomic uint64_t bytes_copied;     /* between data replicas (weft_stats) */
+    _Atomic uint32_t next_data_id;     /* data handles' numbers (the trace's d1, d2, ...) */
     weft__mnode mnodes[WEFT__MAX_DEVICES]; /* each device's replicas (data layer) */
     bool yield_idle;                   /* idle workers yield their core now and then: virtual
                                           GPUs' queue threads need it (set before workers start) */

@@ -7,6 +7,7 @@
  */
 #include "trace.h"
 #include "runtime.h"
+#include "data/tile.h"
 
 #include <string.h>
 
@@ -17,7 +18,49 @@ typedef struct trace_event {
     char name[32];
     int variant;               /* the alternative run, -1: a task without placements */
     char devices[40];          /* its GPUs' names joined by '+' ("" for none) */
+    char data[96];             /* its data where it ran: replica state and copies (see data_note) */
 } trace_event;
+
+/* What t's data looked like when it started, as "d2.t1@vgpu:1 M<-vgpu:3
+ * +2 halo; d4@host S": each access's handle (d<n>, a tile d<parent>.t<i>),
+ * the device, the replica's state after the acquire (S shared, M modified:
+ * the only valid copy), where it was copied from, the halo parts copied. */
+static void data_note(const weft__rt *rt, const weft__task *t, char *out, size_t n)
+{
+    static const char state[] = "ISM";
+    size_t at = 0;
+    out[0] = '\0';
+    for (uint32_t i = 0; i < t->naccess && at + 1 < n; i++) {
+        const weft__task_access *a = &t->access[i];
+        if (a->mode & WEFT__ORDER_ONLY)
+            break;
+        const weft__data *d = a->data;
+        unsigned dev = (a->mode & WEFT_HOST) ? 0 : t->device;
+        if (dev >= rt->ndev)
+            dev = 0;
+        char name[24];
+        if (d->tile)
+            snprintf(name, sizeof name, "d%u.t%u", d->tile->fam->parent_id, d->tile->index);
+        else
+            snprintf(name, sizeof name, "d%u", d->id);
+        int k = snprintf(out + at, n - at, "%s%s@%s %c", i ? "; " : "", name, dev ? rt->dev[dev]->name : "host",
+                         a->hold.state <= 2 ? state[a->hold.state] : '?');
+        if (k > 0)
+            at += (size_t)k;
+        if (a->hold.src >= 0 && at + 1 < n && (unsigned)a->hold.src < rt->ndev) {
+            k = snprintf(out + at, n - at, "<-%s", a->hold.src ? rt->dev[a->hold.src]->name : "host");
+            if (k > 0)
+                at += (size_t)k;
+        }
+        if (a->hold.nhalo && at + 1 < n) {
+            k = snprintf(out + at, n - at, " +%u halo", a->hold.nhalo);
+            if (k > 0)
+                at += (size_t)k;
+        }
+    }
+    if (at >= n)
+        out[n - 1] = '\0';
+}
 
 struct weft__trace_chunk {
     weft__trace_chunk *next;
@@ -57,6 +100,7 @@ void weft__trace_record(weft__worker *w, const weft__task *t, uint64_t start_ns,
     for (unsigned k = 0; t->place && k < t->place->ngpu && at < sizeof e->devices; k++)
         at += (size_t)snprintf(e->devices + at, sizeof e->devices - at, "%s%s", k ? "+" : "",
                                w->rt->placer.gpu[t->place->gpu[k]]->name);
+    data_note(w->rt, t, e->data, sizeof e->data);
     w->trace_count++;
 }
 
@@ -126,6 +170,10 @@ int weft__trace_write(weft__rt *rt)
                 if (e->variant >= 0) {
                     fprintf(f, ",\"variant\":%d,\"devices\":", e->variant);
                     write_json_string(f, e->devices[0] ? e->devices : "cpu");
+                }
+                if (e->data[0]) {
+                    fputs(",\"data\":", f);
+                    write_json_string(f, e->data);
                 }
                 fputs("}}", f);
             }

@@ -39,10 +39,12 @@ static weft__data *data_new(weft__rt *rt, const void *h, void *ptr, size_t n)
     void *hist = weft__history_new();
     weft__data *d = hist ? weft__data_new(&rt->waits, h, ptr, n, rt->dev, rt->mnodes, rt->ndev, &rt->bytes_copied)
                          : NULL;
-    if (!d)
+    if (!d) {
         weft__history_free(hist);
-    else
+    } else {
         d->hist = hist;
+        d->id = atomic_fetch_add(&rt->next_data_id, 1) + 1;
+    }
     return d;
 }
 

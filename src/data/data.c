@@ -166,10 +166,11 @@ static int copy_interior(weft__data *d, const weft__device_ops *ops, weft__dqueu
                                 d->in_bytes);
 }
 
-/* Queue a copy of device replica src into the host's on the device's copy
- * queue `which` (see weft__mnode), and an event after it (*e, for the
- * caller to wait for and destroy). */
-static int copy_to_host_async(weft__data *d, unsigned src, int which, weft__devent **e)
+/* Queue a copy of the part (r, c, rows, bytes) of device replica src into
+ * the host's on the device's copy queue `which` (see weft__mnode), and an
+ * event after it (*e, for the caller to wait for and destroy). */
+static int copy_rect_to_host_async(weft__data *d, unsigned src, int which, size_t r, size_t c, size_t rows,
+                                   size_t bytes, weft__devent **e)
 {
     weft__device *dev = d->devs[src];
     weft__mnode *m = &d->mnodes[src];
@@ -189,7 +190,7 @@ static int copy_to_host_async(weft__data *d, unsigned src, int which, weft__deve
         return rc;
     rc = weft__data_wait_ready(d, src, q);
     if (rc == 0)
-        rc = copy_interior(d, dev->ops, q, 0, src);
+        rc = weft__data_copy_rect(dev->ops, q, d, 0, r, c, d, src, r, c, rows, bytes);
     if (rc == 0)
         rc = dev->ops->event_create(dev, e);
     if (rc == 0 && (rc = dev->ops->event_record(*e, q)) != 0) {
@@ -197,6 +198,32 @@ static int copy_to_host_async(weft__data *d, unsigned src, int which, weft__deve
         dev->ops->event_destroy(*e);
         *e = NULL;
     }
+    return rc;
+}
+
+/* The interior of device replica src into the host's (see above). */
+static int copy_to_host_async(weft__data *d, unsigned src, int which, weft__devent **e)
+{
+    return copy_rect_to_host_async(d, src, which, d->in_r0, d->in_c0, d->in_rows, d->in_bytes, e);
+}
+
+int weft__data_part_to_host(weft__data *d, size_t r, size_t c, size_t rows, size_t bytes)
+{
+    if (d->rep[0].state != WEFT__REP_INVALID)
+        return 0;
+    int src = weft__data_source_for(d, 0);
+    if (src <= 0)
+        return WEFT_EDEVICE; /* no valid copy anywhere: cannot happen while the states hold */
+    weft__devent *e;
+    int rc = copy_rect_to_host_async(d, (unsigned)src, FETCH_Q, r, c, rows, bytes, &e);
+    if (rc != 0)
+        return rc;
+    atomic_fetch_add(&d->rep[src].pins, 1); /* not evicted (nor written back) meanwhile */
+    pthread_mutex_unlock(&d->lock);
+    rc = weft__device_event_wait(d->devs[src], e);
+    pthread_mutex_lock(&d->lock);
+    atomic_fetch_sub(&d->rep[src].pins, 1);
+    d->devs[src]->ops->event_destroy(e);
     return rc;
 }
 
@@ -426,8 +453,10 @@ int weft__data_acquire_one(weft__data *d, unsigned dev, unsigned mode, weft__dqu
     if (dev >= d->nrep)
         dev = 0; /* a device added after registration: the task uses the host's copy */
     /* The host's replica is the only one ever valid: nothing to do. */
-    if (dev == 0 && !atomic_load_explicit(&d->on_devices, memory_order_acquire))
+    if (dev == 0 && !atomic_load_explicit(&d->on_devices, memory_order_acquire)) {
+        hold->state = WEFT__REP_MODIFIED;
         return 0;
+    }
     int rc = 0;
     pthread_mutex_lock(&d->lock);
     weft__data_undo was = {d->version, 0, 0, -1, (mode & WEFT_W) != 0};
@@ -443,6 +472,7 @@ int weft__data_acquire_one(weft__data *d, unsigned dev, unsigned mode, weft__dqu
     int src = -1;
     bool fetched = false;
     if (rc == 0 && dev == 0 && (mode & WEFT_R) && r->state == WEFT__REP_INVALID) {
+        hold->src = (int8_t)weft__data_source_for(d, 0);
         rc = fetch_to_host(d);
         fetched = true;
     } else if (rc == 0 && (mode & WEFT_R) && r->state == WEFT__REP_INVALID) {
@@ -473,6 +503,11 @@ int weft__data_acquire_one(weft__data *d, unsigned dev, unsigned mode, weft__dqu
         *undo = was;
     }
     set_home(d);
+    if (rc == 0) {
+        if (fetched && src != -1)
+            hold->src = (int8_t)(src < 0 ? 0 : src); /* another kind's: through the host */
+        hold->state = r->state;
+    }
     bool listed = dev && r->ptr;
     pthread_mutex_unlock(&d->lock);
     if (listed)

@@ -78,6 +78,7 @@ typedef struct weft__data {
     _Atomic int64_t users;
     weft__waitset *ws;                 /* first field (re)initialised by new: unregister sleeps here */
     const void *rt_handle;             /* the runtime's handle (identifies it) */
+    uint32_t id;                       /* its number in the runtime (the trace names it d<id>) */
     void *ptr;                         /* the user's host memory */
     size_t size;                       /* bytes of a device replica */
     /* Shape: `rows` rows of row_bytes, hpitch bytes apart in the user's
@@ -161,6 +162,10 @@ unsigned weft__data_home(weft__data *d);
 typedef struct weft__data_hold {
     int16_t on, from;
     int8_t halo[WEFT__HALO_MAX];
+    /* For the trace: the replica copied from (-1: none), the state after,
+     * the halo parts copied. */
+    int8_t src;
+    uint8_t state, nhalo;
 } weft__data_hold;
 
 /* The "reserved" stage for one access of a task that is about to start:
@@ -211,9 +216,11 @@ bool weft__data_wait_room(weft__data *d, unsigned dev, uint64_t seen);
 void weft__data_release(weft__data *d, const weft__data_hold *hold, bool notify);
 static inline void weft__data_hold_clear(weft__data_hold *h)
 {
-    h->on = h->from = -1;
+    h->on = h->from = h->src = -1;
     for (int i = 0; i < WEFT__HALO_MAX; i++)
         h->halo[i] = -1;
+    h->state = 0;
+    h->nhalo = 0;
 }
 
 /* ---- for data/tile.c: the replicas' mechanics, under the handle's lock ---- */
@@ -232,6 +239,12 @@ int weft__data_wait_ready(weft__data *d, unsigned i, weft__dqueue *q);
 int weft__data_note_ready(weft__data *d, unsigned i, weft__dqueue *q);
 /* Make the host's replica valid (a copy waited for with the lock let go). */
 int weft__data_to_host(weft__data *d);
+/* Bring the newest value of part (r, c, rows, bytes) of d into the host's
+ * memory, leaving the host's replica as invalid as it was (a neighbour's
+ * cells in a tile's halo on the host): a copy on the copy queue of the
+ * device holding it, waited for with the lock let go, its source pinned
+ * so that nothing writes that memory back meanwhile. */
+int weft__data_part_to_host(weft__data *d, size_t r, size_t c, size_t rows, size_t bytes);
 /* Queue on q, with ops, a copy of rows x bytes at (r, c) of src's replica
  * si into dst's replica di at (dr, dc) (copies counted). */
 int weft__data_copy_rect(const weft__device_ops *ops, weft__dqueue *q, weft__data *dst, unsigned di, size_t dr,

@@ -62,6 +62,7 @@ int weft__family_new(weft__data *parent, const weft_tiling *t, weft__family **ou
     f->grid_cols = t->grid_cols;
     f->pitch = pitch;
     f->elem = e;
+    f->parent_id = parent->id;
     f->tiles = tiles;
     f->tile = tl;
     f->members = 1;
@@ -269,12 +270,21 @@ static int halo(weft__data *d, unsigned dev, weft__dqueue *q, weft__data_hold *h
     weft__tile *x = d->tile;
     weft__family *f = x->fam;
     int rc = 0;
-    if (dev == 0) { /* the host's halo is the neighbours' own memory */
+    if (dev == 0) { /* the host's halo is the neighbours' own memory: their cells there brought up to date */
         for (unsigned k = 0; k < x->nnb && rc == 0; k++) {
-            weft__data *n = f->tiles[x->nb[k].tile];
+            const weft__tile_nb *nb = &x->nb[k];
+            weft__data *n = f->tiles[nb->tile];
+            uint64_t *seen = &x->seen[k], v = atomic_load(&n->tile->wver);
+            if (*seen == v)
+                continue;
             pthread_mutex_lock(&n->lock);
-            rc = weft__data_to_host(n);
+            bool stale = n->rep[0].state == WEFT__REP_INVALID;
+            rc = weft__data_part_to_host(n, nb->r0 - n->tile->r0, nb->c0 - n->tile->c0, nb->rows, nb->bytes);
             pthread_mutex_unlock(&n->lock);
+            if (rc == 0) {
+                *seen = v;
+                hold->nhalo += stale;
+            }
         }
         return rc;
     }
@@ -307,6 +317,7 @@ static int halo(weft__data *d, unsigned dev, weft__dqueue *q, weft__data_hold *h
         if (rc == 0) {
             *seen = v;
             any = true;
+            hold->nhalo++;
         }
     }
     if (any) { /* later users of the replica on other queues wait for the halo too */

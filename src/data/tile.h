@@ -56,6 +56,7 @@ typedef struct weft__family {
     unsigned ntiles, grid_rows, grid_cols;
     size_t pitch;                  /* of the parent's rows in the user's memory */
     size_t elem;                   /* bytes per element */
+    uint32_t parent_id;            /* the parent's number (the trace names tile i d<id>.t<i>) */
     weft__data **tiles;            /* NULL once a tile is freed */
     weft__tile *tile;              /* [ntiles] */
     unsigned members;              /* parent + tiles not freed: the last one frees the family */
