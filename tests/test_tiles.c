@@ -80,8 +80,18 @@ static int step_body(weft_ctx *ctx, void *arg) {
     k->sp = weft_ctx_pitch(ctx, 0);
     k->dp = weft_ctx_pitch(ctx, 1);
     if (weft_ctx_gpu_count(ctx) == 0) return step_kernel(k);
-    weft_range rw[2] = {{(void *)k->s, k->ti.rows * k->sp, WEFT_R}, {k->d, k->ti.rows * k->dp, WEFT_W}};
-    return weft_ctx_queue_rw(ctx, 0, step_kernel, k, 0, rw, 2);
+    /* for the checking mode: it reads its span, writes each row of its
+     * interior (not the halo: a write-only range is filled with garbage
+     * before the kernel runs) */
+    enum { MAXR = 64 };
+    weft_range rw[1 + MAXR];
+    size_t n = 0;
+    rw[n++] = (weft_range){(void *)k->s, k->ti.rows * k->sp, WEFT_R};
+    const weft_tile_info *t = &k->ti;
+    for (size_t r = 0; r < t->in_rows && n < 1 + MAXR; r++)
+        rw[n++] = (weft_range){(char *)k->d + (t->in_row0 - t->row0 + r) * k->dp + (t->in_col0 - t->col0) * 4,
+                               t->in_cols * 4, WEFT_W};
+    return weft_ctx_queue_rw(ctx, 0, step_kernel, k, 0, rw, n);
 }
 
 /* A whole-array task (the parent): every element times 5 plus its row. */

@@ -201,29 +201,43 @@ static int copy_rect_to_host_async(weft__data *d, unsigned src, int which, size_
     return rc;
 }
 
-/* The interior of device replica src into the host's (see above). */
+/* The interior of device replica src into the host's (see above); of a
+ * tile, the part not in the user's memory already (weft__tile_host_part). */
 static int copy_to_host_async(weft__data *d, unsigned src, int which, weft__devent **e)
 {
-    return copy_rect_to_host_async(d, src, which, d->in_r0, d->in_c0, d->in_rows, d->in_bytes, e);
+    weft__rect p = {d->in_r0, d->in_c0, d->in_rows, d->in_bytes};
+    if (d->tile)
+        weft__tile_host_part(d, &p);
+    return copy_rect_to_host_async(d, src, which, p.r, p.c, p.rows, p.bytes, e);
 }
 
-int weft__data_part_to_host(weft__data *d, size_t r, size_t c, size_t rows, size_t bytes)
+int weft__data_parts_to_host(weft__data *d, const weft__rect *parts, unsigned n)
 {
-    if (d->rep[0].state != WEFT__REP_INVALID)
+    if (d->rep[0].state != WEFT__REP_INVALID || n == 0)
         return 0;
+    if (n > 4)
+        return WEFT_EINVAL;
     int src = weft__data_source_for(d, 0);
     if (src <= 0)
         return WEFT_EDEVICE; /* no valid copy anywhere: cannot happen while the states hold */
-    weft__devent *e;
-    int rc = copy_rect_to_host_async(d, (unsigned)src, FETCH_Q, r, c, rows, bytes, &e);
-    if (rc != 0)
-        return rc;
+    weft__device *dev = d->devs[src];
+    weft__devent *e[4] = {NULL, NULL, NULL, NULL};
+    int rc = 0;
+    unsigned queued = 0;
+    for (; queued < n && rc == 0; queued++)
+        rc = copy_rect_to_host_async(d, (unsigned)src, FETCH_Q, parts[queued].r, parts[queued].c,
+                                     parts[queued].rows, parts[queued].bytes, &e[queued]);
     atomic_fetch_add(&d->rep[src].pins, 1); /* not evicted (nor written back) meanwhile */
     pthread_mutex_unlock(&d->lock);
-    rc = weft__device_event_wait(d->devs[src], e);
+    for (unsigned i = 0; i < queued; i++)
+        if (e[i]) {
+            int wrc = weft__device_event_wait(dev, e[i]);
+            if (rc == 0)
+                rc = wrc;
+            dev->ops->event_destroy(e[i]);
+        }
     pthread_mutex_lock(&d->lock);
     atomic_fetch_sub(&d->rep[src].pins, 1);
-    d->devs[src]->ops->event_destroy(e);
     return rc;
 }
 

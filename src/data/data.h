@@ -239,12 +239,16 @@ int weft__data_wait_ready(weft__data *d, unsigned i, weft__dqueue *q);
 int weft__data_note_ready(weft__data *d, unsigned i, weft__dqueue *q);
 /* Make the host's replica valid (a copy waited for with the lock let go). */
 int weft__data_to_host(weft__data *d);
-/* Bring the newest value of part (r, c, rows, bytes) of d into the host's
- * memory, leaving the host's replica as invalid as it was (a neighbour's
- * cells in a tile's halo on the host): a copy on the copy queue of the
- * device holding it, waited for with the lock let go, its source pinned
- * so that nothing writes that memory back meanwhile. */
-int weft__data_part_to_host(weft__data *d, size_t r, size_t c, size_t rows, size_t bytes);
+/* A part of a replica: rows from r, bytes from c in each. */
+typedef struct weft__rect {
+    size_t r, c, rows, bytes;
+} weft__rect;
+/* Bring the newest value of parts[0 .. n-1] of d into the host's memory,
+ * leaving the host's replica invalid (a tile's border band, which its
+ * neighbours' halos on the host read: data/tile.c): copies on the copy
+ * queue of the device holding it, waited for with the lock let go, the
+ * source pinned meanwhile. */
+int weft__data_parts_to_host(weft__data *d, const weft__rect *parts, unsigned n);
 /* Queue on q, with ops, a copy of rows x bytes at (r, c) of src's replica
  * si into dst's replica di at (dr, dc) (copies counted). */
 int weft__data_copy_rect(const weft__device_ops *ops, weft__dqueue *q, weft__data *dst, unsigned di, size_t dr,

@@ -84,6 +84,9 @@ int weft__family_new(weft__data *parent, const weft_tiling *t, weft__family **ou
         atomic_init(&x->wver, 1);
         x->r0 = er0, x->c0 = ec0 * e, x->rows = er1 - er0, x->row_bytes = (ec1 - ec0) * e;
         x->in_r0 = r0, x->in_c0 = c0 * e, x->in_rows = r1 - r0, x->in_bytes = (c1 - c0) * e;
+        x->band_rows = t->grid_rows > 1 ? h : 0; /* rows its neighbours above and below read */
+        x->band_bytes = t->grid_cols > 1 ? h * e : 0;
+        atomic_init(&x->band, 0);
     }
     /* Neighbours: the other interiors inside each tile's span (the halo is
      * at most a block wide: only the 8 around it). */
@@ -181,9 +184,11 @@ static int to_host_all(weft__data *const *xs, size_t n, weft__device *qdev, weft
         int s = x->rep[0].state == WEFT__REP_INVALID ? weft__data_source_for(x, 0) : 0;
         if (s > 0 && q && x->devs[s]->ops == qdev->ops) {
             rc = weft__data_wait_ready(x, (unsigned)s, q);
+            weft__rect p = {x->in_r0, x->in_c0, x->in_rows, x->in_bytes};
+            if (x->tile)
+                weft__tile_host_part(x, &p);
             if (rc == 0)
-                rc = weft__data_copy_rect(qdev->ops, q, x, 0, x->in_r0, x->in_c0, x, (unsigned)s, x->in_r0,
-                                          x->in_c0, x->in_rows, x->in_bytes);
+                rc = weft__data_copy_rect(qdev->ops, q, x, 0, p.r, p.c, x, (unsigned)s, p.r, p.c, p.rows, p.bytes);
             if (rc == 0) {
                 atomic_fetch_add(&x->rep[s].pins, 1); /* not evicted before the copy ran */
                 src[i] = (int8_t)s;
@@ -263,6 +268,51 @@ static int sync_parent(weft__family *f, weft__device *qdev, weft__dqueue *q)
     return 0;
 }
 
+/* The border band of tile n's interior (local rows and bytes): up to four
+ * parts, top and bottom rows, then the left and right columns between. */
+static unsigned band_parts(const weft__data *n, weft__rect p[4])
+{
+    const weft__tile *x = n->tile;
+    size_t r0 = n->in_r0, c0 = n->in_c0, rows = n->in_rows, bytes = n->in_bytes;
+    size_t h = x->band_rows, w = x->band_bytes;
+    if (2 * h >= rows || 2 * w >= bytes) { /* all band */
+        p[0] = (weft__rect){r0, c0, rows, bytes};
+        return 1;
+    }
+    unsigned k = 0;
+    if (h) {
+        p[k++] = (weft__rect){r0, c0, h, bytes};
+        p[k++] = (weft__rect){r0 + rows - h, c0, h, bytes};
+    }
+    if (w) {
+        p[k++] = (weft__rect){r0 + h, c0, rows - 2 * h, w};
+        p[k++] = (weft__rect){r0 + h, c0 + bytes - w, rows - 2 * h, w};
+    }
+    return k;
+}
+
+/* Tile n's border band into the user's memory (its lock held). */
+static int band_to_host(weft__data *n)
+{
+    weft__rect p[4];
+    unsigned k = band_parts(n, p);
+    return weft__data_parts_to_host(n, p, k);
+}
+
+void weft__tile_host_part(const weft__data *d, weft__rect *p)
+{
+    const weft__tile *x = d->tile;
+    *p = (weft__rect){d->in_r0, d->in_c0, d->in_rows, d->in_bytes};
+    if (atomic_load(&x->band) != atomic_load(&x->wver))
+        return;
+    size_t h = x->band_rows, w = x->band_bytes;
+    if (2 * h >= p->rows || 2 * w >= p->bytes) { /* all of it is there */
+        p->rows = p->bytes = 0;
+        return;
+    }
+    *p = (weft__rect){p->r + h, p->c + w, p->rows - 2 * h, p->bytes - 2 * w};
+}
+
 /* A read of tile d on device dev: bring its halo there up to date (the
  * family's lock held; d's replica there valid and pinned by the task). */
 static int halo(weft__data *d, unsigned dev, weft__dqueue *q, weft__data_hold *hold)
@@ -270,21 +320,23 @@ static int halo(weft__data *d, unsigned dev, weft__dqueue *q, weft__data_hold *h
     weft__tile *x = d->tile;
     weft__family *f = x->fam;
     int rc = 0;
-    if (dev == 0) { /* the host's halo is the neighbours' own memory: their cells there brought up to date */
+    if (dev == 0) { /* the host's halo is the neighbours' own memory: their border bands brought there */
         for (unsigned k = 0; k < x->nnb && rc == 0; k++) {
-            const weft__tile_nb *nb = &x->nb[k];
-            weft__data *n = f->tiles[nb->tile];
+            weft__data *n = f->tiles[x->nb[k].tile];
             uint64_t *seen = &x->seen[k], v = atomic_load(&n->tile->wver);
             if (*seen == v)
                 continue;
             pthread_mutex_lock(&n->lock);
-            bool stale = n->rep[0].state == WEFT__REP_INVALID;
-            rc = weft__data_part_to_host(n, nb->r0 - n->tile->r0, nb->c0 - n->tile->c0, nb->rows, nb->bytes);
-            pthread_mutex_unlock(&n->lock);
-            if (rc == 0) {
-                *seen = v;
-                hold->nhalo += stale;
+            if (n->rep[0].state == WEFT__REP_INVALID && atomic_load(&n->tile->band) != v) {
+                rc = band_to_host(n);
+                if (rc == 0) {
+                    atomic_store(&n->tile->band, v);
+                    hold->nhalo++;
+                }
             }
+            pthread_mutex_unlock(&n->lock);
+            if (rc == 0)
+                *seen = v;
         }
         return rc;
     }

@@ -43,6 +43,15 @@ typedef struct weft__tile {
      * holds (0: none yet).  Under the family's lock. */
     uint64_t *seen;
     _Atomic uint64_t wver;         /* bumped by each write of its interior; from 1 */
+    /* Its border band (the cells of its interior within `halo` of its
+     * edges, which its neighbours' halos read) is in the user's memory as
+     * of version band while its host replica is invalid (0: not): copied
+     * for a neighbour's host task, once per version, so that no cell of the
+     * user's memory is written while a task may read it; a copy of the
+     * tile to the host then brings the rest (weft__tile_host_part).  Set
+     * under the tile's lock. */
+    _Atomic uint64_t band;
+    size_t band_rows, band_bytes;  /* its width: halo rows, halo elements' bytes */
 } weft__tile;
 
 typedef struct weft__family {
@@ -85,6 +94,9 @@ int weft__family_acquire(weft__data *d, unsigned dev, unsigned mode, weft__dqueu
                          weft__data_undo *undo);
 /* A write of d was undone: the rest of the family refreshes from it. */
 void weft__family_undone(weft__data *d);
+/* The part of tile d's interior a copy to the host brings (its lock
+ * held): all of it, or without the border band already there. */
+void weft__tile_host_part(const weft__data *d, weft__rect *p);
 /* Called by a fetch into device replica dev of tile d (under its lock and
  * the family's): its halo there is to be copied again. */
 void weft__tile_halo_stale(weft__data *d, unsigned dev);
