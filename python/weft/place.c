@@ -289,6 +289,10 @@ mod_queue(PyObject *m, PyObject *args)
         }
         rw[i] = (weft_range){view.buf, (size_t)view.len, i < nr ? WEFT_R : WEFT_W};
         PyBuffer_Release(&view);
+        /* Named in both (an update in place): read and written, so the
+         * checking mode does not poison it as only written. */
+        for (Py_ssize_t j = 0; i >= nr && j < nr; j++)
+            if (rw[j].ptr == rw[i].ptr && rw[j].bytes == rw[i].bytes) rw[i].mode = WEFT_RW;
     }
     queued *q = PyMem_RawMalloc(sizeof *q);
     PyObject *keep = PySequence_Concat(reads, writes);
