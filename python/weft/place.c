@@ -162,8 +162,10 @@ context_obj(modstate *st)
         PyTuple_SET_ITEM(gpus, i, g);
     }
     PyObject *variant = PyLong_FromUnsignedLong(weft_ctx_variant(ctx));
-    weft_py_tl_ctxobj = variant ? PyObject_CallFunctionObjArgs(st->Context_cls, variant, gpus, NULL) : NULL;
+    PyObject *id = PyLong_FromUnsignedLongLong(weft_ctx_task_id(ctx)); /* whose views it makes */
+    weft_py_tl_ctxobj = variant && id ? PyObject_CallFunctionObjArgs(st->Context_cls, variant, gpus, id, NULL) : NULL;
     Py_XDECREF(variant);
+    Py_XDECREF(id);
     Py_DECREF(gpus);
     return weft_py_tl_ctxobj;
 }
