@@ -305,8 +305,9 @@ def _cupy_array(cupy, v):
     """A CuPy array on a CUDA view's memory (untested here: no CUDA device
     and no CuPy on the test machines).  Built from the pointer, not through
     cupy.asarray, whose __cuda_array_interface__ import synchronises the
-    producer's stream with the host: the body's work goes on the task's
-    stream anyway (CuPy's current stream there, see _call_placed)."""
+    host with the interface's stream by default: the body's work goes on
+    the task's stream anyway (CuPy's current stream there, see
+    _call_placed)."""
     mem = cupy.cuda.UnownedMemory(v.ptr, v.nbytes, v, int(v.device.split(":")[1]))
     return cupy.ndarray(v.shape, dtype=cupy.dtype(v.typestr), memptr=cupy.cuda.MemoryPointer(mem, 0),
                         strides=v.strides)
