@@ -204,17 +204,69 @@ class Context:
     alternative chosen), `devices` (runtime device indices of its GPUs),
     `streams` (each GPU's stream as an int: a cudaStream_t on CUDA, usable
     with cupy.cuda.ExternalStream, numba.cuda.external_stream and
-    torch.cuda.ExternalStream; an opaque handle on a virtual GPU), and
-    `queue()` to put a callable on a GPU's stream."""
+    torch.cuda.ExternalStream; an opaque handle on a virtual GPU),
+    `queue()` to put a callable on a GPU's stream, and `view()`, `views`
+    and `array()`: the task's data where the task runs, without a copy."""
 
-    __slots__ = ("variant", "devices", "streams", "kinds", "ordinals")
+    __slots__ = ("variant", "devices", "streams", "kinds", "ordinals", "_task")
 
-    def __init__(self, variant, gpus):
+    def __init__(self, variant, gpus, task=0):
         self.variant = variant
         self.devices = tuple(g[0] for g in gpus)
         self.kinds = tuple(g[1] for g in gpus)
         self.ordinals = tuple(g[2] for g in gpus)
         self.streams = tuple(g[3] for g in gpus)
+        self._task = task  # the C id of the task whose body it was made for (0: any)
+
+    def view(self, which):
+        """A weft.View of one of the task's data accesses: `which` is its
+        index (in the order reads=, writes=, readwrites=, commutes=, each in
+        the order given), or the weft.Data or object named there.  It points
+        at the task's own copy of the data, without a copy:
+
+          - spawned with device_data=True and placed on GPUs: the replica on
+            its first GPU (__cuda_array_interface__ v3 with the task's
+            stream, and __dlpack__; on a virtual GPU, whose replica is host
+            memory, also the buffer protocol and __array_interface__, for
+            callables queued on the task's stream with queue(): the copy into
+            the replica runs there);
+          - otherwise the host's copy, the registered buffer itself (the
+            buffer protocol, so numpy.asarray(view) shares its memory,
+            __array_interface__ and __dlpack__).
+
+        Read-only for an access in reads=.  Valid until the task ends:
+        afterwards every use of the view raises RuntimeError (an array made
+        from it meanwhile cannot be stopped: do not keep one either).  From
+        the task's body only."""
+        from . import _weft
+
+        return _weft._view(which, self._task)
+
+    @property
+    def views(self):
+        """A weft.View of each of the task's data accesses, in order."""
+        from . import _weft
+
+        return _weft._views(self._task)
+
+    def array(self, which):
+        """view(which) as an array of the library at hand, without a copy: a
+        NumPy array for memory the host can address (the host's copy, a
+        virtual GPU's replica; a memoryview without NumPy), a CuPy array on
+        a CUDA GPU when CuPy can be imported (else the view itself, which
+        CUDA libraries take through __cuda_array_interface__ or DLPack)."""
+        v = self.view(which)
+        if v.device.startswith("cuda"):
+            try:
+                import cupy
+            except ImportError:
+                return v
+            return _cupy_array(cupy, v)
+        try:
+            import numpy
+        except ImportError:
+            return memoryview(v)
+        return numpy.asarray(v)
 
     def queue(self, fn, *args, gpu=0, model_ns=0, reads=(), writes=()):
         """Queue fn(*args) on the stream of the task's GPU number `gpu`
@@ -223,7 +275,8 @@ class Context:
         of modelled time); on CUDA a host function.  It must not call weft.
         An exception it raises fails the task.  From the body only.
 
-        reads / writes: the buffers (one, or a list) it reads and writes.
+        reads / writes: the buffers (one, or a list) it reads and writes
+        (views from view() too; a buffer in both is updated in place).
         Virtual GPUs in checking mode (WEFT_VGPU_CHECK=1) check that what it
         reads was written by work it is ordered after, and fill what it only
         writes with 0xDB first; elsewhere they only document."""
@@ -248,6 +301,18 @@ def _buffers(x):
     return tuple(x) if isinstance(x, (list, tuple)) else (x,)
 
 
+def _cupy_array(cupy, v):
+    """A CuPy array on a CUDA view's memory (untested here: no CUDA device
+    and no CuPy on the test machines).  Built from the pointer, not through
+    cupy.asarray, whose __cuda_array_interface__ import synchronises the
+    host with the interface's stream by default: the body's work goes on
+    the task's stream anyway (CuPy's current stream there, see
+    _call_placed)."""
+    mem = cupy.cuda.UnownedMemory(v.ptr, v.nbytes, v, int(v.device.split(":")[1]))
+    return cupy.ndarray(v.shape, dtype=cupy.dtype(v.typestr), memptr=cupy.cuda.MemoryPointer(mem, 0),
+                        strides=v.strides)
+
+
 def context():
     """The running task's Context (its variant, GPUs and streams).  A task
     without placement gets an empty one (variant 0, no devices).  Raises
@@ -259,7 +324,7 @@ def context():
         return ctx
     if _weft.current_task() is None:
         raise RuntimeError("weft.context(): not inside a weft task")
-    return Context(0, ())
+    return Context(0, (), _weft._frame_task())
 
 
 def _library_current(ctx, i):

@@ -50,6 +50,8 @@
  *   data.c     weft.Data, buffer registration
  *   spawn.c    spawning (into task spaces too), the decorator form
  *   wait.c     timeouts, waiting for a task or for a runtime, Ctrl-C
+ *   view.c     weft.View: a task's data on its device (buffer protocol, the
+ *              array interfaces, DLPack), valid until the task ends
  */
 #ifndef WEFT_PY_WEFT_H
 #define WEFT_PY_WEFT_H
@@ -138,6 +140,7 @@ typedef struct {
     PyTypeObject *Task_T;
     PyTypeObject *Space_T;
     PyTypeObject *Data_T;
+    PyTypeObject *View_T;
     PyObject *CancelledError;
     PyObject *stack;      /* list of (runtime, owner): runtimes entered with `with`,
                              innermost last; owner is the task whose body entered the
@@ -145,7 +148,8 @@ typedef struct {
     PyObject *open;       /* list: runtimes not closed yet (keeps them alive) */
     PyObject *empty_tuple;
     PyObject *s_deps, *s_reads, *s_writes, *s_readwrites, *s_commutes, *s_name,
-        *s_priority, *s_task, *s_kwargs, *s_runtime, *s_add_note, *s_placement, *s_share, *s_memory;
+        *s_priority, *s_task, *s_kwargs, *s_runtime, *s_add_note, *s_placement, *s_share, *s_memory,
+        *s_device_data;
     /* Placement helpers of weft/_placement.py (registered at import by
      * weft/__init__.py through _set_placement): the normaliser a spawn with
      * placement= calls, the runner of a body on CUDA devices (their array
@@ -235,6 +239,12 @@ typedef struct TaskObject {
     weft_task *_Atomic h;
     PyObject *fn, *args, *kwargs;
     PyObject *bodies;      /* tuple: the body of each placement alternative (None: fn), or NULL */
+    /* The Data of each access the spawn named, in C access order (reads
+     * first, then writes, readwrites, commutes), for views (view.c); NULL
+     * without accesses.  Set by the spawn, taken by the body like fn. */
+    PyObject *acc;
+    uint32_t acc_nreads;   /* its first acc_nreads accesses are read-only */
+    int device_data;       /* spawn(device_data=True): the accesses are on the task's device */
     PyObject *result;
     PyObject *exc;         /* its failure: what the body, or a callable it queued on a GPU
                               stream (place.c), raised first (critical section on the task) */
@@ -282,6 +292,9 @@ typedef struct cell {
     TaskObject *placed;
     uint64_t id;       /* its C id (with placed) */
     struct cell *next; /* in r->cells once finished (placed to drop) */
+    /* The lifetime of the views its body made (view.c): made by the body on
+     * its first view, ended by weft_py_arg_destroy when the task ends. */
+    struct weft_py_scope *scope;
 } cell;
 
 /* ------------------------------------------------------------------------ */
@@ -484,6 +497,28 @@ int weft_py_data_release(DataObject *d);
 /* Find or register the handle of obj (a Data or a buffer object); borrowed. */
 DataObject *weft_py_data_lookup(RuntimeObject *r, PyObject *obj, const char *what, int want_write);
 int weft_py_data_unregister(DataObject *d);
+
+/* ------------------------------------------------------------------------ */
+/* Views (view.c)                                                            */
+/* ------------------------------------------------------------------------ */
+
+/* What a running body's views are made from: the trampoline (body.c) puts
+ * one on its stack around the call and points weft_py_tl_frame at it (the
+ * innermost body on this thread; nested bodies save and restore it). */
+typedef struct weft_py_frame {
+    weft_ctx *ctx;
+    cell *c;           /* the task's cell: c->scope */
+    PyObject *acc;     /* the task's acc tuple (borrowed from the body), or NULL */
+    uint32_t nreads;
+    int device_data;
+} weft_py_frame;
+extern _Thread_local weft_py_frame *weft_py_tl_frame WEFT_PY_TLS;
+
+extern PyType_Spec weft_py_view_spec;
+extern PyMethodDef weft_py_view_methods[];
+/* The task of cell c ended: its views refuse use from now on (any thread,
+ * no GIL needed: an atomic store and a reference dropped). */
+void weft_py_views_end(cell *c);
 
 /* ------------------------------------------------------------------------ */
 /* Spawning (spawn.c)                                                        */

@@ -31,8 +31,12 @@ weft_py_trampoline(weft_ctx *ctx, void *arg)
     TaskObject *prev = weft_py_tl_cur;
     weft_py_tl_cur = t;
 
-    PyObject *fn = t->fn, *args = t->args, *kwargs = t->kwargs, *bodies = t->bodies;
-    t->fn = t->args = t->kwargs = t->bodies = NULL;
+    PyObject *fn = t->fn, *args = t->args, *kwargs = t->kwargs, *bodies = t->bodies, *acc = t->acc;
+    t->fn = t->args = t->kwargs = t->bodies = t->acc = NULL;
+    /* What the body's views are made of (view.c). */
+    weft_py_frame frame = {ctx, c, acc, t->acc_nreads, t->device_data};
+    weft_py_frame *prev_frame = weft_py_tl_frame;
+    weft_py_tl_frame = &frame;
     PyObject *res;
     if (bodies || weft_ctx_gpu_count(ctx) || weft_py_tl_ctx) {
         /* Placed: the chosen alternative's body, with its Context.  (So is
@@ -68,6 +72,7 @@ weft_py_trampoline(weft_ctx *ctx, void *arg)
         if (first) weft_py_record_failure(r, t, fn, exc, weft_ctx_task_id(ctx));
     }
     weft_py_tl_cur = prev;
+    weft_py_tl_frame = prev_frame;
     Py_XDECREF(bodies);
     if (r->gil_off) {
         /* Without the GIL, the references this worker drops here belong to
@@ -78,11 +83,13 @@ weft_py_trampoline(weft_ctx *ctx, void *arg)
         t->fn = fn;
         t->args = args;
         t->kwargs = kwargs;
+        t->acc = acc;
         weft_py_release_defer(r, t);
     } else {
         Py_DECREF(fn);
         Py_XDECREF(args);
         Py_XDECREF(kwargs);
+        Py_XDECREF(acc);
         WEFT_PY_HANDOFF_RELEASE(t);
         Py_DECREF(t);
     }
@@ -96,6 +103,7 @@ weft_py_arg_destroy(void *arg)
 {
     cell *c = arg;
     RuntimeObject *r = c->rt;
+    if (c->scope) weft_py_views_end(c); /* the task ended: so do its views */
     if (c->t != NULL) {
         /* The body never ran: cancelled, or the spawn failed. */
         int attached = weft_py_tl_attached;
@@ -107,6 +115,7 @@ weft_py_arg_destroy(void *arg)
         PyObject *fn = t->fn, *args = t->args, *kwargs = t->kwargs;
         t->fn = t->args = t->kwargs = NULL;
         Py_CLEAR(t->bodies);
+        Py_CLEAR(t->acc);
         Py_XDECREF(fn);
         Py_XDECREF(args);
         Py_XDECREF(kwargs);
@@ -203,6 +212,7 @@ weft_py_release_drain(RuntimeObject *r)
         Py_CLEAR(t->fn);
         Py_CLEAR(t->args);
         Py_CLEAR(t->kwargs);
+        Py_CLEAR(t->acc);
         WEFT_PY_HANDOFF_RELEASE(t);
         Py_DECREF(t);
         t = next;

@@ -171,12 +171,15 @@ mod_inflight(PyObject *m, PyObject *arg)
 static PyMethodDef module_methods[] = {
     {"spawn", (PyCFunction)(void (*)(void))mod_spawn, METH_FASTCALL | METH_KEYWORDS,
      "spawn(fn, *args, deps=(), reads=(), writes=(), readwrites=(), commutes=(), name=None,\n"
-     "      priority=0, task=None, kwargs=None, runtime=None) -> Task\n\n"
+     "      priority=0, task=None, kwargs=None, runtime=None, placement=None, share=None,\n"
+     "      memory=None, device_data=False) -> Task\n\n"
      "Spawn fn(*args, **kwargs) as a task of the current runtime (inside a task: the innermost "
      "`with weft.Runtime()` block that task entered, else its own runtime; outside tasks: the "
      "innermost `with weft.Runtime()`).  deps: tasks (or task-space slots) to "
      "follow.  reads/writes/readwrites/commutes: buffer objects or weft.Data, giving "
-     "dependencies from access modes in spawn order (R, W, RW, RW|COMMUTE).\n\n"
+     "dependencies from access modes in spawn order (R, W, RW, RW|COMMUTE).  device_data=True: "
+     "a task placed on GPUs gets its data on its first GPU, through weft.context().view(...) "
+     "(without it, every access is the host's copy: the buffers the body is given).\n\n"
      "Called with no function, returns a decorator: @weft.spawn(deps=[...]) above a def "
      "spawns the function at once and binds its name to the Task.  The decorator binds the "
      "function's free variables (closure cells) to the values they have at the spawn, so "
@@ -216,6 +219,7 @@ module_exec(PyObject *m)
     ADD_TYPE(Task_T, weft_py_task_spec);
     ADD_TYPE(Space_T, weft_py_space_spec);
     ADD_TYPE(Data_T, weft_py_data_spec);
+    ADD_TYPE(View_T, weft_py_view_spec);
 #undef ADD_TYPE
     PyObject *cf = PyImport_ImportModule("concurrent.futures");
     if (cf == NULL) return -1;
@@ -250,6 +254,7 @@ module_exec(PyObject *m)
     INTERN(s_placement, "placement");
     INTERN(s_share, "share");
     INTERN(s_memory, "memory");
+    INTERN(s_device_data, "device_data");
 #undef INTERN
     if (PyModule_AddIntConstant(m, "R", WEFT_R) < 0 || PyModule_AddIntConstant(m, "W", WEFT_W) < 0 ||
         PyModule_AddIntConstant(m, "RW", WEFT_RW) < 0 ||
@@ -257,6 +262,7 @@ module_exec(PyObject *m)
         return -1;
     if (PyModule_AddObjectRef(m, "_open_runtimes", st->open) < 0) return -1;
     if (PyModule_AddFunctions(m, weft_py_place_methods) < 0) return -1;
+    if (PyModule_AddFunctions(m, weft_py_view_methods) < 0) return -1;
     return 0;
 }
 
@@ -269,6 +275,7 @@ module_traverse(PyObject *m, visitproc visit, void *arg)
     Py_VISIT(st->Task_T);
     Py_VISIT(st->Space_T);
     Py_VISIT(st->Data_T);
+    Py_VISIT(st->View_T);
     Py_VISIT(st->CancelledError);
     Py_VISIT(st->stack);
     Py_VISIT(st->open);
@@ -289,6 +296,7 @@ module_clear(PyObject *m)
     Py_CLEAR(st->Task_T);
     Py_CLEAR(st->Space_T);
     Py_CLEAR(st->Data_T);
+    Py_CLEAR(st->View_T);
     Py_CLEAR(st->CancelledError);
     Py_CLEAR(st->stack);
     Py_CLEAR(st->open);
@@ -307,6 +315,7 @@ module_clear(PyObject *m)
     Py_CLEAR(st->s_placement);
     Py_CLEAR(st->s_share);
     Py_CLEAR(st->s_memory);
+    Py_CLEAR(st->s_device_data);
     Py_CLEAR(st->place_normalize);
     Py_CLEAR(st->place_call);
     Py_CLEAR(st->Variants_cls);

@@ -162,8 +162,10 @@ context_obj(modstate *st)
         PyTuple_SET_ITEM(gpus, i, g);
     }
     PyObject *variant = PyLong_FromUnsignedLong(weft_ctx_variant(ctx));
-    weft_py_tl_ctxobj = variant ? PyObject_CallFunctionObjArgs(st->Context_cls, variant, gpus, NULL) : NULL;
+    PyObject *id = PyLong_FromUnsignedLongLong(weft_ctx_task_id(ctx)); /* whose views it makes */
+    weft_py_tl_ctxobj = variant && id ? PyObject_CallFunctionObjArgs(st->Context_cls, variant, gpus, id, NULL) : NULL;
     Py_XDECREF(variant);
+    Py_XDECREF(id);
     Py_DECREF(gpus);
     return weft_py_tl_ctxobj;
 }
@@ -289,6 +291,10 @@ mod_queue(PyObject *m, PyObject *args)
         }
         rw[i] = (weft_range){view.buf, (size_t)view.len, i < nr ? WEFT_R : WEFT_W};
         PyBuffer_Release(&view);
+        /* Named in both (an update in place): read and written, so the
+         * checking mode does not poison it as only written. */
+        for (Py_ssize_t j = 0; i >= nr && j < nr; j++)
+            if (rw[j].ptr == rw[i].ptr && rw[j].bytes == rw[i].bytes) rw[i].mode = WEFT_RW;
     }
     queued *q = PyMem_RawMalloc(sizeof *q);
     PyObject *keep = PySequence_Concat(reads, writes);

@@ -507,7 +507,8 @@ Runtime_repr(RuntimeObject *r)
 static PyMethodDef Runtime_methods[] = {
     {"spawn", (PyCFunction)(void (*)(void))Runtime_spawn, METH_FASTCALL | METH_KEYWORDS,
      "spawn(fn, *args, deps=(), reads=(), writes=(), readwrites=(), commutes=(), name=None, "
-     "priority=0, task=None, kwargs=None) -> Task\n\nSpawn fn(*args) on this runtime.  "
+     "priority=0, task=None, kwargs=None, placement=None, share=None, memory=None, "
+     "device_data=False) -> Task\n\nSpawn fn(*args) on this runtime (see weft.spawn).  "
      "Called with no function, returns a decorator that binds the function's free variables "
      "at the spawn, as weft.spawn does."},
     {"wait_all", (PyCFunction)(void (*)(void))Runtime_wait_all, METH_VARARGS | METH_KEYWORDS,

@@ -35,6 +35,7 @@ submit_c(RuntimeObject *r, TaskObject *t, weft_task **deps, size_t ndeps, weft_a
     c->placed = NULL;
     c->id = 0;
     c->next = NULL;
+    c->scope = NULL;
     weft_task_desc desc;
     weft_task_desc_init(&desc);
     desc.body = weft_py_trampoline;
@@ -110,7 +111,7 @@ submit_c(RuntimeObject *r, TaskObject *t, weft_task **deps, size_t ndeps, weft_a
 
 typedef struct {
     PyObject *deps, *reads, *writes, *readwrites, *commutes, *name, *priority, *task, *kwargs,
-        *runtime, *placement, *share, *memory;
+        *runtime, *placement, *share, *memory, *device_data;
 } spawn_kw;
 
 static int
@@ -137,17 +138,18 @@ parse_kw(modstate *st, PyObject *const *args, Py_ssize_t nargs, PyObject *kwname
         else if (k == st->s_placement) slot = &kw->placement;
         else if (k == st->s_share) slot = &kw->share;
         else if (k == st->s_memory) slot = &kw->memory;
+        else if (k == st->s_device_data) slot = &kw->device_data;
         else {
             PyObject *names[] = {st->s_deps, st->s_reads, st->s_writes, st->s_readwrites,
                                  st->s_commutes, st->s_name, st->s_priority, st->s_task,
                                  st->s_kwargs, allow_runtime ? st->s_runtime : NULL,
-                                 st->s_placement, st->s_share, st->s_memory};
+                                 st->s_placement, st->s_share, st->s_memory, st->s_device_data};
             for (size_t j = 0; j < sizeof names / sizeof *names; j++) {
                 if (names[j] && PyUnicode_Compare(k, names[j]) == 0) {
                     PyObject **slots[] = {&kw->deps, &kw->reads, &kw->writes, &kw->readwrites,
                                           &kw->commutes, &kw->name, &kw->priority, &kw->task,
                                           &kw->kwargs, &kw->runtime, &kw->placement, &kw->share,
-                                          &kw->memory};
+                                          &kw->memory, &kw->device_data};
                     slot = slots[j];
                     break;
                 }
@@ -369,6 +371,8 @@ spawn_locked(modstate *st, RuntimeObject *r, PyObject *const *args, Py_ssize_t n
                      Py_TYPE(kw.kwargs)->tp_name);
         return NULL;
     }
+    int device_data = 0;
+    if (kw.device_data && (device_data = PyObject_IsTrue(kw.device_data)) < 0) return NULL;
     TaskObject *slot = NULL;
     if (kw.task && kw.task != Py_None) {
         if (!Py_IS_TYPE(kw.task, st->Task_T)) {
@@ -467,9 +471,11 @@ spawn_locked(modstate *st, RuntimeObject *r, PyObject *const *args, Py_ssize_t n
                 if (d == NULL) goto unlock;
                 datv[j] = d;
                 av[j].data = d->d;
-                /* Python bodies use the buffer itself (no device views yet):
-                 * the host's copy, wherever the task runs. */
-                av[j].mode = modes[m] | WEFT_HOST;
+                /* By default Python bodies use the buffer itself: the host's
+                 * copy, wherever the task runs.  device_data=True: the copy
+                 * on the task's device, which the body reaches through views
+                 * (view.c; the host's for a task on the CPU). */
+                av[j].mode = modes[m] | (device_data ? 0u : (unsigned)WEFT_HOST);
                 j++;
             }
         }
@@ -487,6 +493,15 @@ spawn_locked(modstate *st, RuntimeObject *r, PyObject *const *args, Py_ssize_t n
     if (kw.name && kw.name != Py_None) Py_XSETREF(t->name, Py_NewRef(kw.name));
     t->fn = Py_NewRef(fn);
     Py_XSETREF(t->bodies, Py_XNewRef(bodies));
+    if (na > 0) {
+        /* For views (view.c): the Data of access i is acc[i]. */
+        PyObject *acc = PyTuple_New(na);
+        if (acc == NULL) goto unlock_fail;
+        for (Py_ssize_t i = 0; i < na; i++) PyTuple_SET_ITEM(acc, i, Py_NewRef((PyObject *)datv[i]));
+        Py_XSETREF(t->acc, acc);
+        t->acc_nreads = accs[0] ? (uint32_t)PySequence_Fast_GET_SIZE(accs[0]) : 0;
+    }
+    t->device_data = device_data;
     if (nargs > 1) {
         PyObject *a = PyTuple_New(nargs - 1);
         if (a == NULL) goto unlock_fail;
@@ -511,6 +526,7 @@ unlock_fail:
         /* Undo: a fresh task is dropped; a slot goes back to declared. */
         Py_CLEAR(t->fn);
         Py_CLEAR(t->bodies);
+        Py_CLEAR(t->acc);
         Py_CLEAR(t->args);
         Py_CLEAR(t->kwargs);
         if (atomic_load(&t->phase) != PH_SUBMITTED) Py_CLEAR(t->rt);

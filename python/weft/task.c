@@ -12,7 +12,9 @@ weft_py_task_new(modstate *st)
     WEFT_PY_HANDOFF_ACQUIRE(t);
     t->rt = NULL;
     t->h = NULL;
-    t->fn = t->args = t->kwargs = t->result = t->exc = t->name = t->bodies = NULL;
+    t->fn = t->args = t->kwargs = t->result = t->exc = t->name = t->bodies = t->acc = NULL;
+    t->acc_nreads = 0;
+    t->device_data = 0;
     t->space = t->key = NULL;
     t->phase = PH_DECLARED;
     t->priority = 0;
@@ -167,6 +169,7 @@ Task_traverse(TaskObject *t, visitproc visit, void *arg)
     Py_VISIT(t->rt);
     Py_VISIT(t->fn);
     Py_VISIT(t->bodies);
+    Py_VISIT(t->acc);
     Py_VISIT(t->args);
     Py_VISIT(t->kwargs);
     Py_VISIT(t->result);
@@ -188,6 +191,7 @@ Task_clear(TaskObject *t)
     if (t->phase != PH_SUBMITTED) {
         Py_CLEAR(t->fn);
         Py_CLEAR(t->bodies);
+        Py_CLEAR(t->acc);
         Py_CLEAR(t->args);
         Py_CLEAR(t->kwargs);
     }
@@ -212,6 +216,7 @@ Task_dealloc(TaskObject *t)
     Py_CLEAR(t->key);
     Py_CLEAR(t->fn);
     Py_CLEAR(t->bodies);
+    Py_CLEAR(t->acc);
     Py_CLEAR(t->args);
     Py_CLEAR(t->kwargs);
     Py_CLEAR(t->name);
