@@ -684,9 +684,14 @@ typedef struct weft_range {
  * it is ordered after (earlier on its stream, through an event wait, or
  * finished before the host queued it), and fill what it only writes with
  * 0xDB first; a violation fails the task with WEFT_EDEVICE and prints what
- * was unordered.  Elsewhere the ranges only document.  ranges may be NULL
- * if n is 0; they are copied.  Errors: as weft_ctx_queue, and WEFT_EINVAL
- * for a bad range. */
+ * was unordered.  The checking mode also refuses (WEFT_EINVAL, printed) a
+ * range inside another data handle's replica on that GPU than the task's
+ * own (a pointer kept from an earlier task), and checks each task's data
+ * as it starts (any device): its replica valid where it runs, no other
+ * device's modified, none other valid for a writer, a tile's halo current;
+ * a violation fails the task with WEFT_EDEVICE and prints it.  Elsewhere
+ * the ranges only document.  ranges may be NULL if n is 0; they are
+ * copied.  Errors: as weft_ctx_queue, and WEFT_EINVAL for a bad range. */
 WEFT_API WEFT_NODISCARD int weft_ctx_queue_rw(const weft_ctx *ctx, unsigned i, int (*fn)(void *arg), void *arg,
                                               uint64_t model_ns, const weft_range *ranges, size_t n);
 

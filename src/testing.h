@@ -46,6 +46,10 @@ size_t weft__test_device_used(weft_runtime *rt, unsigned device);
 /* The virtual GPUs' checking mode (WEFT_VGPU_CHECK): the last violation it
  * reported, "" if none. */
 void weft__test_vcheck_last(char *buf, size_t len);
+/* Mark d's replica on device dev modified without copying anything (a
+ * planted coherence bug, for the data checking mode's tests): 0, or
+ * WEFT_EINVAL. */
+int weft__test_data_plant_modified(weft_data *d, unsigned dev);
 /* Make the next n copies of any virtual GPU fail (WEFT_EDEVICE, nothing
  * copied): fault injection for the data layer's tests. */
 void weft__test_vgpu_fail_copies(int n);

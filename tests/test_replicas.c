@@ -390,6 +390,60 @@ static void random_graph(uint64_t seed, int ntasks, bool check, size_t vgpu_memo
                (unsigned long long)seed, a);
 }
 
+/* ---- the data checking mode catches a planted coherence bug -------------- */
+
+/* Queues a kernel on a pointer it was given, not its own data's. */
+static int stale_body(weft_ctx *ctx, void *arg) {
+    inc *k = arg;
+    weft_range rw = {k->p, N * sizeof(double), WEFT_RW};
+    return weft_ctx_queue_rw(ctx, 0, inc_kernel, k, 0, &rw, 1);
+}
+
+static void test_data_check(void) {
+    CHECK(setenv("WEFT_VGPU_CHECK", "1", 1) == 0);
+    weft_runtime *rt = make("cpu,vgpu:2", 0);
+    unsetenv("WEFT_VGPU_CHECK");
+    static double a[N];
+    for (int i = 0; i < N; i++) a[i] = 1;
+    weft_data *h;
+    CHECK_OK(weft_data_register(rt, a, sizeof a, &h));
+    inc k0 = {NULL, 1, a, 0};
+    double two = 2;
+    spawn_on(rt, "gpu:0", inc_body, &k0, h, WEFT_RW, NULL); /* valid on gpu:0 only (2) */
+    spawn_on(rt, "cpu", check_body, &two, h, WEFT_R, NULL); /* and the host */
+    CHECK_OK(weft_wait_all(rt));
+    /* gpu:0's and the host's are shared; plant "modified" on gpu:0: a reader
+     * on the host now runs beside a modified copy elsewhere */
+    CHECK_OK(weft__test_data_plant_modified(h, 1));
+    weft_task *t;
+    spawn_on(rt, "cpu", check_body, &two, h, WEFT_R, &t);
+    CHECK_ERR(weft_task_wait(t), WEFT_ETASKFAILED);
+    weft_task_release(t);
+    char why[400];
+    weft__test_vcheck_last(why, sizeof why);
+    CHECKF(strstr(why, "data check") && strstr(why, "vgpu") && strstr(why, "modified"), "%s", why);
+    CHECK_ERR(weft_wait_all(rt), WEFT_ETASKFAILED);
+    /* a pointer kept from an earlier task: a later task on the same GPU that
+     * does not access the data queues a kernel naming it: refused */
+    static double b[N];
+    weft_data *hb;
+    CHECK_OK(weft_data_register(rt, b, sizeof b, &hb));
+    inc k1 = {NULL, 1, a, 0};
+    spawn_on(rt, "gpu:0", inc_body, &k1, h, WEFT_RW, NULL); /* k1.p: h's replica on gpu:0 */
+    CHECK_OK(weft_wait_all(rt));
+    CHECK(k1.p != NULL && k1.p != a);
+    inc stale = {k1.p, 1, b, 0};
+    spawn_on(rt, "gpu:0", stale_body, &stale, hb, WEFT_RW, &t);
+    CHECK_ERR(weft_task_wait(t), WEFT_ETASKFAILED);
+    weft_task_release(t);
+    weft__test_vcheck_last(why, sizeof why);
+    CHECKF(strstr(why, "does not access") && strstr(why, "d1"), "%s", why);
+    CHECK_ERR(weft_wait_all(rt), WEFT_ETASKFAILED);
+    CHECK_OK(weft_data_unregister(hb));
+    CHECK_OK(weft_data_unregister(h));
+    CHECK_OK(weft_runtime_destroy(rt));
+}
+
 int main(void) {
     test_watchdog(test_pick(150, 300));
     test_step("one array");
@@ -400,6 +454,8 @@ int main(void) {
     test_copy_failure();
     test_step("locality");
     test_locality();
+    test_step("data checking mode");
+    test_data_check();
     test_step("random graphs");
     int seeds = test_pick(16, 6), ntasks = test_pick(250, 120);
     for (int s = 0; s < seeds; s++) random_graph(0x9e3779b97f4a7c15ull * (uint64_t)(s + 1), ntasks, false, 0);

@@ -6,6 +6,7 @@
  */
 #include "runtime.h"
 #include "data/tile.h"
+#include "testing.h"
 
 #include <stdio.h>
 
@@ -233,5 +234,16 @@ int weft_data_tile_info(const weft_data *h, weft_tile_info *out)
     size_t elem = x->fam->elem;
     *out = (weft_tile_info){x->r0, x->c0 / elem, x->rows, x->row_bytes / elem,
                             x->in_r0, x->in_c0 / elem, x->in_rows, x->in_bytes / elem, x->index};
+    return 0;
+}
+
+int weft__test_data_plant_modified(weft_data *h, unsigned dev)
+{
+    weft__data *d = weft__data_get(h);
+    if (!d || dev >= d->nrep || (dev && !d->rep[dev].ptr))
+        return WEFT_EINVAL; /* a device replica must exist (a task used it there) */
+    pthread_mutex_lock(&d->lock);
+    d->rep[dev].state = WEFT__REP_MODIFIED;
+    pthread_mutex_unlock(&d->lock);
     return 0;
 }

@@ -135,6 +135,25 @@ int weft_ctx_queue_rw(const weft_ctx *ctx, unsigned i, int (*fn)(void *arg), voi
                                             "WEFT_R, WEFT_W or WEFT_RW)", k, ranges[k].mode);
     weft__dqueue *q = ctx->task->place->queue[i];
     weft__device *dev = ctx->rt->placer.gpu[ctx->task->place->gpu[i]];
+    if (ctx->rt->graph.check_data) { /* the checking mode: its ranges in its own data there */
+        for (size_t r = 0; r < n; r++) {
+            const weft__data *d = ranges[r].bytes ? weft__data_at_address(&ctx->rt->mnodes[dev->index],
+                                                                         ranges[r].ptr, ranges[r].bytes)
+                                                  : NULL;
+            bool own = !d;
+            for (uint32_t a = 0; a < ctx->task->naccess && !own; a++)
+                own = ctx->task->access[a].data == d && !(ctx->task->access[a].mode & WEFT__ORDER_ONLY);
+            if (!own) {
+                char why[300];
+                snprintf(why, sizeof why,
+                         "weft_ctx_queue_rw: range %zu [%p, +%zu) lies in the replica of data d%u on %s, which this "
+                         "task does not access (a pointer kept from an earlier task, or a missing access)",
+                         r, ranges[r].ptr, ranges[r].bytes, d->id, dev->name);
+                weft__vcheck_report(why);
+                return weft__error(WEFT_EINVAL, "%s", why);
+            }
+        }
+    }
     weft__launch k = {fn, arg, model_ns, ranges, n, weft__task_op_failed, ctx->task};
     int rc = dev->ops->launch(q, &k);
     return rc ? weft__error(rc, "weft_ctx_queue_rw: could not queue on %s (%s)", dev->name, weft_strerror(rc)) : 0;

@@ -3,6 +3,7 @@
  * wait_all.
  */
 #include "runtime.h"
+#include "device/vcheck.h"
 #include "device/cuda.h"
 #include "testing.h"
 #include "trace.h"
@@ -327,6 +328,7 @@ int weft_runtime_create(const weft_config *cfg_in, weft_runtime **out)
         rt->cfg.trace_path = rt->trace_path;
         rt->graph.trace = true;
     }
+    rt->graph.check_data = weft__vcheck_wanted(); /* the checking mode (WEFT_VGPU_CHECK) */
     /* Workers are cache-line aligned so their counters do not share lines. */
     size_t bytes = sizeof(weft__worker) * n;
     rt->workers = weft__alloc_aligned(WEFT__CACHELINE, bytes);

@@ -11,6 +11,7 @@
 #include "data/data.h"
 #include "data/tile.h"
 
+#include <stdio.h>
 #include <string.h>
 
 weft__data *weft__data_get(const weft_data *h)
@@ -527,6 +528,47 @@ int weft__data_acquire_one(weft__data *d, unsigned dev, unsigned mode, weft__dqu
     if (listed)
         lru_touch(&d->mnodes[dev], r);
     return rc;
+}
+
+int weft__data_check(weft__data *d, unsigned dev, unsigned mode, char *why, size_t len)
+{
+    if (dev >= d->nrep)
+        dev = 0;
+    if (dev == 0 && !atomic_load_explicit(&d->on_devices, memory_order_acquire))
+        return d->tile ? weft__tile_check(d, 0, mode, why, len) : 0;
+    static const char *const name[] = {"invalid", "shared", "modified"};
+    int rc = 0;
+    pthread_mutex_lock(&d->lock);
+    const weft__replica *r = &d->rep[dev];
+    if (r->state == WEFT__REP_INVALID) {
+        snprintf(why, len, "its replica on %s is invalid", d->devs[dev]->name);
+        rc = WEFT_EDEVICE;
+    }
+    for (unsigned i = 0; i < d->nrep && rc == 0; i++) {
+        if (i == dev || d->rep[i].state == WEFT__REP_INVALID)
+            continue;
+        if (d->rep[i].state == WEFT__REP_MODIFIED || (mode & WEFT_W)) {
+            snprintf(why, len, "its replica on %s is %s while the task's on %s is %s", d->devs[i]->name,
+                     name[d->rep[i].state], d->devs[dev]->name, name[r->state]);
+            rc = WEFT_EDEVICE;
+        }
+    }
+    pthread_mutex_unlock(&d->lock);
+    return rc == 0 && d->tile ? weft__tile_check(d, dev, mode, why, len) : rc;
+}
+
+const weft__data *weft__data_at_address(weft__mnode *m, const void *p, size_t n)
+{
+    const weft__data *found = NULL;
+    uintptr_t lo = (uintptr_t)p, hi = lo + n;
+    pthread_mutex_lock(&m->lock);
+    for (const weft__replica *r = m->head; r && !found; r = r->lru_next) {
+        uintptr_t rlo = (uintptr_t)r->ptr, rhi = rlo + r->owner->size;
+        if (r->ptr && lo < rhi && rlo < hi)
+            found = r->owner;
+    }
+    pthread_mutex_unlock(&m->lock);
+    return found;
 }
 
 unsigned weft__data_home(weft__data *d) { return atomic_load_explicit(&d->home, memory_order_relaxed); }

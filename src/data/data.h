@@ -197,6 +197,14 @@ int weft__data_acquire(weft__data *d, unsigned dev, unsigned mode, weft__dqueue 
  * a later acquire changed the states since (it is undone first, when its
  * own task fails: successors of a failed task finish before it). */
 void weft__data_undo_acquire(weft__data *d, const weft__data_undo *undo);
+/* The checking mode: after its acquire, is d as a task using it on dev
+ * with mode needs it?  Its replica there valid, no other modified (none
+ * other valid for a writer), a tile's halo up to date.  0, or WEFT_EDEVICE
+ * with what is wrong in why. */
+int weft__data_check(weft__data *d, unsigned dev, unsigned mode, char *why, size_t len);
+/* The handle whose replica in memory node m overlaps [p, p + n), or NULL
+ * (the checking mode: a kernel's range outside its task's data). */
+const weft__data *weft__data_at_address(weft__mnode *m, const void *p, size_t n);
 /* The same for one handle alone (data/tile.c calls it for a family's). */
 int weft__data_acquire_one(weft__data *d, unsigned dev, unsigned mode, weft__dqueue *q, weft__data_hold *hold,
                            weft__data_undo *undo);

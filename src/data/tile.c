@@ -407,6 +407,33 @@ int weft__family_acquire(weft__data *d, unsigned dev, unsigned mode, weft__dqueu
     return rc;
 }
 
+int weft__tile_check(weft__data *d, unsigned dev, unsigned mode, char *why, size_t len)
+{
+    weft__tile *x = d->tile;
+    if (!(mode & WEFT_R) || !x->nnb)
+        return 0;
+    weft__family *f = x->fam;
+    int rc = 0;
+    pthread_mutex_lock(&f->lock);
+    for (unsigned k = 0; k < x->nnb && rc == 0; k++) {
+        weft__data *n = f->tiles[x->nb[k].tile];
+        uint64_t v = atomic_load(&n->tile->wver);
+        bool fresh = x->seen[dev * x->nnb + k] == v;
+        if (fresh && dev == 0) { /* and the cells are there */
+            pthread_mutex_lock(&n->lock);
+            fresh = n->rep[0].state != WEFT__REP_INVALID || atomic_load(&n->tile->band) == v;
+            pthread_mutex_unlock(&n->lock);
+        }
+        if (!fresh) {
+            snprintf(why, len, "its halo on %s from tile %u is not its newest value", d->devs[dev]->name,
+                     n->tile->index);
+            rc = WEFT_EDEVICE;
+        }
+    }
+    pthread_mutex_unlock(&f->lock);
+    return rc;
+}
+
 void weft__family_undone(weft__data *d)
 {
     weft__family *f = atomic_load_explicit(&d->fam, memory_order_acquire);

@@ -94,6 +94,9 @@ int weft__family_acquire(weft__data *d, unsigned dev, unsigned mode, weft__dqueu
                          weft__data_undo *undo);
 /* A write of d was undone: the rest of the family refreshes from it. */
 void weft__family_undone(weft__data *d);
+/* The checking mode's look at tile d's halo where a task on dev reads it
+ * (weft__data_check). */
+int weft__tile_check(weft__data *d, unsigned dev, unsigned mode, char *why, size_t len);
 /* The part of tile d's interior a copy to the host brings (its lock
  * held): all of it, or without the border band already there. */
 void weft__tile_host_part(const weft__data *d, weft__rect *p);

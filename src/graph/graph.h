@@ -175,6 +175,7 @@ struct weft__graph {
     int64_t throttle_low;              /* backpressure resumes at or below this */
     weft__task_stats ext;
     bool trace;                        /* workers record spans */
+    bool check_data;                   /* the checking mode: each task's data checked as it starts */
 };
 
 void weft__graph_init(weft__graph *g, weft__sched *s, weft__waitset *ws, int64_t throttle_low);

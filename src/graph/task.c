@@ -11,7 +11,9 @@
  */
 #include "graph/graph.h"
 #include "data/tile.h"
+#include "device/vcheck.h"
 
+#include <stdio.h>
 #include <string.h>
 
 _Thread_local weft__task_stats *weft__tls_stats;
@@ -768,6 +770,27 @@ void weft__task_prepare(weft__task *t)
     }
 }
 
+/* The checking mode: t's data as t needs it, now that it is acquired?  A
+ * violation is reported like the virtual GPUs' (device/vcheck.h) and fails
+ * the task. */
+static int check_data(weft__task *t)
+{
+    for (uint32_t i = 0; i < t->naccess; i++) {
+        weft__task_access *a = &t->access[i];
+        if (a->mode & WEFT__ORDER_ONLY)
+            continue;
+        char why[200], msg[320];
+        unsigned dev = (a->mode & WEFT_HOST) ? 0 : t->device;
+        if (weft__data_check(a->data, dev, a->mode, why, sizeof why) != 0) {
+            snprintf(msg, sizeof msg, "data check: task '%s' (%llu), access %u (data d%u): %s", t->name,
+                     (unsigned long long)t->id, i, a->data->id, why);
+            weft__vcheck_report(msg);
+            return WEFT_EDEVICE;
+        }
+    }
+    return 0;
+}
+
 int weft__task_acquire(weft__task *t)
 {
     weft__dqueue *q = t->place && t->place->ngpu ? t->place->queue[0] : NULL;
@@ -783,6 +806,8 @@ int weft__task_acquire(weft__task *t)
             seen = weft__data_room_epoch(a->data, dev);
             rc = weft__data_acquire(a->data, dev, a->mode, dev ? q : NULL, &a->hold, &a->undo);
         }
+        if (rc == 0 && t->g->check_data)
+            rc = check_data(t);
         if (rc != WEFT__DATA_RETRY)
             return rc;
         /* No room now for access i-1, while running tasks' data fill the
