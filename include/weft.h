@@ -244,6 +244,18 @@ WEFT_API unsigned weft_device_count(weft_runtime *rt);
  * out of range), WEFT_ECLOSED.  Never blocks; thread-safe. */
 WEFT_API WEFT_NODISCARD int weft_device_info_get(weft_runtime *rt, unsigned i, weft_device_info *out);
 
+/* n bytes of memory on device i of rt (a GPU: 1 .. weft_device_count - 1),
+ * for data that lives there (weft_data_register_device), counted in its
+ * memory_used.  On a virtual GPU the memory is ordinary process memory
+ * (the caller may fill it directly); on CUDA it is device memory.  Errors:
+ * WEFT_EINVAL (bad runtime, out NULL, n 0, i not a GPU), WEFT_ENOMEM (the
+ * device is full), WEFT_ECLOSED.  Never blocks; thread-safe. */
+WEFT_API WEFT_NODISCARD int weft_device_alloc(weft_runtime *rt, unsigned i, size_t n, void **out);
+/* Give back p (n bytes) from weft_device_alloc on device i; NULL p does
+ * nothing.  Not while a registered handle uses it.  Errors: WEFT_EINVAL,
+ * WEFT_ECLOSED.  Never blocks; thread-safe. */
+WEFT_API WEFT_NODISCARD int weft_device_free(weft_runtime *rt, unsigned i, void *p, size_t n);
+
 /* ------------------------------------------------------------------------ */
 /* Data handles                                                              */
 /* ------------------------------------------------------------------------ */
@@ -284,6 +296,19 @@ enum weft_access_mode {
  * WEFT_ENOMEM.  Never blocks; may be called from a task. */
 WEFT_API WEFT_NODISCARD int weft_data_register(weft_runtime *rt, void *ptr, size_t n,
                                                weft_data **out);
+
+/* Register n bytes that live on device i (a GPU: a CUDA pointer, memory
+ * from weft_device_alloc) as a data handle: its first valid replica is that
+ * memory, used in place by tasks on that GPU (never evicted nor freed by
+ * Weft).  The host's copy is Weft's own, allocated when a task on the host
+ * first needs it (weft_data_host gives NULL until then); unregister and
+ * destroy leave the newest value in ptr.  The caller keeps ownership of
+ * the memory; it must stay valid until unregister returns.  Such data
+ * cannot be partitioned.  Errors: WEFT_EINVAL (NULL ptr or out, n 0, i not
+ * a GPU), WEFT_ECLOSED, WEFT_ENOMEM.  Never blocks; may be called from a
+ * task. */
+WEFT_API WEFT_NODISCARD int weft_data_register_device(weft_runtime *rt, unsigned i, void *ptr, size_t n,
+                                                      weft_data **out);
 
 /* Unregister: new spawns that name d fail with WEFT_EINVAL; the call blocks
  * until every task already spawned with d has finished, copies the newest

@@ -390,6 +390,72 @@ static void random_graph(uint64_t seed, int ntasks, bool check, size_t vgpu_memo
                (unsigned long long)seed, a);
 }
 
+/* ---- data that lives on a GPU ----------------------------------------------- */
+
+static void test_on_device(void) {
+    weft_runtime *rt = make("cpu,vgpu:2", 64u << 10);
+    double *p;
+    CHECK_ERR(weft_device_alloc(rt, 0, sizeof(double) * N, (void **)&p), WEFT_EINVAL); /* the host */
+    CHECK_ERR(weft_device_alloc(rt, 3, sizeof(double) * N, (void **)&p), WEFT_EINVAL);
+    CHECK_OK(weft_device_alloc(rt, 2, sizeof(double) * N, (void **)&p)); /* on gpu:1 */
+    for (int i = 0; i < N; i++) p[i] = 1; /* a virtual GPU's memory is the process's */
+    weft_data *h;
+    CHECK_ERR(weft_data_register_device(rt, 0, p, sizeof(double) * N, &h), WEFT_EINVAL);
+    CHECK_ERR(weft_data_register_device(rt, 2, NULL, sizeof(double) * N, &h), WEFT_EINVAL);
+    CHECK_OK(weft_data_register_device(rt, 2, p, sizeof(double) * N, &h));
+    void *host;
+    size_t n;
+    CHECK_OK(weft_data_host(h, &host, &n));
+    CHECK(host == NULL && n == sizeof(double) * N);
+    weft_tiling t = {sizeof(double), 1, N, 0, 1, 2, 0};
+    weft_data *tl[2];
+    CHECK_ERR(weft_data_partition(h, &t, tl), WEFT_EINVAL);
+    uint64_t before = copied(rt);
+    /* gpu:1 works on the user's memory in place: nothing copied */
+    inc k1 = {NULL, 1, NULL, 0};
+    spawn_on(rt, "gpu:1", inc_body, &k1, h, WEFT_RW, NULL);
+    CHECK_OK(weft_wait_all(rt));
+    CHECK(k1.p == p && copied(rt) == before && p[0] == 2);
+    /* the host reads it (Weft's copy), gpu:0 adds 10 (a peer copy), the CPU 100 */
+    double two = 2;
+    spawn_on(rt, "cpu", check_body, &two, h, WEFT_R, NULL);
+    inc k0 = {NULL, 10, p, 0}, kc = {NULL, 100, p, 0};
+    spawn_on(rt, "gpu:0", inc_body, &k0, h, WEFT_RW, NULL);
+    spawn_on(rt, "cpu", inc_body, &kc, h, WEFT_RW, NULL);
+    CHECK_OK(weft_wait_all(rt));
+    CHECK(k0.saw_host == 0 && kc.saw_host == 0 && kc.p != p);
+    CHECK(p[0] == 2); /* the newest value is on the host now */
+    /* other data fill the small GPU: the user's memory is never evicted */
+    enum { K = 4, M = 3072 };
+    static double arr[K][M];
+    weft_data *hs[K];
+    static inc incs[K];
+    for (int k = 0; k < K; k++) {
+        CHECK_OK(weft_data_register(rt, arr[k], sizeof arr[k], &hs[k]));
+        incs[k] = (inc){NULL, 1, arr[k], 0};
+        spawn_on(rt, "gpu:1", inc_body, &incs[k], hs[k], WEFT_RW, NULL);
+    }
+    inc k2 = {NULL, 1000, NULL, 0};
+    spawn_on(rt, "gpu:1", inc_body, &k2, h, WEFT_RW, NULL);
+    CHECK_OK(weft_wait_all(rt));
+    CHECK(k2.p == p);
+    for (int k = 0; k < K; k++) CHECK_OK(weft_data_unregister(hs[k]));
+    /* last written on gpu:1 in place; then gpu:0 adds 5: unregister brings it back */
+    inc k3 = {NULL, 5, NULL, 0};
+    spawn_on(rt, "gpu:0", inc_body, &k3, h, WEFT_RW, NULL);
+    CHECK_OK(weft_wait_all(rt));
+    CHECK(p[0] == 1112);
+    CHECK_OK(weft_data_unregister(h));
+    for (int i = 0; i < N; i++) CHECKF(p[i] == 1117, "p[%d] = %g after unregister", i, p[i]);
+    weft_device_info info;
+    CHECK_OK(weft_device_info_get(rt, 1, &info));
+    CHECKF(info.memory_used == 0, "gpu:0 keeps %zu bytes", info.memory_used);
+    CHECK_OK(weft_device_free(rt, 2, p, sizeof(double) * N));
+    CHECK_OK(weft_device_info_get(rt, 2, &info));
+    CHECKF(info.memory_used == 0, "gpu:1 keeps %zu bytes", info.memory_used);
+    CHECK_OK(weft_runtime_destroy(rt));
+}
+
 /* ---- the data checking mode catches a planted coherence bug -------------- */
 
 /* Queues a kernel on a pointer it was given, not its own data's. */
@@ -454,6 +520,8 @@ int main(void) {
     test_copy_failure();
     test_step("locality");
     test_locality();
+    test_step("data living on a GPU");
+    test_on_device();
     test_step("data checking mode");
     test_data_check();
     test_step("random graphs");

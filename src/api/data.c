@@ -73,6 +73,37 @@ int weft_data_register(weft_runtime *h, void *ptr, size_t n, weft_data **out)
     return 0;
 }
 
+int weft_data_register_device(weft_runtime *h, unsigned i, void *ptr, size_t n, weft_data **out)
+{
+    weft__clear_error();
+    int err;
+    if (!out || !ptr || !n)
+        return weft__error(WEFT_EINVAL, "weft_data_register_device: %s", !out ? "out is NULL"
+                                                                        : !ptr ? "pointer is NULL"
+                                                                               : "size is zero");
+    weft__rt *rt = weft__rt_enter(h, "weft_data_register_device", &err, 1, false);
+    if (!rt)
+        return err;
+    pthread_mutex_lock(&rt->data_lock);
+    unsigned ndev = rt->ndev;
+    pthread_mutex_unlock(&rt->data_lock);
+    if (i == 0 || i >= ndev) {
+        weft__rt_leave(rt, 1);
+        return weft__error(WEFT_EINVAL, "weft_data_register_device: device %u is not a GPU (GPUs are 1 .. %u)", i,
+                           ndev - 1);
+    }
+    weft__data *d = data_new(rt, h, NULL, n);
+    if (!d) {
+        weft__rt_leave(rt, 1);
+        return weft__error(WEFT_ENOMEM, "weft_data_register_device: out of memory");
+    }
+    weft__data_live_on(d, i, ptr);
+    list_add(rt, d);
+    *out = weft__handle_encode(d);
+    weft__rt_leave(rt, 1);
+    return 0;
+}
+
 static bool used_by_caller(const weft__data *d)
 {
     weft__worker *w = weft__tls_worker;
@@ -167,6 +198,8 @@ int weft_data_partition(weft_data *h, const weft_tiling *t, weft_data **tiles)
     weft__family *f = NULL;
     if (d->tile)
         rc = weft__error(WEFT_EINVAL, "weft_data_partition: data is a tile (tiles are not partitioned again)");
+    else if (d->user_dev)
+        rc = weft__error(WEFT_EINVAL, "weft_data_partition: data registered on a device cannot be partitioned");
     else if (atomic_load(&d->fam))
         rc = weft__error(WEFT_EBUSY, "weft_data_partition: data is partitioned already");
     else if (t->grid_rows && t->grid_cols && (uint64_t)t->grid_rows * t->grid_cols > 4096)

@@ -52,6 +52,49 @@ int weft_device_info_get(weft_runtime *h, unsigned i, weft_device_info *out)
     return rc;
 }
 
+/* A GPU of rt by index (under data_lock), or NULL with the error reported. */
+static weft__device *gpu_at(weft__rt *rt, unsigned i, const char *fn)
+{
+    pthread_mutex_lock(&rt->data_lock);
+    weft__device *d = i > 0 && i < rt->ndev ? rt->dev[i] : NULL;
+    unsigned n = rt->ndev;
+    pthread_mutex_unlock(&rt->data_lock);
+    if (!d)
+        weft__error(WEFT_EINVAL, "%s: device %u is not a GPU (GPUs are 1 .. %u)", fn, i, n - 1);
+    return d;
+}
+
+int weft_device_alloc(weft_runtime *h, unsigned i, size_t n, void **out)
+{
+    weft__clear_error();
+    if (!out || !n)
+        return weft__error(WEFT_EINVAL, "weft_device_alloc: %s", !out ? "out is NULL" : "size is zero");
+    int err;
+    weft__rt *rt = weft__rt_enter(h, "weft_device_alloc", &err, 1, true);
+    if (!rt)
+        return err;
+    weft__device *d = gpu_at(rt, i, "weft_device_alloc");
+    int rc = d ? d->ops->mem_alloc(d, n, out) : WEFT_EINVAL;
+    if (d && rc != 0)
+        rc = weft__error(rc, "weft_device_alloc: %zu bytes on %s (%s)", n, d->name, weft_strerror(rc));
+    weft__rt_leave(rt, 1);
+    return rc;
+}
+
+int weft_device_free(weft_runtime *h, unsigned i, void *p, size_t n)
+{
+    weft__clear_error();
+    int err;
+    weft__rt *rt = weft__rt_enter(h, "weft_device_free", &err, 1, true);
+    if (!rt)
+        return err;
+    weft__device *d = gpu_at(rt, i, "weft_device_free");
+    if (d && p)
+        d->ops->mem_free(d, p, n);
+    weft__rt_leave(rt, 1);
+    return d ? 0 : WEFT_EINVAL;
+}
+
 /* ---- placements ---------------------------------------------------------- */
 
 void weft_placement_init(weft_placement *p)

@@ -110,6 +110,29 @@ weft__data *weft__data_new(weft__waitset *ws, const void *rt_handle, void *ptr, 
     return d;
 }
 
+void weft__data_live_on(weft__data *d, unsigned dev, void *p)
+{
+    d->user_dev = dev;
+    d->rep[0].state = WEFT__REP_INVALID;
+    d->rep[dev].ptr = p;
+    d->rep[dev].state = WEFT__REP_MODIFIED;
+    atomic_store(&d->on_devices, true);
+    atomic_store(&d->home, dev);
+}
+
+/* The host's replica of data registered on a device: Weft's own buffer,
+ * made on first use (the lock held).  0 or WEFT_ENOMEM. */
+static int host_buffer(weft__data *d)
+{
+    if (d->ptr)
+        return 0;
+    d->ptr = weft__alloc(d->size);
+    if (!d->ptr)
+        return WEFT_ENOMEM;
+    d->rep[0].ptr = d->ptr;
+    return 0;
+}
+
 /* ------------------------------------------------------------------------ */
 /* Copies between replicas (the handle's lock held)                         */
 /* ------------------------------------------------------------------------ */
@@ -170,23 +193,33 @@ static int copy_interior(weft__data *d, const weft__device_ops *ops, weft__dqueu
 /* Queue a copy of the part (r, c, rows, bytes) of device replica src into
  * the host's on the device's copy queue `which` (see weft__mnode), and an
  * event after it (*e, for the caller to wait for and destroy). */
+/* Device dev's copy queue `which` (see weft__mnode), made on first use. */
+static int copy_queue(weft__data *d, unsigned dev, int which, weft__dqueue **out)
+{
+    weft__mnode *m = &d->mnodes[dev];
+    int rc = 0;
+    pthread_mutex_lock(&m->lock);
+    if (!m->copyq[which]) {
+        rc = d->devs[dev]->ops->queue_create(d->devs[dev], &m->copyq[which]);
+        if (rc == 0)
+            m->dev = d->devs[dev];
+        else
+            m->copyq[which] = NULL;
+    }
+    *out = m->copyq[which];
+    pthread_mutex_unlock(&m->lock);
+    return rc;
+}
+
 static int copy_rect_to_host_async(weft__data *d, unsigned src, int which, size_t r, size_t c, size_t rows,
                                    size_t bytes, weft__devent **e)
 {
     weft__device *dev = d->devs[src];
-    weft__mnode *m = &d->mnodes[src];
     *e = NULL;
-    pthread_mutex_lock(&m->lock);
-    int rc = 0;
-    if (!m->copyq[which]) {
-        rc = dev->ops->queue_create(dev, &m->copyq[which]);
-        if (rc == 0)
-            m->dev = dev;
-        else
-            m->copyq[which] = NULL;
-    }
-    weft__dqueue *q = m->copyq[which];
-    pthread_mutex_unlock(&m->lock);
+    weft__dqueue *q;
+    int rc = host_buffer(d);
+    if (rc == 0)
+        rc = copy_queue(d, src, which, &q);
     if (rc != 0)
         return rc;
     rc = weft__data_wait_ready(d, src, q);
@@ -484,6 +517,8 @@ int weft__data_acquire_one(weft__data *d, unsigned dev, unsigned mode, weft__dqu
     weft__replica *r = &d->rep[dev];
     if (dev && !r->ptr && (rc = alloc_evicting(d, dev)) == 0 && d->tile)
         weft__tile_halo_stale(d, dev); /* a new replica: no halo yet */
+    if (dev == 0 && rc == 0)
+        rc = host_buffer(d); /* data registered on a device: the host's copy is made now */
     int src = -1;
     bool fetched = false;
     if (rc == 0 && dev == 0 && (mode & WEFT_R) && r->state == WEFT__REP_INVALID) {
@@ -523,7 +558,7 @@ int weft__data_acquire_one(weft__data *d, unsigned dev, unsigned mode, weft__dqu
             hold->src = (int8_t)(src < 0 ? 0 : src); /* another kind's: through the host */
         hold->state = r->state;
     }
-    bool listed = dev && r->ptr;
+    bool listed = dev && r->ptr && dev != d->user_dev; /* the user's own memory is never evicted */
     pthread_mutex_unlock(&d->lock);
     if (listed)
         lru_touch(&d->mnodes[dev], r);
@@ -588,7 +623,7 @@ void weft__data_undo_acquire(weft__data *d, const weft__data_undo *undo)
             any |= valid;
         }
         if (!any) /* every copy it had was evicted since: the user's memory is all there is */
-            d->rep[0].state = WEFT__REP_MODIFIED;
+            d->rep[d->user_dev].state = WEFT__REP_MODIFIED;
         d->version = undo->before;
         set_home(d);
     }
@@ -639,19 +674,53 @@ void weft__data_release(weft__data *d, const weft__data_hold *hold, bool notify)
         weft__tile_release_halo(d, hold, notify);
 }
 
+/* Data registered on a device: its newest value into the user's memory
+ * there (the lock held; waited for on the device's write-back queue). */
+static int copy_into_user(weft__data *d)
+{
+    unsigned u = d->user_dev;
+    if (d->rep[u].state != WEFT__REP_INVALID)
+        return 0;
+    int src = weft__data_source_for(d, u), rc = 0;
+    if (src < -1) { /* only on a device of another kind: through the host */
+        if ((rc = copy_to_host(d, (unsigned)(-1 - src), EVICT_Q)) != 0)
+            return rc;
+        src = 0;
+    }
+    if (src < 0)
+        return WEFT_EDEVICE; /* no valid copy anywhere: cannot happen while the states hold */
+    weft__dqueue *q;
+    weft__devent *e = NULL;
+    const weft__device_ops *ops = ops_of(d, u);
+    if ((rc = copy_queue(d, u, EVICT_Q, &q)) != 0)
+        return rc;
+    if (src > 0)
+        rc = weft__data_wait_ready(d, (unsigned)src, q);
+    if (rc == 0)
+        rc = copy_interior(d, ops, q, u, (unsigned)src);
+    if (rc == 0 && (rc = ops->event_create(d->devs[u], &e)) == 0 && (rc = ops->event_record(e, q)) == 0)
+        rc = weft__device_event_wait(d->devs[u], e);
+    if (e)
+        ops->event_destroy(e);
+    return rc;
+}
+
 void weft__data_free(weft__data *d)
 {
     if (atomic_load(&d->fam))
         weft__family_leave(d); /* up to date with its family first; it leaves it */
     if (atomic_load(&d->on_devices)) {
         pthread_mutex_lock(&d->lock);
-        if (d->rep[0].state == WEFT__REP_INVALID) {
+        /* The newest value into the user's memory.  A failed copy back
+         * leaves it as it was: the runtime cannot report it from here
+         * (unregister has no task). */
+        if (d->user_dev) {
+            (void)copy_into_user(d);
+        } else if (d->rep[0].state == WEFT__REP_INVALID) {
             int src = -1;
             for (unsigned i = 1; i < d->nrep && src < 0; i++)
                 if (d->rep[i].state != WEFT__REP_INVALID)
                     src = (int)i;
-            /* A failed copy back leaves the user's memory as it was: the
-             * runtime cannot report it from here (unregister has no task). */
             if (src > 0 && copy_to_host(d, (unsigned)src, EVICT_Q) == 0)
                 d->rep[0].state = WEFT__REP_SHARED;
         }
@@ -664,7 +733,7 @@ void weft__data_free(weft__data *d)
                 (void)weft__device_event_wait(d->devs[i], r->ready); /* fired: its task finished */
                 ops_of(d, i)->event_destroy(r->ready);
             }
-            if (r->ptr) {
+            if (r->ptr && i != d->user_dev) {
                 ops_of(d, i)->mem_free(d->devs[i], r->ptr, d->size);
                 atomic_fetch_sub(&d->devs[i]->replicas, d->size);
             }
@@ -672,6 +741,8 @@ void weft__data_free(weft__data *d)
         }
         pthread_mutex_unlock(&d->lock);
     }
+    if (d->user_dev)
+        weft__free(d->ptr); /* the host's copy was Weft's */
     pthread_mutex_destroy(&d->lock);
     weft__free(d->rep);
     d->rep = NULL;

@@ -88,6 +88,11 @@ typedef struct weft__data {
      * each: all of it but a tile's halo.  Fixed at creation. */
     size_t rows, row_bytes, hpitch;
     size_t in_r0, in_c0, in_rows, in_bytes;
+    /* Registered where it lives on a device (weft_data_register_device):
+     * that device (its replica the user's memory: never evicted nor freed
+     * here), and the host's replica Weft's own, allocated on first use
+     * (ptr NULL until then); 0 for data registered in host memory. */
+    unsigned user_dev;
     /* A partitioned handle's family (data/tile.h; set once, read without
      * a lock) and, for a tile, its place in it (NULL otherwise). */
     _Atomic(struct weft__family *) fam;
@@ -128,6 +133,9 @@ typedef struct weft__data {
 weft__data *weft__data_new(weft__waitset *ws, const void *rt_handle, void *ptr, size_t n,
                            weft__device *const *devs, weft__mnode *mnodes, unsigned ndev,
                            _Atomic uint64_t *copied);
+/* Make d a handle of data living on device dev at p (just made by
+ * weft__data_new with no host memory): that replica its only valid one. */
+void weft__data_live_on(weft__data *d, unsigned dev, void *p);
 /* Free a handle (no user left): the newest value goes back to the user's
  * memory first if it is only on devices, then the device replicas are
  * freed.  Blocks for that copy. */
