@@ -17,6 +17,9 @@
 
 #ifdef WEFT_TEST_CUDA_KERNELS
 int weft_test_cuda_add(void *stream, float *p, size_t n, float v);
+int weft_test_cuda_step(void *stream, const unsigned *s, size_t sp, unsigned *d, size_t dp, size_t row0, size_t col0,
+                        size_t in_row0, size_t in_col0, size_t in_rows, size_t in_cols, size_t rows, size_t cols,
+                        unsigned salt);
 int weft_test_cuda_spin(void *stream, long long cycles);
 #endif
 
@@ -317,6 +320,125 @@ static void test_replicas(void) {
 }
 #endif
 
+#ifdef WEFT_TEST_CUDA_KERNELS
+/* Tiles (issue 10) on the GPU and the host: a 2 x 2 tiling with a halo of
+ * one cell, tiles 0 and 3 on the GPU (2-D copies with cudaMemcpy2DAsync,
+ * halos from the host's tiles), 1 and 2 on the CPU; stencil steps against
+ * a sequential run, the whole array read back (reassembled) and
+ * unregistered. */
+enum { TR = 64, TC = 96, TPITCH = TC * 4 + 16 };
+typedef struct tstep {
+    weft_tile_info ti;
+    unsigned salt;
+} tstep;
+#define TAT(p, pitch, r, c) (*(unsigned *)((char *)(p) + (r) * (pitch) + (c) * sizeof(unsigned)))
+static void tile_step_cpu(const tstep *k, const unsigned *s, size_t sp, unsigned *d, size_t dp) {
+    const weft_tile_info *t = &k->ti;
+    for (size_t r = t->in_row0; r < t->in_row0 + t->in_rows; r++)
+        for (size_t c = t->in_col0; c < t->in_col0 + t->in_cols; c++) {
+            size_t lr = r - t->row0, lc = c - t->col0;
+            unsigned v = 3u * TAT(s, sp, lr, lc) + k->salt;
+            if (r > 0) v += TAT(s, sp, lr - 1, lc);
+            if (r + 1 < TR) v += TAT(s, sp, lr + 1, lc);
+            if (c > 0) v += TAT(s, sp, lr, lc - 1);
+            if (c + 1 < TC) v += TAT(s, sp, lr, lc + 1);
+            TAT(d, dp, lr, lc) = v;
+        }
+}
+static int tile_step_body(weft_ctx *ctx, void *arg) {
+    const tstep *k = arg;
+    const unsigned *s = weft_ctx_data(ctx, 0);
+    unsigned *d = weft_ctx_data(ctx, 1);
+    size_t sp = weft_ctx_pitch(ctx, 0), dp = weft_ctx_pitch(ctx, 1);
+    if (weft_ctx_gpu_count(ctx) == 0) {
+        tile_step_cpu(k, s, sp, d, dp);
+        return 0;
+    }
+    const weft_tile_info *t = &k->ti;
+    return weft_test_cuda_step(weft_ctx_stream(ctx, 0), s, sp, d, dp, t->row0, t->col0, t->in_row0, t->in_col0,
+                               t->in_rows, t->in_cols, TR, TC, k->salt);
+}
+static int tile_check_body(weft_ctx *ctx, void *arg) { /* the whole array on the CPU */
+    const unsigned *p = weft_ctx_data(ctx, 0), *want = arg;
+    for (size_t r = 0; r < TR; r++)
+        for (size_t c = 0; c < TC; c++)
+            if (TAT(p, TPITCH, r, c) != want[r * TC + c]) return 1;
+    return 0;
+}
+static void test_tiles(void) {
+    weft_runtime *rt = make_with("cpu,cuda:0", 2);
+    static unsigned mem[2][TR * TPITCH / 4], ref[2][TR * TC];
+    for (int a = 0; a < 2; a++)
+        for (size_t r = 0; r < TR; r++)
+            for (size_t c = 0; c < TPITCH / 4; c++) {
+                mem[a][r * (TPITCH / 4) + c] = (unsigned)(a * 7 + r * 131 + c);
+                if (c < TC) ref[a][r * TC + c] = mem[a][r * (TPITCH / 4) + c];
+            }
+    weft_data *h[2], *tl[2][4];
+    weft_tiling t = {4, TR, TC, TPITCH, 2, 2, 1};
+    for (int a = 0; a < 2; a++) {
+        CHECK_OK(weft_data_register(rt, mem[a], sizeof mem[a], &h[a]));
+        CHECK_OK(weft_data_partition(h[a], &t, tl[a]));
+    }
+    weft_placement gpu, cpu;
+    CHECK_OK(weft_placement_parse("gpu", &gpu));
+    CHECK_OK(weft_placement_parse("cpu", &cpu));
+    gpu.share = 0.25;
+    enum { STEPS = 6 };
+    static tstep steps[STEPS][4];
+    int cur = 0;
+    for (int s = 0; s < STEPS; s++) {
+        for (int i = 0; i < 4; i++) {
+            tstep *k = &steps[s][i];
+            CHECK_OK(weft_data_tile_info(tl[cur][i], &k->ti));
+            k->salt = (unsigned)s * 977u;
+            weft_access acc[2] = {{tl[cur][i], WEFT_R}, {tl[1 - cur][i], WEFT_W}};
+            weft_task_desc d;
+            weft_task_desc_init(&d);
+            d.body = tile_step_body;
+            d.arg = k;
+            d.accesses = acc;
+            d.naccesses = 2;
+            d.placements = i == 0 || i == 3 ? &gpu : &cpu;
+            d.nplacements = 1;
+            CHECK_OK(weft_spawn(rt, &d, NULL));
+        }
+        tstep whole = {{0, 0, TR, TC, 0, 0, TR, TC, 0}, (unsigned)s * 977u};
+        tile_step_cpu(&whole, ref[cur], TC * 4, ref[1 - cur], TC * 4);
+        cur = 1 - cur;
+    }
+    weft_access acc = {h[cur], WEFT_R};
+    weft_task_desc d;
+    weft_task_desc_init(&d);
+    d.body = tile_check_body;
+    d.arg = ref[cur];
+    d.accesses = &acc;
+    d.naccesses = 1;
+    d.placements = &cpu;
+    d.nplacements = 1;
+    weft_task *check;
+    CHECK_OK(weft_spawn(rt, &d, &check));
+    CHECKF(weft_task_wait(check) == 0, "tiles: the whole array differs from the sequential run (%s)",
+           weft_last_error());
+    weft_task_release(check);
+    CHECK_OK(weft_wait_all(rt));
+    weft_stats st;
+    CHECK_OK(weft_runtime_stats(rt, &st));
+    for (int a = 0; a < 2; a++) CHECK_OK(weft_data_unregister(h[a]));
+    for (int a = 0; a < 2; a++)
+        for (size_t r = 0; r < TR; r++)
+            for (size_t c = 0; c < TC; c++)
+                CHECKF(mem[a][r * (TPITCH / 4) + c] == ref[a][r * TC + c], "array %d (%zu, %zu) after unregister", a,
+                       r, c);
+    weft_device_info info;
+    CHECK_OK(weft_device_info_get(rt, 1, &info));
+    CHECK(info.memory_used == 0);
+    printf("  tiles on the GPU and the CPU: %d steps equal to the sequential run, %llu bytes copied\n", STEPS,
+           (unsigned long long)st.bytes_copied);
+    CHECK_OK(weft_runtime_destroy(rt));
+}
+#endif
+
 static void test_tasks(void) {
     weft_runtime *rt = make_with("cpu,cuda:0", 2);
     weft__waitset ws;
@@ -425,6 +547,8 @@ int main(void) {
 #ifdef WEFT_TEST_CUDA_KERNELS
     test_step("data on the GPU");
     test_replicas();
+    test_step("tiles on the GPU and the CPU");
+    test_tiles();
 #endif
     printf("test_cuda: passed\n");
     return 0;
