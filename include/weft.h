@@ -207,7 +207,8 @@ typedef struct weft_stats {
     uint64_t wait_wakeups_event;
     uint64_t wait_wakeups_timer;
     /* Bytes copied between the replicas of data handles (host <-> device,
-     * device <-> device), to make them valid where tasks used them. */
+     * device <-> device), to make them valid where tasks used them, and
+     * reducers' private copies brought from devices to be combined. */
     uint64_t bytes_copied;
 } weft_stats;
 
@@ -266,12 +267,19 @@ WEFT_API WEFT_NODISCARD int weft_device_free(weft_runtime *rt, unsigned i, void 
  *     since them;
  *   - WEFT_RW|WEFT_COMMUTE tasks spawned in a row form a group: each follows
  *     what came before the group, they exclude each other at run time, and
- *     the next non-commuting access follows the whole group.
+ *     the next non-commuting access follows the whole group;
+ *   - WEFT_REDUCE tasks spawned in a row with the same operator and type form
+ *     a reduction group: each follows what came before the group, they run
+ *     concurrently (on any devices), and the next access of any other kind
+ *     (or a reduction with another operator or type) follows the whole group
+ *     and starts only once every member has completed (no GPU-to-GPU early
+ *     release through a group: its partial results are combined on the host).
  * Failure flows with the data: a task is cancelled when an explicit
- * dependency failed or was cancelled, or when it reads (R, RW, COMMUTE) data
- * whose last writer failed or was cancelled.  Pure ordering edges — a writer
- * after readers, a WEFT_W writer after a writer — do not cancel: a task that
- * overwrites data makes it valid again.
+ * dependency failed or was cancelled, or when it reads (R, RW, COMMUTE,
+ * REDUCE) data whose last writer failed or was cancelled — after a
+ * reduction group, when any member failed or was cancelled.  Pure ordering
+ * edges — a writer after readers, a WEFT_W writer after a writer or a
+ * group — do not cancel: a task that overwrites data makes it valid again.
  *
  * Access modes: bit flags.  WEFT_COMMUTE may be added to WEFT_RW: tasks that
  * access the same data with WEFT_RW|WEFT_COMMUTE, spawned one after another,
@@ -283,9 +291,72 @@ enum weft_access_mode {
     WEFT_COMMUTE = 4u,
     /* May be added to any mode: the task uses the host's copy (the user's
      * memory) wherever it runs, e.g. a body placed on a GPU that reads or
-     * writes the data on the host.  Ordering is as without it. */
-    WEFT_HOST = 8u
+     * writes the data on the host.  Ordering is as without it.  With
+     * WEFT_REDUCE: the task's private copy is in host memory. */
+    WEFT_HOST = 8u,
+    /* A reduction: WEFT_REDUCE | one operator | one element type (below),
+     * optionally | WEFT_HOST, e.g. WEFT_REDUCE | WEFT_RED_SUM | WEFT_RED_F64.
+     * The data is an array of elements of that type.  The task does not see
+     * the data's value: weft_ctx_data gives it a private copy of its own,
+     * on its device, every element set to the operator's identity (0 for
+     * sums — -0.0 for floating point, so that x + identity is x bit for bit
+     * —, the type's largest value or +inf for min, its smallest or -inf for
+     * max) before its body runs (on a GPU: the fill is queued on its stream
+     * ahead of the body's work); the body folds its contributions into it
+     * with the operator.  When the data is next used otherwise (read,
+     * written, reduced with another operator or type, partitioned,
+     * unregistered), the private copies of the tasks that completed are
+     * combined into the value in host memory (the task about to use it
+     * waits on the host, before its body, for copies of private copies on
+     * devices), in spawn order:
+     *     value = value OP copy_1 OP copy_2 ... OP copy_k
+     * whatever devices the tasks ran on and whenever they finished.  So
+     * every result is deterministic, and equal bit for bit to a sequential
+     * run in which each task, in spawn order, folds its contributions into
+     * an identity-initialised temporary and then folds that into the value
+     * — the same as folding them into the value directly when a task
+     * contributes at most one term per element, or always for integers and
+     * min/max, where order does not matter (NaN payloads aside; integer
+     * sums wrap around, as unsigned arithmetic does).  Floating-point
+     * min/max order -0.0 below +0.0 and give NaN when either side is NaN
+     * (the first one in the order above).  The members of a group run at
+     * once, on any devices, each on its own copy: a body needs no lock.
+     * A task that fails or is cancelled contributes nothing: the tasks that
+     * read the data after its group are cancelled (above), a writer makes
+     * it valid again, and unregister returns the value with the other
+     * members' copies combined.
+     * Memory: each task's copy is data-sized and lives until combined
+     * (placement reserves it on a GPU like the data's bytes); copies of
+     * finished tasks are evicted from a full GPU to host memory, and those
+     * in host memory are combined early, in the order above, as later
+     * reducers start (so CPU reducers of integers hold about one copy per
+     * running task).
+     * Not allowed (WEFT_EINVAL at spawn, the message naming the access):
+     * WEFT_REDUCE with WEFT_R, WEFT_W or WEFT_COMMUTE; a missing or unknown
+     * operator or type; data whose size is not a multiple of the element
+     * size; a tile or data partitioned into tiles; a task naming the same
+     * data twice when one of the accesses is a reduction. */
+    WEFT_REDUCE = 16u
 };
+
+/* The operator of a WEFT_REDUCE access (bits 12-15 of the mode). */
+enum weft_reduce_op {
+    WEFT_RED_SUM = 1u << 12,
+    WEFT_RED_MIN = 2u << 12,
+    WEFT_RED_MAX = 3u << 12
+};
+#define WEFT_RED_OP_MASK 0xF000u
+
+/* The element type of a WEFT_REDUCE access (bits 16-19 of the mode). */
+enum weft_reduce_type {
+    WEFT_RED_I32 = 1u << 16,  /* int32_t */
+    WEFT_RED_I64 = 2u << 16,  /* int64_t */
+    WEFT_RED_U32 = 3u << 16,  /* uint32_t */
+    WEFT_RED_U64 = 4u << 16,  /* uint64_t */
+    WEFT_RED_F32 = 5u << 16,  /* float */
+    WEFT_RED_F64 = 6u << 16   /* double */
+};
+#define WEFT_RED_TYPE_MASK 0xF0000u
 
 /* Register n bytes at ptr (host memory) as a data handle.  Dependencies
  * follow handles, not addresses: the same or overlapping memory registered
@@ -311,8 +382,9 @@ WEFT_API WEFT_NODISCARD int weft_data_register_device(weft_runtime *rt, unsigned
                                                       weft_data **out);
 
 /* Unregister: new spawns that name d fail with WEFT_EINVAL; the call blocks
- * until every task already spawned with d has finished, copies the newest
- * value back into the registered memory if only a device held it, then
+ * until every task already spawned with d has finished, combines the
+ * reductions (WEFT_REDUCE) not combined yet, copies the newest value back
+ * into the registered memory if only a device held it, then
  * frees the handle and its copies on devices (destroy does the same for
  * handles still registered).  A partitioned d's tiles are unregistered
  * with it, first.  Errors: WEFT_EINVAL (NULL, already unregistered),
@@ -351,9 +423,12 @@ typedef struct weft_tiling {
  * Errors: WEFT_EINVAL (NULL argument, a bad tiling, with the reason; d is a
  * tile), WEFT_EBUSY (d is partitioned already, or tasks that name d are
  * pending: partition before spawning on it, or after they finished),
- * WEFT_ENOMEM.  Nothing changes on error.  Never blocks; thread safe (a
- * spawn naming d from another thread meanwhile fails with WEFT_EBUSY or is
- * ordered before the partition). */
+ * WEFT_ENOMEM, or a device's error combining d's reductions.  Nothing
+ * changes on error.  Reductions of d not combined yet are combined first
+ * (the tiles are made from the result): then the call blocks while private
+ * copies are brought from devices; otherwise it never blocks.  Thread safe
+ * (a spawn naming d from another thread meanwhile fails with WEFT_EBUSY or
+ * is ordered before the partition). */
 WEFT_API WEFT_NODISCARD int weft_data_partition(weft_data *d, const weft_tiling *t, weft_data **tiles);
 
 /* Where a tile lies in its parent, in elements: its span (halo included)
@@ -367,8 +442,9 @@ typedef struct weft_tile_info {
 WEFT_API WEFT_NODISCARD int weft_data_tile_info(const weft_data *tile, weft_tile_info *out);
 
 /* Host address and size of d (while tasks on GPUs write d, the newest value
- * may be on a device: a task reading it on the CPU, or unregister, brings
- * it back).  Errors: WEFT_EINVAL.  Never blocks. */
+ * may be on a device, and after reductions in private copies: a task
+ * reading it on the CPU, or unregister, brings it back).  Errors:
+ * WEFT_EINVAL.  Never blocks. */
 WEFT_API WEFT_NODISCARD int weft_data_host(const weft_data *d, void **ptr, size_t *n);
 
 /* ------------------------------------------------------------------------ */
@@ -384,7 +460,8 @@ typedef int (*weft_body_fn)(weft_ctx *ctx, void *arg);
 
 typedef struct weft_access {
     weft_data *data;
-    unsigned mode; /* WEFT_R, WEFT_W, WEFT_RW, optionally | WEFT_COMMUTE */
+    unsigned mode; /* WEFT_R, WEFT_W, WEFT_RW, optionally | WEFT_COMMUTE; or
+                      WEFT_REDUCE | an operator | a type; any | WEFT_HOST */
 } weft_access;
 
 /* Where a task may run: one device set, with what it reserves on each GPU
@@ -472,8 +549,9 @@ WEFT_API void weft_task_desc_init(weft_task_desc *d);
  * Errors (nothing is spawned; arg_destroy, if set, has been called, except
  * for WEFT_EAGAIN):
  *   WEFT_EINVAL  NULL rt/desc/body, a NULL/released dependency or one of
- *                another runtime, an invalid mode or flag, an unregistered
- *                data handle or one of another runtime;
+ *                another runtime, an invalid mode or flag (a reduction's:
+ *                see WEFT_REDUCE), an unregistered data handle or one of
+ *                another runtime;
  *   WEFT_ECLOSED the runtime was destroyed (or is being destroyed and the
  *                caller is not one of its tasks);
  *   WEFT_ENOMEM;
@@ -732,14 +810,18 @@ WEFT_API WEFT_NODISCARD int weft_ctx_copy(const weft_ctx *ctx, unsigned i, void 
  * first GPU (valid for the access's mode once the work queued on that GPU's
  * stream runs: the copy into it, if any, is queued there before the body
  * runs); for a CPU task, or an access with WEFT_HOST, the registered host
- * pointer (valid when the body starts).  The address stays valid until the
- * task finishes.  NULL if i is out of range. */
+ * pointer (valid when the body starts).  For a WEFT_REDUCE access: the
+ * task's own private copy, on its first GPU (filled with the identity by
+ * work queued on that GPU's stream before the body runs) or in host memory
+ * (a CPU task, or WEFT_HOST: filled when the body starts); no other task
+ * touches it.  The address stays valid until the task finishes.  NULL if i
+ * is out of range. */
 WEFT_API void *weft_ctx_data(const weft_ctx *ctx, size_t i);
 
 /* Bytes from one row to the next of the task's i-th data access where
  * weft_ctx_data points: a tile's on a device is its packed width, on the
- * host the parent's pitch; any other data is one row (its size).  0 if i is
- * out of range. */
+ * host the parent's pitch; any other data (and a reduction's private copy)
+ * is one row (its size).  0 if i is out of range. */
 WEFT_API size_t weft_ctx_pitch(const weft_ctx *ctx, size_t i);
 
 #ifdef __cplusplus

@@ -5,6 +5,7 @@
  * runtime's list of handles.
  */
 #include "runtime.h"
+#include "data/reduce.h"
 #include "data/tile.h"
 #include "testing.h"
 
@@ -229,11 +230,21 @@ int weft_data_partition(weft_data *h, const weft_tiling *t, weft_data **tiles)
          * the tiles). */
         weft__history_lock(d);
         int64_t users = atomic_load(&d->users);
-        if (users != 1) /* ours */
+        if (users != 1) { /* ours */
             rc = weft__error(WEFT_EBUSY, "weft_data_partition: %lld task(s) naming the data are pending; "
                                          "partition it before spawning on it, or once they finished",
                              (long long)(users - 1));
-        else
+        } else if (atomic_load(&d->has_partials)) {
+            /* Reductions not combined yet (their tasks have finished): into
+             * the value first, which the tiles are made from. */
+            pthread_mutex_lock(&d->lock);
+            int frc = weft__reduce_fold(d, UINT64_MAX);
+            pthread_mutex_unlock(&d->lock);
+            if (frc != 0)
+                rc = weft__error(frc, "weft_data_partition: combining the data's reductions failed (%s)",
+                                 weft_strerror(frc));
+        }
+        if (rc == 0)
             weft__family_publish(f);
         weft__history_unlock(d);
     }

@@ -4,6 +4,7 @@
  * cancellation, and what a body sees through its context.
  */
 #include "runtime.h"
+#include "data/reduce.h"
 
 #include <string.h>
 
@@ -18,6 +19,37 @@ static int spawn_fail(const weft_task_desc *d, int code)
     if (d && d->arg_destroy)
         d->arg_destroy(d->arg);
     return code;
+}
+
+/* A reduction access (access i of d, over dd): 0 or WEFT_EINVAL naming it. */
+static int reduce_check(const weft_task_desc *d, size_t i, const weft__data *dd, const char *fn)
+{
+    unsigned m = d->accesses[i].mode;
+    if (m & (WEFT_RW | WEFT_COMMUTE))
+        return weft__error(WEFT_EINVAL, "%s: access %zu has mode 0x%x: WEFT_REDUCE cannot be combined with "
+                                        "WEFT_R, WEFT_W or WEFT_COMMUTE", fn, i, m);
+    if (m & ~(unsigned)(WEFT_REDUCE | WEFT_HOST | WEFT_RED_OP_MASK | WEFT_RED_TYPE_MASK))
+        return weft__error(WEFT_EINVAL, "%s: access %zu has mode 0x%x: unknown bits 0x%x with WEFT_REDUCE", fn, i,
+                           m, m & ~(unsigned)(WEFT_REDUCE | WEFT_HOST | WEFT_RED_OP_MASK | WEFT_RED_TYPE_MASK));
+    if (!weft__red_op_known(m))
+        return weft__error(WEFT_EINVAL, "%s: access %zu reduces with operator 0x%x: add WEFT_RED_SUM, WEFT_RED_MIN "
+                                        "or WEFT_RED_MAX", fn, i, m & WEFT_RED_OP_MASK);
+    size_t elem = weft__red_elem(m);
+    if (!elem)
+        return weft__error(WEFT_EINVAL, "%s: access %zu reduces elements of type 0x%x: add WEFT_RED_I32, "
+                                        "WEFT_RED_I64, WEFT_RED_U32, WEFT_RED_U64, WEFT_RED_F32 or WEFT_RED_F64",
+                           fn, i, m & WEFT_RED_TYPE_MASK);
+    if (dd->size % elem)
+        return weft__error(WEFT_EINVAL, "%s: access %zu reduces %zu-byte elements, but its data's %zu bytes are "
+                                        "not a whole number of them", fn, i, elem, dd->size);
+    if (dd->tile || atomic_load(&((weft__data *)dd)->fam))
+        return weft__error(WEFT_EINVAL, "%s: access %zu reduces %s: reductions of tiles are not supported", fn, i,
+                           dd->tile ? "a tile" : "data partitioned into tiles");
+    for (size_t j = 0; j < d->naccesses; j++)
+        if (j != i && d->accesses[j].data == d->accesses[i].data)
+            return weft__error(WEFT_EINVAL, "%s: access %zu reduces data that access %zu names too: a reduction "
+                                            "must be the task's only access to its data", fn, i, j);
+    return 0;
 }
 
 /* Validate a descriptor against runtime handle h: 0 or an error (with a
@@ -53,11 +85,18 @@ int weft__desc_check(const weft_runtime *h, const weft_task_desc *d, const char 
         if (dd->rt_handle != (const void *)h)
             return weft__error(WEFT_EINVAL, "%s: data of access %zu belongs to another runtime", fn, i);
         unsigned m = a->mode;
+        if (m & WEFT_REDUCE) {
+            int rc = reduce_check(d, i, dd, fn);
+            if (rc)
+                return rc;
+            continue;
+        }
         if ((m & ~(unsigned)(WEFT_RW | WEFT_COMMUTE | WEFT_HOST)) || !(m & WEFT_RW) ||
             ((m & WEFT_COMMUTE) && (m & WEFT_RW) != WEFT_RW))
             return weft__error(WEFT_EINVAL, "%s: access %zu has invalid mode 0x%x "
                                             "(WEFT_R, WEFT_W, WEFT_RW, or WEFT_RW|WEFT_COMMUTE; "
-                                            "any of them | WEFT_HOST)", fn, i, m);
+                                            "any of them | WEFT_HOST; or WEFT_REDUCE | an operator | "
+                                            "a type)", fn, i, m);
     }
     return 0;
 }
@@ -294,6 +333,8 @@ void *weft_ctx_data(const weft_ctx *ctx, size_t i)
     const weft__task_access *a = &ctx->task->access[i];
     if (a->mode & WEFT__ORDER_ONLY)
         return NULL;
+    if (a->mode & WEFT_REDUCE) /* its private copy */
+        return a->part ? a->part->r.ptr : NULL;
     return weft__data_replica(a->data, (a->mode & WEFT_HOST) ? 0 : ctx->task->device);
 }
 
@@ -304,6 +345,8 @@ size_t weft_ctx_pitch(const weft_ctx *ctx, size_t i)
     const weft__task_access *a = &ctx->task->access[i];
     if (a->mode & WEFT__ORDER_ONLY)
         return 0;
+    if (a->mode & WEFT_REDUCE)
+        return a->data->size;
     unsigned dev = (a->mode & WEFT_HOST) ? 0 : ctx->task->device;
     return weft__data_pitch(a->data, dev < a->data->nrep ? dev : 0);
 }

@@ -9,6 +9,7 @@
  * device's copy queue and waited for, since the task runs right after.
  */
 #include "data/data.h"
+#include "data/reduce.h"
 #include "data/tile.h"
 
 #include <stdio.h>
@@ -73,6 +74,16 @@ static void lru_touch(weft__mnode *m, weft__replica *r)
     pthread_mutex_unlock(&m->lock);
 }
 
+void weft__data_lru_touch(weft__data *d, unsigned dev, weft__replica *r) { lru_touch(&d->mnodes[dev], r); }
+
+void weft__data_lru_unlink(weft__data *d, unsigned dev, weft__replica *r)
+{
+    weft__mnode *m = &d->mnodes[dev];
+    pthread_mutex_lock(&m->lock);
+    lru_unlink(m, r);
+    pthread_mutex_unlock(&m->lock);
+}
+
 weft__data *weft__data_new(weft__waitset *ws, const void *rt_handle, void *ptr, size_t n,
                            weft__device *const *devs, weft__mnode *mnodes, unsigned ndev,
                            _Atomic uint64_t *copied)
@@ -96,6 +107,7 @@ weft__data *weft__data_new(weft__waitset *ws, const void *rt_handle, void *ptr, 
     atomic_init(&d->fam, NULL);
     pthread_mutex_init(&d->lock, NULL);
     atomic_init(&d->on_devices, false);
+    atomic_init(&d->has_partials, false);
     atomic_init(&d->home, 0);
     d->devs = devs;
     d->mnodes = mnodes;
@@ -190,9 +202,6 @@ static int copy_interior(weft__data *d, const weft__device_ops *ops, weft__dqueu
                                 d->in_bytes);
 }
 
-/* Queue a copy of the part (r, c, rows, bytes) of device replica src into
- * the host's on the device's copy queue `which` (see weft__mnode), and an
- * event after it (*e, for the caller to wait for and destroy). */
 /* Device dev's copy queue `which` (see weft__mnode), made on first use. */
 static int copy_queue(weft__data *d, unsigned dev, int which, weft__dqueue **out)
 {
@@ -211,6 +220,25 @@ static int copy_queue(weft__data *d, unsigned dev, int which, weft__dqueue **out
     return rc;
 }
 
+static void ignore_report(void *cookie, int status)
+{
+    (void)cookie;
+    (void)status;
+}
+
+/* A copy on device src's copy queue `which` failed: the queue keeps its
+ * first error until a report takes it (a copy queue has none otherwise),
+ * so ask for one, lest every later copy there be reported failed too. */
+static void copy_queue_failed(weft__data *d, unsigned src, int which)
+{
+    weft__dqueue *q = d->mnodes[src].copyq[which];
+    if (q)
+        (void)d->devs[src]->ops->notify(q, ignore_report, NULL);
+}
+
+/* Queue a copy of the part (r, c, rows, bytes) of device replica src into
+ * the host's on the device's copy queue `which` (see weft__mnode), and an
+ * event after it (*e, for the caller to wait for and destroy). */
 static int copy_rect_to_host_async(weft__data *d, unsigned src, int which, size_t r, size_t c, size_t rows,
                                    size_t bytes, weft__devent **e)
 {
@@ -272,6 +300,8 @@ int weft__data_parts_to_host(weft__data *d, const weft__rect *parts, unsigned n)
         }
     pthread_mutex_lock(&d->lock);
     atomic_fetch_sub(&d->rep[src].pins, 1);
+    if (rc != 0)
+        copy_queue_failed(d, (unsigned)src, FETCH_Q);
     return rc;
 }
 
@@ -284,6 +314,59 @@ static int copy_to_host(weft__data *d, unsigned src, int which)
         rc = weft__device_event_wait(d->devs[src], e);
         d->devs[src]->ops->event_destroy(e);
     }
+    if (rc != 0)
+        copy_queue_failed(d, src, which);
+    return rc;
+}
+
+int weft__data_copy_out_queue(weft__data *d, unsigned dev, void *dst, const void *src, size_t n)
+{
+    weft__dqueue *q;
+    int rc = copy_queue(d, dev, EVICT_Q, &q);
+    if (rc == 0)
+        rc = d->devs[dev]->ops->copy(q, dst, src, n);
+    if (rc == 0)
+        atomic_fetch_add_explicit(d->copied, n, memory_order_relaxed);
+    return rc;
+}
+
+int weft__data_copy_out_wait(weft__data *d, unsigned dev)
+{
+    weft__device *x = d->devs[dev];
+    weft__dqueue *q;
+    weft__devent *e = NULL;
+    int rc = copy_queue(d, dev, EVICT_Q, &q);
+    if (rc == 0 && (rc = x->ops->event_create(x, &e)) != 0)
+        e = NULL;
+    if (rc == 0)
+        rc = x->ops->event_record(e, q);
+    if (e) {
+        int w = weft__device_event_wait(x, e);
+        rc = rc ? rc : w;
+        x->ops->event_destroy(e);
+    }
+    if (rc != 0)
+        copy_queue_failed(d, dev, EVICT_Q);
+    return rc;
+}
+
+int weft__data_copy_out(weft__data *d, unsigned dev, void *dst, const void *src, size_t n)
+{
+    int rc = weft__data_copy_out_queue(d, dev, dst, src, n);
+    int w = weft__data_copy_out_wait(d, dev);
+    return rc ? rc : w;
+}
+
+int weft__data_to_host_now(weft__data *d)
+{
+    if (d->rep[0].state != WEFT__REP_INVALID)
+        return 0;
+    int src = weft__data_source_for(d, 0);
+    if (src <= 0)
+        return WEFT_EDEVICE; /* no valid copy anywhere: cannot happen while the states hold */
+    int rc = copy_to_host(d, (unsigned)src, EVICT_Q);
+    if (rc == 0)
+        weft__data_host_copied(d, (unsigned)src);
     return rc;
 }
 
@@ -383,6 +466,8 @@ static int fetch_to_host(weft__data *d)
     if (--d->host_fetch_users == 0) {
         d->devs[src]->ops->event_destroy(e);
         d->host_fetch = NULL;
+        if (rc != 0)
+            copy_queue_failed(d, src, FETCH_Q);
     }
     if (rc != 0)
         return rc;
@@ -415,12 +500,14 @@ void weft__data_reset_to_host(weft__data *d)
     set_home(d);
 }
 
-/* Give replica dev of e back to its device (e's lock held, not pinned): a
- * modified one is copied to the host first.  false if that copy failed
- * (nothing is dropped then). */
-static bool drop_replica(weft__data *e, unsigned dev)
+/* Give replica r (on device dev) of e back to its device (e's lock held,
+ * not pinned): a modified one is copied to the host first (a reducer's
+ * private copy, to host memory).  false if that copy failed (nothing is
+ * dropped then). */
+static bool drop_replica(weft__data *e, weft__replica *r, unsigned dev)
 {
-    weft__replica *r = &e->rep[dev];
+    if (r->partial)
+        return weft__reduce_evict(e, r, dev);
     bool only = r->state != WEFT__REP_INVALID;
     for (unsigned i = 0; i < e->nrep && only; i++)
         only = i == dev || e->rep[i].state == WEFT__REP_INVALID;
@@ -443,55 +530,72 @@ static bool drop_replica(weft__data *e, unsigned dev)
     return true;
 }
 
-/* Make room on dev for d's replica by evicting the least recently used
- * replicas of other handles that no task uses (d's lock held; the others'
- * only tried).  0 once the allocation succeeded; WEFT__DATA_RETRY when
- * nothing is left to evict but pinned replicas (of running tasks, whose
- * end makes room: the placer keeps their data within the capacity);
- * WEFT_ENOMEM otherwise. */
-static int alloc_evicting(weft__data *d, unsigned dev)
+/* Make room on dev for d->size bytes (*out) by evicting the least recently
+ * used replicas and reducers' private copies that no task uses (d's lock
+ * held; other handles' only tried; d's own are private copies, or its
+ * replica there when a reducer allocates).  0 once the allocation
+ * succeeded; WEFT__DATA_RETRY when nothing is left to evict but pinned
+ * replicas (of running tasks, whose end makes room: the placer keeps their
+ * data within the capacity); WEFT_ENOMEM otherwise. */
+static int alloc_evicting(weft__data *d, unsigned dev, void **out)
 {
     weft__mnode *m = &d->mnodes[dev];
     for (;;) {
-        if (ops_of(d, dev)->mem_alloc(d->devs[dev], d->size, &d->rep[dev].ptr) == 0) {
+        if (ops_of(d, dev)->mem_alloc(d->devs[dev], d->size, out) == 0) {
             atomic_fetch_add(&d->devs[dev]->replicas, d->size);
             return 0;
         }
-        d->rep[dev].ptr = NULL;
+        *out = NULL;
         weft__data *victim = NULL;
+        weft__replica *vr = NULL;
         bool pinned = false;
         pthread_mutex_lock(&m->lock);
         for (weft__replica *r = m->head; r && !victim; r = r->lru_next) {
-            pinned |= r->owner != d && atomic_load(&r->pins) > 0;
+            pinned |= atomic_load(&r->pins) > 0;
             weft__data *e = r->owner;
-            if (e == d || atomic_load(&r->pins) || pthread_mutex_trylock(&e->lock) != 0)
+            if (atomic_load(&r->pins) || (e != d && pthread_mutex_trylock(&e->lock) != 0))
                 continue;
             if (atomic_load(&r->pins)) { /* pinned since (pins rise under e's lock) */
-                pthread_mutex_unlock(&e->lock);
+                if (e != d)
+                    pthread_mutex_unlock(&e->lock);
                 continue;
             }
             lru_unlink(m, r);
             victim = e;
+            vr = r;
         }
         pthread_mutex_unlock(&m->lock);
         if (!victim)
             return pinned ? WEFT__DATA_RETRY : WEFT_ENOMEM;
-        bool dropped = drop_replica(victim, dev);
+        bool dropped = drop_replica(victim, vr, dev);
         if (!dropped)
-            lru_touch(m, &victim->rep[dev]); /* kept: back in the list */
-        pthread_mutex_unlock(&victim->lock);
+            lru_touch(m, vr); /* kept: back in the list */
+        if (victim != d)
+            pthread_mutex_unlock(&victim->lock);
         if (!dropped)
             return WEFT_ENOMEM;
     }
 }
 
-int weft__data_acquire(weft__data *d, unsigned dev, unsigned mode, weft__dqueue *q, weft__data_hold *hold,
-                       weft__data_undo *undo)
+int weft__data_alloc_evicting(weft__data *d, unsigned dev, void **out) { return alloc_evicting(d, dev, out); }
+
+int weft__data_acquire(weft__data *d, unsigned dev, unsigned mode, uint64_t seq, weft__dqueue *q,
+                       weft__data_hold *hold, weft__data_undo *undo)
 {
     weft__data_hold_clear(hold);
     undo->after = 0;
     if (atomic_load_explicit(&d->fam, memory_order_acquire))
-        return weft__family_acquire(d, dev, mode, q, hold, undo);
+        return weft__family_acquire(d, dev, mode, q, hold, undo); /* (never reduced: data/reduce.h) */
+    if (atomic_load_explicit(&d->has_partials, memory_order_acquire)) {
+        /* Reduction groups spawned before this task: their private copies
+         * into the value first (their tasks have finished: the graph orders
+         * this one after them). */
+        pthread_mutex_lock(&d->lock);
+        int rc = weft__reduce_fold(d, seq);
+        pthread_mutex_unlock(&d->lock);
+        if (rc != 0)
+            return rc;
+    }
     return weft__data_acquire_one(d, dev, mode, q, hold, undo);
 }
 
@@ -515,7 +619,7 @@ int weft__data_acquire_one(weft__data *d, unsigned dev, unsigned mode, weft__dqu
                 was.modified = (int8_t)i;
         }
     weft__replica *r = &d->rep[dev];
-    if (dev && !r->ptr && (rc = alloc_evicting(d, dev)) == 0 && d->tile)
+    if (dev && !r->ptr && (rc = alloc_evicting(d, dev, &r->ptr)) == 0 && d->tile)
         weft__tile_halo_stale(d, dev); /* a new replica: no halo yet */
     if (dev == 0 && rc == 0)
         rc = host_buffer(d); /* data registered on a device: the host's copy is made now */
@@ -702,11 +806,18 @@ static int copy_into_user(weft__data *d)
         rc = weft__device_event_wait(d->devs[u], e);
     if (e)
         ops->event_destroy(e);
+    if (rc != 0)
+        copy_queue_failed(d, u, EVICT_Q);
     return rc;
 }
 
 void weft__data_free(weft__data *d)
 {
+    if (d->partials || d->image) { /* reductions not combined yet: into the value first */
+        pthread_mutex_lock(&d->lock);
+        weft__reduce_free(d);
+        pthread_mutex_unlock(&d->lock);
+    }
     if (atomic_load(&d->fam))
         weft__family_leave(d); /* up to date with its family first; it leaves it */
     if (atomic_load(&d->on_devices)) {

@@ -12,7 +12,9 @@
  * When a device is full, replicas no task uses are evicted, least recently
  * used first.  A handle has a shape (rows, pitch) so that a tile
  * (data/tile.h) is a handle like any other; its family's coherence is
- * tile.c's.  (Prefetch at mapping time and reductions: later steps.)
+ * tile.c's.  Reductions (WEFT_REDUCE) give each reducing task a private
+ * copy, combined into the value later (data/reduce.h).  (Prefetch at
+ * mapping time: a later step.)
  */
 #ifndef WEFT_DATA_H
 #define WEFT_DATA_H
@@ -42,6 +44,7 @@ typedef struct weft__replica {
     struct weft__replica *lru_prev, *lru_next;
     struct weft__data *owner;
     bool in_lru;
+    bool partial;                      /* a reducer's private copy (data/reduce.h), not a replica */
 } weft__replica;
 
 /* A device's memory as the data layer sees it: the replicas allocated there,
@@ -98,6 +101,13 @@ typedef struct weft__data {
     _Atomic(struct weft__family *) fam;
     struct weft__tile *tile;
     void *hist;                        /* the graph layer's access history */
+    /* Reductions (data/reduce.h), under lock: a record per reducing task
+     * spawned whose private copy is not combined yet, in spawn order, and
+     * a host image of an operator's identity to fill new ones from. */
+    struct weft__partial *partials, *partials_tail;
+    unsigned image_key;
+    void *image;
+    _Atomic bool has_partials;         /* partials != NULL (read without the lock) */
     /* lock protects rep[] (states, allocations, ready events).  Taken by
      * the tasks that access the handle when they start, and by free; only
      * device operations (which never block on it) run under it, and a host
@@ -163,6 +173,8 @@ static inline void *weft__data_replica(const weft__data *d, unsigned dev)
  * change right after). */
 unsigned weft__data_home(weft__data *d);
 
+struct weft__partial; /* a reducer's private copy (data/reduce.h) */
+
 /* The replicas an acquire pinned for its task (-1: none): the one used,
  * the one copied from, and for a tile each neighbour's replica its halo
  * was copied from (data/tile.h). */
@@ -176,9 +188,10 @@ typedef struct weft__data_hold {
     uint8_t state, nhalo;
 } weft__data_hold;
 
-/* The "reserved" stage for one access of a task that is about to start:
- * make d valid on device dev for mode (WEFT_R / WEFT_W bits), as the
- * coherence protocol says.  A copy into a device replica is queued on q
+/* The "reserved" stage for one access of a task that is about to start
+ * (task `seq`, its id: reductions spawned before it are combined first,
+ * data/reduce.h): make d valid on device dev for mode (WEFT_R / WEFT_W
+ * bits), as the coherence protocol says.  A copy into a device replica is queued on q
  * (the task's queue on dev, after what it waits for), and later users on
  * other queues wait for it by an event; a copy to the host (dev 0, q NULL)
  * is waited for here.  A writer invalidates every other replica.  Room for
@@ -197,8 +210,8 @@ typedef struct weft__data_undo {
     int8_t modified;                   /* the one modified before, or -1 */
     bool wrote;                        /* it was a writer's */
 } weft__data_undo;
-int weft__data_acquire(weft__data *d, unsigned dev, unsigned mode, weft__dqueue *q, weft__data_hold *hold,
-                       weft__data_undo *undo);
+int weft__data_acquire(weft__data *d, unsigned dev, unsigned mode, uint64_t seq, weft__dqueue *q,
+                       weft__data_hold *hold, weft__data_undo *undo);
 /* The task whose acquire recorded undo failed or was cancelled after it:
  * the replicas valid before are valid again (those still allocated), so
  * that the last good value is kept and unregister returns it; nothing if
@@ -276,5 +289,28 @@ void weft__data_host_copied(weft__data *d, unsigned src);
 /* Every device replica invalid, the host's the only valid one (a new
  * state: pending undos of older acquires do nothing). */
 void weft__data_reset_to_host(weft__data *d);
+
+/* ---- for data/reduce.c, under the handle's lock ---- */
+
+/* Allocate d->size bytes on device dev (> 0) into *out, evicting unpinned
+ * replicas and private copies there (d's own too) when it is full: 0,
+ * WEFT__DATA_RETRY or WEFT_ENOMEM, as for an acquire. */
+int weft__data_alloc_evicting(weft__data *d, unsigned dev, void **out);
+/* r (a replica or private copy on device dev, dev > 0) was used / is
+ * given back: its place in dev's list of allocations by age. */
+void weft__data_lru_touch(weft__data *d, unsigned dev, weft__replica *r);
+void weft__data_lru_unlink(weft__data *d, unsigned dev, weft__replica *r);
+/* Copy n bytes at src on device dev (> 0) into host memory dst, on dev's
+ * queue for write-backs (which waits for nothing pending), and wait for
+ * it: 0 or the device's error.  Counted as bytes copied. */
+int weft__data_copy_out(weft__data *d, unsigned dev, void *dst, const void *src, size_t n);
+/* The same in two steps: queue copies (several, on several devices), then
+ * wait for those of each device. */
+int weft__data_copy_out_queue(weft__data *d, unsigned dev, void *dst, const void *src, size_t n);
+int weft__data_copy_out_wait(weft__data *d, unsigned dev);
+/* Make the host's replica valid by a copy waited for with the lock held
+ * (only when no task's copy into a replica of d can be pending: every task
+ * that used d has completed). */
+int weft__data_to_host_now(weft__data *d);
 
 #endif

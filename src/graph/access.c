@@ -3,12 +3,15 @@
  * order, and the run-time exclusion of commuting tasks.
  *
  * Per data handle the graph keeps an access history: the last writer(s), the
- * readers since them and, for an open commute group, what came before the
- * group.  Spawn locks the histories it names in address order, plans (counts
- * edges, reserves room — the only step that can fail), then links; see the
- * rules in weft.h.
+ * readers since them and, for an open commute or reduction group, what came
+ * before the group.  Spawn locks the histories it names in address order,
+ * plans (counts edges, reserves room — the only step that can fail), then
+ * links; see the rules in weft.h.  Edges from the members of a reduction
+ * group are late (never released early): whoever follows a group combines
+ * its members' private copies on the host once they have completed.
  */
 #include "graph/graph.h"
+#include "data/reduce.h"
 
 #include <string.h>
 
@@ -17,18 +20,21 @@ typedef struct history {
      * handle address order) and by commute release.  Nothing nests under it
      * except the allocator and the slot pool. */
     pthread_mutex_t lock;
-    /* The last writer(s): one task, or a commute group. */
+    /* The last writer(s): one task, a commute group or a reduction group. */
     weft__task **writers;
     uint32_t nwriters, cap_writers;
     bool writers_commute;              /* writers form a commute group */
+    bool writers_reduce;               /* writers form a reduction group, of reduce_key */
     bool group_read;                   /* a reader followed the group: it is closed */
+    unsigned reduce_key;               /* operator and type (data/reduce.h) */
     /* Readers since the last writer(s); finished ones are pruned only when
      * the array is full or a writer comes, so a spawn costs O(1) amortised. */
     weft__task **readers;
     uint32_t nreaders, cap_readers;
-    /* What came before the open commute group (followed by every member). */
+    /* What came before the open group (followed by every member), and how
+     * each member follows it (BASE_*). */
     weft__task **base;
-    bool *base_propagate;
+    uint8_t *base_flags;
     uint32_t nbase, cap_base;
     /* Commute exclusion at run time. */
     _Atomic(weft__task *) commute_owner;
@@ -36,6 +42,8 @@ typedef struct history {
 } history;
 
 static history *H(const weft__data *d) { return d->hist; }
+
+enum { BASE_PROPAGATE = 1, BASE_LATE = 2 };
 
 void *weft__history_new(void)
 {
@@ -66,7 +74,7 @@ void weft__history_free(void *hist)
     weft__free(h->writers);
     weft__free(h->readers);
     weft__free(h->base);
-    weft__free(h->base_propagate);
+    weft__free(h->base_flags);
     pthread_mutex_destroy(&h->lock);
     weft__free(h);
 }
@@ -125,10 +133,10 @@ static bool reserve_base(history *h, uint32_t need)
     uint32_t cap = h->cap_base;
     if (!reserve(&h->base, &cap, need))
         return false;
-    bool *p = weft__realloc(h->base_propagate, sizeof *p * cap);
+    uint8_t *p = weft__realloc(h->base_flags, sizeof *p * cap);
     if (!p)
         return false; /* base grew but flags did not: cap_base stays, retried next time */
-    h->base_propagate = p;
+    h->base_flags = p;
     h->cap_base = cap;
     return true;
 }
@@ -148,9 +156,15 @@ static void prune_readers(history *h)
 }
 
 /* A commute access joins the open group unless anything but a commute
- * access came after it.  Decided from what was spawned, never from what has
- * finished, so the graph does not depend on timing. */
-static bool joins_open_group(const history *h) { return h->writers_commute && !h->group_read; }
+ * access came after it; a reduction, unless anything but a reduction with
+ * the same operator and type came after it.  Decided from what was spawned,
+ * never from what has finished, so the graph does not depend on timing. */
+static bool joins_open_group(const history *h, unsigned mode)
+{
+    if (mode & WEFT_REDUCE)
+        return h->writers_reduce && !h->group_read && h->reduce_key == weft__red_key(mode);
+    return (mode & WEFT_COMMUTE) && h->writers_commute && !h->group_read;
+}
 
 int weft__access_plan(weft__task_access *sorted, uint32_t n, uint32_t *ninferred)
 {
@@ -159,8 +173,8 @@ int weft__access_plan(weft__task_access *sorted, uint32_t n, uint32_t *ninferred
         history *h = H(sorted[i].data);
         unsigned mode = sorted[i].mode;
         bool ok;
-        if (mode & WEFT_COMMUTE) {
-            if (joins_open_group(h)) {
+        if (mode & (WEFT_COMMUTE | WEFT_REDUCE)) {
+            if (joins_open_group(h, mode)) {
                 count += h->nbase;
                 ok = reserve(&h->writers, &h->cap_writers, h->nwriters + 1);
             } else {
@@ -200,7 +214,7 @@ bool weft__access_check(const weft__task_access *sorted, uint32_t n,
     for (uint32_t i = 0; i < n; i++) {
         history *h = H(sorted[i].data);
         unsigned mode = sorted[i].mode;
-        if ((mode & WEFT_COMMUTE) && joins_open_group(h)) {
+        if (joins_open_group(h, mode)) {
             for (uint32_t j = 0; j < h->nbase; j++)
                 if (forbidden(arg, h->base[j]))
                     return false;
@@ -223,44 +237,52 @@ void weft__access_link(weft__task *t, const weft__task_access *sorted, uint32_t 
     for (uint32_t i = 0; i < n; i++) {
         history *h = H(sorted[i].data);
         unsigned mode = sorted[i].mode;
-        if (mode & WEFT_COMMUTE) {
-            if (!joins_open_group(h)) {
+        /* Edges from a reduction group's members are late. */
+        bool late = h->writers_reduce;
+        if (mode & (WEFT_COMMUTE | WEFT_REDUCE)) {
+            if (!joins_open_group(h, mode)) {
                 /* Open a group: what came before it becomes its base.  The
-                 * references move from writers/readers to base. */
+                 * references move from writers/readers to base.  Members
+                 * follow its writers as readers do (a reduction updates the
+                 * value: it is cancelled when the value's writer failed). */
                 drop_all(h->base, &h->nbase);
                 for (uint32_t j = 0; j < h->nwriters; j++) {
                     h->base[h->nbase] = h->writers[j];
-                    h->base_propagate[h->nbase++] = true;
+                    h->base_flags[h->nbase++] = BASE_PROPAGATE | (late ? BASE_LATE : 0);
                 }
                 for (uint32_t j = 0; j < h->nreaders; j++) {
                     h->base[h->nbase] = h->readers[j];
-                    h->base_propagate[h->nbase++] = false;
+                    h->base_flags[h->nbase++] = 0;
                 }
                 h->nwriters = 0;
                 h->nreaders = 0;
-                h->writers_commute = true;
+                h->writers_commute = (mode & WEFT_COMMUTE) != 0;
+                h->writers_reduce = (mode & WEFT_REDUCE) != 0;
+                h->reduce_key = weft__red_key(mode);
                 h->group_read = false;
             }
             for (uint32_t j = 0; j < h->nbase; j++)
-                weft__edge_add(t, &edges[k++], h->base[j], h->base_propagate[j]);
+                weft__edge_add(t, &edges[k++], h->base[j], h->base_flags[j] & BASE_PROPAGATE,
+                               h->base_flags[j] & BASE_LATE);
             h->writers[h->nwriters++] = t;
         } else if (mode == WEFT_R) {
             for (uint32_t j = 0; j < h->nwriters; j++)
-                weft__edge_add(t, &edges[k++], h->writers[j], true);
+                weft__edge_add(t, &edges[k++], h->writers[j], true, late);
             h->readers[h->nreaders++] = t;
-            if (h->writers_commute)
+            if (h->writers_commute || h->writers_reduce)
                 h->group_read = true;
         } else {
             bool reads = mode & WEFT_R;
             for (uint32_t j = 0; j < h->nwriters; j++)
-                weft__edge_add(t, &edges[k++], h->writers[j], reads);
+                weft__edge_add(t, &edges[k++], h->writers[j], reads, late);
             for (uint32_t j = 0; j < h->nreaders; j++)
-                weft__edge_add(t, &edges[k++], h->readers[j], false);
+                weft__edge_add(t, &edges[k++], h->readers[j], false, false);
             drop_all(h->writers, &h->nwriters);
             drop_all(h->readers, &h->nreaders);
             drop_all(h->base, &h->nbase);
             h->writers[h->nwriters++] = t;
             h->writers_commute = false;
+            h->writers_reduce = false;
             h->group_read = false;
         }
     }

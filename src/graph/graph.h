@@ -56,6 +56,8 @@ typedef struct weft__edge {
     weft__task *pred;   /* valid only while pred's slot generation is pred_gen */
     uint32_t pred_gen;
     bool propagate;     /* does failure of the predecessor cancel succ? */
+    bool late;          /* never claimed early: succ starts only once pred has completed
+                           (pred reduces data succ uses otherwise: data/reduce.h) */
     _Atomic uint8_t claim; /* who releases succ from this edge: WEFT__EDGE_* */
 } weft__edge;
 
@@ -68,13 +70,19 @@ enum { WEFT__EDGE_OPEN = 0, WEFT__EDGE_EARLY = 1, WEFT__EDGE_DONE = 2 };
 
 /* An access mode bit of the graph's own: an access added only for the
  * order (a tile's neighbours, a partitioned handle's tiles: data/tile.h),
- * after the task's own; not acquired, no address for the body. */
+ * after the task's own; not acquired, no address for the body.  (Clear of
+ * the public bits: WEFT_R..WEFT_REDUCE are 0x1f, a reduction's operator
+ * and type 0xff000.) */
 #define WEFT__ORDER_ONLY 0x100u
+_Static_assert((WEFT__ORDER_ONLY & (0x1fu | WEFT_RED_OP_MASK | WEFT_RED_TYPE_MASK)) == 0,
+               "WEFT__ORDER_ONLY collides with a public mode bit");
 
 typedef struct weft__task_access {
     weft__data *data;
     unsigned mode;
     weft__data_hold hold;              /* replicas pinned by weft__task_acquire */
+    struct weft__partial *part;        /* WEFT_REDUCE: its private copy, from spawn to completion
+                                          (data/reduce.h) */
     weft__data_undo undo;              /* what its acquire changed (put back if the task fails) */
 } weft__task_access;
 
@@ -269,7 +277,7 @@ bool weft__commute_acquire(weft__task *t);
 void weft__commute_release(weft__task *t, weft__qnode **next);
 void weft__access_lock_all(weft__task_access *sorted, uint32_t n);
 void weft__access_unlock_all(weft__task_access *sorted, uint32_t n);
-void weft__edge_add(weft__task *t, weft__edge *e, weft__task *p, bool propagate);
+void weft__edge_add(weft__task *t, weft__edge *e, weft__task *p, bool propagate, bool late);
 void weft__task_requeue(weft__task *t, weft__qnode **next); /* a commute waiter's turn */
 
 #endif

@@ -10,6 +10,7 @@
  * queues' locks.
  */
 #include "graph/graph.h"
+#include "data/reduce.h"
 #include "data/tile.h"
 #include "device/vcheck.h"
 
@@ -110,8 +111,11 @@ weft__task *weft__task_get(const weft_task *h)
 static void task_free(weft__task *t)
 {
     if (atomic_load_explicit(&t->state, memory_order_relaxed) == WEFT__T_SPAWNING)
-        for (uint32_t i = 0; i < t->naccess; i++)
+        for (uint32_t i = 0; i < t->naccess; i++) {
             weft__data_unpin(t->access[i].data); /* a spawn that failed: unpin */
+            if (t->access[i].part)
+                weft__reduce_discard(t->access[i].part);
+        }
     if (t->edges != t->edge_inline)
         weft__free(t->edges);
     if (t->access != t->access_inline)
@@ -298,12 +302,13 @@ static bool link_edge(weft__task *p, weft__edge *e)
     }
 }
 
-void weft__edge_add(weft__task *t, weft__edge *e, weft__task *p, bool propagate)
+void weft__edge_add(weft__task *t, weft__edge *e, weft__task *p, bool propagate, bool late)
 {
     e->succ = t;
     e->pred = p;
     e->pred_gen = atomic_load_explicit(&p->slot.gen, memory_order_relaxed);
     e->propagate = propagate;
+    e->late = late;
     atomic_store_explicit(&e->claim, WEFT__EDGE_OPEN, memory_order_relaxed);
     if (!link_edge(p, e)) {
         atomic_fetch_sub_explicit(&t->pending, 1, memory_order_relaxed);
@@ -311,7 +316,7 @@ void weft__edge_add(weft__task *t, weft__edge *e, weft__task *p, bool propagate)
     }
     /* A GPU-only task linked after p's body returned: its events order it
      * (p's release_early may have seen the edge as well: one claim wins). */
-    if (t->place && t->place->gpu_only && p->place && atomic_load(&p->place->events_ready))
+    if (!late && t->place && t->place->gpu_only && p->place && atomic_load(&p->place->events_ready))
         claim_early(e, NULL);
 }
 
@@ -405,6 +410,7 @@ static int add_family_orders(weft__task *t, size_t *extra)
             a->data = data[j];
             a->mode = modes[j] | WEFT__ORDER_ONLY;
             weft__data_hold_clear(&a->hold);
+            a->part = NULL;
             a->undo.after = 0;
             t->naccess++;
         }
@@ -472,8 +478,15 @@ int weft__task_spawn(weft__graph *g, const void *rt_handle, const weft_task_desc
         t->access[i].data = dd;
         t->access[i].mode = d->accesses[i].mode;
         weft__data_hold_clear(&t->access[i].hold);
+        t->access[i].part = NULL;
         t->access[i].undo.after = 0;
         t->naccess = (uint16_t)(i + 1);
+        /* A reduction's record, enlisted at the link: the order of the
+         * private copies is the spawn order (data/reduce.h). */
+        if ((d->accesses[i].mode & WEFT_REDUCE) && !(t->access[i].part = weft__reduce_new(d->accesses[i].mode))) {
+            task_free(t);
+            return weft__error(WEFT_ENOMEM, "weft_spawn: out of memory");
+        }
         if (d->accesses[i].mode & WEFT_COMMUTE)
             t->has_commute = true;
         nfam += atomic_load_explicit(&dd->fam, memory_order_acquire) != NULL;
@@ -577,8 +590,11 @@ int weft__task_spawn(weft__graph *g, const void *rt_handle, const weft_task_desc
         atomic_fetch_add_explicit(&g->extra_bytes, extra, memory_order_relaxed);
 
     for (size_t i = 0; i < d->ndeps; i++)
-        weft__edge_add(t, &t->edges[i], weft__task_get(d->deps[i]), true);
+        weft__edge_add(t, &t->edges[i], weft__task_get(d->deps[i]), true, false);
     weft__access_link(t, sorted, nu, t->edges + d->ndeps);
+    for (uint32_t i = 0; i < nuser; i++)
+        if (t->access[i].part)
+            weft__reduce_enlist(t->access[i].data, t->access[i].part, t->id);
     weft__access_unlock_all(sorted, nu);
     if (sorted != stack_sorted)
         weft__free(sorted);
@@ -592,7 +608,7 @@ int weft__task_spawn(weft__graph *g, const void *rt_handle, const weft_task_desc
             p->cause_kind == WEFT__CAUSE_REQUEST)
             weft__task_doom(t, t->id, t->name, WEFT__CAUSE_REQUEST);
         atomic_fetch_add(&p->pending, 1);
-        weft__edge_add(p, &p->edge_inline[0], t, true);
+        weft__edge_add(p, &p->edge_inline[0], t, true, false);
         atomic_store_explicit(&p->nedges, 1, memory_order_release); /* walkers may read it now */
         if (atomic_fetch_sub_explicit(&p->pending, 1, memory_order_acq_rel) == 1)
             task_ready(p, NULL);
@@ -743,7 +759,7 @@ static void release_early(weft__task *t, weft__qnode **next)
         return;
     for (; e; e = e->next) {
         weft__task *s = e->succ;
-        if (s->place && s->place->gpu_only)
+        if (s->place && s->place->gpu_only && !e->late)
             claim_early(e, next);
     }
 }
@@ -777,7 +793,7 @@ static int check_data(weft__task *t)
 {
     for (uint32_t i = 0; i < t->naccess; i++) {
         weft__task_access *a = &t->access[i];
-        if (a->mode & WEFT__ORDER_ONLY)
+        if (a->mode & (WEFT__ORDER_ONLY | WEFT_REDUCE)) /* a reducer's copy is its own */
             continue;
         char why[200], msg[320];
         unsigned dev = (a->mode & WEFT_HOST) ? 0 : t->device;
@@ -804,8 +820,16 @@ int weft__task_acquire(weft__task *t)
                 continue;
             unsigned dev = (a->mode & WEFT_HOST) ? 0 : t->device;
             seen = weft__data_room_epoch(a->data, dev);
-            rc = weft__data_acquire(a->data, dev, a->mode, dev ? q : NULL, &a->hold, &a->undo);
+            if (a->mode & WEFT_REDUCE) /* a private copy, not the value */
+                rc = weft__reduce_acquire(a->data, dev, a->part);
+            else
+                rc = weft__data_acquire(a->data, dev, a->mode, t->id, dev ? q : NULL, &a->hold, &a->undo);
         }
+        /* Everything held: the private copies get their identity, ahead
+         * of the body's work (a retry would have had to take it back). */
+        for (uint32_t j = 0; j < t->naccess && rc == 0; j++)
+            if (t->access[j].mode & WEFT_REDUCE)
+                rc = weft__reduce_begin(t->access[j].data, t->access[j].part, q);
         if (rc == 0 && t->g->check_data)
             rc = check_data(t);
         if (rc != WEFT__DATA_RETRY)
@@ -815,6 +839,10 @@ int weft__task_acquire(weft__task *t)
          * room), wait until one of them finishes, and start again. */
         weft__task_access *full = &t->access[i - 1];
         for (uint32_t j = i; j-- > 0;) { /* the states back as they were, newest change first */
+            if (t->access[j].mode & WEFT_REDUCE) { /* its private copy's memory (nothing queued into it) */
+                weft__reduce_drop(t->access[j].data, t->access[j].part);
+                continue;
+            }
             weft__data_undo_acquire(t->access[j].data, &t->access[j].undo);
             t->access[j].undo.after = 0;
             weft__data_release(t->access[j].data, &t->access[j].hold, false);
@@ -924,6 +952,13 @@ void weft__task_complete(weft__task *t, int final, weft__qnode **next)
         t->arg_destroy(t->arg);
         t->arg_destroy = NULL;
     }
+    /* A reducer's private copies are final (and combined only if it
+     * completed) before a successor may combine them. */
+    for (uint32_t i = 0; i < t->naccess; i++)
+        if (t->access[i].part) {
+            weft__reduce_finish(t->access[i].data, t->access[i].part, final == WEFT__T_COMPLETED);
+            t->access[i].part = NULL;
+        }
     atomic_store(&t->state, final);
     weft__edge *e = atomic_exchange_explicit(&t->successors, WEFT__CLOSED, memory_order_acq_rel);
     /* Only a task that recorded completion events can have had its edges
