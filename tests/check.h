@@ -13,6 +13,7 @@
 #include <inttypes.h>
 #include <signal.h>
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -259,6 +260,43 @@ static inline uint64_t mix64(uint64_t x) {
     x *= 0xc4ceb9fe1a85ec53ull;
     x ^= x >> 33;
     return x;
+}
+
+
+/* A runtime with `workers` workers on `devices` (vgpu_memory: each virtual
+ * GPU's bytes, 0 for the default), in the checking mode if check. */
+static inline weft_runtime *test_make_devices(const char *devices, unsigned workers, size_t vgpu_memory, bool check) {
+    weft_config cfg;
+    weft_config_init(&cfg);
+    cfg.workers = workers;
+    cfg.devices = devices;
+    cfg.vgpu_memory = vgpu_memory;
+    if (check) CHECK(setenv("WEFT_VGPU_CHECK", "1", 1) == 0);
+    weft_runtime *rt = NULL;
+    CHECKF(weft_runtime_create(&cfg, &rt) == 0, "%s: %s", devices, weft_last_error());
+    if (check) unsetenv("WEFT_VGPU_CHECK");
+    return rt;
+}
+
+/* Spawn body(arg) placed on `where` (a device-set string) with that share
+ * of a GPU and the accesses given; the task's handle if want (else NULL).
+ * A failed spawn fails the test. */
+static inline weft_task *test_spawn_at(weft_runtime *rt, const char *where, double share, weft_body_fn body,
+                                       void *arg, const weft_access *acc, size_t nacc, bool want) {
+    weft_placement p;
+    CHECK_OK(weft_placement_parse(where, &p));
+    p.share = share;
+    weft_task_desc d;
+    weft_task_desc_init(&d);
+    d.body = body;
+    d.arg = arg;
+    d.accesses = acc;
+    d.naccesses = nacc;
+    d.placements = &p;
+    d.nplacements = 1;
+    weft_task *t = NULL;
+    CHECKF(weft_spawn(rt, &d, want ? &t : NULL) == 0, "%s", weft_last_error());
+    return t;
 }
 
 #endif

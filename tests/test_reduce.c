@@ -19,34 +19,12 @@
 #include <string.h>
 
 static weft_runtime *make(const char *devices, unsigned workers, size_t vgpu_memory, bool check) {
-    weft_config cfg;
-    weft_config_init(&cfg);
-    cfg.workers = workers;
-    cfg.devices = devices;
-    cfg.vgpu_memory = vgpu_memory;
-    if (check) CHECK(setenv("WEFT_VGPU_CHECK", "1", 1) == 0);
-    weft_runtime *rt = NULL;
-    CHECKF(weft_runtime_create(&cfg, &rt) == 0, "%s: %s", devices, weft_last_error());
-    if (check) unsetenv("WEFT_VGPU_CHECK");
-    return rt;
+    return test_make_devices(devices, workers, vgpu_memory, check);
 }
 
 static weft_task *spawn_acc(weft_runtime *rt, const char *where, weft_body_fn body, void *arg,
                             const weft_access *acc, size_t nacc, bool want) {
-    weft_placement p;
-    CHECK_OK(weft_placement_parse(where, &p));
-    p.share = 0.25;
-    weft_task_desc d;
-    weft_task_desc_init(&d);
-    d.body = body;
-    d.arg = arg;
-    d.accesses = acc;
-    d.naccesses = nacc;
-    d.placements = &p;
-    d.nplacements = 1;
-    weft_task *t = NULL;
-    CHECKF(weft_spawn(rt, &d, want ? &t : NULL) == 0, "%s", weft_last_error());
-    return t;
+    return test_spawn_at(rt, where, 0.25, body, arg, acc, nacc, want);
 }
 
 static weft_task *spawn1(weft_runtime *rt, const char *where, weft_body_fn body, void *arg, weft_data *h,

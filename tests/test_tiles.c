@@ -12,33 +12,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-static weft_runtime *make(const char *devices, size_t vgpu_memory, bool check) {
-    weft_config cfg;
-    weft_config_init(&cfg);
-    cfg.workers = 2;
-    cfg.devices = devices;
-    cfg.vgpu_memory = vgpu_memory;
-    if (check) CHECK(setenv("WEFT_VGPU_CHECK", "1", 1) == 0);
-    weft_runtime *rt = NULL;
-    CHECKF(weft_runtime_create(&cfg, &rt) == 0, "%s: %s", devices, weft_last_error());
-    if (check) unsetenv("WEFT_VGPU_CHECK");
-    return rt;
-}
 
 static void spawn(weft_runtime *rt, const char *where, weft_body_fn body, void *arg, const weft_access *acc,
                   size_t nacc) {
-    weft_placement p;
-    CHECK_OK(weft_placement_parse(where, &p));
-    p.share = 0.25;
-    weft_task_desc d;
-    weft_task_desc_init(&d);
-    d.body = body;
-    d.arg = arg;
-    d.accesses = acc;
-    d.naccesses = nacc;
-    d.placements = &p;
-    d.nplacements = 1;
-    CHECKF(weft_spawn(rt, &d, NULL) == 0, "%s", weft_last_error());
+    (void)test_spawn_at(rt, where, 0.25, body, arg, acc, nacc, false);
 }
 
 /* ---- the computation ------------------------------------------------------ */
@@ -166,7 +143,7 @@ static void run(const prog *pg) {
         for (size_t r = 0; r < rows; r++)
             for (size_t c = 0; c < cols; c++) ref[a][r * cols + c] = mem[a][r * pw + c];
     }
-    weft_runtime *rt = make("cpu,vgpu:4", pg->vgpu_memory, pg->check);
+    weft_runtime *rt = test_make_devices("cpu,vgpu:4", 2, pg->vgpu_memory, pg->check);
     weft_data *h[2], **tl[2];
     weft_tiling t = {4, rows, cols, pg->pitch, pg->gr, pg->gc, pg->halo};
     for (int a = 0; a < 2; a++) {
@@ -244,7 +221,7 @@ static void run(const prog *pg) {
 /* ---- geometry ------------------------------------------------------------- */
 
 static void test_geometry(void) {
-    weft_runtime *rt = make("cpu", 0, false);
+    weft_runtime *rt = test_make_devices("cpu", 2, 0, false);
     static double a[10 * 12];
     weft_data *h, *tl[6];
     CHECK_OK(weft_data_register(rt, a, sizeof a, &h));
@@ -282,7 +259,7 @@ static int wait_body(weft_ctx *ctx, void *arg) { /* until *arg is set */
 }
 
 static void test_misuse(void) {
-    weft_runtime *rt = make("cpu,vgpu:2", 0, false);
+    weft_runtime *rt = test_make_devices("cpu,vgpu:2", 2, 0, false);
     static uint32_t a[8 * 8];
     weft_data *h, *tl[16];
     CHECK_OK(weft_data_register(rt, a, sizeof a, &h));
