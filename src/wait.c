@@ -125,6 +125,8 @@ int weft__wait_until(weft__waitset *ws, const weft__wait *w)
             weft__wake(ws, &weft__key_throttle); /* a throttled producer may now go ahead */
         }
         bool timed_out = false;
+        if (!again) /* counted as it starts, so that a watcher can see a wait asleep */
+            atomic_fetch_add_explicit(&ws->n_sleeps, 1, memory_order_relaxed);
         pthread_mutex_lock(&ws->lock);
         while (!again && !s.woken) {
             if (w->deadline == UINT64_MAX) {
@@ -146,7 +148,6 @@ int weft__wait_until(weft__waitset *ws, const weft__wait *w)
             atomic_fetch_sub(w->interest, 1);
         pthread_cond_destroy(&s.cond);
         if (!again) {
-            atomic_fetch_add_explicit(&ws->n_sleeps, 1, memory_order_relaxed);
             if (woken)
                 atomic_fetch_add_explicit(&ws->n_wake_event, 1, memory_order_relaxed);
             else if (timed_out)
