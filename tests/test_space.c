@@ -5,6 +5,8 @@
 
 #include "check.h"
 
+#include <sched.h>
+
 static atomic_int seq;
 static atomic_int order[64];
 
@@ -311,8 +313,8 @@ typedef struct cancel_race {
 static void *cancel_race_spawner(void *p) {
     cancel_race *c = p;
     atomic_store(&c->phase, 1);
-    while (atomic_load(&c->phase) != 2) {
-    }
+    while (atomic_load(&c->phase) != 2) /* yield: on a busy 2-core machine the other side needs the core */
+        sched_yield();
     weft_task_desc d;
     weft_task_desc_init(&d);
     d.body = count_run;
@@ -341,8 +343,8 @@ static void test_cancel_racing_spawn(void) {
         CHECK_OK(weft_spawn(rt, &d, &after));
         pthread_t th;
         CHECK(pthread_create(&th, NULL, cancel_race_spawner, &c) == 0);
-        while (atomic_load(&c.phase) != 1) {
-        }
+        while (atomic_load(&c.phase) != 1)
+            sched_yield();
         atomic_store(&c.phase, 2);
         for (volatile int spin = 0; spin < (i % 16) * 100; spin++) {
         }
