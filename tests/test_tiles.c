@@ -119,18 +119,13 @@ typedef struct prog {
     uint64_t seed;
 } prog;
 
-static uint64_t rng;
-static uint32_t rnd(uint32_t n) {
-    rng ^= rng << 13;
-    rng ^= rng >> 7;
-    rng ^= rng << 17;
-    return (uint32_t)(rng % n);
-}
+static test_rng rng;
+static uint32_t rnd(uint32_t n) { return rng_below(&rng, n); }
 
 enum { PAD = 0xA5A5A5A5u };
 
 static void run(const prog *pg) {
-    rng = pg->seed | 1;
+    rng = (test_rng){pg->seed};
     size_t rows = pg->rows, cols = pg->cols, pw = pg->pitch / 4, ntiles = (size_t)pg->gr * pg->gc;
     uint32_t *mem[2], *ref[2];
     for (int a = 0; a < 2; a++) {
