@@ -47,7 +47,7 @@
  *   runtime.c  weft.Runtime, and which runtime weft.spawn & co. mean
  *   task.c     weft.Task, and the exceptions of failed/cancelled tasks
  *   space.c    weft.TaskSpace
- *   data.c     weft.Data, buffer registration
+ *   data.c     weft.Data, and the registry of the memory ranges buffers cover
  *   spawn.c    spawning (into task spaces too), the decorator form
  *   wait.c     timeouts, waiting for a task or for a runtime, Ctrl-C
  */
@@ -183,9 +183,13 @@ modstate *weft_py_state_of_type(PyTypeObject *tp);
  *    section on the task (weft_py_task_cancel_exc).
  *  - A slot's cancel_requested and ph, and a space's binding (rt, s, cname,
  *    keys), change only in a critical section on the space.
- *  - Runtime dicts (failures, failed, data_map, spaces) are used through
- *    single dict operations, which lock the dict; iteration happens in a
- *    critical section on the dict.  Close runs once (close_lock).
+ *  - Runtime dicts (failures, failed, spaces) are used through single dict
+ *    operations, which lock the dict; iteration happens in a critical
+ *    section on the dict.  Close runs once (close_lock).
+ *  - The data registry (data_map, spans, and each Data's range, relations,
+ *    closing and spawning fields) changes only in a critical section on the
+ *    runtime, in steps that call nothing that could run Python code (data.c
+ *    says which), so that each step is atomic on a GIL build too.
  * A critical section may be suspended when its thread blocks (a wait, a
  * spawn under backpressure): nothing above relies on one spanning a wait. */
 enum task_phase {
@@ -213,7 +217,13 @@ typedef struct RuntimeObject {
                                    Task still alive (borrowed: Task_dealloc removes its entry
                                    before it clears the task), to find the exception that a
                                    cancelled dependent names as its cause */
-    PyObject *data_map;         /* dict id(obj) -> Data */
+    PyObject *data_map;         /* dict id(obj) -> Data: every registered Data, under the id of
+                                   its own object (which the Data keeps alive) */
+    /* The registered non-empty memory ranges (data.c): Data sorted by (lo,
+     * hi), borrowed (data_map holds them); max_span is at least the longest
+     * one's size, to bound overlap scans.  Critical section on the runtime. */
+    struct DataObject **spans;
+    size_t nspans, capspans, max_span;
     PyObject *spaces;           /* dict C space name -> TaskSpace bound to this runtime (strong) */
     uint64_t next_space;        /* serial for the C names of bound spaces */
     uint64_t spin_gil_ns;
@@ -266,12 +276,25 @@ typedef struct SpaceObject {
 typedef struct DataObject {
     PyObject_HEAD
     RuntimeObject *rt; /* strong */
-    PyObject *obj;     /* the buffer object (strong) */
+    PyObject *obj;     /* the buffer object (strong): the first one named for this memory */
     Py_buffer view;
     int has_view;
-    int readonly;
+    int readonly;      /* obj's buffer is read-only */
     weft_data *d;      /* NULL once unregistered */
     char dummy;        /* stands in for a zero-length buffer */
+    /* Its place in the runtime's registry (data.c), all in a critical
+     * section on rt.  Relations are borrowed: a Data leaves the registry
+     * only once no other Data lists it. */
+    uintptr_t lo, hi;  /* the memory it covers, [lo, hi); lo == hi: none (a zero-length
+                          buffer, found by its object only, never in rt->spans) */
+    int closing;       /* unregister in progress: no new task names it, no new range may
+                          overlap it */
+    int spawning;      /* spawns between their lookup of it and the C spawn */
+    struct DataObject **lower;   /* overlapping ranges below it (smaller): its tasks name them too */
+    size_t nlower, caplower;
+    struct DataObject **pending; /* overlapping ranges above it whose earlier tasks its tasks
+                                    are not yet ordered after otherwise: they name them too */
+    size_t npending, cappending;
 } DataObject;
 
 typedef struct cell {
@@ -481,9 +504,41 @@ PyObject *weft_py_task_cancel_exc(TaskObject *t, const char *why);
 extern PyType_Spec weft_py_data_spec;
 /* Release d's buffer (its C handle already unregistered, or the runtime gone). */
 int weft_py_data_release(DataObject *d);
-/* Find or register the handle of obj (a Data or a buffer object); borrowed. */
-DataObject *weft_py_data_lookup(RuntimeObject *r, PyObject *obj, const char *what, int want_write);
+/* The Data of obj (a Data, or a buffer object: the Data of the memory its
+ * buffer covers), registering it on first use; a new reference.  Takes a
+ * critical section on r. */
+DataObject *weft_py_data_lookup(RuntimeObject *r, PyObject *obj, const char *what);
+/* The registered Data of obj's memory without registering it (a new
+ * reference), or NULL: with a ValueError if it is not registered. */
+DataObject *weft_py_data_find(RuntimeObject *r, PyObject *obj, const char *what);
 int weft_py_data_unregister(DataObject *d);
+/* The runtime closed: release every buffer and empty the registry. */
+void weft_py_data_forget_all(RuntimeObject *r);
+
+/* The C accesses of one spawn: the Data each names is held (a reference and
+ * its `spawning` count) until weft_py_accs_clear. */
+#define WEFT_PY_ACCS_SMALL 8
+typedef struct {
+    weft_access *acc;
+    DataObject **dat;
+    size_t n, cap;
+    weft_access acc_small[WEFT_PY_ACCS_SMALL];
+    DataObject *dat_small[WEFT_PY_ACCS_SMALL];
+} weft_py_accs;
+void weft_py_accs_init(weft_py_accs *a);
+/* Append the accesses of a spawn naming obj (a Data or a buffer object)
+ * with mode: its Data's handle, and the handles of the overlapping ranges
+ * its tasks must name too.  In a critical section on r; 0, or -1 with an
+ * exception. */
+int weft_py_data_accesses(RuntimeObject *r, PyObject *obj, const char *what, unsigned mode,
+                          weft_py_accs *a);
+/* Whether a Data named has since begun to be unregistered (a spawn that
+ * failed on its handle then looks its accesses up again).  In a critical
+ * section on the runtime. */
+int weft_py_accs_stale(const weft_py_accs *a);
+/* Let go of the Data named (in a critical section on the runtime); keeps the storage. */
+void weft_py_accs_clear(weft_py_accs *a);
+void weft_py_accs_free(weft_py_accs *a);
 
 /* ------------------------------------------------------------------------ */
 /* Spawning (spawn.c)                                                        */

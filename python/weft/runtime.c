@@ -136,6 +136,8 @@ Runtime_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
     r->failures = PyDict_New();
     r->failed = PyDict_New();
     r->data_map = PyDict_New();
+    r->spans = NULL;
+    r->nspans = r->capspans = r->max_span = 0;
     r->spaces = PyDict_New();
     r->next_space = 0;
     r->spin_gil_ns = gil_spin;
@@ -248,15 +250,7 @@ close_locked(RuntimeObject *r)
     weft_py_release_drain(r); /* every body has run */
     weft_py_spaces_unbind(r);
     /* Buffers stay exported until here. */
-    PyObject *handles = PyDict_Values(r->data_map);
-    if (handles) {
-        for (Py_ssize_t i = 0; i < PyList_GET_SIZE(handles); i++)
-            weft_py_data_release((DataObject *)PyList_GET_ITEM(handles, i));
-        Py_DECREF(handles);
-    } else {
-        PyErr_Clear();
-    }
-    PyDict_Clear(r->data_map);
+    weft_py_data_forget_all(r);
     PyDict_Clear(r->failures);
     modstate *st = r->st;
     Py_INCREF(r);
@@ -289,6 +283,7 @@ static int
 Runtime_clear(RuntimeObject *r)
 {
     Py_CLEAR(r->failures);
+    r->nspans = 0; /* borrowed from data_map */
     Py_CLEAR(r->data_map);
     Py_CLEAR(r->spaces);
     Py_CLEAR(r->failed);
@@ -313,6 +308,7 @@ Runtime_dealloc(RuntimeObject *r)
     }
     weft_py_release_drain(r);
     Runtime_clear(r);
+    PyMem_Free(r->spans);
     Py_CLEAR(r->module);
     pthread_mutex_destroy(&r->close_lock);
     tp->tp_free(r);
@@ -390,29 +386,16 @@ PyObject *
 weft_py_runtime_data(RuntimeObject *r, PyObject *obj)
 {
     if (weft_py_check_open(r, "data()") < 0) return NULL;
-    DataObject *d = weft_py_data_lookup(r, obj, "data()", 0);
-    return d ? Py_NewRef(d) : NULL;
+    return (PyObject *)weft_py_data_lookup(r, obj, "data()");
 }
 
 static PyObject *
 Runtime_unregister(RuntimeObject *r, PyObject *obj)
 {
     if (weft_py_check_open(r, "unregister()") < 0) return NULL;
-    DataObject *d;
-    if (Py_IS_TYPE(obj, r->st->Data_T)) d = (DataObject *)obj;
-    else {
-        PyObject *k = PyLong_FromVoidPtr(obj);
-        if (k == NULL) return NULL;
-        d = (DataObject *)PyDict_GetItemWithError(r->data_map, k);
-        Py_DECREF(k);
-        if (d == NULL) {
-            if (!PyErr_Occurred())
-                PyErr_Format(PyExc_ValueError, "unregister(): this '%.100s' object is not registered",
-                             Py_TYPE(obj)->tp_name);
-            return NULL;
-        }
-    }
-    Py_INCREF(d);
+    /* obj itself, or the memory its buffer covers. */
+    DataObject *d = weft_py_data_find(r, obj, "unregister()");
+    if (d == NULL) return NULL;
     int rc = weft_py_data_unregister(d);
     Py_DECREF(d);
     if (rc < 0) return NULL;

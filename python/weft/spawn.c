@@ -16,9 +16,10 @@
  * slot (t->space set) goes into its C space under its key's index. */
 static int
 submit_c(RuntimeObject *r, TaskObject *t, weft_task **deps, size_t ndeps, weft_access *acc,
-         size_t nacc, const weft_placement *pl, size_t npl)
+         size_t nacc, const weft_placement *pl, size_t npl, int *rcp)
 {
     weft_space *space = NULL;
+    *rcp = 0;
     if (t->space) {
         /* Binds the space to r; a slot cancelled before it was spawned
          * cancels its key's placeholder, which the C space passes on. */
@@ -84,6 +85,7 @@ submit_c(RuntimeObject *r, TaskObject *t, weft_task **deps, size_t ndeps, weft_a
     }
     if (rc != 0) {
         /* weft_py_arg_destroy ran: the cell is gone, its reference dropped. */
+        *rcp = rc;
         if (rc == WEFT_ECLOSED) {
             PyErr_SetString(PyExc_RuntimeError, "spawn(): the weft runtime is closed");
             return -1;
@@ -393,9 +395,10 @@ spawn_locked(modstate *st, RuntimeObject *r, PyObject *const *args, Py_ssize_t n
     PyObject *result = NULL;
     PyObject *deps = NULL, *accs[4] = {NULL, NULL, NULL, NULL};
     weft_task *dbuf[SMALL], **dv = dbuf;
-    weft_access abuf[SMALL], *av = abuf;
-    DataObject *datbuf[SMALL], **datv = datbuf;
-    Py_ssize_t nd = 0, na = 0;
+    weft_py_accs av; /* the C accesses, the Data they come from held until submitted */
+    weft_py_accs_init(&av);
+    Py_ssize_t nd = 0;
+    int tries = 0, redo = 0;
     TaskObject *t = NULL;
     static const unsigned modes[4] = {WEFT_R, WEFT_W, WEFT_RW, WEFT_RW | WEFT_COMMUTE};
     static const char *const mode_names[4] = {"reads", "writes", "readwrites", "commutes"};
@@ -420,19 +423,16 @@ spawn_locked(modstate *st, RuntimeObject *r, PyObject *const *args, Py_ssize_t n
     for (int m = 0; m < 4; m++) {
         accs[m] = as_seq(accv[m], st->Data_T, mode_names[m], 1);
         if (accs[m] == NULL && PyErr_Occurred()) goto done;
-        if (accs[m]) na += PySequence_Fast_GET_SIZE(accs[m]);
     }
     if (nd > SMALL) dv = PyMem_Malloc(sizeof(*dv) * (size_t)nd);
-    if (na > SMALL) {
-        av = PyMem_Malloc(sizeof(*av) * (size_t)na);
-        datv = PyMem_Malloc(sizeof(*datv) * (size_t)na);
-    }
-    if (dv == NULL || av == NULL || datv == NULL) {
+    if (dv == NULL) {
         PyErr_NoMemory();
         goto done;
     }
 
     WEFT_PY_CS_BEGIN(r)
+again:
+    redo = 0;
     for (Py_ssize_t i = 0; i < nd; i++) {
         PyObject *o = PySequence_Fast_GET_ITEM(deps, i);
         if (!Py_IS_TYPE(o, st->Task_T)) {
@@ -455,23 +455,18 @@ spawn_locked(modstate *st, RuntimeObject *r, PyObject *const *args, Py_ssize_t n
         dv[i] = atomic_load(&dep->phase) == PH_SUBMITTED ? atomic_load(&dep->h) : weft_py_slot_handle(dep, r);
         if (dv[i] == NULL) goto unlock;
     }
-    {
-        Py_ssize_t j = 0;
-        for (int m = 0; m < 4; m++) {
-            if (!accs[m]) continue;
-            for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(accs[m]); i++) {
-                char what[48];
-                snprintf(what, sizeof what, "spawn(): %s[%zd]", mode_names[m], i);
-                DataObject *d = weft_py_data_lookup(r, PySequence_Fast_GET_ITEM(accs[m], i), what,
-                                            modes[m] != WEFT_R);
-                if (d == NULL) goto unlock;
-                datv[j] = d;
-                av[j].data = d->d;
-                /* Python bodies use the buffer itself (no device views yet):
-                 * the host's copy, wherever the task runs. */
-                av[j].mode = modes[m] | WEFT_HOST;
-                j++;
-            }
+    /* Each buffer names the Data of the memory it covers, and the
+     * overlapping ranges it must be ordered with (data.c).  Python bodies
+     * use the buffer itself (no device views yet): the host's copy, wherever
+     * the task runs. */
+    for (int m = 0; m < 4; m++) {
+        if (!accs[m]) continue;
+        for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(accs[m]); i++) {
+            char what[48];
+            snprintf(what, sizeof what, "spawn(): %s[%zd]", mode_names[m], i);
+            if (weft_py_data_accesses(r, PySequence_Fast_GET_ITEM(accs[m], i), what, modes[m] | WEFT_HOST,
+                                      &av) < 0)
+                goto unlock;
         }
     }
 
@@ -502,7 +497,18 @@ spawn_locked(modstate *st, RuntimeObject *r, PyObject *const *args, Py_ssize_t n
         if (t->kwargs == NULL) goto unlock_fail;
     }
 
-    if (submit_c(r, t, dv, (size_t)nd, av, (size_t)na, pl, npl) < 0) goto unlock_fail;
+    int src;
+    if (submit_c(r, t, dv, (size_t)nd, av.acc, av.n, pl, npl, &src) < 0) {
+        /* A range named only through an overlapping one began to be
+         * unregistered while this spawn was on its way (it may block, and
+         * let other threads run): its relations are gone now, so look the
+         * accesses up again. */
+        if (src == WEFT_EINVAL && weft_py_accs_stale(&av) && ++tries < 64) {
+            PyErr_Clear();
+            redo = 1;
+        }
+        goto unlock_fail;
+    }
     result = (PyObject *)t;
     t = NULL;
     goto unlock;
@@ -516,7 +522,12 @@ unlock_fail:
         if (atomic_load(&t->phase) != PH_SUBMITTED) Py_CLEAR(t->rt);
         Py_CLEAR(t);
     }
+    if (redo) {
+        weft_py_accs_clear(&av);
+        goto again;
+    }
 unlock:;
+    weft_py_accs_clear(&av);
     WEFT_PY_CS_END();
 done:
     for (Py_ssize_t i = 0; deps && i < nd; i++) WEFT_PY_HANDOFF_RELEASE(PySequence_Fast_GET_ITEM(deps, i));
@@ -531,8 +542,7 @@ done:
     Py_XDECREF(deps);
     for (int m = 0; m < 4; m++) Py_XDECREF(accs[m]);
     if (dv != dbuf) PyMem_Free(dv);
-    if (av != abuf) PyMem_Free(av);
-    if (datv != datbuf) PyMem_Free(datv);
+    weft_py_accs_free(&av);
     PyMem_Free(pl);
     Py_XDECREF(place_fn);
     Py_XDECREF(bodies);
