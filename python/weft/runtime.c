@@ -124,6 +124,7 @@ Runtime_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
     }
     r->rt = NULL;
     pthread_mutex_init(&r->close_lock, NULL);
+    weft_py_registry_init(r);
     r->module = Py_NewRef(PyType_GetModuleByDef(type, &weft_py_module));
     r->st = st;
     r->interp = PyInterpreterState_Get();
@@ -135,9 +136,6 @@ Runtime_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
     r->spawn_gil = spawn_mode;
     r->failures = PyDict_New();
     r->failed = PyDict_New();
-    r->data_map = PyDict_New();
-    r->spans = NULL;
-    r->nspans = r->capspans = r->max_span = 0;
     r->spaces = PyDict_New();
     r->next_space = 0;
     r->spin_gil_ns = gil_spin;
@@ -157,7 +155,7 @@ Runtime_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
     atomic_init(&r->closing, 0);
     r->weakreflist = NULL;
     PyObject_GC_Track(r);
-    if (!r->failures || !r->failed || !r->data_map || !r->spaces) goto fail;
+    if (!r->failures || !r->failed || !r->spaces) goto fail;
 
     cfg.on_worker_start = weft_py_on_worker_start;
     cfg.on_worker_stop = weft_py_on_worker_stop;
@@ -274,17 +272,15 @@ Runtime_traverse(RuntimeObject *r, visitproc visit, void *arg)
     Py_VISIT(Py_TYPE(r));
     Py_VISIT(r->module);
     Py_VISIT(r->failures);
-    Py_VISIT(r->data_map);
     Py_VISIT(r->spaces);
-    return 0;
+    return weft_py_registry_traverse(r, visit, arg);
 }
 
 static int
 Runtime_clear(RuntimeObject *r)
 {
     Py_CLEAR(r->failures);
-    r->nspans = 0; /* borrowed from data_map */
-    Py_CLEAR(r->data_map);
+    weft_py_registry_clear(r);
     Py_CLEAR(r->spaces);
     Py_CLEAR(r->failed);
     return 0;
@@ -308,7 +304,7 @@ Runtime_dealloc(RuntimeObject *r)
     }
     weft_py_release_drain(r);
     Runtime_clear(r);
-    PyMem_Free(r->spans);
+    weft_py_registry_fini(r);
     Py_CLEAR(r->module);
     pthread_mutex_destroy(&r->close_lock);
     tp->tp_free(r);
@@ -499,9 +495,12 @@ static PyMethodDef Runtime_methods[] = {
     {"close", (PyCFunction)Runtime_close, METH_NOARGS,
      "Finish every task, stop the workers and release registered buffers.  Idempotent."},
     {"data", (PyCFunction)weft_py_runtime_data, METH_O,
-     "data(obj) -> Data\n\nRegister a buffer-protocol object (or return its handle)."},
+     "data(obj) -> Data\n\nThe weft.Data of the memory obj's buffer covers, registering it on "
+     "first use: every object over the same bytes gets the same Data.  Safe from any thread."},
     {"unregister", (PyCFunction)Runtime_unregister, METH_O,
-     "unregister(obj)\n\nWait for the tasks using obj, then release its buffer."},
+     "unregister(obj)\n\nWait for the tasks using the memory obj covers (directly or through an "
+     "overlapping range), then release its buffer.  obj: a weft.Data, or any object over "
+     "registered memory."},
     {"cancel_pending", (PyCFunction)Runtime_cancel_pending, METH_NOARGS,
      "Cancel every task that has not started (running tasks finish)."},
     {"stats", (PyCFunction)Runtime_stats, METH_NOARGS, "Counters of the C runtime, as a dict."},

@@ -187,8 +187,8 @@ as_seq(PyObject *v, PyTypeObject *single_t, const char *what, int single_ok_any_
     return it;
 }
 
-static PyObject *spawn_locked(modstate *st, RuntimeObject *r, PyObject *const *args,
-                              Py_ssize_t nargs, PyObject *kwnames, PyObject *self_callable);
+static PyObject *spawn_impl(modstate *st, RuntimeObject *r, PyObject *const *args,
+                            Py_ssize_t nargs, PyObject *kwnames, PyObject *self_callable);
 
 /* The decorator form binds the body's free variables at spawn time: a
  * Python function with a closure is replaced by a copy of itself whose
@@ -267,7 +267,7 @@ PyObject *
 weft_py_spawn(modstate *st, RuntimeObject *r, PyObject *const *args, Py_ssize_t nargs,
            PyObject *kwnames, PyObject *self_callable)
 {
-    if (r != NULL || nargs == 0) return spawn_locked(st, r, args, nargs, kwnames, self_callable);
+    if (r != NULL || nargs == 0) return spawn_impl(st, r, args, nargs, kwnames, self_callable);
     /* Module-level spawn: find runtime= among the keywords, else the current one. */
     PyObject *rtobj = NULL;
     Py_ssize_t nk = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
@@ -290,16 +290,16 @@ weft_py_spawn(modstate *st, RuntimeObject *r, PyObject *const *args, Py_ssize_t 
             return NULL;
         }
         Py_INCREF(cur);
-        PyObject *res = spawn_locked(st, NULL, args, nargs, kwnames, self_callable);
+        PyObject *res = spawn_impl(st, NULL, args, nargs, kwnames, self_callable);
         Py_DECREF(cur);
         return res;
     }
-    return spawn_locked(st, NULL, args, nargs, kwnames, self_callable);
+    return spawn_impl(st, NULL, args, nargs, kwnames, self_callable);
 }
 
 static PyObject *
-spawn_locked(modstate *st, RuntimeObject *r, PyObject *const *args, Py_ssize_t nargs,
-             PyObject *kwnames, PyObject *self_callable)
+spawn_impl(modstate *st, RuntimeObject *r, PyObject *const *args, Py_ssize_t nargs,
+           PyObject *kwnames, PyObject *self_callable)
 {
     spawn_kw kw;
     if (parse_kw(st, args, nargs, kwnames, &kw, r == NULL) < 0) return NULL;
@@ -430,7 +430,8 @@ spawn_locked(modstate *st, RuntimeObject *r, PyObject *const *args, Py_ssize_t n
         goto done;
     }
 
-    WEFT_PY_CS_BEGIN(r)
+    /* No lock around the rest: the data registry takes its own for each
+     * step (data.c), and the rest is the spawning thread's. */
 again:
     redo = 0;
     for (Py_ssize_t i = 0; i < nd; i++) {
@@ -438,22 +439,22 @@ again:
         if (!Py_IS_TYPE(o, st->Task_T)) {
             PyErr_Format(PyExc_TypeError, "spawn(): deps[%zd] is not a weft.Task but '%.100s'", i,
                          Py_TYPE(o)->tp_name);
-            goto unlock;
+            goto finish;
         }
         TaskObject *dep = (TaskObject *)o;
         if (dep->rt && dep->rt != r) {
             PyErr_Format(PyExc_ValueError, "spawn(): deps[%zd] belongs to another weft runtime", i);
-            goto unlock;
+            goto finish;
         }
         if (dep == slot) {
             PyErr_Format(PyExc_ValueError, "spawn(): task %R cannot depend on itself",
                          slot->name ? slot->name : Py_None);
-            goto unlock;
+            goto finish;
         }
         /* A slot nobody spawned into yet stands for its key's placeholder
          * in the C space (binding the space to r). */
         dv[i] = atomic_load(&dep->phase) == PH_SUBMITTED ? atomic_load(&dep->h) : weft_py_slot_handle(dep, r);
-        if (dv[i] == NULL) goto unlock;
+        if (dv[i] == NULL) goto finish;
     }
     /* Each buffer names the Data of the memory it covers, and the
      * overlapping ranges it must be ordered with (data.c).  Python bodies
@@ -466,7 +467,7 @@ again:
             snprintf(what, sizeof what, "spawn(): %s[%zd]", mode_names[m], i);
             if (weft_py_data_accesses(r, PySequence_Fast_GET_ITEM(accs[m], i), what, modes[m] | WEFT_HOST,
                                       &av) < 0)
-                goto unlock;
+                goto finish;
         }
     }
 
@@ -475,7 +476,7 @@ again:
         t = (TaskObject *)Py_NewRef(slot);
     } else {
         t = weft_py_task_new(st);
-        if (t == NULL) goto unlock;
+        if (t == NULL) goto finish;
     }
     t->rt = (RuntimeObject *)Py_NewRef(r);
     t->priority = priority;
@@ -484,7 +485,7 @@ again:
     Py_XSETREF(t->bodies, Py_XNewRef(bodies));
     if (nargs > 1) {
         PyObject *a = PyTuple_New(nargs - 1);
-        if (a == NULL) goto unlock_fail;
+        if (a == NULL) goto undo;
         for (Py_ssize_t i = 1; i < nargs; i++) {
             PyObject *x = args[i];
             if (Py_IS_TYPE(x, st->Data_T)) x = ((DataObject *)x)->obj; /* the body gets the object */
@@ -494,7 +495,7 @@ again:
     }
     if (kw.kwargs && kw.kwargs != Py_None && PyDict_GET_SIZE(kw.kwargs) > 0) {
         t->kwargs = PyDict_Copy(kw.kwargs);
-        if (t->kwargs == NULL) goto unlock_fail;
+        if (t->kwargs == NULL) goto undo;
     }
 
     int src;
@@ -507,12 +508,12 @@ again:
             PyErr_Clear();
             redo = 1;
         }
-        goto unlock_fail;
+        goto undo;
     }
     result = (PyObject *)t;
     t = NULL;
-    goto unlock;
-unlock_fail:
+    goto finish;
+undo:
     if (t) {
         /* Undo: a fresh task is dropped; a slot goes back to declared. */
         Py_CLEAR(t->fn);
@@ -526,9 +527,8 @@ unlock_fail:
         weft_py_accs_clear(&av);
         goto again;
     }
-unlock:;
+finish:
     weft_py_accs_clear(&av);
-    WEFT_PY_CS_END();
 done:
     for (Py_ssize_t i = 0; deps && i < nd; i++) WEFT_PY_HANDOFF_RELEASE(PySequence_Fast_GET_ITEM(deps, i));
     if (result) WEFT_PY_HANDOFF_RELEASE(result);
