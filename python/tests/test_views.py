@@ -329,3 +329,47 @@ def test_threads_spawning_on_overlapping_views_while_ranges_come_and_go():
         assert not errors, errors
         rt.wait_all()
         assert values(big) == counts
+
+
+def test_threads_registering_the_same_memory_get_one_data():
+    # Threads that register the same ranges at the same time (each through
+    # objects of its own) all get one Data per range: entering a range is
+    # atomic with every other look-up of the registry (the free-threaded
+    # TSan run once caught a look-up reading the ranges half-way through
+    # another thread's entry).
+    size, nthreads = 32, 4
+    ranges = [(a, b) for a in range(0, size, 4) for b in (a + 2, a + 4, min(size, a + 12))]
+    ranges += [(0, size), (1, size - 1)]
+    with weft.Runtime(workers=2) as rt:
+        big = make(size)
+        start = threading.Barrier(nthreads, timeout=30)
+        got = [dict() for _ in range(nthreads)]
+        errors = []
+
+        def register(k):
+            order = ranges[:]
+            random.Random(k).shuffle(order)
+            try:
+                start.wait()
+                for i, (a, b) in enumerate(order):
+                    if i % 3 == 0:
+                        rt.spawn(values, big[a:b], reads=[big[a:b]])
+                    got[k][a, b] = rt.data(big[a:b])
+            except BaseException as e:  # pragma: no cover - reported below
+                errors.append(e)
+
+        threads = [threading.Thread(target=register, args=(k,)) for k in range(nthreads)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert not errors, errors
+        for r in ranges:
+            ds = {id(g[r]) for g in got}
+            assert len(ds) == 1, (r, ds)
+            assert rt.data(big[r[0]:r[1]]) is got[0][r]
+        # Still ordered as one registry: a writer of the whole, then readers.
+        rt.spawn(slow_fill, big, 2, writes=[big])
+        readers = [(rt.spawn(values, big[a:b], reads=[big[a:b]]), b - a) for a, b in ranges]
+        for t, n in readers:
+            assert t.result() == [2] * n
