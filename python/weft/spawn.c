@@ -19,7 +19,16 @@ submit_c(RuntimeObject *r, TaskObject *t, weft_task **deps, size_t ndeps, weft_a
          size_t nacc, const weft_placement *pl, size_t npl, int *rcp)
 {
     weft_space *space = NULL;
+    /* The C runtime, read once: a close on another thread may clear r->rt
+     * after the spawn's open check (a handle read before that is refused by
+     * the core with WEFT_ECLOSED once destroyed). */
+    weft_runtime *rt = r->rt;
     *rcp = 0;
+    if (rt == NULL && !t->space) {
+        *rcp = WEFT_ECLOSED;
+        PyErr_SetString(PyExc_RuntimeError, "spawn(): the weft runtime is closed");
+        return -1;
+    }
     if (t->space) {
         /* Binds the space to r; a slot cancelled before it was spawned
          * cancels its key's placeholder, which the C space passes on. */
@@ -74,13 +83,13 @@ submit_c(RuntimeObject *r, TaskObject *t, weft_task **deps, size_t ndeps, weft_a
         desc.flags = WEFT_SPAWN_NOWAIT;
         int prev = weft_py_tl_attached;
         weft_py_tl_attached = 1;
-        rc = space ? weft_space_spawn(space, &t->index, 1, &desc, &h) : weft_spawn(r->rt, &desc, &h);
+        rc = space ? weft_space_spawn(space, &t->index, 1, &desc, &h) : weft_spawn(rt, &desc, &h);
         weft_py_tl_attached = prev;
         desc.flags = 0;
     }
     if (rc == WEFT_EAGAIN) {
         BEGIN_NOGIL_W
-        rc = space ? weft_space_spawn(space, &t->index, 1, &desc, &h) : weft_spawn(r->rt, &desc, &h);
+        rc = space ? weft_space_spawn(space, &t->index, 1, &desc, &h) : weft_spawn(rt, &desc, &h);
         END_NOGIL_W
     }
     if (rc != 0) {
