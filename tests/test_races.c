@@ -1,8 +1,10 @@
 /* Calls racing each other from several threads (argv[1] picks one:
- * unregister, destroy, waiters; default all):
+ * unregister, reuse, destroy, waiters; default all):
  *   - weft_data_unregister while another thread keeps spawning tasks on the
  *     same data: spawns succeed until the unregister begins, then fail with
  *     WEFT_EINVAL; when unregister returns, every accepted task has run;
+ *   - (reuse) the same, the spawner going on naming the stale handle while
+ *     new registrations reuse its slot: every such spawn is refused;
  *   - weft_runtime_destroy while other threads keep spawning: each spawn is
  *     either accepted (and its body runs exactly once before destroy returns)
  *     or refused with WEFT_ECLOSED; arg_destroy runs exactly once either way;
@@ -82,6 +84,86 @@ static void test_unregister_vs_spawn(unsigned workers) {
     CHECK(atomic_load(&u->ran) == acc);
     CHECK_OK(weft_runtime_destroy(u->rt));
     free(u);
+}
+
+/* ---- stale handle vs a registration reusing its slot --------------------------- */
+
+/* A spawner keeps naming a handle after its unregister began (as the Python
+ * front end may: a spawn that looked the handle up before), while this
+ * thread registers and unregisters new handles, which reuse the freed slot.
+ * Every stale spawn is refused with WEFT_EINVAL, none lands on a new handle,
+ * and (under TSan) checking the stale handle races with nothing. */
+typedef struct reuse_state {
+    unreg_state u;
+    atomic_int stop;
+    atomic_long stale; /* spawns refused after the first (for a debugger) */
+} reuse_state;
+
+static void *reuse_spawner(void *p) {
+    reuse_state *s = p;
+    unreg_state *u = &s->u;
+    weft_access acc = {u->d, WEFT_RW};
+    weft_task_desc desc;
+    weft_task_desc_init(&desc);
+    desc.body = touch;
+    desc.arg = u;
+    desc.accesses = &acc;
+    desc.naccesses = 1;
+    int refused = 0;
+    for (long i = 0; !(refused && atomic_load(&s->stop)); i++) {
+        int rc = weft_spawn(u->rt, &desc, NULL);
+        if (i == 100) atomic_store(&u->started, 1);
+        if (rc == 0 && !refused) {
+            atomic_fetch_add(&u->accepted, 1);
+        } else if (rc == WEFT_EINVAL) {
+            if (!refused) atomic_fetch_add(&u->refused, 1);
+            else atomic_fetch_add(&s->stale, 1);
+            refused = 1;
+            atomic_store(&u->started, 1);
+        } else {
+            atomic_fetch_add(&u->bad, 1000); /* accepted after a refusal, or another error */
+            atomic_store(&u->started, 1);
+            return NULL;
+        }
+    }
+    return NULL;
+}
+
+static void test_stale_handle_vs_reuse(unsigned workers) {
+    reuse_state *s = calloc(1, sizeof *s);
+    CHECK(s);
+    unreg_state *u = &s->u;
+    u->rt = make_rt(workers);
+    u->cell = calloc(1, sizeof *u->cell);
+    CHECK(u->cell);
+    CHECK_OK(weft_data_register(u->rt, u->cell, sizeof *u->cell, &u->d));
+    pthread_t th;
+    CHECK(pthread_create(&th, NULL, reuse_spawner, s) == 0);
+    CHECK(wait_flag(&u->started, 10000) == 0);
+    CHECK_OK(weft_data_unregister(u->d));
+    long ran_at_return = atomic_load(&u->ran);
+    /* New handles over other memory: the first reuses the slot the spawner
+     * still names (this thread freed it, and its slot cache is last in,
+     * first out).  Fewer reuses than the generation tag tells apart
+     * (WEFT__SLOT_ALIGN): more would make the stale handle valid again. */
+    static long other[4];
+    for (int k = 0; k < 50; k++) {
+        weft_data *n;
+        CHECK_OK(weft_data_register(u->rt, &other[k % 4], sizeof other[0], &n));
+        CHECK_OK(weft_data_unregister(n));
+    }
+    atomic_store(&s->stop, 1);
+    CHECK(pthread_join(th, NULL) == 0);
+    CHECK(atomic_load(&u->bad) == 0);
+    CHECK(atomic_load(&u->refused) == 1);
+    long acc = atomic_load(&u->accepted);
+    CHECKF(ran_at_return == acc, "%u workers: unregister returned when %ld of %ld accepted tasks had run",
+           workers, ran_at_return, acc);
+    CHECK_OK(weft_wait_all(u->rt));
+    CHECK(atomic_load(&u->ran) == acc);
+    CHECK_OK(weft_runtime_destroy(u->rt));
+    free(u->cell);
+    free(s);
 }
 
 /* ---- destroy vs spawn --------------------------------------------------------- */
@@ -236,6 +318,7 @@ int main(int argc, char **argv) {
     for (int r = 0; r < rounds; r++) {
         for (unsigned w = 1; w <= 4; w *= 2) {
             if (all || strcmp(which, "unregister") == 0) test_unregister_vs_spawn(w);
+            if (all || strcmp(which, "reuse") == 0) test_stale_handle_vs_reuse(w);
             if (all || strcmp(which, "destroy") == 0) test_destroy_vs_spawn(w, r % 2 ? 2 : 20);
         }
     }

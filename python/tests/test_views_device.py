@@ -341,6 +341,38 @@ def test_vgpu_chain_and_unregister_bring_the_newest_value_back():
     assert buf == bytes([5, 5, 5, 5])
 
 
+def test_device_views_and_overlapping_ranges():
+    """Device views need memory registered as one range: a spawn with
+    device_data=True naming an array that overlapping views were also
+    registered from is refused with the ranges named (their handles would
+    not know of a replica written on a device).  The other way round works:
+    an array written on a GPU, then read through a view of part of it on the
+    host, gives the GPU's values (the hand-over brings the array home)."""
+    np = pytest.importorskip("numpy")
+    a = np.arange(8, dtype=np.float64)
+    b = np.arange(8, dtype=np.float64)
+    with vgpus(1) as rt:
+        def double():
+            ctx = weft.context()
+            v = ctx.view(0)
+            ctx.queue(lambda: np.multiply(np.asarray(v), 2, out=np.asarray(v)), reads=[v], writes=[v])
+
+        rt.spawn(double, readwrites=[a], placement=weft.gpu, device_data=True)
+        assert rt.spawn(lambda x: x.tolist(), a[2:5], reads=[a[2:5]]).result() == [4.0, 6.0, 8.0]
+        with pytest.raises(ValueError, match=r"device_data=True needs memory registered as one range.*"
+                                             r"overlaps other registered ranges"):
+            rt.spawn(double, readwrites=[a], placement=weft.gpu, device_data=True)
+        # Without device views the same spawn runs, ordered with the view's reader.
+        rt.spawn(lambda: np.multiply(a, 2, out=a), readwrites=[a]).result()
+        # Named buffers keep their places before a's relation (its view a[2:5]): b is access 1.
+        def second():
+            assert weft.context().view(1).ptr == b.ctypes.data
+
+        rt.spawn(second, reads=[a], readwrites=[b]).result()
+        rt.wait_all()
+    assert a.tolist() == [4.0 * i for i in range(8)]
+
+
 # ---- read-only accesses ---------------------------------------------------
 
 

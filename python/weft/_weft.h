@@ -47,7 +47,7 @@
  *   runtime.c  weft.Runtime, and which runtime weft.spawn & co. mean
  *   task.c     weft.Task, and the exceptions of failed/cancelled tasks
  *   space.c    weft.TaskSpace
- *   data.c     weft.Data, buffer registration
+ *   data.c     weft.Data, and the registry of the memory ranges buffers cover
  *   spawn.c    spawning (into task spaces too), the decorator form
  *   wait.c     timeouts, waiting for a task or for a runtime, Ctrl-C
  *   view.c     weft.View: a task's data on its device (buffer protocol, the
@@ -187,9 +187,15 @@ modstate *weft_py_state_of_type(PyTypeObject *tp);
  *    section on the task (weft_py_task_cancel_exc).
  *  - A slot's cancel_requested and ph, and a space's binding (rt, s, cname,
  *    keys), change only in a critical section on the space.
- *  - Runtime dicts (failures, failed, data_map, spaces) are used through
- *    single dict operations, which lock the dict; iteration happens in a
- *    critical section on the dict.  Close runs once (close_lock).
+ *  - Runtime dicts (failures, failed, spaces) are used through single dict
+ *    operations, which lock the dict; iteration happens in a critical
+ *    section on the dict.  Close runs once (close_lock).
+ *  - The data registry (weft_py_registry below, and the fields of each Data
+ *    that it lists) is under the registry's own lock, a plain mutex, not a
+ *    critical section: CPython suspends a thread's critical sections
+ *    whenever it blocks inside one (on a nested object's lock, to let the
+ *    world stop), so a registry step made of several changes would not have
+ *    been atomic.  The lock is held only for steps of plain C (data.c).
  * A critical section may be suspended when its thread blocks (a wait, a
  * spawn under backpressure): nothing above relies on one spanning a wait. */
 enum task_phase {
@@ -197,6 +203,44 @@ enum task_phase {
     PH_SPAWNING = 1,  /* a slot claimed by a spawn in progress (h not yet valid) */
     PH_SUBMITTED = 2  /* in the C runtime (h is valid) */
 };
+
+/* A registered object: the Data that holds it (data.c). */
+typedef struct {
+    PyObject *key;            /* NULL: a free slot */
+    struct DataObject *data;  /* strong: the registry's reference */
+} weft_py_objslot;
+
+/* A runtime's data registry (data.c): which weft.Data stands for which
+ * object and which memory, and which overlapping ranges each one's tasks
+ * name.  The fields below `lock` are plain C (malloc'd arrays), so that
+ * every step on them runs no Python code. */
+typedef struct {
+    /* lock protects: the fields below, and in every Data of this runtime its
+     * handle d (once registered), has_view, closing, spawning, lower and
+     * pending (with their counts).  Each step under it is plain C: no Python
+     * code or API that could run any, no Python allocation (memory comes
+     * from malloc, never PyMem: tracemalloc's hooks take a PyMutex), no
+     * reference dropped, no GIL, critical section or PyMutex taken, no wait;
+     * the only other locks taken under it are the C core's, by a hand-over's
+     * weft_spawn with WEFT_SPAWN_NOWAIT (never waits, never runs a task
+     * inline, and the core calls no extension code with a lock held).  So a
+     * thread takes it while attached (holding the GIL on a GIL build, where
+     * it is then never contended) and never detaches while holding it: a
+     * thread waiting for it delays a stop-the-world pause only until the
+     * holder's step ends, and the holder needs nothing another thread
+     * holds.  Lock order: GIL / thread state, then this lock, then the C
+     * core's locks.  The garbage collector reads objs without it (world
+     * stopped, or the GIL held: no thread is inside a step then). */
+    pthread_mutex_t lock;
+    weft_py_objslot *objs;      /* open addressing by object address: every registered Data
+                                   under its own object (which it keeps alive) */
+    size_t objcap, nobjs;       /* objcap: 0 or a power of two, at least twice nobjs */
+    /* The registered non-empty memory ranges: Data sorted by (lo, hi),
+     * borrowed (objs holds them); max_span is at least the longest one's
+     * size, to bound overlap scans. */
+    struct DataObject **spans;
+    size_t nspans, capspans, max_span;
+} weft_py_registry;
 
 typedef struct RuntimeObject {
     PyObject_HEAD
@@ -217,7 +261,7 @@ typedef struct RuntimeObject {
                                    Task still alive (borrowed: Task_dealloc removes its entry
                                    before it clears the task), to find the exception that a
                                    cancelled dependent names as its cause */
-    PyObject *data_map;         /* dict id(obj) -> Data */
+    weft_py_registry reg;       /* its registered data (its own lock) */
     PyObject *spaces;           /* dict C space name -> TaskSpace bound to this runtime (strong) */
     uint64_t next_space;        /* serial for the C names of bound spaces */
     uint64_t spin_gil_ns;
@@ -275,13 +319,28 @@ typedef struct SpaceObject {
 
 typedef struct DataObject {
     PyObject_HEAD
+    /* Set when it is made, then read without a lock: rt, obj, view (but for
+     * its release), readonly, dummy, lo, hi. */
     RuntimeObject *rt; /* strong */
-    PyObject *obj;     /* the buffer object (strong) */
+    PyObject *obj;     /* the buffer object (strong): the first one named for this memory */
     Py_buffer view;
-    int has_view;
-    int readonly;
-    weft_data *d;      /* NULL once unregistered */
+    int has_view;      /* view not released yet (rt->reg.lock) */
+    int readonly;      /* obj's buffer is read-only */
+    weft_data *d;      /* NULL once unregistered (rt->reg.lock once in the registry) */
     char dummy;        /* stands in for a zero-length buffer */
+    /* Its place in the runtime's registry (data.c), under rt->reg.lock.
+     * Relations are borrowed: a Data leaves the registry only once no other
+     * Data lists it. */
+    uintptr_t lo, hi;  /* the memory it covers, [lo, hi); lo == hi: none (a zero-length
+                          buffer, found by its object only, never in rt->reg.spans) */
+    int closing;       /* unregister in progress: no new task names it, no new range may
+                          overlap it */
+    int spawning;      /* spawns between their lookup of it and the C spawn */
+    struct DataObject **lower;   /* overlapping ranges below it (smaller): its tasks name them too */
+    size_t nlower, caplower;
+    struct DataObject **pending; /* overlapping ranges above it whose earlier tasks its tasks
+                                    are not yet ordered after otherwise: they name them too */
+    size_t npending, cappending;
 } DataObject;
 
 typedef struct cell {
@@ -492,11 +551,59 @@ PyObject *weft_py_task_cancel_exc(TaskObject *t, const char *why);
 /* ------------------------------------------------------------------------ */
 
 extern PyType_Spec weft_py_data_spec;
-/* Release d's buffer (its C handle already unregistered, or the runtime gone). */
+/* Each function below takes the registry's lock itself, for its steps only
+ * (never across a call into Python or a wait); call none with it held. */
+/* Set up / tear down r's registry (Runtime_new, Runtime_dealloc). */
+void weft_py_registry_init(RuntimeObject *r);
+void weft_py_registry_fini(RuntimeObject *r);
+/* Runtime_traverse / Runtime_clear: the registry's references. */
+int weft_py_registry_traverse(RuntimeObject *r, visitproc visit, void *arg);
+void weft_py_registry_clear(RuntimeObject *r);
+/* Release d's buffer (its C handle already unregistered, or the runtime
+ * gone); once, whoever asks.  May run Python code. */
 int weft_py_data_release(DataObject *d);
-/* Find or register the handle of obj (a Data or a buffer object); borrowed. */
-DataObject *weft_py_data_lookup(RuntimeObject *r, PyObject *obj, const char *what, int want_write);
+/* The Data of obj (a Data, or a buffer object: the Data of the memory its
+ * buffer covers), registering it on first use; a new reference. */
+DataObject *weft_py_data_lookup(RuntimeObject *r, PyObject *obj, const char *what);
+/* The registered Data of obj's memory without registering it (a new
+ * reference), or NULL: with a ValueError if it is not registered. */
+DataObject *weft_py_data_find(RuntimeObject *r, PyObject *obj, const char *what);
 int weft_py_data_unregister(DataObject *d);
+/* The runtime closed (r->rt already NULL): release every buffer and empty
+ * the registry; nothing enters it any more. */
+void weft_py_data_forget_all(RuntimeObject *r);
+
+/* The C accesses of one spawn: the Data each names is held (a reference and
+ * its `spawning` count) until weft_py_accs_clear.  Owned by the spawning
+ * thread; its arrays come from malloc (they grow under the registry's lock). */
+#define WEFT_PY_ACCS_SMALL 8
+typedef struct {
+    weft_access *acc;
+    DataObject **dat;
+    size_t n, cap;
+    weft_access acc_small[WEFT_PY_ACCS_SMALL];
+    DataObject *dat_small[WEFT_PY_ACCS_SMALL];
+} weft_py_accs;
+void weft_py_accs_init(weft_py_accs *a);
+/* Append the accesses of a spawn naming obj (a Data or a buffer object)
+ * with mode: its Data's handle to a, and the handles of the overlapping
+ * ranges its tasks must name too to rel (on the host: mode | WEFT_HOST).
+ * A spawn keeps its named accesses first and in order (views find access i
+ * at C access i), relations after them.  A mode without WEFT_HOST (device
+ * views) is refused for a Data with overlapping ranges.  0, or -1 with an
+ * exception. */
+int weft_py_data_accesses(RuntimeObject *r, PyObject *obj, const char *what, unsigned mode,
+                          weft_py_accs *a, weft_py_accs *rel);
+/* Move b's accesses to the end of a (b left empty); 0, or -1 with
+ * MemoryError (nothing moved). */
+int weft_py_accs_append(weft_py_accs *a, weft_py_accs *b);
+/* Whether a Data named has since begun to be unregistered (a spawn that
+ * failed on its handle then looks its accesses up again). */
+int weft_py_accs_stale(const weft_py_accs *a);
+/* Let go of the Data named (may run Python code: a reference dropped may be
+ * the last); keeps the storage. */
+void weft_py_accs_clear(weft_py_accs *a);
+void weft_py_accs_free(weft_py_accs *a);
 
 /* ------------------------------------------------------------------------ */
 /* Views (view.c)                                                            */

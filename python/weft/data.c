@@ -1,128 +1,981 @@
 /*
- * data.c — buffer registration (one weft.Data handle per object and
- * runtime) and the weft.Data type.
+ * data.c — buffer registration and the weft.Data type.
+ *
+ * Dependencies follow memory, not objects (issue 10): a runtime has one
+ * weft.Data — one C handle — per registered range of memory [lo, hi), so two
+ * objects whose buffers cover the same bytes (an array and memoryview(a),
+ * two a[:4] views) share one Data, and a buffer over new memory gets a Data
+ * of its own.  Ranges that overlap without being equal (a[:4], a[2:6] and a)
+ * are ordered through the smaller one's handle:
+ *
+ *   - For two overlapping registered ranges S < L ("below": smaller, or as
+ *     large and lower in memory), every task naming L names S's handle too
+ *     (S is in L's `lower`), with its own mode.
+ *   - Tasks on S cannot name L (or two disjoint tiles of L would be ordered
+ *     through it), so S must start after L's earlier tasks instead.  Until
+ *     then L is in S's `pending`, and S's tasks name L too.  The first task
+ *     that writes S (W, RW or COMMUTE) is preceded by a hand-over task: a
+ *     no-op C task with WEFT_RW on S and on each pending range, which
+ *     follows every task spawned on them so far; S's later tasks follow it
+ *     (through S), and `pending` is emptied.  Readers of S need no hand-over
+ *     (naming L to read costs nothing), and no hand-over is spawned while a
+ *     spawn that looked L up has not reached the C runtime yet (L->spawning):
+ *     that spawn saw L's relations before S existed and names L, not S, so
+ *     S's tasks keep naming L until it is in.  Hand-overs never block
+ *     (WEFT_SPAWN_NOWAIT); under backpressure the next writer tries again.
+ *   - Ranges that do not overlap share no handle: disjoint tiles of an array
+ *     are independent, whatever else of the array is registered (unless a
+ *     third registered range straddles them both: then it orders them).
+ *
+ * So any two tasks on overlapping memory, one of them writing, are ordered:
+ * both name the smaller range's handle, or one follows a hand-over that
+ * follows the other.  Unregistering a range (weft_py_data_unregister) first
+ * marks it closing (new tasks naming it, and new ranges overlapping it, are
+ * refused), then waits for a no-op task writing its handle (so every task
+ * that named it has finished), then drops its relations, and only then
+ * unregisters the C handle: nobody names it any more, except a spawn that
+ * looked it up before and has not reached the C runtime; the C core fails
+ * that spawn on the closed handle, and spawn.c looks its accesses up again
+ * (weft_py_accs_stale).
+ *
+ * Atomic steps.  The registry (r->reg: the objects registered, the ranges,
+ * and the fields of each Data that python/weft/_weft.h puts under it)
+ * changes only under r->reg.lock, a plain mutex, and each step under it —
+ * entering a range (enter_range), naming a Data for a spawn (data_use),
+ * unlinking one (unlink_range), leaving (leave_registry) — is plain C: no
+ * Python API that could run Python code, block, or let the thread detach
+ * (no Python allocation: the registry's arrays come from malloc; no
+ * reference dropped; no exception raised: a step returns what went wrong
+ * and its caller raises after unlocking).  The Python work around the
+ * steps (getting a buffer, making a Data, registering its memory with the C
+ * core, releasing a buffer, dropping references) happens with the lock
+ * released; between steps anything may happen, and every step checks what
+ * it relies on again.  The lock used to be a critical section on the
+ * runtime, which CPython suspends whenever the thread blocks inside it (a
+ * contended dict, a stop-the-world pause): a step then was not atomic, and
+ * the free-threaded TSan run caught a spawn reading the ranges while
+ * another thread's spawn was entering one.
  */
 #include "_weft.h"
+
+/* ------------------------------------------------------------------------ */
+/* The lock, and what a step found wrong                                     */
+/* ------------------------------------------------------------------------ */
+
+/* Taken with the thread attached; the holder runs plain C until reg_unlock
+ * (weft_py_registry in _weft.h says why waiting for it attached is safe). */
+static inline void
+reg_lock(RuntimeObject *r)
+{
+    pthread_mutex_lock(&r->reg.lock);
+}
+
+static inline void
+reg_unlock(RuntimeObject *r)
+{
+    pthread_mutex_unlock(&r->reg.lock);
+}
+
+/* What a step found wrong: its caller raises it once the lock is released
+ * (making an exception is Python work). */
+enum {
+    REG_OK = 0,
+    REG_NOMEM,        /* out of memory */
+    REG_CLOSED,       /* the runtime is closed */
+    REG_OVERLAP,      /* the new range [lo, hi) overlaps [olo, ohi), being unregistered */
+    REG_UNREGISTERED, /* the Data was unregistered (or its runtime closed) */
+    REG_CLOSING,      /* the Data, over [lo, hi), is being unregistered */
+    REG_DEVICE_OVERLAP /* device views of the Data over [lo, hi), which overlaps other ranges */
+};
+typedef struct {
+    int kind;
+    uintptr_t lo, hi, olo, ohi;
+} reg_err;
+
+/* "[0x7f.., 0x7f..) (16 bytes)", for messages. */
+static void
+range_str(char *buf, size_t n, uintptr_t lo, uintptr_t hi)
+{
+    snprintf(buf, n, "[%#jx, %#jx) (%ju bytes)", (uintmax_t)lo, (uintmax_t)hi, (uintmax_t)(hi - lo));
+}
+
+/* Raise e (nothing for REG_OK); given: the caller named a weft.Data. */
+static void
+reg_raise(const reg_err *e, const char *what, int given)
+{
+    char a[96], b[96];
+    const char *which = given ? "weft.Data" : "object's data";
+    switch (e->kind) {
+    case REG_NOMEM:
+        PyErr_NoMemory();
+        break;
+    case REG_CLOSED:
+        PyErr_Format(PyExc_RuntimeError, "%s: the weft runtime is closed", what);
+        break;
+    case REG_OVERLAP:
+        range_str(a, sizeof a, e->lo, e->hi);
+        range_str(b, sizeof b, e->olo, e->ohi);
+        PyErr_Format(PyExc_ValueError, "%s: memory %s overlaps %s, which is being unregistered", what, a, b);
+        break;
+    case REG_UNREGISTERED:
+        PyErr_Format(PyExc_ValueError, "%s: this %s was unregistered", what, which);
+        break;
+    case REG_CLOSING:
+        range_str(b, sizeof b, e->lo, e->hi);
+        PyErr_Format(PyExc_ValueError, "%s: this %s is being unregistered (memory %s)", what, which, b);
+        break;
+    case REG_DEVICE_OVERLAP:
+        range_str(b, sizeof b, e->lo, e->hi);
+        PyErr_Format(PyExc_ValueError,
+                     "%s: device_data=True needs memory registered as one range, but this %s "
+                     "(memory %s) overlaps other registered ranges; name the whole array "
+                     "only, or run the task with device_data=False", what, which, b);
+        break;
+    default:
+        break;
+    }
+}
 
 int
 weft_py_data_release(DataObject *d)
 {
-    /* Call with the C handle already unregistered (or the runtime gone). */
-    d->d = NULL;
-    if (d->has_view) {
-        d->has_view = 0;
-        PyBuffer_Release(&d->view);
-    }
+    /* Call with the C handle already unregistered and d->d cleared (or the
+     * runtime gone).  Should two threads get here, one releases, with the
+     * lock released (a release may run Python code). */
+    RuntimeObject *r = d->rt;
+    reg_lock(r);
+    int mine = d->has_view;
+    d->has_view = 0;
+    reg_unlock(r);
+    if (mine) PyBuffer_Release(&d->view);
     return 0;
 }
 
-/* Find or register the data handle for obj (a Data or a buffer object).
- * what: "reads[2]" etc. for messages.  Returns a borrowed reference. */
-DataObject *
-weft_py_data_lookup(RuntimeObject *r, PyObject *obj, const char *what, int want_write)
+/* ------------------------------------------------------------------------ */
+/* The registry: objects, ranges, relations (plain C, under the lock)        */
+/* ------------------------------------------------------------------------ */
+
+void
+weft_py_registry_init(RuntimeObject *r)
 {
-    modstate *st = r->st;
-    DataObject *d;
-    if (Py_IS_TYPE(obj, st->Data_T)) {
-        d = (DataObject *)obj;
+    weft_py_registry *g = &r->reg;
+    pthread_mutex_init(&g->lock, NULL);
+    g->objs = NULL;
+    g->objcap = g->nobjs = 0;
+    g->spans = NULL;
+    g->nspans = g->capspans = g->max_span = 0;
+}
+
+/* After weft_py_registry_clear (nothing is listed any more). */
+void
+weft_py_registry_fini(RuntimeObject *r)
+{
+    free(r->reg.objs);
+    free(r->reg.spans);
+    r->reg.objs = NULL;
+    r->reg.spans = NULL;
+    pthread_mutex_destroy(&r->reg.lock);
+}
+
+/* The home slot of key in a table of cap (a power of two) slots. */
+static size_t
+obj_home(const PyObject *key, size_t cap)
+{
+    uint64_t h = (uint64_t)((uintptr_t)key >> 4) * UINT64_C(0x9E3779B97F4A7C15);
+    return (size_t)(h ^ (h >> 32)) & (cap - 1);
+}
+
+/* The Data registered under object key, or NULL. */
+static DataObject *
+objs_find(const weft_py_registry *g, const PyObject *key)
+{
+    if (g->objcap == 0) return NULL;
+    for (size_t i = obj_home(key, g->objcap);; i = (i + 1) & (g->objcap - 1)) {
+        if (g->objs[i].key == key) return g->objs[i].data;
+        if (g->objs[i].key == NULL) return NULL;
+    }
+}
+
+/* Put (key, d) into v (cap slots, key absent, a free slot left). */
+static void
+objs_put(weft_py_objslot *v, size_t cap, PyObject *key, DataObject *d)
+{
+    size_t i = obj_home(key, cap);
+    while (v[i].key != NULL) i = (i + 1) & (cap - 1);
+    v[i].key = key;
+    v[i].data = d;
+}
+
+/* Room for one more object (at most half the slots used); 0, or -1
+ * (nothing changed). */
+static int
+objs_reserve(weft_py_registry *g)
+{
+    if (2 * (g->nobjs + 1) <= g->objcap) return 0;
+    size_t cap = g->objcap ? 2 * g->objcap : 16;
+    weft_py_objslot *v = calloc(cap, sizeof *v);
+    if (v == NULL) return -1;
+    for (size_t i = 0; i < g->objcap; i++)
+        if (g->objs[i].key != NULL) objs_put(v, cap, g->objs[i].key, g->objs[i].data);
+    free(g->objs);
+    g->objs = v;
+    g->objcap = cap;
+    return 0;
+}
+
+/* Take key out if d is listed under it; 1 if it was.  Linear probing
+ * deletes by shifting the rest of the run back, so no slot is ever a
+ * tombstone. */
+static int
+objs_remove(weft_py_registry *g, const PyObject *key, const DataObject *d)
+{
+    if (g->objcap == 0) return 0;
+    size_t mask = g->objcap - 1, i = obj_home(key, g->objcap);
+    while (g->objs[i].key != key) {
+        if (g->objs[i].key == NULL) return 0;
+        i = (i + 1) & mask;
+    }
+    if (g->objs[i].data != d) return 0;
+    /* i is the hole: an entry further on moves into it when its home is
+     * not after the hole (its probe from home passes the hole). */
+    for (size_t j = (i + 1) & mask; g->objs[j].key != NULL; j = (j + 1) & mask) {
+        size_t home = obj_home(g->objs[j].key, g->objcap);
+        if (((j - home) & mask) >= ((j - i) & mask)) {
+            g->objs[i] = g->objs[j];
+            i = j;
+        }
+    }
+    g->objs[i].key = NULL;
+    g->objs[i].data = NULL;
+    g->nobjs--;
+    return 1;
+}
+
+/* a is below b: smaller, or as large and lower in memory (a total order on
+ * distinct ranges). */
+static int
+below(const DataObject *a, const DataObject *b)
+{
+    uintptr_t na = a->hi - a->lo, nb = b->hi - b->lo;
+    return na < nb || (na == nb && a->lo < b->lo);
+}
+
+static int
+overlap(const DataObject *a, uintptr_t lo, uintptr_t hi)
+{
+    return a->lo < hi && lo < a->hi;
+}
+
+/* First index of g->spans whose (lo, hi) is not less than (lo, hi). */
+static size_t
+spans_bisect(const weft_py_registry *g, uintptr_t lo, uintptr_t hi)
+{
+    size_t a = 0, b = g->nspans;
+    while (a < b) {
+        size_t m = a + (b - a) / 2;
+        DataObject *x = g->spans[m];
+        if (x->lo < lo || (x->lo == lo && x->hi < hi)) a = m + 1;
+        else b = m;
+    }
+    return a;
+}
+
+/* The Data registered for exactly [lo, hi), or NULL. */
+static DataObject *
+spans_find(const weft_py_registry *g, uintptr_t lo, uintptr_t hi)
+{
+    size_t i = spans_bisect(g, lo, hi);
+    if (i < g->nspans && g->spans[i]->lo == lo && g->spans[i]->hi == hi) return g->spans[i];
+    return NULL;
+}
+
+/* The first index of g->spans that can overlap a range starting at lo:
+ * every range before it ends at or before lo (none is longer than
+ * max_span).  Scan from there while spans[i]->lo < hi. */
+static size_t
+spans_scan_start(const weft_py_registry *g, uintptr_t lo)
+{
+    uintptr_t from = lo >= g->max_span ? lo - g->max_span + 1 : 0;
+    return spans_bisect(g, from, 0);
+}
+
+/* Room for need pointers in *v (malloc); 0, or -1 (nothing changed). */
+static int
+ptrs_reserve(DataObject ***v, size_t *cap, size_t need)
+{
+    if (need <= *cap) return 0;
+    size_t c = *cap ? *cap : 4;
+    while (c < need) c *= 2;
+    DataObject **nv = realloc(*v, c * sizeof *nv);
+    if (nv == NULL) return -1;
+    *v = nv;
+    *cap = c;
+    return 0;
+}
+
+static void
+ptrs_remove(DataObject **v, size_t *n, const DataObject *x)
+{
+    for (size_t i = 0; i < *n;)
+        if (v[i] == x) {
+            memmove(v + i, v + i + 1, (*n - i - 1) * sizeof *v);
+            (*n)--;
+        } else {
+            i++;
+        }
+}
+
+/* Step: enter d (made and registered in C, not yet in the registry) under
+ * its object and, if it covers memory, into spans, linked with every
+ * registered range it overlaps.  Returns d (the registry now holds a
+ * reference to it), or the Data another thread entered for the same object
+ * or range meanwhile (a new reference; d stays out, for the caller to
+ * drop), or NULL with *err (nothing changed). */
+static DataObject *
+enter_range(RuntimeObject *r, DataObject *d, reg_err *err)
+{
+    weft_py_registry *g = &r->reg;
+    if (r->rt == NULL) { /* closed: weft_py_data_forget_all emptied it for good */
+        err->kind = REG_CLOSED;
+        return NULL;
+    }
+    DataObject *e = objs_find(g, d->obj);
+    if (e == NULL && d->lo != d->hi) e = spans_find(g, d->lo, d->hi);
+    if (e != NULL) {
+        Py_INCREF(e);
+        return e;
+    }
+    /* Room first, so that linking cannot fail half-way. */
+    if (objs_reserve(g) < 0) goto nomem;
+    if (d->lo == d->hi) {
+        objs_put(g->objs, g->objcap, d->obj, d);
+        g->nobjs++;
+        Py_INCREF(d);
+        return d;
+    }
+    /* What it overlaps. */
+    size_t start = spans_scan_start(g, d->lo), nabove = 0, nbelow = 0;
+    for (size_t i = start; i < g->nspans && g->spans[i]->lo < d->hi; i++) {
+        DataObject *y = g->spans[i];
+        if (!overlap(y, d->lo, d->hi)) continue;
+        if (y->closing) {
+            err->kind = REG_OVERLAP;
+            err->lo = d->lo;
+            err->hi = d->hi;
+            err->olo = y->lo;
+            err->ohi = y->hi;
+            return NULL;
+        }
+        if (below(d, y)) {
+            if (ptrs_reserve(&y->lower, &y->caplower, y->nlower + 1) < 0) goto nomem;
+            nabove++;
+        } else {
+            nbelow++;
+        }
+    }
+    if (ptrs_reserve(&d->lower, &d->caplower, nbelow) < 0 ||
+        ptrs_reserve(&d->pending, &d->cappending, nabove) < 0 ||
+        ptrs_reserve(&g->spans, &g->capspans, g->nspans + 1) < 0)
+        goto nomem;
+    objs_put(g->objs, g->objcap, d->obj, d);
+    g->nobjs++;
+    for (size_t i = start; i < g->nspans && g->spans[i]->lo < d->hi; i++) {
+        DataObject *y = g->spans[i];
+        if (!overlap(y, d->lo, d->hi)) continue;
+        if (below(d, y)) {
+            y->lower[y->nlower++] = d;
+            d->pending[d->npending++] = y;
+        } else {
+            d->lower[d->nlower++] = y;
+        }
+    }
+    size_t at = spans_bisect(g, d->lo, d->hi);
+    memmove(g->spans + at + 1, g->spans + at, (g->nspans - at) * sizeof *g->spans);
+    g->spans[at] = d;
+    g->nspans++;
+    if (d->hi - d->lo > g->max_span) g->max_span = d->hi - d->lo;
+    Py_INCREF(d);
+    return d;
+nomem:
+    err->kind = REG_NOMEM;
+    return NULL;
+}
+
+/* Step: no Data lists d any more, nor d any other. */
+static void
+unlink_range(RuntimeObject *r, DataObject *d)
+{
+    weft_py_registry *g = &r->reg;
+    if (d->lo != d->hi)
+        for (size_t i = spans_scan_start(g, d->lo); i < g->nspans && g->spans[i]->lo < d->hi; i++) {
+            DataObject *y = g->spans[i];
+            ptrs_remove(y->lower, &y->nlower, d);
+            ptrs_remove(y->pending, &y->npending, d);
+        }
+    d->nlower = d->npending = 0;
+}
+
+/* Step: take d (unlinked) out of spans and objs.  1 if the registry held
+ * it: the caller drops that reference once the lock is released. */
+static int
+leave_registry(RuntimeObject *r, DataObject *d)
+{
+    weft_py_registry *g = &r->reg;
+    if (d->lo != d->hi) {
+        size_t i = spans_bisect(g, d->lo, d->hi);
+        if (i < g->nspans && g->spans[i] == d) {
+            memmove(g->spans + i, g->spans + i + 1, (g->nspans - i - 1) * sizeof *g->spans);
+            g->nspans--;
+            if (d->hi - d->lo == g->max_span) {
+                g->max_span = 0;
+                for (size_t j = 0; j < g->nspans; j++)
+                    if (g->spans[j]->hi - g->spans[j]->lo > g->max_span)
+                        g->max_span = g->spans[j]->hi - g->spans[j]->lo;
+            }
+        }
+    }
+    return objs_remove(g, d->obj, d);
+}
+
+/* Step: empty the registry; returns its table of objects (cap slots) for
+ * the caller to drop, with the lock released. */
+static weft_py_objslot *
+take_all(RuntimeObject *r, size_t *cap, int unregistered)
+{
+    weft_py_registry *g = &r->reg;
+    weft_py_objslot *objs = g->objs;
+    *cap = g->objcap;
+    g->objs = NULL;
+    g->objcap = g->nobjs = 0;
+    g->nspans = 0;
+    g->max_span = 0;
+    for (size_t i = 0; i < *cap; i++) {
+        DataObject *d = objs[i].data;
+        if (objs[i].key == NULL) continue;
+        d->nlower = d->npending = 0; /* borrowed pointers to Data that may go now */
+        if (unregistered) {
+            d->closing = 0;
+            d->d = NULL;
+        }
+    }
+    return objs;
+}
+
+void
+weft_py_data_forget_all(RuntimeObject *r)
+{
+    size_t cap;
+    reg_lock(r);
+    weft_py_objslot *objs = take_all(r, &cap, 1);
+    reg_unlock(r);
+    /* Buffers are released, and the registry's references dropped, with the
+     * lock released (either may run Python code). */
+    for (size_t i = 0; i < cap; i++)
+        if (objs[i].key != NULL) {
+            weft_py_data_release(objs[i].data);
+            Py_DECREF(objs[i].data);
+        }
+    free(objs);
+}
+
+int
+weft_py_registry_traverse(RuntimeObject *r, visitproc visit, void *arg)
+{
+    /* Without the lock: the collector traverses with the world stopped (or
+     * the GIL held), and no thread stops inside a step. */
+    weft_py_registry *g = &r->reg;
+    for (size_t i = 0; i < g->objcap; i++)
+        if (g->objs[i].key != NULL) Py_VISIT(g->objs[i].data);
+    return 0;
+}
+
+void
+weft_py_registry_clear(RuntimeObject *r)
+{
+    size_t cap;
+    reg_lock(r);
+    weft_py_objslot *objs = take_all(r, &cap, 0);
+    reg_unlock(r);
+    for (size_t i = 0; i < cap; i++)
+        if (objs[i].key != NULL) Py_DECREF(objs[i].data);
+    free(objs);
+}
+
+/* ------------------------------------------------------------------------ */
+/* No-op tasks: hand-overs and unregister's probe                            */
+/* ------------------------------------------------------------------------ */
+
+static int
+noop_body(weft_ctx *ctx, void *arg)
+{
+    (void)ctx;
+    (void)arg;
+    return 0;
+}
+
+/* Spawn a no-op task with these accesses; nowait: only if that cannot
+ * block (WEFT_EAGAIN otherwise), with the GIL kept (plain C then: a
+ * registry step may do it); else the GIL is released for a spawn that may
+ * block.  A Weft code; no Python exception. */
+static int
+spawn_noop(RuntimeObject *r, const weft_access *acc, size_t n, const char *name, int nowait,
+           weft_task **out)
+{
+    weft_runtime *rt = r->rt;
+    if (rt == NULL) return WEFT_ECLOSED;
+    weft_task_desc desc;
+    weft_task_desc_init(&desc);
+    desc.body = noop_body;
+    desc.accesses = acc;
+    desc.naccesses = n;
+    desc.name = name;
+    int rc;
+    if (nowait) {
+        desc.flags = WEFT_SPAWN_NOWAIT;
+        int prev = weft_py_tl_attached;
+        weft_py_tl_attached = 1;
+        rc = weft_spawn(rt, &desc, out);
+        weft_py_tl_attached = prev;
+    } else {
+        BEGIN_NOGIL_W
+        rc = weft_spawn(rt, &desc, out);
+        END_NOGIL_W
+    }
+    return rc;
+}
+
+/* Part of data_use's step: the hand-over that lets d's tasks stop naming
+ * the ranges in d->pending (see the top of the file).  Not while a spawn
+ * that looked one of them up is in progress; never blocks; if it cannot be
+ * spawned now, d's tasks go on naming them and the next writer tries again. */
+static void
+try_hand_over(RuntimeObject *r, DataObject *d)
+{
+    for (size_t i = 0; i < d->npending; i++)
+        if (d->pending[i]->spawning > 0) return;
+    weft_access small[8], *acc = small;
+    size_t n = d->npending + 1;
+    if (n > 8) {
+        acc = malloc(n * sizeof *acc);
+        if (acc == NULL) return;
+    }
+    acc[0].data = d->d;
+    acc[0].mode = WEFT_RW | WEFT_HOST;
+    for (size_t i = 0; i < d->npending; i++) {
+        acc[i + 1].data = d->pending[i]->d;
+        acc[i + 1].mode = WEFT_RW | WEFT_HOST;
+    }
+    if (spawn_noop(r, acc, n, "weft.py hand-over", 1, NULL) == 0) d->npending = 0;
+    if (acc != small) free(acc);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Lookup                                                                    */
+/* ------------------------------------------------------------------------ */
+
+/* A new Data for obj, holding its buffer (view, moved in) and a C handle for
+ * the memory; not in the registry.  NULL with an exception (the view is
+ * released). */
+static DataObject *
+data_new(RuntimeObject *r, PyObject *obj, Py_buffer *view, int readonly)
+{
+    DataObject *d = PyObject_GC_New(DataObject, r->st->Data_T);
+    if (d == NULL) {
+        PyBuffer_Release(view);
+        return NULL;
+    }
+    WEFT_PY_HANDOFF_ACQUIRE(d); /* the memory's last owner (Data_dealloc) */
+    d->rt = (RuntimeObject *)Py_NewRef(r);
+    d->obj = Py_NewRef(obj);
+    d->view = *view;
+    d->has_view = 1;
+    d->readonly = readonly;
+    d->d = NULL;
+    d->lo = (uintptr_t)view->buf;
+    d->hi = d->lo + (uintptr_t)view->len;
+    if (view->buf == NULL || view->len == 0) d->lo = d->hi = 0;
+    d->closing = 0;
+    d->spawning = 0;
+    d->lower = d->pending = NULL;
+    d->nlower = d->caplower = d->npending = d->cappending = 0;
+    PyObject_GC_Track(d);
+    void *p = d->view.buf;
+    size_t n = (size_t)d->view.len;
+    if (p == NULL || n == 0) {
+        p = &d->dummy;
+        n = 1;
+    }
+    weft_runtime *rt = r->rt;
+    int rc = rt ? weft_data_register(rt, p, n, &d->d) : WEFT_ECLOSED;
+    if (rc != 0) {
+        Py_DECREF(d);
+        return (DataObject *)weft_py_err_weft(rc, "registering data");
+    }
+    /* Its fixed fields, for a thread that gets it through Python (TSan
+     * cannot see CPython's own orderings). */
+    WEFT_PY_HANDOFF_RELEASE(d);
+    return d;
+}
+
+/* Drop a Data that never entered the registry. */
+static void
+data_discard(DataObject *d)
+{
+    if (d->d) {
+        int rc = weft_data_unregister(d->d); /* nothing uses it: returns at once */
+        (void)rc;
+        d->d = NULL;
+    }
+    weft_py_data_release(d);
+    Py_DECREF(d);
+}
+
+/* Get obj's buffer, writable if it can be; -1 with an exception. */
+static int
+get_buffer(PyObject *obj, Py_buffer *view, int *readonly, const char *what)
+{
+    if (!PyObject_CheckBuffer(obj)) {
+        PyErr_Format(PyExc_TypeError,
+                     "%s: expected a weft.Data or an object supporting the buffer "
+                     "protocol (bytearray, memoryview, numpy array...), got '%.100s'",
+                     what, Py_TYPE(obj)->tp_name);
+        return -1;
+    }
+    *readonly = 0;
+    if (PyObject_GetBuffer(obj, view, PyBUF_ANY_CONTIGUOUS | PyBUF_WRITABLE) == 0) return 0;
+    PyErr_Clear();
+    if (PyObject_GetBuffer(obj, view, PyBUF_ANY_CONTIGUOUS) < 0) {
+        PyObject *cause = weft_py_fetch_exc();
+        PyErr_Format(PyExc_ValueError, "%s: '%.100s' object does not export a contiguous buffer",
+                     what, Py_TYPE(obj)->tp_name);
+        if (cause) {
+            PyObject *e = weft_py_fetch_exc();
+            PyException_SetCause(e, cause);
+            weft_py_raise_exc(e);
+            Py_DECREF(e);
+        }
+        return -1;
+    }
+    *readonly = 1;
+    return 0;
+}
+
+static PyObject *
+err_read_only(PyObject *obj, const char *what)
+{
+    PyErr_Format(PyExc_ValueError, "%s: '%.100s' buffer is read-only and cannot be written", what,
+                 Py_TYPE(obj)->tp_name);
+    return NULL;
+}
+
+/* The Data of buffer object obj: the one registered under obj itself, else
+ * the one of the memory its buffer covers, else a new one (registered).  A
+ * new reference, or NULL with an exception.  register_ok: register it if
+ * none is; else NULL with no exception.  want_write: obj's buffer must be
+ * writable.  Takes the lock for its steps only: getting the buffer, making
+ * and registering a Data run without it. */
+static DataObject *
+data_of_object(RuntimeObject *r, PyObject *obj, const char *what, int want_write, int register_ok)
+{
+    /* The object a Data holds covers the memory the Data was made for (its
+     * buffer stays exported): the common case is one look-up. */
+    reg_lock(r);
+    DataObject *d = objs_find(&r->reg, obj);
+    if (d != NULL) Py_INCREF(d);
+    reg_unlock(r);
+    if (d != NULL) {
+        if (d->obj != obj) { /* stale entry: cannot happen while d holds obj */
+            Py_DECREF(d);
+            PyErr_Format(PyExc_RuntimeError, "%s: data registry corrupted", what);
+            return NULL;
+        }
+        if (want_write && d->readonly) {
+            Py_DECREF(d);
+            return (DataObject *)err_read_only(obj, what);
+        }
+        return d;
+    }
+    Py_buffer view;
+    int readonly;
+    if (get_buffer(obj, &view, &readonly, what) < 0) return NULL;
+    if (want_write && readonly) {
+        PyBuffer_Release(&view);
+        return (DataObject *)err_read_only(obj, what);
+    }
+    if (view.buf != NULL && view.len > 0) {
+        /* Memory registered through another object. */
+        reg_lock(r);
+        d = spans_find(&r->reg, (uintptr_t)view.buf, (uintptr_t)view.buf + (uintptr_t)view.len);
+        if (d != NULL) Py_INCREF(d);
+        reg_unlock(r);
+        if (d != NULL || !register_ok) {
+            PyBuffer_Release(&view);
+            return d;
+        }
+    } else if (!register_ok) {
+        PyBuffer_Release(&view);
+        return NULL;
+    }
+    d = data_new(r, obj, &view, readonly);
+    if (d == NULL) return NULL;
+    reg_err err = {REG_OK, 0, 0, 0, 0};
+    reg_lock(r);
+    DataObject *e = enter_range(r, d, &err);
+    reg_unlock(r);
+    if (e == d) return d; /* the registry holds one reference, the caller this one */
+    /* Another thread entered it first (use that one), or an error. */
+    data_discard(d);
+    if (e == NULL) reg_raise(&err, what, 0);
+    return e;
+}
+
+DataObject *
+weft_py_data_lookup(RuntimeObject *r, PyObject *obj, const char *what)
+{
+    if (Py_IS_TYPE(obj, r->st->Data_T)) {
+        DataObject *d = (DataObject *)obj;
+        WEFT_PY_HANDOFF_ACQUIRE(d);
         if (d->rt != r) {
             PyErr_Format(PyExc_ValueError, "%s: this weft.Data belongs to another runtime", what);
             return NULL;
         }
-        if (d->d == NULL) {
-            PyErr_Format(PyExc_ValueError, "%s: this weft.Data was unregistered", what);
-            return NULL;
-        }
-    } else {
-        PyObject *k = PyLong_FromVoidPtr(obj);
-        if (k == NULL) return NULL;
-        d = (DataObject *)PyDict_GetItemWithError(r->data_map, k);
-        if (d == NULL) {
-            Py_DECREF(k);
-            if (PyErr_Occurred()) return NULL;
-            if (!PyObject_CheckBuffer(obj)) {
-                PyErr_Format(PyExc_TypeError,
-                             "%s: expected a weft.Data or an object supporting the buffer "
-                             "protocol (bytearray, memoryview, numpy array...), got '%.100s'",
-                             what, Py_TYPE(obj)->tp_name);
-                return NULL;
-            }
-            d = PyObject_GC_New(DataObject, st->Data_T);
-            if (d == NULL) return NULL;
-            d->rt = (RuntimeObject *)Py_NewRef(r);
-            d->obj = Py_NewRef(obj);
-            d->has_view = 0;
-            d->readonly = 0;
-            d->d = NULL;
-            PyObject_GC_Track(d);
-            if (PyObject_GetBuffer(obj, &d->view, PyBUF_ANY_CONTIGUOUS | PyBUF_WRITABLE) < 0) {
-                PyErr_Clear();
-                if (PyObject_GetBuffer(obj, &d->view, PyBUF_ANY_CONTIGUOUS) < 0) {
-                    PyObject *cause = weft_py_fetch_exc();
-                    PyErr_Format(PyExc_ValueError, "%s: '%.100s' object does not export a contiguous "
-                                 "buffer", what, Py_TYPE(obj)->tp_name);
-                    if (cause) {
-                        PyObject *e = weft_py_fetch_exc();
-                        PyException_SetCause(e, cause);
-                        weft_py_raise_exc(e);
-                        Py_DECREF(e);
-                    }
-                    Py_DECREF(d);
-                    return NULL;
-                }
-                d->readonly = 1;
-            }
-            d->has_view = 1;
-            void *p = d->view.buf;
-            size_t n = (size_t)d->view.len;
-            if (p == NULL || n == 0) {
-                p = &d->dummy;
-                n = 1;
-            }
-            int rc = weft_data_register(r->rt, p, n, &d->d);
-            if (rc != 0) {
-                weft_py_data_release(d);
-                Py_DECREF(d);
-                return (DataObject *)weft_py_err_weft(rc, "registering data");
-            }
-            k = PyLong_FromVoidPtr(obj);
-            if (k == NULL || PyDict_SetItem(r->data_map, k, (PyObject *)d) < 0) {
-                Py_XDECREF(k);
-                int rc2 = weft_data_unregister(d->d); /* nothing uses it yet: returns at once */
-                (void)rc2;
-                weft_py_data_release(d);
-                Py_DECREF(d);
-                return NULL;
-            }
-            Py_DECREF(k);
-            Py_DECREF(d); /* the map holds it */
-        } else {
-            Py_DECREF(k);
-            if (d->obj != obj) { /* stale entry: cannot happen while d holds obj */
-                PyErr_Format(PyExc_RuntimeError, "%s: data registry corrupted", what);
-                return NULL;
-            }
-        }
+        return (DataObject *)Py_NewRef(d);
     }
-    if (want_write && d->readonly) {
-        PyErr_Format(PyExc_ValueError, "%s: '%.100s' buffer is read-only and cannot be written",
-                     what, Py_TYPE(d->obj)->tp_name);
-        return NULL;
-    }
+    return data_of_object(r, obj, what, 0, 1);
+}
+
+DataObject *
+weft_py_data_find(RuntimeObject *r, PyObject *obj, const char *what)
+{
+    if (Py_IS_TYPE(obj, r->st->Data_T)) return (DataObject *)Py_NewRef(obj);
+    DataObject *d = data_of_object(r, obj, what, 0, 0);
+    if (d == NULL && !PyErr_Occurred())
+        PyErr_Format(PyExc_ValueError, "%s: this '%.100s' object is not registered", what,
+                     Py_TYPE(obj)->tp_name);
     return d;
 }
 
 /* ------------------------------------------------------------------------ */
-/* Data type                                                                 */
+/* The accesses of a spawn                                                   */
+/* ------------------------------------------------------------------------ */
+
+void
+weft_py_accs_init(weft_py_accs *a)
+{
+    a->acc = a->acc_small;
+    a->dat = a->dat_small;
+    a->n = 0;
+    a->cap = WEFT_PY_ACCS_SMALL;
+}
+
+/* Room for need accesses (malloc: called in data_use's step); 0, or -1
+ * (nothing changed). */
+static int
+accs_reserve(weft_py_accs *a, size_t need)
+{
+    if (need <= a->cap) return 0;
+    size_t c = a->cap * 2;
+    while (c < need) c *= 2;
+    weft_access *acc = malloc(c * sizeof *acc);
+    DataObject **dat = malloc(c * sizeof *dat);
+    if (acc == NULL || dat == NULL) {
+        free(acc);
+        free(dat);
+        return -1;
+    }
+    memcpy(acc, a->acc, a->n * sizeof *acc);
+    memcpy(dat, a->dat, a->n * sizeof *dat);
+    if (a->acc != a->acc_small) free(a->acc);
+    if (a->dat != a->dat_small) free(a->dat);
+    a->acc = acc;
+    a->dat = dat;
+    a->cap = c;
+    return 0;
+}
+
+static void
+accs_push(weft_py_accs *a, DataObject *d, unsigned mode)
+{
+    a->acc[a->n].data = d->d;
+    a->acc[a->n].mode = mode;
+    a->dat[a->n] = (DataObject *)Py_NewRef(d);
+    d->spawning++;
+    a->n++;
+}
+
+/* Step: name d for a spawn with mode — d's own handle in a, then its
+ * relations in rel, on the host (a hand-over first, for a writer of a range
+ * with pending ones).  Device views (mode without WEFT_HOST) are refused for
+ * a Data with relations: its overlapping ranges' handles would not know of
+ * a replica written on a device.  0, or -1 with *err. */
+static int
+data_use(RuntimeObject *r, DataObject *d, unsigned mode, weft_py_accs *a, weft_py_accs *rel,
+         reg_err *err)
+{
+    if (d->d == NULL || r->rt == NULL) {
+        err->kind = REG_UNREGISTERED;
+        return -1;
+    }
+    if (d->closing) {
+        err->kind = REG_CLOSING;
+        err->lo = d->lo;
+        err->hi = d->hi;
+        return -1;
+    }
+    if (!(mode & WEFT_HOST) && (d->nlower || d->npending)) {
+        err->kind = REG_DEVICE_OVERLAP;
+        err->lo = d->lo;
+        err->hi = d->hi;
+        return -1;
+    }
+    if (d->npending && (mode & WEFT_W)) try_hand_over(r, d);
+    if (accs_reserve(a, a->n + 1) < 0 || accs_reserve(rel, rel->n + d->nlower + d->npending) < 0) {
+        err->kind = REG_NOMEM;
+        return -1;
+    }
+    accs_push(a, d, mode);
+    for (size_t i = 0; i < d->nlower; i++) accs_push(rel, d->lower[i], mode | WEFT_HOST);
+    for (size_t i = 0; i < d->npending; i++) accs_push(rel, d->pending[i], mode | WEFT_HOST);
+    return 0;
+}
+
+int
+weft_py_data_accesses(RuntimeObject *r, PyObject *obj, const char *what, unsigned mode, weft_py_accs *a,
+                      weft_py_accs *rel)
+{
+    DataObject *d;
+    int given = Py_IS_TYPE(obj, r->st->Data_T);
+    if (given) {
+        d = (DataObject *)obj;
+        WEFT_PY_HANDOFF_ACQUIRE(d);
+        if (d->rt != r) {
+            PyErr_Format(PyExc_ValueError, "%s: this weft.Data belongs to another runtime", what);
+            return -1;
+        }
+        if ((mode & WEFT_W) && d->readonly) {
+            err_read_only(d->obj, what);
+            return -1;
+        }
+        Py_INCREF(d);
+    } else {
+        d = data_of_object(r, obj, what, (mode & WEFT_W) != 0, 1);
+        if (d == NULL) return -1;
+    }
+    reg_err err = {REG_OK, 0, 0, 0, 0};
+    reg_lock(r);
+    int rc = data_use(r, d, mode, a, rel, &err);
+    reg_unlock(r);
+    if (rc < 0) reg_raise(&err, what, given);
+    Py_DECREF(d);
+    return rc;
+}
+
+int
+weft_py_accs_stale(const weft_py_accs *a)
+{
+    if (a->n == 0) return 0;
+    RuntimeObject *r = a->dat[0]->rt; /* a spawn names one runtime's data only */
+    int stale = 0;
+    reg_lock(r);
+    for (size_t i = 0; i < a->n && !stale; i++)
+        stale = a->dat[i]->closing || a->dat[i]->d == NULL;
+    reg_unlock(r);
+    return stale;
+}
+
+void
+weft_py_accs_clear(weft_py_accs *a)
+{
+    size_t n = a->n;
+    if (n == 0) return;
+    RuntimeObject *r = a->dat[0]->rt;
+    reg_lock(r);
+    for (size_t i = 0; i < n; i++) a->dat[i]->spawning--;
+    reg_unlock(r);
+    a->n = 0;
+    for (size_t i = 0; i < n; i++) Py_DECREF(a->dat[i]);
+}
+
+int
+weft_py_accs_append(weft_py_accs *a, weft_py_accs *b)
+{
+    if (accs_reserve(a, a->n + b->n) < 0) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    memcpy(a->acc + a->n, b->acc, b->n * sizeof *b->acc);
+    memcpy(a->dat + a->n, b->dat, b->n * sizeof *b->dat);
+    a->n += b->n;
+    b->n = 0;
+    return 0;
+}
+
+void
+weft_py_accs_free(weft_py_accs *a)
+{
+    if (a->acc != a->acc_small) free(a->acc);
+    if (a->dat != a->dat_small) free(a->dat);
+    weft_py_accs_init(a);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Unregistering                                                             */
 /* ------------------------------------------------------------------------ */
 
 int
 weft_py_data_unregister(DataObject *d)
 {
+    WEFT_PY_HANDOFF_ACQUIRE(d);
     RuntimeObject *r = d->rt;
-    if (d->d == NULL) return 0;
-    weft_data *h = d->d;
-    int rc;
+    weft_data *h = NULL;
+    int busy = 0, rc, held;
+    Py_INCREF(d);
+    reg_lock(r);
+    if (d->d != NULL && r->rt != NULL) {
+        if (d->closing) {
+            busy = 1;
+        } else {
+            d->closing = 1; /* no new task names it, no new range overlaps it */
+            h = d->d;
+        }
+    }
+    reg_unlock(r);
+    if (busy) {
+        PyErr_SetString(PyExc_ValueError, "unregister(): this data is already being unregistered");
+        goto fail;
+    }
+    if (h == NULL) goto out; /* unregistered already, or the runtime closed (which releases it) */
+
+    /* Wait for every task that names it, explicitly or through an
+     * overlapping range: they all come before a task that writes it. */
+    weft_access acc = {h, WEFT_RW | WEFT_HOST};
+    weft_task *probe = NULL;
+    rc = spawn_noop(r, &acc, 1, "weft.py unregister", 0, &probe);
+    if (rc == 0) {
+        BEGIN_NOGIL_W
+        rc = weft_task_wait(probe);
+        END_NOGIL_W
+        weft_task_release(probe);
+        if (rc == WEFT_ETASKFAILED || rc == WEFT_ECANCELLED) rc = 0; /* it finished */
+    }
+    if (rc != 0) {
+        reg_lock(r);
+        d->closing = 0;
+        reg_unlock(r);
+        if (r->rt == NULL) goto out; /* closed meanwhile: close releases it */
+        if (rc == WEFT_EDEADLK || rc == WEFT_EBUSY)
+            PyErr_SetString(PyExc_RuntimeError, "unregister(): the calling task itself accesses this "
+                            "data (or waits for a task that does)");
+        else
+            weft_py_err_weft(rc, "unregister()");
+        goto fail;
+    }
+
+    /* Nobody names it from now on but spawns that looked it up before
+     * (spawn.c looks their accesses up again if the C core refuses them). */
+    reg_lock(r);
+    unlink_range(r, d);
+    reg_unlock(r);
     if (weft_py_tl_ts != NULL) {
         BEGIN_NOGIL_W
         rc = weft_data_unregister(h);
@@ -132,33 +985,35 @@ weft_py_data_unregister(DataObject *d)
         rc = weft_data_unregister(h);
         END_NOGIL
     }
-    if (rc == WEFT_EBUSY) {
-        PyErr_SetString(PyExc_RuntimeError,
-                        "unregister(): the calling task itself accesses this data");
-        return -1;
+    if (rc != 0 && r->rt == NULL) goto out;
+    if (rc != 0) {
+        /* Not expected (the wait above would have failed first); it stays
+         * closing: unlinked, it could not be ordered any more. */
+        if (rc == WEFT_EBUSY)
+            PyErr_SetString(PyExc_RuntimeError,
+                            "unregister(): the calling task itself accesses this data");
+        else
+            weft_py_err_weft(rc, "unregister()");
+        goto fail;
     }
-    if (rc != 0 && r->rt != NULL) {
-        weft_py_err_weft(rc, "unregister()");
-        return -1;
-    }
-    Py_INCREF(d);
-    WEFT_PY_CS_BEGIN(r)
+    reg_lock(r);
+    held = leave_registry(r, d);
+    d->closing = 0;
+    d->d = NULL;
+    reg_unlock(r);
+    if (held) Py_DECREF(d); /* the registry's reference: the caller's keeps it alive */
     weft_py_data_release(d);
-    if (r->data_map) {
-        PyObject *k = PyLong_FromVoidPtr(d->obj);
-        if (k) {
-            PyObject *cur = PyDict_GetItemWithError(r->data_map, k);
-            if (cur == (PyObject *)d && PyDict_DelItem(r->data_map, k) < 0) PyErr_Clear();
-            if (PyErr_Occurred()) PyErr_Clear();
-            Py_DECREF(k);
-        } else {
-            PyErr_Clear();
-        }
-    }
-    WEFT_PY_CS_END();
+out:
     Py_DECREF(d);
     return 0;
+fail:
+    Py_DECREF(d);
+    return -1;
 }
+
+/* ------------------------------------------------------------------------ */
+/* Data type                                                                 */
+/* ------------------------------------------------------------------------ */
 
 static PyObject *
 Data_unregister(DataObject *d, PyObject *Py_UNUSED(ignored))
@@ -193,13 +1048,23 @@ Data_traverse(DataObject *d, visitproc visit, void *arg)
 static void
 Data_dealloc(DataObject *d)
 {
+    WEFT_PY_HANDOFF_ACQUIRE(d);
     PyTypeObject *tp = Py_TYPE(d);
     PyObject_GC_UnTrack(d);
-    /* Registered data is held by its runtime's map, so reaching here means
-     * it was unregistered or the runtime closed. */
+    /* Registered data is held by its runtime's registry, so reaching here
+     * means it was unregistered, the runtime closed, or it never entered.
+     * Taking the lock orders this thread after every change other threads
+     * made to d under it (the reference count orders them too, but TSan
+     * cannot see that). */
+    RuntimeObject *r = d->rt;
+    reg_lock(r);
+    reg_unlock(r);
     if (d->has_view) PyBuffer_Release(&d->view);
+    free(d->lower);
+    free(d->pending);
     Py_CLEAR(d->obj);
     Py_CLEAR(d->rt);
+    WEFT_PY_HANDOFF_RELEASE(d); /* to the next object made in this memory */
     tp->tp_free(d);
     Py_DECREF(tp);
 }
@@ -213,13 +1078,21 @@ Data_get_obj(DataObject *d, void *Py_UNUSED(c))
 static PyObject *
 Data_get_nbytes(DataObject *d, void *Py_UNUSED(c))
 {
-    return PyLong_FromSsize_t(d->has_view ? d->view.len : 0);
+    WEFT_PY_HANDOFF_ACQUIRE(d);
+    reg_lock(d->rt);
+    Py_ssize_t len = d->has_view ? d->view.len : 0;
+    reg_unlock(d->rt);
+    return PyLong_FromSsize_t(len);
 }
 
 static PyObject *
 Data_get_registered(DataObject *d, void *Py_UNUSED(c))
 {
-    return PyBool_FromLong(d->d != NULL && d->rt->rt != NULL);
+    WEFT_PY_HANDOFF_ACQUIRE(d);
+    reg_lock(d->rt);
+    int on = d->d != NULL && d->rt->rt != NULL;
+    reg_unlock(d->rt);
+    return PyBool_FromLong(on);
 }
 
 static PyObject *
@@ -231,9 +1104,12 @@ Data_get_readonly(DataObject *d, void *Py_UNUSED(c))
 static PyObject *
 Data_repr(DataObject *d)
 {
-    return PyUnicode_FromFormat("<weft.Data of '%s', %zd bytes%s>", Py_TYPE(d->obj)->tp_name,
-                                d->has_view ? d->view.len : (Py_ssize_t)0,
-                                d->d ? "" : ", unregistered");
+    WEFT_PY_HANDOFF_ACQUIRE(d);
+    reg_lock(d->rt); /* d, closing and has_view are the registry's */
+    const char *state = d->d == NULL ? ", unregistered" : d->closing ? ", being unregistered" : "";
+    Py_ssize_t len = d->has_view ? d->view.len : (Py_ssize_t)0;
+    reg_unlock(d->rt);
+    return PyUnicode_FromFormat("<weft.Data of '%s', %zd bytes%s>", Py_TYPE(d->obj)->tp_name, len, state);
 }
 
 static PyObject *
@@ -261,9 +1137,13 @@ static PyGetSetDef Data_getset[] = {
     {NULL, NULL, NULL, NULL, NULL}};
 
 static PyType_Slot Data_slots[] = {
-    {Py_tp_doc, "A buffer-protocol object registered with a runtime: tasks that name it in "
-                "reads=/writes=/readwrites=/commutes= are ordered by their access modes.  The "
-                "buffer stays exported (its memory pinned) until unregistered."},
+    {Py_tp_doc, "The memory a buffer-protocol object covers, registered with a runtime (one "
+                "weft.Data per range: every object over the same bytes names it).  Tasks that "
+                "name it, or any object over memory overlapping it, in reads=/writes=/"
+                "readwrites=/commutes= are ordered by their access modes; disjoint ranges are "
+                "independent.  The buffer of obj, the first object named for this memory, "
+                "stays exported (its memory pinned) until unregistered.  Safe to use from "
+                "several threads (the runtime's registry has a lock of its own)."},
     {Py_tp_new, Data_new_err},
     {Py_tp_dealloc, Data_dealloc},
     {Py_tp_traverse, Data_traverse},

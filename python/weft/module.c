@@ -195,7 +195,8 @@ static PyMethodDef module_methods[] = {
     {"current_task", (PyCFunction)mod_current_task, METH_NOARGS,
      "The task whose body is running on this thread, or None."},
     {"data", (PyCFunction)mod_data, METH_O,
-     "data(obj) -> Data: register a buffer with the current runtime."},
+     "data(obj) -> Data: the current runtime's weft.Data of the memory obj's buffer covers "
+     "(registered on first use)."},
     {"_close_all", (PyCFunction)mod_close_all, METH_NOARGS, "Close every open runtime (atexit)."},
     {"_busy", (PyCFunction)mod_busy, METH_O,
      "_busy(us): spin for us microseconds with the GIL released."},

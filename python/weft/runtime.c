@@ -124,6 +124,7 @@ Runtime_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
     }
     r->rt = NULL;
     pthread_mutex_init(&r->close_lock, NULL);
+    weft_py_registry_init(r);
     r->module = Py_NewRef(PyType_GetModuleByDef(type, &weft_py_module));
     r->st = st;
     r->interp = PyInterpreterState_Get();
@@ -135,7 +136,6 @@ Runtime_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
     r->spawn_gil = spawn_mode;
     r->failures = PyDict_New();
     r->failed = PyDict_New();
-    r->data_map = PyDict_New();
     r->spaces = PyDict_New();
     r->next_space = 0;
     r->spin_gil_ns = gil_spin;
@@ -155,7 +155,7 @@ Runtime_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
     atomic_init(&r->closing, 0);
     r->weakreflist = NULL;
     PyObject_GC_Track(r);
-    if (!r->failures || !r->failed || !r->data_map || !r->spaces) goto fail;
+    if (!r->failures || !r->failed || !r->spaces) goto fail;
 
     cfg.on_worker_start = weft_py_on_worker_start;
     cfg.on_worker_stop = weft_py_on_worker_stop;
@@ -248,15 +248,7 @@ close_locked(RuntimeObject *r)
     weft_py_release_drain(r); /* every body has run */
     weft_py_spaces_unbind(r);
     /* Buffers stay exported until here. */
-    PyObject *handles = PyDict_Values(r->data_map);
-    if (handles) {
-        for (Py_ssize_t i = 0; i < PyList_GET_SIZE(handles); i++)
-            weft_py_data_release((DataObject *)PyList_GET_ITEM(handles, i));
-        Py_DECREF(handles);
-    } else {
-        PyErr_Clear();
-    }
-    PyDict_Clear(r->data_map);
+    weft_py_data_forget_all(r);
     PyDict_Clear(r->failures);
     modstate *st = r->st;
     Py_INCREF(r);
@@ -280,16 +272,15 @@ Runtime_traverse(RuntimeObject *r, visitproc visit, void *arg)
     Py_VISIT(Py_TYPE(r));
     Py_VISIT(r->module);
     Py_VISIT(r->failures);
-    Py_VISIT(r->data_map);
     Py_VISIT(r->spaces);
-    return 0;
+    return weft_py_registry_traverse(r, visit, arg);
 }
 
 static int
 Runtime_clear(RuntimeObject *r)
 {
     Py_CLEAR(r->failures);
-    Py_CLEAR(r->data_map);
+    weft_py_registry_clear(r);
     Py_CLEAR(r->spaces);
     Py_CLEAR(r->failed);
     return 0;
@@ -313,6 +304,7 @@ Runtime_dealloc(RuntimeObject *r)
     }
     weft_py_release_drain(r);
     Runtime_clear(r);
+    weft_py_registry_fini(r);
     Py_CLEAR(r->module);
     pthread_mutex_destroy(&r->close_lock);
     tp->tp_free(r);
@@ -390,29 +382,16 @@ PyObject *
 weft_py_runtime_data(RuntimeObject *r, PyObject *obj)
 {
     if (weft_py_check_open(r, "data()") < 0) return NULL;
-    DataObject *d = weft_py_data_lookup(r, obj, "data()", 0);
-    return d ? Py_NewRef(d) : NULL;
+    return (PyObject *)weft_py_data_lookup(r, obj, "data()");
 }
 
 static PyObject *
 Runtime_unregister(RuntimeObject *r, PyObject *obj)
 {
     if (weft_py_check_open(r, "unregister()") < 0) return NULL;
-    DataObject *d;
-    if (Py_IS_TYPE(obj, r->st->Data_T)) d = (DataObject *)obj;
-    else {
-        PyObject *k = PyLong_FromVoidPtr(obj);
-        if (k == NULL) return NULL;
-        d = (DataObject *)PyDict_GetItemWithError(r->data_map, k);
-        Py_DECREF(k);
-        if (d == NULL) {
-            if (!PyErr_Occurred())
-                PyErr_Format(PyExc_ValueError, "unregister(): this '%.100s' object is not registered",
-                             Py_TYPE(obj)->tp_name);
-            return NULL;
-        }
-    }
-    Py_INCREF(d);
+    /* obj itself, or the memory its buffer covers. */
+    DataObject *d = weft_py_data_find(r, obj, "unregister()");
+    if (d == NULL) return NULL;
     int rc = weft_py_data_unregister(d);
     Py_DECREF(d);
     if (rc < 0) return NULL;
@@ -517,9 +496,12 @@ static PyMethodDef Runtime_methods[] = {
     {"close", (PyCFunction)Runtime_close, METH_NOARGS,
      "Finish every task, stop the workers and release registered buffers.  Idempotent."},
     {"data", (PyCFunction)weft_py_runtime_data, METH_O,
-     "data(obj) -> Data\n\nRegister a buffer-protocol object (or return its handle)."},
+     "data(obj) -> Data\n\nThe weft.Data of the memory obj's buffer covers, registering it on "
+     "first use: every object over the same bytes gets the same Data.  Safe from any thread."},
     {"unregister", (PyCFunction)Runtime_unregister, METH_O,
-     "unregister(obj)\n\nWait for the tasks using obj, then release its buffer."},
+     "unregister(obj)\n\nWait for the tasks using the memory obj covers (directly or through an "
+     "overlapping range), then release its buffer.  obj: a weft.Data, or any object over "
+     "registered memory."},
     {"cancel_pending", (PyCFunction)Runtime_cancel_pending, METH_NOARGS,
      "Cancel every task that has not started (running tasks finish)."},
     {"stats", (PyCFunction)Runtime_stats, METH_NOARGS, "Counters of the C runtime, as a dict."},

@@ -16,9 +16,19 @@
  * slot (t->space set) goes into its C space under its key's index. */
 static int
 submit_c(RuntimeObject *r, TaskObject *t, weft_task **deps, size_t ndeps, weft_access *acc,
-         size_t nacc, const weft_placement *pl, size_t npl)
+         size_t nacc, const weft_placement *pl, size_t npl, int *rcp)
 {
     weft_space *space = NULL;
+    /* The C runtime, read once: a close on another thread may clear r->rt
+     * after the spawn's open check (a handle read before that is refused by
+     * the core with WEFT_ECLOSED once destroyed). */
+    weft_runtime *rt = r->rt;
+    *rcp = 0;
+    if (rt == NULL && !t->space) {
+        *rcp = WEFT_ECLOSED;
+        PyErr_SetString(PyExc_RuntimeError, "spawn(): the weft runtime is closed");
+        return -1;
+    }
     if (t->space) {
         /* Binds the space to r; a slot cancelled before it was spawned
          * cancels its key's placeholder, which the C space passes on. */
@@ -74,17 +84,18 @@ submit_c(RuntimeObject *r, TaskObject *t, weft_task **deps, size_t ndeps, weft_a
         desc.flags = WEFT_SPAWN_NOWAIT;
         int prev = weft_py_tl_attached;
         weft_py_tl_attached = 1;
-        rc = space ? weft_space_spawn(space, &t->index, 1, &desc, &h) : weft_spawn(r->rt, &desc, &h);
+        rc = space ? weft_space_spawn(space, &t->index, 1, &desc, &h) : weft_spawn(rt, &desc, &h);
         weft_py_tl_attached = prev;
         desc.flags = 0;
     }
     if (rc == WEFT_EAGAIN) {
         BEGIN_NOGIL_W
-        rc = space ? weft_space_spawn(space, &t->index, 1, &desc, &h) : weft_spawn(r->rt, &desc, &h);
+        rc = space ? weft_space_spawn(space, &t->index, 1, &desc, &h) : weft_spawn(rt, &desc, &h);
         END_NOGIL_W
     }
     if (rc != 0) {
         /* weft_py_arg_destroy ran: the cell is gone, its reference dropped. */
+        *rcp = rc;
         if (rc == WEFT_ECLOSED) {
             PyErr_SetString(PyExc_RuntimeError, "spawn(): the weft runtime is closed");
             return -1;
@@ -187,8 +198,8 @@ as_seq(PyObject *v, PyTypeObject *single_t, const char *what, int single_ok_any_
     return it;
 }
 
-static PyObject *spawn_locked(modstate *st, RuntimeObject *r, PyObject *const *args,
-                              Py_ssize_t nargs, PyObject *kwnames, PyObject *self_callable);
+static PyObject *spawn_impl(modstate *st, RuntimeObject *r, PyObject *const *args,
+                            Py_ssize_t nargs, PyObject *kwnames, PyObject *self_callable);
 
 /* The decorator form binds the body's free variables at spawn time: a
  * Python function with a closure is replaced by a copy of itself whose
@@ -267,7 +278,7 @@ PyObject *
 weft_py_spawn(modstate *st, RuntimeObject *r, PyObject *const *args, Py_ssize_t nargs,
            PyObject *kwnames, PyObject *self_callable)
 {
-    if (r != NULL || nargs == 0) return spawn_locked(st, r, args, nargs, kwnames, self_callable);
+    if (r != NULL || nargs == 0) return spawn_impl(st, r, args, nargs, kwnames, self_callable);
     /* Module-level spawn: find runtime= among the keywords, else the current one. */
     PyObject *rtobj = NULL;
     Py_ssize_t nk = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
@@ -290,16 +301,16 @@ weft_py_spawn(modstate *st, RuntimeObject *r, PyObject *const *args, Py_ssize_t 
             return NULL;
         }
         Py_INCREF(cur);
-        PyObject *res = spawn_locked(st, NULL, args, nargs, kwnames, self_callable);
+        PyObject *res = spawn_impl(st, NULL, args, nargs, kwnames, self_callable);
         Py_DECREF(cur);
         return res;
     }
-    return spawn_locked(st, NULL, args, nargs, kwnames, self_callable);
+    return spawn_impl(st, NULL, args, nargs, kwnames, self_callable);
 }
 
 static PyObject *
-spawn_locked(modstate *st, RuntimeObject *r, PyObject *const *args, Py_ssize_t nargs,
-             PyObject *kwnames, PyObject *self_callable)
+spawn_impl(modstate *st, RuntimeObject *r, PyObject *const *args, Py_ssize_t nargs,
+           PyObject *kwnames, PyObject *self_callable)
 {
     spawn_kw kw;
     if (parse_kw(st, args, nargs, kwnames, &kw, r == NULL) < 0) return NULL;
@@ -397,9 +408,14 @@ spawn_locked(modstate *st, RuntimeObject *r, PyObject *const *args, Py_ssize_t n
     PyObject *result = NULL;
     PyObject *deps = NULL, *accs[4] = {NULL, NULL, NULL, NULL};
     weft_task *dbuf[SMALL], **dv = dbuf;
-    weft_access abuf[SMALL], *av = abuf;
-    DataObject *datbuf[SMALL], **datv = datbuf;
-    Py_ssize_t nd = 0, na = 0;
+    /* The C accesses (the Data they come from held until submitted): the
+     * named ones, then (moved after them) their relations. */
+    weft_py_accs av, rel;
+    weft_py_accs_init(&av);
+    weft_py_accs_init(&rel);
+    size_t na = 0;
+    Py_ssize_t nd = 0;
+    int tries = 0, redo = 0;
     TaskObject *t = NULL;
     static const unsigned modes[4] = {WEFT_R, WEFT_W, WEFT_RW, WEFT_RW | WEFT_COMMUTE};
     static const char *const mode_names[4] = {"reads", "writes", "readwrites", "commutes"};
@@ -424,69 +440,66 @@ spawn_locked(modstate *st, RuntimeObject *r, PyObject *const *args, Py_ssize_t n
     for (int m = 0; m < 4; m++) {
         accs[m] = as_seq(accv[m], st->Data_T, mode_names[m], 1);
         if (accs[m] == NULL && PyErr_Occurred()) goto done;
-        if (accs[m]) na += PySequence_Fast_GET_SIZE(accs[m]);
     }
     if (nd > SMALL) dv = PyMem_Malloc(sizeof(*dv) * (size_t)nd);
-    if (na > SMALL) {
-        av = PyMem_Malloc(sizeof(*av) * (size_t)na);
-        datv = PyMem_Malloc(sizeof(*datv) * (size_t)na);
-    }
-    if (dv == NULL || av == NULL || datv == NULL) {
+    if (dv == NULL) {
         PyErr_NoMemory();
         goto done;
     }
 
-    WEFT_PY_CS_BEGIN(r)
+    /* No lock around the rest: the data registry takes its own for each
+     * step (data.c), and the rest is the spawning thread's. */
+again:
+    redo = 0;
     for (Py_ssize_t i = 0; i < nd; i++) {
         PyObject *o = PySequence_Fast_GET_ITEM(deps, i);
         if (!Py_IS_TYPE(o, st->Task_T)) {
             PyErr_Format(PyExc_TypeError, "spawn(): deps[%zd] is not a weft.Task but '%.100s'", i,
                          Py_TYPE(o)->tp_name);
-            goto unlock;
+            goto finish;
         }
         TaskObject *dep = (TaskObject *)o;
         if (dep->rt && dep->rt != r) {
             PyErr_Format(PyExc_ValueError, "spawn(): deps[%zd] belongs to another weft runtime", i);
-            goto unlock;
+            goto finish;
         }
         if (dep == slot) {
             PyErr_Format(PyExc_ValueError, "spawn(): task %R cannot depend on itself",
                          slot->name ? slot->name : Py_None);
-            goto unlock;
+            goto finish;
         }
         /* A slot nobody spawned into yet stands for its key's placeholder
          * in the C space (binding the space to r). */
         dv[i] = atomic_load(&dep->phase) == PH_SUBMITTED ? atomic_load(&dep->h) : weft_py_slot_handle(dep, r);
-        if (dv[i] == NULL) goto unlock;
+        if (dv[i] == NULL) goto finish;
     }
-    {
-        Py_ssize_t j = 0;
-        for (int m = 0; m < 4; m++) {
-            if (!accs[m]) continue;
-            for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(accs[m]); i++) {
-                char what[48];
-                snprintf(what, sizeof what, "spawn(): %s[%zd]", mode_names[m], i);
-                DataObject *d = weft_py_data_lookup(r, PySequence_Fast_GET_ITEM(accs[m], i), what,
-                                            modes[m] != WEFT_R);
-                if (d == NULL) goto unlock;
-                datv[j] = d;
-                av[j].data = d->d;
-                /* By default Python bodies use the buffer itself: the host's
-                 * copy, wherever the task runs.  device_data=True: the copy
-                 * on the task's device, which the body reaches through views
-                 * (view.c; the host's for a task on the CPU). */
-                av[j].mode = modes[m] | (device_data ? 0u : (unsigned)WEFT_HOST);
-                j++;
-            }
+    /* Each buffer names the Data of the memory it covers (data.c): those
+     * first, in order (views find access i at C access i), then the
+     * overlapping ranges they must be ordered with, on the host.  By default
+     * Python bodies use the buffer itself: the host's copy, wherever the
+     * task runs.  device_data=True: the copy on the task's device, which
+     * the body reaches through views (view.c; the host's for a task on the
+     * CPU). */
+    for (int m = 0; m < 4; m++) {
+        if (!accs[m]) continue;
+        for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(accs[m]); i++) {
+            char what[48];
+            snprintf(what, sizeof what, "spawn(): %s[%zd]", mode_names[m], i);
+            if (weft_py_data_accesses(r, PySequence_Fast_GET_ITEM(accs[m], i), what,
+                                      modes[m] | (device_data ? 0u : (unsigned)WEFT_HOST), &av, &rel) < 0)
+                goto finish;
         }
     }
+
+    na = av.n;
+    if (weft_py_accs_append(&av, &rel) < 0) goto finish;
 
     /* The Task object. */
     if (slot) {
         t = (TaskObject *)Py_NewRef(slot);
     } else {
         t = weft_py_task_new(st);
-        if (t == NULL) goto unlock;
+        if (t == NULL) goto finish;
     }
     t->rt = (RuntimeObject *)Py_NewRef(r);
     t->priority = priority;
@@ -496,15 +509,15 @@ spawn_locked(modstate *st, RuntimeObject *r, PyObject *const *args, Py_ssize_t n
     if (na > 0) {
         /* For views (view.c): the Data of access i is acc[i]. */
         PyObject *acc = PyTuple_New(na);
-        if (acc == NULL) goto unlock_fail;
-        for (Py_ssize_t i = 0; i < na; i++) PyTuple_SET_ITEM(acc, i, Py_NewRef((PyObject *)datv[i]));
+        if (acc == NULL) goto undo;
+        for (size_t i = 0; i < na; i++) PyTuple_SET_ITEM(acc, (Py_ssize_t)i, Py_NewRef((PyObject *)av.dat[i]));
         Py_XSETREF(t->acc, acc);
         t->acc_nreads = accs[0] ? (uint32_t)PySequence_Fast_GET_SIZE(accs[0]) : 0;
     }
     t->device_data = device_data;
     if (nargs > 1) {
         PyObject *a = PyTuple_New(nargs - 1);
-        if (a == NULL) goto unlock_fail;
+        if (a == NULL) goto undo;
         for (Py_ssize_t i = 1; i < nargs; i++) {
             PyObject *x = args[i];
             if (Py_IS_TYPE(x, st->Data_T)) x = ((DataObject *)x)->obj; /* the body gets the object */
@@ -514,14 +527,25 @@ spawn_locked(modstate *st, RuntimeObject *r, PyObject *const *args, Py_ssize_t n
     }
     if (kw.kwargs && kw.kwargs != Py_None && PyDict_GET_SIZE(kw.kwargs) > 0) {
         t->kwargs = PyDict_Copy(kw.kwargs);
-        if (t->kwargs == NULL) goto unlock_fail;
+        if (t->kwargs == NULL) goto undo;
     }
 
-    if (submit_c(r, t, dv, (size_t)nd, av, (size_t)na, pl, npl) < 0) goto unlock_fail;
+    int src;
+    if (submit_c(r, t, dv, (size_t)nd, av.acc, av.n, pl, npl, &src) < 0) {
+        /* A range named only through an overlapping one began to be
+         * unregistered while this spawn was on its way (it may block, and
+         * let other threads run): its relations are gone now, so look the
+         * accesses up again. */
+        if (src == WEFT_EINVAL && weft_py_accs_stale(&av) && ++tries < 64) {
+            PyErr_Clear();
+            redo = 1;
+        }
+        goto undo;
+    }
     result = (PyObject *)t;
     t = NULL;
-    goto unlock;
-unlock_fail:
+    goto finish;
+undo:
     if (t) {
         /* Undo: a fresh task is dropped; a slot goes back to declared. */
         Py_CLEAR(t->fn);
@@ -532,8 +556,13 @@ unlock_fail:
         if (atomic_load(&t->phase) != PH_SUBMITTED) Py_CLEAR(t->rt);
         Py_CLEAR(t);
     }
-unlock:;
-    WEFT_PY_CS_END();
+    if (redo) {
+        weft_py_accs_clear(&av);
+        goto again;
+    }
+finish:
+    weft_py_accs_clear(&av);
+    weft_py_accs_clear(&rel);
 done:
     for (Py_ssize_t i = 0; deps && i < nd; i++) WEFT_PY_HANDOFF_RELEASE(PySequence_Fast_GET_ITEM(deps, i));
     if (result) WEFT_PY_HANDOFF_RELEASE(result);
@@ -547,8 +576,8 @@ done:
     Py_XDECREF(deps);
     for (int m = 0; m < 4; m++) Py_XDECREF(accs[m]);
     if (dv != dbuf) PyMem_Free(dv);
-    if (av != abuf) PyMem_Free(av);
-    if (datv != datbuf) PyMem_Free(datv);
+    weft_py_accs_free(&av);
+    weft_py_accs_free(&rel);
     PyMem_Free(pl);
     Py_XDECREF(place_fn);
     Py_XDECREF(bodies);

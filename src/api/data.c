@@ -131,7 +131,8 @@ int weft_data_unregister(weft_data *h)
                                        "data they were partitioned from");
     /* Hold an in-flight count for the whole call, so a destroy racing with
      * it waits instead of freeing the handle (and the runtime) under it. */
-    weft__rt *rt = weft__rt_enter(d->rt_handle, "weft_data_unregister", &err, 1, true);
+    weft__rt *rt = weft__rt_enter(atomic_load_explicit(&d->rt_handle, memory_order_relaxed),
+                                  "weft_data_unregister", &err, 1, true);
     if (!rt)
         return weft__data_get(h) ? err
                                  : weft__error(WEFT_EINVAL, "weft_data_unregister: data is already unregistered");

@@ -82,7 +82,7 @@ int weft__desc_check(const weft_runtime *h, const weft_task_desc *d, const char 
         weft__data *dd = weft__data_get(a->data);
         if (!dd)
             return weft__error(WEFT_EINVAL, "%s: data of access %zu is NULL or unregistered", fn, i);
-        if (dd->rt_handle != (const void *)h)
+        if (atomic_load_explicit(&dd->rt_handle, memory_order_relaxed) != (const void *)h)
             return weft__error(WEFT_EINVAL, "%s: data of access %zu belongs to another runtime", fn, i);
         unsigned m = a->mode;
         if (m & WEFT_REDUCE) {

@@ -99,7 +99,7 @@ weft__data *weft__data_new(weft__waitset *ws, const void *rt_handle, void *ptr, 
     size_t from = offsetof(weft__data, ws);
     memset((char *)d + from, 0, sizeof *d - from);
     d->ws = ws;
-    d->rt_handle = rt_handle;
+    atomic_store_explicit(&d->rt_handle, rt_handle, memory_order_relaxed);
     d->ptr = ptr;
     d->size = n;
     d->rows = d->in_rows = 1;

@@ -79,8 +79,13 @@ typedef struct weft__data {
      * afterwards.  Never zeroed by plain stores (a spawn racing an unregister
      * may still read it after the slot was freed and reused). */
     _Atomic int64_t users;
+    /* The runtime's handle (identifies it).  Atomic and never zeroed by
+     * plain stores either: weft__desc_check reads it for a handle that may
+     * be stale (a spawn racing an unregister, while a new registration
+     * reuses the slot); a stale reader then sees the new owner's runtime or
+     * the old one, and its pin fails either way. */
+    const void *_Atomic rt_handle;
     weft__waitset *ws;                 /* first field (re)initialised by new: unregister sleeps here */
-    const void *rt_handle;             /* the runtime's handle (identifies it) */
     uint32_t id;                       /* its number in the runtime (the trace names it d<id>) */
     void *ptr;                         /* the user's host memory */
     size_t size;                       /* bytes of a device replica */
