@@ -358,6 +358,20 @@ enum weft_reduce_type {
 };
 #define WEFT_RED_TYPE_MASK 0xF0000u
 
+/* Where an access of a task on several GPUs is (bits 20-25 of the mode):
+ * WEFT_ON_GPU(k) puts it on the k-th GPU of the task's device set (as
+ * weft_ctx_gpu(ctx, k) numbers them; k in 0 .. 62) instead of the first:
+ * the data is made valid there, weft_ctx_data gives that GPU's copy, and
+ * work reading it belongs on that GPU's stream (weft_ctx_stream(ctx, k)).
+ * WEFT_ON_GPU(0) is the default.  Ordering is as without it.  With
+ * WEFT_R, WEFT_W or WEFT_RW (not WEFT_HOST, WEFT_COMMUTE or WEFT_REDUCE);
+ * every alternative of the task that can run must have more than k GPUs;
+ * one task may name the same data on several GPUs only to read it.
+ * (WEFT_EINVAL at spawn, naming the access, otherwise.)  A task with
+ * several GPUs reserves on each of them the largest of its GPUs' data. */
+#define WEFT_ON_GPU(k) ((((unsigned)(k)) + 1u) << 20)
+#define WEFT_ON_GPU_MASK 0x3F00000u
+
 /* Register n bytes at ptr (host memory) as a data handle.  Dependencies
  * follow handles, not addresses: the same or overlapping memory registered
  * twice gives two handles whose accesses are not ordered with each other
@@ -461,7 +475,8 @@ typedef int (*weft_body_fn)(weft_ctx *ctx, void *arg);
 typedef struct weft_access {
     weft_data *data;
     unsigned mode; /* WEFT_R, WEFT_W, WEFT_RW, optionally | WEFT_COMMUTE; or
-                      WEFT_REDUCE | an operator | a type; any | WEFT_HOST */
+                      WEFT_REDUCE | an operator | a type; any | WEFT_HOST;
+                      or WEFT_R/W/RW | WEFT_ON_GPU(k) */
 } weft_access;
 
 /* Where a task may run: one device set, with what it reserves on each GPU
@@ -483,6 +498,9 @@ typedef struct weft_placement {
     size_t memory;     /* bytes reserved on each GPU of the set (counted in
                           weft_device_info.memory_used while the task holds them) */
     weft_body_fn body; /* this alternative's body; NULL: the task's body */
+    uint64_t gpu_set;  /* 0: any GPUs (or `gpu`); else exactly these: bit g for GPU g,
+                          as many bits as `gpus`, `gpu` -1.  The set's k-th GPU
+                          (weft_ctx_gpu) is then the k-th lowest of them */
 } weft_placement;
 
 /* *p = any one GPU, whole, no memory, the task's body.  Never fails. */
@@ -715,6 +733,146 @@ WEFT_API WEFT_NODISCARD int weft_space_cancel(weft_space *s, const int64_t *key,
  * spaces.  NULL is accepted.  Errors: WEFT_EINVAL (already destroyed, or its
  * runtime was).  Never blocks; may be called from a task. */
 WEFT_API int weft_space_destroy(weft_space *s);
+
+/* ------------------------------------------------------------------------ */
+/* Communication                                                             */
+/* ------------------------------------------------------------------------ */
+
+/* A communicator: a group of GPUs of one runtime (its members, numbered
+ * 0 .. n-1) that exchange data by collective and point-to-point operations.
+ * Each operation is a task like any other: it names one data handle per
+ * member buffer, is ordered by the same dependencies (after the writers of
+ * what it reads, before the readers of what it writes; no user
+ * synchronisation), runs on its members' GPUs, on their streams, after the
+ * work it follows (GPU to GPU, without the host), and fails and cancels its
+ * dependents like any task.  The data are made valid on each member's GPU
+ * before the operation reads them, as for a task's WEFT_ON_GPU accesses.
+ *
+ * Backends: the members are all virtual GPUs (a virtual communicator: the
+ * data move in host memory, with the time a ring over the virtual GPUs'
+ * peer links would take: per step the copy model's latency plus the bytes
+ * over its peer bandwidth) or all CUDA devices (NCCL, when Weft was built
+ * with it; otherwise WEFT_EINVAL at creation, saying so).
+ *
+ * Operations on one communicator — and on any communicators sharing a GPU
+ * — are queued on every GPU in the same order (the order their tasks
+ * start), so that collectives never wait on each other crosswise.  A
+ * member that does not take part within the communicator's timeout (its
+ * stream stuck behind other work) fails the operation with a message on
+ * stderr naming the operation and the member. */
+typedef struct weft_comm weft_comm;
+
+typedef struct weft_comm_config {
+    const unsigned *gpus; /* the members' GPUs (numbered as placements number them),
+                             member k on gpus[k]; distinct; NULL: every GPU of the
+                             runtime, in order */
+    unsigned ngpus;       /* with gpus: how many (1 .. 64) */
+    uint64_t timeout_ns;  /* how long a member waits for the others in one operation;
+                             0: 60 s */
+} weft_comm_config;
+
+/* Zero *c (every GPU, the default timeout).  Never fails. */
+WEFT_API void weft_comm_config_init(weft_comm_config *c);
+
+/* Create a communicator over GPUs of rt (cfg NULL: every GPU).  Errors:
+ * WEFT_EINVAL (NULL rt or out, no GPUs, a GPU out of range or named twice,
+ * members of different kinds, CUDA members without NCCL: the message says
+ * which), WEFT_ECLOSED, WEFT_ENOMEM, WEFT_EDEVICE (NCCL refused).  Never
+ * blocks on tasks; thread-safe. */
+WEFT_API WEFT_NODISCARD int weft_comm_create(weft_runtime *rt, const weft_comm_config *cfg, weft_comm **out);
+
+/* Wait until every operation posted on c has finished, then free it.  The
+ * handle is invalid afterwards.  Errors: WEFT_EINVAL (NULL, stale), WEFT_EBUSY
+ * (called from one of c's own operations).  Call it before destroying the
+ * runtime (afterwards it only frees c).  Thread-safe; not concurrently
+ * with posts on c. */
+WEFT_API int weft_comm_destroy(weft_comm *c);
+
+/* Members of c (0 if c is NULL or stale). */
+WEFT_API unsigned weft_comm_size(const weft_comm *c);
+
+/* Collective operations (weft_coll.op).  Member k's buffers are send[k] and
+ * recv[k]; `count` elements of `type` (bytes from the start of each buffer;
+ * a larger buffer keeps the rest):
+ *   WEFT_COLL_ALLREDUCE       recv[k] = send[0] OP send[1] ... OP send[n-1],
+ *                             for every k (count elements each);
+ *   WEFT_COLL_BROADCAST       recv[k] = send[root] for every k;
+ *   WEFT_COLL_REDUCE          recv[root] = send[0] OP ... OP send[n-1]
+ *                             (recv may be NULL but for root's entry);
+ *   WEFT_COLL_ALLGATHER       recv[k] (n*count elements) = send[0], ...,
+ *                             send[n-1] one after another;
+ *   WEFT_COLL_REDUCE_SCATTER  recv[k] (count elements) = element block k
+ *                             of send[0] OP ... OP send[n-1] (each send
+ *                             n*count elements).
+ * Reductions combine in member order, left to right, so results are the
+ * same bit for bit on every member and every run (equal to a sequential
+ * loop over the members; NCCL's own order applies on CUDA).
+ * In place: send NULL for ALLREDUCE, BROADCAST and REDUCE (recv[k] holds
+ * member k's input); ALLGATHER and REDUCE_SCATTER need both. */
+enum weft_coll_op {
+    WEFT_COLL_ALLREDUCE = 1,
+    WEFT_COLL_BROADCAST = 2,
+    WEFT_COLL_REDUCE = 3,
+    WEFT_COLL_ALLGATHER = 4,
+    WEFT_COLL_REDUCE_SCATTER = 5
+};
+
+typedef struct weft_coll {
+    unsigned op;              /* WEFT_COLL_* */
+    unsigned type;            /* one element type, WEFT_RED_I32 .. WEFT_RED_F64, and for
+                                 ALLREDUCE, REDUCE and REDUCE_SCATTER | an operator
+                                 (WEFT_RED_SUM, WEFT_RED_MIN, WEFT_RED_MAX) */
+    size_t count;             /* elements (see above); 0: an operation that only orders */
+    unsigned root;            /* BROADCAST and REDUCE: the member at the root */
+    weft_data *const *send;   /* n handles (member k's at k), or NULL (in place) */
+    weft_data *const *recv;   /* n handles */
+    weft_task *const *deps;   /* tasks it must follow besides its data's; may be NULL */
+    size_t ndeps;
+    const char *name;         /* for traces and errors; NULL: the operation's */
+    int priority;
+} weft_coll;
+
+/* Zero *c.  Never fails. */
+WEFT_API void weft_coll_init(weft_coll *c);
+
+/* Post a collective on c: spawn the task that runs it (out as weft_spawn's:
+ * NULL, or a handle to release).  Its accesses: each member's send as
+ * WEFT_R and recv as WEFT_W (WEFT_RW in place, or when count elements do
+ * not cover the whole buffer), on that member's GPU.  Errors (nothing
+ * spawned): WEFT_EINVAL (NULL or stale c or op, an unknown op, type or
+ * operator, an operator on an operation that takes none, root out of
+ * range, a missing or unregistered handle, a buffer too small for count —
+ * each named with its member), WEFT_ECLOSED, WEFT_ENOMEM.  Blocks only
+ * as weft_spawn does (backpressure).  Thread-safe; may be called from a
+ * task. */
+WEFT_API WEFT_NODISCARD int weft_comm_post(weft_comm *c, const weft_coll *op, weft_task **out);
+
+/* One point-to-point transfer: rows rows of `bytes` bytes from member
+ * `from`'s src (at src_off, rows src_pitch apart) to member `to`'s dst (at
+ * dst_off, rows dst_pitch apart).  rows 0 means 1 (pitches then unused). */
+typedef struct weft_xfer {
+    unsigned from, to;
+    weft_data *src;
+    size_t src_off, src_pitch;
+    weft_data *dst;
+    size_t dst_off, dst_pitch;
+    size_t bytes, rows;
+} weft_xfer;
+
+/* Post a group of transfers on c as one task (a halo exchange, a ring
+ * shift): every transfer of the group happens, as if at once, after the
+ * writers of its src and dst and before their later readers.  Its
+ * accesses: each src WEFT_R on its sender's GPU, each dst WEFT_RW on its
+ * receiver's (what the group does not write is kept).  One handle may be
+ * the src of some transfers and the dst of others on one member (a tile's
+ * border out, its halo in) when no destination range overlaps a source or
+ * another destination range.  Errors (nothing spawned): WEFT_EINVAL (NULL
+ * c, NULL x with n > 0, a member out of range, a transfer to its own
+ * member, a range outside its buffer, overlapping ranges as above, a handle
+ * written on one member and used on another), WEFT_ECLOSED, WEFT_ENOMEM.
+ * name may be NULL.  Blocks and threads as weft_comm_post. */
+WEFT_API WEFT_NODISCARD int weft_comm_exchange(weft_comm *c, const weft_xfer *x, size_t n, const char *name,
+                                               weft_task **out);
 
 /* ------------------------------------------------------------------------ */
 /* Inside a task body                                                        */

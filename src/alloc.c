@@ -110,6 +110,7 @@ static pool pools[WEFT__NPOOLS] = {
     [WEFT__POOL_DATA] = {0, PTHREAD_MUTEX_INITIALIZER, NULL, NULL},
     [WEFT__POOL_RUNTIME] = {0, PTHREAD_MUTEX_INITIALIZER, NULL, NULL},
     [WEFT__POOL_SPACE] = {0, PTHREAD_MUTEX_INITIALIZER, NULL, NULL},
+    [WEFT__POOL_COMM] = {0, PTHREAD_MUTEX_INITIALIZER, NULL, NULL},
 };
 
 /* ------------------------------------------------------------------------ */

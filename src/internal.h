@@ -85,6 +85,7 @@ typedef enum weft__pool_id {
     WEFT__POOL_DATA,
     WEFT__POOL_RUNTIME,
     WEFT__POOL_SPACE,
+    WEFT__POOL_COMM,
     WEFT__NPOOLS
 } weft__pool_id;
 

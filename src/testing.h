@@ -54,6 +54,11 @@ int weft__test_data_plant_modified(weft_data *d, unsigned dev);
  * copied): fault injection for the data layer's tests. */
 void weft__test_vgpu_fail_copies(int n);
 
+/* Make the next n tasks released early on GPUs skip the waits for their
+ * predecessors' events (a planted missing dependency on the device, for
+ * the checking mode's tests: sched/place.c). */
+void weft__test_skip_event_waits(int n);
+
 /* CUDA devices this process sees (0 without a GPU, a driver, or CUDA support
  * in this build), and whether the build has the CUDA kind. */
 int weft__test_cuda_count(void);

@@ -35,7 +35,7 @@ static void data_note(const weft__rt *rt, const weft__task *t, char *out, size_t
         if (a->mode & WEFT__ORDER_ONLY)
             break;
         const weft__data *d = a->data;
-        unsigned dev = (a->mode & WEFT_HOST) ? 0 : t->device;
+        unsigned dev = weft__task_access_dev(t, a, NULL);
         if (dev >= rt->ndev)
             dev = 0;
         char name[24];

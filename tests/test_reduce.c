@@ -464,7 +464,8 @@ static void test_bad(void) {
         {WEFT_REDUCE | (4u << 12) | WEFT_RED_F64, 0, "operator 0x4000"},
         {WEFT_REDUCE | WEFT_RED_SUM, 0, "type 0x0"},
         {WEFT_REDUCE | WEFT_RED_SUM | (7u << 16), 0, "type 0x70000"},
-        {WEFT_REDUCE | WEFT_RED_SUM | 0x100000u, 0, "unknown bits 0x100000"},
+        {WEFT_REDUCE | WEFT_RED_SUM | 0x4000000u, 0, "unknown bits 0x4000000"},
+        {WEFT_REDUCE | WEFT_RED_SUM | WEFT_RED_F64 | WEFT_ON_GPU(0), 0, "WEFT_ON_GPU goes with"},
         {WEFT_REDUCE | WEFT_RED_MIN | WEFT_RED_F64, 1, "8-byte elements, but its data's 12 bytes"},
         {WEFT_RW | WEFT_RED_SUM | WEFT_RED_F64, 0, "invalid mode"}, /* an operator without WEFT_REDUCE */
     };

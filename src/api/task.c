@@ -52,6 +52,33 @@ static int reduce_check(const weft_task_desc *d, size_t i, const weft__data *dd,
     return 0;
 }
 
+/* An access with WEFT_ON_GPU (access i of d): 0 or WEFT_EINVAL naming it. */
+static int on_gpu_check(const weft_task_desc *d, size_t i, const char *fn)
+{
+    unsigned m = d->accesses[i].mode, k = ((m & WEFT_ON_GPU_MASK) >> 20) - 1;
+    if ((m & (WEFT_HOST | WEFT_COMMUTE | WEFT_REDUCE)) || !(m & WEFT_RW))
+        return weft__error(WEFT_EINVAL, "%s: access %zu has mode 0x%x: WEFT_ON_GPU goes with WEFT_R, WEFT_W or "
+                                        "WEFT_RW only (not WEFT_HOST, WEFT_COMMUTE or WEFT_REDUCE)", fn, i, m);
+    if (!d->nplacements)
+        return weft__error(WEFT_EINVAL, "%s: access %zu is on the task's GPU %u, but the task runs on the CPU "
+                                        "(no placements)", fn, i, k);
+    for (size_t j = 0; j < d->nplacements; j++)
+        if (d->placements[j].gpus <= k)
+            return weft__error(WEFT_EINVAL, "%s: access %zu is on the task's GPU %u, but alternative %zu has %u GPU%s",
+                               fn, i, k, j, d->placements[j].gpus, d->placements[j].gpus == 1 ? "" : "s");
+    for (size_t j = 0; j < d->naccesses; j++) {
+        const weft_access *b = &d->accesses[j];
+        unsigned kb = (b->mode & WEFT_ON_GPU_MASK) >> 20;
+        kb = kb ? kb - 1 : 0;
+        if (j != i && b->data == d->accesses[i].data && (kb != k || (b->mode & WEFT_HOST)) &&
+            ((m | b->mode) & WEFT_W))
+            return weft__error(WEFT_EINVAL, "%s: accesses %zu and %zu name the same data in two places, and one "
+                                            "writes it (only readers may share data across a task's GPUs)",
+                               fn, i < j ? i : j, i < j ? j : i);
+    }
+    return 0;
+}
+
 /* Validate a descriptor against runtime handle h: 0 or an error (with a
  * message; arg_destroy not called). */
 int weft__desc_check(const weft_runtime *h, const weft_task_desc *d, const char *fn)
@@ -85,6 +112,12 @@ int weft__desc_check(const weft_runtime *h, const weft_task_desc *d, const char 
         if (atomic_load_explicit(&dd->rt_handle, memory_order_relaxed) != (const void *)h)
             return weft__error(WEFT_EINVAL, "%s: data of access %zu belongs to another runtime", fn, i);
         unsigned m = a->mode;
+        if (m & WEFT_ON_GPU_MASK) {
+            int rc = on_gpu_check(d, i, fn);
+            if (rc)
+                return rc;
+            m &= ~(unsigned)WEFT_ON_GPU_MASK;
+        }
         if (m & WEFT_REDUCE) {
             int rc = reduce_check(d, i, dd, fn);
             if (rc)
@@ -335,7 +368,7 @@ void *weft_ctx_data(const weft_ctx *ctx, size_t i)
         return NULL;
     if (a->mode & WEFT_REDUCE) /* its private copy */
         return a->part ? a->part->r.ptr : NULL;
-    return weft__data_replica(a->data, (a->mode & WEFT_HOST) ? 0 : ctx->task->device);
+    return weft__data_replica(a->data, weft__task_access_dev(ctx->task, a, NULL));
 }
 
 size_t weft_ctx_pitch(const weft_ctx *ctx, size_t i)
@@ -347,6 +380,6 @@ size_t weft_ctx_pitch(const weft_ctx *ctx, size_t i)
         return 0;
     if (a->mode & WEFT_REDUCE)
         return a->data->size;
-    unsigned dev = (a->mode & WEFT_HOST) ? 0 : ctx->task->device;
+    unsigned dev = weft__task_access_dev(ctx->task, a, NULL);
     return weft__data_pitch(a->data, dev < a->data->nrep ? dev : 0);
 }

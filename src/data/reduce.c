@@ -417,3 +417,5 @@ bool weft__reduce_evict(weft__data *e, weft__replica *r, unsigned dev)
     p->dev = 0;
     return true;
 }
+
+void weft__red_combine(unsigned key, void *dst, const void *src, size_t n) { combine(key, dst, src, n); }

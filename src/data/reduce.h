@@ -44,6 +44,9 @@ static inline unsigned weft__red_key(unsigned mode) { return mode & (WEFT_RED_OP
 size_t weft__red_elem(unsigned mode);
 /* Whether the operator of mode is known (sum, min, max). */
 bool weft__red_op_known(unsigned mode);
+/* dst = dst OP src elementwise over n bytes of key's type (key: an
+ * operator | a type; the communicators' reductions use it too). */
+void weft__red_combine(unsigned key, void *dst, const void *src, size_t n);
 
 /* Spawn: a record for a reducing access (NULL on ENOMEM), put in its
  * handle's list, in spawn order, when the task is linked (its history's

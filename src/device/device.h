@@ -160,6 +160,9 @@ void weft__vgpu_params_default(weft__vgpu_params *p);
 weft__device *weft__vgpu_new(weft__waitset *ws, const weft__vgpu_params *p, const char *name);
 /* The virtual GPU whose arena holds p, or NULL (host memory). */
 weft__device *weft__vgpu_of(const void *p);
+/* The copy model between two virtual GPUs, as dev's: latency and peer
+ * bandwidth (the virtual communicator's links). */
+void weft__vgpu_link(weft__device *dev, uint64_t *latency_ns, double *peer_bw);
 /* The modelled duration of copying n bytes from src to dst, queued on dev. */
 uint64_t weft__vgpu_copy_ns(const weft__vgpu_params *p, weft__device *dev, void *dst, const void *src, size_t n);
 

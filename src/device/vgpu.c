@@ -184,9 +184,14 @@ static bool arena_free(arena *a, void *p, size_t n)
         }
     }
     pthread_mutex_unlock(&a->lock);
-    /* Give large blocks' pages back to the system (they read as zero later). */
-    if (n >= ((size_t)1 << 20))
-        madvise(p, n, MADV_DONTNEED);
+    /* Give large blocks' pages back to the system (they read as zero later):
+     * only the pages wholly inside the block — madvise rounds its length up
+     * to a page, and the next block may begin on the block's last page. */
+    if (n >= ((size_t)1 << 20)) {
+        uintptr_t lo = ((uintptr_t)p + 4095) & ~(uintptr_t)4095, hi = ((uintptr_t)p + n) & ~(uintptr_t)4095;
+        if (hi > lo)
+            madvise((void *)lo, hi - lo, MADV_DONTNEED);
+    }
     return ok;
 }
 
@@ -290,6 +295,12 @@ static void stretch_to(uint64_t t0, uint64_t ns)
     uint64_t spent = weft__now_ns() - t0;
     if (spent < ns)
         sleep_ns(ns - spent);
+}
+
+void weft__vgpu_link(weft__device *dev, uint64_t *latency_ns, double *peer_bw)
+{
+    *latency_ns = V(dev)->p.latency_ns;
+    *peer_bw = V(dev)->p.peer_bw;
 }
 
 uint64_t weft__vgpu_copy_ns(const weft__vgpu_params *p, weft__device *dev, void *dst, const void *src, size_t n)

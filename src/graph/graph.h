@@ -231,6 +231,10 @@ void weft__task_prepare(weft__task *t);
  * that fails the task instead of running its body (WEFT_ENOMEM: no room for
  * a replica; a device's error). */
 int weft__task_acquire(weft__task *t);
+/* Where access a of t (mapped) is: the device index (0: the host, for
+ * WEFT_HOST) and, when q is not NULL, the stream there (NULL on the host):
+ * the GPU its WEFT_ON_GPU names, else the task's device. */
+unsigned weft__task_access_dev(const weft__task *t, const weft__task_access *a, struct weft__dqueue **q);
 /* The body will not run (WEFT__START_CANCEL): complete t as cancelled. */
 void weft__task_cancelled(weft__task *t, weft__qnode **next);
 void weft__task_body_returned(weft__task *t, int result, weft__qnode **next);

@@ -349,21 +349,40 @@ static int cmp_access(const void *a, const void *b)
 #define STACK_ACCESSES 16
 
 /* The bytes of d's data a GPU holds while the task runs there: each handle
- * it names (not WEFT_HOST) once, rounded up as device allocations are. */
+ * it names (not WEFT_HOST) once, rounded up as device allocations are; for
+ * a task whose accesses are on several of its GPUs (WEFT_ON_GPU), the
+ * largest of their sums, reserved on each. */
 static size_t data_bytes(const weft_task_desc *d)
 {
-    size_t sum = 0;
+    size_t most = 0;
+    uint64_t gpus = 1; /* the set's GPUs its accesses are on (beyond 64: counted with the last) */
     for (size_t i = 0; i < d->naccesses; i++) {
-        if (d->accesses[i].mode & WEFT_HOST)
-            continue;
-        bool seen = false;
-        for (size_t j = 0; j < i && j < 64 && !seen; j++) /* (beyond 64, counted again: more, never less) */
-            seen = d->accesses[j].data == d->accesses[i].data && !(d->accesses[j].mode & WEFT_HOST);
-        const weft__data *dd = weft__data_get(d->accesses[i].data);
-        if (!seen && dd)
-            sum += (dd->size + 255) / 256 * 256;
+        unsigned k = (d->accesses[i].mode & WEFT_ON_GPU_MASK) >> 20;
+        gpus |= 1ull << (k ? (k - 1 < 63 ? k - 1 : 63) : 0);
     }
-    return sum;
+    for (unsigned k = 0; k < 64; k++) {
+        if (!(gpus >> k & 1))
+            continue;
+        size_t sum = 0;
+        for (size_t i = 0; i < d->naccesses; i++) {
+            unsigned m = d->accesses[i].mode, ki = (m & WEFT_ON_GPU_MASK) >> 20;
+            ki = ki ? (ki - 1 < 63 ? ki - 1 : 63) : 0;
+            if ((m & WEFT_HOST) || ki != k)
+                continue;
+            bool seen = false;
+            for (size_t j = 0; j < i && j < 64 && !seen; j++) { /* (beyond 64, counted again: more, never less) */
+                unsigned mj = d->accesses[j].mode, kj = (mj & WEFT_ON_GPU_MASK) >> 20;
+                kj = kj ? (kj - 1 < 63 ? kj - 1 : 63) : 0;
+                seen = d->accesses[j].data == d->accesses[i].data && !(mj & WEFT_HOST) && kj == k;
+            }
+            const weft__data *dd = weft__data_get(d->accesses[i].data);
+            if (!seen && dd)
+                sum += (dd->size + 255) / 256 * 256;
+        }
+        if (sum > most)
+            most = sum;
+    }
+    return most;
 }
 
 /* Append to t's accesses the order-only ones its tiles and partitioned
@@ -521,7 +540,7 @@ int weft__task_spawn(weft__graph *g, const void *rt_handle, const weft_task_desc
     }
     memcpy(sorted, t->access, sizeof(weft__task_access) * na);
     for (uint32_t i = 0; i < na; i++) /* where and whether it is used changes nothing in the order */
-        sorted[i].mode &= ~(unsigned)(WEFT_HOST | WEFT__ORDER_ONLY);
+        sorted[i].mode &= ~(unsigned)(WEFT_HOST | WEFT__ORDER_ONLY | WEFT_ON_GPU_MASK);
     if (na > 1)
         qsort(sorted, na, sizeof *sorted, cmp_access);
     uint32_t nu = 0;
@@ -796,8 +815,8 @@ static int check_data(weft__task *t)
         if (a->mode & (WEFT__ORDER_ONLY | WEFT_REDUCE)) /* a reducer's copy is its own */
             continue;
         char why[200], msg[320];
-        unsigned dev = (a->mode & WEFT_HOST) ? 0 : t->device;
-        if (weft__data_check(a->data, dev, a->mode, why, sizeof why) != 0) {
+        unsigned dev = weft__task_access_dev(t, a, NULL);
+        if (weft__data_check(a->data, dev, a->mode & ~(unsigned)WEFT_ON_GPU_MASK, why, sizeof why) != 0) {
             snprintf(msg, sizeof msg, "data check: task '%s' (%llu), access %u (data d%u): %s", t->name,
                      (unsigned long long)t->id, i, a->data->id, why);
             weft__vcheck_report(msg);
@@ -807,6 +826,23 @@ static int check_data(weft__task *t)
     return 0;
 }
 
+unsigned weft__task_access_dev(const weft__task *t, const weft__task_access *a, weft__dqueue **q)
+{
+    weft__dqueue *none = NULL, **out = q ? q : &none;
+    *out = NULL;
+    if (a->mode & WEFT_HOST)
+        return 0;
+    const weft__place *pl = t->place;
+    if (!pl || !pl->ngpu)
+        return t->device;
+    unsigned k = (a->mode & WEFT_ON_GPU_MASK) >> 20;
+    k = k ? k - 1 : 0;
+    if (k >= pl->ngpu) /* refused at spawn for every alternative that can run */
+        k = 0;
+    *out = pl->queue[k];
+    return k ? weft__place_gpu(t->g->placer, pl, k)->index : t->device;
+}
+
 int weft__task_acquire(weft__task *t)
 {
     weft__dqueue *q = t->place && t->place->ngpu ? t->place->queue[0] : NULL;
@@ -814,16 +850,20 @@ int weft__task_acquire(weft__task *t)
         int rc = 0;
         uint32_t i = 0;
         uint64_t seen = 0;
+        unsigned full_dev = t->device;
         for (; i < t->naccess && rc == 0; i++) {
             weft__task_access *a = &t->access[i];
             if (a->mode & WEFT__ORDER_ONLY)
                 continue;
-            unsigned dev = (a->mode & WEFT_HOST) ? 0 : t->device;
+            weft__dqueue *aq;
+            unsigned dev = weft__task_access_dev(t, a, &aq);
+            full_dev = dev;
             seen = weft__data_room_epoch(a->data, dev);
             if (a->mode & WEFT_REDUCE) /* a private copy, not the value */
                 rc = weft__reduce_acquire(a->data, dev, a->part);
             else
-                rc = weft__data_acquire(a->data, dev, a->mode, t->id, dev ? q : NULL, &a->hold, &a->undo);
+                rc = weft__data_acquire(a->data, dev, a->mode & ~(unsigned)WEFT_ON_GPU_MASK, t->id, aq, &a->hold,
+                                        &a->undo);
         }
         /* Everything held: the private copies get their identity, ahead
          * of the body's work (a retry would have had to take it back). */
@@ -850,7 +890,7 @@ int weft__task_acquire(weft__task *t)
         }
         /* a second of waits in which no task made room: its own replicas
          * leave none (fragmented), and nothing will change */
-        idle = weft__data_wait_room(full->data, t->device, seen) ? 0 : idle + 1;
+        idle = weft__data_wait_room(full->data, full_dev, seen) ? 0 : idle + 1;
         if (idle == 50)
             return WEFT_ENOMEM;
     }

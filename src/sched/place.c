@@ -5,6 +5,7 @@
  * task gives its reservation back.
  */
 #include "sched/place.h"
+#include "testing.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -37,6 +38,20 @@ static size_t free_memory(const weft__placer *p, unsigned g)
     return used < p->gpu[g]->capacity ? p->gpu[g]->capacity - used : 0;
 }
 
+/* An exact set (weft_placement.gpu_set): its GPUs in increasing order, if
+ * each fits now. */
+static bool choose_set(weft__placer *p, const weft__alt *a, uint8_t *out)
+{
+    unsigned k = 0;
+    for (unsigned g = 0; g < p->ngpu; g++)
+        if (a->set >> g & 1) {
+            if (!weft__placer_fits(p, g, a))
+                return false;
+            out[k++] = (uint8_t)g;
+        }
+    return k == a->gpus;
+}
+
 /* "load": the k least loaded GPUs that fit, then the most free memory, then
  * the lowest number. */
 static bool choose_load(weft__placer *p, const weft__alt *a, uint8_t *out)
@@ -45,6 +60,8 @@ static bool choose_load(weft__placer *p, const weft__alt *a, uint8_t *out)
         out[0] = (uint8_t)a->gpu;
         return weft__placer_fits(p, (unsigned)a->gpu, a);
     }
+    if (a->set)
+        return choose_set(p, a, out);
     bool taken[WEFT__MAX_DEVICES - 1] = {false};
     for (unsigned k = 0; k < a->gpus; k++) {
         int best = -1;
@@ -70,6 +87,8 @@ static bool choose_rr(weft__placer *p, const weft__alt *a, uint8_t *out)
         out[0] = (uint8_t)a->gpu;
         return weft__placer_fits(p, (unsigned)a->gpu, a);
     }
+    if (a->set)
+        return choose_set(p, a, out);
     unsigned k = 0;
     for (unsigned i = 0; i < p->ngpu && k < a->gpus; i++) {
         unsigned g = (p->rr + i) % p->ngpu;
@@ -149,7 +168,9 @@ void weft__placer_fini(weft__placer *p)
 static void describe(const weft_placement *a, char *buf, size_t len)
 {
     char set[32];
-    if (a->gpus == 0)
+    if (a->gpus && a->gpu_set)
+        snprintf(set, sizeof set, "%sgpus 0x%llx", a->cpu ? "cpu+" : "", (unsigned long long)a->gpu_set);
+    else if (a->gpus == 0)
         snprintf(set, sizeof set, "cpu");
     else if (a->gpus == 1 && a->gpu >= 0)
         snprintf(set, sizeof set, "%sgpu:%d", a->cpu ? "cpu+" : "", a->gpu);
@@ -176,13 +197,21 @@ static void impossible(const weft__placer *p, const weft_placement *a, size_t da
         snprintf(why, len, "a GPU number (%d) with %u GPUs", a->gpu, a->gpus);
     } else if (a->gpu < -1) {
         snprintf(why, len, "GPU %d", a->gpu);
+    } else if (a->gpu_set && (a->gpus == 0 || a->gpu >= 0)) {
+        snprintf(why, len, "a GPU set (0x%llx) with %s", (unsigned long long)a->gpu_set,
+                 a->gpus ? "a GPU number" : "no GPUs");
+    } else if (a->gpu_set && (unsigned)__builtin_popcountll(a->gpu_set) != a->gpus) {
+        snprintf(why, len, "a GPU set (0x%llx) of %d GPUs with gpus = %u", (unsigned long long)a->gpu_set,
+                 __builtin_popcountll(a->gpu_set), a->gpus);
+    } else if (a->gpu_set && p->ngpu < 64 && (a->gpu_set >> p->ngpu)) {
+        snprintf(why, len, "GPU %d in its set, this runtime has %u", 63 - __builtin_clzll(a->gpu_set), p->ngpu);
     } else if (a->gpus && (a->memory || data)) {
         /* enough GPUs with the capacity */
         size_t need = a->memory + data;
         unsigned big = 0;
         size_t most = 0;
         for (unsigned g = 0; g < p->ngpu; g++) {
-            if (a->gpus == 1 && a->gpu >= 0 && (int)g != a->gpu)
+            if ((a->gpus == 1 && a->gpu >= 0 && (int)g != a->gpu) || (a->gpu_set && !(a->gpu_set >> g & 1)))
                 continue;
             if (p->gpu[g]->capacity >= need && need >= a->memory)
                 big++;
@@ -243,7 +272,8 @@ int weft__place_new(const weft__placer *p, const weft_placement *alts, size_t n,
         a->possible = !why[0];
         a->cpu = alts[i].cpu || alts[i].gpus == 0;
         a->gpus = (uint16_t)(a->possible ? alts[i].gpus : 0);
-        a->gpu = (int16_t)(alts[i].gpus == 1 ? alts[i].gpu : -1);
+        a->gpu = (int16_t)(alts[i].gpus == 1 && !alts[i].gpu_set ? alts[i].gpu : -1);
+        a->set = a->possible ? alts[i].gpu_set : 0;
         double want = alts[i].share * WEFT__SHARE_UNITS; /* rounded up: a share never gets less */
         unsigned units = alts[i].share == 0 ? WEFT__SHARE_UNITS : (unsigned)want + ((double)(unsigned)want < want);
         a->share = (uint16_t)(units < 1 ? 1 : units > WEFT__SHARE_UNITS ? WEFT__SHARE_UNITS : units);
@@ -302,10 +332,17 @@ bool weft__place_record(weft__placer *p, weft__place *pl)
     return ok;
 }
 
+/* Event waits still to skip (weft__test_skip_event_waits). */
+static _Atomic int skip_waits;
+
+void weft__test_skip_event_waits(int n) { atomic_store(&skip_waits, n); }
+
 int weft__place_wait_for(weft__placer *p, weft__place *pl, const weft__place *pred)
 {
     if (!atomic_load_explicit(&((weft__place *)pred)->events_ready, memory_order_acquire))
         return 0;
+    if (atomic_load_explicit(&skip_waits, memory_order_relaxed) > 0 && atomic_fetch_sub(&skip_waits, 1) > 0)
+        return 0; /* the planted bug */
     /* Its events may be back in the pools once it has finished: then there
      * is nothing to wait for.  Should one be reused between this check and
      * the wait below, the wait follows a later record of an unrelated task

@@ -24,6 +24,7 @@ typedef struct weft__alt {
     bool possible;              /* some device set of the runtime can ever satisfy it */
     uint16_t gpus;              /* 0 .. 64 */
     int16_t gpu;                /* -1: any; else a GPU number */
+    uint64_t set;               /* 0: any; else exactly these GPUs (bit g: GPU g), in order */
     uint16_t share;             /* units per GPU, 1 .. WEFT__SHARE_UNITS */
     size_t memory;              /* bytes per GPU */
     size_t data;                /* bytes of the task's data (its accesses not WEFT_HOST), reserved

@@ -1,0 +1,656 @@
+/*
+ * api/comm.c — the communication functions of weft.h: communicators over a
+ * runtime's GPUs, and their operations as tasks.
+ *
+ * An operation is checked and resolved here (which handle is whose, in
+ * what mode, on which of the task's GPUs), then spawned through weft_spawn
+ * as a task over exactly the members' GPUs (weft_placement.gpu_set), each
+ * buffer an access WEFT_ON_GPU its member's place in that set.  Its body
+ * turns the accesses into device pointers (weft_ctx_data) and hands the
+ * operation to the communicator's backend (comm/comm.h), which queues the
+ * members' parts on their streams.
+ */
+#include "runtime.h"
+#include "comm/comm.h"
+#include "data/reduce.h"
+
+#include <stdio.h>
+#include <string.h>
+
+/* ------------------------------------------------------------------------ */
+/* The launch lock (comm/comm.h)                                             */
+/* ------------------------------------------------------------------------ */
+
+/* Orders the queueing of every operation's parts, process-wide: two
+ * operations sharing streams are queued on all of them in one order.
+ * Nothing else is taken under it but the device queues' own locks. */
+static pthread_mutex_t launch_lock = PTHREAD_MUTEX_INITIALIZER;
+
+void weft__comm_launch_lock(void) { pthread_mutex_lock(&launch_lock); }
+void weft__comm_launch_unlock(void) { pthread_mutex_unlock(&launch_lock); }
+
+/* ------------------------------------------------------------------------ */
+/* Communicators                                                             */
+/* ------------------------------------------------------------------------ */
+
+#define DEFAULT_TIMEOUT_NS (60ull * 1000000000ull)
+
+void weft_comm_config_init(weft_comm_config *c)
+{
+    if (c)
+        memset(c, 0, sizeof *c);
+}
+
+static weft__comm *comm_get(const weft_comm *h) { return weft__handle_decode(h); }
+
+unsigned weft_comm_size(const weft_comm *h)
+{
+    const weft__comm *c = comm_get(h);
+    return c ? c->n : 0;
+}
+
+int weft_comm_create(weft_runtime *h, const weft_comm_config *cfg, weft_comm **out)
+{
+    weft__clear_error();
+    if (!out)
+        return weft__error(WEFT_EINVAL, "weft_comm_create: out is NULL");
+    *out = NULL;
+    int err;
+    weft__rt *rt = weft__rt_enter(h, "weft_comm_create", &err, 1, false);
+    if (!rt)
+        return err;
+    weft_comm_config def;
+    weft_comm_config_init(&def);
+    if (!cfg)
+        cfg = &def;
+    unsigned ngpu = rt->placer_ready ? rt->placer.ngpu : 0;
+    unsigned n = cfg->gpus ? cfg->ngpus : ngpu;
+    int rc = 0;
+    if (cfg->gpus && (cfg->ngpus == 0 || cfg->ngpus > WEFT__COMM_MAX))
+        rc = weft__error(WEFT_EINVAL, "weft_comm_create: %u GPUs named (1 .. %u)", cfg->ngpus, WEFT__COMM_MAX);
+    else if (n == 0)
+        rc = weft__error(WEFT_EINVAL, "weft_comm_create: this runtime has no GPUs (devices such as \"vgpu:4\")");
+    weft__comm *c = NULL;
+    if (rc == 0 && !(c = weft__slot_alloc(WEFT__POOL_COMM, sizeof *c)))
+        rc = weft__error(WEFT_ENOMEM, "weft_comm_create: out of memory");
+    if (rc) {
+        weft__rt_leave(rt, 1);
+        return rc;
+    }
+    memset((char *)c + sizeof c->slot, 0, sizeof *c - sizeof c->slot);
+    c->rt = h;
+    c->n = n;
+    c->timeout_ns = cfg->timeout_ns ? cfg->timeout_ns : DEFAULT_TIMEOUT_NS;
+    const char *kind = NULL;
+    for (unsigned k = 0; k < n && rc == 0; k++) {
+        unsigned g = cfg->gpus ? cfg->gpus[k] : k;
+        if (g >= ngpu) {
+            rc = weft__error(WEFT_EINVAL, "weft_comm_create: member %u is GPU %u, this runtime has %u", k, g, ngpu);
+        } else if (c->set >> g & 1) {
+            rc = weft__error(WEFT_EINVAL, "weft_comm_create: GPU %u is named twice (member %u)", g, k);
+        } else {
+            const weft__device *d = rt->placer.gpu[g];
+            if (kind && strcmp(kind, d->ops->kind) != 0)
+                rc = weft__error(WEFT_EINVAL, "weft_comm_create: member %u (%s) is a %s device, member 0 a %s one: "
+                                              "a communicator's GPUs are of one kind", k, d->name, d->ops->kind, kind);
+            kind = d->ops->kind;
+            c->gpu[k] = g;
+            c->dev[k] = rt->placer.dev_index[g];
+            c->ordinal[k] = d->ordinal;
+            c->set |= 1ull << g;
+        }
+    }
+    if (rc == 0) {
+        if (strcmp(kind, "vgpu") == 0) {
+            c->be = &weft__vcomm_backend;
+            weft__vgpu_link(rt->placer.gpu[c->gpu[0]], &c->link_latency_ns, &c->link_bw);
+        } else if (strcmp(kind, "cuda") == 0 && weft__nccl_backend) {
+            c->be = weft__nccl_backend;
+        } else {
+            rc = weft__error(WEFT_EINVAL, "weft_comm_create: no communicator for %s devices%s", kind,
+                             strcmp(kind, "cuda") == 0 ? " (Weft was built without NCCL)" : "");
+        }
+    }
+    if (rc == 0) {
+        char why[200] = "";
+        pthread_mutex_init(&c->lock, NULL);
+        pthread_cond_init(&c->idle, NULL);
+        rc = c->be->open(c, why, sizeof why);
+        if (rc) {
+            pthread_mutex_destroy(&c->lock);
+            pthread_cond_destroy(&c->idle);
+            rc = weft__error(rc, "weft_comm_create: %s", why[0] ? why : weft_strerror(rc));
+        }
+    }
+    weft__rt_leave(rt, 1);
+    if (rc) {
+        weft__slot_free(c);
+        return rc;
+    }
+    *out = weft__handle_encode(c);
+    return 0;
+}
+
+int weft_comm_destroy(weft_comm *h)
+{
+    weft__clear_error();
+    weft__comm *c = comm_get(h);
+    if (!c)
+        return weft__error(WEFT_EINVAL, "weft_comm_destroy: communicator is NULL or was destroyed");
+    pthread_mutex_lock(&c->lock);
+    while (c->inflight)
+        pthread_cond_wait(&c->idle, &c->lock);
+    pthread_mutex_unlock(&c->lock);
+    c->be->close(c);
+    pthread_mutex_destroy(&c->lock);
+    pthread_cond_destroy(&c->idle);
+    weft__slot_free(c);
+    return 0;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Operations as tasks                                                       */
+/* ------------------------------------------------------------------------ */
+
+void weft_coll_init(weft_coll *c)
+{
+    if (c)
+        memset(c, 0, sizeof *c);
+}
+
+/* An operation on its way to the task's body. */
+typedef struct op_arg {
+    weft__comm *c;
+    unsigned op, key, root;
+    size_t elem, count;
+    bool in_place;
+    char name[32];
+    bool part[WEFT__COMM_MAX];
+    unsigned setk[WEFT__COMM_MAX];
+    int send_at[WEFT__COMM_MAX];       /* the access of member k's input (-1: none) */
+    int recv_at[WEFT__COMM_MAX];       /* of its output */
+    size_t nxfer;
+    weft_xfer *xfer;                   /* an exchange's (copied) */
+    int *xsrc_at, *xdst_at;            /* the access of each transfer's src and dst */
+    void *state;                       /* the backend's, for its finish */
+} op_arg;
+
+static void op_arg_free(void *p)
+{
+    op_arg *a = p;
+    if (a->state)
+        a->c->be->finish(a->state);
+    weft__free(a->xfer);
+    weft__free(a->xsrc_at);
+    weft__free(a->xdst_at);
+    weft__free(a);
+}
+
+static void op_finished(void *p, int status)
+{
+    (void)status;
+    weft__comm *c = ((op_arg *)p)->c;
+    pthread_mutex_lock(&c->lock);
+    if (--c->inflight == 0)
+        pthread_cond_broadcast(&c->idle);
+    pthread_mutex_unlock(&c->lock);
+}
+
+static int op_body(weft_ctx *ctx, void *p)
+{
+    op_arg *a = p;
+    weft__coll_run r;
+    memset(&r, 0, sizeof r);
+    r.op = a->op;
+    r.key = a->key;
+    r.elem = a->elem;
+    r.count = a->count;
+    r.root = a->root;
+    r.name = a->name;
+    r.in_place = a->in_place;
+    memcpy(r.setk, a->setk, sizeof r.setk);
+    for (unsigned k = 0; k < a->c->n; k++) {
+        r.recv[k] = a->recv_at[k] >= 0 ? weft_ctx_data(ctx, (size_t)a->recv_at[k]) : NULL;
+        r.send[k] = a->send_at[k] >= 0 ? weft_ctx_data(ctx, (size_t)a->send_at[k]) : r.recv[k];
+    }
+    weft__xfer_run *x = NULL;
+    if (a->nxfer) {
+        x = weft__alloc(a->nxfer * sizeof *x);
+        if (!x)
+            return WEFT_ENOMEM;
+        for (size_t i = 0; i < a->nxfer; i++) {
+            const weft_xfer *u = &a->xfer[i];
+            x[i].from = u->from;
+            x[i].to = u->to;
+            x[i].src = (const char *)weft_ctx_data(ctx, (size_t)a->xsrc_at[i]) + u->src_off;
+            x[i].dst = (char *)weft_ctx_data(ctx, (size_t)a->xdst_at[i]) + u->dst_off;
+            x[i].bytes = u->bytes;
+            x[i].rows = u->rows ? u->rows : 1;
+            x[i].src_pitch = u->src_pitch;
+            x[i].dst_pitch = u->dst_pitch;
+        }
+        r.xfer = x;
+        r.nxfer = a->nxfer;
+    }
+    int rc = a->c->be->post(a->c, ctx, &r, a->part, &a->state);
+    weft__free(x);
+    return rc;
+}
+
+/* The accesses of an operation being built. */
+typedef struct acc_list {
+    weft_access *v;
+    unsigned *member;                  /* whose GPU each is on */
+    size_t n, cap;
+} acc_list;
+
+/* The access of handle d on member k with mode m (merged with one already
+ * there): its index, or -1 (ENOMEM). */
+static int acc_add(acc_list *l, weft_data *d, unsigned k, unsigned m)
+{
+    for (size_t i = 0; i < l->n; i++)
+        if (l->v[i].data == d && l->member[i] == k) {
+            l->v[i].mode |= m;
+            return (int)i;
+        }
+    if (l->n == l->cap) {
+        size_t cap = l->cap ? l->cap * 2 : 16;
+        weft_access *v = weft__alloc(cap * sizeof *v);
+        unsigned *mb = weft__alloc(cap * sizeof *mb);
+        if (!v || !mb) {
+            weft__free(v);
+            weft__free(mb);
+            return -1;
+        }
+        if (l->n) {
+            memcpy(v, l->v, l->n * sizeof *v);
+            memcpy(mb, l->member, l->n * sizeof *mb);
+        }
+        weft__free(l->v);
+        weft__free(l->member);
+        l->v = v;
+        l->member = mb;
+        l->cap = cap;
+    }
+    l->v[l->n].data = d;
+    l->v[l->n].mode = m;
+    l->member[l->n] = k;
+    return (int)l->n++;
+}
+
+static void acc_free(acc_list *l)
+{
+    weft__free(l->v);
+    weft__free(l->member);
+}
+
+/* Bytes of handle d (0 with an error naming it if it is unusable here). */
+static size_t data_size(weft__comm *c, weft_data *h, const char *fn, const char *what, unsigned k, int *rc)
+{
+    const weft__data *d = weft__data_get(h);
+    if (!d) {
+        *rc = weft__error(WEFT_EINVAL, "%s: %s of member %u is NULL or unregistered", fn, what, k);
+        return 0;
+    }
+    if (atomic_load_explicit(&d->rt_handle, memory_order_relaxed) != (const void *)c->rt) {
+        *rc = weft__error(WEFT_EINVAL, "%s: %s of member %u belongs to another runtime", fn, what, k);
+        return 0;
+    }
+    if (d->tile || atomic_load(&((weft__data *)d)->fam)) {
+        *rc = weft__error(WEFT_EINVAL, "%s: %s of member %u is %s: communication names whole arrays (register "
+                                       "each member's buffer on its own)", fn, what, k,
+                          d->tile ? "a tile" : "partitioned into tiles");
+        return 0;
+    }
+    return d->size;
+}
+
+/* Spawn the operation's task: accesses l (on members' GPUs), members taking
+ * part a->part; a is freed here on failure. */
+static int spawn_op(weft__comm *c, op_arg *a, acc_list *l, weft_task *const *deps, size_t ndeps, int priority,
+                    weft_task **out, const char *fn)
+{
+    uint64_t set = 0;
+    unsigned ngpu = 0;
+    for (unsigned k = 0; k < c->n; k++)
+        if (a->part[k]) {
+            set |= 1ull << c->gpu[k];
+            ngpu++;
+        }
+    for (unsigned k = 0; k < c->n; k++) /* the set's k-th GPU is its k-th lowest */
+        a->setk[k] = a->part[k] ? (unsigned)__builtin_popcountll(set & ((1ull << c->gpu[k]) - 1)) : 0;
+    for (size_t i = 0; i < l->n; i++)
+        l->v[i].mode |= WEFT_ON_GPU(a->setk[l->member[i]]);
+    weft_placement pl;
+    weft_placement_init(&pl);
+    pl.gpus = ngpu;
+    pl.gpu = -1;
+    pl.gpu_set = set;
+    pl.share = 1.0 / 1024; /* the least: communication overlaps the GPUs' compute tasks */
+    weft_task_desc d;
+    weft_task_desc_init(&d);
+    d.body = op_body;
+    d.arg = a;
+    d.arg_destroy = op_arg_free;
+    d.on_finish = op_finished;
+    d.accesses = l->v;
+    d.naccesses = l->n;
+    d.deps = deps;
+    d.ndeps = ndeps;
+    d.name = a->name;
+    d.priority = priority;
+    d.placements = &pl;
+    d.nplacements = 1;
+    pthread_mutex_lock(&c->lock);
+    c->inflight++;
+    pthread_mutex_unlock(&c->lock);
+    int rc = weft_spawn(c->rt, &d, out);
+    if (rc) {
+        char msg[256];
+        snprintf(msg, sizeof msg, "%s", weft_last_error());
+        pthread_mutex_lock(&c->lock);
+        if (--c->inflight == 0)
+            pthread_cond_broadcast(&c->idle);
+        pthread_mutex_unlock(&c->lock);
+        if (rc == WEFT_EAGAIN)
+            op_arg_free(a);
+        return weft__error(rc, "%s: %s", fn, msg);
+    }
+    return 0;
+}
+
+static const char *coll_name(unsigned op)
+{
+    static const char *const names[] = {"", "allreduce", "broadcast", "reduce", "allgather", "reduce_scatter"};
+    return op >= 1 && op <= 5 ? names[op] : "?";
+}
+
+int weft_comm_post(weft_comm *h, const weft_coll *o, weft_task **out)
+{
+    static const char fn[] = "weft_comm_post";
+    weft__clear_error();
+    if (out)
+        *out = NULL;
+    weft__comm *c = comm_get(h);
+    if (!c)
+        return weft__error(WEFT_EINVAL, "%s: communicator is NULL or was destroyed", fn);
+    if (!o)
+        return weft__error(WEFT_EINVAL, "%s: operation is NULL", fn);
+    if (o->op < WEFT_COLL_ALLREDUCE || o->op > WEFT_COLL_REDUCE_SCATTER)
+        return weft__error(WEFT_EINVAL, "%s: unknown operation %u (WEFT_COLL_ALLREDUCE .. WEFT_COLL_REDUCE_SCATTER)",
+                           fn, o->op);
+    const char *opn = coll_name(o->op);
+    bool reduces = o->op == WEFT_COLL_ALLREDUCE || o->op == WEFT_COLL_REDUCE || o->op == WEFT_COLL_REDUCE_SCATTER;
+    size_t elem = weft__red_elem(o->type);
+    if (o->type & ~(unsigned)(WEFT_RED_OP_MASK | WEFT_RED_TYPE_MASK))
+        return weft__error(WEFT_EINVAL, "%s: %s: type 0x%x has unknown bits", fn, opn, o->type);
+    if (!elem)
+        return weft__error(WEFT_EINVAL, "%s: %s: no element type in 0x%x (WEFT_RED_I32 .. WEFT_RED_F64)", fn, opn,
+                           o->type);
+    if (reduces && !weft__red_op_known(o->type))
+        return weft__error(WEFT_EINVAL, "%s: %s needs an operator (WEFT_RED_SUM, WEFT_RED_MIN or WEFT_RED_MAX)", fn,
+                           opn);
+    if (!reduces && (o->type & WEFT_RED_OP_MASK))
+        return weft__error(WEFT_EINVAL, "%s: %s takes an element type, not an operator", fn, opn);
+    bool rooted = o->op == WEFT_COLL_BROADCAST || o->op == WEFT_COLL_REDUCE;
+    if (rooted && o->root >= c->n)
+        return weft__error(WEFT_EINVAL, "%s: %s: root %u, the communicator has %u members", fn, opn, o->root, c->n);
+    if (!o->recv)
+        return weft__error(WEFT_EINVAL, "%s: %s: recv is NULL", fn, opn);
+    bool in_place = !o->send;
+    if (in_place && (o->op == WEFT_COLL_ALLGATHER || o->op == WEFT_COLL_REDUCE_SCATTER))
+        return weft__error(WEFT_EINVAL, "%s: %s needs send buffers (no in-place form)", fn, opn);
+    if (o->count > SIZE_MAX / elem / c->n)
+        return weft__error(WEFT_EINVAL, "%s: %s: count %zu is too large", fn, opn, o->count);
+    if (o->ndeps && !o->deps)
+        return weft__error(WEFT_EINVAL, "%s: ndeps is %zu but deps is NULL", fn, o->ndeps);
+
+    size_t B = o->count * elem;
+    size_t in_bytes = o->op == WEFT_COLL_REDUCE_SCATTER ? B * c->n : B;
+    size_t out_bytes = o->op == WEFT_COLL_ALLGATHER ? B * c->n : B;
+    op_arg *a = weft__alloc(sizeof *a);
+    if (!a)
+        return weft__error(WEFT_ENOMEM, "%s: out of memory", fn);
+    memset(a, 0, sizeof *a);
+    a->c = c;
+    a->op = o->op;
+    a->key = weft__red_key(o->type);
+    a->root = o->root;
+    a->elem = elem;
+    a->count = o->count;
+    a->in_place = in_place;
+    snprintf(a->name, sizeof a->name, "%s", o->name ? o->name : opn);
+    acc_list l = {0};
+    int rc = 0;
+    for (unsigned k = 0; k < c->n && rc == 0; k++) {
+        a->part[k] = true;
+        a->send_at[k] = a->recv_at[k] = -1;
+        /* What member k reads (its input) and writes (its output). */
+        bool reads = o->op != WEFT_COLL_BROADCAST || k == o->root;
+        bool writes = o->op == WEFT_COLL_BROADCAST ? !(in_place && k == o->root)
+                                                   : o->op != WEFT_COLL_REDUCE || k == o->root;
+        weft_data *rv = o->recv[k];
+        if (in_place) { /* recv[k] is both */
+            size_t need = writes && out_bytes > in_bytes ? out_bytes : in_bytes;
+            size_t have = data_size(c, rv, fn, "recv", k, &rc);
+            if (rc)
+                break;
+            if (have < need) {
+                rc = weft__error(WEFT_EINVAL, "%s: %s: recv of member %u has %zu bytes, %zu needed", fn, opn, k,
+                                 have, need);
+                break;
+            }
+            unsigned m = reads && writes ? WEFT_RW : writes ? (have > out_bytes ? WEFT_RW : WEFT_W) : WEFT_R;
+            int at = acc_add(&l, rv, k, m);
+            if (at < 0) {
+                rc = weft__error(WEFT_ENOMEM, "%s: out of memory", fn);
+                break;
+            }
+            a->send_at[k] = reads ? at : -1;
+            a->recv_at[k] = writes ? at : -1;
+            continue;
+        }
+        weft_data *sv = o->send[k];
+        if (writes) {
+            size_t have = data_size(c, rv, fn, "recv", k, &rc);
+            if (rc)
+                break;
+            if (have < out_bytes) {
+                rc = weft__error(WEFT_EINVAL, "%s: %s: recv of member %u has %zu bytes, %zu needed", fn, opn, k,
+                                 have, out_bytes);
+                break;
+            }
+            if (reads && sv == rv) {
+                rc = weft__error(WEFT_EINVAL, "%s: %s: member %u's send and recv are one handle: pass send = NULL "
+                                              "for the in-place form", fn, opn, k);
+                break;
+            }
+            if ((a->recv_at[k] = acc_add(&l, rv, k, have > out_bytes ? WEFT_RW : WEFT_W)) < 0) {
+                rc = weft__error(WEFT_ENOMEM, "%s: out of memory", fn);
+                break;
+            }
+        }
+        if (reads) {
+            size_t have = data_size(c, sv, fn, "send", k, &rc);
+            if (rc)
+                break;
+            if (have < in_bytes) {
+                rc = weft__error(WEFT_EINVAL, "%s: %s: send of member %u has %zu bytes, %zu needed", fn, opn, k,
+                                 have, in_bytes);
+                break;
+            }
+            if ((a->send_at[k] = acc_add(&l, sv, k, WEFT_R)) < 0) {
+                rc = weft__error(WEFT_ENOMEM, "%s: out of memory", fn);
+                break;
+            }
+        }
+    }
+    /* One handle on two members, written on one of them: refused. */
+    for (size_t i = 0; i < l.n && rc == 0; i++)
+        for (size_t j = i + 1; j < l.n && rc == 0; j++)
+            if (l.v[i].data == l.v[j].data && ((l.v[i].mode | l.v[j].mode) & WEFT_W))
+                rc = weft__error(WEFT_EINVAL, "%s: %s: members %u and %u name the same handle, and one writes it "
+                                              "(each member needs buffers of its own)", fn, opn, l.member[i],
+                                 l.member[j]);
+    if (rc) {
+        acc_free(&l);
+        op_arg_free(a);
+        return rc;
+    }
+    rc = spawn_op(c, a, &l, o->deps, o->ndeps, o->priority, out, fn);
+    acc_free(&l);
+    return rc;
+}
+
+/* [lo, hi) of a transfer's side: rows rows of bytes, pitch apart, from
+ * off; false if that overflows. */
+static bool extent(size_t off, size_t rows, size_t pitch, size_t bytes, size_t *lo, size_t *hi)
+{
+    size_t span;
+    *lo = *hi = off;
+    if (!bytes)
+        return true;
+    return !__builtin_mul_overflow(rows - 1, pitch, &span) && !__builtin_add_overflow(span, bytes, &span) &&
+           !__builtin_add_overflow(off, span, hi);
+}
+
+/* Whether two strided sides (rows rows of bytes, pitch apart, from off; each
+ * within a handle, so below 2^62) share a byte.  For each row of a, the
+ * rows of b that could overlap it form one range of indices. */
+static bool sides_overlap(size_t aoff, size_t arows, size_t apitch, size_t abytes, size_t boff, size_t brows,
+                          size_t bpitch, size_t bbytes)
+{
+    if (!abytes || !bbytes)
+        return false;
+    if (brows == 1)
+        bpitch = 1; /* unused */
+    for (size_t i = 0; i < arows; i++) {
+        int64_t x = (int64_t)(aoff + i * apitch), o = (int64_t)boff, p = (int64_t)bpitch;
+        /* rows j with o + j p < x + abytes and x < o + j p + bbytes */
+        int64_t hi_num = x + (int64_t)abytes - 1 - o, lo_num = x - o - (int64_t)bbytes + 1;
+        if (hi_num < 0)
+            continue;
+        int64_t jhi = hi_num / p, jlo = lo_num <= 0 ? 0 : (lo_num + p - 1) / p;
+        if (jhi > (int64_t)brows - 1)
+            jhi = (int64_t)brows - 1;
+        if (jlo <= jhi)
+            return true;
+    }
+    return false;
+}
+
+int weft_comm_exchange(weft_comm *h, const weft_xfer *x, size_t n, const char *name, weft_task **out)
+{
+    static const char fn[] = "weft_comm_exchange";
+    weft__clear_error();
+    if (out)
+        *out = NULL;
+    weft__comm *c = comm_get(h);
+    if (!c)
+        return weft__error(WEFT_EINVAL, "%s: communicator is NULL or was destroyed", fn);
+    if (n && !x)
+        return weft__error(WEFT_EINVAL, "%s: n is %zu but x is NULL", fn, n);
+    if (n > 65536)
+        return weft__error(WEFT_EINVAL, "%s: %zu transfers in one group (at most 65536)", fn, n);
+    op_arg *a = weft__alloc(sizeof *a);
+    if (!a)
+        return weft__error(WEFT_ENOMEM, "%s: out of memory", fn);
+    memset(a, 0, sizeof *a);
+    a->c = c;
+    a->nxfer = n;
+    snprintf(a->name, sizeof a->name, "%s", name ? name : "exchange");
+    for (unsigned k = 0; k < c->n; k++)
+        a->send_at[k] = a->recv_at[k] = -1;
+    a->xfer = n ? weft__alloc(n * sizeof *a->xfer) : NULL;
+    a->xsrc_at = n ? weft__alloc(n * sizeof *a->xsrc_at) : NULL;
+    a->xdst_at = n ? weft__alloc(n * sizeof *a->xdst_at) : NULL;
+    if (n && (!a->xfer || !a->xsrc_at || !a->xdst_at)) {
+        op_arg_free(a);
+        return weft__error(WEFT_ENOMEM, "%s: out of memory", fn);
+    }
+    if (n)
+        memcpy(a->xfer, x, n * sizeof *x);
+    acc_list l = {0};
+    int rc = 0;
+    for (size_t i = 0; i < n && rc == 0; i++) {
+        const weft_xfer *t = &x[i];
+        size_t rows = t->rows ? t->rows : 1;
+        if (t->from >= c->n || t->to >= c->n) {
+            rc = weft__error(WEFT_EINVAL, "%s: transfer %zu is from member %u to %u, the communicator has %u", fn, i,
+                             t->from, t->to, c->n);
+            break;
+        }
+        if (t->from == t->to) {
+            rc = weft__error(WEFT_EINVAL, "%s: transfer %zu is from member %u to itself", fn, i, t->from);
+            break;
+        }
+        if (rows > 1 && (t->src_pitch < t->bytes || t->dst_pitch < t->bytes)) {
+            rc = weft__error(WEFT_EINVAL, "%s: transfer %zu has rows of %zu bytes but pitches %zu and %zu", fn, i,
+                             t->bytes, t->src_pitch, t->dst_pitch);
+            break;
+        }
+        size_t ssz = data_size(c, t->src, fn, "src", t->from, &rc);
+        size_t dsz = rc ? 0 : data_size(c, t->dst, fn, "dst", t->to, &rc);
+        if (rc)
+            break;
+        size_t slo, shi, dlo, dhi;
+        if (!extent(t->src_off, rows, t->src_pitch, t->bytes, &slo, &shi) || shi > ssz) {
+            rc = weft__error(WEFT_EINVAL, "%s: transfer %zu reaches outside its src (%zu bytes from %zu, %zu rows "
+                                          "%zu apart; the handle has %zu)", fn, i, t->bytes, t->src_off, rows,
+                             t->src_pitch, ssz);
+            break;
+        }
+        if (!extent(t->dst_off, rows, t->dst_pitch, t->bytes, &dlo, &dhi) || dhi > dsz) {
+            rc = weft__error(WEFT_EINVAL, "%s: transfer %zu reaches outside its dst (%zu bytes from %zu, %zu rows "
+                                          "%zu apart; the handle has %zu)", fn, i, t->bytes, t->dst_off, rows,
+                             t->dst_pitch, dsz);
+            break;
+        }
+        /* Destinations overlap no source and no other destination of the
+         * same handle (byte for byte, strided sides row by row). */
+        for (size_t j = 0; j < i && rc == 0; j++) { /* each pair once: the earlier one is checked */
+            const weft_xfer *u = &x[j];
+            size_t urows = u->rows ? u->rows : 1;
+            if (u->src == t->dst && sides_overlap(t->dst_off, rows, t->dst_pitch, t->bytes, u->src_off, urows,
+                                                  u->src_pitch, u->bytes))
+                rc = weft__error(WEFT_EINVAL, "%s: transfer %zu writes where transfer %zu reads", fn, i, j);
+            else if (u->dst == t->src && sides_overlap(u->dst_off, urows, u->dst_pitch, u->bytes, t->src_off, rows,
+                                                       t->src_pitch, t->bytes))
+                rc = weft__error(WEFT_EINVAL, "%s: transfer %zu writes where transfer %zu reads", fn, j, i);
+            else if (u->dst == t->dst && sides_overlap(t->dst_off, rows, t->dst_pitch, t->bytes, u->dst_off, urows,
+                                                       u->dst_pitch, u->bytes))
+                rc = weft__error(WEFT_EINVAL, "%s: transfers %zu and %zu write overlapping ranges", fn, j, i);
+        }
+        if (rc == 0 && t->src == t->dst && sides_overlap(t->dst_off, rows, t->dst_pitch, t->bytes, t->src_off, rows,
+                                                         t->src_pitch, t->bytes))
+            rc = weft__error(WEFT_EINVAL, "%s: transfer %zu writes where it reads", fn, i);
+        if (rc)
+            break;
+        a->part[t->from] = a->part[t->to] = true;
+        int si = acc_add(&l, t->src, t->from, WEFT_R), di = si < 0 ? -1 : acc_add(&l, t->dst, t->to, WEFT_RW);
+        if (si < 0 || di < 0) {
+            rc = weft__error(WEFT_ENOMEM, "%s: out of memory", fn);
+            break;
+        }
+        a->xsrc_at[i] = si;
+        a->xdst_at[i] = di;
+    }
+    for (size_t i = 0; i < l.n && rc == 0; i++)
+        for (size_t j = i + 1; j < l.n && rc == 0; j++)
+            if (l.v[i].data == l.v[j].data && ((l.v[i].mode | l.v[j].mode) & WEFT_W))
+                rc = weft__error(WEFT_EINVAL, "%s: one handle is written on member %u and used on member %u", fn,
+                                 (l.v[i].mode & WEFT_W) ? l.member[i] : l.member[j],
+                                 (l.v[i].mode & WEFT_W) ? l.member[j] : l.member[i]);
+    if (rc == 0 && n == 0) {
+        /* An empty group: a task that only orders (on member 0's GPU). */
+        a->part[0] = true;
+    }
+    if (rc) {
+        acc_free(&l);
+        op_arg_free(a);
+        return rc;
+    }
+    rc = spawn_op(c, a, &l, NULL, 0, 0, out, fn);
+    acc_free(&l);
+    return rc;
+}

@@ -1,0 +1,97 @@
+/*
+ * comm/comm.h — communicators (weft.h, "Communication"): a group of GPUs of
+ * one runtime, and the backends that move data between them.
+ *
+ * The API (api/comm.c) checks an operation, resolves it against its data
+ * handles and spawns one task over the members' GPUs (an exact device set,
+ * each buffer WEFT_ON_GPU its member's place in that set).  The task's body
+ * hands the resolved operation (weft__coll_run: device pointers per member)
+ * to the communicator's backend, which queues each member's part on that
+ * member's stream and returns; the task completes with its streams.
+ *
+ * Backends are a table of functions per device kind (as the device layer's
+ * are): the virtual communicator (comm/vcomm.c) over virtual GPUs, NCCL
+ * (comm/nccl.c, or comm/nccl_absent.c without NCCL) over CUDA devices.
+ * A backend sees ctx only through weft.h's body functions.
+ */
+#ifndef WEFT_COMM_COMM_H
+#define WEFT_COMM_COMM_H
+
+#include "internal.h"
+#include "weft.h"
+
+#define WEFT__COMM_MAX 64u
+
+typedef struct weft__comm weft__comm;
+
+/* One transfer of an exchange, resolved: device pointers. */
+typedef struct weft__xfer_run {
+    unsigned from, to;
+    const char *src;
+    char *dst;
+    size_t bytes, rows, src_pitch, dst_pitch;
+} weft__xfer_run;
+
+/* An operation as a backend runs it (built by the task's body). */
+typedef struct weft__coll_run {
+    unsigned op;                       /* WEFT_COLL_*, or 0: an exchange */
+    unsigned key;                      /* type | operator (data/reduce.h's key) */
+    size_t elem, count;                /* element bytes, elements (weft_coll.count) */
+    unsigned root;
+    const char *name;
+    const void *send[WEFT__COMM_MAX];  /* member k's input on its GPU (recv[k] in place) */
+    void *recv[WEFT__COMM_MAX];        /* member k's output (NULL: none, REDUCE off the root) */
+    bool in_place;
+    unsigned setk[WEFT__COMM_MAX];     /* member k's place in the task's device set */
+    const weft__xfer_run *xfer;        /* an exchange's transfers */
+    size_t nxfer;
+} weft__coll_run;
+
+typedef struct weft__comm_backend {
+    const char *name;
+    /* Set up c's backend state (c->impl) for its members; 0, or an error
+     * with a message in why. */
+    int (*open)(weft__comm *c, char *why, size_t len);
+    void (*close)(weft__comm *c);
+    /* From the task's body: queue member k's part of r on the stream of
+     * the task's GPU r->setk[k], for every member taking part (part[k]),
+     * and return (0, or an error: the task fails; what was queued fails or
+     * finishes on its own).  *state (NULL if none) is handed to finish once
+     * the task has finished — after every part queued has run or been
+     * skipped (a stream that failed skips its later work). */
+    int (*post)(weft__comm *c, const weft_ctx *ctx, const weft__coll_run *r, const bool *part, void **state);
+    void (*finish)(void *state);
+} weft__comm_backend;
+
+struct weft__comm {
+    weft__slot slot;                   /* must be first */
+    weft_runtime *rt;
+    unsigned n;                        /* members */
+    unsigned gpu[WEFT__COMM_MAX];      /* member k's GPU number */
+    unsigned dev[WEFT__COMM_MAX];      /* its runtime device index */
+    int ordinal[WEFT__COMM_MAX];       /* its ordinal among devices of its kind (NCCL: the CUDA device) */
+    uint64_t set;                      /* the GPUs, bit g for GPU g */
+    uint64_t timeout_ns;
+    const weft__comm_backend *be;
+    void *impl;                        /* the backend's */
+    /* Virtual backend: the model of its members' links. */
+    uint64_t link_latency_ns;
+    double link_bw;
+    /* lock protects inflight (operations spawned and not finished);
+     * idle is signalled when it drops to 0. */
+    pthread_mutex_t lock;
+    pthread_cond_t idle;
+    size_t inflight;
+};
+
+extern const weft__comm_backend weft__vcomm_backend;
+/* NCCL's, or NULL when Weft was built without NCCL. */
+extern const weft__comm_backend *const weft__nccl_backend;
+
+/* Every backend's operations are queued under this lock, so that any two
+ * operations' parts are queued in the same order on every stream they
+ * share (comm/comm.c). */
+void weft__comm_launch_lock(void);
+void weft__comm_launch_unlock(void);
+
+#endif
