@@ -781,6 +781,40 @@ WEFT_API void weft_comm_config_init(weft_comm_config *c);
  * blocks on tasks; thread-safe. */
 WEFT_API WEFT_NODISCARD int weft_comm_create(weft_runtime *rt, const weft_comm_config *cfg, weft_comm **out);
 
+/* Create a communicator across the ranks of an MPI communicator: one
+ * member per rank (member k is rank k of it), whose buffers are in host
+ * memory (data made on a GPU is brought to the host first, by the data
+ * layer, and back after).  mpi_comm points to an MPI_Comm (C: &comm;
+ * mpi4py: MPI._addressof(comm)); Weft duplicates it.  MPI must be
+ * initialised with MPI_THREAD_MULTIPLE: a progress thread of the
+ * communicator's starts and completes its operations with MPI's
+ * non-blocking calls (no worker ever blocks in MPI).  cfg may be NULL;
+ * its gpus must be NULL (GPUs per rank: not yet); its timeout bounds how
+ * long an operation waits for the other ranks (then its task fails with a
+ * message on stderr, and the communicator fails every later operation:
+ * MPI cannot take the request back).
+ *
+ * Operations across ranks: every rank posts the communicator's operations
+ * in the same order (they are started in that order, whatever order their
+ * tasks become ready in); each rank names only its own member's buffers
+ * (send[rank], recv[rank]; the other entries are not read) — for an
+ * exchange, every rank passes the whole group, and the handles of the
+ * sides of other ranks are not read.  An operation cancelled on one rank
+ * (its input's writer failed) never starts there: the others time out.
+ * Reductions gather every rank's contribution and fold them on each rank
+ * in rank order (results identical on every rank, and equal to a
+ * sequential fold).
+ * Collective over mpi_comm (every rank calls it).  Errors: WEFT_EINVAL
+ * (NULL argument, GPUs asked for, MPI not initialised or without
+ * MPI_THREAD_MULTIPLE, Weft built without MPI), WEFT_ECLOSED, WEFT_ENOMEM,
+ * WEFT_EDEVICE (MPI refused), WEFT_ESYSTEM. */
+WEFT_API WEFT_NODISCARD int weft_comm_create_mpi(weft_runtime *rt, const void *mpi_comm,
+                                                 const weft_comm_config *cfg, weft_comm **out);
+
+/* This process's member in c: its rank for a communicator across ranks, 0
+ * otherwise (and for NULL or stale c). */
+WEFT_API unsigned weft_comm_rank(const weft_comm *c);
+
 /* Wait until every operation posted on c has finished, then free it.  The
  * handle is invalid afterwards.  Errors: WEFT_EINVAL (NULL, stale), WEFT_EBUSY
  * (called from one of c's own operations).  Call it before destroying the

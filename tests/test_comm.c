@@ -10,6 +10,7 @@
  * part (timeout, clear error, no hang); operations from several threads on
  * two communicators sharing GPUs (no crosswise waits); bad arguments. */
 #include "check.h"
+#include "comm_check.h"
 #include "testing.h"
 
 #include <math.h>
@@ -19,57 +20,6 @@
 #include <string.h>
 
 #define NG 4
-
-static const unsigned TYPES[6] = {WEFT_RED_I32, WEFT_RED_I64, WEFT_RED_U32,
-                                  WEFT_RED_U64, WEFT_RED_F32, WEFT_RED_F64};
-static const unsigned OPS[3] = {WEFT_RED_SUM, WEFT_RED_MIN, WEFT_RED_MAX};
-
-static size_t tsize(unsigned key) {
-    unsigned t = key & WEFT_RED_TYPE_MASK;
-    return t == WEFT_RED_I32 || t == WEFT_RED_U32 || t == WEFT_RED_F32 ? 4 : 8;
-}
-
-#define FMIN(a, b) (isnan(a) ? (a) : isnan(b) ? (b) : ((b) < (a) || ((b) == (a) && signbit(b))) ? (b) : (a))
-#define FMAX(a, b) (isnan(a) ? (a) : isnan(b) ? (b) : ((b) > (a) || ((b) == (a) && !signbit(b))) ? (b) : (a))
-#define IMIN(a, b) ((b) < (a) ? (b) : (a))
-#define IMAX(a, b) ((b) > (a) ? (b) : (a))
-
-/* *a = *a OP *b for one element of key's type (the oracle). */
-static void apply(unsigned key, void *pa, const void *pb) {
-    unsigned op = key & WEFT_RED_OP_MASK;
-    switch (key & WEFT_RED_TYPE_MASK) {
-#define CASE(TAG, T, TS, MN, MX)                                                           \
-    case TAG: {                                                                            \
-        T a, b;                                                                            \
-        memcpy(&a, pa, sizeof a);                                                          \
-        memcpy(&b, pb, sizeof b);                                                          \
-        a = op == WEFT_RED_SUM ? (T)((TS)a + (TS)b) : op == WEFT_RED_MIN ? MN(a, b) : MX(a, b); \
-        memcpy(pa, &a, sizeof a);                                                          \
-        break;                                                                             \
-    }
-        CASE(WEFT_RED_I32, int32_t, uint32_t, IMIN, IMAX)
-        CASE(WEFT_RED_I64, int64_t, uint64_t, IMIN, IMAX)
-        CASE(WEFT_RED_U32, uint32_t, uint32_t, IMIN, IMAX)
-        CASE(WEFT_RED_U64, uint64_t, uint64_t, IMIN, IMAX)
-        CASE(WEFT_RED_F32, float, float, FMIN, FMAX)
-    default:
-        CASE(0, double, double, FMIN, FMAX)
-#undef CASE
-    }
-}
-
-/* Element i of member k's input: any bits for integers, thirds (whose sums
- * round) for floating point. */
-static void value(unsigned key, unsigned k, size_t i, uint64_t seed, void *out) {
-    uint64_t h = mix64(seed * 1000003u + k * 7919u + i);
-    double x = (double)((int64_t)(h % 20001) - 10000) / 3.0;
-    switch (key & WEFT_RED_TYPE_MASK) {
-    case WEFT_RED_I32: case WEFT_RED_U32: { uint32_t v = (uint32_t)h; memcpy(out, &v, 4); break; }
-    case WEFT_RED_I64: case WEFT_RED_U64: memcpy(out, &h, 8); break;
-    case WEFT_RED_F32: { float v = (float)x; memcpy(out, &v, 4); break; }
-    default: memcpy(out, &x, 8); break;
-    }
-}
 
 static weft_comm *make_comm(weft_runtime *rt, const unsigned *gpus, unsigned n, uint64_t timeout_ns) {
     weft_comm_config cfg;
@@ -82,41 +32,6 @@ static weft_comm *make_comm(weft_runtime *rt, const unsigned *gpus, unsigned n, 
     return c;
 }
 
-/* ---- GPU tasks around the operations ------------------------------------ */
-
-typedef struct gpu_job {
-    void *ptr;          /* the replica, set by the body */
-    size_t bytes;
-    const void *from;   /* fill: copy from here (host); NULL: read back into `to` */
-    void *to;
-} gpu_job;
-
-static int job_kernel(void *arg) {
-    gpu_job *j = arg;
-    if (j->from)
-        memcpy(j->ptr, j->from, j->bytes);
-    else
-        memcpy(j->to, j->ptr, j->bytes);
-    return 0;
-}
-
-static int job_body(weft_ctx *ctx, void *arg) {
-    gpu_job *j = arg;
-    j->ptr = weft_ctx_data(ctx, 0);
-    weft_range r = {j->ptr, j->bytes, j->from ? WEFT_RW : WEFT_R};
-    return weft_ctx_queue_rw(ctx, 0, job_kernel, j, 0, &r, j->bytes ? 1 : 0);
-}
-
-/* A task on GPU g that writes (from) or reads (to) d's first bytes there. */
-static void gpu_task(weft_runtime *rt, unsigned g, weft_data *d, gpu_job *j, weft_task **out) {
-    char where[16];
-    snprintf(where, sizeof where, "gpu:%u", g);
-    weft_access a = {d, j->from ? WEFT_RW : WEFT_R}; /* RW: a fill may not cover all of d */
-    weft_task *t = test_spawn_at(rt, where, 0.25, job_body, j, &a, 1, out != NULL);
-    if (out)
-        *out = t;
-}
-
 /* ---- collectives against the oracle ---------------------------------------- */
 
 /* One collective op/key/count on members of c (member k on GPU k), inputs
@@ -124,7 +39,7 @@ static void gpu_task(weft_runtime *rt, unsigned g, weft_data *d, gpu_job *j, wef
 static void one_collective(weft_runtime *rt, weft_comm *c, unsigned op, unsigned key, size_t count, bool in_place,
                            unsigned root, bool via_gpu, uint64_t seed) {
     unsigned n = weft_comm_size(c);
-    size_t E = tsize(key), B = count * E;
+    size_t E = tsize(key);
     size_t in_elems = op == WEFT_COLL_REDUCE_SCATTER ? count * n : count;
     size_t out_elems = op == WEFT_COLL_ALLGATHER ? count * n : count;
     size_t in_b = in_elems * E, out_b = out_elems * E;
@@ -147,35 +62,8 @@ static void one_collective(weft_runtime *rt, weft_comm *c, unsigned op, unsigned
         CHECK_OK(weft_data_register(rt, send[k], in_b ? in_b : 1, &sd[k]));
         CHECK_OK(weft_data_register(rt, recv[k], rb, &rd[k]));
     }
-    /* The oracle: member order, left to right. */
-    for (unsigned k = 0; k < n; k++) {
-        if (in_place)
-            memcpy(want[k], input[k], in_b);
-        switch (op) {
-        case WEFT_COLL_ALLREDUCE:
-        case WEFT_COLL_REDUCE:
-            if (op == WEFT_COLL_REDUCE && k != root)
-                break;
-            memcpy(want[k], input[0], B);
-            for (unsigned j = 1; j < n; j++)
-                for (size_t i = 0; i < count; i++)
-                    apply(key, want[k] + i * E, input[j] + i * E);
-            break;
-        case WEFT_COLL_BROADCAST:
-            memcpy(want[k], input[root], B);
-            break;
-        case WEFT_COLL_ALLGATHER:
-            for (unsigned j = 0; j < n; j++)
-                memcpy(want[k] + j * B, input[j], B);
-            break;
-        default:
-            memcpy(want[k], input[0] + k * B, B);
-            for (unsigned j = 1; j < n; j++)
-                for (size_t i = 0; i < count; i++)
-                    apply(key, want[k] + i * E, input[j] + k * B + i * E);
-            break;
-        }
-    }
+    for (unsigned k = 0; k < n; k++) /* the oracle: member order, left to right */
+        comm_oracle(op, key, count, n, root, in_place, (const char *const *)input, k, want[k]);
     gpu_job fill[NG], back[NG];
     if (via_gpu) /* inputs made on the GPUs: the operation follows them there */
         for (unsigned k = 0; k < n; k++) {

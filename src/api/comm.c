@@ -11,6 +11,7 @@
  * members' parts on their streams.
  */
 #include "runtime.h"
+#include "worker.h"
 #include "comm/comm.h"
 #include "data/reduce.h"
 
@@ -28,6 +29,14 @@ static pthread_mutex_t launch_lock = PTHREAD_MUTEX_INITIALIZER;
 
 void weft__comm_launch_lock(void) { pthread_mutex_lock(&launch_lock); }
 void weft__comm_launch_unlock(void) { pthread_mutex_unlock(&launch_lock); }
+
+void *weft__comm_work_begin(const weft_ctx *ctx)
+{
+    weft__task_op_begin(ctx->task);
+    return ctx->task;
+}
+
+void weft__comm_work_done(void *cookie, int status) { weft__task_op_done(cookie, status); }
 
 /* ------------------------------------------------------------------------ */
 /* Communicators                                                             */
@@ -131,6 +140,55 @@ int weft_comm_create(weft_runtime *h, const weft_comm_config *cfg, weft_comm **o
     return 0;
 }
 
+int weft_comm_create_mpi(weft_runtime *h, const void *mpi_comm, const weft_comm_config *cfg, weft_comm **out)
+{
+    weft__clear_error();
+    if (!out)
+        return weft__error(WEFT_EINVAL, "weft_comm_create_mpi: out is NULL");
+    *out = NULL;
+    if (!mpi_comm)
+        return weft__error(WEFT_EINVAL, "weft_comm_create_mpi: mpi_comm is NULL (pass &comm, an MPI_Comm's address)");
+    if (!weft__mpi_backend)
+        return weft__error(WEFT_EINVAL, "weft_comm_create_mpi: Weft was built without MPI (no mpi.h)");
+    if (cfg && (cfg->gpus || cfg->ngpus))
+        return weft__error(WEFT_EINVAL, "weft_comm_create_mpi: members across ranks are the ranks themselves "
+                                        "(their host memory); GPUs per rank are not supported yet");
+    int err;
+    weft__rt *rt = weft__rt_enter(h, "weft_comm_create_mpi", &err, 1, false);
+    if (!rt)
+        return err;
+    weft__comm *c = weft__slot_alloc(WEFT__POOL_COMM, sizeof *c);
+    if (!c) {
+        weft__rt_leave(rt, 1);
+        return weft__error(WEFT_ENOMEM, "weft_comm_create_mpi: out of memory");
+    }
+    memset((char *)c + sizeof c->slot, 0, sizeof *c - sizeof c->slot);
+    c->rt = h;
+    c->ranks = true;
+    c->timeout_ns = cfg && cfg->timeout_ns ? cfg->timeout_ns : DEFAULT_TIMEOUT_NS;
+    c->be = weft__mpi_backend;
+    c->impl = (void *)mpi_comm;
+    pthread_mutex_init(&c->lock, NULL);
+    pthread_cond_init(&c->idle, NULL);
+    char why[200] = "";
+    int rc = c->be->open(c, why, sizeof why);
+    weft__rt_leave(rt, 1);
+    if (rc) {
+        pthread_mutex_destroy(&c->lock);
+        pthread_cond_destroy(&c->idle);
+        weft__slot_free(c);
+        return weft__error(rc, "weft_comm_create_mpi: %s", why[0] ? why : weft_strerror(rc));
+    }
+    *out = weft__handle_encode(c);
+    return 0;
+}
+
+unsigned weft_comm_rank(const weft_comm *h)
+{
+    const weft__comm *c = comm_get(h);
+    return c ? c->me : 0;
+}
+
 int weft_comm_destroy(weft_comm *h)
 {
     weft__clear_error();
@@ -173,6 +231,8 @@ typedef struct op_arg {
     weft_xfer *xfer;                   /* an exchange's (copied) */
     int *xsrc_at, *xdst_at;            /* the access of each transfer's src and dst */
     void *state;                       /* the backend's, for its finish */
+    uint64_t seq;                      /* across ranks: its number */
+    bool posted;                       /* across ranks: handed to the backend */
 } op_arg;
 
 static void op_arg_free(void *p)
@@ -189,7 +249,10 @@ static void op_arg_free(void *p)
 static void op_finished(void *p, int status)
 {
     (void)status;
-    weft__comm *c = ((op_arg *)p)->c;
+    op_arg *a = p;
+    weft__comm *c = a->c;
+    if (c->ranks && !a->posted) /* never reached its body: its number is given up */
+        c->be->skip(c, a->seq);
     pthread_mutex_lock(&c->lock);
     if (--c->inflight == 0)
         pthread_cond_broadcast(&c->idle);
@@ -209,7 +272,15 @@ static int op_body(weft_ctx *ctx, void *p)
     r.name = a->name;
     r.in_place = a->in_place;
     memcpy(r.setk, a->setk, sizeof r.setk);
-    for (unsigned k = 0; k < a->c->n; k++) {
+    r.seq = a->seq;
+    r.me = a->c->me;
+    if (a->c->ranks) {
+        r.my_recv = a->recv_at[0] >= 0 ? weft_ctx_data(ctx, (size_t)a->recv_at[0]) : NULL;
+        r.my_send = a->send_at[0] >= 0 ? weft_ctx_data(ctx, (size_t)a->send_at[0]) : NULL;
+        if (r.my_send == r.my_recv)
+            r.my_send = NULL;
+    }
+    for (unsigned k = 0; k < a->c->n && !a->c->ranks; k++) {
         r.recv[k] = a->recv_at[k] >= 0 ? weft_ctx_data(ctx, (size_t)a->recv_at[k]) : NULL;
         r.send[k] = a->send_at[k] >= 0 ? weft_ctx_data(ctx, (size_t)a->send_at[k]) : r.recv[k];
     }
@@ -222,8 +293,8 @@ static int op_body(weft_ctx *ctx, void *p)
             const weft_xfer *u = &a->xfer[i];
             x[i].from = u->from;
             x[i].to = u->to;
-            x[i].src = (const char *)weft_ctx_data(ctx, (size_t)a->xsrc_at[i]) + u->src_off;
-            x[i].dst = (char *)weft_ctx_data(ctx, (size_t)a->xdst_at[i]) + u->dst_off;
+            x[i].src = a->xsrc_at[i] >= 0 ? (const char *)weft_ctx_data(ctx, (size_t)a->xsrc_at[i]) + u->src_off : NULL;
+            x[i].dst = a->xdst_at[i] >= 0 ? (char *)weft_ctx_data(ctx, (size_t)a->xdst_at[i]) + u->dst_off : NULL;
             x[i].bytes = u->bytes;
             x[i].rows = u->rows ? u->rows : 1;
             x[i].src_pitch = u->src_pitch;
@@ -233,6 +304,8 @@ static int op_body(weft_ctx *ctx, void *p)
         r.nxfer = a->nxfer;
     }
     int rc = a->c->be->post(a->c, ctx, &r, a->part, &a->state);
+    if (rc == 0)
+        a->posted = true;
     weft__free(x);
     return rc;
 }
@@ -312,14 +385,14 @@ static int spawn_op(weft__comm *c, op_arg *a, acc_list *l, weft_task *const *dep
 {
     uint64_t set = 0;
     unsigned ngpu = 0;
-    for (unsigned k = 0; k < c->n; k++)
+    for (unsigned k = 0; k < c->n && !c->ranks; k++)
         if (a->part[k]) {
             set |= 1ull << c->gpu[k];
             ngpu++;
         }
-    for (unsigned k = 0; k < c->n; k++) /* the set's k-th GPU is its k-th lowest */
+    for (unsigned k = 0; k < c->n && !c->ranks; k++) /* the set's k-th GPU is its k-th lowest */
         a->setk[k] = a->part[k] ? (unsigned)__builtin_popcountll(set & ((1ull << c->gpu[k]) - 1)) : 0;
-    for (size_t i = 0; i < l->n; i++)
+    for (size_t i = 0; i < l->n && !c->ranks; i++)
         l->v[i].mode |= WEFT_ON_GPU(a->setk[l->member[i]]);
     weft_placement pl;
     weft_placement_init(&pl);
@@ -339,15 +412,19 @@ static int spawn_op(weft__comm *c, op_arg *a, acc_list *l, weft_task *const *dep
     d.ndeps = ndeps;
     d.name = a->name;
     d.priority = priority;
-    d.placements = &pl;
-    d.nplacements = 1;
+    d.placements = c->ranks ? NULL : &pl; /* across ranks: a host task (its buffers on the host) */
+    d.nplacements = c->ranks ? 0 : 1;
     pthread_mutex_lock(&c->lock);
     c->inflight++;
+    a->seq = c->next_seq++; /* in post order: the same on every rank */
     pthread_mutex_unlock(&c->lock);
+    uint64_t seq = a->seq;
     int rc = weft_spawn(c->rt, &d, out);
     if (rc) {
         char msg[256];
         snprintf(msg, sizeof msg, "%s", weft_last_error());
+        if (c->ranks) /* other ranks may still run it (and wait for this one until their timeout) */
+            c->be->skip(c, seq);
         pthread_mutex_lock(&c->lock);
         if (--c->inflight == 0)
             pthread_cond_broadcast(&c->idle);
@@ -422,9 +499,12 @@ int weft_comm_post(weft_comm *h, const weft_coll *o, weft_task **out)
     snprintf(a->name, sizeof a->name, "%s", o->name ? o->name : opn);
     acc_list l = {0};
     int rc = 0;
-    for (unsigned k = 0; k < c->n && rc == 0; k++) {
-        a->part[k] = true;
-        a->send_at[k] = a->recv_at[k] = -1;
+    /* Across ranks only this rank's member is named here (its entries at
+     * index 0 of the op's tables). */
+    for (unsigned k = c->ranks ? c->me : 0; k < (c->ranks ? c->me + 1 : c->n) && rc == 0; k++) {
+        unsigned at_k = c->ranks ? 0 : k;
+        a->part[at_k] = true;
+        a->send_at[at_k] = a->recv_at[at_k] = -1;
         /* What member k reads (its input) and writes (its output). */
         bool reads = o->op != WEFT_COLL_BROADCAST || k == o->root;
         bool writes = o->op == WEFT_COLL_BROADCAST ? !(in_place && k == o->root)
@@ -446,8 +526,8 @@ int weft_comm_post(weft_comm *h, const weft_coll *o, weft_task **out)
                 rc = weft__error(WEFT_ENOMEM, "%s: out of memory", fn);
                 break;
             }
-            a->send_at[k] = reads ? at : -1;
-            a->recv_at[k] = writes ? at : -1;
+            a->send_at[at_k] = reads ? at : -1;
+            a->recv_at[at_k] = writes ? at : -1;
             continue;
         }
         weft_data *sv = o->send[k];
@@ -465,7 +545,7 @@ int weft_comm_post(weft_comm *h, const weft_coll *o, weft_task **out)
                                               "for the in-place form", fn, opn, k);
                 break;
             }
-            if ((a->recv_at[k] = acc_add(&l, rv, k, have > out_bytes ? WEFT_RW : WEFT_W)) < 0) {
+            if ((a->recv_at[at_k] = acc_add(&l, rv, k, have > out_bytes ? WEFT_RW : WEFT_W)) < 0) {
                 rc = weft__error(WEFT_ENOMEM, "%s: out of memory", fn);
                 break;
             }
@@ -479,7 +559,7 @@ int weft_comm_post(weft_comm *h, const weft_coll *o, weft_task **out)
                                  have, in_bytes);
                 break;
             }
-            if ((a->send_at[k] = acc_add(&l, sv, k, WEFT_R)) < 0) {
+            if ((a->send_at[at_k] = acc_add(&l, sv, k, WEFT_R)) < 0) {
                 rc = weft__error(WEFT_ENOMEM, "%s: out of memory", fn);
                 break;
             }
@@ -589,8 +669,13 @@ int weft_comm_exchange(weft_comm *h, const weft_xfer *x, size_t n, const char *n
                              t->bytes, t->src_pitch, t->dst_pitch);
             break;
         }
-        size_t ssz = data_size(c, t->src, fn, "src", t->from, &rc);
-        size_t dsz = rc ? 0 : data_size(c, t->dst, fn, "dst", t->to, &rc);
+        /* Across ranks, this rank checks and names only its own sides. */
+        bool lsrc = !c->ranks || t->from == c->me, ldst = !c->ranks || t->to == c->me;
+        a->xsrc_at[i] = a->xdst_at[i] = -1;
+        if (!lsrc && !ldst)
+            continue;
+        size_t ssz = lsrc ? data_size(c, t->src, fn, "src", t->from, &rc) : SIZE_MAX;
+        size_t dsz = rc ? 0 : ldst ? data_size(c, t->dst, fn, "dst", t->to, &rc) : SIZE_MAX;
         if (rc)
             break;
         size_t slo, shi, dlo, dhi;
@@ -611,29 +696,32 @@ int weft_comm_exchange(weft_comm *h, const weft_xfer *x, size_t n, const char *n
         for (size_t j = 0; j < i && rc == 0; j++) { /* each pair once: the earlier one is checked */
             const weft_xfer *u = &x[j];
             size_t urows = u->rows ? u->rows : 1;
-            if (u->src == t->dst && sides_overlap(t->dst_off, rows, t->dst_pitch, t->bytes, u->src_off, urows,
+            bool ulsrc = !c->ranks || u->from == c->me, uldst = !c->ranks || u->to == c->me;
+            if (ldst && ulsrc && u->src == t->dst && sides_overlap(t->dst_off, rows, t->dst_pitch, t->bytes, u->src_off, urows,
                                                   u->src_pitch, u->bytes))
                 rc = weft__error(WEFT_EINVAL, "%s: transfer %zu writes where transfer %zu reads", fn, i, j);
-            else if (u->dst == t->src && sides_overlap(u->dst_off, urows, u->dst_pitch, u->bytes, t->src_off, rows,
+            else if (uldst && lsrc && u->dst == t->src && sides_overlap(u->dst_off, urows, u->dst_pitch, u->bytes, t->src_off, rows,
                                                        t->src_pitch, t->bytes))
                 rc = weft__error(WEFT_EINVAL, "%s: transfer %zu writes where transfer %zu reads", fn, j, i);
-            else if (u->dst == t->dst && sides_overlap(t->dst_off, rows, t->dst_pitch, t->bytes, u->dst_off, urows,
+            else if (uldst && ldst && u->dst == t->dst && sides_overlap(t->dst_off, rows, t->dst_pitch, t->bytes, u->dst_off, urows,
                                                        u->dst_pitch, u->bytes))
                 rc = weft__error(WEFT_EINVAL, "%s: transfers %zu and %zu write overlapping ranges", fn, j, i);
         }
-        if (rc == 0 && t->src == t->dst && sides_overlap(t->dst_off, rows, t->dst_pitch, t->bytes, t->src_off, rows,
+        if (rc == 0 && lsrc && ldst && t->src == t->dst && sides_overlap(t->dst_off, rows, t->dst_pitch, t->bytes, t->src_off, rows,
                                                          t->src_pitch, t->bytes))
             rc = weft__error(WEFT_EINVAL, "%s: transfer %zu writes where it reads", fn, i);
         if (rc)
             break;
-        a->part[t->from] = a->part[t->to] = true;
-        int si = acc_add(&l, t->src, t->from, WEFT_R), di = si < 0 ? -1 : acc_add(&l, t->dst, t->to, WEFT_RW);
-        if (si < 0 || di < 0) {
+        if (!c->ranks)
+            a->part[t->from] = a->part[t->to] = true;
+        int si = lsrc ? acc_add(&l, t->src, t->from, WEFT_R) : -2;
+        int di = si == -1 ? -1 : ldst ? acc_add(&l, t->dst, t->to, WEFT_RW) : -2;
+        if (si == -1 || di == -1) {
             rc = weft__error(WEFT_ENOMEM, "%s: out of memory", fn);
             break;
         }
-        a->xsrc_at[i] = si;
-        a->xdst_at[i] = di;
+        a->xsrc_at[i] = si < 0 ? -1 : si;
+        a->xdst_at[i] = di < 0 ? -1 : di;
     }
     for (size_t i = 0; i < l.n && rc == 0; i++)
         for (size_t j = i + 1; j < l.n && rc == 0; j++)
@@ -641,7 +729,7 @@ int weft_comm_exchange(weft_comm *h, const weft_xfer *x, size_t n, const char *n
                 rc = weft__error(WEFT_EINVAL, "%s: one handle is written on member %u and used on member %u", fn,
                                  (l.v[i].mode & WEFT_W) ? l.member[i] : l.member[j],
                                  (l.v[i].mode & WEFT_W) ? l.member[j] : l.member[i]);
-    if (rc == 0 && n == 0) {
+    if (rc == 0 && n == 0 && !c->ranks) {
         /* An empty group: a task that only orders (on member 0's GPU). */
         a->part[0] = true;
     }

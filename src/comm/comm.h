@@ -43,8 +43,17 @@ typedef struct weft__coll_run {
     void *recv[WEFT__COMM_MAX];        /* member k's output (NULL: none, REDUCE off the root) */
     bool in_place;
     unsigned setk[WEFT__COMM_MAX];     /* member k's place in the task's device set */
-    const weft__xfer_run *xfer;        /* an exchange's transfers */
+    const weft__xfer_run *xfer;        /* an exchange's transfers (across ranks: src NULL
+                                          where this rank does not send, dst where it
+                                          does not receive) */
     size_t nxfer;
+    /* Across ranks (a communicator over MPI): this rank's member, its
+     * buffers on the host (my_send = my_recv in place; NULL where it has
+     * none), and the operation's number in the communicator's sequence. */
+    unsigned me;
+    const void *my_send;
+    void *my_recv;
+    uint64_t seq;
 } weft__coll_run;
 
 typedef struct weft__comm_backend {
@@ -61,7 +70,17 @@ typedef struct weft__comm_backend {
      * skipped (a stream that failed skips its later work). */
     int (*post)(weft__comm *c, const weft_ctx *ctx, const weft__coll_run *r, const bool *part, void **state);
     void (*finish)(void *state);
+    /* Across ranks only (NULL otherwise): operation `seq` will never be
+     * posted here (its task was cancelled or failed before its body ran). */
+    void (*skip)(weft__comm *c, uint64_t seq);
 } weft__comm_backend;
+
+/* For backends whose operations complete off the streams (MPI): from the
+ * body, count one piece of work in flight for the task (its completion
+ * waits for it); the cookie to give weft__comm_work_done(cookie, status)
+ * from any thread once (status 0, or an error: the task fails). */
+void *weft__comm_work_begin(const weft_ctx *ctx);
+void weft__comm_work_done(void *cookie, int status);
 
 struct weft__comm {
     weft__slot slot;                   /* must be first */
@@ -74,6 +93,12 @@ struct weft__comm {
     uint64_t timeout_ns;
     const weft__comm_backend *be;
     void *impl;                        /* the backend's */
+    /* Across ranks (MPI): one member per rank, this rank's is `me`; the
+     * next operation's number (under lock: every rank posts a
+     * communicator's operations in one order, so numbers match). */
+    bool ranks;
+    unsigned me;
+    uint64_t next_seq;
     /* Virtual backend: the model of its members' links. */
     uint64_t link_latency_ns;
     double link_bw;
@@ -85,6 +110,10 @@ struct weft__comm {
 };
 
 extern const weft__comm_backend weft__vcomm_backend;
+/* MPI's (comm/mpi.c), or NULL when Weft was built without MPI.  Its open
+ * takes the MPI communicator from c->impl (a pointer to an MPI_Comm) and
+ * sets c->n and c->me. */
+extern const weft__comm_backend *const weft__mpi_backend;
 /* NCCL's, or NULL when Weft was built without NCCL. */
 extern const weft__comm_backend *const weft__nccl_backend;
 

@@ -1,0 +1,416 @@
+/*
+ * comm/mpi.c — communicators across MPI ranks: one Weft runtime per rank,
+ * one member per rank (its buffers in host memory; the data layer brings a
+ * value made on a GPU to the host first and takes it back after).
+ *
+ * The operations complete by a progress step, never by a worker blocked in
+ * MPI: a task's body hands its operation to the communicator's progress
+ * thread and returns; the thread starts it with MPI's non-blocking calls,
+ * tests it, and reports its end to the task (weft__comm_work_done).  Only
+ * that thread calls MPI for the communicator (a duplicate of the user's,
+ * so that its messages never meet the program's), and MPI must have been
+ * initialised with MPI_THREAD_MULTIPLE (the program's own threads may call
+ * MPI meanwhile).
+ *
+ * Order: MPI matches collectives by the order each rank starts them, and a
+ * task's body runs whenever its dependencies allow, which differs between
+ * ranks.  So every operation takes a number when it is posted (programs
+ * post a communicator's operations in one order on every rank) and the
+ * thread starts them in that order; an operation that will never run here
+ * (its task cancelled) gives its number up (skip).  Point-to-point
+ * messages are tagged with their operation's number.
+ *
+ * Reductions are gathers followed by a fold on the host in rank order, so
+ * that every rank gets the same result bit for bit, equal to a sequential
+ * fold over the members (MPI's own reductions may combine in any order);
+ * reduce-scatter exchanges blocks (all-to-all) and folds its own.
+ *
+ * A started operation that has not completed within the communicator's
+ * timeout (a rank that never takes part) fails its task with a message;
+ * its MPI request cannot be taken back, so the communicator is broken from
+ * then on: later operations fail at once.
+ */
+#include "comm/comm.h"
+#include "data/reduce.h"
+
+#include <limits.h>
+#include <mpi.h>
+#include <sched.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+typedef struct mop {
+    struct mop *next;
+    weft__coll_run r;                  /* xfer copied and owned */
+    void *cookie;                      /* the task's work (weft__comm_work_begin) */
+    MPI_Request *req;
+    int nreq;
+    MPI_Datatype *types;               /* strided transfers' types, freed at the end */
+    int ntypes;
+    char *stage;                       /* gathered contributions (reductions) */
+    uint64_t started;
+} mop;
+
+typedef struct mstate {
+    weft__comm *c;
+    MPI_Comm comm;
+    int rank, size;
+    pthread_t thread;
+    /* lock protects pending (by number), skipped, next, stop, broken, and
+     * wakes the thread (cv). */
+    pthread_mutex_t lock;
+    pthread_cond_t cv;
+    mop *pending;
+    uint64_t *skipped;                 /* numbers given up, not yet passed */
+    size_t nskipped, capskipped;
+    uint64_t next;                     /* the number to start next */
+    bool stop, broken;
+    mop *active;                       /* started (the thread's own) */
+} mstate;
+
+/* Fold n contributions of B bytes each (stage, rank order) into out. */
+static void fold_all(const mop *o, const char *stage, int n, size_t B, void *out)
+{
+    memmove(out, stage, B);
+    for (int j = 1; j < n; j++)
+        weft__red_combine(o->r.key, out, stage + (size_t)j * B, B);
+}
+
+/* Start o (the thread, with no lock): 0 or an MPI error. */
+static int start(mstate *m, mop *o)
+{
+    weft__coll_run *r = &o->r;
+    size_t B = r->count * r->elem;
+    int n = m->size, rc = MPI_SUCCESS;
+    MPI_Datatype byte = MPI_BYTE;
+    o->started = weft__now_ns();
+    if (r->op == 0) { /* an exchange: this rank's sends and receives, tagged with the number */
+        int tag = (int)(r->seq % 32767);
+        o->req = weft__alloc(2 * (r->nxfer ? r->nxfer : 1) * sizeof *o->req);
+        o->types = weft__alloc((r->nxfer ? r->nxfer : 1) * sizeof *o->types);
+        if (!o->req || !o->types)
+            return MPI_ERR_NO_MEM;
+        for (size_t i = 0; i < r->nxfer && rc == MPI_SUCCESS; i++) {
+            const weft__xfer_run *x = &r->xfer[i];
+            if (!x->bytes || (x->from != r->me && x->to != r->me))
+                continue;
+            MPI_Datatype t;
+            bool strided = x->rows > 1;
+            if (x->from == r->me) {
+                if (strided) {
+                    rc = MPI_Type_create_hvector((int)x->rows, (int)x->bytes, (MPI_Aint)x->src_pitch, MPI_BYTE, &t);
+                    if (rc == MPI_SUCCESS && (rc = MPI_Type_commit(&t)) == MPI_SUCCESS)
+                        o->types[o->ntypes++] = t;
+                }
+                if (rc == MPI_SUCCESS)
+                    rc = MPI_Isend(x->src, strided ? 1 : (int)x->bytes, strided ? t : MPI_BYTE, (int)x->to, tag,
+                                   m->comm, &o->req[o->nreq++]);
+            }
+            if (rc == MPI_SUCCESS && x->to == r->me) {
+                if (strided) {
+                    rc = MPI_Type_create_hvector((int)x->rows, (int)x->bytes, (MPI_Aint)x->dst_pitch, MPI_BYTE, &t);
+                    if (rc == MPI_SUCCESS && (rc = MPI_Type_commit(&t)) == MPI_SUCCESS)
+                        o->types[o->ntypes++] = t;
+                }
+                if (rc == MPI_SUCCESS)
+                    rc = MPI_Irecv(x->dst, strided ? 1 : (int)x->bytes, strided ? t : MPI_BYTE, (int)x->from, tag,
+                                   m->comm, &o->req[o->nreq++]);
+            }
+        }
+        return rc;
+    }
+    o->req = weft__alloc(sizeof *o->req);
+    if (!o->req)
+        return MPI_ERR_NO_MEM;
+    o->nreq = 1;
+    const void *in = r->my_send ? r->my_send : r->my_recv;
+    switch (r->op) {
+    case WEFT_COLL_ALLREDUCE:
+        if (!(o->stage = weft__alloc(B * (size_t)n + 1)))
+            return MPI_ERR_NO_MEM;
+        return MPI_Iallgather(in, (int)B, byte, o->stage, (int)B, byte, m->comm, o->req);
+    case WEFT_COLL_REDUCE:
+        if (r->me == r->root && !(o->stage = weft__alloc(B * (size_t)n + 1)))
+            return MPI_ERR_NO_MEM;
+        return MPI_Igather(in, (int)B, byte, o->stage, (int)B, byte, (int)r->root, m->comm, o->req);
+    case WEFT_COLL_REDUCE_SCATTER: /* block k of every rank's input to rank k */
+        if (!(o->stage = weft__alloc(B * (size_t)n + 1)))
+            return MPI_ERR_NO_MEM;
+        return MPI_Ialltoall(in, (int)B, byte, o->stage, (int)B, byte, m->comm, o->req);
+    case WEFT_COLL_BROADCAST: {
+        void *buf = r->me == r->root ? (void *)in : r->my_recv;
+        if (r->me == r->root && r->my_recv && r->my_recv != in && B)
+            memcpy(r->my_recv, in, B);
+        return MPI_Ibcast(buf, (int)B, byte, (int)r->root, m->comm, o->req);
+    }
+    default: /* all-gather */
+        return MPI_Iallgather(in, (int)B, byte, r->my_recv, (int)B, byte, m->comm, o->req);
+    }
+}
+
+/* o's requests completed: its results in place (the thread). */
+static void conclude(mstate *m, mop *o)
+{
+    weft__coll_run *r = &o->r;
+    size_t B = r->count * r->elem;
+    if (!B)
+        return;
+    if (r->op == WEFT_COLL_ALLREDUCE || r->op == WEFT_COLL_REDUCE_SCATTER)
+        fold_all(o, o->stage, m->size, B, r->my_recv);
+    else if (r->op == WEFT_COLL_REDUCE && r->me == r->root)
+        fold_all(o, o->stage, m->size, B, r->my_recv);
+}
+
+static void mop_free(mop *o)
+{
+    for (int i = 0; i < o->ntypes; i++)
+        MPI_Type_free(&o->types[i]);
+    weft__free(o->types);
+    weft__free(o->req);
+    weft__free(o->stage);
+    weft__free((void *)o->r.xfer);
+    weft__free(o);
+}
+
+/* Whether number s was given up (under lock); forgets it. */
+static bool take_skipped(mstate *m, uint64_t s)
+{
+    for (size_t i = 0; i < m->nskipped; i++)
+        if (m->skipped[i] == s) {
+            m->skipped[i] = m->skipped[--m->nskipped];
+            return true;
+        }
+    return false;
+}
+
+static void *progress(void *arg)
+{
+    mstate *m = arg;
+    char msg[256];
+    pthread_mutex_lock(&m->lock);
+    for (;;) {
+        /* Start what is next in number (skipping numbers given up). */
+        mop *ready = NULL, **tail = &ready;
+        for (bool moved = true; moved;) {
+            moved = false;
+            if (take_skipped(m, m->next)) {
+                m->next++;
+                moved = true;
+                continue;
+            }
+            for (mop **pp = &m->pending; *pp; pp = &(*pp)->next)
+                if ((*pp)->r.seq == m->next) {
+                    mop *o = *pp;
+                    *pp = o->next;
+                    o->next = NULL;
+                    *tail = o;
+                    tail = &o->next;
+                    m->next++;
+                    moved = true;
+                    break;
+                }
+        }
+        bool broken = m->broken, stop = m->stop;
+        if (!ready && !m->active) {
+            if (stop)
+                break;
+            pthread_cond_wait(&m->cv, &m->lock);
+            continue;
+        }
+        pthread_mutex_unlock(&m->lock);
+        while (ready) {
+            mop *o = ready;
+            ready = o->next;
+            int rc = broken ? MPI_ERR_OTHER : start(m, o);
+            if (rc != MPI_SUCCESS) {
+                if (!broken) {
+                    int len = 0;
+                    char es[MPI_MAX_ERROR_STRING];
+                    MPI_Error_string(rc, es, &len);
+                    fprintf(stderr, "weft: MPI refused operation %llu '%s' (%s)\n", (unsigned long long)o->r.seq,
+                            o->r.name, es);
+                }
+                /* requests started before the error: waited for (they were matched or will be) */
+                if (o->nreq)
+                    MPI_Waitall(o->nreq, o->req, MPI_STATUSES_IGNORE);
+                weft__comm_work_done(o->cookie, broken ? WEFT_ECLOSED : WEFT_EDEVICE);
+                mop_free(o);
+                continue;
+            }
+            o->next = m->active;
+            m->active = o;
+        }
+        /* Test what is in flight. */
+        uint64_t now = weft__now_ns();
+        for (mop **pp = &m->active; *pp;) {
+            mop *o = *pp;
+            int done = 0;
+            MPI_Testall(o->nreq, o->req, &done, MPI_STATUSES_IGNORE);
+            if (done) {
+                conclude(m, o);
+                *pp = o->next;
+                weft__comm_work_done(o->cookie, 0);
+                mop_free(o);
+                continue;
+            }
+            if (now - o->started > m->c->timeout_ns) {
+                snprintf(msg, sizeof msg,
+                         "weft: operation %llu '%s' on a communicator of %d ranks (this is rank %d) did not complete "
+                         "within %.3f s: a rank never took part; the communicator is broken from now on",
+                         (unsigned long long)o->r.seq, o->r.name, m->size, m->rank, (double)m->c->timeout_ns / 1e9);
+                fprintf(stderr, "%s\n", msg);
+                *pp = o->next;
+                weft__comm_work_done(o->cookie, WEFT_ETIMEDOUT);
+                /* its requests stay with MPI (and so does o) */
+                pthread_mutex_lock(&m->lock);
+                m->broken = true;
+                pthread_mutex_unlock(&m->lock);
+                continue;
+            }
+            pp = &o->next;
+        }
+        if (m->active)
+            sched_yield(); /* a progress step: poll again soon */
+        pthread_mutex_lock(&m->lock);
+    }
+    pthread_mutex_unlock(&m->lock);
+    return NULL;
+}
+
+static int mopen(weft__comm *c, char *why, size_t len)
+{
+    const MPI_Comm *user = c->impl;
+    c->impl = NULL;
+    int inited = 0, finalized = 0, level = 0;
+    MPI_Initialized(&inited);
+    MPI_Finalized(&finalized);
+    if (!inited || finalized) {
+        snprintf(why, len, "MPI is %s", finalized ? "finalized" : "not initialised (MPI_Init_thread first)");
+        return WEFT_EINVAL;
+    }
+    MPI_Query_thread(&level);
+    if (level < MPI_THREAD_MULTIPLE) {
+        snprintf(why, len, "MPI was initialised with thread level %d; Weft needs MPI_THREAD_MULTIPLE (its "
+                           "progress thread calls MPI beside the program's threads)", level);
+        return WEFT_EINVAL;
+    }
+    mstate *m = weft__alloc(sizeof *m);
+    if (!m)
+        return WEFT_ENOMEM;
+    memset(m, 0, sizeof *m);
+    m->c = c;
+    if (MPI_Comm_dup(*user, &m->comm) != MPI_SUCCESS) {
+        weft__free(m);
+        snprintf(why, len, "MPI_Comm_dup failed");
+        return WEFT_EDEVICE;
+    }
+    MPI_Comm_rank(m->comm, &m->rank);
+    MPI_Comm_size(m->comm, &m->size);
+    pthread_mutex_init(&m->lock, NULL);
+    pthread_cond_init(&m->cv, NULL);
+    if (pthread_create(&m->thread, NULL, progress, m) != 0) {
+        MPI_Comm_free(&m->comm);
+        pthread_mutex_destroy(&m->lock);
+        pthread_cond_destroy(&m->cv);
+        weft__free(m);
+        snprintf(why, len, "its progress thread could not start");
+        return WEFT_ESYSTEM;
+    }
+    c->impl = m;
+    c->n = (unsigned)m->size;
+    c->me = (unsigned)m->rank;
+    return 0;
+}
+
+static void mclose(weft__comm *c)
+{
+    mstate *m = c->impl;
+    pthread_mutex_lock(&m->lock);
+    m->stop = true;
+    pthread_cond_signal(&m->cv);
+    pthread_mutex_unlock(&m->lock);
+    pthread_join(m->thread, NULL);
+    for (mop *o = m->pending; o;) { /* posted, never reached (an earlier number never came) */
+        mop *next = o->next;
+        weft__comm_work_done(o->cookie, WEFT_ECLOSED);
+        mop_free(o);
+        o = next;
+    }
+    if (!m->broken)
+        MPI_Comm_free(&m->comm);
+    pthread_mutex_destroy(&m->lock);
+    pthread_cond_destroy(&m->cv);
+    weft__free(m->skipped);
+    weft__free(m);
+    c->impl = NULL;
+}
+
+static int mpost(weft__comm *c, const weft_ctx *ctx, const weft__coll_run *r, const bool *part, void **state)
+{
+    (void)part;
+    *state = NULL;
+    mstate *m = c->impl;
+    size_t B = r->count * r->elem;
+    if (B > INT_MAX) {
+        fprintf(stderr, "weft: operation '%s': %zu bytes per rank, more than MPI's int counts allow\n", r->name, B);
+        return WEFT_EINVAL;
+    }
+    mop *o = weft__alloc(sizeof *o);
+    if (!o)
+        return WEFT_ENOMEM;
+    memset(o, 0, sizeof *o);
+    o->r = *r;
+    o->r.xfer = NULL;
+    if (r->nxfer) {
+        weft__xfer_run *x = weft__alloc(r->nxfer * sizeof *x);
+        if (!x) {
+            weft__free(o);
+            return WEFT_ENOMEM;
+        }
+        memcpy(x, r->xfer, r->nxfer * sizeof *x);
+        o->r.xfer = x;
+    }
+    o->cookie = weft__comm_work_begin(ctx);
+    pthread_mutex_lock(&m->lock);
+    o->next = m->pending;
+    m->pending = o;
+    pthread_cond_signal(&m->cv);
+    pthread_mutex_unlock(&m->lock);
+    return 0;
+}
+
+static void mskip(weft__comm *c, uint64_t seq)
+{
+    mstate *m = c->impl;
+    pthread_mutex_lock(&m->lock);
+    if (m->nskipped == m->capskipped) {
+        size_t cap = m->capskipped ? m->capskipped * 2 : 8;
+        uint64_t *v = weft__alloc(cap * sizeof *v);
+        if (!v) { /* out of memory: the numbers after it never start (their tasks time out) */
+            pthread_mutex_unlock(&m->lock);
+            return;
+        }
+        if (m->nskipped)
+            memcpy(v, m->skipped, m->nskipped * sizeof *v);
+        weft__free(m->skipped);
+        m->skipped = v;
+        m->capskipped = cap;
+    }
+    m->skipped[m->nskipped++] = seq;
+    pthread_cond_signal(&m->cv);
+    pthread_mutex_unlock(&m->lock);
+}
+
+static void mfinish(void *state) { (void)state; }
+
+static const weft__comm_backend backend = {
+    .name = "mpi",
+    .open = mopen,
+    .close = mclose,
+    .post = mpost,
+    .finish = mfinish,
+    .skip = mskip,
+};
+
+const weft__comm_backend *const weft__mpi_backend = &backend;

@@ -1,0 +1,295 @@
+/* Communication across MPI ranks (issue 11), run as `mpirun -np 2`: one
+ * runtime per rank (cpu + 2 virtual GPUs), a communicator over the ranks;
+ * every collective for every operator and type at sizes 0, 1, odd and
+ * large, in place and not, inputs made on a GPU and results read back on
+ * one, against a sequential computation bit for bit (every rank computes
+ * every rank's inputs); operations whose tasks become ready in opposite
+ * orders on the two ranks (started in post order all the same); a ring
+ * exchange and a strided one (a column); bad arguments; and last, an
+ * operation cancelled on one rank: the other fails after its timeout with
+ * a message, and nothing hangs. */
+#include "check.h"
+#include "comm_check.h"
+
+#include <mpi.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int rank, nranks;
+
+static void one(weft_runtime *rt, weft_comm *c, unsigned op, unsigned key, size_t count, bool in_place,
+                unsigned root, bool via_gpu, uint64_t seed) {
+    unsigned n = (unsigned)nranks, me = (unsigned)rank;
+    size_t E = tsize(key);
+    size_t in_b = (op == WEFT_COLL_REDUCE_SCATTER ? count * n : count) * E;
+    size_t out_b = (op == WEFT_COLL_ALLGATHER ? count * n : count) * E;
+    size_t rb = (in_place ? (in_b > out_b ? in_b : out_b) : out_b) + E; /* one element more: kept */
+    char *input[8], *send = malloc(in_b + 1), *recv = malloc(rb), *want = malloc(rb), *got = malloc(rb);
+    for (unsigned k = 0; k < n; k++) {
+        input[k] = malloc(in_b + 1);
+        for (size_t i = 0; i < in_b / E; i++)
+            value(key, k, i, seed, input[k] + i * E);
+    }
+    memset(recv, 0x5a, rb);
+    memcpy(want, recv, rb);
+    comm_oracle(op, key, count, n, root, in_place, (const char *const *)input, me, want);
+    memcpy(in_place ? recv : send, input[me], in_b);
+    weft_data *sd, *rd;
+    CHECK_OK(weft_data_register(rt, send, in_b ? in_b : 1, &sd));
+    CHECK_OK(weft_data_register(rt, recv, rb, &rd));
+    gpu_job fill = {NULL, in_b, input[me], NULL}, back = {NULL, rb, NULL, got};
+    if (via_gpu && in_b) { /* the input made on a GPU: brought to the host for MPI */
+        memset(in_place ? recv : send, 0, in_b);
+        gpu_task(rt, me % 2, in_place ? rd : sd, &fill, NULL);
+    }
+    weft_data *sv[8] = {0}, *rv[8] = {0};
+    sv[me] = sd;
+    rv[me] = rd;
+    weft_coll o;
+    weft_coll_init(&o);
+    o.op = op;
+    o.type = key;
+    o.count = count;
+    o.root = root;
+    o.send = in_place ? NULL : sv;
+    o.recv = rv;
+    weft_task *t;
+    CHECKF(weft_comm_post(c, &o, &t) == 0, "%s", weft_last_error());
+    if (via_gpu)
+        gpu_task(rt, (me + 1) % 2, rd, &back, NULL);
+    CHECKF(weft_task_wait(t) == 0, "rank %d op %u key 0x%x count %zu: %s", rank, op, key, count, weft_last_error());
+    weft_task_release(t);
+    CHECK_OK(weft_wait_all(rt));
+    CHECK_OK(weft_data_unregister(sd));
+    CHECK_OK(weft_data_unregister(rd));
+    bool writes = op != WEFT_COLL_REDUCE || me == root || in_place;
+    if (writes) {
+        CHECKF(memcmp(recv, want, rb) == 0, "rank %d: op %u key 0x%x count %zu in_place %d differs", rank, op, key,
+               count, in_place);
+        if (via_gpu)
+            CHECKF(memcmp(got, want, rb) == 0, "rank %d: op %u read on a GPU differs", rank, op);
+    }
+    CHECK(in_place || memcmp(send, input[me], in_b) == 0);
+    for (unsigned k = 0; k < n; k++)
+        free(input[k]);
+    free(send);
+    free(recv);
+    free(want);
+    free(got);
+}
+
+static void test_collectives(weft_runtime *rt, weft_comm *c) {
+    test_step("collectives across ranks");
+    size_t sizes[] = {0, 1, 1001, 65537};
+    uint64_t seed = 100;
+    for (unsigned s = 0; s < 4; s++)
+        for (unsigned op = WEFT_COLL_ALLREDUCE; op <= WEFT_COLL_REDUCE_SCATTER; op++) {
+            bool reduces = op == WEFT_COLL_ALLREDUCE || op == WEFT_COLL_REDUCE || op == WEFT_COLL_REDUCE_SCATTER;
+            for (unsigned ti = 0; ti < 6; ti++)
+                for (unsigned oi = 0; oi < (reduces ? 3u : 1u); oi++) {
+                    if ((!reduces && ti % 3 != 0) || (s == 3 && (ti % 2 || oi)))
+                        continue;
+                    unsigned key = TYPES[ti] | (reduces ? OPS[oi] : 0);
+                    seed++;
+                    one(rt, c, op, key, sizes[s], false, (unsigned)(seed % (uint64_t)nranks), (seed & 1) != 0, seed);
+                    if (op <= WEFT_COLL_REDUCE)
+                        one(rt, c, op, key, sizes[s], true, (unsigned)((seed + 1) % (uint64_t)nranks),
+                            (seed & 2) != 0, seed);
+                }
+        }
+}
+
+/* Two all-reduces whose tasks become ready in opposite orders on the two
+ * ranks (each waits for a slow task on one rank only): started in post
+ * order everywhere, so they match. */
+static int slow_body(weft_ctx *ctx, void *arg) {
+    (void)ctx;
+    (void)arg;
+    sleep_ms(200);
+    return 0;
+}
+
+static void test_order(weft_runtime *rt, weft_comm *c) {
+    test_step("operations ready in opposite orders");
+    int64_t a[4] = {rank + 1, 1, 1, 1}, b[4] = {10 * (rank + 1), 1, 1, 1};
+    weft_data *da, *db;
+    CHECK_OK(weft_data_register(rt, a, sizeof a, &da));
+    CHECK_OK(weft_data_register(rt, b, sizeof b, &db));
+    /* rank 0: a's writer is slow; rank 1: b's */
+    weft_access w = {rank == 0 ? da : db, WEFT_RW};
+    test_spawn_at(rt, "cpu", 0, slow_body, NULL, &w, 1, false);
+    weft_data *va[8] = {0}, *vb[8] = {0};
+    va[rank] = da;
+    vb[rank] = db;
+    weft_coll o;
+    weft_coll_init(&o);
+    o.op = WEFT_COLL_ALLREDUCE;
+    o.type = WEFT_RED_I64 | WEFT_RED_SUM;
+    o.count = 4;
+    o.recv = va;
+    CHECK_OK(weft_comm_post(c, &o, NULL));
+    o.recv = vb;
+    CHECK_OK(weft_comm_post(c, &o, NULL));
+    CHECK_OK(weft_wait_all(rt));
+    CHECK_OK(weft_data_unregister(da));
+    CHECK_OK(weft_data_unregister(db));
+    int64_t sa = 0, sb = 0;
+    for (int r = 0; r < nranks; r++) {
+        sa += r + 1;
+        sb += 10 * (r + 1);
+    }
+    CHECKF(a[0] == sa && b[0] == sb && a[3] == nranks, "rank %d: %lld %lld", rank, (long long)a[0], (long long)b[0]);
+}
+
+/* A ring (each rank sends its row to the next) and a column: rank r sends
+ * column 1 of its 8 x 8 block to the next rank's column 0 (strided). */
+static void test_exchange(weft_runtime *rt, weft_comm *c) {
+    test_step("exchanges across ranks");
+    enum { R = 8 };
+    int32_t blk[R][R];
+    for (int i = 0; i < R; i++)
+        for (int j = 0; j < R; j++)
+            blk[i][j] = rank * 1000 + i * R + j;
+    weft_data *d;
+    CHECK_OK(weft_data_register(rt, blk, sizeof blk, &d));
+    weft_data *h[8] = {0};
+    h[rank] = d;
+    weft_xfer x[16];
+    size_t nx = 0;
+    for (int r = 0; r < nranks; r++) { /* the whole group, as every rank passes it */
+        unsigned to = (unsigned)((r + 1) % nranks);
+        /* row 1 of r -> row 7 of next (but column 0); column 1 of r -> column
+         * 0 of next (but row 7: nothing read is written) */
+        x[nx++] = (weft_xfer){(unsigned)r, to, h[r], (R + 1) * 4, 0, h[to], (7 * R + 1) * 4, 0, (R - 1) * 4, 0};
+        x[nx++] = (weft_xfer){(unsigned)r, to, h[r], 4, R * 4, h[to], 0, R * 4, 4, R - 1};
+    }
+    CHECKF(weft_comm_exchange(c, x, nx, "ring", NULL) == 0, "%s", weft_last_error());
+    CHECK_OK(weft_wait_all(rt));
+    CHECK_OK(weft_data_unregister(d));
+    int prev = (rank + nranks - 1) % nranks;
+    for (int j = 1; j < R; j++)
+        CHECKF(blk[7][j] == prev * 1000 + 1 * R + j, "rank %d row 7 col %d: %d", rank, j, blk[7][j]);
+    for (int i = 0; i < R - 1; i++)
+        CHECKF(blk[i][0] == prev * 1000 + i * R + 1, "rank %d col 0 row %d: %d", rank, i, blk[i][0]);
+    CHECK(blk[R - 1][0] == rank * 1000 + (R - 1) * R);
+    CHECK(blk[3][3] == rank * 1000 + 3 * R + 3);
+}
+
+static void test_misuse(weft_runtime *rt, weft_comm *c) {
+    test_step("bad arguments across ranks");
+    weft_comm *bad;
+    MPI_Comm world = MPI_COMM_WORLD;
+    CHECK_ERR(weft_comm_create_mpi(rt, NULL, NULL, &bad), WEFT_EINVAL);
+    unsigned g[1] = {0};
+    weft_comm_config cfg;
+    weft_comm_config_init(&cfg);
+    cfg.gpus = g;
+    cfg.ngpus = 1;
+    CHECK_ERR(weft_comm_create_mpi(rt, &world, &cfg, &bad), WEFT_EINVAL);
+    CHECKF(strstr(weft_last_error(), "not supported yet") != NULL, "%s", weft_last_error());
+    weft_coll o;
+    weft_coll_init(&o);
+    o.op = WEFT_COLL_BROADCAST;
+    o.type = WEFT_RED_F64;
+    o.root = (unsigned)nranks;
+    weft_data *none[8] = {0};
+    o.recv = none;
+    CHECK_ERR(weft_comm_post(c, &o, NULL), WEFT_EINVAL);
+    CHECKF(strstr(weft_last_error(), "root 2") != NULL, "%s", weft_last_error());
+    o.root = 0;
+    o.count = 1;
+    CHECK_ERR(weft_comm_post(c, &o, NULL), WEFT_EINVAL); /* this rank's recv is missing */
+    CHECKF(strstr(weft_last_error(), "is NULL") != NULL, "%s", weft_last_error());
+    CHECK(weft_comm_size(c) == (unsigned)nranks && weft_comm_rank(c) == (unsigned)rank);
+}
+
+static int fail_body(weft_ctx *ctx, void *arg) {
+    (void)ctx;
+    (void)arg;
+    return 3;
+}
+
+/* Last: on rank 1 the input's writer fails, so its all-reduce is cancelled
+ * and never starts there; rank 0's fails after the timeout. */
+static void test_fault(weft_runtime *rt) {
+    test_step("a rank whose operation is cancelled");
+    weft_comm *c;
+    weft_comm_config cfg;
+    weft_comm_config_init(&cfg);
+    cfg.timeout_ns = 1000000000ull;
+    MPI_Comm world = MPI_COMM_WORLD;
+    CHECKF(weft_comm_create_mpi(rt, &world, &cfg, &c) == 0, "%s", weft_last_error());
+    double v[4] = {1, 2, 3, 4};
+    weft_data *d;
+    CHECK_OK(weft_data_register(rt, v, sizeof v, &d));
+    if (rank == 1) {
+        weft_access w = {d, WEFT_RW};
+        test_spawn_at(rt, "cpu", 0, fail_body, NULL, &w, 1, false);
+    }
+    weft_data *dv[8] = {0};
+    dv[rank] = d;
+    weft_coll o;
+    weft_coll_init(&o);
+    o.op = WEFT_COLL_ALLREDUCE;
+    o.type = WEFT_RED_F64 | WEFT_RED_SUM;
+    o.count = 4;
+    o.recv = dv;
+    o.name = "half";
+    weft_task *t;
+    CHECK_OK(weft_comm_post(c, &o, &t));
+    uint64_t t0 = now_ns();
+    int rc = weft_task_wait(t);
+    CHECKF(rc == (rank == 1 ? WEFT_ECANCELLED : WEFT_ETASKFAILED), "rank %d: %d", rank, rc);
+    CHECKF(now_ns() - t0 < 20000000000ull, "rank %d waited %.1f s", rank, (double)(now_ns() - t0) / 1e9);
+    weft_task_release(t);
+    CHECK_ERR(weft_wait_all(rt), WEFT_ETASKFAILED);
+    double v2[4] = {0};
+    weft_data *d2;
+    CHECK_OK(weft_data_register(rt, v2, sizeof v2, &d2));
+    if (rank == 0) { /* broken from now on: fails at once (its data fresh) */
+        dv[0] = d2;
+        o.name = "after";
+        uint64_t t1 = now_ns();
+        CHECK_OK(weft_comm_post(c, &o, &t));
+        CHECK_RC(weft_task_wait(t), WEFT_ETASKFAILED);
+        CHECK(now_ns() - t1 < 500000000ull);
+        weft_task_release(t);
+        CHECK_ERR(weft_wait_all(rt), WEFT_ETASKFAILED);
+    }
+    CHECK_OK(weft_comm_destroy(c));
+    CHECK_OK(weft_data_unregister(d));
+    CHECK_OK(weft_data_unregister(d2));
+}
+
+int main(int argc, char **argv) {
+    int provided = 0;
+    MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &nranks);
+    test_watchdog(240);
+    if (provided < MPI_THREAD_MULTIPLE || nranks != 2) {
+        if (rank == 0)
+            printf("skipped: needs 2 ranks and MPI_THREAD_MULTIPLE (have %d ranks, level %d)\n", nranks, provided);
+        MPI_Finalize();
+        return TEST_SKIP;
+    }
+    weft_runtime *rt = test_make_devices("cpu,vgpu:2", 2, 0, getenv("WEFT_VGPU_CHECK") != NULL);
+    weft_comm *c;
+    weft_comm_config cfg;
+    weft_comm_config_init(&cfg);
+    cfg.timeout_ns = 60000000000ull;
+    MPI_Comm world = MPI_COMM_WORLD;
+    CHECKF(weft_comm_create_mpi(rt, &world, &cfg, &c) == 0, "%s", weft_last_error());
+    CHECK(weft_comm_size(c) == 2 && weft_comm_rank(c) == (unsigned)rank);
+    test_collectives(rt, c);
+    test_order(rt, c);
+    test_exchange(rt, c);
+    test_misuse(rt, c);
+    CHECK_OK(weft_comm_destroy(c));
+    test_fault(rt);
+    CHECK_OK(weft_runtime_destroy(rt));
+    MPI_Barrier(MPI_COMM_WORLD);
+    printf("test_mpi: rank %d ok\n", rank);
+    MPI_Finalize();
+    return 0;
+}
