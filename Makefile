@@ -21,6 +21,10 @@ build: deps
 demo: build python-venv
 	@WEFT_TRACE=build/demo-trace.json build/examples/weft-demo
 	@build/examples/weft-demo-tiles build/demo-trace-tiles.json
+	@if [ -x build/examples/weft-demo-halo ]; then \
+	  OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1 \
+	    mpirun -np 2 build/examples/weft-demo-halo build/demo-trace-halo; \
+	else echo "weft-demo-halo: not built (no MPI found)"; fi
 	@.venv/bin/python python/demo.py build/demo-trace-py.json
 
 test: test-release test-asan test-tsan python-test python-test-asan python-test-tsan python-test-ft python-test-tsan-ft

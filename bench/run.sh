@@ -10,7 +10,9 @@
 #                           virtual GPUs (issue 9: weft-bench-gpu), which end
 #                           the output with gpu_task_us, chain_task_us,
 #                           independent_task_us, chain_extra_us and
-#                           multidev_task_us lines
+#                           multidev_task_us lines; then data (issue 10) and
+#                           communication (issue 11: allreduce_bw_ratio,
+#                           p2p_extra_us, halo_overlap_ratio)
 #   bench/run.sh --quick    stencil_1d only (weft, weft_root, openmp, spin)
 #   bench/run.sh --docs     as the default, and rewrite the generated part of
 #                           docs/performance.md and its plots and data in bench/results
@@ -161,4 +163,25 @@ if [ "$mode" != quick ] && [ -x .venv/bin/python ]; then
   echo
   echo "== GPU tasks from Python (issue 9): virtual GPUs, beside Ray"
   .venv/bin/python bench/py/devices.py
+fi
+
+# Issue 11: communication as tasks.  Collectives on virtual GPUs (all-reduce
+# bus bandwidth against the devices' raw peer copies), then across 2 MPI
+# ranks (8-byte round trip against raw MPI; a halo exchange beside interior
+# work); ends with allreduce_bw_ratio, p2p_extra_us and halo_overlap_ratio
+# lines.
+if [ "$mode" != quick ]; then
+  echo
+  echo "== Communication (issue 11): collectives on virtual GPUs, MPI across 2 ranks"
+  if [ -x "$build/bench/weft-bench-comm" ]; then
+    "$build/bench/weft-bench-comm"
+  else
+    echo "# $build/bench/weft-bench-comm is not built: no collective figures"
+  fi
+  if [ -x "$build/bench/weft-bench-mpi" ] && command -v mpirun >/dev/null; then
+    OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1 \
+      mpirun -np 2 "$build/bench/weft-bench-mpi"
+  else
+    echo "# $build/bench/weft-bench-mpi is not built (no MPI): no figures across ranks"
+  fi
 fi

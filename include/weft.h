@@ -140,7 +140,12 @@ typedef struct weft_config {
      * Host memory is always device 0.  Env: WEFT_DEVICES. */
     const char *devices;
     /* Memory of each virtual GPU, in bytes (its arena).  0 means 1 GiB.
-     * Env: WEFT_VGPU_MEMORY. */
+     * Env: WEFT_VGPU_MEMORY.  The virtual GPUs' copy model (a copy takes at
+     * least latency + bytes / bandwidth) is read from the environment at
+     * weft_runtime_create: WEFT_VGPU_LATENCY_US (default 2),
+     * WEFT_VGPU_HOST_GBPS (host <-> GPU, default 25), WEFT_VGPU_PEER_GBPS
+     * (GPU <-> GPU, and the virtual communicator's links, default 50);
+     * values that are not positive numbers are ignored. */
     size_t vgpu_memory;
     /* The mapping policy of tasks with placements (weft_placement), by name:
      *   "load"         (the default) the first alternative, in the order

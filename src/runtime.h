@@ -52,6 +52,12 @@ struct weft__rt {
     weft__data *data_list;
     weft__space *spaces;
     uint64_t t0_ns;                    /* trace time origin */
+    /* comm_lock protects comm_spans: the trace's communication track
+     * (operations that complete off the streams, such as MPI's, from
+     * start to end).  Taken alone. */
+    pthread_mutex_t comm_lock;
+    struct weft__comm_span *comm_spans;
+    size_t ncomm_spans, capcomm_spans;
 };
 
 /* api/runtime.c */

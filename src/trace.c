@@ -204,8 +204,50 @@ int weft__trace_write(weft__rt *rt)
             }
         }
     }
+    /* The communication track (operations across ranks, start to end). */
+    if (rt->ncomm_spans) {
+        fputs(",\n{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":1,\"tid\":2000,\"args\":{\"name\":"
+              "\"communication\"}}", f);
+        for (size_t k = 0; k < rt->ncomm_spans; k++) {
+            const weft__comm_span *c = &rt->comm_spans[k];
+            uint64_t ts = c->t0 - rt->t0_ns, dur = c->t1 - c->t0;
+            fputs(",\n{\"name\":", f);
+            write_json_string(f, c->name);
+            fprintf(f,
+                    ",\"cat\":\"comm\",\"ph\":\"X\",\"pid\":1,\"tid\":2000,\"ts\":%llu.%03llu,"
+                    "\"dur\":%llu.%03llu,\"args\":{\"bytes\":%zu}}",
+                    (unsigned long long)(ts / 1000), (unsigned long long)(ts % 1000),
+                    (unsigned long long)(dur / 1000), (unsigned long long)(dur % 1000), c->bytes);
+        }
+    }
     fputs("\n]}\n", f);
     return fclose(f) == 0 ? 0 : -1;
+}
+
+void weft__trace_comm(weft__rt *rt, const char *name, uint64_t t0, uint64_t t1, size_t bytes)
+{
+    if (!rt->trace_path)
+        return;
+    pthread_mutex_lock(&rt->comm_lock);
+    if (rt->ncomm_spans == rt->capcomm_spans && rt->capcomm_spans < ((size_t)1 << 20)) {
+        size_t cap = rt->capcomm_spans ? rt->capcomm_spans * 2 : 256;
+        weft__comm_span *n = weft__alloc(cap * sizeof *n);
+        if (n) {
+            if (rt->ncomm_spans)
+                memcpy(n, rt->comm_spans, rt->ncomm_spans * sizeof *n);
+            weft__free(rt->comm_spans);
+            rt->comm_spans = n;
+            rt->capcomm_spans = cap;
+        }
+    }
+    if (rt->ncomm_spans < rt->capcomm_spans) {
+        weft__comm_span *c = &rt->comm_spans[rt->ncomm_spans++];
+        snprintf(c->name, sizeof c->name, "%s", name);
+        c->t0 = t0;
+        c->t1 = t1;
+        c->bytes = bytes;
+    }
+    pthread_mutex_unlock(&rt->comm_lock);
 }
 
 void weft__trace_free(weft__worker *w)

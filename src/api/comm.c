@@ -12,6 +12,7 @@
  */
 #include "runtime.h"
 #include "worker.h"
+#include "trace.h"
 #include "comm/comm.h"
 #include "data/reduce.h"
 
@@ -37,6 +38,13 @@ void *weft__comm_work_begin(const weft_ctx *ctx)
 }
 
 void weft__comm_work_done(void *cookie, int status) { weft__task_op_done(cookie, status); }
+
+void weft__comm_trace(weft__comm *c, const char *name, uint64_t t0, size_t bytes)
+{
+    weft__rt *rt = weft__handle_decode(c->rt); /* alive: the operation's task is in flight */
+    if (rt)
+        weft__trace_comm(rt, name, t0, weft__now_ns(), bytes);
+}
 
 /* ------------------------------------------------------------------------ */
 /* Communicators                                                             */

@@ -240,6 +240,10 @@ static void rt_free(weft__rt *rt)
         weft__device_delete(rt->dev[i]);
     rt->ndev = 0;
     weft__free(rt->trace_path);
+    weft__free(rt->comm_spans);
+    rt->comm_spans = NULL;
+    rt->ncomm_spans = rt->capcomm_spans = 0;
+    pthread_mutex_destroy(&rt->comm_lock);
     pthread_mutex_destroy(&rt->data_lock);
     weft__slot_free(rt);
 }
@@ -289,6 +293,7 @@ int weft_runtime_create(const weft_config *cfg_in, weft_runtime **out)
      * and wakes once per batch rather than once per task. */
     int64_t low = (int64_t)(rt->max_inflight - rt->max_inflight / 4) - 1;
     pthread_mutex_init(&rt->data_lock, NULL);
+    pthread_mutex_init(&rt->comm_lock, NULL);
     for (unsigned i = 0; i < WEFT__MAX_DEVICES; i++)
         weft__mnode_init(&rt->mnodes[i]);
     rt->t0_ns = weft__now_ns();

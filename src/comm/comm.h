@@ -81,6 +81,9 @@ typedef struct weft__comm_backend {
  * from any thread once (status 0, or an error: the task fails). */
 void *weft__comm_work_begin(const weft_ctx *ctx);
 void weft__comm_work_done(void *cookie, int status);
+/* The trace's communication track: an operation from t0 to now (call it
+ * before weft__comm_work_done). */
+void weft__comm_trace(weft__comm *c, const char *name, uint64_t t0, size_t bytes);
 
 struct weft__comm {
     weft__slot slot;                   /* must be first */

@@ -36,6 +36,7 @@
 #include <limits.h>
 #include <mpi.h>
 #include <sched.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -66,8 +67,11 @@ typedef struct mstate {
     size_t nskipped, capskipped;
     uint64_t next;                     /* the number to start next */
     bool stop, broken;
+    _Atomic uint64_t posts;            /* operations posted or skipped so far (polled without the lock) */
     mop *active;                       /* started (the thread's own) */
 } mstate;
+
+#define SPIN_NS 200000u /* how long an idle progress thread polls before it sleeps */
 
 /* Fold n contributions of B bytes each (stage, rank order) into out. */
 static void fold_all(const mop *o, const char *stage, int n, size_t B, void *out)
@@ -162,6 +166,19 @@ static void conclude(mstate *m, mop *o)
         fold_all(o, o->stage, m->size, B, r->my_recv);
 }
 
+/* Bytes this rank sent and received in o (for the trace). */
+static size_t mop_bytes(const mop *o)
+{
+    const weft__coll_run *r = &o->r;
+    if (r->op)
+        return r->count * r->elem;
+    size_t b = 0;
+    for (size_t i = 0; i < r->nxfer; i++)
+        if (r->xfer[i].from == r->me || r->xfer[i].to == r->me)
+            b += r->xfer[i].bytes * r->xfer[i].rows;
+    return b;
+}
+
 static void mop_free(mop *o)
 {
     for (int i = 0; i < o->ntypes; i++)
@@ -215,7 +232,15 @@ static void *progress(void *arg)
         if (!ready && !m->active) {
             if (stop)
                 break;
-            pthread_cond_wait(&m->cv, &m->lock);
+            /* Idle: poll for new work a little (the next operation of a
+             * chain usually comes within microseconds), then sleep. */
+            uint64_t seen = atomic_load(&m->posts);
+            pthread_mutex_unlock(&m->lock);
+            for (uint64_t t0 = weft__now_ns(); atomic_load(&m->posts) == seen && weft__now_ns() - t0 < SPIN_NS;)
+                sched_yield();
+            pthread_mutex_lock(&m->lock);
+            if (atomic_load(&m->posts) == seen && !m->stop)
+                pthread_cond_wait(&m->cv, &m->lock);
             continue;
         }
         pthread_mutex_unlock(&m->lock);
@@ -250,6 +275,7 @@ static void *progress(void *arg)
             if (done) {
                 conclude(m, o);
                 *pp = o->next;
+                weft__comm_trace(m->c, o->r.name, o->started, mop_bytes(o));
                 weft__comm_work_done(o->cookie, 0);
                 mop_free(o);
                 continue;
@@ -328,6 +354,7 @@ static void mclose(weft__comm *c)
     mstate *m = c->impl;
     pthread_mutex_lock(&m->lock);
     m->stop = true;
+    atomic_fetch_add(&m->posts, 1);
     pthread_cond_signal(&m->cv);
     pthread_mutex_unlock(&m->lock);
     pthread_join(m->thread, NULL);
@@ -375,6 +402,7 @@ static int mpost(weft__comm *c, const weft_ctx *ctx, const weft__coll_run *r, co
     pthread_mutex_lock(&m->lock);
     o->next = m->pending;
     m->pending = o;
+    atomic_fetch_add(&m->posts, 1);
     pthread_cond_signal(&m->cv);
     pthread_mutex_unlock(&m->lock);
     return 0;
@@ -398,6 +426,7 @@ static void mskip(weft__comm *c, uint64_t seq)
         m->capskipped = cap;
     }
     m->skipped[m->nskipped++] = seq;
+    atomic_fetch_add(&m->posts, 1);
     pthread_cond_signal(&m->cv);
     pthread_mutex_unlock(&m->lock);
 }

@@ -138,15 +138,26 @@ static void block(size_t n, unsigned parts, unsigned k, size_t *lo, size_t *hi)
     *hi = *lo + q + (k < r);
 }
 
-/* Fold block [lo, hi) (element offsets, plus `base` elements into each
- * input) of every member's input into acc, in member order. */
-static void fold(const vinst *in, char *acc, size_t base, size_t lo, size_t hi)
+#define TILE_BYTES (32u << 10) /* folded in tiles that stay in cache */
+
+/* Fold elements [lo, hi) (plus `base` elements into each input) of every
+ * member's input, in member order, tile by tile through acc (TILE_BYTES),
+ * and write each folded tile to the outputs out[0 .. nout-1] at out_at
+ * elements (every input read before its outputs are written: in place is
+ * fine, as each block belongs to one part). */
+static void fold(const vinst *in, char *acc, size_t base, size_t lo, size_t hi, char *const *out, unsigned nout,
+                 size_t out_at)
 {
     const weft__coll_run *r = &in->r;
-    size_t bytes = (hi - lo) * r->elem, at = (base + lo) * r->elem;
-    memcpy(acc, (const char *)r->send[0] + at, bytes);
-    for (unsigned j = 1; j < in->c->n; j++)
-        weft__red_combine(r->key, acc, (const char *)r->send[j] + at, bytes);
+    size_t per = TILE_BYTES / r->elem * r->elem;
+    for (size_t b0 = lo * r->elem; b0 < hi * r->elem; b0 += per) {
+        size_t bytes = hi * r->elem - b0 < per ? hi * r->elem - b0 : per, at = base * r->elem + b0;
+        memcpy(acc, (const char *)r->send[0] + at, bytes);
+        for (unsigned j = 1; j < in->c->n; j++)
+            weft__red_combine(r->key, acc, (const char *)r->send[j] + at, bytes);
+        for (unsigned j = 0; j < nout; j++)
+            memcpy(out[j] + out_at * r->elem + (b0 - lo * r->elem), acc, bytes);
+    }
 }
 
 /* Member k's share of the data movement (between the barriers). */
@@ -157,24 +168,35 @@ static int share(vinst *in, unsigned k)
     size_t lo, hi, B = r->count * r->elem;
     switch (r->op) {
     case WEFT_COLL_ALLREDUCE:
-    case WEFT_COLL_REDUCE: {
-        block(r->count, n, k, &lo, &hi);
+    case WEFT_COLL_REDUCE:
+    case WEFT_COLL_REDUCE_SCATTER: {
+        /* all-reduce, reduce: member k's block of the elements, to every
+         * output (the root's); reduce-scatter: block k of the inputs, to
+         * member k's output */
+        char *out[WEFT__COMM_MAX];
+        unsigned nout = 0;
+        size_t base = 0, at;
+        if (r->op == WEFT_COLL_REDUCE_SCATTER) {
+            lo = 0;
+            hi = r->count;
+            base = k * r->count;
+            out[nout++] = r->recv[k];
+        } else {
+            block(r->count, n, k, &lo, &hi);
+            for (unsigned j = 0; j < n; j++)
+                if (r->op == WEFT_COLL_ALLREDUCE || j == r->root)
+                    out[nout++] = r->recv[j];
+        }
+        at = r->op == WEFT_COLL_REDUCE_SCATTER ? 0 : lo;
         if (hi == lo)
             return 0;
-        char *acc = weft__alloc((hi - lo) * r->elem);
+        char *acc = weft__alloc(TILE_BYTES);
         if (!acc)
             return WEFT_ENOMEM;
-        fold(in, acc, 0, lo, hi); /* every input read before any output is written (in place) */
-        for (unsigned j = 0; j < n; j++)
-            if (r->op == WEFT_COLL_ALLREDUCE || j == r->root)
-                memcpy((char *)r->recv[j] + lo * r->elem, acc, (hi - lo) * r->elem);
+        fold(in, acc, base, lo, hi, out, nout, at);
         weft__free(acc);
         return 0;
     }
-    case WEFT_COLL_REDUCE_SCATTER:
-        if (B)
-            fold(in, r->recv[k], k * r->count, 0, r->count);
-        return 0;
     case WEFT_COLL_BROADCAST:
         if (B && r->recv[k] && r->recv[k] != r->send[r->root])
             memcpy(r->recv[k], r->send[r->root], B);

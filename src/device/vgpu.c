@@ -21,6 +21,7 @@
 #include "testing.h"
 
 #include <sched.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <time.h>
@@ -829,6 +830,17 @@ static const weft__device_ops vgpu_ops = {
     .spans = vg_spans,
 };
 
+/* A positive number from the environment, or 0. */
+static double env_number(const char *name)
+{
+    const char *s = getenv(name);
+    if (!s || !*s)
+        return 0;
+    char *end;
+    double v = strtod(s, &end);
+    return *end == '\0' && v > 0 && v < 1e12 ? v : 0;
+}
+
 void weft__vgpu_params_default(weft__vgpu_params *p)
 {
     memset(p, 0, sizeof *p);
@@ -838,6 +850,14 @@ void weft__vgpu_params_default(weft__vgpu_params *p)
     p->peer_bw = 50e9;      /* device <-> device: a peer link */
     p->local_bw = 1000e9;   /* within one device: its memory */
     p->check = weft__vcheck_wanted();
+    /* The environment may model another machine (weft.h, vgpu_memory). */
+    double v;
+    if ((v = env_number("WEFT_VGPU_LATENCY_US")) > 0)
+        p->latency_ns = (uint64_t)(v * 1000);
+    if ((v = env_number("WEFT_VGPU_HOST_GBPS")) > 0)
+        p->host_bw = v * 1e9;
+    if ((v = env_number("WEFT_VGPU_PEER_GBPS")) > 0)
+        p->peer_bw = v * 1e9;
 }
 
 weft__device *weft__vgpu_new(weft__waitset *ws, const weft__vgpu_params *p, const char *name)
