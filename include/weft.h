@@ -790,7 +790,8 @@ WEFT_API WEFT_NODISCARD int weft_comm_create(weft_runtime *rt, const weft_comm_c
  * member per rank (member k is rank k of it), whose buffers are in host
  * memory (data made on a GPU is brought to the host first, by the data
  * layer, and back after).  mpi_comm points to an MPI_Comm (C: &comm;
- * mpi4py: MPI._addressof(comm)); Weft duplicates it.  MPI must be
+ * mpi4py: MPI._addressof(comm)), or is NULL for MPI_COMM_WORLD; Weft
+ * duplicates it.  MPI must be
  * initialised with MPI_THREAD_MULTIPLE: a progress thread of the
  * communicator's starts and completes its operations with MPI's
  * non-blocking calls (no worker ever blocks in MPI).  cfg may be NULL;
@@ -810,11 +811,20 @@ WEFT_API WEFT_NODISCARD int weft_comm_create(weft_runtime *rt, const weft_comm_c
  * in rank order (results identical on every rank, and equal to a
  * sequential fold).
  * Collective over mpi_comm (every rank calls it).  Errors: WEFT_EINVAL
- * (NULL argument, GPUs asked for, MPI not initialised or without
+ * (NULL rt or out, GPUs asked for, MPI not initialised or without
  * MPI_THREAD_MULTIPLE, Weft built without MPI), WEFT_ECLOSED, WEFT_ENOMEM,
  * WEFT_EDEVICE (MPI refused), WEFT_ESYSTEM. */
 WEFT_API WEFT_NODISCARD int weft_comm_create_mpi(weft_runtime *rt, const void *mpi_comm,
                                                  const weft_comm_config *cfg, weft_comm **out);
+
+/* For programs that do not initialise MPI themselves: start MPI with
+ * MPI_THREAD_MULTIPLE (nothing if it runs already with that level), and
+ * end it (after every communicator across ranks is destroyed; nothing if
+ * it is not running).  Errors: WEFT_EINVAL (built without MPI, MPI already
+ * running with a lower thread level, or finalized), WEFT_EDEVICE (MPI
+ * refused).  Call them from one thread, as MPI_Init and MPI_Finalize. */
+WEFT_API WEFT_NODISCARD int weft_mpi_init(void);
+WEFT_API WEFT_NODISCARD int weft_mpi_finalize(void);
 
 /* This process's member in c: its rank for a communicator across ranks, 0
  * otherwise (and for NULL or stale c). */

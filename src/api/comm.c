@@ -154,10 +154,10 @@ int weft_comm_create_mpi(weft_runtime *h, const void *mpi_comm, const weft_comm_
     if (!out)
         return weft__error(WEFT_EINVAL, "weft_comm_create_mpi: out is NULL");
     *out = NULL;
-    if (!mpi_comm)
-        return weft__error(WEFT_EINVAL, "weft_comm_create_mpi: mpi_comm is NULL (pass &comm, an MPI_Comm's address)");
     if (!weft__mpi_backend)
         return weft__error(WEFT_EINVAL, "weft_comm_create_mpi: Weft was built without MPI (no mpi.h)");
+    if (!mpi_comm)
+        mpi_comm = weft__mpi_world();
     if (cfg && (cfg->gpus || cfg->ngpus))
         return weft__error(WEFT_EINVAL, "weft_comm_create_mpi: members across ranks are the ranks themselves "
                                         "(their host memory); GPUs per rank are not supported yet");
@@ -189,6 +189,22 @@ int weft_comm_create_mpi(weft_runtime *h, const void *mpi_comm, const weft_comm_
     }
     *out = weft__handle_encode(c);
     return 0;
+}
+
+int weft_mpi_init(void)
+{
+    weft__clear_error();
+    char why[200] = "";
+    int rc = weft__mpi_init(why, sizeof why);
+    return rc ? weft__error(rc, "weft_mpi_init: %s", why) : 0;
+}
+
+int weft_mpi_finalize(void)
+{
+    weft__clear_error();
+    char why[200] = "";
+    int rc = weft__mpi_finalize(why, sizeof why);
+    return rc ? weft__error(rc, "weft_mpi_finalize: %s", why) : 0;
 }
 
 unsigned weft_comm_rank(const weft_comm *h)

@@ -117,6 +117,12 @@ extern const weft__comm_backend weft__vcomm_backend;
  * takes the MPI communicator from c->impl (a pointer to an MPI_Comm) and
  * sets c->n and c->me. */
 extern const weft__comm_backend *const weft__mpi_backend;
+/* MPI's own initialisation and end, for programs that do not call MPI
+ * themselves (comm/mpi.c; WEFT_EINVAL without MPI): 0 or an error with a
+ * message in why.  weft__mpi_world: MPI_COMM_WORLD's address, or NULL. */
+int weft__mpi_init(char *why, size_t len);
+int weft__mpi_finalize(char *why, size_t len);
+const void *weft__mpi_world(void);
 /* NCCL's, or NULL when Weft was built without NCCL. */
 extern const weft__comm_backend *const weft__nccl_backend;
 

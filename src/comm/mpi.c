@@ -433,6 +433,59 @@ static void mskip(weft__comm *c, uint64_t seq)
 
 static void mfinish(void *state) { (void)state; }
 
+/* MPI_COMM_WORLD as an object with an address (it is a constant). */
+static MPI_Comm world_comm;
+static pthread_once_t world_once = PTHREAD_ONCE_INIT;
+static void world_init(void) { world_comm = MPI_COMM_WORLD; }
+
+const void *weft__mpi_world(void)
+{
+    pthread_once(&world_once, world_init);
+    return &world_comm;
+}
+
+int weft__mpi_init(char *why, size_t len)
+{
+    int inited = 0, finalized = 0, provided = 0;
+    MPI_Initialized(&inited);
+    MPI_Finalized(&finalized);
+    if (finalized) {
+        snprintf(why, len, "MPI was finalized already (it cannot start again)");
+        return WEFT_EINVAL;
+    }
+    if (inited) {
+        MPI_Query_thread(&provided);
+        if (provided < MPI_THREAD_MULTIPLE) {
+            snprintf(why, len, "MPI was initialised already with thread level %d, not MPI_THREAD_MULTIPLE", provided);
+            return WEFT_EINVAL;
+        }
+        return 0;
+    }
+    if (MPI_Init_thread(NULL, NULL, MPI_THREAD_MULTIPLE, &provided) != MPI_SUCCESS) {
+        snprintf(why, len, "MPI_Init_thread failed");
+        return WEFT_EDEVICE;
+    }
+    if (provided < MPI_THREAD_MULTIPLE) {
+        snprintf(why, len, "this MPI gives thread level %d, not MPI_THREAD_MULTIPLE", provided);
+        return WEFT_EINVAL;
+    }
+    return 0;
+}
+
+int weft__mpi_finalize(char *why, size_t len)
+{
+    int inited = 0, finalized = 0;
+    MPI_Initialized(&inited);
+    MPI_Finalized(&finalized);
+    if (!inited || finalized)
+        return 0;
+    if (MPI_Finalize() != MPI_SUCCESS) {
+        snprintf(why, len, "MPI_Finalize failed");
+        return WEFT_EDEVICE;
+    }
+    return 0;
+}
+
 static const weft__comm_backend backend = {
     .name = "mpi",
     .open = mopen,
