@@ -94,6 +94,23 @@ static void gpu_task(weft_runtime *rt, unsigned g, weft_data *d, gpu_job *j, wef
         *out = t;
 }
 
+/* Post collective op (key, count, root; send NULL: in place) on c; its
+ * task's handle.  A failed post fails the test. */
+static weft_task *post_coll(weft_comm *c, unsigned op, unsigned key, size_t count, unsigned root,
+                            weft_data *const *send, weft_data *const *recv) {
+    weft_coll o;
+    weft_coll_init(&o);
+    o.op = op;
+    o.type = key;
+    o.count = count;
+    o.root = root;
+    o.send = send;
+    o.recv = recv;
+    weft_task *t = NULL;
+    CHECKF(weft_comm_post(c, &o, &t) == 0, "%s", weft_last_error());
+    return t;
+}
+
 /* What member k of n holds after collective op (key, count elements, root,
  * in place or not) on inputs input[j]: written over want, which holds its
  * buffer before (what the operation does not write stays). */

@@ -72,16 +72,7 @@ static void one_collective(weft_runtime *rt, weft_comm *c, unsigned op, unsigned
             if (in_b)
                 gpu_task(rt, k, in_place ? rd[k] : sd[k], &fill[k], NULL);
         }
-    weft_coll o;
-    weft_coll_init(&o);
-    o.op = op;
-    o.type = key;
-    o.count = count;
-    o.root = root;
-    o.send = in_place ? NULL : sd;
-    o.recv = rd;
-    weft_task *t;
-    CHECKF(weft_comm_post(c, &o, &t) == 0, "%s", weft_last_error());
+    weft_task *t = post_coll(c, op, key, count, root, in_place ? NULL : sd, rd);
     if (via_gpu)
         for (unsigned k = 0; k < n; k++) {
             back[k] = (gpu_job){NULL, rb, NULL, got[k]};

@@ -45,16 +45,7 @@ static void one(weft_runtime *rt, weft_comm *c, unsigned op, unsigned key, size_
     weft_data *sv[8] = {0}, *rv[8] = {0};
     sv[me] = sd;
     rv[me] = rd;
-    weft_coll o;
-    weft_coll_init(&o);
-    o.op = op;
-    o.type = key;
-    o.count = count;
-    o.root = root;
-    o.send = in_place ? NULL : sv;
-    o.recv = rv;
-    weft_task *t;
-    CHECKF(weft_comm_post(c, &o, &t) == 0, "%s", weft_last_error());
+    weft_task *t = post_coll(c, op, key, count, root, in_place ? NULL : sv, rv);
     if (via_gpu)
         gpu_task(rt, (me + 1) % 2, rd, &back, NULL);
     CHECKF(weft_task_wait(t) == 0, "rank %d op %u key 0x%x count %zu: %s", rank, op, key, count, weft_last_error());
