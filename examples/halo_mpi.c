@@ -3,9 +3,9 @@
  *
  *   mpirun -np 2 weft-demo-halo [trace-prefix]
  *
- * A 192 x 256 grid is split into 2 x 2 blocks: rank r owns the blocks of
- * rows r, one on each of its virtual GPUs, each stored with a halo of one
- * cell.  Each step: the halos are exchanged — between a rank's two GPUs by
+ * A 192 x 256 grid is split into 2 x 2 blocks (weft_grid): rank r owns the
+ * blocks of rows r, one on each of its virtual GPUs, each stored with a
+ * halo of one cell; weft_grid_exchange lists the halo transfers.  Each step: the halos are exchanged — between a rank's two GPUs by
  * a communicator over them (the virtual communicator, on their streams),
  * between the ranks by a communicator over MPI (through host memory) — and
  * each block takes a Jacobi step on its GPU.  Nothing waits on the host
@@ -75,26 +75,6 @@ static int step_body(weft_ctx *ctx, void *arg)
     return weft_ctx_queue_rw(ctx, 0, step_kernel, j, ns, rg, 2);
 }
 
-/* The transfer that fills dst's halo facing src with src's cells (the
- * 8-neighbourhood: rows, columns and corners), between members `from` and
- * `to` of a communicator. */
-static weft_xfer halo_xfer(const block *s, const block *t, unsigned from, unsigned to, weft_data *sd, weft_data *td)
-{
-    int di = s->r0 > t->r0 ? 1 : s->r0 < t->r0 ? -1 : 0; /* where s lies from t */
-    int dj = s->c0 > t->c0 ? 1 : s->c0 < t->c0 ? -1 : 0;
-    int sr0, srn, tr0, sc0, scn, tc0;
-    if (di == 0) { sr0 = 1; srn = s->rows; tr0 = 1; }
-    else if (di > 0) { sr0 = 1; srn = 1; tr0 = t->rows + 1; }
-    else { sr0 = s->rows; srn = 1; tr0 = 0; }
-    if (dj == 0) { sc0 = 1; scn = s->cols; tc0 = 1; }
-    else if (dj > 0) { sc0 = 1; scn = 1; tc0 = t->cols + 1; }
-    else { sc0 = s->cols; scn = 1; tc0 = 0; }
-    weft_xfer x = {from, to, sd, (size_t)(sr0 * s->pitch + sc0) * sizeof(double), (size_t)s->pitch * sizeof(double),
-                   td, (size_t)(tr0 * t->pitch + tc0) * sizeof(double), (size_t)t->pitch * sizeof(double),
-                   (size_t)scn * sizeof(double), (size_t)srn};
-    return x;
-}
-
 int main(int argc, char **argv)
 {
     int provided, nranks;
@@ -124,42 +104,47 @@ int main(int argc, char **argv)
     if ((rc = weft_comm_create(rt, NULL, &node)) || (rc = weft_comm_create_mpi(rt, &world, NULL, &ranks)))
         die("comm_create", rc);
 
-    /* The four blocks (every rank knows their shapes; it holds two). */
+    /* The four blocks (weft_grid: every rank knows their shapes; it holds
+     * two, block rank*2 + g on its GPU g). */
+    weft_grid grid = {HR, HC, sizeof(double), 1, 2, 2};
     block b[4];
+    weft_data *handles[4] = {NULL, NULL, NULL, NULL};
     for (int k = 0; k < 4; k++) {
-        int bi = k / 2, bj = k % 2;
-        b[k].r0 = bi * (HR / 2);
-        b[k].c0 = bj * (HC / 2);
-        b[k].rows = HR / 2;
-        b[k].cols = HC / 2;
-        b[k].pitch = b[k].cols + 2;
+        weft_grid_block gb;
+        if ((rc = weft_grid_block_get(&grid, (unsigned)k, &gb)))
+            die("grid", rc);
+        b[k].r0 = (int)gb.row0;
+        b[k].c0 = (int)gb.col0;
+        b[k].rows = (int)gb.rows;
+        b[k].cols = (int)gb.cols;
+        b[k].pitch = (int)(gb.pitch / sizeof(double));
         b[k].host = b[k].scratch_host = NULL;
         b[k].d = b[k].scratch = NULL;
-        if (bi != rank)
+        if (k / 2 != rank)
             continue;
-        size_t n = (size_t)(b[k].rows + 2) * (size_t)b[k].pitch;
-        b[k].host = calloc(n, sizeof(double));
-        b[k].scratch_host = calloc(n, sizeof(double));
+        b[k].host = calloc(gb.bytes, 1);
+        b[k].scratch_host = calloc(gb.bytes, 1);
         for (int r = 0; r < b[k].rows; r++)
             for (int c = 0; c < b[k].cols; c++)
                 b[k].host[(r + 1) * b[k].pitch + c + 1] = start_value(b[k].r0 + r, b[k].c0 + c);
-        if ((rc = weft_data_register(rt, b[k].host, n * sizeof(double), &b[k].d)) ||
-            (rc = weft_data_register(rt, b[k].scratch_host, n * sizeof(double), &b[k].scratch)))
+        if ((rc = weft_data_register(rt, b[k].host, gb.bytes, &b[k].d)) ||
+            (rc = weft_data_register(rt, b[k].scratch_host, gb.bytes, &b[k].scratch)))
             die("register", rc);
+        handles[k] = b[k].d;
     }
-    /* Halo transfers: within this rank (node communicator: member g is
-     * GPU g, holding block rank*2+g) and across ranks (member = rank). */
-    weft_xfer local[2], remote[8];
-    size_t nl = 0, nr = 0;
-    for (int s = 0; s < 4; s++)
-        for (int t = 0; t < 4; t++) {
-            if (s == t)
-                continue;
-            if (s / 2 == rank && t / 2 == rank)
-                local[nl++] = halo_xfer(&b[s], &b[t], (unsigned)(s % 2), (unsigned)(t % 2), b[s].d, b[t].d);
-            else if (s / 2 != t / 2) /* every rank lists every cross-rank transfer, in one order */
-                remote[nr++] = halo_xfer(&b[s], &b[t], (unsigned)(s / 2), (unsigned)(t / 2), b[s].d, b[t].d);
-        }
+    /* Halo transfers: within this rank (the node communicator: member g
+     * is GPU g) and across ranks (member = rank); weft_grid_exchange leaves
+     * out the pairs of one member. */
+    int on_node[4], on_ranks[4];
+    for (int k = 0; k < 4; k++) {
+        on_node[k] = k / 2 == rank ? k % 2 : -1;
+        on_ranks[k] = k / 2;
+    }
+    weft_xfer local[16], remote[16];
+    size_t nl, nr;
+    if ((rc = weft_grid_exchange(&grid, on_node, handles, local, 16, &nl)) ||
+        (rc = weft_grid_exchange(&grid, on_ranks, handles, remote, 16, &nr)))
+        die("grid_exchange", rc);
     static step_job jobs[STEPS][2];
     double t0 = MPI_Wtime();
     for (int step = 0; step < STEPS; step++) {

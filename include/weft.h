@@ -923,6 +923,44 @@ typedef struct weft_xfer {
 WEFT_API WEFT_NODISCARD int weft_comm_exchange(weft_comm *c, const weft_xfer *x, size_t n, const char *name,
                                                weft_task **out);
 
+/* A 2-D decomposition for halo exchanges: a grid of rows x cols elements
+ * of elem bytes split into brows x bcols near-equal blocks (numbered
+ * row-major; the first rows % brows block rows get one row more, and so for
+ * columns), each stored by its owner as an array of its own with a halo of
+ * `halo` cells on each side, row-major: (rows_b + 2 halo) rows of
+ * (cols_b + 2 halo) elements. */
+typedef struct weft_grid {
+    size_t rows, cols, elem, halo;
+    unsigned brows, bcols;
+} weft_grid;
+
+typedef struct weft_grid_block {
+    size_t row0, col0, rows, cols; /* its interior: where it lies in the grid */
+    size_t pitch;                  /* bytes from one stored row to the next */
+    size_t bytes;                  /* of its stored array (halo included) */
+} weft_grid_block;
+
+/* Where block b lies and how it is stored.  Errors: WEFT_EINVAL (NULL, a
+ * zero size, more blocks than rows or columns, a block narrower than the
+ * halo, sizes that overflow, b out of range; the message says which).
+ * Never blocks; thread-safe. */
+WEFT_API WEFT_NODISCARD int weft_grid_block_get(const weft_grid *g, unsigned b, weft_grid_block *out);
+
+/* The transfers of one halo exchange among the blocks of one
+ * communicator: member[b] is block b's member in it (-1: not part of this
+ * exchange) and data[b] its stored array (read only for blocks this
+ * process holds; NULL elsewhere).  For every two neighbouring blocks (side
+ * or corner) of different members, the cells of one that lie in the
+ * other's halo go there (halo wide, clipped at the grid's edges), in one
+ * order that is the same on every rank — what weft_comm_exchange expects.
+ * Neighbours of the same member are left out (they share memory or a
+ * communicator of their own).  Up to max go to out; *n gets how many there
+ * are (call again with room when *n > max).  Errors: as
+ * weft_grid_block_get, and WEFT_EINVAL for NULL member or n.  Never
+ * blocks; thread-safe. */
+WEFT_API WEFT_NODISCARD int weft_grid_exchange(const weft_grid *g, const int *member, weft_data *const *data,
+                                               weft_xfer *out, size_t max, size_t *n);
+
 /* ------------------------------------------------------------------------ */
 /* Inside a task body                                                        */
 /* ------------------------------------------------------------------------ */

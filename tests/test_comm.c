@@ -336,6 +336,72 @@ static void test_halo(bool check) {
     CHECK_OK(weft_runtime_destroy(rt));
 }
 
+/* ---- 2-D decompositions ----------------------------------------------------- */
+
+static double cell(size_t r, size_t c) { return (double)(r * 1000 + c); }
+
+/* 2 x 2 blocks of a 30 x 41 grid with a halo of 2, one block per GPU: after
+ * one exchange every halo cell inside the grid holds its neighbour's value
+ * (sides and corners), and those outside the grid are untouched. */
+static void test_grid(void) {
+    test_step("2-D decomposition");
+    weft_runtime *rt = test_make_devices("cpu,vgpu:4", 2, 0, true);
+    weft_comm *c = make_comm(rt, NULL, 0, 0);
+    weft_grid g = {30, 41, sizeof(double), 2, 2, 2};
+    double *a[4];
+    weft_data *d[4];
+    weft_grid_block b[4];
+    int member[4];
+    for (unsigned k = 0; k < 4; k++) {
+        CHECK_OK(weft_grid_block_get(&g, k, &b[k]));
+        member[k] = (int)k;
+        a[k] = malloc(b[k].bytes);
+        size_t w = b[k].pitch / sizeof(double);
+        for (size_t i = 0; i < b[k].bytes / sizeof(double); i++)
+            a[k][i] = -1;
+        for (size_t r = 0; r < b[k].rows; r++)
+            for (size_t cc = 0; cc < b[k].cols; cc++)
+                a[k][(r + 2) * w + cc + 2] = cell(b[k].row0 + r, b[k].col0 + cc);
+        CHECK_OK(weft_data_register(rt, a[k], b[k].bytes, &d[k]));
+    }
+    CHECK(b[0].rows == 15 && b[1].cols == 20 && b[0].cols == 21 && b[3].row0 == 15 && b[3].col0 == 21);
+    size_t n = 0;
+    CHECK_OK(weft_grid_exchange(&g, member, d, NULL, 0, &n));
+    CHECK(n == 12); /* 4 sides both ways, 2 diagonals both ways */
+    weft_xfer x[12];
+    CHECK_OK(weft_grid_exchange(&g, member, d, x, 12, &n));
+    CHECKF(weft_comm_exchange(c, x, n, "grid halo", NULL) == 0, "%s", weft_last_error());
+    CHECK_OK(weft_wait_all(rt));
+    for (unsigned k = 0; k < 4; k++) {
+        CHECK_OK(weft_data_unregister(d[k]));
+        size_t w = b[k].pitch / sizeof(double);
+        for (size_t r = 0; r < b[k].rows + 4; r++)
+            for (size_t cc = 0; cc < w; cc++) {
+                long gr = (long)b[k].row0 + (long)r - 2, gc = (long)b[k].col0 + (long)cc - 2;
+                bool inside = gr >= 0 && gc >= 0 && gr < 30 && gc < 41;
+                double want = inside ? cell((size_t)gr, (size_t)gc) : -1;
+                CHECKF(a[k][r * w + cc] == want, "block %u stored (%zu, %zu): %g, want %g", k, r, cc, a[k][r * w + cc],
+                       want);
+            }
+        free(a[k]);
+    }
+    /* blocks of one member are left out; misuse */
+    int two[4] = {0, 0, 1, -1};
+    CHECK_OK(weft_grid_exchange(&g, two, NULL, NULL, 0, &n));
+    CHECK(n == 4); /* block 0 <-> 2 and 1 <-> 2 (a corner), each way; block 3 not in it */
+    weft_grid bad = g;
+    bad.halo = 16;
+    CHECK_ERR(weft_grid_block_get(&bad, 0, &b[0]), WEFT_EINVAL);
+    CHECKF(strstr(weft_last_error(), "narrower than the halo"), "%s", weft_last_error());
+    bad = g;
+    bad.brows = 31;
+    CHECK_ERR(weft_grid_exchange(&bad, member, NULL, NULL, 0, &n), WEFT_EINVAL);
+    CHECK_ERR(weft_grid_block_get(&g, 4, &b[0]), WEFT_EINVAL);
+    CHECK_ERR(weft_grid_exchange(&g, NULL, NULL, NULL, 0, &n), WEFT_EINVAL);
+    CHECK_OK(weft_comm_destroy(c));
+    CHECK_OK(weft_runtime_destroy(rt));
+}
+
 /* ---- bad arguments ------------------------------------------------------------ */
 
 static void expect_einval(int rc, const char *needle) {
@@ -775,6 +841,7 @@ int main(int argc, char **argv) {
     test_ring();
     test_halo(false);
     test_halo(true);
+    test_grid();
     test_misuse();
     test_sets();
     test_faults();
