@@ -1215,13 +1215,13 @@ tile_new(DataObject *p, weft_data *h, int ndim, Py_ssize_t elem, const char *for
 /* Partition with the GIL released; a spawn on another thread may make the
  * core refuse with "pending" again: wait for the tasks on d and retry. */
 static int
-partition_c(RuntimeObject *r, DataObject *d, const weft_tiling *t, weft_data **tiles)
+partition_c(RuntimeObject *r, weft_data *h, const weft_tiling *t, weft_data **tiles)
 {
     int rc = 0;
     for (int tries = 0; tries < 64; tries++) {
         /* Wait for the tasks already spawned on it (the core partitions
          * only data no task names): a no-op writer follows them all. */
-        weft_access acc = {d->d, WEFT_RW | WEFT_HOST};
+        weft_access acc = {h, WEFT_RW | WEFT_HOST};
         weft_task *probe = NULL;
         {
             rc = spawn_noop(r, &acc, 1, "weft.py partition", 0, &probe);
@@ -1241,11 +1241,11 @@ partition_c(RuntimeObject *r, DataObject *d, const weft_tiling *t, weft_data **t
         }
         if (weft_py_tl_ts != NULL) {
             BEGIN_NOGIL_W
-            rc = weft_data_partition(d->d, t, tiles);
+            rc = weft_data_partition(h, t, tiles);
             END_NOGIL_W
         } else {
             BEGIN_NOGIL
-            rc = weft_data_partition(d->d, t, tiles);
+            rc = weft_data_partition(h, t, tiles);
             END_NOGIL
         }
         if (rc != WEFT_EBUSY || strstr(weft_last_error(), "pending") == NULL) return rc;
@@ -1286,13 +1286,17 @@ weft_py_data_partition(DataObject *d, PyObject *args, PyObject *kwds)
     /* Claim it: no other partition, no unregister, no overlapping range
      * registered meanwhile (enter_range refuses them from now on). */
     const char *why = NULL;
+    weft_data *h = NULL; /* its handle: the claim keeps it (unregister waits for the claim's end) */
     reg_lock(r);
     if (d->d == NULL || r->rt == NULL) why = "this weft.Data was unregistered";
     else if (d->closing) why = "this weft.Data is being unregistered";
     else if (d->tiles != NULL) why = "this weft.Data is partitioned already (its tiles: Data.tiles)";
     else if (d->partitioning) why = "this weft.Data is being partitioned (on another thread)";
     else if (d->nlower || d->npending) why = "overlapping";
-    else d->partitioning = 1;
+    else {
+        d->partitioning = 1;
+        h = d->d;
+    }
     reg_unlock(r);
     if (why && strcmp(why, "overlapping") == 0) {
         char b[96];
@@ -1317,7 +1321,7 @@ weft_py_data_partition(DataObject *d, PyObject *args, PyObject *kwds)
         goto unclaim;
     }
     weft_data *none[1];
-    int rc = partition_c(r, d, &t, hs ? hs : none);
+    int rc = partition_c(r, h, &t, hs ? hs : none);
     if (rc != 0) {
         if (rc == WEFT_EDEADLK || rc == WEFT_EBUSY)
             PyErr_Format(rc == WEFT_EBUSY && strstr(weft_last_error(), "pending") == NULL ? PyExc_ValueError
