@@ -17,6 +17,33 @@ TYPES = [np.int32, np.int64, np.uint32, np.uint64, np.float32, np.float64]
 OPS = {weft.SUM: np.add, weft.MIN: np.minimum, weft.MAX: np.maximum}
 
 
+def warm_numpy():
+    """Every NumPy operation the bodies below run, once on this thread
+    first: NumPy fills its ufunc-dispatch cache on first use of a type
+    combination under its own lock, which TSan cannot see (NumPy is not
+    instrumented) — the free-threaded TSan run reported a body looking an
+    entry up while the main thread added one."""
+    for dt in TYPES:
+        x = np.ones(2, dtype=dt)
+        for fn in OPS.values():
+            fn(x, x, out=x)
+            fn(x, x)
+    x = np.zeros(3, dtype=np.int64)
+    x[:] += 1
+    np.maximum(x, np.array([1, -1, 0]), out=x)
+    y = np.zeros(4)
+    y += 1.5
+    y[0] += 1.5
+    z = np.zeros(2, dtype=np.float32)
+    np.minimum(z, np.asarray(np.zeros(2, dtype=np.int32), dtype=np.float32), out=z)
+    np.all(z == np.inf)
+    w = np.zeros(2, dtype=np.int32)
+    w[:] += 1
+
+
+warm_numpy()
+
+
 def identity(op, dt):
     if op == weft.SUM:
         return np.array(-0.0 if np.dtype(dt).kind == "f" else 0, dtype=dt)
@@ -66,15 +93,16 @@ def test_each_operator_and_type_in_spawn_order(dt, op, device_data):
     want = a.copy()
     where = [weft.gpu(0), weft.gpu(1), weft.cpu, None]
     seen = []
+    terms = [[values(rng, dt, 33) for _ in range(1 + k % 3)] for k in range(40)]
+    for ts in terms:  # the oracle, first (see warm_numpy)
+        part = np.full(33, identity(op, dt), dtype=dt)  # the task's copy, then its terms
+        for t in ts:
+            part = fn(part, t)
+        want = fn(want, part)
     with weft.Runtime(workers=2, devices="cpu,vgpu:2", vgpu_memory=1 << 20) as rt:
         for k in range(40):
-            terms = [values(rng, dt, 33) for _ in range(1 + k % 3)]
-            rt.spawn(fold_body, terms, fn, device_data, seen, reduces=[(a, op)], placement=where[k % 4],
+            rt.spawn(fold_body, terms[k], fn, device_data, seen, reduces=[(a, op)], placement=where[k % 4],
                      device_data=device_data)
-            part = np.full(33, identity(op, dt), dtype=dt)  # the task's copy, then its terms
-            for t in terms:
-                part = fn(part, t)
-            want = fn(want, part)
         got = rt.spawn(lambda: a.copy(), reads=[a]).result()  # after the group: combined
     assert same_bits(got, want)
     assert same_bits(a, want)
@@ -88,6 +116,9 @@ def test_float_sums_follow_spawn_order_not_completion_order():
     still in spawn order."""
     a = np.zeros(4, dtype=np.float64)
     terms = [1e16, 1.0, -1e16, 1.0, 3.5, 1e-3]
+    want = np.zeros(4)
+    for t in terms:
+        want = want + (-0.0 + t)
     with weft.Runtime(workers=2) as rt:
         for k, t in enumerate(terms):
             def body(t=t, delay=(len(terms) - k) * 2000):
@@ -97,9 +128,6 @@ def test_float_sums_follow_spawn_order_not_completion_order():
 
             rt.spawn(body, reduces=(a, weft.SUM))  # one pair, without a list
         rt.wait_all()
-    want = np.zeros(4)
-    for t in terms:
-        want = want + (-0.0 + t)
     assert same_bits(a, want)
 
 
