@@ -54,6 +54,9 @@ except ImportError:
 
 from ._weft import (  # noqa: F401
     COMMUTE,
+    MAX,
+    MIN,
+    SUM,
     RW,
     CancelledError,
     Data,
@@ -95,6 +98,9 @@ __all__ = [
     "W",
     "RW",
     "COMMUTE",
+    "SUM",
+    "MIN",
+    "MAX",
     "cpu",
     "gpu",
     "variants",

@@ -149,7 +149,7 @@ typedef struct {
     PyObject *empty_tuple;
     PyObject *s_deps, *s_reads, *s_writes, *s_readwrites, *s_commutes, *s_name,
         *s_priority, *s_task, *s_kwargs, *s_runtime, *s_add_note, *s_placement, *s_share, *s_memory,
-        *s_device_data;
+        *s_device_data, *s_reduces;
     /* Placement helpers of weft/_placement.py (registered at import by
      * weft/__init__.py through _set_placement): the normaliser a spawn with
      * placement= calls, the runner of a body on CUDA devices (their array
@@ -341,6 +341,24 @@ typedef struct DataObject {
     struct DataObject **pending; /* overlapping ranges above it whose earlier tasks its tasks
                                     are not yet ordered after otherwise: they name them too */
     size_t npending, cappending;
+    /* Tiles (data.c, Data.partition).  A partitioned Data: `tiles`, a tuple
+     * of its tiles (row-major, strong), set once by partition under
+     * rt->reg.lock and never changed again (the collector clears it only
+     * once the Data is unreachable), with grid_rows x grid_cols;
+     * `partitioning` (rt->reg.lock) while a partition is in progress.  A
+     * tile: `parent` (strong) and the fields after it, set when it is made
+     * and then only read; a tile is never in the registry's objs or spans
+     * (lo == hi == 0): it is a C-level sub-handle of its parent's range,
+     * and its handle d is cleared (rt->reg.lock) when the parent is
+     * unregistered or the runtime closes. */
+    PyObject *tiles;
+    unsigned grid_rows, grid_cols, grid_halo; /* a tile's: its parent's tiling, set when made */
+    int partitioning;
+    struct DataObject *parent;
+    weft_tile_info ti;       /* where it lies in the parent (weft_data_tile_info) */
+    int tndim;               /* 1 for a 1-D parent, else 2 */
+    Py_ssize_t elem;         /* bytes per element */
+    char format[4];          /* the parent's struct format of one element */
 } DataObject;
 
 typedef struct cell {
@@ -569,6 +587,13 @@ DataObject *weft_py_data_lookup(RuntimeObject *r, PyObject *obj, const char *wha
  * reference), or NULL: with a ValueError if it is not registered. */
 DataObject *weft_py_data_find(RuntimeObject *r, PyObject *obj, const char *what);
 int weft_py_data_unregister(DataObject *d);
+/* Data.partition, for Runtime.partition too: the tiles as a list (a 1-D
+ * grid) or a list of lists (new reference), or NULL with an exception. */
+PyObject *weft_py_data_partition(DataObject *d, PyObject *args, PyObject *kwds);
+/* The WEFT_RED_* element type of a reduction over obj (a buffer object or
+ * a weft.Data) from its buffer's format; -1 with a TypeError naming the
+ * type when it is none of int32, int64, uint32, uint64, float32, float64. */
+int weft_py_reduce_type(modstate *st, PyObject *obj, const char *what, unsigned *type);
 /* The runtime closed (r->rt already NULL): release every buffer and empty
  * the registry; nothing enters it any more. */
 void weft_py_data_forget_all(RuntimeObject *r);
@@ -622,6 +647,9 @@ typedef struct weft_py_frame {
 extern _Thread_local weft_py_frame *weft_py_tl_frame WEFT_PY_TLS;
 
 extern PyType_Spec weft_py_view_spec;
+/* The array-interface type ("<f8") of one item of struct format fmt with
+ * this itemsize; -1 for what a view does not describe. */
+int weft_py_typestr_of(const char *fmt, Py_ssize_t itemsize, char out[8]);
 extern PyMethodDef weft_py_view_methods[];
 /* The task of cell c ended: its views refuse use from now on (any thread,
  * no GIL needed: an atomic store and a reference dropped). */

@@ -85,7 +85,9 @@ enum {
     REG_OVERLAP,      /* the new range [lo, hi) overlaps [olo, ohi), being unregistered */
     REG_UNREGISTERED, /* the Data was unregistered (or its runtime closed) */
     REG_CLOSING,      /* the Data, over [lo, hi), is being unregistered */
-    REG_DEVICE_OVERLAP /* device views of the Data over [lo, hi), which overlaps other ranges */
+    REG_DEVICE_OVERLAP, /* device views of the Data over [lo, hi), which overlaps other ranges */
+    REG_PARTITIONED,  /* the new range [lo, hi) overlaps [olo, ohi), which is partitioned into tiles */
+    REG_REDUCE_OVERLAP /* a reduction of the Data over [lo, hi), which overlaps other ranges */
 };
 typedef struct {
     int kind;
@@ -130,6 +132,19 @@ reg_raise(const reg_err *e, const char *what, int given)
                      "%s: device_data=True needs memory registered as one range, but this %s "
                      "(memory %s) overlaps other registered ranges; name the whole array "
                      "only, or run the task with device_data=False", what, which, b);
+        break;
+    case REG_PARTITIONED:
+        range_str(a, sizeof a, e->lo, e->hi);
+        range_str(b, sizeof b, e->olo, e->ohi);
+        PyErr_Format(PyExc_ValueError,
+                     "%s: memory %s overlaps %s, which is partitioned into tiles: name the whole "
+                     "array or its tiles, not another view of part of it", what, a, b);
+        break;
+    case REG_REDUCE_OVERLAP:
+        range_str(b, sizeof b, e->lo, e->hi);
+        PyErr_Format(PyExc_ValueError,
+                     "%s: a reduction needs memory registered as one range, but this %s (memory %s) "
+                     "overlaps other registered ranges; reduce into the whole array only", what, which, b);
         break;
     default:
         break;
@@ -358,6 +373,14 @@ enter_range(RuntimeObject *r, DataObject *d, reg_err *err)
     for (size_t i = start; i < g->nspans && g->spans[i]->lo < d->hi; i++) {
         DataObject *y = g->spans[i];
         if (!overlap(y, d->lo, d->hi)) continue;
+        if (y->tiles != NULL || y->partitioning) {
+            err->kind = REG_PARTITIONED;
+            err->lo = d->lo;
+            err->hi = d->hi;
+            err->olo = y->lo;
+            err->ohi = y->hi;
+            return NULL;
+        }
         if (y->closing) {
             err->kind = REG_OVERLAP;
             err->lo = d->lo;
@@ -415,6 +438,16 @@ unlink_range(RuntimeObject *r, DataObject *d)
     d->nlower = d->npending = 0;
 }
 
+/* Part of a step: d's tiles went with it (unregistered, or the runtime
+ * closed): their handles are no longer valid. */
+static void
+tiles_forget(DataObject *d)
+{
+    if (d->tiles == NULL || !PyTuple_Check(d->tiles)) return;
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(d->tiles); i++)
+        ((DataObject *)PyTuple_GET_ITEM(d->tiles, i))->d = NULL;
+}
+
 /* Step: take d (unlinked) out of spans and objs.  1 if the registry held
  * it: the caller drops that reference once the lock is released. */
 static int
@@ -456,6 +489,7 @@ take_all(RuntimeObject *r, size_t *cap, int unregistered)
         if (unregistered) {
             d->closing = 0;
             d->d = NULL;
+            tiles_forget(d);
         }
     }
     return objs;
@@ -573,6 +607,20 @@ try_hand_over(RuntimeObject *r, DataObject *d)
 /* Lookup                                                                    */
 /* ------------------------------------------------------------------------ */
 
+/* No tiles, not a tile. */
+static void
+tile_fields_init(DataObject *d)
+{
+    d->tiles = NULL;
+    d->grid_rows = d->grid_cols = d->grid_halo = 0;
+    d->partitioning = 0;
+    d->parent = NULL;
+    memset(&d->ti, 0, sizeof d->ti);
+    d->tndim = 0;
+    d->elem = 0;
+    d->format[0] = 0;
+}
+
 /* A new Data for obj, holding its buffer (view, moved in) and a C handle for
  * the memory; not in the registry.  NULL with an exception (the view is
  * released). */
@@ -598,6 +646,7 @@ data_new(RuntimeObject *r, PyObject *obj, Py_buffer *view, int readonly)
     d->spawning = 0;
     d->lower = d->pending = NULL;
     d->nlower = d->caplower = d->npending = d->cappending = 0;
+    tile_fields_init(d);
     PyObject_GC_Track(d);
     void *p = d->view.buf;
     size_t n = (size_t)d->view.len;
@@ -812,12 +861,26 @@ static int
 data_use(RuntimeObject *r, DataObject *d, unsigned mode, weft_py_accs *a, weft_py_accs *rel,
          reg_err *err)
 {
-    if (d->d == NULL || r->rt == NULL) {
+    if (d->d == NULL || r->rt == NULL || (d->parent && d->parent->d == NULL)) {
         err->kind = REG_UNREGISTERED;
         return -1;
     }
-    if (d->closing) {
+    /* A tile has no relations of its own (its parent has none: partition
+     * refuses overlapping ranges, and so does registering one later); it
+     * goes as its parent goes. */
+    const DataObject *range = d->parent ? d->parent : d;
+    if (range->closing) {
         err->kind = REG_CLOSING;
+        err->lo = range->lo;
+        err->hi = range->hi;
+        return -1;
+    }
+    if ((mode & WEFT_REDUCE) && (d->nlower || d->npending)) {
+        /* Its relations would be named with the reduction's mode (a
+         * private copy of each, combined into it), and a range ordered
+         * only through them would read the value before the partial
+         * results were combined into it. */
+        err->kind = REG_REDUCE_OVERLAP;
         err->lo = d->lo;
         err->hi = d->hi;
         return -1;
@@ -852,13 +915,13 @@ weft_py_data_accesses(RuntimeObject *r, PyObject *obj, const char *what, unsigne
             PyErr_Format(PyExc_ValueError, "%s: this weft.Data belongs to another runtime", what);
             return -1;
         }
-        if ((mode & WEFT_W) && d->readonly) {
+        if ((mode & (WEFT_W | WEFT_REDUCE)) && d->readonly) {
             err_read_only(d->obj, what);
             return -1;
         }
         Py_INCREF(d);
     } else {
-        d = data_of_object(r, obj, what, (mode & WEFT_W) != 0, 1);
+        d = data_of_object(r, obj, what, (mode & (WEFT_W | WEFT_REDUCE)) != 0, 1);
         if (d == NULL) return -1;
     }
     reg_err err = {REG_OK, 0, 0, 0, 0};
@@ -877,8 +940,10 @@ weft_py_accs_stale(const weft_py_accs *a)
     RuntimeObject *r = a->dat[0]->rt; /* a spawn names one runtime's data only */
     int stale = 0;
     reg_lock(r);
-    for (size_t i = 0; i < a->n && !stale; i++)
-        stale = a->dat[i]->closing || a->dat[i]->d == NULL;
+    for (size_t i = 0; i < a->n && !stale; i++) {
+        const DataObject *x = a->dat[i], *range = x->parent ? x->parent : x;
+        stale = range->closing || range->d == NULL || x->d == NULL;
+    }
     reg_unlock(r);
     return stale;
 }
@@ -929,10 +994,17 @@ weft_py_data_unregister(DataObject *d)
     RuntimeObject *r = d->rt;
     weft_data *h = NULL;
     int busy = 0, rc, held;
+    if (d->parent) {
+        PyErr_SetString(PyExc_ValueError, "unregister(): this weft.Data is a tile: tiles are unregistered "
+                        "with the data they were partitioned from (unregister the whole array)");
+        return -1;
+    }
     Py_INCREF(d);
     reg_lock(r);
     if (d->d != NULL && r->rt != NULL) {
-        if (d->closing) {
+        if (d->partitioning) {
+            busy = 2;
+        } else if (d->closing) {
             busy = 1;
         } else {
             d->closing = 1; /* no new task names it, no new range overlaps it */
@@ -941,7 +1013,9 @@ weft_py_data_unregister(DataObject *d)
     }
     reg_unlock(r);
     if (busy) {
-        PyErr_SetString(PyExc_ValueError, "unregister(): this data is already being unregistered");
+        PyErr_SetString(PyExc_ValueError, busy == 2 ? "unregister(): this data is being partitioned (on "
+                        "another thread); unregister it once partition() returned"
+                        : "unregister(): this data is already being unregistered");
         goto fail;
     }
     if (h == NULL) goto out; /* unregistered already, or the runtime closed (which releases it) */
@@ -1000,6 +1074,7 @@ weft_py_data_unregister(DataObject *d)
     held = leave_registry(r, d);
     d->closing = 0;
     d->d = NULL;
+    tiles_forget(d); /* the C core unregistered them first */
     reg_unlock(r);
     if (held) Py_DECREF(d); /* the registry's reference: the caller's keeps it alive */
     weft_py_data_release(d);
@@ -1009,6 +1084,369 @@ out:
 fail:
     Py_DECREF(d);
     return -1;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Tiles                                                                     */
+/* ------------------------------------------------------------------------ */
+
+/* A C-contiguous 1-D or 2-D layout of d's memory, from its object's buffer:
+ * the tiling's elem, rows, cols (all of a row unless `cols` >= 0) and
+ * pitch, with the element's format.  0, or -1 with an exception. */
+static int
+tiling_of(DataObject *d, Py_ssize_t cols, weft_tiling *t, int *ndim, char format[4])
+{
+    Py_buffer b;
+    if (PyObject_GetBuffer(d->obj, &b, PyBUF_RECORDS_RO) < 0) {
+        PyObject *cause = weft_py_fetch_exc();
+        PyErr_Format(PyExc_ValueError, "partition(): the '%.100s' object does not describe its items and "
+                     "shape (the buffer protocol with strides and format)", Py_TYPE(d->obj)->tp_name);
+        if (cause) {
+            PyObject *e = weft_py_fetch_exc();
+            PyException_SetCause(e, cause);
+            weft_py_raise_exc(e);
+            Py_DECREF(e);
+        }
+        return -1;
+    }
+    int rc = -1;
+    char typestr[8];
+    const char *fmt = b.format ? b.format : "B";
+    if (b.buf != d->view.buf || b.len != d->view.len) {
+        PyErr_Format(PyExc_ValueError, "partition(): the '%.100s' object no longer covers the memory it "
+                     "was registered with", Py_TYPE(d->obj)->tp_name);
+    } else if (strlen(fmt) >= 4 || weft_py_typestr_of(fmt, b.itemsize, typestr) < 0) {
+        PyErr_Format(PyExc_TypeError, "partition(): items of struct format '%s' (%zd bytes) cannot be viewed "
+                     "as a tile's elements: partition an array of one simple type (a NumPy dtype such as "
+                     "float64 or int32)", fmt, b.itemsize);
+    } else if (b.ndim != 1 && b.ndim != 2) {
+        PyErr_Format(PyExc_ValueError, "partition(): the array has %d dimensions; tiles split a 1-D or 2-D "
+                     "array (reshape it first, e.g. a.reshape(rows, -1))", b.ndim);
+    } else if (b.ndim == 2 && !PyBuffer_IsContiguous(&b, 'C')) {
+        PyErr_SetString(PyExc_ValueError, "partition(): a 2-D array must be C-contiguous (row-major): a "
+                        "Fortran-ordered array's rows are not contiguous (use numpy.ascontiguousarray)");
+    } else if (b.len == 0) {
+        PyErr_SetString(PyExc_ValueError, "partition(): the array is empty");
+    } else {
+        Py_ssize_t width = b.shape[b.ndim - 1];
+        if (cols >= 0 && (cols < 1 || cols > width)) {
+            PyErr_Format(PyExc_ValueError, "partition(): cols=%zd: each row has %zd elements (cols= tiles "
+                         "the first 1 to %zd of them, the rest being padding)", cols, width, width);
+        } else {
+            t->elem = (size_t)b.itemsize;
+            t->rows = b.ndim == 2 ? (size_t)b.shape[0] : 1;
+            t->cols = (size_t)(cols >= 0 ? cols : width);
+            t->pitch = (size_t)width * (size_t)b.itemsize;
+            *ndim = b.ndim;
+            strcpy(format, fmt);
+            rc = 0;
+        }
+    }
+    PyBuffer_Release(&b);
+    return rc;
+}
+
+/* grid= as grid_rows x grid_cols: an int (a 1-D array only) or a pair. */
+static int
+parse_grid(PyObject *grid, int ndim, unsigned *gr, unsigned *gc)
+{
+    long a = 1, c;
+    if (PyLong_Check(grid)) {
+        if (ndim != 1) {
+            PyErr_SetString(PyExc_ValueError, "partition(): grid= of a 2-D array is a pair (grid_rows, "
+                            "grid_cols)");
+            return -1;
+        }
+        c = PyLong_AsLong(grid);
+    } else if (PyTuple_Check(grid) && PyTuple_GET_SIZE(grid) == 2) {
+        a = PyLong_AsLong(PyTuple_GET_ITEM(grid, 0));
+        if (a == -1 && PyErr_Occurred()) return -1;
+        c = PyLong_AsLong(PyTuple_GET_ITEM(grid, 1));
+    } else {
+        PyErr_Format(PyExc_TypeError, "partition(): grid= expects (grid_rows, grid_cols) or, for a 1-D "
+                     "array, an int; got '%.100s'", Py_TYPE(grid)->tp_name);
+        return -1;
+    }
+    if (c == -1 && PyErr_Occurred()) return -1;
+    if (a < 0 || c < 0 || a > UINT_MAX || c > UINT_MAX) {
+        PyErr_Format(PyExc_ValueError, "partition(): grid of %ld x %ld tiles", a, c);
+        return -1;
+    }
+    *gr = (unsigned)a;
+    *gc = (unsigned)c;
+    return 0;
+}
+
+/* The tile Data for C tile handle h of parent p (not in the registry). */
+static DataObject *
+tile_new(DataObject *p, weft_data *h, int ndim, Py_ssize_t elem, const char *format, const weft_tiling *tl)
+{
+    weft_tile_info ti;
+    if (weft_data_tile_info(h, &ti) != 0) return (DataObject *)weft_py_err_weft(WEFT_EINVAL, "partition()");
+    DataObject *d = PyObject_GC_New(DataObject, Py_TYPE(p));
+    if (d == NULL) return NULL;
+    WEFT_PY_HANDOFF_ACQUIRE(d);
+    d->rt = (RuntimeObject *)Py_NewRef(p->rt);
+    d->obj = Py_NewRef(p->obj);
+    memset(&d->view, 0, sizeof d->view);
+    d->has_view = 0;
+    d->readonly = p->readonly;
+    d->d = h;
+    d->dummy = 0;
+    d->lo = d->hi = 0;
+    d->closing = 0;
+    d->spawning = 0;
+    d->lower = d->pending = NULL;
+    d->nlower = d->caplower = d->npending = d->cappending = 0;
+    tile_fields_init(d);
+    d->parent = (DataObject *)Py_NewRef(p);
+    d->grid_rows = tl->grid_rows;
+    d->grid_cols = tl->grid_cols;
+    d->grid_halo = tl->halo;
+    d->ti = ti;
+    d->tndim = ndim;
+    d->elem = elem;
+    strcpy(d->format, format);
+    PyObject_GC_Track(d);
+    WEFT_PY_HANDOFF_RELEASE(d);
+    return d;
+}
+
+/* Partition with the GIL released; a spawn on another thread may make the
+ * core refuse with "pending" again: wait for the tasks on d and retry. */
+static int
+partition_c(RuntimeObject *r, weft_data *h, const weft_tiling *t, weft_data **tiles)
+{
+    int rc = 0;
+    for (int tries = 0; tries < 64; tries++) {
+        /* Wait for the tasks already spawned on it (the core partitions
+         * only data no task names): a no-op writer follows them all. */
+        weft_access acc = {h, WEFT_RW | WEFT_HOST};
+        weft_task *probe = NULL;
+        {
+            rc = spawn_noop(r, &acc, 1, "weft.py partition", 0, &probe);
+            if (rc != 0) return rc;
+            if (weft_py_tl_ts != NULL) {
+                BEGIN_NOGIL_W
+                rc = weft_task_wait(probe);
+                END_NOGIL_W
+            } else {
+                BEGIN_NOGIL
+                rc = weft_task_wait(probe);
+                END_NOGIL
+            }
+            weft_task_release(probe);
+            if (rc == WEFT_ETASKFAILED || rc == WEFT_ECANCELLED) rc = 0; /* it finished */
+            if (rc != 0) return rc;
+        }
+        if (weft_py_tl_ts != NULL) {
+            BEGIN_NOGIL_W
+            rc = weft_data_partition(h, t, tiles);
+            END_NOGIL_W
+        } else {
+            BEGIN_NOGIL
+            rc = weft_data_partition(h, t, tiles);
+            END_NOGIL
+        }
+        if (rc != WEFT_EBUSY || strstr(weft_last_error(), "pending") == NULL) return rc;
+    }
+    return rc;
+}
+
+PyObject *
+weft_py_data_partition(DataObject *d, PyObject *args, PyObject *kwds)
+{
+    static char *kwlist[] = {"grid", "halo", "cols", NULL};
+    PyObject *grid, *colsobj = Py_None;
+    Py_ssize_t halo = 0, cols = -1;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "O|n$O:partition", kwlist, &grid, &halo, &colsobj)) return NULL;
+    WEFT_PY_HANDOFF_ACQUIRE(d);
+    RuntimeObject *r = d->rt;
+    if (d->parent) {
+        PyErr_SetString(PyExc_ValueError, "partition(): this weft.Data is a tile (tiles are not partitioned "
+                        "again)");
+        return NULL;
+    }
+    if (halo < 0 || halo > UINT_MAX) {
+        PyErr_Format(PyExc_ValueError, "partition(): halo=%zd: a number of elements, 0 or more", halo);
+        return NULL;
+    }
+    if (colsobj != Py_None) {
+        cols = PyNumber_AsSsize_t(colsobj, PyExc_OverflowError);
+        if (cols == -1 && PyErr_Occurred()) return NULL;
+        if (cols < 0) cols = 0; /* refused below, with the row's width */
+    }
+    weft_tiling t;
+    int ndim;
+    char format[4];
+    if (tiling_of(d, cols, &t, &ndim, format) < 0) return NULL;
+    if (parse_grid(grid, ndim, &t.grid_rows, &t.grid_cols) < 0) return NULL;
+    t.halo = (unsigned)halo;
+
+    /* Claim it: no other partition, no unregister, no overlapping range
+     * registered meanwhile (enter_range refuses them from now on). */
+    const char *why = NULL;
+    weft_data *h = NULL; /* its handle: the claim keeps it (unregister waits for the claim's end) */
+    reg_lock(r);
+    if (d->d == NULL || r->rt == NULL) why = "this weft.Data was unregistered";
+    else if (d->closing) why = "this weft.Data is being unregistered";
+    else if (d->tiles != NULL) why = "this weft.Data is partitioned already (its tiles: Data.tiles)";
+    else if (d->partitioning) why = "this weft.Data is being partitioned (on another thread)";
+    else if (d->nlower || d->npending) why = "overlapping";
+    else {
+        d->partitioning = 1;
+        h = d->d;
+    }
+    reg_unlock(r);
+    if (why && strcmp(why, "overlapping") == 0) {
+        char b[96];
+        range_str(b, sizeof b, d->lo, d->hi);
+        PyErr_Format(PyExc_ValueError, "partition(): this weft.Data (memory %s) overlaps other registered "
+                     "ranges (views of part of the array named in spawns): tiles need the array registered "
+                     "as one range; unregister the others first", b);
+        return NULL;
+    }
+    if (why) {
+        PyErr_Format(PyExc_ValueError, "partition(): %s", why);
+        return NULL;
+    }
+
+    size_t ntiles = (size_t)t.grid_rows * t.grid_cols;
+    weft_data **hs = NULL;
+    PyObject *tuple = NULL, *res = NULL;
+    if (t.grid_rows == 0 || t.grid_cols == 0 || ntiles > 4096) {
+        hs = NULL; /* the core says what is wrong with the grid */
+    } else if ((hs = PyMem_Malloc(ntiles * sizeof *hs)) == NULL) {
+        PyErr_NoMemory();
+        goto unclaim;
+    }
+    weft_data *none[1];
+    int rc = partition_c(r, h, &t, hs ? hs : none);
+    if (rc != 0) {
+        if (rc == WEFT_EDEADLK || rc == WEFT_EBUSY)
+            PyErr_Format(rc == WEFT_EBUSY && strstr(weft_last_error(), "pending") == NULL ? PyExc_ValueError
+                                                                                          : PyExc_RuntimeError,
+                         "partition(): %s", rc == WEFT_EDEADLK ? "the calling task itself accesses this data "
+                         "(or waits for a task that does)" : weft_last_error());
+        else
+            weft_py_err_weft(rc, "partition()"); /* a bad tiling: ValueError with the core's reason */
+        goto unclaim;
+    }
+    tuple = PyTuple_New((Py_ssize_t)ntiles);
+    for (size_t i = 0; tuple && i < ntiles; i++) {
+        DataObject *x = tile_new(d, hs[i], ndim, (Py_ssize_t)t.elem, format, &t);
+        if (x == NULL) Py_CLEAR(tuple);
+        else PyTuple_SET_ITEM(tuple, (Py_ssize_t)i, (PyObject *)x);
+    }
+    if (tuple == NULL) {
+        /* The core's tiles stay (they go with d); the Data stays whole in
+         * Python, and partition() reports it partitioned already. */
+        reg_lock(r);
+        d->partitioning = 0;
+        d->tiles = Py_NewRef(Py_None);
+        reg_unlock(r);
+        goto out;
+    }
+    reg_lock(r);
+    d->tiles = Py_NewRef(tuple);
+    d->grid_rows = t.grid_rows;
+    d->grid_cols = t.grid_cols;
+    d->grid_halo = t.halo;
+    d->partitioning = 0;
+    reg_unlock(r);
+    if (ndim == 1 && PyLong_Check(grid)) {
+        res = PySequence_List(tuple);
+    } else {
+        res = PyList_New(t.grid_rows);
+        for (unsigned i = 0; res && i < t.grid_rows; i++) {
+            PyObject *row = PyTuple_GetSlice(tuple, (Py_ssize_t)i * t.grid_cols, (Py_ssize_t)(i + 1) * t.grid_cols);
+            PyObject *lrow = row ? PySequence_List(row) : NULL;
+            Py_XDECREF(row);
+            if (lrow == NULL) Py_CLEAR(res);
+            else PyList_SET_ITEM(res, i, lrow);
+        }
+    }
+    goto out;
+unclaim:
+    reg_lock(r);
+    d->partitioning = 0;
+    reg_unlock(r);
+out:
+    Py_XDECREF(tuple);
+    PyMem_Free(hs);
+    return res;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Reductions                                                                */
+/* ------------------------------------------------------------------------ */
+
+int
+weft_py_reduce_type(modstate *st, PyObject *obj, const char *what, unsigned *type)
+{
+    char fmtbuf[4];
+    const char *fmt;
+    Py_ssize_t itemsize;
+    Py_buffer b;
+    int have = 0;
+    if (Py_IS_TYPE(obj, st->Data_T) && ((DataObject *)obj)->parent) {
+        DataObject *x = (DataObject *)obj;
+        strcpy(fmtbuf, x->format);
+        fmt = fmtbuf;
+        itemsize = x->elem;
+    } else {
+        PyObject *o = Py_IS_TYPE(obj, st->Data_T) ? ((DataObject *)obj)->obj : obj;
+        if (!PyObject_CheckBuffer(o)) {
+            PyErr_Format(PyExc_TypeError, "%s: expected a weft.Data or an object supporting the buffer "
+                         "protocol (a NumPy array, array.array...), got '%.100s'", what, Py_TYPE(o)->tp_name);
+            return -1;
+        }
+        if (PyObject_GetBuffer(o, &b, PyBUF_RECORDS_RO) < 0) {
+            PyErr_Clear();
+            if (PyObject_GetBuffer(o, &b, PyBUF_FORMAT | PyBUF_ANY_CONTIGUOUS) < 0) return -1;
+        }
+        have = 1;
+        fmt = b.format ? b.format : "B";
+        itemsize = b.itemsize;
+    }
+    /* The byte order: native only. */
+    const union { uint16_t u; uint8_t c[2]; } probe = {1};
+    int little = probe.c[0] == 1;
+    const char *f = fmt;
+    int ok = 1;
+    if (*f == '<') ok = little, f++;
+    else if (*f == '>' || *f == '!') ok = !little, f++;
+    else if (*f == '@' || *f == '=') f++;
+    unsigned ty = 0;
+    if (ok && f[0] && !f[1]) {
+        switch (f[0]) {
+        case 'i': case 'l': case 'q': case 'n':
+            ty = itemsize == 4 ? WEFT_RED_I32 : itemsize == 8 ? WEFT_RED_I64 : 0;
+            break;
+        case 'I': case 'L': case 'Q': case 'N':
+            ty = itemsize == 4 ? WEFT_RED_U32 : itemsize == 8 ? WEFT_RED_U64 : 0;
+            break;
+        case 'f':
+            ty = itemsize == 4 ? WEFT_RED_F32 : 0;
+            break;
+        case 'd':
+            ty = itemsize == 8 ? WEFT_RED_F64 : 0;
+            break;
+        default:
+            break;
+        }
+    }
+    if (ty == 0) {
+        char ts[8];
+        if (weft_py_typestr_of(fmt, itemsize, ts) < 0) strcpy(ts, "?");
+        PyErr_Format(PyExc_TypeError, "%s: a reduction needs elements of type int32, int64, uint32, uint64, "
+                     "float32 or float64 (native byte order); this buffer's are '%s' (struct format '%s', "
+                     "%zd bytes)", what, ts, fmt, itemsize);
+    }
+    if (have) PyBuffer_Release(&b);
+    if (ty == 0) return -1;
+    *type = ty;
+    return 0;
 }
 
 /* ------------------------------------------------------------------------ */
@@ -1042,6 +1480,17 @@ Data_traverse(DataObject *d, visitproc visit, void *arg)
     Py_VISIT(Py_TYPE(d));
     Py_VISIT(d->rt);
     Py_VISIT(d->obj);
+    Py_VISIT(d->tiles);
+    Py_VISIT((PyObject *)d->parent);
+    return 0;
+}
+
+/* Only an unreachable Data is cleared: a partitioned one and its tiles
+ * (each holds the parent) form a cycle, broken here. */
+static int
+Data_clear(DataObject *d)
+{
+    Py_CLEAR(d->tiles);
     return 0;
 }
 
@@ -1062,6 +1511,8 @@ Data_dealloc(DataObject *d)
     if (d->has_view) PyBuffer_Release(&d->view);
     free(d->lower);
     free(d->pending);
+    Py_CLEAR(d->tiles);
+    Py_CLEAR(d->parent);
     Py_CLEAR(d->obj);
     Py_CLEAR(d->rt);
     WEFT_PY_HANDOFF_RELEASE(d); /* to the next object made in this memory */
@@ -1079,6 +1530,8 @@ static PyObject *
 Data_get_nbytes(DataObject *d, void *Py_UNUSED(c))
 {
     WEFT_PY_HANDOFF_ACQUIRE(d);
+    if (d->parent) /* its span, halo included */
+        return PyLong_FromSize_t(d->ti.rows * d->ti.cols * (size_t)d->elem);
     reg_lock(d->rt);
     Py_ssize_t len = d->has_view ? d->view.len : 0;
     reg_unlock(d->rt);
@@ -1090,7 +1543,7 @@ Data_get_registered(DataObject *d, void *Py_UNUSED(c))
 {
     WEFT_PY_HANDOFF_ACQUIRE(d);
     reg_lock(d->rt);
-    int on = d->d != NULL && d->rt->rt != NULL;
+    int on = d->d != NULL && d->rt->rt != NULL && (d->parent == NULL || d->parent->d != NULL);
     reg_unlock(d->rt);
     return PyBool_FromLong(on);
 }
@@ -1105,6 +1558,20 @@ static PyObject *
 Data_repr(DataObject *d)
 {
     WEFT_PY_HANDOFF_ACQUIRE(d);
+    if (d->parent) {
+        reg_lock(d->rt);
+        const char *state = d->d == NULL ? ", unregistered" : "";
+        reg_unlock(d->rt);
+        const weft_tile_info *t = &d->ti;
+        if (d->tndim == 1)
+            return PyUnicode_FromFormat("<weft.Data tile %u of '%s': elements %zu-%zu, interior %zu-%zu%s>",
+                                        t->index, Py_TYPE(d->obj)->tp_name, t->col0, t->col0 + t->cols - 1,
+                                        t->in_col0, t->in_col0 + t->in_cols - 1, state);
+        return PyUnicode_FromFormat("<weft.Data tile %u of '%s': rows %zu-%zu, cols %zu-%zu, interior rows "
+                                    "%zu-%zu, cols %zu-%zu%s>", t->index, Py_TYPE(d->obj)->tp_name, t->row0,
+                                    t->row0 + t->rows - 1, t->col0, t->col0 + t->cols - 1, t->in_row0,
+                                    t->in_row0 + t->in_rows - 1, t->in_col0, t->in_col0 + t->in_cols - 1, state);
+    }
     reg_lock(d->rt); /* d, closing and has_view are the registry's */
     const char *state = d->d == NULL ? ", unregistered" : d->closing ? ", being unregistered" : "";
     Py_ssize_t len = d->has_view ? d->view.len : (Py_ssize_t)0;
@@ -1122,7 +1589,114 @@ Data_new_err(PyTypeObject *tp, PyObject *a, PyObject *k)
     return NULL;
 }
 
+/* Tiles' geometry: None for a Data that is not a tile. */
+static PyObject *
+Data_get_parent(DataObject *d, void *Py_UNUSED(c))
+{
+    return Py_NewRef(d->parent ? (PyObject *)d->parent : Py_None);
+}
+
+static PyObject *
+Data_get_index(DataObject *d, void *Py_UNUSED(c))
+{
+    if (!d->parent) Py_RETURN_NONE;
+    unsigned gc = d->grid_cols ? d->grid_cols : 1;
+    return Py_BuildValue("(II)", d->ti.index / gc, d->ti.index % gc);
+}
+
+/* (row0, col0, rows, cols) of the span (which = 0) or of the interior. */
+static PyObject *
+tile_rect(DataObject *d, int interior)
+{
+    if (!d->parent) Py_RETURN_NONE;
+    const weft_tile_info *t = &d->ti;
+    if (interior) return Py_BuildValue("(nnnn)", t->in_row0, t->in_col0, t->in_rows, t->in_cols);
+    return Py_BuildValue("(nnnn)", t->row0, t->col0, t->rows, t->cols);
+}
+
+static PyObject *Data_get_span(DataObject *d, void *c) { (void)c; return tile_rect(d, 0); }
+static PyObject *Data_get_interior(DataObject *d, void *c) { (void)c; return tile_rect(d, 1); }
+
+/* Slices: of the parent array covering the span (window), or of the span
+ * covering the interior (inner); one per dimension of the array. */
+static PyObject *
+slice_of(size_t a, size_t n)
+{
+    PyObject *x = PyLong_FromSize_t(a), *y = PyLong_FromSize_t(a + n);
+    PyObject *sl = x && y ? PySlice_New(x, y, NULL) : NULL;
+    Py_XDECREF(x);
+    Py_XDECREF(y);
+    return sl;
+}
+
+static PyObject *
+tile_slices(DataObject *d, int inner)
+{
+    if (!d->parent) Py_RETURN_NONE;
+    const weft_tile_info *t = &d->ti;
+    size_t r0 = inner ? t->in_row0 - t->row0 : t->row0, c0 = inner ? t->in_col0 - t->col0 : t->col0;
+    size_t nr = inner ? t->in_rows : t->rows, nc = inner ? t->in_cols : t->cols;
+    PyObject *s1 = slice_of(c0, nc);
+    if (d->tndim == 1 || s1 == NULL) {
+        PyObject *res = s1 ? PyTuple_Pack(1, s1) : NULL;
+        Py_XDECREF(s1);
+        return res;
+    }
+    PyObject *s0 = slice_of(r0, nr);
+    PyObject *res = s0 ? PyTuple_Pack(2, s0, s1) : NULL;
+    Py_XDECREF(s0);
+    Py_DECREF(s1);
+    return res;
+}
+
+static PyObject *Data_get_window(DataObject *d, void *c) { (void)c; return tile_slices(d, 0); }
+static PyObject *Data_get_inner(DataObject *d, void *c) { (void)c; return tile_slices(d, 1); }
+
+static PyObject *
+Data_get_halo(DataObject *d, void *Py_UNUSED(c))
+{
+    if (!d->parent) Py_RETURN_NONE;
+    return PyLong_FromUnsignedLong(d->grid_halo);
+}
+
+static PyObject *
+Data_get_tiles(DataObject *d, void *Py_UNUSED(c))
+{
+    WEFT_PY_HANDOFF_ACQUIRE(d);
+    reg_lock(d->rt);
+    PyObject *t = d->tiles && PyTuple_Check(d->tiles) ? d->tiles : Py_None;
+    Py_INCREF(t); /* plain C: the registry holds d's tiles, set once */
+    reg_unlock(d->rt);
+    return t;
+}
+
+static PyObject *
+Data_get_grid(DataObject *d, void *Py_UNUSED(c))
+{
+    WEFT_PY_HANDOFF_ACQUIRE(d);
+    reg_lock(d->rt);
+    unsigned gr = d->grid_rows, gc = d->grid_cols;
+    reg_unlock(d->rt);
+    if (gc == 0) Py_RETURN_NONE;
+    return Py_BuildValue("(II)", gr, gc);
+}
+
+static PyObject *
+Data_partition(DataObject *d, PyObject *args, PyObject *kwds)
+{
+    return weft_py_data_partition(d, args, kwds);
+}
+
 static PyMethodDef Data_methods[] = {
+    {"partition", (PyCFunction)(void (*)(void))Data_partition, METH_VARARGS | METH_KEYWORDS,
+     "partition(grid, halo=0, *, cols=None) -> tiles\n\n"
+     "Split this registered 1-D or C-contiguous 2-D array into grid = (grid_rows, grid_cols) tiles (an "
+     "int for a 1-D array), each a weft.Data of its own for reads=/writes=/readwrites=, spanning `halo` "
+     "elements of its neighbours on each side (read-only: a reader sees their newest values).  The "
+     "element type and shape come from the buffer; cols= tiles only the first cols elements of each "
+     "row (the rest is padding, never touched).  Returns a list of lists of tiles (a list for an int "
+     "grid).  Waits for the tasks already spawned on the data.  Once only; the tiles live as long as "
+     "the data (unregister the whole array)."},
     {"unregister", (PyCFunction)Data_unregister, METH_NOARGS,
      "Wait for the tasks that use it, then release the buffer."},
     {"__enter__", (PyCFunction)Data_enter, METH_NOARGS, NULL},
@@ -1134,6 +1708,21 @@ static PyGetSetDef Data_getset[] = {
     {"nbytes", (getter)Data_get_nbytes, NULL, "size of its buffer", NULL},
     {"registered", (getter)Data_get_registered, NULL, "True while registered", NULL},
     {"readonly", (getter)Data_get_readonly, NULL, "True for a read-only buffer", NULL},
+    {"tiles", (getter)Data_get_tiles, NULL, "its tiles (a tuple, row-major) once partitioned, else None", NULL},
+    {"grid", (getter)Data_get_grid, NULL, "(grid_rows, grid_cols) once partitioned (a tile: its parent's "
+     "grid), else None", NULL},
+    {"parent", (getter)Data_get_parent, NULL, "a tile: the weft.Data it was partitioned from (else None)", NULL},
+    {"index", (getter)Data_get_index, NULL, "a tile: its (row, col) in the grid (else None)", NULL},
+    {"span", (getter)Data_get_span, NULL,
+     "a tile: (row0, col0, rows, cols) of what it spans in the parent, halo included, in elements "
+     "(a 1-D array: row0 0, rows 1)", NULL},
+    {"interior", (getter)Data_get_interior, NULL,
+     "a tile: (row0, col0, rows, cols) of its interior in the parent (what a writer writes)", NULL},
+    {"window", (getter)Data_get_window, NULL,
+     "a tile: the slices of the parent array it spans (a[t.window] is the tile, halo included)", NULL},
+    {"inner", (getter)Data_get_inner, NULL,
+     "a tile: the slices of its span that are its interior (ctx.array(t)[t.inner])", NULL},
+    {"halo", (getter)Data_get_halo, NULL, "a tile: the halo width of its tiling", NULL},
     {NULL, NULL, NULL, NULL, NULL}};
 
 static PyType_Slot Data_slots[] = {
@@ -1147,6 +1736,7 @@ static PyType_Slot Data_slots[] = {
     {Py_tp_new, Data_new_err},
     {Py_tp_dealloc, Data_dealloc},
     {Py_tp_traverse, Data_traverse},
+    {Py_tp_clear, Data_clear},
     {Py_tp_methods, Data_methods},
     {Py_tp_getset, Data_getset},
     {Py_tp_repr, Data_repr},

@@ -386,6 +386,24 @@ weft_py_runtime_data(RuntimeObject *r, PyObject *obj)
 }
 
 static PyObject *
+Runtime_partition(RuntimeObject *r, PyObject *args, PyObject *kwds)
+{
+    if (weft_py_check_open(r, "partition()") < 0) return NULL;
+    Py_ssize_t n = PyTuple_GET_SIZE(args);
+    if (n < 1) {
+        PyErr_SetString(PyExc_TypeError, "partition() missing the array to partition");
+        return NULL;
+    }
+    DataObject *d = weft_py_data_lookup(r, PyTuple_GET_ITEM(args, 0), "partition()");
+    if (d == NULL) return NULL;
+    PyObject *rest = PyTuple_GetSlice(args, 1, n);
+    PyObject *res = rest ? weft_py_data_partition(d, rest, kwds) : NULL;
+    Py_XDECREF(rest);
+    Py_DECREF(d);
+    return res;
+}
+
+static PyObject *
 Runtime_unregister(RuntimeObject *r, PyObject *obj)
 {
     if (weft_py_check_open(r, "unregister()") < 0) return NULL;
@@ -498,6 +516,9 @@ static PyMethodDef Runtime_methods[] = {
     {"data", (PyCFunction)weft_py_runtime_data, METH_O,
      "data(obj) -> Data\n\nThe weft.Data of the memory obj's buffer covers, registering it on "
      "first use: every object over the same bytes gets the same Data.  Safe from any thread."},
+    {"partition", (PyCFunction)(void (*)(void))Runtime_partition, METH_VARARGS | METH_KEYWORDS,
+     "partition(obj, grid, halo=0, *, cols=None) -> tiles\n\nrt.data(obj).partition(grid, halo, cols=cols): "
+     "split the registered array obj into tiles (see weft.Data.partition)."},
     {"unregister", (PyCFunction)Runtime_unregister, METH_O,
      "unregister(obj)\n\nWait for the tasks using the memory obj covers (directly or through an "
      "overlapping range), then release its buffer.  obj: a weft.Data, or any object over "

@@ -122,7 +122,7 @@ submit_c(RuntimeObject *r, TaskObject *t, weft_task **deps, size_t ndeps, weft_a
 
 typedef struct {
     PyObject *deps, *reads, *writes, *readwrites, *commutes, *name, *priority, *task, *kwargs,
-        *runtime, *placement, *share, *memory, *device_data;
+        *runtime, *placement, *share, *memory, *device_data, *reduces;
 } spawn_kw;
 
 static int
@@ -150,17 +150,19 @@ parse_kw(modstate *st, PyObject *const *args, Py_ssize_t nargs, PyObject *kwname
         else if (k == st->s_share) slot = &kw->share;
         else if (k == st->s_memory) slot = &kw->memory;
         else if (k == st->s_device_data) slot = &kw->device_data;
+        else if (k == st->s_reduces) slot = &kw->reduces;
         else {
             PyObject *names[] = {st->s_deps, st->s_reads, st->s_writes, st->s_readwrites,
                                  st->s_commutes, st->s_name, st->s_priority, st->s_task,
                                  st->s_kwargs, allow_runtime ? st->s_runtime : NULL,
-                                 st->s_placement, st->s_share, st->s_memory, st->s_device_data};
+                                 st->s_placement, st->s_share, st->s_memory, st->s_device_data,
+                                 st->s_reduces};
             for (size_t j = 0; j < sizeof names / sizeof *names; j++) {
                 if (names[j] && PyUnicode_Compare(k, names[j]) == 0) {
                     PyObject **slots[] = {&kw->deps, &kw->reads, &kw->writes, &kw->readwrites,
                                           &kw->commutes, &kw->name, &kw->priority, &kw->task,
                                           &kw->kwargs, &kw->runtime, &kw->placement, &kw->share,
-                                          &kw->memory, &kw->device_data};
+                                          &kw->memory, &kw->device_data, &kw->reduces};
                     slot = slots[j];
                     break;
                 }
@@ -196,6 +198,72 @@ as_seq(PyObject *v, PyTypeObject *single_t, const char *what, int single_ok_any_
                      Py_TYPE(v)->tp_name);
     }
     return it;
+}
+
+/* The operator of a reduction: weft.SUM / weft.MIN / weft.MAX (their C
+ * values), or "sum" / "min" / "max"; 0 if op is none of them (no error
+ * unless op is an int that does not fit). */
+static unsigned
+reduce_op(PyObject *op)
+{
+    if (PyLong_Check(op)) {
+        long v = PyLong_AsLong(op);
+        if (v == -1 && PyErr_Occurred()) {
+            PyErr_Clear();
+            return 0;
+        }
+        return v == WEFT_RED_SUM || v == WEFT_RED_MIN || v == WEFT_RED_MAX ? (unsigned)v : 0;
+    }
+    if (PyUnicode_Check(op)) {
+        const char *s = PyUnicode_AsUTF8(op);
+        if (s == NULL) {
+            PyErr_Clear();
+            return 0;
+        }
+        if (strcmp(s, "sum") == 0) return WEFT_RED_SUM;
+        if (strcmp(s, "min") == 0) return WEFT_RED_MIN;
+        if (strcmp(s, "max") == 0) return WEFT_RED_MAX;
+    }
+    return 0;
+}
+
+/* reduces=: None, one (buffer, op) pair, or a list/tuple of pairs; a new
+ * reference to a list or tuple of pairs (NULL with no error for None). */
+static PyObject *
+reduces_seq(PyObject *v)
+{
+    if (v == NULL || v == Py_None) return NULL;
+    if (PyTuple_Check(v) && PyTuple_GET_SIZE(v) == 2 && reduce_op(PyTuple_GET_ITEM(v, 1)) != 0)
+        return PyTuple_Pack(1, v);
+    if (PyList_CheckExact(v) || PyTuple_CheckExact(v)) return Py_NewRef(v);
+    PyObject *it = PySequence_Fast(v, "");
+    if (it == NULL) {
+        PyErr_Clear();
+        PyErr_Format(PyExc_TypeError, "spawn(): reduces= expects a list of (buffer, op) pairs such as "
+                     "[(a, weft.SUM)], got '%.100s'", Py_TYPE(v)->tp_name);
+    }
+    return it;
+}
+
+/* One item of reduces=: *obj (borrowed) and its operator; 0, or -1 with a
+ * TypeError / ValueError naming what is wrong. */
+static int
+reduce_pair(modstate *st, PyObject *pair, const char *what, PyObject **obj, unsigned *op)
+{
+    (void)st;
+    if (!(PyTuple_Check(pair) || PyList_Check(pair)) || PySequence_Fast_GET_SIZE(pair) != 2) {
+        PyErr_Format(PyExc_TypeError, "%s: expected a (buffer, op) pair such as (a, weft.SUM), got '%.100s'",
+                     what, Py_TYPE(pair)->tp_name);
+        return -1;
+    }
+    *obj = PySequence_Fast_GET_ITEM(pair, 0);
+    PyObject *o = PySequence_Fast_GET_ITEM(pair, 1);
+    if ((*op = reduce_op(o)) == 0) {
+        PyErr_Format(PyExc_ValueError, "%s: unknown reduction operator %R: use weft.SUM, weft.MIN or "
+                     "weft.MAX (or 'sum', 'min', 'max')", what, o);
+        return -1;
+    }
+    return 0;
 }
 
 static PyObject *spawn_impl(modstate *st, RuntimeObject *r, PyObject *const *args,
@@ -406,7 +474,7 @@ spawn_impl(modstate *st, RuntimeObject *r, PyObject *const *args, Py_ssize_t nar
     }
 
     PyObject *result = NULL;
-    PyObject *deps = NULL, *accs[4] = {NULL, NULL, NULL, NULL};
+    PyObject *deps = NULL, *accs[4] = {NULL, NULL, NULL, NULL}, *red = NULL;
     weft_task *dbuf[SMALL], **dv = dbuf;
     /* The C accesses (the Data they come from held until submitted): the
      * named ones, then (moved after them) their relations. */
@@ -441,6 +509,7 @@ spawn_impl(modstate *st, RuntimeObject *r, PyObject *const *args, Py_ssize_t nar
         accs[m] = as_seq(accv[m], st->Data_T, mode_names[m], 1);
         if (accs[m] == NULL && PyErr_Occurred()) goto done;
     }
+    if ((red = reduces_seq(kw.reduces)) == NULL && PyErr_Occurred()) goto done;
     if (nd > SMALL) dv = PyMem_Malloc(sizeof(*dv) * (size_t)nd);
     if (dv == NULL) {
         PyErr_NoMemory();
@@ -491,6 +560,18 @@ again:
         }
     }
 
+    /* Reductions last: (buffer, op) pairs, the element type the buffer's. */
+    for (Py_ssize_t i = 0; red && i < PySequence_Fast_GET_SIZE(red); i++) {
+        char what[48];
+        snprintf(what, sizeof what, "spawn(): reduces[%zd]", i);
+        PyObject *pair = PySequence_Fast_GET_ITEM(red, i), *obj;
+        unsigned op, type;
+        if (reduce_pair(st, pair, what, &obj, &op) < 0 || weft_py_reduce_type(st, obj, what, &type) < 0 ||
+            weft_py_data_accesses(r, obj, what, WEFT_REDUCE | op | type | (device_data ? 0u : (unsigned)WEFT_HOST),
+                                  &av, &rel) < 0)
+            goto finish;
+    }
+
     na = av.n;
     if (weft_py_accs_append(&av, &rel) < 0) goto finish;
 
@@ -520,7 +601,9 @@ again:
         if (a == NULL) goto undo;
         for (Py_ssize_t i = 1; i < nargs; i++) {
             PyObject *x = args[i];
-            if (Py_IS_TYPE(x, st->Data_T)) x = ((DataObject *)x)->obj; /* the body gets the object */
+            /* The body gets the object (a tile: the tile itself, whose
+             * geometry the body needs; its object is the whole array's) */
+            if (Py_IS_TYPE(x, st->Data_T) && ((DataObject *)x)->parent == NULL) x = ((DataObject *)x)->obj;
             PyTuple_SET_ITEM(a, i - 1, Py_NewRef(x));
         }
         t->args = a;
@@ -575,6 +658,7 @@ done:
     Py_XDECREF(t);
     Py_XDECREF(deps);
     for (int m = 0; m < 4; m++) Py_XDECREF(accs[m]);
+    Py_XDECREF(red);
     if (dv != dbuf) PyMem_Free(dv);
     weft_py_accs_free(&av);
     weft_py_accs_free(&rel);

@@ -189,8 +189,8 @@ view_check(ViewObject *v)
 /* The array-interface type of one item of struct format fmt (NULL: "B")
  * with this itemsize, or -1 for what a view does not describe (several
  * fields, repeat counts, long double...): the view then shows bytes. */
-static int
-typestr_of(const char *fmt, Py_ssize_t itemsize, char out[8])
+int
+weft_py_typestr_of(const char *fmt, Py_ssize_t itemsize, char out[8])
 {
     const char *f = fmt ? fmt : "B";
     char order = '@';
@@ -217,6 +217,81 @@ typestr_of(const char *fmt, Py_ssize_t itemsize, char out[8])
     return 0;
 }
 
+/* The fields every view sets the same way: where it is (the task's first
+ * GPU for device data, else the host, holding the object), its scope.
+ * Consumes v on error. */
+static PyObject *
+view_finish(weft_py_frame *f, ViewObject *v, DataObject *d, char *ptr, Py_ssize_t i)
+{
+    v->ptr = ptr;
+    v->index = i;
+    v->readonly = (uint32_t)i < f->nreads || d->readonly;
+    v->task = weft_ctx_task_id(f->ctx);
+    v->at = AT_HOST;
+    v->ordinal = 0;
+    v->stream = 0;
+    v->obj = NULL;
+    strcpy(v->device, "cpu");
+    if (f->device_data && weft_ctx_gpu_count(f->ctx) > 0) {
+        /* The replica on the task's first GPU (weft_ctx_data's). */
+        weft_device_info info;
+        if (weft_device_info_get(weft_ctx_runtime(f->ctx), (unsigned)weft_ctx_gpu(f->ctx, 0), &info) != 0) {
+            v->scope = NULL;
+            Py_DECREF(v);
+            return weft_py_err_weft(WEFT_EINVAL, "view()");
+        }
+        v->at = info.kind == WEFT_DEVICE_CUDA ? AT_CUDA : AT_VGPU;
+        v->ordinal = info.ordinal;
+        memcpy(v->device, info.name, sizeof v->device);
+        v->device[sizeof v->device - 1] = 0;
+        /* The CUDA array interface gives 1 for the legacy default stream
+         * and forbids 0: a task's stream is never the default one. */
+        v->stream = (uintptr_t)weft_ctx_stream(f->ctx, 0);
+        if (v->stream == 0) v->stream = 1;
+    } else {
+        v->obj = Py_NewRef(d->obj); /* its memory is the object's */
+    }
+    struct weft_py_scope *s = frame_scope(f);
+    if (s == NULL) {
+        v->scope = NULL;
+        Py_DECREF(v);
+        return NULL;
+    }
+    atomic_fetch_add_explicit(&s->refs, 1, memory_order_relaxed);
+    v->scope = s;
+    return VIEW_DONE(v, (PyObject *)v);
+}
+
+/* A view of a tile (access i, at ptr): its span, halo included, rows
+ * weft_ctx_pitch apart — the parent's pitch on the host (a window into the
+ * array), its packed width on a device. */
+static PyObject *
+make_tile_view(modstate *st, weft_py_frame *f, Py_ssize_t i, DataObject *d, char *ptr)
+{
+    const weft_tile_info *t = &d->ti;
+    int ndim = d->tndim;
+    size_t pitch = weft_ctx_pitch(f->ctx, (size_t)i), row = t->cols * (size_t)d->elem;
+    ViewObject *v = (ViewObject *)st->View_T->tp_alloc(st->View_T, 2 * (Py_ssize_t)ndim);
+    if (v == NULL) return NULL;
+    WEFT_PY_HANDOFF_ACQUIRE(v); /* the memory's last user (its dealloc) */
+    v->ndim = ndim;
+    v->itemsize = d->elem;
+    if (ndim == 1) {
+        SHAPE(v)[0] = (Py_ssize_t)t->cols;
+        STRIDES(v)[0] = d->elem;
+    } else {
+        SHAPE(v)[0] = (Py_ssize_t)t->rows;
+        SHAPE(v)[1] = (Py_ssize_t)t->cols;
+        STRIDES(v)[0] = (Py_ssize_t)pitch;
+        STRIDES(v)[1] = d->elem;
+    }
+    v->c_contig = ndim == 1 || t->rows == 1 || pitch == row;
+    v->nbytes = (Py_ssize_t)(t->rows * row);
+    memcpy(v->format, d->format, sizeof v->format);
+    if (weft_py_typestr_of(d->format, d->elem, v->typestr) < 0) strcpy(v->typestr, "|u1"); /* partition checked */
+    return view_finish(f, v, d, ptr, i);
+}
+
 /* A view of access i of the running body (frame f); NULL with an exception. */
 static PyObject *
 make_view(modstate *st, weft_py_frame *f, Py_ssize_t i)
@@ -227,6 +302,7 @@ make_view(modstate *st, weft_py_frame *f, Py_ssize_t i)
         PyErr_Format(PyExc_RuntimeError, "view(): the task has no data access %zd", i);
         return NULL;
     }
+    if (d->parent) return make_tile_view(st, f, i, d, ptr);
     Py_ssize_t nbytes = d->has_view ? d->view.len : 0;
     /* The layout: the object's own, asked for again with its format (the
      * registration did not ask for one), if it still covers the registered
@@ -238,7 +314,7 @@ make_view(modstate *st, weft_py_frame *f, Py_ssize_t i)
     int ndim = 1;
     const char *bf = have && b.format ? b.format : "B";
     if (have && b.len == nbytes && b.buf == d->view.buf && b.ndim <= 64 && strlen(bf) < sizeof format &&
-        typestr_of(bf, b.itemsize, typestr) == 0 &&
+        weft_py_typestr_of(bf, b.itemsize, typestr) == 0 &&
         (PyBuffer_IsContiguous(&b, 'C') || PyBuffer_IsContiguous(&b, 'F'))) {
         ndim = b.ndim;
         strcpy(format, bf);
@@ -277,43 +353,8 @@ make_view(modstate *st, weft_py_frame *f, Py_ssize_t i)
     }
     memcpy(v->format, format, sizeof format);
     memcpy(v->typestr, typestr, sizeof typestr);
-    v->ptr = ptr;
     v->nbytes = nbytes;
-    v->index = i;
-    v->readonly = (uint32_t)i < f->nreads || d->readonly;
-    v->task = weft_ctx_task_id(f->ctx);
-    v->at = AT_HOST;
-    v->ordinal = 0;
-    v->stream = 0;
-    v->obj = NULL;
-    strcpy(v->device, "cpu");
-    if (f->device_data && weft_ctx_gpu_count(f->ctx) > 0) {
-        /* The replica on the task's first GPU (weft_ctx_data's). */
-        weft_device_info info;
-        if (weft_device_info_get(weft_ctx_runtime(f->ctx), (unsigned)weft_ctx_gpu(f->ctx, 0), &info) != 0) {
-            Py_DECREF(v);
-            return weft_py_err_weft(WEFT_EINVAL, "view()");
-        }
-        v->at = info.kind == WEFT_DEVICE_CUDA ? AT_CUDA : AT_VGPU;
-        v->ordinal = info.ordinal;
-        memcpy(v->device, info.name, sizeof v->device);
-        v->device[sizeof v->device - 1] = 0;
-        /* The CUDA array interface gives 1 for the legacy default stream
-         * and forbids 0: a task's stream is never the default one. */
-        v->stream = (uintptr_t)weft_ctx_stream(f->ctx, 0);
-        if (v->stream == 0) v->stream = 1;
-    } else {
-        v->obj = Py_NewRef(d->obj); /* its memory is the object's */
-    }
-    struct weft_py_scope *s = frame_scope(f);
-    if (s == NULL) {
-        v->scope = NULL;
-        Py_DECREF(v);
-        return NULL;
-    }
-    atomic_fetch_add_explicit(&s->refs, 1, memory_order_relaxed);
-    v->scope = s;
-    return VIEW_DONE(v, (PyObject *)v);
+    return view_finish(f, v, d, ptr, i);
 }
 
 static void
@@ -718,7 +759,8 @@ mod_view(PyObject *m, PyObject *args)
      * writes=: the last access, a writing one); else an index. */
     for (Py_ssize_t k = 0; k < n; k++) {
         DataObject *d = (DataObject *)PyTuple_GET_ITEM(f->acc, k);
-        if ((PyObject *)d == which || d->obj == which) i = k;
+        /* (a tile's obj is its parent's: a tile is named by itself only) */
+        if ((PyObject *)d == which || (d->parent == NULL && d->obj == which)) i = k;
     }
     if (i < 0 && PyIndex_Check(which)) {
         i = PyNumber_AsSsize_t(which, PyExc_IndexError);
