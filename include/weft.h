@@ -810,6 +810,7 @@ WEFT_API WEFT_NODISCARD int weft_comm_create(weft_runtime *rt, const weft_comm_c
  * Reductions gather every rank's contribution and fold them on each rank
  * in rank order (results identical on every rank, and equal to a
  * sequential fold).
+ * Destroy such a communicator (weft_comm_destroy) before MPI_Finalize.
  * Collective over mpi_comm (every rank calls it).  Errors: WEFT_EINVAL
  * (NULL rt or out, GPUs asked for, MPI not initialised or without
  * MPI_THREAD_MULTIPLE, Weft built without MPI), WEFT_ECLOSED, WEFT_ENOMEM,
