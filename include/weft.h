@@ -786,10 +786,20 @@ WEFT_API void weft_comm_config_init(weft_comm_config *c);
  * blocks on tasks; thread-safe. */
 WEFT_API WEFT_NODISCARD int weft_comm_create(weft_runtime *rt, const weft_comm_config *cfg, weft_comm **out);
 
-/* Create a communicator across the ranks of an MPI communicator: one
- * member per rank (member k is rank k of it), whose buffers are in host
- * memory (data made on a GPU is brought to the host first, by the data
- * layer, and back after).  mpi_comm points to an MPI_Comm (C: &comm;
+/* Create a communicator across the ranks of an MPI communicator.  With no
+ * GPUs in cfg: one member per rank (member k is rank k of it), whose
+ * buffers are in host memory (data made on a GPU is brought to the host
+ * first, by the data layer, and back after).  With cfg->gpus: each rank's
+ * members are those GPUs of its own runtime (ranks may have different
+ * numbers), numbered rank by rank (rank 0's first, ...); such a
+ * communicator is one over this rank's GPUs (as weft_comm_create makes)
+ * and one over the ranks, and its operations are composed of operations on
+ * them: all-reduce (a reduce to the rank's first GPU, an all-reduce across
+ * ranks, a broadcast from that GPU: a sum is each rank's sum in member
+ * order, then those in rank order), broadcast, and exchanges (transfers
+ * within a rank GPU to GPU, between ranks through host memory; the task
+ * returned ends when both have); the other collectives are refused on it
+ * (WEFT_EINVAL) for now.  mpi_comm points to an MPI_Comm (C: &comm;
  * mpi4py: MPI._addressof(comm)), or is NULL for MPI_COMM_WORLD; Weft
  * duplicates it.  MPI must be
  * initialised with MPI_THREAD_MULTIPLE: a progress thread of the
@@ -812,7 +822,7 @@ WEFT_API WEFT_NODISCARD int weft_comm_create(weft_runtime *rt, const weft_comm_c
  * sequential fold).
  * Destroy such a communicator (weft_comm_destroy) before MPI_Finalize.
  * Collective over mpi_comm (every rank calls it).  Errors: WEFT_EINVAL
- * (NULL rt or out, GPUs asked for, MPI not initialised or without
+ * (NULL rt or out, a bad GPU list, MPI not initialised or without
  * MPI_THREAD_MULTIPLE, Weft built without MPI), WEFT_ECLOSED, WEFT_ENOMEM,
  * WEFT_EDEVICE (MPI refused), WEFT_ESYSTEM. */
 WEFT_API WEFT_NODISCARD int weft_comm_create_mpi(weft_runtime *rt, const void *mpi_comm,
@@ -827,8 +837,9 @@ WEFT_API WEFT_NODISCARD int weft_comm_create_mpi(weft_runtime *rt, const void *m
 WEFT_API WEFT_NODISCARD int weft_mpi_init(void);
 WEFT_API WEFT_NODISCARD int weft_mpi_finalize(void);
 
-/* This process's member in c: its rank for a communicator across ranks, 0
- * otherwise (and for NULL or stale c). */
+/* This process's member in c: its rank for a communicator across ranks
+ * (its first member for one across ranks with GPUs), 0 otherwise (and for
+ * NULL or stale c). */
 WEFT_API unsigned weft_comm_rank(const weft_comm *c);
 
 /* Wait until every operation posted on c has finished, then free it.  The

@@ -72,6 +72,16 @@ int weft_comm_create(weft_runtime *h, const weft_comm_config *cfg, weft_comm **o
     if (!out)
         return weft__error(WEFT_EINVAL, "weft_comm_create: out is NULL");
     *out = NULL;
+    weft__comm *c;
+    int rc = weft__comm_new(h, cfg, &c);
+    if (rc == 0)
+        *out = weft__handle_encode(c);
+    return rc;
+}
+
+int weft__comm_new(weft_runtime *h, const weft_comm_config *cfg, weft__comm **out)
+{
+    *out = NULL;
     int err;
     weft__rt *rt = weft__rt_enter(h, "weft_comm_create", &err, 1, false);
     if (!rt)
@@ -144,7 +154,7 @@ int weft_comm_create(weft_runtime *h, const weft_comm_config *cfg, weft_comm **o
         weft__slot_free(c);
         return rc;
     }
-    *out = weft__handle_encode(c);
+    *out = c;
     return 0;
 }
 
@@ -158,9 +168,17 @@ int weft_comm_create_mpi(weft_runtime *h, const void *mpi_comm, const weft_comm_
         return weft__error(WEFT_EINVAL, "weft_comm_create_mpi: Weft was built without MPI (no mpi.h)");
     if (!mpi_comm)
         mpi_comm = weft__mpi_world();
-    if (cfg && (cfg->gpus || cfg->ngpus))
-        return weft__error(WEFT_EINVAL, "weft_comm_create_mpi: members across ranks are the ranks themselves "
-                                        "(their host memory); GPUs per rank are not supported yet");
+    weft__comm *c;
+    int rc = cfg && (cfg->gpus || cfg->ngpus) ? weft__comm_new_hybrid(h, mpi_comm, cfg, &c)
+                                              : weft__comm_new_mpi(h, mpi_comm, cfg ? cfg->timeout_ns : 0, &c);
+    if (rc == 0)
+        *out = weft__handle_encode(c);
+    return rc;
+}
+
+int weft__comm_new_mpi(weft_runtime *h, const void *mpi_comm, uint64_t timeout_ns, weft__comm **out)
+{
+    *out = NULL;
     int err;
     weft__rt *rt = weft__rt_enter(h, "weft_comm_create_mpi", &err, 1, false);
     if (!rt)
@@ -173,7 +191,7 @@ int weft_comm_create_mpi(weft_runtime *h, const void *mpi_comm, const weft_comm_
     memset((char *)c + sizeof c->slot, 0, sizeof *c - sizeof c->slot);
     c->rt = h;
     c->ranks = true;
-    c->timeout_ns = cfg && cfg->timeout_ns ? cfg->timeout_ns : DEFAULT_TIMEOUT_NS;
+    c->timeout_ns = timeout_ns ? timeout_ns : DEFAULT_TIMEOUT_NS;
     c->be = weft__mpi_backend;
     c->impl = (void *)mpi_comm;
     pthread_mutex_init(&c->lock, NULL);
@@ -187,7 +205,7 @@ int weft_comm_create_mpi(weft_runtime *h, const void *mpi_comm, const weft_comm_
         weft__slot_free(c);
         return weft__error(rc, "weft_comm_create_mpi: %s", why[0] ? why : weft_strerror(rc));
     }
-    *out = weft__handle_encode(c);
+    *out = c;
     return 0;
 }
 
@@ -219,6 +237,19 @@ int weft_comm_destroy(weft_comm *h)
     weft__comm *c = comm_get(h);
     if (!c)
         return weft__error(WEFT_EINVAL, "weft_comm_destroy: communicator is NULL or was destroyed");
+    weft__comm_free(c);
+    return 0;
+}
+
+void weft__comm_free(weft__comm *c)
+{
+    if (c->hybrid) { /* its two parts hold its operations */
+        weft__comm_free(c->node);
+        weft__comm_free(c->net);
+        weft__free(c->base);
+        weft__slot_free(c);
+        return;
+    }
     pthread_mutex_lock(&c->lock);
     while (c->inflight)
         pthread_cond_wait(&c->idle, &c->lock);
@@ -227,7 +258,6 @@ int weft_comm_destroy(weft_comm *h)
     pthread_mutex_destroy(&c->lock);
     pthread_cond_destroy(&c->idle);
     weft__slot_free(c);
-    return 0;
 }
 
 /* ------------------------------------------------------------------------ */
@@ -468,13 +498,18 @@ static const char *coll_name(unsigned op)
 
 int weft_comm_post(weft_comm *h, const weft_coll *o, weft_task **out)
 {
-    static const char fn[] = "weft_comm_post";
     weft__clear_error();
     if (out)
         *out = NULL;
     weft__comm *c = comm_get(h);
     if (!c)
-        return weft__error(WEFT_EINVAL, "%s: communicator is NULL or was destroyed", fn);
+        return weft__error(WEFT_EINVAL, "weft_comm_post: communicator is NULL or was destroyed");
+    return c->hybrid ? weft__hybrid_post(c, o, out) : weft__comm_post(c, o, out);
+}
+
+int weft__comm_post(weft__comm *c, const weft_coll *o, weft_task **out)
+{
+    static const char fn[] = "weft_comm_post";
     if (!o)
         return weft__error(WEFT_EINVAL, "%s: operation is NULL", fn);
     if (o->op < WEFT_COLL_ALLREDUCE || o->op > WEFT_COLL_REDUCE_SCATTER)
@@ -645,13 +680,18 @@ static bool sides_overlap(size_t aoff, size_t arows, size_t apitch, size_t abyte
 
 int weft_comm_exchange(weft_comm *h, const weft_xfer *x, size_t n, const char *name, weft_task **out)
 {
-    static const char fn[] = "weft_comm_exchange";
     weft__clear_error();
     if (out)
         *out = NULL;
     weft__comm *c = comm_get(h);
     if (!c)
-        return weft__error(WEFT_EINVAL, "%s: communicator is NULL or was destroyed", fn);
+        return weft__error(WEFT_EINVAL, "weft_comm_exchange: communicator is NULL or was destroyed");
+    return c->hybrid ? weft__hybrid_exchange(c, x, n, name, out) : weft__comm_exchange(c, x, n, name, out);
+}
+
+int weft__comm_exchange(weft__comm *c, const weft_xfer *x, size_t n, const char *name, weft_task **out)
+{
+    static const char fn[] = "weft_comm_exchange";
     if (n && !x)
         return weft__error(WEFT_EINVAL, "%s: n is %zu but x is NULL", fn, n);
     if (n > 65536)

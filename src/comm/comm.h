@@ -75,6 +75,20 @@ typedef struct weft__comm_backend {
     void (*skip)(weft__comm *c, uint64_t seq);
 } weft__comm_backend;
 
+/* api/comm.c, for api/comm_ranks.c: communicators without handles, and
+ * operations on them (errors and messages as the public functions'). */
+int weft__comm_new(weft_runtime *rt, const weft_comm_config *cfg, weft__comm **out);
+int weft__comm_new_mpi(weft_runtime *rt, const void *mpi_comm, uint64_t timeout_ns, weft__comm **out);
+void weft__comm_free(weft__comm *c);
+int weft__comm_post(weft__comm *c, const weft_coll *o, weft_task **out);
+int weft__comm_exchange(weft__comm *c, const weft_xfer *x, size_t n, const char *name, weft_task **out);
+/* api/comm_ranks.c: a communicator over the GPUs of several ranks. */
+int weft__comm_new_hybrid(weft_runtime *rt, const void *mpi_comm, const weft_comm_config *cfg, weft__comm **out);
+int weft__hybrid_post(weft__comm *c, const weft_coll *o, weft_task **out);
+int weft__hybrid_exchange(weft__comm *c, const weft_xfer *x, size_t n, const char *name, weft_task **out);
+/* comm/mpi.c: every rank's count (collective over net's ranks; blocks). */
+int weft__mpi_allgather_counts(weft__comm *net, unsigned mine, unsigned *all);
+
 /* For backends whose operations complete off the streams (MPI): from the
  * body, count one piece of work in flight for the task (its completion
  * waits for it); the cookie to give weft__comm_work_done(cookie, status)
@@ -96,6 +110,13 @@ struct weft__comm {
     uint64_t timeout_ns;
     const weft__comm_backend *be;
     void *impl;                        /* the backend's */
+    /* Across ranks with GPUs (api/comm_ranks.c): members numbered rank by
+     * rank, this rank's nlocal from base[rank] (base[] has a rank's first
+     * member per rank, and the total last); operations composed of ones on
+     * node (its GPUs) and net (the ranks). */
+    bool hybrid;
+    struct weft__comm *node, *net;
+    unsigned nlocal, *base;
     /* Across ranks (MPI): one member per rank, this rank's is `me`; the
      * next operation's number (under lock: every rank posts a
      * communicator's operations in one order, so numbers match). */

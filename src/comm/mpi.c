@@ -433,6 +433,14 @@ static void mskip(weft__comm *c, uint64_t seq)
 
 static void mfinish(void *state) { (void)state; }
 
+int weft__mpi_allgather_counts(weft__comm *net, unsigned mine, unsigned *all)
+{
+    mstate *m = net->impl;
+    /* the communicator is fresh: no operation of its is in flight, so the
+     * progress thread makes no MPI call on it meanwhile */
+    return MPI_Allgather(&mine, 1, MPI_UNSIGNED, all, 1, MPI_UNSIGNED, m->comm) == MPI_SUCCESS ? 0 : WEFT_EDEVICE;
+}
+
 /* MPI_COMM_WORLD as an object with an address (it is a constant). */
 static MPI_Comm world_comm;
 static pthread_once_t world_once = PTHREAD_ONCE_INIT;
