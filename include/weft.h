@@ -819,7 +819,11 @@ WEFT_API WEFT_NODISCARD int weft_comm_create(weft_runtime *rt, const weft_comm_c
  * (its input's writer failed) never starts there: the others time out.
  * Reductions gather every rank's contribution and fold them on each rank
  * in rank order (results identical on every rank, and equal to a
- * sequential fold).
+ * sequential fold).  Each collective first checks that every rank posted
+ * the same one (operation, type and operator, count, root): if not, it
+ * fails on every rank (its task WEFT_ETASKFAILED) with a message on stderr
+ * naming what differs, and the communicator goes on.  MPI's own errors
+ * fail the operation that met them (the message says which).
  * Destroy such a communicator (weft_comm_destroy) before MPI_Finalize.
  * Collective over mpi_comm (every rank calls it).  Errors: WEFT_EINVAL
  * (NULL rt or out, a bad GPU list, MPI not initialised or without

@@ -166,6 +166,14 @@ static void test_exchange(weft_runtime *rt, weft_comm *c) {
     CHECK(blk[3][3] == rank * 1000 + 3 * R + 3);
 }
 
+static int refill_body(weft_ctx *ctx, void *arg) {
+    (void)arg;
+    double *p = weft_ctx_data(ctx, 0);
+    for (int i = 0; i < 4; i++)
+        p[i] = 5 + i;
+    return 0;
+}
+
 static void test_misuse(weft_runtime *rt, weft_comm *c) {
     test_step("bad arguments across ranks");
     weft_comm *bad;
@@ -194,6 +202,25 @@ static void test_misuse(weft_runtime *rt, weft_comm *c) {
     CHECK_ERR(weft_comm_post(c, &o, NULL), WEFT_EINVAL); /* this rank's recv is missing */
     CHECKF(strstr(weft_last_error(), "is NULL") != NULL, "%s", weft_last_error());
     CHECK(weft_comm_size(c) == (unsigned)nranks && weft_comm_rank(c) == (unsigned)rank);
+    /* The ranks disagree on a collective (its count): it fails on every
+     * rank, saying so, and the communicator goes on. */
+    double v[4] = {1, 2, 3, 4};
+    weft_data *d;
+    CHECK_OK(weft_data_register(rt, v, sizeof v, &d));
+    weft_data *dv[8] = {0};
+    dv[rank] = d;
+    weft_task *t = post_coll(c, WEFT_COLL_ALLREDUCE, WEFT_RED_F64 | WEFT_RED_SUM, rank == 0 ? 4 : 3, 0, NULL, dv);
+    CHECK_RC(weft_task_wait(t), WEFT_ETASKFAILED);
+    weft_task_release(t);
+    CHECK_ERR(weft_wait_all(rt), WEFT_ETASKFAILED);
+    CHECK(v[0] == 1 && v[3] == 4);
+    weft_access w = {d, WEFT_W}; /* a writer makes it valid again */
+    test_spawn_at(rt, "cpu", 0, refill_body, v, &w, 1, false);
+    t = post_coll(c, WEFT_COLL_ALLREDUCE, WEFT_RED_F64 | WEFT_RED_SUM, 4, 0, NULL, dv);
+    CHECK_OK(weft_task_wait(t));
+    weft_task_release(t);
+    CHECK_OK(weft_data_unregister(d));
+    CHECKF(v[0] == 2 * 5 && v[3] == 2 * 8, "rank %d: %g %g", rank, v[0], v[3]);
 }
 
 /* A communicator over 2 ranks x 2 virtual GPUs (4 members, rank 0's

@@ -41,6 +41,9 @@
 #include <string.h>
 #include <time.h>
 
+enum { NSIG = 4 }; /* a collective's signature: operation, type and operator, count, root */
+static const char *const sig_names[NSIG] = {"operation", "element type and operator", "count", "root"};
+
 typedef struct mop {
     struct mop *next;
     weft__coll_run r;                  /* xfer copied and owned */
@@ -51,6 +54,11 @@ typedef struct mop {
     int ntypes;
     char *stage;                       /* gathered contributions (reductions) */
     uint64_t started;
+    /* A collective first checks that every rank posted the same one: the
+     * minimum over the ranks of its signature and of its negation (the
+     * maximum), by one small all-reduce. */
+    bool checking;
+    int64_t sig[2 * NSIG], agreed[2 * NSIG];
 } mop;
 
 typedef struct mstate {
@@ -81,14 +89,59 @@ static void fold_all(const mop *o, const char *stage, int n, size_t B, void *out
         weft__red_combine(o->r.key, out, stage + (size_t)j * B, B);
 }
 
-/* Start o (the thread, with no lock): 0 or an MPI error. */
+/* Start a collective's check (the thread, with no lock): 0 or an MPI
+ * error. */
+static int start_check(mstate *m, mop *o)
+{
+    const weft__coll_run *r = &o->r;
+    int64_t v[NSIG] = {(int64_t)r->op, (int64_t)r->key, (int64_t)r->count, (int64_t)r->root};
+    for (int i = 0; i < NSIG; i++) {
+        o->sig[i] = v[i];
+        o->sig[NSIG + i] = -v[i];
+    }
+    o->req = weft__alloc(sizeof *o->req);
+    if (!o->req)
+        return MPI_ERR_NO_MEM;
+    o->nreq = 1;
+    o->checking = true;
+    return MPI_Iallreduce(o->sig, o->agreed, 2 * NSIG, MPI_INT64_T, MPI_MIN, m->comm, o->req);
+}
+
+/* The check came back: which field the ranks disagree on (message in why),
+ * or -1. */
+static int disagreement(const mop *o, char *why, size_t len)
+{
+    for (int i = 0; i < NSIG; i++)
+        if (o->agreed[i] != -o->agreed[NSIG + i]) {
+            snprintf(why, len, "the ranks posted different operations as number %llu: its %s is %lld here, "
+                               "from %lld to %lld among the ranks",
+                     (unsigned long long)o->r.seq, sig_names[i], (long long)o->sig[i], (long long)o->agreed[i],
+                     (long long)-o->agreed[NSIG + i]);
+            return i;
+        }
+    return -1;
+}
+
+/* Start o (the thread, with no lock): a collective's check first (the
+ * operation itself when it comes back: start_op), an exchange at once.
+ * 0 or an MPI error. */
+static int start_op(mstate *m, mop *o);
 static int start(mstate *m, mop *o)
+{
+    o->started = weft__now_ns();
+    return o->r.op ? start_check(m, o) : start_op(m, o);
+}
+
+static int start_op(mstate *m, mop *o)
 {
     weft__coll_run *r = &o->r;
     size_t B = r->count * r->elem;
     int n = m->size, rc = MPI_SUCCESS;
     MPI_Datatype byte = MPI_BYTE;
-    o->started = weft__now_ns();
+    o->checking = false;
+    weft__free(o->req);
+    o->req = NULL;
+    o->nreq = 0;
     if (r->op == 0) { /* an exchange: this rank's sends and receives, tagged with the number */
         int tag = (int)(r->seq % 32767);
         o->req = weft__alloc(2 * (r->nxfer ? r->nxfer : 1) * sizeof *o->req);
@@ -201,15 +254,40 @@ static bool take_skipped(mstate *m, uint64_t s)
     return false;
 }
 
+/* o failed (no lock held): report it, let its task know, free it. */
+static void fail_op(mop *o, int status, const char *why)
+{
+    if (why)
+        fprintf(stderr, "weft: operation %llu '%s': %s\n", (unsigned long long)o->r.seq, o->r.name, why);
+    weft__comm_work_done(o->cookie, status);
+    mop_free(o);
+}
+
+/* An MPI error code in words. */
+static void mpi_words(int rc, char *buf, size_t len)
+{
+    char es[MPI_MAX_ERROR_STRING];
+    int n = 0;
+    if (MPI_Error_string(rc, es, &n) != MPI_SUCCESS)
+        snprintf(es, sizeof es, "error %d", rc);
+    snprintf(buf, len, "MPI failed it (%s)", es);
+}
+
 static void *progress(void *arg)
 {
     mstate *m = arg;
-    char msg[256];
+    char why[320];
+    /* A collective whose check is in flight (the thread's own): nothing
+     * after it starts until it does, so that every rank starts MPI's
+     * collectives in one order. */
+    mop *gate = NULL;
     pthread_mutex_lock(&m->lock);
     for (;;) {
-        /* Start what is next in number (skipping numbers given up). */
+        /* Start what is next in number (skipping numbers given up), up to
+         * and including the next collective. */
         mop *ready = NULL, **tail = &ready;
-        for (bool moved = true; moved;) {
+        bool collective = false;
+        for (bool moved = !gate; moved && !collective;) {
             moved = false;
             if (take_skipped(m, m->next)) {
                 m->next++;
@@ -225,6 +303,7 @@ static void *progress(void *arg)
                     tail = &o->next;
                     m->next++;
                     moved = true;
+                    collective = o->r.op != 0;
                     break;
                 }
         }
@@ -249,20 +328,16 @@ static void *progress(void *arg)
             ready = o->next;
             int rc = broken ? MPI_ERR_OTHER : start(m, o);
             if (rc != MPI_SUCCESS) {
-                if (!broken) {
-                    int len = 0;
-                    char es[MPI_MAX_ERROR_STRING];
-                    MPI_Error_string(rc, es, &len);
-                    fprintf(stderr, "weft: MPI refused operation %llu '%s' (%s)\n", (unsigned long long)o->r.seq,
-                            o->r.name, es);
-                }
+                if (!broken)
+                    mpi_words(rc, why, sizeof why);
                 /* requests started before the error: waited for (they were matched or will be) */
                 if (o->nreq)
                     MPI_Waitall(o->nreq, o->req, MPI_STATUSES_IGNORE);
-                weft__comm_work_done(o->cookie, broken ? WEFT_ECLOSED : WEFT_EDEVICE);
-                mop_free(o);
+                fail_op(o, broken ? WEFT_ECLOSED : WEFT_EDEVICE, broken ? NULL : why);
                 continue;
             }
+            if (o->checking)
+                gate = o;
             o->next = m->active;
             m->active = o;
         }
@@ -271,7 +346,29 @@ static void *progress(void *arg)
         for (mop **pp = &m->active; *pp;) {
             mop *o = *pp;
             int done = 0;
-            MPI_Testall(o->nreq, o->req, &done, MPI_STATUSES_IGNORE);
+            int rc = MPI_Testall(o->nreq, o->req, &done, MPI_STATUSES_IGNORE);
+            if (rc == MPI_SUCCESS && done && o->checking) {
+                /* Every rank sees the same agreement: all go on, or all fail. */
+                if (o == gate)
+                    gate = NULL;
+                if (disagreement(o, why, sizeof why) >= 0) {
+                    *pp = o->next;
+                    fail_op(o, WEFT_EINVAL, why);
+                    continue;
+                }
+                if ((rc = start_op(m, o)) == MPI_SUCCESS) {
+                    pp = &o->next;
+                    continue;
+                }
+            }
+            if (rc != MPI_SUCCESS) { /* errors are returned on the communicator's copy */
+                *pp = o->next;
+                if (o == gate)
+                    gate = NULL;
+                mpi_words(rc, why, sizeof why);
+                fail_op(o, WEFT_EDEVICE, why);
+                continue;
+            }
             if (done) {
                 conclude(m, o);
                 *pp = o->next;
@@ -281,12 +378,14 @@ static void *progress(void *arg)
                 continue;
             }
             if (now - o->started > m->c->timeout_ns) {
-                snprintf(msg, sizeof msg,
-                         "weft: operation %llu '%s' on a communicator of %d ranks (this is rank %d) did not complete "
-                         "within %.3f s: a rank never took part; the communicator is broken from now on",
-                         (unsigned long long)o->r.seq, o->r.name, m->size, m->rank, (double)m->c->timeout_ns / 1e9);
-                fprintf(stderr, "%s\n", msg);
+                snprintf(why, sizeof why,
+                         "on a communicator of %d ranks (this is rank %d), it did not complete within %.3f s: a rank "
+                         "never took part; the communicator is broken from now on",
+                         m->size, m->rank, (double)m->c->timeout_ns / 1e9);
+                fprintf(stderr, "weft: operation %llu '%s': %s\n", (unsigned long long)o->r.seq, o->r.name, why);
                 *pp = o->next;
+                if (o == gate)
+                    gate = NULL;
                 weft__comm_work_done(o->cookie, WEFT_ETIMEDOUT);
                 /* its requests stay with MPI (and so does o) */
                 pthread_mutex_lock(&m->lock);
@@ -331,6 +430,7 @@ static int mopen(weft__comm *c, char *why, size_t len)
         snprintf(why, len, "MPI_Comm_dup failed");
         return WEFT_EDEVICE;
     }
+    MPI_Comm_set_errhandler(m->comm, MPI_ERRORS_RETURN); /* errors reach the operation, not abort() */
     MPI_Comm_rank(m->comm, &m->rank);
     MPI_Comm_size(m->comm, &m->size);
     pthread_mutex_init(&m->lock, NULL);
