@@ -593,7 +593,7 @@ buffer_use(post_ctx *p, PyObject *obj, const char *what, unsigned mode, int type
         p->type_of = obj;
     }
     *h = p->av.acc[p->av.n - 1].data;
-    *bytes = d->dummy ? 0 : (size_t)d->view.len;
+    *bytes = (size_t)(d->hi - d->lo); /* lo == hi: a zero-length buffer */
     return 0;
 }
 
