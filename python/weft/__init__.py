@@ -59,6 +59,7 @@ from ._weft import (  # noqa: F401
     SUM,
     RW,
     CancelledError,
+    Communicator,
     Data,
     R,
     Runtime,
@@ -69,10 +70,13 @@ from ._weft import (  # noqa: F401
     current_runtime,
     current_task,
     data,
+    mpi_finalize,
+    mpi_init,
     spawn,
     wait_all,
 )
 from ._weft import _close_all
+from ._comm import Grid, GridBlock, Transfer  # noqa: F401
 from ._placement import Context, DeviceSet, Variants, context, cpu, gpu, variants
 from . import _placement as _placement_mod
 
@@ -108,6 +112,12 @@ __all__ = [
     "Context",
     "DeviceSet",
     "Variants",
+    "Communicator",
+    "Transfer",
+    "Grid",
+    "GridBlock",
+    "mpi_init",
+    "mpi_finalize",
 ]
 
 # Runtimes still open at exit are closed (their tasks finish) while the

@@ -141,7 +141,13 @@ typedef struct {
     PyTypeObject *Space_T;
     PyTypeObject *Data_T;
     PyTypeObject *View_T;
+    PyTypeObject *Comm_T;
     PyObject *CancelledError;
+    /* MPI was started by weft (weft.mpi_init, or Communicator.mpi with MPI
+     * not running): weft._close_all finalizes it at exit, after closing
+     * every runtime (and so every communicator).  Atomic: any thread may
+     * create a communicator. */
+    _Atomic int mpi_started;
     PyObject *stack;      /* list of (runtime, owner): runtimes entered with `with`,
                              innermost last; owner is the task whose body entered the
                              block, or None outside tasks */
@@ -271,6 +277,8 @@ typedef struct RuntimeObject {
     struct TaskObject *_Atomic released; /* tasks whose bodies ran, references to drop
                                    (gil_off only; weft_py_release_drain) */
     _Atomic int closing;        /* set once nothing runs any more, before destroy */
+    PyObject *comms;            /* list: its open weft.Communicators (strong; comm.c), closed
+                                   with it */
     PyObject *weakreflist;
 } RuntimeObject;
 
@@ -303,6 +311,11 @@ typedef struct TaskObject {
     int ran;               /* the body finished (result/exc are final) */
     _Atomic int retrieved; /* its exception was handed to the user */
     uint64_t fail_id;      /* its C id, under which rt->failed lists it (0: not listed) */
+    /* A task without a Python body (a communication operation, comm.c):
+     * its final C status (weft_task_status), recorded while the runtime is
+     * open, for questions asked after it closed (its handle unusable then);
+     * -1 unknown.  Atomic: recorded by whichever thread prunes it. */
+    _Atomic int cstatus;
     struct TaskObject *release_next; /* in rt->released */
     PyObject *weakreflist;
 } TaskObject;
@@ -629,6 +642,30 @@ int weft_py_accs_stale(const weft_py_accs *a);
  * the last); keeps the storage. */
 void weft_py_accs_clear(weft_py_accs *a);
 void weft_py_accs_free(weft_py_accs *a);
+
+/* A mode bit of the extension's own (never passed to the C core): the
+ * access of a communication operation (comm.c), whose C task names only
+ * the handles given to weft_comm_post, so a Data with overlapping ranges
+ * (relations) is refused. */
+#define WEFT_PY_COMM_ACCESS 0x80000000u
+
+/* ------------------------------------------------------------------------ */
+/* Communication (comm.c)                                                    */
+/* ------------------------------------------------------------------------ */
+
+extern PyType_Spec weft_py_comm_spec;
+extern PyMethodDef weft_py_comm_methods[];
+/* Runtime close, once nothing runs any more, before the C runtime is
+ * destroyed: record how each finished operation of r's communicators
+ * ended (their handles become unusable with the runtime). */
+void weft_py_comms_settle(RuntimeObject *r);
+/* Runtime close, after the C runtime was destroyed: destroy every
+ * communicator of r still open. */
+void weft_py_comms_close_all(RuntimeObject *r);
+/* weft._close_all at exit: finalize MPI if weft started it. */
+void weft_py_mpi_atexit(modstate *st);
+/* The exception of a failed task without a Python body (new ref). */
+PyObject *weft_py_bodyless_failure(TaskObject *t);
 
 /* ------------------------------------------------------------------------ */
 /* Views (view.c)                                                            */

@@ -87,7 +87,8 @@ enum {
     REG_CLOSING,      /* the Data, over [lo, hi), is being unregistered */
     REG_DEVICE_OVERLAP, /* device views of the Data over [lo, hi), which overlaps other ranges */
     REG_PARTITIONED,  /* the new range [lo, hi) overlaps [olo, ohi), which is partitioned into tiles */
-    REG_REDUCE_OVERLAP /* a reduction of the Data over [lo, hi), which overlaps other ranges */
+    REG_REDUCE_OVERLAP, /* a reduction of the Data over [lo, hi), which overlaps other ranges */
+    REG_COMM_OVERLAP  /* a communication buffer over [lo, hi), which overlaps other ranges */
 };
 typedef struct {
     int kind;
@@ -145,6 +146,14 @@ reg_raise(const reg_err *e, const char *what, int given)
         PyErr_Format(PyExc_ValueError,
                      "%s: a reduction needs memory registered as one range, but this %s (memory %s) "
                      "overlaps other registered ranges; reduce into the whole array only", what, which, b);
+        break;
+    case REG_COMM_OVERLAP:
+        range_str(b, sizeof b, e->lo, e->hi);
+        PyErr_Format(PyExc_ValueError,
+                     "%s: a communication buffer needs memory registered as one range, but this %s "
+                     "(memory %s) overlaps other registered ranges (the operation's task would not be "
+                     "ordered with their tasks); communicate the whole array only, or unregister the "
+                     "overlapping views first", what, which, b);
         break;
     default:
         break;
@@ -885,6 +894,15 @@ data_use(RuntimeObject *r, DataObject *d, unsigned mode, weft_py_accs *a, weft_p
         err->hi = d->hi;
         return -1;
     }
+    if ((mode & WEFT_PY_COMM_ACCESS) && (d->nlower || d->npending)) {
+        /* weft_comm_post names only the handles it is given: the
+         * relations' handles would not be ordered with the operation. */
+        err->kind = REG_COMM_OVERLAP;
+        err->lo = d->lo;
+        err->hi = d->hi;
+        return -1;
+    }
+    mode &= ~WEFT_PY_COMM_ACCESS;
     if (!(mode & WEFT_HOST) && (d->nlower || d->npending)) {
         err->kind = REG_DEVICE_OVERLAP;
         err->lo = d->lo;

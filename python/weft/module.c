@@ -132,6 +132,8 @@ mod_close_all(PyObject *m, PyObject *Py_UNUSED(ignored))
         }
     Py_DECREF(lst);
     (void)err;
+    /* Every communicator closed with its runtime: MPI may end now. */
+    weft_py_mpi_atexit(st);
     Py_RETURN_NONE;
 }
 
@@ -224,7 +226,9 @@ module_exec(PyObject *m)
     ADD_TYPE(Space_T, weft_py_space_spec);
     ADD_TYPE(Data_T, weft_py_data_spec);
     ADD_TYPE(View_T, weft_py_view_spec);
+    ADD_TYPE(Comm_T, weft_py_comm_spec);
 #undef ADD_TYPE
+    atomic_init(&st->mpi_started, 0);
     PyObject *cf = PyImport_ImportModule("concurrent.futures");
     if (cf == NULL) return -1;
     PyObject *base = PyObject_GetAttrString(cf, "CancelledError");
@@ -270,6 +274,7 @@ module_exec(PyObject *m)
     if (PyModule_AddObjectRef(m, "_open_runtimes", st->open) < 0) return -1;
     if (PyModule_AddFunctions(m, weft_py_place_methods) < 0) return -1;
     if (PyModule_AddFunctions(m, weft_py_view_methods) < 0) return -1;
+    if (PyModule_AddFunctions(m, weft_py_comm_methods) < 0) return -1;
     return 0;
 }
 
@@ -283,6 +288,7 @@ module_traverse(PyObject *m, visitproc visit, void *arg)
     Py_VISIT(st->Space_T);
     Py_VISIT(st->Data_T);
     Py_VISIT(st->View_T);
+    Py_VISIT(st->Comm_T);
     Py_VISIT(st->CancelledError);
     Py_VISIT(st->stack);
     Py_VISIT(st->open);
@@ -304,6 +310,7 @@ module_clear(PyObject *m)
     Py_CLEAR(st->Space_T);
     Py_CLEAR(st->Data_T);
     Py_CLEAR(st->View_T);
+    Py_CLEAR(st->Comm_T);
     Py_CLEAR(st->CancelledError);
     Py_CLEAR(st->stack);
     Py_CLEAR(st->open);

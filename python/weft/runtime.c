@@ -137,6 +137,7 @@ Runtime_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
     r->failures = PyDict_New();
     r->failed = PyDict_New();
     r->spaces = PyDict_New();
+    r->comms = PyList_New(0);
     r->next_space = 0;
     r->spin_gil_ns = gil_spin;
     r->gil_off = 0;
@@ -155,7 +156,7 @@ Runtime_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
     atomic_init(&r->closing, 0);
     r->weakreflist = NULL;
     PyObject_GC_Track(r);
-    if (!r->failures || !r->failed || !r->spaces) goto fail;
+    if (!r->failures || !r->failed || !r->spaces || !r->comms) goto fail;
 
     cfg.on_worker_start = weft_py_on_worker_start;
     cfg.on_worker_stop = weft_py_on_worker_stop;
@@ -237,6 +238,9 @@ close_locked(RuntimeObject *r)
             weft_py_cancel_pending(r);
         }
     }
+    /* Communication operations have no Python body: how they ended is
+     * recorded now, while their handles can still tell. */
+    weft_py_comms_settle(r);
     r->closing = 1;
     weft_runtime *rt = r->rt;
     int rc;
@@ -245,6 +249,9 @@ close_locked(RuntimeObject *r)
     END_NOGIL_W
     (void)rc;
     r->rt = NULL;
+    /* Then its communicators (weft_comm_destroy after the runtime only
+     * frees them, and ends an MPI communicator's progress thread). */
+    weft_py_comms_close_all(r);
     weft_py_release_drain(r); /* every body has run */
     weft_py_spaces_unbind(r);
     /* Buffers stay exported until here. */
@@ -273,6 +280,7 @@ Runtime_traverse(RuntimeObject *r, visitproc visit, void *arg)
     Py_VISIT(r->module);
     Py_VISIT(r->failures);
     Py_VISIT(r->spaces);
+    Py_VISIT(r->comms);
     return weft_py_registry_traverse(r, visit, arg);
 }
 
@@ -282,6 +290,7 @@ Runtime_clear(RuntimeObject *r)
     Py_CLEAR(r->failures);
     weft_py_registry_clear(r);
     Py_CLEAR(r->spaces);
+    Py_CLEAR(r->comms);
     Py_CLEAR(r->failed);
     return 0;
 }

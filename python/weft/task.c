@@ -22,6 +22,7 @@ weft_py_task_new(modstate *st)
     t->ran = 0;
     atomic_init(&t->retrieved, 0);
     t->fail_id = 0;
+    atomic_init(&t->cstatus, -1);
     t->index = -1;
     t->ph = NULL;
     t->release_next = NULL;
@@ -51,8 +52,11 @@ phase_status(TaskObject *t, weft_task_status *cs)
     if (h == NULL) return "declared";
     weft_task_status s;
     if (weft_task_status_get(h, &s) != 0) {
-        /* Handle unusable (runtime destroyed): the body outcome decides. */
-        if (t->ran) s = t->exc ? WEFT_TASK_FAILED : WEFT_TASK_COMPLETED;
+        /* Handle unusable (runtime destroyed): the body outcome decides,
+         * or for a task without a body its recorded status. */
+        int cst = atomic_load(&t->cstatus);
+        if (cst >= 0) s = (weft_task_status)cst;
+        else if (t->ran) s = t->exc ? WEFT_TASK_FAILED : WEFT_TASK_COMPLETED;
         else s = WEFT_TASK_CANCELLED;
     }
     if (cs) *cs = s;
@@ -277,6 +281,15 @@ Task_exception_impl(TaskObject *t, PyObject *args, PyObject *kwds)
         return Py_NewRef(t->exc);
     }
     if (rc == WEFT_ECANCELLED) return weft_py_task_cancel_exc(t, NULL);
+    if (rc == WEFT_ETASKFAILED && t->exc == NULL && t->fn == NULL && !t->ran)
+        return weft_py_bodyless_failure(t); /* a communication operation (comm.c) */
+    if (rc != RC_PYERR && rc != WEFT_ETIMEDOUT && rc != WEFT_EBUSY && (t->rt == NULL || t->rt->rt == NULL)) {
+        /* The runtime is gone: a task without a body has its recorded status. */
+        int cst = atomic_load(&t->cstatus);
+        if (cst == WEFT_TASK_COMPLETED) Py_RETURN_NONE;
+        if (cst == WEFT_TASK_FAILED) return weft_py_bodyless_failure(t);
+        if (cst == WEFT_TASK_CANCELLED) return weft_py_task_cancel_exc(t, NULL);
+    }
     if (weft_py_raise_outcome(t, rc, 1) < 0) {
         /* A closed runtime: the stored outcome is the answer. */
         if ((rc != RC_PYERR && rc != WEFT_ETIMEDOUT && rc != WEFT_EBUSY) && t->exc) {

@@ -110,7 +110,14 @@ weft_py_raise_outcome(TaskObject *t, int rc, int for_result)
         if (!for_result) return 0;
         weft_py_task_retrieved(t);
         if (t->exc) weft_py_raise_exc(t->exc);
-        else PyErr_SetString(PyExc_RuntimeError, "the weft task failed (its device work failed)");
+        else if (t->fn == NULL && !t->ran) {
+            /* No Python body: a communication operation (comm.c). */
+            PyObject *e = weft_py_bodyless_failure(t);
+            if (e) {
+                weft_py_raise_exc(e);
+                Py_DECREF(e);
+            }
+        } else PyErr_SetString(PyExc_RuntimeError, "the weft task failed (its device work failed)");
         return -1;
     case WEFT_ECANCELLED:
         if (!for_result) return 0;
@@ -128,6 +135,10 @@ weft_py_raise_outcome(TaskObject *t, int rc, int for_result)
         if (t->rt == NULL || t->rt->rt == NULL) {
             /* The runtime is gone: its tasks finished then. */
             if (!for_result) return 0;
+            int cst = atomic_load(&t->cstatus);
+            if (cst == WEFT_TASK_COMPLETED) return 0;
+            if (cst == WEFT_TASK_FAILED) return weft_py_raise_outcome(t, WEFT_ETASKFAILED, 1);
+            if (cst == WEFT_TASK_CANCELLED) return weft_py_raise_outcome(t, WEFT_ECANCELLED, 1);
             if (t->ran) {
                 if (t->exc) {
                     weft_py_task_retrieved(t);
