@@ -566,7 +566,16 @@ again:
         snprintf(what, sizeof what, "spawn(): reduces[%zd]", i);
         PyObject *pair = PySequence_Fast_GET_ITEM(red, i), *obj;
         unsigned op, type;
-        if (reduce_pair(st, pair, what, &obj, &op) < 0 || weft_py_reduce_type(st, obj, what, &type) < 0 ||
+        if (reduce_pair(st, pair, what, &obj, &op) < 0)
+            goto finish;
+        if (Py_IS_TYPE(obj, st->Data_T) && ((DataObject *)obj)->parent) {
+            /* (the C core reduces a tile's interior only, a packed private
+             * copy; the views here do not describe that shape yet) */
+            PyErr_Format(PyExc_ValueError, "%s: reductions of tiles are not supported from Python yet; reduce "
+                         "into an array of its own and add it to the tile in a task", what);
+            goto finish;
+        }
+        if (weft_py_reduce_type(st, obj, what, &type) < 0 ||
             weft_py_data_accesses(r, obj, what, WEFT_REDUCE | op | type | (device_data ? 0u : (unsigned)WEFT_HOST),
                                   &av, &rel) < 0)
             goto finish;
