@@ -5,6 +5,7 @@
  */
 #include "runtime.h"
 #include "data/reduce.h"
+#include "data/tile.h"
 
 #include <string.h>
 
@@ -39,16 +40,40 @@ static int reduce_check(const weft_task_desc *d, size_t i, const weft__data *dd,
         return weft__error(WEFT_EINVAL, "%s: access %zu reduces elements of type 0x%x: add WEFT_RED_I32, "
                                         "WEFT_RED_I64, WEFT_RED_U32, WEFT_RED_U64, WEFT_RED_F32 or WEFT_RED_F64",
                            fn, i, m & WEFT_RED_TYPE_MASK);
-    if (dd->size % elem)
+    if (!dd->tile && dd->size % elem)
         return weft__error(WEFT_EINVAL, "%s: access %zu reduces %zu-byte elements, but its data's %zu bytes are "
                                         "not a whole number of them", fn, i, elem, dd->size);
-    if (dd->tile || atomic_load(&((weft__data *)dd)->fam))
-        return weft__error(WEFT_EINVAL, "%s: access %zu reduces %s: reductions of tiles are not supported", fn, i,
-                           dd->tile ? "a tile" : "data partitioned into tiles");
-    for (size_t j = 0; j < d->naccesses; j++)
-        if (j != i && d->accesses[j].data == d->accesses[i].data)
+    if (dd->tile && dd->in_bytes % elem)
+        return weft__error(WEFT_EINVAL, "%s: access %zu reduces %zu-byte elements, but the rows of its tile's "
+                                        "interior are %zu bytes, not a whole number of them", fn, i, elem,
+                           dd->in_bytes);
+    if (!dd->tile && atomic_load(&((weft__data *)dd)->fam))
+        return weft__error(WEFT_EINVAL, "%s: access %zu reduces data partitioned into tiles: reduce its tiles "
+                                        "(or the data before it is partitioned)", fn, i);
+    for (size_t j = 0; j < d->naccesses; j++) {
+        if (j == i)
+            continue;
+        if (d->accesses[j].data == d->accesses[i].data)
             return weft__error(WEFT_EINVAL, "%s: access %zu reduces data that access %zu names too: a reduction "
                                             "must be the task's only access to its data", fn, i, j);
+        /* A tile's reduction must not meet the order-only accesses the
+         * task's other accesses add on it (data/tile.h): the parent of
+         * its tile, or a read of a tile whose halo covers it. */
+        const weft__data *e = dd->tile ? weft__data_get(d->accesses[j].data) : NULL;
+        if (!e)
+            continue;
+        if (e == dd->tile->fam->parent)
+            return weft__error(WEFT_EINVAL, "%s: access %zu reduces a tile of the data that access %zu names: a "
+                                            "task reducing a tile must not access the data it was partitioned "
+                                            "from", fn, i, j);
+        if (e->tile && e->tile->fam == dd->tile->fam && (d->accesses[j].mode & WEFT_R))
+            for (unsigned k = 0; k < e->tile->nnb; k++)
+                if (e->tile->nb[k].tile == dd->tile->index)
+                    return weft__error(WEFT_EINVAL, "%s: access %zu reduces tile %u, but access %zu reads tile "
+                                                    "%u, whose halo covers part of it: a task must not read "
+                                                    "what it reduces", fn, i, dd->tile->index, j,
+                                       e->tile->index);
+    }
     return 0;
 }
 
@@ -345,8 +370,8 @@ size_t weft_ctx_pitch(const weft_ctx *ctx, size_t i)
     const weft__task_access *a = &ctx->task->access[i];
     if (a->mode & WEFT__ORDER_ONLY)
         return 0;
-    if (a->mode & WEFT_REDUCE)
-        return a->data->size;
+    if (a->mode & WEFT_REDUCE) /* its private copy: the interior's rows, packed */
+        return a->data->in_bytes;
     unsigned dev = (a->mode & WEFT_HOST) ? 0 : ctx->task->device;
     return weft__data_pitch(a->data, dev < a->data->nrep ? dev : 0);
 }
