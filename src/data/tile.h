@@ -18,6 +18,12 @@
  * The graph orders them: a task reading a tile also follows its neighbours'
  * writers, and a task on the parent follows (and precedes) every tile's
  * tasks (implicit order-only accesses added at spawn, weft__family_orders).
+ *
+ * A tile's reductions (data/reduce.h: private copies of its interior) are
+ * combined here, under the family's lock, into the tile made from the
+ * parent's newest value: by the next task on the tile, the next read of a
+ * neighbour (its halo), the next task on the parent, or unregister, which
+ * the graph orders after the reducers through the same accesses.
  */
 #ifndef WEFT_TILE_H
 #define WEFT_TILE_H
