@@ -166,6 +166,7 @@ typedef struct tred {
     uint64_t salt;
     int nterms;
     bool host;                         /* WEFT_HOST: its copy in host memory wherever it runs */
+    bool fail;                         /* the body fails, after its work (which must not count) */
     uint32_t *p;
     size_t pitch;
 } tred;
@@ -194,6 +195,7 @@ static int tred_body(weft_ctx *ctx, void *arg) {
     k->p = weft_ctx_data(ctx, 0);
     k->pitch = weft_ctx_pitch(ctx, 0);
     if (!k->p || k->pitch != k->ti.in_cols * 4) return 4; /* the interior's rows, packed */
+    if (k->fail) return tred_kernel(k) == 0 ? 5 : 6;
     if (weft_ctx_gpu_count(ctx) == 0 || k->host) return tred_kernel(k);
     weft_range rw = {k->p, k->ti.in_rows * k->pitch, WEFT_RW};
     return weft_ctx_queue_rw(ctx, 0, tred_kernel, k, 0, &rw, 1);
@@ -660,6 +662,45 @@ static void test_tile_reductions(void) {
         CHECKF(a[i] == ref[i], "element %zu is %a, the sequential run's %a", i, (double)F(a[i]), (double)F(ref[i]));
 }
 
+/* A failed reducer of a tile contributes nothing; a neighbour's reader
+ * after its group is cancelled (it would read the tile), as the data's own
+ * readers are. */
+static void test_tile_reduction_failure(void) {
+    enum { C = 40 };
+    static uint32_t a[C], ref[C];
+    for (size_t i = 0; i < C; i++) a[i] = ref[i] = (uint32_t)i;
+    weft_runtime *rt = test_make_devices("cpu,vgpu:4", 2, 0, false);
+    weft_data *h, *tl[2];
+    CHECK_OK(weft_data_register(rt, a, sizeof a, &h));
+    weft_tiling t = {4, 1, C, 0, 1, 2, 2};
+    CHECK_OK(weft_data_partition(h, &t, tl));
+    const unsigned key = WEFT_RED_SUM | WEFT_RED_U32;
+    tred ok = {.key = key, .salt = 1, .nterms = 2}, bad = {.key = key, .salt = 2, .nterms = 2, .fail = true};
+    CHECK_OK(weft_data_tile_info(tl[0], &ok.ti));
+    bad.ti = ok.ti;
+    weft_access acc = {tl[0], WEFT_REDUCE | key};
+    weft_task *t1 = spawn_after(rt, "gpu:0", tred_body, &ok, &acc, NULL);
+    weft_task *t2 = spawn_after(rt, "cpu", tred_body, &bad, &acc, NULL);
+    ref_tred(&ok, ref, C);
+    static uint32_t want[C];
+    memcpy(want, ref, sizeof want);
+    int mismatch = 0;
+    tchk c = {.want = want, .cols = C, .mismatch = &mismatch};
+    CHECK_OK(weft_data_tile_info(tl[1], &c.ti));
+    weft_access racc = {tl[1], WEFT_R};
+    weft_task *x = spawn_after(rt, "gpu:1", tchk_body, &c, &racc, NULL);
+    CHECK_RC(weft_wait_all(rt), WEFT_ETASKFAILED);
+    CHECK_OK(weft_task_wait(t1));
+    CHECK_RC(weft_task_wait(t2), WEFT_ETASKFAILED);
+    CHECK_RC(weft_task_wait(x), WEFT_ECANCELLED);
+    weft_task_release(t1);
+    weft_task_release(t2);
+    weft_task_release(x);
+    CHECK_OK(weft_data_unregister(h));
+    CHECK_OK(weft_runtime_destroy(rt));
+    CHECKF(memcmp(a, ref, sizeof a) == 0, "the failed reducer's work counted, or the other's did not");
+}
+
 static void test_reduce_misuse(void) {
     weft_runtime *rt = test_make_devices("cpu,vgpu:2", 2, 0, false);
     static uint32_t a[6 * 9];
@@ -714,6 +755,7 @@ int main(void) {
     test_reduce_misuse();
     test_step("tile reductions: combined before each kind of reader");
     test_tile_reductions();
+    test_tile_reduction_failure();
     test_step("stencils on fixed GPUs");
     test_fixed();
     test_step("random placement, whole-array phases, tile reductions");
