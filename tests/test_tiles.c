@@ -380,8 +380,8 @@ static void run(const prog *pg) {
                 CHECK_OK(weft_data_tile_info(tl[a][i], &k->ti));
                 k->flt = pg->flt;
                 weft_access acc = {tl[a][i], WEFT_RW};
+                ref_tupd(k, ref[a], cols); /* (before the spawn: it copies *k, which the body writes) */
                 spawn(rt, w, tupd_body, k, &acc, 1);
-                ref_tupd(k, ref[a], cols);
                 arg = k;
             } else { /* a read of the tile and its halo, compared with the sequential run's */
                 tchk *k = calloc(1, sizeof *k);
