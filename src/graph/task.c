@@ -807,6 +807,28 @@ static int check_data(weft__task *t)
     return 0;
 }
 
+/* Before a retry gives back what task t holds: the copies its
+ * acquisitions queued on its stream q (into its replicas, from replicas
+ * and neighbours' halos they pinned) have run.  Otherwise a source given
+ * back could be evicted and its memory reused while a copy still reads it
+ * (a neighbour's halo band, a peer replica), and a replica's state be
+ * undone while a copy still writes it (a later fetch there, on another
+ * stream, unordered with it).  0, or
+ * the error that fails the task with its holds kept (its completion, after
+ * its stream, gives them back). */
+static int retry_drain(weft__task *t, weft__dqueue *q)
+{
+    weft__device *dev = weft__place_gpu(t->g->placer, t->place, 0);
+    weft__devent *e = NULL;
+    int rc = dev->ops->event_create(dev, &e);
+    if (rc != 0)
+        return rc;
+    if ((rc = dev->ops->event_record(e, q)) == 0)
+        (void)weft__device_event_wait(dev, e); /* (a failure there is reported to the stream's task: it ran) */
+    dev->ops->event_destroy(e);
+    return rc;
+}
+
 int weft__task_acquire(weft__task *t)
 {
     weft__dqueue *q = t->place && t->place->ngpu ? t->place->queue[0] : NULL;
@@ -837,6 +859,8 @@ int weft__task_acquire(weft__task *t)
         /* No room now for access i-1, while running tasks' data fill the
          * device: give back what this task holds (no task waits holding
          * room), wait until one of them finishes, and start again. */
+        if (q && (rc = retry_drain(t, q)) != 0)
+            return rc;
         weft__task_access *full = &t->access[i - 1];
         for (uint32_t j = i; j-- > 0;) { /* the states back as they were, newest change first */
             if (t->access[j].mode & WEFT_REDUCE) { /* its private copy's memory (nothing queued into it) */
