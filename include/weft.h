@@ -335,12 +335,27 @@ enum weft_access_mode {
      * finished tasks are evicted from a full GPU to host memory, and those
      * in host memory are combined early, in the order above, as later
      * reducers start (so CPU reducers of integers hold about one copy per
-     * running task).
+     * running task; not for tiles, below).
+     * Tiles (weft_data_partition) may be reduced: the private copy is of
+     * the tile's interior only (weft_tile_info's in_rows x in_cols
+     * elements, rows packed: weft_ctx_pitch gives in_cols times the
+     * element size), and the copies are combined, as above, into the
+     * interior; the halo is neither seen nor changed.  The combination
+     * comes before anything reads the tile's value: a task on the tile, a
+     * read of a neighbour whose halo covers part of it (it follows the
+     * group, as it follows the tile's writers), a task on the parent
+     * (which sees the tiles reassembled), unregister.  A tile's copies in
+     * host memory are not combined early (below): they wait for one of
+     * those, each the size of the tile with its halo.
      * Not allowed (WEFT_EINVAL at spawn, the message naming the access):
      * WEFT_REDUCE with WEFT_R, WEFT_W or WEFT_COMMUTE; a missing or unknown
-     * operator or type; data whose size is not a multiple of the element
-     * size; a tile or data partitioned into tiles; a task naming the same
-     * data twice when one of the accesses is a reduction. */
+     * operator or type; data whose size (a tile: the bytes of a row of its
+     * interior) is not a multiple of the element size; data partitioned
+     * into tiles (reduce its tiles); a task naming the same data twice when
+     * one of the accesses is a reduction; a task reducing a tile that also
+     * names the tile's parent, or reads (WEFT_R, WEFT_RW) a tile whose halo
+     * covers part of the reduced one (a task does not read what it
+     * reduces). */
     WEFT_REDUCE = 16u
 };
 
@@ -423,7 +438,9 @@ WEFT_API WEFT_NODISCARD int weft_data_unregister(weft_data *d);
  * are (halo exchange), and is ordered after their writers; the halo is
  * read-only (a task writing a tile writes its interior only; what it writes
  * into its halo is lost).  A tile's replica on a device is packed: rows of
- * its own width (weft_ctx_pitch says the pitch where the body runs). */
+ * its own width (weft_ctx_pitch says the pitch where the body runs).  A
+ * tile may be reduced (WEFT_REDUCE: its interior, through a private copy);
+ * the data partitioned may not. */
 typedef struct weft_tiling {
     size_t elem;                       /* bytes per element (> 0) */
     size_t rows, cols;                 /* the data as rows x cols elements */
@@ -1075,14 +1092,17 @@ WEFT_API WEFT_NODISCARD int weft_ctx_copy(const weft_ctx *ctx, unsigned i, void 
  * task's own private copy, on its first GPU (filled with the identity by
  * work queued on that GPU's stream before the body runs) or in host memory
  * (a CPU task, or WEFT_HOST: filled when the body starts); no other task
- * touches it.  The address stays valid until the task finishes.  NULL if i
- * is out of range. */
+ * touches it.  A tile's private copy is its interior alone, from its first
+ * element (weft_tile_info's in_row0, in_col0), rows packed.  The address
+ * stays valid until the task finishes.  NULL if i is out of range. */
 WEFT_API void *weft_ctx_data(const weft_ctx *ctx, size_t i);
 
 /* Bytes from one row to the next of the task's i-th data access where
  * weft_ctx_data points: a tile's on a device is its packed width, on the
- * host the parent's pitch; any other data (and a reduction's private copy)
- * is one row (its size).  0 if i is out of range. */
+ * host the parent's pitch; a reduction's private copy of a tile, the
+ * width of the tile's interior (wherever it is); any other data (and a
+ * reduction's private copy of it) is one row (its size).  0 if i is out of
+ * range.  Never blocks. */
 WEFT_API size_t weft_ctx_pitch(const weft_ctx *ctx, size_t i);
 
 #ifdef __cplusplus

@@ -5,6 +5,7 @@
  */
 #include "runtime.h"
 #include "data/reduce.h"
+#include "data/tile.h"
 
 #include <string.h>
 
@@ -21,8 +22,8 @@ static int spawn_fail(const weft_task_desc *d, int code)
     return code;
 }
 
-/* A reduction access (access i of d, over dd): 0 or WEFT_EINVAL naming it. */
-static int reduce_check(const weft_task_desc *d, size_t i, const weft__data *dd, const char *fn)
+/* A reduction access (access i of d): 0 or WEFT_EINVAL naming it. */
+static int reduce_check(const weft_task_desc *d, size_t i, const char *fn)
 {
     unsigned m = d->accesses[i].mode;
     if (m & (WEFT_RW | WEFT_COMMUTE))
@@ -39,17 +40,48 @@ static int reduce_check(const weft_task_desc *d, size_t i, const weft__data *dd,
         return weft__error(WEFT_EINVAL, "%s: access %zu reduces elements of type 0x%x: add WEFT_RED_I32, "
                                         "WEFT_RED_I64, WEFT_RED_U32, WEFT_RED_U64, WEFT_RED_F32 or WEFT_RED_F64",
                            fn, i, m & WEFT_RED_TYPE_MASK);
-    if (dd->size % elem)
-        return weft__error(WEFT_EINVAL, "%s: access %zu reduces %zu-byte elements, but its data's %zu bytes are "
-                                        "not a whole number of them", fn, i, elem, dd->size);
-    if (dd->tile || atomic_load(&((weft__data *)dd)->fam))
-        return weft__error(WEFT_EINVAL, "%s: access %zu reduces %s: reductions of tiles are not supported", fn, i,
-                           dd->tile ? "a tile" : "data partitioned into tiles");
     for (size_t j = 0; j < d->naccesses; j++)
         if (j != i && d->accesses[j].data == d->accesses[i].data)
             return weft__error(WEFT_EINVAL, "%s: access %zu reduces data that access %zu names too: a reduction "
                                             "must be the task's only access to its data", fn, i, j);
-    return 0;
+    /* What follows reads tiles' geometry: pinned meanwhile (an unregister
+     * frees it; a handle being unregistered fails the spawn later). */
+    weft__data *x = weft__data_pin(d->accesses[i].data);
+    if (!x)
+        return 0;
+    int rc = 0;
+    if (!x->tile && x->size % elem)
+        rc = weft__error(WEFT_EINVAL, "%s: access %zu reduces %zu-byte elements, but its data's %zu bytes are not "
+                                      "a whole number of them", fn, i, elem, x->size);
+    else if (x->tile && x->in_bytes % elem)
+        rc = weft__error(WEFT_EINVAL, "%s: access %zu reduces %zu-byte elements, but the rows of its tile's "
+                                      "interior are %zu bytes, not a whole number of them", fn, i, elem,
+                         x->in_bytes);
+    else if (!x->tile && atomic_load(&x->fam))
+        rc = weft__error(WEFT_EINVAL, "%s: access %zu reduces data partitioned into tiles: reduce its tiles (or "
+                                      "the data before it is partitioned)", fn, i);
+    /* A tile's reduction must not meet the order-only accesses the task's
+     * other accesses add on it (data/tile.h): the parent of its tile, or a
+     * read of a tile whose halo covers it. */
+    for (size_t j = 0; j < d->naccesses && rc == 0 && x->tile; j++) {
+        weft__data *e = j == i ? NULL : weft__data_pin(d->accesses[j].data);
+        if (!e)
+            continue;
+        const weft__tile *xt = x->tile, *et = e->tile;
+        if (e == xt->fam->parent)
+            rc = weft__error(WEFT_EINVAL, "%s: access %zu reduces a tile of the data that access %zu names: a task "
+                                          "reducing a tile must not access the data it was partitioned from",
+                             fn, i, j);
+        else if (et && et->fam == xt->fam && (d->accesses[j].mode & WEFT_R))
+            for (unsigned k = 0; k < et->nnb && rc == 0; k++)
+                if (et->nb[k].tile == xt->index)
+                    rc = weft__error(WEFT_EINVAL, "%s: access %zu reduces tile %u, but access %zu reads tile %u, "
+                                                  "whose halo covers part of it: a task must not read what it "
+                                                  "reduces", fn, i, xt->index, j, et->index);
+        weft__data_unpin(e);
+    }
+    weft__data_unpin(x);
+    return rc;
 }
 
 /* An access with WEFT_ON_GPU (access i of d): 0 or WEFT_EINVAL naming it. */
@@ -119,7 +151,7 @@ int weft__desc_check(const weft_runtime *h, const weft_task_desc *d, const char 
             m &= ~(unsigned)WEFT_ON_GPU_MASK;
         }
         if (m & WEFT_REDUCE) {
-            int rc = reduce_check(d, i, dd, fn);
+            int rc = reduce_check(d, i, fn);
             if (rc)
                 return rc;
             continue;
@@ -378,8 +410,8 @@ size_t weft_ctx_pitch(const weft_ctx *ctx, size_t i)
     const weft__task_access *a = &ctx->task->access[i];
     if (a->mode & WEFT__ORDER_ONLY)
         return 0;
-    if (a->mode & WEFT_REDUCE)
-        return a->data->size;
+    if (a->mode & WEFT_REDUCE) /* its private copy: the interior's rows, packed */
+        return a->data->in_bytes;
     unsigned dev = weft__task_access_dev(ctx->task, a, NULL);
     return weft__data_pitch(a->data, dev < a->data->nrep ? dev : 0);
 }

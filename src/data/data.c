@@ -585,7 +585,7 @@ int weft__data_acquire(weft__data *d, unsigned dev, unsigned mode, uint64_t seq,
     weft__data_hold_clear(hold);
     undo->after = 0;
     if (atomic_load_explicit(&d->fam, memory_order_acquire))
-        return weft__family_acquire(d, dev, mode, q, hold, undo); /* (never reduced: data/reduce.h) */
+        return weft__family_acquire(d, dev, mode, seq, q, hold, undo); /* (its reductions there: data/tile.c) */
     if (atomic_load_explicit(&d->has_partials, memory_order_acquire)) {
         /* Reduction groups spawned before this task: their private copies
          * into the value first (their tasks have finished: the graph orders
@@ -813,13 +813,13 @@ static int copy_into_user(weft__data *d)
 
 void weft__data_free(weft__data *d)
 {
+    if (atomic_load(&d->fam))
+        weft__family_leave(d); /* up to date with its family first (a tile's reductions combined); it leaves it */
     if (d->partials || d->image) { /* reductions not combined yet: into the value first */
         pthread_mutex_lock(&d->lock);
         weft__reduce_free(d);
         pthread_mutex_unlock(&d->lock);
     }
-    if (atomic_load(&d->fam))
-        weft__family_leave(d); /* up to date with its family first; it leaves it */
     if (atomic_load(&d->on_devices)) {
         pthread_mutex_lock(&d->lock);
         /* The newest value into the user's memory.  A failed copy back

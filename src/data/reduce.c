@@ -142,6 +142,20 @@ static void fill_identity(unsigned key, void *dst, size_t n)
 /* Partials                                                                  */
 /* ------------------------------------------------------------------------ */
 
+/* A partial's shape: the handle's interior, rows packed (in_bytes apart);
+ * for data that is not a tile, one row of all its bytes.  Its allocation
+ * is the handle's size (a tile's span), as a replica's, for the accounting
+ * of a device's memory; only the first pbytes are used. */
+static size_t pbytes(const weft__data *d) { return d->in_rows * d->in_bytes; }
+
+/* value OP partial, row by row, into the interior of d's host copy. */
+static void combine_into(weft__data *d, unsigned key, const void *src)
+{
+    for (size_t r = 0; r < d->in_rows; r++)
+        combine(key, weft__data_at(d, 0, d->in_r0 + r, d->in_c0), (const char *)src + r * d->in_bytes,
+                d->in_bytes);
+}
+
 /* Its task has finished and no longer touches it. */
 static bool finished(weft__partial *p)
 {
@@ -240,7 +254,7 @@ static void compact(weft__data *d, bool may_fetch)
         }
         bool turn = !first_left || (any_order(p->key) && !mixed && first_left->key == p->key);
         if (fin && p->dev == 0 && host && turn) {
-            combine(p->key, d->ptr, p->r.ptr, d->size);
+            combine_into(d, p->key, p->r.ptr);
             wrote = true;
             partial_remove(d, pp, prev);
             continue;
@@ -265,18 +279,19 @@ int weft__reduce_acquire(weft__data *d, unsigned dev, weft__partial *p)
     if (!d->image || d->image_key != p->key) {
         /* (The old image is no longer read: the tasks that filled from it
          * have finished, as this one follows them.) */
-        void *img = weft__alloc(d->size);
+        void *img = weft__alloc(pbytes(d));
         if (!img) {
             rc = WEFT_ENOMEM;
         } else {
-            fill_identity(p->key, img, d->size);
+            fill_identity(p->key, img, pbytes(d));
             weft__free(d->image);
             d->image = img;
             d->image_key = p->key;
         }
     }
-    if (rc == 0) {
+    if (rc == 0 && !d->tile) /* (a tile's value is its family's: combined under its lock, data/tile.c) */
         compact(d, dev == 0);
+    if (rc == 0) {
         rc = dev ? weft__data_alloc_evicting(d, dev, &p->r.ptr)
                  : d->devs[0]->ops->mem_alloc(d->devs[0], d->size, &p->r.ptr);
     }
@@ -298,10 +313,10 @@ int weft__reduce_begin(weft__data *d, weft__partial *p, weft__dqueue *q)
     /* d->image stays until a group of another operator begins, after this
      * task has finished. */
     if (p->dev == 0) {
-        memcpy(p->r.ptr, d->image, d->size);
+        memcpy(p->r.ptr, d->image, pbytes(d));
         return 0;
     }
-    return d->devs[p->dev]->ops->copy(q, p->r.ptr, d->image, d->size);
+    return d->devs[p->dev]->ops->copy(q, p->r.ptr, d->image, pbytes(d));
 }
 
 void weft__reduce_drop(weft__data *d, weft__partial *p)
@@ -347,11 +362,11 @@ int weft__reduce_fold(weft__data *d, uint64_t upto)
             WEFT__CHECK(finished(p)); /* the graph orders the combining task after every reducer before it */
             if (!done(p) || !p->dev)
                 continue;
-            if (!tmp[n] && !(tmp[n] = weft__alloc(d->size))) {
+            if (!tmp[n] && !(tmp[n] = weft__alloc(pbytes(d)))) {
                 rc = n ? 0 : WEFT_ENOMEM; /* (or a smaller round) */
                 break;
             }
-            int c = weft__data_copy_out_queue(d, p->dev, tmp[n++], p->r.ptr, d->size);
+            int c = weft__data_copy_out_queue(d, p->dev, tmp[n++], p->r.ptr, pbytes(d));
             used[p->dev] = true;
             if (c && !err[p->dev])
                 err[p->dev] = c;
@@ -372,10 +387,10 @@ int weft__reduce_fold(weft__data *d, uint64_t upto)
                     break; /* the next round's */
                 if ((rc = err[p->dev]) != 0)
                     break;
-                combine(p->key, d->ptr, tmp[k++], d->size);
+                combine_into(d, p->key, tmp[k++]);
                 wrote = true;
             } else if (done(p)) {
-                combine(p->key, d->ptr, p->r.ptr, d->size);
+                combine_into(d, p->key, p->r.ptr);
                 wrote = true;
             }
             partial_remove(d, &d->partials, NULL);
@@ -406,7 +421,7 @@ bool weft__reduce_evict(weft__data *e, weft__replica *r, unsigned dev)
     if (done(p)) { /* to host memory; a failed one is just dropped */
         if (e->devs[0]->ops->mem_alloc(e->devs[0], e->size, &host) != 0)
             return false;
-        if (weft__data_copy_out(e, dev, host, r->ptr, e->size) != 0) {
+        if (weft__data_copy_out(e, dev, host, r->ptr, pbytes(e)) != 0) {
             e->devs[0]->ops->mem_free(e->devs[0], host, e->size);
             return false;
         }

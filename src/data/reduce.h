@@ -17,6 +17,11 @@
  * The graph makes every task after a group follow all its members, and
  * wait for their completion (no early release), so that when a partial is
  * combined its task has finished and its state (done or failed) is known.
+ *
+ * A partial has the shape of the handle's interior, rows packed: a tile's
+ * interior (its halo is not reduced), or all the bytes of other data.  A
+ * tile's partials are combined by data/tile.c, under its family's lock,
+ * never early.
  */
 #ifndef WEFT_REDUCE_H
 #define WEFT_REDUCE_H

@@ -4,6 +4,7 @@
  * coherent with each other.
  */
 #include "data/tile.h"
+#include "data/reduce.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -238,6 +239,8 @@ static int sync_tiles(weft__family *f, weft__device *qdev, weft__dqueue *q)
         return rc;
     for (unsigned i = 0; i < f->ntiles; i++) {
         weft__data *t = f->tiles[i];
+        if (!t)
+            continue; /* freed (unregister frees the tiles one by one) */
         pthread_mutex_lock(&t->lock);
         weft__data_reset_to_host(t);
         for (unsigned r = 0; r < t->nrep; r++)
@@ -266,6 +269,45 @@ static int sync_parent(weft__family *f, weft__device *qdev, weft__dqueue *q)
     }
     f->parent_synced = tv;
     return 0;
+}
+
+/* Tile t's reductions spawned before task seq (UINT64_MAX: all) combined
+ * into its interior on the host, in spawn order (the family's lock held,
+ * the tiles made from the parent already: sync_tiles).  The graph has
+ * made task seq follow those reducers (a tile's own history, or the
+ * order-only accesses of a neighbour's reader or of a parent access), so
+ * they have finished.  The interior changed: its version is bumped, so
+ * that its neighbours' halos and the parent are brought up to date. */
+static int fold_tile(weft__data *t, uint64_t seq)
+{
+    if (!atomic_load_explicit(&t->has_partials, memory_order_acquire))
+        return 0;
+    pthread_mutex_lock(&t->lock);
+    bool any = t->partials && t->partials->seq < seq;
+    int rc = any ? weft__reduce_fold(t, seq) : 0;
+    pthread_mutex_unlock(&t->lock);
+    if (any) { /* (a spurious bump, when only failed reducers were dropped, costs a copy of the halo) */
+        atomic_fetch_add(&t->tile->wver, 1);
+        atomic_fetch_add(&t->tile->fam->tiles_wver, 1);
+    }
+    return rc;
+}
+
+/* Before a task on the parent (task seq): the tiles' reductions spawned
+ * before it, combined into the tiles made from the parent's newest value
+ * (the family's lock held; nothing if there are none). */
+static int fold_tiles(weft__family *f, uint64_t seq, weft__device *qdev, weft__dqueue *q)
+{
+    bool any = false;
+    for (unsigned i = 0; i < f->ntiles && !any; i++)
+        any = f->tiles[i] && atomic_load_explicit(&f->tiles[i]->has_partials, memory_order_acquire);
+    if (!any)
+        return 0;
+    int rc = sync_tiles(f, qdev, q);
+    for (unsigned i = 0; i < f->ntiles && rc == 0; i++)
+        if (f->tiles[i])
+            rc = fold_tile(f->tiles[i], seq);
+    return rc;
 }
 
 /* The border band of tile n's interior (local rows and bytes): up to four
@@ -313,13 +355,19 @@ void weft__tile_host_part(const weft__data *d, weft__rect *p)
     *p = (weft__rect){p->r + h, p->c + w, p->rows - 2 * h, p->bytes - 2 * w};
 }
 
-/* A read of tile d on device dev: bring its halo there up to date (the
- * family's lock held; d's replica there valid and pinned by the task). */
-static int halo(weft__data *d, unsigned dev, weft__dqueue *q, weft__data_hold *hold)
+/* A read of tile d on device dev by task seq: bring its halo there up to
+ * date (the family's lock held; d's replica there valid and pinned by the
+ * task).  The neighbours' reductions spawned before the task are combined
+ * first (the task follows them through its order-only accesses). */
+static int halo(weft__data *d, unsigned dev, uint64_t seq, weft__dqueue *q, weft__data_hold *hold)
 {
     weft__tile *x = d->tile;
     weft__family *f = x->fam;
     int rc = 0;
+    for (unsigned k = 0; k < x->nnb && rc == 0; k++)
+        rc = fold_tile(f->tiles[x->nb[k].tile], seq);
+    if (rc != 0)
+        return rc;
     if (dev == 0) { /* the host's halo is the neighbours' own memory: their border bands brought there */
         for (unsigned k = 0; k < x->nnb && rc == 0; k++) {
             weft__data *n = f->tiles[x->nb[k].tile];
@@ -382,15 +430,26 @@ static int halo(weft__data *d, unsigned dev, weft__dqueue *q, weft__data_hold *h
     return rc;
 }
 
-int weft__family_acquire(weft__data *d, unsigned dev, unsigned mode, weft__dqueue *q, weft__data_hold *hold,
-                         weft__data_undo *undo)
+int weft__family_acquire(weft__data *d, unsigned dev, unsigned mode, uint64_t seq, weft__dqueue *q,
+                         weft__data_hold *hold, weft__data_undo *undo)
 {
     weft__family *f = atomic_load_explicit(&d->fam, memory_order_acquire);
     if (dev >= d->nrep || !q)
         dev = 0, q = NULL;
     weft__device *qdev = dev ? d->devs[dev] : NULL;
     pthread_mutex_lock(&f->lock);
-    int rc = d->tile ? sync_tiles(f, qdev, q) : sync_parent(f, qdev, q);
+    /* The value first: made from the parent, with the reductions spawned
+     * before this task combined; then the view it uses. */
+    int rc;
+    if (d->tile) {
+        rc = sync_tiles(f, qdev, q);
+        if (rc == 0)
+            rc = fold_tile(d, seq);
+    } else {
+        rc = fold_tiles(f, seq, qdev, q);
+        if (rc == 0)
+            rc = sync_parent(f, qdev, q);
+    }
     if (rc == 0)
         rc = weft__data_acquire_one(d, dev, mode, q, hold, undo);
     if (rc == 0 && (mode & WEFT_W)) {
@@ -402,7 +461,7 @@ int weft__family_acquire(weft__data *d, unsigned dev, unsigned mode, weft__dqueu
         }
     }
     if (rc == 0 && d->tile && (mode & WEFT_R))
-        rc = halo(d, dev, q, hold);
+        rc = halo(d, dev, seq, q, hold);
     pthread_mutex_unlock(&f->lock);
     return rc;
 }
@@ -464,6 +523,18 @@ void weft__family_leave(weft__data *d)
 {
     weft__family *f = atomic_load_explicit(&d->fam, memory_order_acquire);
     pthread_mutex_lock(&f->lock);
+    if (d->tile && atomic_load(&d->has_partials)) {
+        /* Its reductions not combined yet, into the value made from the
+         * parent (a failed copy leaves them out, as unregister's copy back
+         * does: data/reduce.h). */
+        if (sync_tiles(f, NULL, NULL) == 0) {
+            pthread_mutex_lock(&d->lock);
+            weft__reduce_free(d);
+            pthread_mutex_unlock(&d->lock);
+            atomic_fetch_add(&d->tile->wver, 1);
+            atomic_fetch_add(&f->tiles_wver, 1);
+        }
+    }
     if (d->tile) {
         if (f->tiles_synced != atomic_load(&f->parent_wver)) {
             /* The parent's value replaced the tile's: not written back. */

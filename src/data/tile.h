@@ -18,6 +18,12 @@
  * The graph orders them: a task reading a tile also follows its neighbours'
  * writers, and a task on the parent follows (and precedes) every tile's
  * tasks (implicit order-only accesses added at spawn, weft__family_orders).
+ *
+ * A tile's reductions (data/reduce.h: private copies of its interior) are
+ * combined here, under the family's lock, into the tile made from the
+ * parent's newest value: by the next task on the tile, the next read of a
+ * neighbour (its halo), the next task on the parent, or unregister, which
+ * the graph orders after the reducers through the same accesses.
  */
 #ifndef WEFT_TILE_H
 #define WEFT_TILE_H
@@ -89,9 +95,13 @@ void weft__family_discard(weft__family *f);
 /* Publish: the parent is partitioned from now on. */
 void weft__family_publish(weft__family *f);
 
-/* The "reserved" stage for a handle of a family (weft__data_acquire). */
-int weft__family_acquire(weft__data *d, unsigned dev, unsigned mode, weft__dqueue *q, weft__data_hold *hold,
-                         weft__data_undo *undo);
+/* The "reserved" stage for a handle of a family (weft__data_acquire), for
+ * task seq: the tiles' reductions spawned before it that it depends on
+ * are combined first (its tile's own and its neighbours' for a tile
+ * read, every tile's for a parent access), under the family's lock, into
+ * the tiles made from the parent's newest value. */
+int weft__family_acquire(weft__data *d, unsigned dev, unsigned mode, uint64_t seq, weft__dqueue *q,
+                         weft__data_hold *hold, weft__data_undo *undo);
 /* A write of d was undone: the rest of the family refreshes from it. */
 void weft__family_undone(weft__data *d);
 /* The checking mode's look at tile d's halo where a task on dev reads it
@@ -106,8 +116,8 @@ void weft__tile_halo_stale(weft__data *d, unsigned dev);
 /* Unpin the neighbours' replicas a tile's halo was copied from. */
 void weft__tile_release_halo(weft__data *d, const weft__data_hold *hold, bool notify);
 /* d (no task uses it) is being freed: the family brought up to date (a
- * tile whose value the parent's replaced is not written back), then d
- * leaves it; the last to leave frees it. */
+ * tile's reductions combined, a tile whose value the parent's replaced is
+ * not written back), then d leaves it; the last to leave frees it. */
 void weft__family_leave(weft__data *d);
 
 /* The handles a task accessing d with mode must also be ordered with

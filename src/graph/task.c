@@ -843,6 +843,32 @@ unsigned weft__task_access_dev(const weft__task *t, const weft__task_access *a, 
     return k ? weft__place_gpu(t->g->placer, pl, k)->index : t->device;
 }
 
+/* Before a retry gives back what task t holds: the copies its
+ * acquisitions queued on its streams (into its replicas, from replicas and
+ * neighbours' halos they pinned; on each of its GPUs, as WEFT_ON_GPU puts
+ * them) have run.  Otherwise a source given back could be evicted and its
+ * memory reused while a copy still reads it (a neighbour's halo band, a
+ * peer replica), and a replica's state be undone while a copy still
+ * writes it (a later fetch there, on another stream, unordered with it).
+ * 0, or the error that fails the task with its holds kept (its completion,
+ * after its streams, gives them back). */
+static int retry_drain(weft__task *t)
+{
+    for (unsigned k = 0; k < t->place->ngpu; k++) {
+        weft__device *dev = weft__place_gpu(t->g->placer, t->place, k);
+        weft__devent *e = NULL;
+        int rc = dev->ops->event_create(dev, &e);
+        if (rc != 0)
+            return rc;
+        if ((rc = dev->ops->event_record(e, t->place->queue[k])) == 0)
+            (void)weft__device_event_wait(dev, e); /* (a failure there is reported to the stream's task: it ran) */
+        dev->ops->event_destroy(e);
+        if (rc != 0)
+            return rc;
+    }
+    return 0;
+}
+
 int weft__task_acquire(weft__task *t)
 {
     weft__dqueue *q = t->place && t->place->ngpu ? t->place->queue[0] : NULL;
@@ -877,6 +903,8 @@ int weft__task_acquire(weft__task *t)
         /* No room now for access i-1, while running tasks' data fill the
          * device: give back what this task holds (no task waits holding
          * room), wait until one of them finishes, and start again. */
+        if (q && (rc = retry_drain(t)) != 0)
+            return rc;
         weft__task_access *full = &t->access[i - 1];
         for (uint32_t j = i; j-- > 0;) { /* the states back as they were, newest change first */
             if (t->access[j].mode & WEFT_REDUCE) { /* its private copy's memory (nothing queued into it) */
