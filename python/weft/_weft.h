@@ -607,6 +607,10 @@ PyObject *weft_py_data_partition(DataObject *d, PyObject *args, PyObject *kwds);
  * a weft.Data) from its buffer's format; -1 with a TypeError naming the
  * type when it is none of int32, int64, uint32, uint64, float32, float64. */
 int weft_py_reduce_type(modstate *st, PyObject *obj, const char *what, unsigned *type);
+/* The operator of a reduction: weft.SUM / weft.MIN / weft.MAX (their C
+ * values), or "sum" / "min" / "max"; 0 if op is none of them (no error is
+ * left set). */
+unsigned weft_py_reduce_op(PyObject *op);
 /* The runtime closed (r->rt already NULL): release every buffer and empty
  * the registry; nothing enters it any more. */
 void weft_py_data_forget_all(RuntimeObject *r);

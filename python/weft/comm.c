@@ -749,31 +749,6 @@ op_posted(CommObject *co, TaskObject *t, weft_task *h, post_ctx *p)
 /* Collectives                                                               */
 /* ------------------------------------------------------------------------ */
 
-/* weft.SUM / MIN / MAX or "sum" / "min" / "max"; 0 if none. */
-static unsigned
-op_arg(PyObject *op)
-{
-    if (PyLong_Check(op)) {
-        long v = PyLong_AsLong(op);
-        if (v == -1 && PyErr_Occurred()) {
-            PyErr_Clear();
-            return 0;
-        }
-        return v == WEFT_RED_SUM || v == WEFT_RED_MIN || v == WEFT_RED_MAX ? (unsigned)v : 0;
-    }
-    if (PyUnicode_Check(op)) {
-        const char *s = PyUnicode_AsUTF8(op);
-        if (s == NULL) {
-            PyErr_Clear();
-            return 0;
-        }
-        if (strcmp(s, "sum") == 0) return WEFT_RED_SUM;
-        if (strcmp(s, "min") == 0) return WEFT_RED_MIN;
-        if (strcmp(s, "max") == 0) return WEFT_RED_MAX;
-    }
-    return 0;
-}
-
 static PyObject *
 collective(CommObject *co, unsigned which, PyObject *args, PyObject *kwds)
 {
@@ -809,7 +784,7 @@ collective(CommObject *co, unsigned which, PyObject *args, PyObject *kwds)
     unsigned op = 0;
     if (reduces) {
         if (opo == NULL) op = WEFT_RED_SUM;
-        else if ((op = op_arg(opo)) == 0) {
+        else if ((op = weft_py_reduce_op(opo)) == 0) {
             PyErr_Format(PyExc_ValueError, "%s: unknown reduction operator %R: use weft.SUM, weft.MIN or weft.MAX "
                          "(or 'sum', 'min', 'max')", fn, opo);
             return NULL;

@@ -200,11 +200,8 @@ as_seq(PyObject *v, PyTypeObject *single_t, const char *what, int single_ok_any_
     return it;
 }
 
-/* The operator of a reduction: weft.SUM / weft.MIN / weft.MAX (their C
- * values), or "sum" / "min" / "max"; 0 if op is none of them (no error
- * unless op is an int that does not fit). */
-static unsigned
-reduce_op(PyObject *op)
+unsigned
+weft_py_reduce_op(PyObject *op)
 {
     if (PyLong_Check(op)) {
         long v = PyLong_AsLong(op);
@@ -233,7 +230,7 @@ static PyObject *
 reduces_seq(PyObject *v)
 {
     if (v == NULL || v == Py_None) return NULL;
-    if (PyTuple_Check(v) && PyTuple_GET_SIZE(v) == 2 && reduce_op(PyTuple_GET_ITEM(v, 1)) != 0)
+    if (PyTuple_Check(v) && PyTuple_GET_SIZE(v) == 2 && weft_py_reduce_op(PyTuple_GET_ITEM(v, 1)) != 0)
         return PyTuple_Pack(1, v);
     if (PyList_CheckExact(v) || PyTuple_CheckExact(v)) return Py_NewRef(v);
     PyObject *it = PySequence_Fast(v, "");
@@ -258,7 +255,7 @@ reduce_pair(modstate *st, PyObject *pair, const char *what, PyObject **obj, unsi
     }
     *obj = PySequence_Fast_GET_ITEM(pair, 0);
     PyObject *o = PySequence_Fast_GET_ITEM(pair, 1);
-    if ((*op = reduce_op(o)) == 0) {
+    if ((*op = weft_py_reduce_op(o)) == 0) {
         PyErr_Format(PyExc_ValueError, "%s: unknown reduction operator %R: use weft.SUM, weft.MIN or "
                      "weft.MAX (or 'sum', 'min', 'max')", what, o);
         return -1;
