@@ -24,6 +24,8 @@
 #define _POSIX_C_SOURCE 200809L
 #include <weft.h>
 
+#include "wb.h"
+
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -35,29 +37,10 @@
 #define NG 4
 #define K 4
 
-static uint64_t now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
 static void die(const char *what, int rc)
 {
     fprintf(stderr, "weft-bench-comm: %s: %s (%s)\n", what, weft_strerror(rc), weft_last_error());
     exit(1);
-}
-
-static int cmp_u64(const void *a, const void *b)
-{
-    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-    return x < y ? -1 : x > y;
-}
-
-static uint64_t median(uint64_t *v, int n)
-{
-    qsort(v, (size_t)n, sizeof *v, cmp_u64);
-    return v[n / 2];
 }
 
 typedef struct copy_job {
@@ -76,8 +59,8 @@ static int copy_body(weft_ctx *ctx, void *arg)
     return 0;
 }
 
-/* Time of one raw peer copy of n bytes (GPU 0 to GPU 1). */
-static uint64_t raw_copy_ns(weft_runtime *rt, size_t n, int repeats)
+/* Seconds of one raw peer copy of n bytes (GPU 0 to GPU 1). */
+static double raw_copy_s(weft_runtime *rt, size_t n, int repeats)
 {
     void *a, *b;
     int rc = weft_device_alloc(rt, 1, n, &a);
@@ -93,23 +76,23 @@ static uint64_t raw_copy_ns(weft_runtime *rt, size_t n, int repeats)
     d.arg = &j;
     d.placements = &p;
     d.nplacements = 1;
-    uint64_t t[64];
+    double t[64];
     for (int r = -1; r < repeats; r++) {
-        uint64_t t0 = now_ns();
+        double t0 = wb_now();
         weft_task *task;
         if ((rc = weft_spawn(rt, &d, &task)) || (rc = weft_task_wait(task)))
             die("copy task", rc);
         weft_task_release(task);
         if (r >= 0)
-            t[r] = (now_ns() - t0) / K;
+            t[r] = (wb_now() - t0) / K;
     }
     if ((rc = weft_device_free(rt, 1, a, n)) || (rc = weft_device_free(rt, 2, b, n)))
         die("device_free", rc);
-    return median(t, repeats);
+    return wb_median(t, (size_t)repeats);
 }
 
-/* Time of one all-reduce of n bytes of floats over the 4 GPUs. */
-static uint64_t allreduce_ns(weft_runtime *rt, weft_comm *c, size_t n, int repeats)
+/* Seconds of one all-reduce of n bytes of floats over the 4 GPUs. */
+static double allreduce_s(weft_runtime *rt, weft_comm *c, size_t n, int repeats)
 {
     float *buf[NG];
     weft_data *d[NG];
@@ -127,9 +110,9 @@ static uint64_t allreduce_ns(weft_runtime *rt, weft_comm *c, size_t n, int repea
     o.type = WEFT_RED_F32 | WEFT_RED_SUM;
     o.count = n / sizeof(float);
     o.recv = d;
-    uint64_t t[64];
+    double t[64];
     for (int r = -1; r < repeats; r++) { /* the first brings the data to the GPUs */
-        uint64_t t0 = now_ns();
+        double t0 = wb_now();
         for (int i = 0; i < K; i++) {
             int rc = weft_comm_post(c, &o, NULL);
             if (rc)
@@ -139,7 +122,7 @@ static uint64_t allreduce_ns(weft_runtime *rt, weft_comm *c, size_t n, int repea
         if (rc)
             die("wait_all", rc);
         if (r >= 0)
-            t[r] = (now_ns() - t0) / K;
+            t[r] = (wb_now() - t0) / K;
     }
     for (int k = 0; k < NG; k++) {
         int rc = weft_data_unregister(d[k]);
@@ -147,7 +130,7 @@ static uint64_t allreduce_ns(weft_runtime *rt, weft_comm *c, size_t n, int repea
             die("unregister", rc);
         free(buf[k]);
     }
-    return median(t, repeats);
+    return wb_median(t, (size_t)repeats);
 }
 
 /* The smallest bus_bw / raw_bw over the sizes, with the current model. */
@@ -168,11 +151,11 @@ static double ratio(int nsizes, int repeats)
     double worst = 0;
     for (int i = 0; i < nsizes; i++) {
         size_t n = sizes[i];
-        uint64_t raw = raw_copy_ns(rt, n, repeats), ar = allreduce_ns(rt, c, n, repeats);
-        double raw_bw = (double)n / (double)raw, bus_bw = (double)n * 2 * (NG - 1) / NG / (double)ar;
+        double raw = raw_copy_s(rt, n, repeats), ar = allreduce_s(rt, c, n, repeats);
+        double raw_bw = (double)n / raw / 1e9, bus_bw = (double)n * 2 * (NG - 1) / NG / ar / 1e9;
         double q = bus_bw / raw_bw;
         printf("# %3zu MiB: raw peer copy %.3f ms (%.2f GB/s); all-reduce %.3f ms, bus %.2f GB/s; ratio %.3f\n",
-               n / MIB, (double)raw / 1e6, raw_bw, (double)ar / 1e6, bus_bw, q);
+               n / MIB, raw * 1e3, raw_bw, ar * 1e3, bus_bw, q);
         if (i == 0 || q < worst)
             worst = q;
     }

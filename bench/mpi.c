@@ -20,6 +20,8 @@
 #define _POSIX_C_SOURCE 200809L
 #include <weft.h>
 
+#include "wb.h"
+
 #include <mpi.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -30,29 +32,10 @@
 
 static int rank;
 
-static uint64_t now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
 static void die(const char *what, int rc)
 {
     fprintf(stderr, "weft-bench-mpi (rank %d): %s: %s (%s)\n", rank, what, weft_strerror(rc), weft_last_error());
     MPI_Abort(MPI_COMM_WORLD, 1);
-}
-
-static int cmp_d(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
-static double median(double *v, int n)
-{
-    qsort(v, (size_t)n, sizeof *v, cmp_d);
-    return v[n / 2];
 }
 
 /* ---- latency ---------------------------------------------------------------- */
@@ -61,7 +44,7 @@ static double raw_rtt_us(int iters)
 {
     char b[8] = {0};
     MPI_Barrier(MPI_COMM_WORLD);
-    uint64_t t0 = now_ns();
+    double t0 = wb_now();
     for (int i = 0; i < iters; i++) {
         if (rank == 0) {
             MPI_Send(b, 8, MPI_BYTE, 1, 0, MPI_COMM_WORLD);
@@ -71,7 +54,7 @@ static double raw_rtt_us(int iters)
             MPI_Send(b, 8, MPI_BYTE, 0, 0, MPI_COMM_WORLD);
         }
     }
-    return (double)(now_ns() - t0) / 1e3 / iters;
+    return (wb_now() - t0) * 1e6 / iters;
 }
 
 static double weft_rtt_us(weft_runtime *rt, weft_comm *c, int iters)
@@ -84,14 +67,14 @@ static double weft_rtt_us(weft_runtime *rt, weft_comm *c, int iters)
     weft_data *h[2] = {d, d};
     weft_xfer there = {0, 1, h[0], 0, 0, h[1], 0, 0, 8, 0}, back = {1, 0, h[1], 0, 0, h[0], 0, 0, 8, 0};
     MPI_Barrier(MPI_COMM_WORLD);
-    uint64_t t0 = now_ns();
+    double t0 = wb_now();
     for (int i = 0; i < iters; i++) {
         if ((rc = weft_comm_exchange(c, &there, 1, "ping", NULL)) || (rc = weft_comm_exchange(c, &back, 1, "pong", NULL)))
             die("exchange", rc);
     }
     if ((rc = weft_wait_all(rt)))
         die("wait_all", rc);
-    double us = (double)(now_ns() - t0) / 1e3 / iters;
+    double us = (wb_now() - t0) * 1e6 / iters;
     if ((rc = weft_data_unregister(d)))
         die("unregister", rc);
     return us;
@@ -122,7 +105,7 @@ static double steps_ms(weft_runtime *rt, weft_comm *c, weft_data *halo_out, weft
     weft_data *src[2] = {halo_out, halo_out}, *dst[2] = {halo_in, halo_in};
     weft_xfer x[2] = {{0, 1, src[0], 0, 0, dst[1], 0, 0, HALO, 0}, {1, 0, src[1], 0, 0, dst[0], 0, 0, HALO, 0}};
     MPI_Barrier(MPI_COMM_WORLD);
-    uint64_t t0 = now_ns();
+    double t0 = wb_now();
     for (int s = 0; s < steps; s++) {
         int rc;
         if (ex && (rc = weft_comm_exchange(c, x, 2, "halo", NULL)))
@@ -142,7 +125,7 @@ static double steps_ms(weft_runtime *rt, weft_comm *c, weft_data *halo_out, weft
             die("wait_all", rc);
     }
     MPI_Barrier(MPI_COMM_WORLD);
-    return (double)(now_ns() - t0) / 1e6;
+    return (wb_now() - t0) * 1e3;
 }
 
 int main(int argc, char **argv)
@@ -190,7 +173,7 @@ int main(int argc, char **argv)
         raw[r] = raw_rtt_us(iters);
         wft[r] = weft_rtt_us(rt, c, iters);
     }
-    double raw_m = median(raw, repeats), wft_m = median(wft, repeats);
+    double raw_m = wb_median(raw, (size_t)repeats), wft_m = wb_median(wft, (size_t)repeats);
 
     char *ho = calloc(HALO, 1), *hi = calloc(HALO, 1);
     double *in = calloc(INTERIOR / sizeof(double), sizeof(double));
@@ -212,7 +195,7 @@ int main(int argc, char **argv)
         both[r] = steps_ms(rt, c, dho, dhi, din, steps, true, true);
         ratio[r] = both[r] / (ex[r] > cp[r] ? ex[r] : cp[r]);
     }
-    double ov = median(ratio, repeats);
+    double ov = wb_median(ratio, (size_t)repeats);
     if ((rc = weft_data_unregister(dho)) || (rc = weft_data_unregister(dhi)) || (rc = weft_data_unregister(din)))
         die("unregister", rc);
     if ((rc = weft_comm_destroy(c)) || (rc = weft_runtime_destroy(rt)))
@@ -222,8 +205,8 @@ int main(int argc, char **argv)
         printf("# 8-byte round trip: raw MPI %.2f us, as Weft exchange tasks %.2f us\n", raw_m, wft_m);
         printf("# halo steps (%d, 2 MiB each way; interior %d pass%s over 16 MiB): exchange %.1f ms, compute %.1f "
                "ms, both %.1f ms (medians)\n",
-               steps, passes, passes == 1 ? "" : "es", median(ex, repeats), median(cp, repeats),
-               median(both, repeats));
+               steps, passes, passes == 1 ? "" : "es", wb_median(ex, (size_t)repeats), wb_median(cp, (size_t)repeats),
+               wb_median(both, (size_t)repeats));
         printf("p2p_extra_us weft %.2f\n", wft_m - raw_m);
         printf("halo_overlap_ratio weft %.3f\n", ov);
     }
