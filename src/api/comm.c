@@ -66,6 +66,22 @@ unsigned weft_comm_size(const weft_comm *h)
     return c ? c->n : 0;
 }
 
+/* c's lock and its backend's state (c->be set); 0, or the error reported
+ * (nothing left to undo but c's slot). */
+static int comm_open(weft__comm *c, const char *fn)
+{
+    char why[200] = "";
+    pthread_mutex_init(&c->lock, NULL);
+    pthread_cond_init(&c->idle, NULL);
+    int rc = c->be->open(c, why, sizeof why);
+    if (rc) {
+        pthread_mutex_destroy(&c->lock);
+        pthread_cond_destroy(&c->idle);
+        rc = weft__error(rc, "%s: %s", fn, why[0] ? why : weft_strerror(rc));
+    }
+    return rc;
+}
+
 int weft_comm_create(weft_runtime *h, const weft_comm_config *cfg, weft_comm **out)
 {
     weft__clear_error();
@@ -138,17 +154,8 @@ int weft__comm_new(weft_runtime *h, const weft_comm_config *cfg, weft__comm **ou
                              strcmp(kind, "cuda") == 0 ? " (Weft was built without NCCL)" : "");
         }
     }
-    if (rc == 0) {
-        char why[200] = "";
-        pthread_mutex_init(&c->lock, NULL);
-        pthread_cond_init(&c->idle, NULL);
-        rc = c->be->open(c, why, sizeof why);
-        if (rc) {
-            pthread_mutex_destroy(&c->lock);
-            pthread_cond_destroy(&c->idle);
-            rc = weft__error(rc, "weft_comm_create: %s", why[0] ? why : weft_strerror(rc));
-        }
-    }
+    if (rc == 0)
+        rc = comm_open(c, "weft_comm_create");
     weft__rt_leave(rt, 1);
     if (rc) {
         weft__slot_free(c);
@@ -194,16 +201,11 @@ int weft__comm_new_mpi(weft_runtime *h, const void *mpi_comm, uint64_t timeout_n
     c->timeout_ns = timeout_ns ? timeout_ns : DEFAULT_TIMEOUT_NS;
     c->be = weft__mpi_backend;
     c->impl = (void *)mpi_comm;
-    pthread_mutex_init(&c->lock, NULL);
-    pthread_cond_init(&c->idle, NULL);
-    char why[200] = "";
-    int rc = c->be->open(c, why, sizeof why);
+    int rc = comm_open(c, "weft_comm_create_mpi");
     weft__rt_leave(rt, 1);
     if (rc) {
-        pthread_mutex_destroy(&c->lock);
-        pthread_cond_destroy(&c->idle);
         weft__slot_free(c);
-        return weft__error(rc, "weft_comm_create_mpi: %s", why[0] ? why : weft_strerror(rc));
+        return rc;
     }
     *out = c;
     return 0;

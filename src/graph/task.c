@@ -348,6 +348,14 @@ static int cmp_access(const void *a, const void *b)
 
 #define STACK_ACCESSES 16
 
+/* The place in its task's GPU set of an access with mode (WEFT_ON_GPU;
+ * 0 without), capped at 63. */
+static unsigned access_gpu(unsigned mode)
+{
+    unsigned k = (mode & WEFT_ON_GPU_MASK) >> 20;
+    return k ? (k - 1 < 63 ? k - 1 : 63) : 0;
+}
+
 /* The bytes of d's data a GPU holds while the task runs there: each handle
  * it names (not WEFT_HOST) once, rounded up as device allocations are; for
  * a task whose accesses are on several of its GPUs (WEFT_ON_GPU), the
@@ -355,27 +363,22 @@ static int cmp_access(const void *a, const void *b)
 static size_t data_bytes(const weft_task_desc *d)
 {
     size_t most = 0;
-    uint64_t gpus = 1; /* the set's GPUs its accesses are on (beyond 64: counted with the last) */
-    for (size_t i = 0; i < d->naccesses; i++) {
-        unsigned k = (d->accesses[i].mode & WEFT_ON_GPU_MASK) >> 20;
-        gpus |= 1ull << (k ? (k - 1 < 63 ? k - 1 : 63) : 0);
-    }
+    uint64_t gpus = 1; /* the places its accesses are on */
+    for (size_t i = 0; i < d->naccesses; i++)
+        gpus |= 1ull << access_gpu(d->accesses[i].mode);
     for (unsigned k = 0; k < 64; k++) {
         if (!(gpus >> k & 1))
             continue;
         size_t sum = 0;
         for (size_t i = 0; i < d->naccesses; i++) {
-            unsigned m = d->accesses[i].mode, ki = (m & WEFT_ON_GPU_MASK) >> 20;
-            ki = ki ? (ki - 1 < 63 ? ki - 1 : 63) : 0;
-            if ((m & WEFT_HOST) || ki != k)
+            const weft_access *a = &d->accesses[i];
+            if ((a->mode & WEFT_HOST) || access_gpu(a->mode) != k)
                 continue;
             bool seen = false;
-            for (size_t j = 0; j < i && j < 64 && !seen; j++) { /* (beyond 64, counted again: more, never less) */
-                unsigned mj = d->accesses[j].mode, kj = (mj & WEFT_ON_GPU_MASK) >> 20;
-                kj = kj ? (kj - 1 < 63 ? kj - 1 : 63) : 0;
-                seen = d->accesses[j].data == d->accesses[i].data && !(mj & WEFT_HOST) && kj == k;
-            }
-            const weft__data *dd = weft__data_get(d->accesses[i].data);
+            for (size_t j = 0; j < i && j < 64 && !seen; j++) /* (beyond 64, counted again: more, never less) */
+                seen = d->accesses[j].data == a->data && !(d->accesses[j].mode & WEFT_HOST) &&
+                       access_gpu(d->accesses[j].mode) == k;
+            const weft__data *dd = weft__data_get(a->data);
             if (!seen && dd)
                 sum += (dd->size + 255) / 256 * 256;
         }
@@ -835,8 +838,7 @@ unsigned weft__task_access_dev(const weft__task *t, const weft__task_access *a, 
     const weft__place *pl = t->place;
     if (!pl || !pl->ngpu)
         return t->device;
-    unsigned k = (a->mode & WEFT_ON_GPU_MASK) >> 20;
-    k = k ? k - 1 : 0;
+    unsigned k = access_gpu(a->mode);
     if (k >= pl->ngpu) /* refused at spawn for every alternative that can run */
         k = 0;
     *out = pl->queue[k];
