@@ -1,0 +1,98 @@
+/* weft-cloverleaf: run a CloverLeaf input deck with the C driver.
+ *
+ *   weft-cloverleaf [--devices LIST] [--chunks N] [--workers N]
+ *                   [--trace FILE] [--png FILE] [--serial] DECK
+ *
+ * --devices  Weft's devices ("cpu", "cpu,vgpu:4"; default: WEFT_DEVICES or
+ *            every device found); chunks go one per GPU, or on the CPU
+ * --chunks   chunks on the CPU when there is no GPU (default: one per worker)
+ * --serial   the sequential oracle instead (no Weft; --chunks chunks)
+ * Prints the field summary table, the verification line (a deck with a
+ * test_problem), the kernel profile, and where the trace and picture went.
+ * Exit status: 0 (PASS, or no test problem), 1 (FAIL), 2 (an error). */
+#include "clover.h"
+#include "run_weft.h"
+#include "serial.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static void usage(void)
+{
+    fprintf(stderr, "usage: weft-cloverleaf [--devices LIST] [--chunks N] [--workers N] [--trace FILE] "
+                    "[--png FILE] [--serial] DECK\n");
+}
+
+static int number(const char *opt, const char *s, int *out)
+{
+    char *end;
+    long v = strtol(s, &end, 10);
+    if (*s == '\0' || *end != '\0' || v < 1 || v > 4096) {
+        fprintf(stderr, "weft-cloverleaf: %s: not a count from 1 to 4096: '%s'\n", opt, s);
+        return -1;
+    }
+    *out = (int)v;
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    clover_weft_opts o = {0};
+    o.out = stdout;
+    const char *deck_path = NULL;
+    int serial = 0, workers = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        int has = i + 1 < argc;
+        if (!strcmp(a, "--devices") && has)
+            o.devices = argv[++i];
+        else if (!strcmp(a, "--chunks") && has) {
+            if (number(a, argv[++i], &o.chunks))
+                return 2;
+        } else if (!strcmp(a, "--workers") && has) {
+            if (number(a, argv[++i], &workers))
+                return 2;
+            o.workers = (unsigned)workers;
+        } else if (!strcmp(a, "--trace") && has)
+            o.trace_path = argv[++i];
+        else if (!strcmp(a, "--png") && has)
+            o.png_path = argv[++i];
+        else if (!strcmp(a, "--serial"))
+            serial = 1;
+        else if (a[0] == '-' || deck_path) {
+            usage();
+            return 2;
+        } else
+            deck_path = a;
+    }
+    if (!deck_path) {
+        usage();
+        return 2;
+    }
+    clover_deck d;
+    char err[512];
+    if (clover_deck_load(deck_path, &d, err, sizeof err) != 0) {
+        fprintf(stderr, "weft-cloverleaf: %s\n", err);
+        return 2;
+    }
+    printf(" CloverLeaf on Weft: %s, %d x %d cells\n", deck_path, d.x_cells, d.y_cells);
+    if (serial) {
+        double sums[CS_N];
+        if (clover_serial_run(&d, o.chunks > 0 ? o.chunks : 1, stdout, sums, NULL) != 0)
+            return 2;
+        int v = clover_verify(NULL, &d, sums[CS_KE]);
+        return v == 0 ? 1 : 0;
+    }
+    clover_weft_result r;
+    if (clover_weft_run(&d, &o, &r) != 0)
+        return 2;
+    printf("\n %d steps to time %.6f on %d chunks (%d x %d): %.3f s, %.3g cell-steps/s\n", r.steps, r.time,
+           r.nchunks, r.chunks_x, r.chunks_y, r.wall_s,
+           r.wall_s > 0 ? (double)d.x_cells * d.y_cells * r.steps / r.wall_s : 0.0);
+    if (o.trace_path)
+        printf(" Trace: %s (chrome://tracing or ui.perfetto.dev)\n", o.trace_path);
+    if (o.png_path)
+        printf(" Density picture: %s\n", o.png_path);
+    return r.verified == 0 ? 1 : 0;
+}

@@ -1,0 +1,983 @@
+/* The C driver over Weft (run_weft.h says what it does). */
+#include "run_weft.h"
+
+#include <weft.h>
+
+#include <math.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+/* ---- kernels as jobs ----------------------------------------------------- */
+
+enum kern {
+    K_INIT, K_GENERATE, K_IDEAL_GAS, K_VISCOSITY, K_CALC_DT, K_PDV, K_REVERT, K_ACCELERATE,
+    K_FLUX_CALC, K_ADVEC_CELL, K_ADVEC_MOM, K_RESET, K_SUMMARY, K_REFLECT, K_HALO, K_N
+};
+static const char *const kern_name[K_N] = {
+    "initialise", "generate", "ideal_gas", "viscosity", "calc_dt", "pdv", "revert", "accelerate",
+    "flux_calc", "advec_cell", "advec_mom", "reset_field", "field_summary", "halo_reflect", "halo_exchange"};
+
+#define MAX_ACC 24
+#define MAX_HALO_FIELDS 8
+enum { W_GEOM = -1, W_RED = -2 };
+
+typedef struct sim sim;
+
+typedef struct chunk_rt {
+    clover_chunk c;
+    int gpu;                     /* GPU (placement numbering), -1 on the CPU */
+    double *mem;                 /* host memory of every field, then the geometry */
+    weft_data *f[CF_NFIELDS];
+    weft_data *geom;
+    size_t fbytes, gbytes;
+} chunk_rt;
+
+/* One kernel on one chunk: the task's argument, and on a GPU the work it
+ * queues (freed when the task finishes). */
+typedef struct job {
+    sim *s;
+    int kern, chunk;
+    int a, b, c;                 /* predict, dir, sweep, vel as the kernel takes them */
+    double dt;
+    int fields[MAX_HALO_FIELDS], nfields, depth;
+    size_t nacc;
+    weft_access acc[MAX_ACC];
+    signed char what[MAX_ACC];   /* field, W_GEOM or W_RED */
+    clover_view v;
+    void *red;                   /* the reduction's private copy */
+} job;
+
+struct sim {
+    weft_runtime *rt;
+    const clover_deck *d;
+    int n, cx, cy, ngpu;
+    chunk_rt *ch;
+    weft_comm *comm;
+    double dt_min;               /* REDUCE MIN: the chunks' smallest dt */
+    int32_t err;                 /* REDUCE MAX: a PdV check failed */
+    double sums[CS_N];           /* REDUCE SUM: the field summary */
+    weft_data *dt_d, *err_d, *sums_d;
+    _Atomic uint64_t ns[K_N], calls[K_N];
+};
+
+static uint64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static int job_run(void *arg)
+{
+    job *j = arg;
+    sim *s = j->s;
+    const clover_view *v = &j->v;
+    const chunk_rt *cr = &s->ch[j->chunk];
+    uint64_t t0 = now_ns();
+    switch (j->kern) {
+    case K_INIT: clover_k_initialise(v, s->d, &cr->c); break;
+    case K_GENERATE: clover_k_generate(v, s->d); break;
+    case K_IDEAL_GAS: clover_k_ideal_gas(v, j->a); break;
+    case K_VISCOSITY: clover_k_viscosity(v); break;
+    case K_CALC_DT: {
+        clover_dt r = clover_k_calc_dt(v, s->d, &cr->c);
+        double *m = j->red;
+        if (r.dt < *m)
+            *m = r.dt;
+        break;
+    }
+    case K_PDV: {
+        int32_t *e = j->red;
+        if (clover_k_pdv(v, j->a, j->dt))
+            *e = 1;
+        break;
+    }
+    case K_REVERT: clover_k_revert(v); break;
+    case K_ACCELERATE: clover_k_accelerate(v, j->dt); break;
+    case K_FLUX_CALC: clover_k_flux_calc(v, j->dt); break;
+    case K_ADVEC_CELL: clover_k_advec_cell(v, j->b, j->c); break;
+    case K_ADVEC_MOM: clover_k_advec_mom(v, j->a, j->b, j->c); break;
+    case K_RESET: clover_k_reset_field(v); break;
+    case K_SUMMARY: {
+        double part[CS_N], *acc = j->red;
+        clover_k_field_summary(v, part);
+        for (int i = 0; i < CS_N; i++)
+            acc[i] = acc[i] + part[i];
+        break;
+    }
+    case K_REFLECT: clover_k_reflect(v, j->fields, j->nfields, j->depth, cr->c.edges); break;
+    default: return -1;
+    }
+    atomic_fetch_add_explicit(&s->ns[j->kern], now_ns() - t0, memory_order_relaxed);
+    atomic_fetch_add_explicit(&s->calls[j->kern], 1, memory_order_relaxed);
+    return 0;
+}
+
+static size_t acc_bytes(const job *j, size_t i)
+{
+    const chunk_rt *cr = &j->s->ch[j->chunk];
+    if (j->what[i] >= 0)
+        return cr->fbytes;
+    if (j->what[i] == W_GEOM)
+        return cr->gbytes;
+    void *p;
+    size_t n = 0;
+    if (weft_data_host(j->acc[i].data, &p, &n) != 0)
+        return 0;
+    return n;
+}
+
+static int job_body(weft_ctx *ctx, void *arg)
+{
+    job *j = arg;
+    for (size_t i = 0; i < j->nacc; i++) {
+        void *p = weft_ctx_data(ctx, i);
+        if (j->what[i] >= 0)
+            j->v.f[j->what[i]] = p;
+        else if (j->what[i] == W_GEOM)
+            j->v.geom = p;
+        else
+            j->red = p;
+    }
+    if (weft_ctx_gpu_count(ctx) == 0)
+        return job_run(j);
+    /* On a GPU: the kernel runs on the chunk's stream, naming what it
+     * touches (checked in the virtual GPUs' checking mode). */
+    weft_range rg[MAX_ACC];
+    for (size_t i = 0; i < j->nacc; i++) {
+        rg[i].ptr = weft_ctx_data(ctx, i);
+        rg[i].bytes = acc_bytes(j, i);
+        rg[i].mode = (j->acc[i].mode & WEFT_REDUCE) ? WEFT_RW : (j->acc[i].mode & WEFT_RW);
+    }
+    return weft_ctx_queue_rw(ctx, 0, job_run, j, 0, rg, j->nacc);
+}
+
+static job *job_new(sim *s, int kern, int chunk)
+{
+    job *j = calloc(1, sizeof *j);
+    if (!j)
+        return NULL;
+    const chunk_rt *cr = &s->ch[chunk];
+    j->s = s;
+    j->kern = kern;
+    j->chunk = chunk;
+    j->v.nx = cr->c.nx;
+    j->v.ny = cr->c.ny;
+    j->v.pitch = (size_t)cr->c.nx + 5;
+    return j;
+}
+
+static void job_field(job *j, int f, unsigned mode)
+{
+    j->acc[j->nacc].data = j->s->ch[j->chunk].f[f];
+    j->acc[j->nacc].mode = mode;
+    j->what[j->nacc++] = (signed char)f;
+}
+
+static void job_geom(job *j, unsigned mode)
+{
+    j->acc[j->nacc].data = j->s->ch[j->chunk].geom;
+    j->acc[j->nacc].mode = mode;
+    j->what[j->nacc++] = W_GEOM;
+}
+
+static void job_red(job *j, weft_data *d, unsigned mode)
+{
+    j->acc[j->nacc].data = d;
+    j->acc[j->nacc].mode = mode;
+    j->what[j->nacc++] = W_RED;
+}
+
+/* Spawn j as a task on its chunk's device (j is the task's: freed when it
+ * finishes, or here on failure). */
+static int job_spawn(job *j)
+{
+    sim *s = j->s;
+    const chunk_rt *cr = &s->ch[j->chunk];
+    char name[32];
+    snprintf(name, sizeof name, "%s.c%d", kern_name[j->kern], j->chunk);
+    weft_task_desc td;
+    weft_task_desc_init(&td);
+    td.body = job_body;
+    td.arg = j;
+    td.arg_destroy = free;
+    td.accesses = j->acc;
+    td.naccesses = j->nacc;
+    td.name = name;
+    weft_placement p;
+    if (cr->gpu >= 0) {
+        weft_placement_init(&p);
+        p.gpu = cr->gpu;
+        td.placements = &p;
+        td.nplacements = 1;
+    }
+    int rc = weft_spawn(s->rt, &td, NULL);
+    if (rc != 0)
+        fprintf(stderr, "cloverleaf: spawning %s: %s\n", name, weft_last_error());
+    return rc;
+}
+
+#define NEWJOB(j, s, k, c)       \
+    job *j = job_new(s, k, c);   \
+    if (!j)                      \
+        return WEFT_ENOMEM
+
+/* ---- the kernels' accesses ------------------------------------------------ */
+
+static int k_initialise(sim *s, int c)
+{
+    NEWJOB(j, s, K_INIT, c);
+    job_geom(j, WEFT_RW);
+    job_field(j, CF_VOLUME, WEFT_RW);
+    job_field(j, CF_XAREA, WEFT_RW);
+    job_field(j, CF_YAREA, WEFT_RW);
+    return job_spawn(j);
+}
+
+static int k_generate(sim *s, int c)
+{
+    NEWJOB(j, s, K_GENERATE, c);
+    job_geom(j, WEFT_R);
+    job_field(j, CF_DENSITY0, WEFT_RW);
+    job_field(j, CF_ENERGY0, WEFT_RW);
+    job_field(j, CF_XVEL0, WEFT_RW);
+    job_field(j, CF_YVEL0, WEFT_RW);
+    return job_spawn(j);
+}
+
+static int k_ideal_gas(sim *s, int c, int predict)
+{
+    NEWJOB(j, s, K_IDEAL_GAS, c);
+    j->a = predict;
+    job_field(j, predict ? CF_DENSITY1 : CF_DENSITY0, WEFT_R);
+    job_field(j, predict ? CF_ENERGY1 : CF_ENERGY0, WEFT_R);
+    job_field(j, CF_PRESSURE, WEFT_RW);
+    job_field(j, CF_SOUNDSPEED, WEFT_RW);
+    return job_spawn(j);
+}
+
+static int k_viscosity(sim *s, int c)
+{
+    NEWJOB(j, s, K_VISCOSITY, c);
+    job_geom(j, WEFT_R);
+    job_field(j, CF_DENSITY0, WEFT_R);
+    job_field(j, CF_PRESSURE, WEFT_R);
+    job_field(j, CF_XVEL0, WEFT_R);
+    job_field(j, CF_YVEL0, WEFT_R);
+    job_field(j, CF_VISCOSITY, WEFT_RW);
+    return job_spawn(j);
+}
+
+static int k_calc_dt(sim *s, int c)
+{
+    NEWJOB(j, s, K_CALC_DT, c);
+    job_geom(j, WEFT_R);
+    static const int rd[] = {CF_VOLUME, CF_XAREA, CF_YAREA, CF_DENSITY0, CF_ENERGY0, CF_PRESSURE,
+                             CF_VISCOSITY, CF_SOUNDSPEED, CF_XVEL0, CF_YVEL0};
+    for (size_t i = 0; i < sizeof rd / sizeof rd[0]; i++)
+        job_field(j, rd[i], WEFT_R);
+    job_field(j, CF_WORK1, WEFT_RW);
+    job_red(j, s->dt_d, WEFT_REDUCE | WEFT_RED_MIN | WEFT_RED_F64);
+    return job_spawn(j);
+}
+
+static int k_pdv(sim *s, int c, int predict, double dt)
+{
+    NEWJOB(j, s, K_PDV, c);
+    j->a = predict;
+    j->dt = dt;
+    static const int rd[] = {CF_XAREA, CF_YAREA, CF_VOLUME, CF_DENSITY0, CF_ENERGY0, CF_PRESSURE,
+                             CF_VISCOSITY, CF_XVEL0, CF_XVEL1, CF_YVEL0, CF_YVEL1};
+    for (size_t i = 0; i < sizeof rd / sizeof rd[0]; i++)
+        job_field(j, rd[i], WEFT_R);
+    job_field(j, CF_DENSITY1, WEFT_RW);
+    job_field(j, CF_ENERGY1, WEFT_RW);
+    job_field(j, CF_WORK1, WEFT_RW);
+    job_red(j, s->err_d, WEFT_REDUCE | WEFT_RED_MAX | WEFT_RED_I32);
+    return job_spawn(j);
+}
+
+static int k_revert(sim *s, int c)
+{
+    NEWJOB(j, s, K_REVERT, c);
+    job_field(j, CF_DENSITY0, WEFT_R);
+    job_field(j, CF_ENERGY0, WEFT_R);
+    job_field(j, CF_DENSITY1, WEFT_RW);
+    job_field(j, CF_ENERGY1, WEFT_RW);
+    return job_spawn(j);
+}
+
+static int k_accelerate(sim *s, int c, double dt)
+{
+    NEWJOB(j, s, K_ACCELERATE, c);
+    j->dt = dt;
+    static const int rd[] = {CF_DENSITY0, CF_VOLUME, CF_XAREA, CF_YAREA, CF_PRESSURE, CF_VISCOSITY,
+                             CF_XVEL0, CF_YVEL0};
+    for (size_t i = 0; i < sizeof rd / sizeof rd[0]; i++)
+        job_field(j, rd[i], WEFT_R);
+    job_field(j, CF_XVEL1, WEFT_RW);
+    job_field(j, CF_YVEL1, WEFT_RW);
+    job_field(j, CF_WORK1, WEFT_RW);
+    return job_spawn(j);
+}
+
+static int k_flux_calc(sim *s, int c, double dt)
+{
+    NEWJOB(j, s, K_FLUX_CALC, c);
+    j->dt = dt;
+    static const int rd[] = {CF_XAREA, CF_YAREA, CF_XVEL0, CF_XVEL1, CF_YVEL0, CF_YVEL1};
+    for (size_t i = 0; i < sizeof rd / sizeof rd[0]; i++)
+        job_field(j, rd[i], WEFT_R);
+    job_field(j, CF_VOL_FLUX_X, WEFT_RW);
+    job_field(j, CF_VOL_FLUX_Y, WEFT_RW);
+    return job_spawn(j);
+}
+
+static int k_advec_cell(sim *s, int c, int dir, int sweep)
+{
+    NEWJOB(j, s, K_ADVEC_CELL, c);
+    j->b = dir;
+    j->c = sweep;
+    job_geom(j, WEFT_R);
+    job_field(j, CF_VOLUME, WEFT_R);
+    job_field(j, CF_VOL_FLUX_X, WEFT_R);
+    job_field(j, CF_VOL_FLUX_Y, WEFT_R);
+    job_field(j, CF_DENSITY1, WEFT_RW);
+    job_field(j, CF_ENERGY1, WEFT_RW);
+    job_field(j, dir == 1 ? CF_MASS_FLUX_X : CF_MASS_FLUX_Y, WEFT_RW);
+    for (int w = CF_WORK1; w <= CF_WORK7; w++)
+        job_field(j, w, WEFT_RW);
+    return job_spawn(j);
+}
+
+static int k_advec_mom(sim *s, int c, int vel, int dir, int sweep)
+{
+    NEWJOB(j, s, K_ADVEC_MOM, c);
+    j->a = vel;
+    j->b = dir;
+    j->c = sweep;
+    job_geom(j, WEFT_R);
+    job_field(j, CF_VOLUME, WEFT_R);
+    job_field(j, CF_VOL_FLUX_X, WEFT_R);
+    job_field(j, CF_VOL_FLUX_Y, WEFT_R);
+    job_field(j, CF_MASS_FLUX_X, WEFT_R);
+    job_field(j, CF_MASS_FLUX_Y, WEFT_R);
+    job_field(j, CF_DENSITY1, WEFT_R);
+    job_field(j, vel, WEFT_RW);
+    for (int w = CF_WORK1; w <= CF_WORK7; w++)
+        job_field(j, w, WEFT_RW);
+    return job_spawn(j);
+}
+
+static int k_reset(sim *s, int c)
+{
+    NEWJOB(j, s, K_RESET, c);
+    job_field(j, CF_DENSITY1, WEFT_R);
+    job_field(j, CF_ENERGY1, WEFT_R);
+    job_field(j, CF_XVEL1, WEFT_R);
+    job_field(j, CF_YVEL1, WEFT_R);
+    job_field(j, CF_DENSITY0, WEFT_RW);
+    job_field(j, CF_ENERGY0, WEFT_RW);
+    job_field(j, CF_XVEL0, WEFT_RW);
+    job_field(j, CF_YVEL0, WEFT_RW);
+    return job_spawn(j);
+}
+
+static int k_summary(sim *s, int c)
+{
+    NEWJOB(j, s, K_SUMMARY, c);
+    static const int rd[] = {CF_VOLUME, CF_DENSITY0, CF_ENERGY0, CF_PRESSURE, CF_XVEL0, CF_YVEL0};
+    for (size_t i = 0; i < sizeof rd / sizeof rd[0]; i++)
+        job_field(j, rd[i], WEFT_R);
+    job_red(j, s->sums_d, WEFT_REDUCE | WEFT_RED_SUM | WEFT_RED_F64);
+    return job_spawn(j);
+}
+
+static int k_reflect(sim *s, int c, const int *fields, int nfields, int depth)
+{
+    NEWJOB(j, s, K_REFLECT, c);
+    j->nfields = nfields;
+    j->depth = depth;
+    for (int i = 0; i < nfields; i++) {
+        j->fields[i] = fields[i];
+        job_field(j, fields[i], WEFT_RW);
+    }
+    return job_spawn(j);
+}
+
+/* ---- halo updates -------------------------------------------------------- */
+
+static int neighbour(const clover_chunk *c, unsigned edge)
+{
+    switch (edge) {
+    case CLOVER_LEFT: return c->left;
+    case CLOVER_RIGHT: return c->right;
+    case CLOVER_BOTTOM: return c->bottom;
+    default: return c->top;
+    }
+}
+
+static unsigned opposite(unsigned edge)
+{
+    switch (edge) {
+    case CLOVER_LEFT: return CLOVER_RIGHT;
+    case CLOVER_RIGHT: return CLOVER_LEFT;
+    case CLOVER_BOTTOM: return CLOVER_TOP;
+    default: return CLOVER_BOTTOM;
+    }
+}
+
+static const unsigned phase_edges[2][2] = {{CLOVER_LEFT, CLOVER_RIGHT}, {CLOVER_BOTTOM, CLOVER_TOP}};
+
+/* Chunks on the CPU: one host task copies every strip, x faces then y
+ * faces, then fills the mesh boundary's ghosts. */
+typedef struct host_halo {
+    sim *s;
+    int fields[MAX_HALO_FIELDS], nfields, depth;
+    weft_access *acc;
+} host_halo;
+
+static void host_halo_free(void *arg)
+{
+    host_halo *h = arg;
+    free(h->acc);
+    free(h);
+}
+
+static int host_halo_body(weft_ctx *ctx, void *arg)
+{
+    (void)ctx;
+    host_halo *h = arg;
+    sim *s = h->s;
+    uint64_t t0 = now_ns();
+    for (int ph = 0; ph < 2; ph++)
+        for (int c = 0; c < s->n; c++) {
+            const chunk_rt *me = &s->ch[c];
+            for (int e = 0; e < 2; e++) {
+                unsigned edge = phase_edges[ph][e];
+                int nb = neighbour(&me->c, edge);
+                if (nb < 0)
+                    continue;
+                const chunk_rt *other = &s->ch[nb];
+                for (int fi = 0; fi < h->nfields; fi++) {
+                    int f = h->fields[fi];
+                    clover_strip mine, theirs;
+                    clover_halo_strip(&me->c, f, h->depth, edge, &mine);
+                    clover_halo_strip(&other->c, f, h->depth, opposite(edge), &theirs);
+                    size_t fc = clover_field_count(me->c.nx, me->c.ny);
+                    size_t oc = clover_field_count(other->c.nx, other->c.ny);
+                    double *dst = me->mem + (size_t)f * fc;
+                    const double *src = other->mem + (size_t)f * oc;
+                    size_t dp = (size_t)me->c.nx + 5, sp = (size_t)other->c.nx + 5;
+                    for (size_t r = 0; r < mine.rows; r++)
+                        memcpy(dst + mine.recv_off + r * dp, src + theirs.send_off + r * sp,
+                               mine.cols * sizeof(double));
+                }
+            }
+        }
+    uint64_t t1 = now_ns();
+    atomic_fetch_add_explicit(&s->ns[K_HALO], t1 - t0, memory_order_relaxed);
+    atomic_fetch_add_explicit(&s->calls[K_HALO], 1, memory_order_relaxed);
+    for (int c = 0; c < s->n; c++) {
+        const chunk_rt *me = &s->ch[c];
+        if (!me->c.edges)
+            continue;
+        clover_view v = {.nx = me->c.nx, .ny = me->c.ny, .pitch = (size_t)me->c.nx + 5};
+        size_t fc = clover_field_count(me->c.nx, me->c.ny);
+        for (int fi = 0; fi < h->nfields; fi++)
+            v.f[h->fields[fi]] = me->mem + (size_t)h->fields[fi] * fc;
+        clover_k_reflect(&v, h->fields, h->nfields, h->depth, me->c.edges);
+    }
+    atomic_fetch_add_explicit(&s->ns[K_REFLECT], now_ns() - t1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&s->calls[K_REFLECT], 1, memory_order_relaxed);
+    return 0;
+}
+
+static int halo_host(sim *s, const int *fields, int nfields, int depth)
+{
+    host_halo *h = calloc(1, sizeof *h);
+    weft_access *acc = calloc((size_t)s->n * (size_t)nfields, sizeof *acc);
+    if (!h || !acc) {
+        free(h);
+        free(acc);
+        return WEFT_ENOMEM;
+    }
+    h->s = s;
+    h->nfields = nfields;
+    h->depth = depth;
+    h->acc = acc;
+    size_t n = 0;
+    for (int i = 0; i < nfields; i++) {
+        h->fields[i] = fields[i];
+        for (int c = 0; c < s->n; c++) {
+            acc[n].data = s->ch[c].f[fields[i]];
+            acc[n++].mode = WEFT_RW;
+        }
+    }
+    weft_task_desc td;
+    weft_task_desc_init(&td);
+    td.body = host_halo_body;
+    td.arg = h;
+    td.arg_destroy = host_halo_free;
+    td.accesses = acc;
+    td.naccesses = n;
+    td.name = "halo";
+    int rc = weft_spawn(s->rt, &td, NULL);
+    if (rc != 0)
+        fprintf(stderr, "cloverleaf: spawning a halo update: %s\n", weft_last_error());
+    return rc;
+}
+
+/* Chunks on GPUs (one each): the strips go as one exchange per phase over
+ * the chunks' communicator, then each chunk on the mesh boundary fills its
+ * ghosts there on its stream. */
+static int halo_gpu(sim *s, const int *fields, int nfields, int depth)
+{
+    if (s->n > 1) {
+        size_t max = (size_t)s->n * 2 * (size_t)nfields;
+        weft_xfer *x = calloc(max, sizeof *x);
+        if (!x)
+            return WEFT_ENOMEM;
+        for (int ph = 0; ph < 2; ph++) {
+            size_t n = 0;
+            for (int c = 0; c < s->n; c++) {
+                const chunk_rt *me = &s->ch[c];
+                for (int e = 0; e < 2; e++) {
+                    unsigned edge = phase_edges[ph][e];
+                    int nb = neighbour(&me->c, edge);
+                    if (nb < 0)
+                        continue;
+                    const chunk_rt *other = &s->ch[nb];
+                    for (int fi = 0; fi < nfields; fi++) {
+                        int f = fields[fi];
+                        clover_strip mine, theirs;
+                        clover_halo_strip(&me->c, f, depth, edge, &mine);
+                        clover_halo_strip(&other->c, f, depth, opposite(edge), &theirs);
+                        weft_xfer *t = &x[n++];
+                        t->from = (unsigned)nb;
+                        t->to = (unsigned)c;
+                        t->src = other->f[f];
+                        t->src_off = theirs.send_off * sizeof(double);
+                        t->src_pitch = ((size_t)other->c.nx + 5) * sizeof(double);
+                        t->dst = me->f[f];
+                        t->dst_off = mine.recv_off * sizeof(double);
+                        t->dst_pitch = ((size_t)me->c.nx + 5) * sizeof(double);
+                        t->bytes = mine.cols * sizeof(double);
+                        t->rows = mine.rows;
+                    }
+                }
+            }
+            if (n == 0)
+                continue;
+            int rc = weft_comm_exchange(s->comm, x, n, ph ? "halo_y" : "halo_x", NULL);
+            if (rc != 0) {
+                fprintf(stderr, "cloverleaf: halo exchange: %s\n", weft_last_error());
+                free(x);
+                return rc;
+            }
+        }
+        free(x);
+    }
+    for (int c = 0; c < s->n; c++)
+        if (s->ch[c].c.edges) {
+            int rc = k_reflect(s, c, fields, nfields, depth);
+            if (rc)
+                return rc;
+        }
+    return 0;
+}
+
+static int halo(sim *s, const int *fields, int nfields, int depth)
+{
+    return s->ngpu ? halo_gpu(s, fields, nfields, depth) : halo_host(s, fields, nfields, depth);
+}
+
+#define HALO(s, depth, ...)                                                      \
+    do {                                                                         \
+        static const int fl_[] = {__VA_ARGS__};                                  \
+        int rc_ = halo(s, fl_, (int)(sizeof fl_ / sizeof fl_[0]), depth);         \
+        if (rc_)                                                                 \
+            return rc_;                                                          \
+    } while (0)
+
+#define EACH(s, call)                                                            \
+    do {                                                                         \
+        for (int c = 0; c < (s)->n; c++) {                                       \
+            int rc_ = (call);                                                    \
+            if (rc_)                                                             \
+                return rc_;                                                      \
+        }                                                                        \
+    } while (0)
+
+/* ---- host reads of the reductions ----------------------------------------- */
+
+typedef struct readback {
+    sim *s;
+    double dt;
+    int32_t err;
+    double sums[CS_N];
+    int which;                   /* 0: dt and err; 1: the summary */
+} readback;
+
+static int readback_body(weft_ctx *ctx, void *arg)
+{
+    readback *r = arg;
+    sim *s = r->s;
+    (void)ctx;
+    if (r->which == 0) {
+        r->dt = s->dt_min;
+        r->err = s->err;
+        s->dt_min = INFINITY;
+        s->err = 0;
+    } else {
+        memcpy(r->sums, s->sums, sizeof r->sums);
+        for (int i = 0; i < CS_N; i++)
+            s->sums[i] = -0.0;
+    }
+    return 0;
+}
+
+/* Read (and reset) the dt and error reductions, or the summary, on the host. */
+static int read_back(sim *s, readback *r)
+{
+    weft_access acc[2];
+    size_t n = 0;
+    if (r->which == 0) {
+        acc[n++] = (weft_access){s->dt_d, WEFT_RW | WEFT_HOST};
+        acc[n++] = (weft_access){s->err_d, WEFT_RW | WEFT_HOST};
+    } else {
+        acc[n++] = (weft_access){s->sums_d, WEFT_RW | WEFT_HOST};
+    }
+    r->s = s;
+    weft_task_desc td;
+    weft_task_desc_init(&td);
+    td.body = readback_body;
+    td.arg = r;
+    td.accesses = acc;
+    td.naccesses = n;
+    td.name = r->which ? "read_summary" : "read_dt";
+    td.priority = 1;
+    weft_task *t = NULL;
+    int rc = weft_spawn(s->rt, &td, &t);
+    if (rc == 0) {
+        rc = weft_task_wait(t);
+        weft_task_release(t);
+    }
+    if (rc != 0) {
+        fprintf(stderr, "cloverleaf: %s failed: %s (a kernel task before it failed)\n", td.name,
+                weft_strerror(rc));
+        return rc;
+    }
+    return 0;
+}
+
+/* ---- the time step ---------------------------------------------------- */
+
+static int summary(sim *s, FILE *out, int step, double time, double sums[CS_N])
+{
+    EACH(s, k_ideal_gas(s, c, 0)); /* the pressure of the fields summed, as the reference */
+    EACH(s, k_summary(s, c));
+    readback r = {.which = 1};
+    int rc = read_back(s, &r);
+    if (rc)
+        return rc;
+    memcpy(sums, r.sums, sizeof r.sums);
+    if (out)
+        clover_print_summary(out, step, time, sums);
+    return 0;
+}
+
+static int check_err(int32_t err, int step)
+{
+    if (err) {
+        fprintf(stderr, "cloverleaf: step %d: PdV: a cell's volume turned negative\n", step);
+        return -1;
+    }
+    return 0;
+}
+
+/* The first half of a step, up to the chunks' smallest dt. */
+static int step_start(sim *s)
+{
+    EACH(s, k_ideal_gas(s, c, 0));
+    HALO(s, 1, CF_PRESSURE, CF_ENERGY0, CF_DENSITY0, CF_XVEL0, CF_YVEL0);
+    EACH(s, k_viscosity(s, c));
+    HALO(s, 1, CF_VISCOSITY);
+    EACH(s, k_calc_dt(s, c));
+    return 0;
+}
+
+static int step_rest(sim *s, double dt, int advect_x)
+{
+    EACH(s, k_pdv(s, c, 1, dt));
+    EACH(s, k_ideal_gas(s, c, 1));
+    HALO(s, 1, CF_PRESSURE);
+    EACH(s, k_revert(s, c));
+    EACH(s, k_accelerate(s, c, dt));
+    EACH(s, k_pdv(s, c, 0, dt));
+    EACH(s, k_flux_calc(s, c, dt));
+    int first = advect_x ? 1 : 2, second = advect_x ? 2 : 1;
+    HALO(s, 2, CF_ENERGY1, CF_DENSITY1, CF_VOL_FLUX_X, CF_VOL_FLUX_Y);
+    EACH(s, k_advec_cell(s, c, first, 1));
+    HALO(s, 2, CF_DENSITY1, CF_ENERGY1, CF_XVEL1, CF_YVEL1, CF_MASS_FLUX_X, CF_MASS_FLUX_Y);
+    EACH(s, k_advec_mom(s, c, CF_XVEL1, first, 1));
+    EACH(s, k_advec_mom(s, c, CF_YVEL1, first, 1));
+    EACH(s, k_advec_cell(s, c, second, 2));
+    HALO(s, 2, CF_DENSITY1, CF_ENERGY1, CF_XVEL1, CF_YVEL1, CF_MASS_FLUX_X, CF_MASS_FLUX_Y);
+    EACH(s, k_advec_mom(s, c, CF_XVEL1, second, 2));
+    EACH(s, k_advec_mom(s, c, CF_YVEL1, second, 2));
+    EACH(s, k_reset(s, c));
+    return 0;
+}
+
+static int start(sim *s)
+{
+    EACH(s, k_initialise(s, c));
+    EACH(s, k_generate(s, c));
+    EACH(s, k_ideal_gas(s, c, 0));
+    HALO(s, 2, CF_DENSITY0, CF_ENERGY0, CF_PRESSURE, CF_VISCOSITY, CF_DENSITY1, CF_ENERGY1, CF_XVEL0,
+         CF_YVEL0);
+    HALO(s, 2, CF_XVEL1, CF_YVEL1);
+    return 0;
+}
+
+static int loop(sim *s, FILE *out, clover_weft_result *res)
+{
+    const clover_deck *d = s->d;
+    clover_clock clk = {0};
+    clk.dt = d->dtinit;
+    clk.dtold = d->dtinit;
+    int advect_x = 1, rc;
+    double sums[CS_N] = {0};
+    if (out)
+        clover_print_summary_header(out);
+    if ((rc = summary(s, out, 0, 0.0, sums)) != 0)
+        return rc;
+    memcpy(res->sums0, sums, sizeof sums);
+    uint64_t t0 = now_ns();
+    for (;;) {
+        clk.step++;
+        if ((rc = step_start(s)) != 0)
+            return rc;
+        readback r = {.which = 0};
+        if ((rc = read_back(s, &r)) != 0)
+            return rc;
+        if ((rc = check_err(r.err, clk.step - 1)) != 0)
+            return rc;
+        if (clover_next_dt(d, &clk, r.dt) != 0)
+            return -1;
+        if ((rc = step_rest(s, clk.dt, advect_x)) != 0)
+            return rc;
+        advect_x = !advect_x;
+        clk.time += clk.dt;
+        int last = clk.time + 1e-16 > d->end_time || clk.step >= d->end_step;
+        if (last || (d->summary_frequency > 0 && clk.step % d->summary_frequency == 0)) {
+            if ((rc = summary(s, last ? NULL : out, clk.step, clk.time, sums)) != 0)
+                return rc;
+        }
+        if (last)
+            break;
+    }
+    readback r = {.which = 0};
+    if ((rc = read_back(s, &r)) != 0 || (rc = check_err(r.err, clk.step)) != 0)
+        return rc;
+    res->wall_s = (double)(now_ns() - t0) * 1e-9;
+    if (out)
+        clover_print_summary(out, clk.step, clk.time, sums);
+    memcpy(res->sums, sums, sizeof sums);
+    res->steps = clk.step;
+    res->time = clk.time;
+    return 0;
+}
+
+/* ---- set-up and output ------------------------------------------------ */
+
+static int setup(sim *s, const clover_weft_opts *o)
+{
+    weft_config cfg;
+    weft_config_init(&cfg);
+    if (o->devices)
+        cfg.devices = o->devices;
+    if (o->workers)
+        cfg.workers = o->workers;
+    if (o->trace_path)
+        cfg.trace_path = o->trace_path;
+    int rc = weft_runtime_create(&cfg, &s->rt);
+    if (rc) {
+        fprintf(stderr, "cloverleaf: weft_runtime_create: %s\n", weft_last_error());
+        return rc;
+    }
+    unsigned ndev = weft_device_count(s->rt);
+    for (unsigned i = 1; i < ndev; i++) {
+        weft_device_info di;
+        if (weft_device_info_get(s->rt, i, &di) == 0 && di.kind == WEFT_DEVICE_CUDA) {
+            fprintf(stderr, "cloverleaf: %s: the C driver has no CUDA kernels yet; use cpu or vgpu devices\n",
+                    di.name);
+            return WEFT_EINVAL;
+        }
+    }
+    s->ngpu = (int)ndev - 1;
+    int n = s->ngpu ? s->ngpu : (o->chunks > 0 ? o->chunks : (int)weft_runtime_workers(s->rt));
+    s->ch = calloc((size_t)n, sizeof *s->ch);
+    clover_chunk *cc = calloc((size_t)n, sizeof *cc);
+    if (!s->ch || !cc) {
+        free(cc);
+        return WEFT_ENOMEM;
+    }
+    char err[256];
+    if (clover_decompose(s->d, n, cc, &s->cx, &s->cy, err, sizeof err) != 0) {
+        fprintf(stderr, "cloverleaf: %s\n", err);
+        free(cc);
+        return WEFT_EINVAL;
+    }
+    s->n = n;
+    for (int c = 0; c < n; c++) {
+        chunk_rt *cr = &s->ch[c];
+        cr->c = cc[c];
+        cr->gpu = s->ngpu ? c : -1;
+        size_t fc = clover_field_count(cr->c.nx, cr->c.ny), gc = clover_geom_count(cr->c.nx, cr->c.ny);
+        cr->fbytes = fc * sizeof(double);
+        cr->gbytes = gc * sizeof(double);
+        cr->mem = calloc(fc * CF_NFIELDS + gc, sizeof(double));
+        if (!cr->mem) {
+            free(cc);
+            return WEFT_ENOMEM;
+        }
+        for (int f = 0; f < CF_NFIELDS; f++)
+            if ((rc = weft_data_register(s->rt, cr->mem + (size_t)f * fc, cr->fbytes, &cr->f[f])) != 0)
+                break;
+        if (rc == 0)
+            rc = weft_data_register(s->rt, cr->mem + (size_t)CF_NFIELDS * fc, cr->gbytes, &cr->geom);
+        if (rc) {
+            free(cc);
+            fprintf(stderr, "cloverleaf: registering chunk %d: %s\n", c, weft_last_error());
+            return rc;
+        }
+    }
+    free(cc);
+    s->dt_min = INFINITY;
+    for (int i = 0; i < CS_N; i++)
+        s->sums[i] = -0.0;
+    if ((rc = weft_data_register(s->rt, &s->dt_min, sizeof s->dt_min, &s->dt_d)) != 0 ||
+        (rc = weft_data_register(s->rt, &s->err, sizeof s->err, &s->err_d)) != 0 ||
+        (rc = weft_data_register(s->rt, s->sums, sizeof s->sums, &s->sums_d)) != 0)
+        return rc;
+    if (s->ngpu > 1) {
+        weft_comm_config cc2;
+        weft_comm_config_init(&cc2);
+        if ((rc = weft_comm_create(s->rt, &cc2, &s->comm)) != 0) {
+            fprintf(stderr, "cloverleaf: weft_comm_create: %s\n", weft_last_error());
+            return rc;
+        }
+    }
+    return 0;
+}
+
+/* Copy field f of every chunk into out (x_cells x y_cells, row-major from
+ * the bottom): the chunks' host memory is current after weft_wait_all and
+ * the handles' unregistering. */
+static void gather(const sim *s, int f, double *out)
+{
+    for (int c = 0; c < s->n; c++) {
+        const chunk_rt *cr = &s->ch[c];
+        size_t fc = clover_field_count(cr->c.nx, cr->c.ny), p = (size_t)cr->c.nx + 5;
+        const double *src = cr->mem + (size_t)f * fc;
+        for (int k = 0; k < cr->c.ny; k++)
+            memcpy(out + (size_t)(cr->c.y0 + k) * (size_t)s->d->x_cells + (size_t)cr->c.x0,
+                   src + (size_t)(k + 2) * p + 2, (size_t)cr->c.nx * sizeof(double));
+    }
+}
+
+static void profile(const sim *s, FILE *out, double wall)
+{
+    uint64_t total = 0;
+    for (int k = 0; k < K_N; k++)
+        total += s->ns[k];
+    fprintf(out, "\n Profile (kernel time summed over chunks; wall %.3f s)\n", wall);
+    fprintf(out, " %-16s %10s %12s %8s\n", "kernel", "calls", "seconds", "share");
+    for (int k = 0; k < K_N; k++) {
+        if (!s->calls[k])
+            continue;
+        double sec = (double)s->ns[k] * 1e-9;
+        fprintf(out, " %-16s %10llu %12.4f %7.1f%%\n", kern_name[k], (unsigned long long)s->calls[k], sec,
+                total ? 100.0 * (double)s->ns[k] / (double)total : 0.0);
+    }
+}
+
+static int teardown(sim *s)
+{
+    int rc = 0;
+    if (s->comm && weft_comm_destroy(s->comm) != 0)
+        rc = -1;
+    s->comm = NULL;
+    for (int c = 0; s->ch && c < s->n; c++) {
+        for (int f = 0; f < CF_NFIELDS; f++)
+            if (s->ch[c].f[f] && weft_data_unregister(s->ch[c].f[f]) != 0)
+                rc = -1;
+        if (s->ch[c].geom && weft_data_unregister(s->ch[c].geom) != 0)
+            rc = -1;
+    }
+    weft_data *red[] = {s->dt_d, s->err_d, s->sums_d};
+    for (int i = 0; i < 3; i++)
+        if (red[i] && weft_data_unregister(red[i]) != 0)
+            rc = -1;
+    if (s->rt && weft_runtime_destroy(s->rt) != 0)
+        rc = -1;
+    s->rt = NULL;
+    return rc;
+}
+
+int clover_weft_run(const clover_deck *d, const clover_weft_opts *o, clover_weft_result *res)
+{
+    sim *s = calloc(1, sizeof *s);
+    if (!s)
+        return -1;
+    s->d = d;
+    memset(res, 0, sizeof *res);
+    int rc = setup(s, o);
+    if (rc == 0)
+        rc = start(s);
+    if (rc == 0)
+        rc = loop(s, o->out, res);
+    if (rc != 0 && s->rt) {
+        int crc = weft_cancel_pending(s->rt); /* what was spawned of a failed step need not run */
+        (void)crc;
+    }
+    int wrc = s->rt ? weft_wait_all(s->rt) : 0;
+    if (rc == 0 && wrc != 0) {
+        fprintf(stderr, "cloverleaf: a task failed: %s\n", weft_strerror(wrc));
+        rc = wrc;
+    }
+    res->nchunks = s->n;
+    res->chunks_x = s->cx;
+    res->chunks_y = s->cy;
+    if (rc == 0 && o->out) {
+        res->verified = clover_verify(o->out, d, res->sums[CS_KE]);
+        profile(s, o->out, res->wall_s);
+    }
+    /* Unregistering brings every chunk's newest values back to its host memory. */
+    if (teardown(s) != 0 && rc == 0)
+        rc = -1;
+    if (rc == 0 && (o->density || o->energy || o->png_path)) {
+        double *tmp = o->density;
+        if (!tmp)
+            tmp = malloc((size_t)d->x_cells * (size_t)d->y_cells * sizeof(double));
+        if (tmp) {
+            gather(s, CF_DENSITY0, tmp);
+            if (o->png_path && clover_write_png(o->png_path, tmp, d->x_cells, d->y_cells, (size_t)d->x_cells) != 0)
+                fprintf(stderr, "cloverleaf: writing %s failed\n", o->png_path);
+            if (tmp != o->density)
+                free(tmp);
+        }
+        if (o->energy)
+            gather(s, CF_ENERGY0, o->energy);
+    }
+    for (int c = 0; s->ch && c < s->n; c++)
+        free(s->ch[c].mem);
+    free(s->ch);
+    free(s);
+    return rc == 0 ? 0 : -1;
+}

@@ -1,0 +1,43 @@
+/* The C driver: CloverLeaf's time-step loop over Weft's C API.
+ *
+ * The mesh is split into chunks (clover_decompose), one per GPU when the
+ * runtime has GPUs, else `chunks` (default: one per worker) on the CPU.
+ * Every field of every chunk is a data handle; each kernel on each chunk
+ * is a task on the chunk's device naming the fields it reads and writes,
+ * so Weft orders the chunks' kernels and keeps each chunk's fields on its
+ * device.  Halo updates between chunks on GPUs are communication tasks
+ * (weft_comm_exchange over a communicator of the chunks' GPUs); between
+ * chunks on the CPU, one host task copies the strips.  The time-step
+ * minimum, the PdV check and the field summary are reductions
+ * (WEFT_REDUCE) read by one small host task per step. */
+#ifndef CLOVER_RUN_WEFT_H
+#define CLOVER_RUN_WEFT_H
+
+#include "clover.h"
+
+typedef struct clover_weft_opts {
+    const char *devices;         /* Weft's device list ("cpu", "cpu,vgpu:4"); NULL: the default */
+    int chunks;                  /* chunks on the CPU when there is no GPU; 0: one per worker */
+    unsigned workers;            /* 0: Weft's default */
+    const char *trace_path;      /* Chrome trace, or NULL */
+    const char *png_path;        /* the final density picture, or NULL */
+    FILE *out;                   /* summary table, verification, profile; NULL: silent */
+    double *density;             /* NULL, or x_cells * y_cells doubles: the final density0 */
+    double *energy;              /* the same for energy0 */
+} clover_weft_opts;
+
+typedef struct clover_weft_result {
+    double sums0[CS_N];          /* the field summary at step 0 */
+    double sums[CS_N];           /* the last field summary */
+    int steps;
+    double time;                 /* simulated */
+    double wall_s;               /* the time-step loop's wall time */
+    int nchunks, chunks_x, chunks_y;
+    int verified;                /* clover_verify's result */
+} clover_weft_result;
+
+/* Run the deck.  Returns 0, or -1 with a message on stderr (the runtime,
+ * a kernel's error check, dt below dtmin, a failed task). */
+int clover_weft_run(const clover_deck *d, const clover_weft_opts *o, clover_weft_result *res);
+
+#endif

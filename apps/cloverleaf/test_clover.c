@@ -1,0 +1,209 @@
+/* CloverLeaf runs checked against the sequential oracle.
+ *
+ *   test_clover tp1 DECKS     clover_tp1.in: the oracle PASSes; the Weft
+ *                             driver on cpu (1 and 2 chunks) and on
+ *                             cpu,vgpu:4 (in the virtual GPUs' checking mode
+ *                             too) PASSes with the oracle's density and
+ *                             energy fields bit for bit and kinetic energies
+ *                             equal to 1e-12 relative
+ *   test_clover decomp DECKS  clover_bm_short.in cut to a few steps (and a
+ *                             coarser mesh under the sanitizers): the step-0
+ *                             summary is the deck's (volume 100, mass 28,
+ *                             density 0.28, pressure 0.172, internal energy
+ *                             43, kinetic energy 0); every decomposition (2
+ *                             and 4 chunks on the CPU, cpu,vgpu:4, 3 virtual
+ *                             GPUs) gives the single chunk's fields bit for
+ *                             bit and its summary to 1e-12 relative */
+#include "clover.h"
+#include "run_weft.h"
+#include "serial.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int failures;
+
+#define CHECK(cond, ...)                                                         \
+    do {                                                                         \
+        if (!(cond)) {                                                           \
+            fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);                 \
+            fprintf(stderr, __VA_ARGS__);                                        \
+            fputc('\n', stderr);                                                 \
+            failures++;                                                          \
+        }                                                                        \
+    } while (0)
+
+static int sanitized(void)
+{
+    const char *s = getenv("WEFT_TEST_SCALE");
+    return s && !strcmp(s, "sanitizer");
+}
+
+static void load(const char *dir, const char *name, clover_deck *d)
+{
+    char path[1024], err[512];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    if (clover_deck_load(path, d, err, sizeof err) != 0) {
+        fprintf(stderr, "FAIL: %s\n", err);
+        exit(1);
+    }
+}
+
+static double rel(double a, double b)
+{
+    double m = fmax(fabs(a), fabs(b));
+    return m == 0 ? 0 : fabs(a - b) / m;
+}
+
+typedef struct outcome {
+    double sums[CS_N];
+    double *density, *energy;
+} outcome;
+
+static void outcome_init(outcome *o, const clover_deck *d)
+{
+    size_t n = (size_t)d->x_cells * (size_t)d->y_cells;
+    o->density = calloc(n, sizeof(double));
+    o->energy = calloc(n, sizeof(double));
+    if (!o->density || !o->energy) {
+        fprintf(stderr, "FAIL: out of memory\n");
+        exit(1);
+    }
+}
+
+static void outcome_free(outcome *o)
+{
+    free(o->density);
+    free(o->energy);
+}
+
+/* One run of the Weft driver, compared with the oracle's. */
+static void weft_case(const clover_deck *d, const outcome *want, const char *devices, int chunks, int check_mode,
+                      int need_pass)
+{
+    outcome got;
+    outcome_init(&got, d);
+    if (check_mode)
+        setenv("WEFT_VGPU_CHECK", "1", 1);
+    clover_weft_opts o = {.devices = devices, .chunks = chunks, .density = got.density, .energy = got.energy};
+    clover_weft_result r;
+    int rc = clover_weft_run(d, &o, &r);
+    unsetenv("WEFT_VGPU_CHECK");
+    char what[128];
+    snprintf(what, sizeof what, "%s, %d chunk(s)%s", devices, chunks ? chunks : r.nchunks,
+             check_mode ? ", checking mode" : "");
+    CHECK(rc == 0, "%s: the run failed", what);
+    if (rc == 0) {
+        memcpy(got.sums, r.sums, sizeof got.sums);
+        for (int i = 0; i < CS_N; i++)
+            CHECK(rel(got.sums[i], want->sums[i]) <= 1e-12, "%s: summary %d: %.17g, oracle %.17g", what, i,
+                  got.sums[i], want->sums[i]);
+        size_t n = (size_t)d->x_cells * (size_t)d->y_cells, bad = 0;
+        for (size_t i = 0; i < n; i++)
+            if (memcmp(&got.density[i], &want->density[i], sizeof(double)) ||
+                memcmp(&got.energy[i], &want->energy[i], sizeof(double)))
+                bad++;
+        CHECK(bad == 0, "%s: %zu cells differ from the oracle's", what, bad);
+        if (need_pass)
+            CHECK(clover_verify(NULL, d, got.sums[CS_KE]) == 1, "%s: kinetic energy %.15g does not PASS", what,
+                  got.sums[CS_KE]);
+        printf("ok %s: %d chunks (%d x %d), ke %.15g\n", what, r.nchunks, r.chunks_x, r.chunks_y,
+               got.sums[CS_KE]);
+    }
+    outcome_free(&got);
+}
+
+static void oracle(const clover_deck *d, int chunks, outcome *o)
+{
+    outcome_init(o, d);
+    clover_serial_out so = {.density = o->density, .energy = o->energy};
+    if (clover_serial_run(d, chunks, NULL, o->sums, &so) != 0) {
+        fprintf(stderr, "FAIL: the sequential oracle failed\n");
+        exit(1);
+    }
+}
+
+static int test_tp1(const char *dir)
+{
+    clover_deck d;
+    load(dir, "clover_tp1.in", &d);
+    outcome want;
+    oracle(&d, 1, &want);
+    CHECK(clover_verify(stdout, &d, want.sums[CS_KE]) == 1, "the oracle does not PASS test problem 1");
+    weft_case(&d, &want, "cpu", 1, 0, 1);
+    weft_case(&d, &want, "cpu", 2, 0, 1);
+    weft_case(&d, &want, "cpu,vgpu:4", 0, 0, 1);
+    weft_case(&d, &want, "cpu,vgpu:2", 0, 1, 1);
+    outcome_free(&want);
+    return failures ? 1 : 0;
+}
+
+static int test_decomp(const char *dir)
+{
+    clover_deck d;
+    load(dir, "clover_bm_short.in", &d);
+    /* A few steps; a coarser mesh (the same problem) under the sanitizers. */
+    d.end_step = 4;
+    if (sanitized()) {
+        d.x_cells = 120;
+        d.y_cells = 120;
+    }
+    outcome want;
+    oracle(&d, 1, &want);
+    /* The deck's step-0 field summary, from the run on cpu,vgpu:4. */
+    double s0[CS_N];
+    {
+        outcome got;
+        outcome_init(&got, &d);
+        clover_weft_opts o = {.devices = "cpu,vgpu:4", .density = got.density, .energy = got.energy};
+        clover_weft_result r;
+        CHECK(clover_weft_run(&d, &o, &r) == 0, "cpu,vgpu:4: the run failed");
+        memcpy(s0, r.sums0, sizeof s0);
+        outcome_free(&got);
+    }
+    CHECK(fabs(s0[CS_VOL] - 100.0) < 1e-9, "step 0: volume %.17g, not 100", s0[CS_VOL]);
+    CHECK(fabs(s0[CS_MASS] - 28.0) < 1e-9, "step 0: mass %.17g, not 28", s0[CS_MASS]);
+    CHECK(fabs(s0[CS_MASS] / s0[CS_VOL] - 0.28) < 1e-12, "step 0: density %.17g, not 0.28", s0[CS_MASS] / s0[CS_VOL]);
+    CHECK(fabs(s0[CS_PRESS] / s0[CS_VOL] - 0.172) < 1e-12, "step 0: pressure %.17g, not 0.172",
+          s0[CS_PRESS] / s0[CS_VOL]);
+    CHECK(fabs(s0[CS_IE] - 43.0) < 1e-9, "step 0: internal energy %.17g, not 43", s0[CS_IE]);
+    CHECK(s0[CS_KE] == 0.0, "step 0: kinetic energy %.17g, not 0", s0[CS_KE]);
+    printf("ok step 0: volume %g mass %g density %g pressure %g internal energy %g kinetic energy %g\n", s0[CS_VOL],
+           s0[CS_MASS], s0[CS_MASS] / s0[CS_VOL], s0[CS_PRESS] / s0[CS_VOL], s0[CS_IE], s0[CS_KE]);
+    /* The oracle split into chunks gives its single chunk's fields. */
+    outcome split;
+    oracle(&d, 4, &split);
+    size_t n = (size_t)d.x_cells * (size_t)d.y_cells, bad = 0;
+    for (size_t i = 0; i < n; i++)
+        bad += memcmp(&split.density[i], &want.density[i], sizeof(double)) != 0;
+    CHECK(bad == 0, "the oracle on 4 chunks: %zu cells differ from 1 chunk", bad);
+    outcome_free(&split);
+    weft_case(&d, &want, "cpu", 2, 0, 0);
+    weft_case(&d, &want, "cpu", 4, 0, 0);
+    weft_case(&d, &want, "cpu,vgpu:4", 0, 0, 0);
+    weft_case(&d, &want, "vgpu:3", 0, 0, 0);
+    outcome_free(&want);
+    return failures ? 1 : 0;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc != 3) {
+        fprintf(stderr, "usage: test_clover tp1|decomp DECKS\n");
+        return 2;
+    }
+    int rc;
+    if (!strcmp(argv[1], "tp1"))
+        rc = test_tp1(argv[2]);
+    else if (!strcmp(argv[1], "decomp"))
+        rc = test_decomp(argv[2]);
+    else {
+        fprintf(stderr, "test_clover: unknown part '%s'\n", argv[1]);
+        return 2;
+    }
+    if (rc == 0)
+        printf("test_clover %s: all passed\n", argv[1]);
+    return rc;
+}
