@@ -194,6 +194,16 @@ int clover_verify(FILE *out, const clover_deck *d, double ke);
 /* Reference kinetic energy of a test problem (0 if none is known). */
 double clover_reference_ke(int test_problem);
 
+/* ---- text for other drivers (control.c; the Python driver's) --------- */
+/* The same text clover_print_summary_header, clover_print_summary and
+ * clover_verify print, written into buf (len bytes, always terminated):
+ * return snprintf's count (the verify form: clover_verify's result, and
+ * an empty text when there is nothing to print). */
+int clover_format_summary_header(char *buf, size_t len);
+int clover_format_summary(char *buf, size_t len, int step, double time, const double sums[CS_N]);
+int clover_format_verify(char *buf, size_t len, const clover_deck *d, double ke);
+/* ---- end of the text for other drivers ------------------------------- */
+
 /* ---- picture (png.c) -------------------------------------------------- */
 
 /* Write a w x h field (row 0 at the bottom, row-major doubles, rows

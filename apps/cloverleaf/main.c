@@ -1,18 +1,23 @@
 /* weft-cloverleaf: run a CloverLeaf input deck with the C driver.
  *
  *   weft-cloverleaf [--devices LIST] [--chunks N] [--workers N]
- *                   [--trace FILE] [--png FILE] [--serial] DECK
+ *                   [--trace FILE] [--png FILE] [--serial] [--mpi] DECK
  *
  * --devices  Weft's devices ("cpu", "cpu,vgpu:4"; default: WEFT_DEVICES or
  *            every device found); chunks go one per GPU, or on the CPU
  * --chunks   chunks on the CPU when there is no GPU (default: one per worker)
  * --serial   the sequential oracle instead (no Weft; --chunks chunks)
+ * --mpi      the mesh over the ranks of MPI_COMM_WORLD (the default when
+ *            started by mpirun: OMPI_COMM_WORLD_SIZE or PMI_SIZE above 1);
+ *            each rank holds as many chunks as it would alone
  * Prints the field summary table, the verification line (a deck with a
  * test_problem), the kernel profile, and where the trace and picture went.
  * Exit status: 0 (PASS, or no test problem), 1 (FAIL), 2 (an error). */
 #include "clover.h"
 #include "run_weft.h"
 #include "serial.h"
+
+#include <weft.h>
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,7 +26,7 @@
 static void usage(void)
 {
     fprintf(stderr, "usage: weft-cloverleaf [--devices LIST] [--chunks N] [--workers N] [--trace FILE] "
-                    "[--png FILE] [--serial] DECK\n");
+                    "[--png FILE] [--serial] [--mpi] DECK\n");
 }
 
 static int number(const char *opt, const char *s, int *out)
@@ -60,6 +65,8 @@ int main(int argc, char **argv)
             o.png_path = argv[++i];
         else if (!strcmp(a, "--serial"))
             serial = 1;
+        else if (!strcmp(a, "--mpi"))
+            o.mpi = 1;
         else if (a[0] == '-' || deck_path) {
             usage();
             return 2;
@@ -76,7 +83,9 @@ int main(int argc, char **argv)
         fprintf(stderr, "weft-cloverleaf: %s\n", err);
         return 2;
     }
-    printf(" CloverLeaf on Weft: %s, %d x %d cells\n", deck_path, d.x_cells, d.y_cells);
+    const char *rank = getenv("OMPI_COMM_WORLD_RANK");
+    if (!rank || atoi(rank) == 0)
+        printf(" CloverLeaf on Weft: %s, %d x %d cells\n", deck_path, d.x_cells, d.y_cells);
     if (serial) {
         double sums[CS_N];
         if (clover_serial_run(&d, o.chunks > 0 ? o.chunks : 1, stdout, sums, NULL) != 0)
@@ -84,11 +93,26 @@ int main(int argc, char **argv)
         int v = clover_verify(NULL, &d, sums[CS_KE]);
         return v == 0 ? 1 : 0;
     }
-    clover_weft_result r;
-    if (clover_weft_run(&d, &o, &r) != 0)
+    if (!o.mpi) {
+        const char *sz = getenv("OMPI_COMM_WORLD_SIZE");
+        if (!sz)
+            sz = getenv("PMI_SIZE");
+        o.mpi = sz && atoi(sz) > 1;
+    }
+    if (o.mpi && weft_mpi_init() != 0) {
+        fprintf(stderr, "weft-cloverleaf: --mpi: %s\n", weft_last_error());
         return 2;
-    printf("\n %d steps to time %.6f on %d chunks (%d x %d): %.3f s, %.3g cell-steps/s\n", r.steps, r.time,
-           r.nchunks, r.chunks_x, r.chunks_y, r.wall_s,
+    }
+    clover_weft_result r;
+    int rc = clover_weft_run(&d, &o, &r);
+    if (o.mpi && weft_mpi_finalize() != 0)
+        fprintf(stderr, "weft-cloverleaf: MPI_Finalize: %s\n", weft_last_error());
+    if (rc != 0)
+        return 2;
+    if (r.rank != 0)
+        return r.verified == 0 ? 1 : 0;
+    printf("\n %d steps to time %.6f on %d chunks (%d x %d) over %d rank(s): %.3f s, %.3g cell-steps/s\n", r.steps,
+           r.time, r.nchunks, r.chunks_x, r.chunks_y, r.nranks, r.wall_s,
            r.wall_s > 0 ? (double)d.x_cells * d.y_cells * r.steps / r.wall_s : 0.0);
     if (o.trace_path)
         printf(" Trace: %s (chrome://tracing or ui.perfetto.dev)\n", o.trace_path);

@@ -53,9 +53,12 @@ typedef struct job {
 struct sim {
     weft_runtime *rt;
     const clover_deck *d;
-    int n, cx, cy, ngpu;
-    chunk_rt *ch;
-    weft_comm *comm;
+    int n, cx, cy, ngpu;         /* chunks of the whole mesh; GPUs of this rank */
+    int rank, nranks, nloc;      /* this rank's chunks are lo .. hi-1, nloc of them */
+    int lo, hi;
+    chunk_rt *ch;                /* every chunk (other ranks': geometry only) */
+    weft_comm *comm;             /* the chunks' GPUs (of every rank), or NULL */
+    weft_comm *net;              /* the ranks (members in host memory), or NULL */
     double dt_min;               /* REDUCE MIN: the chunks' smallest dt */
     int32_t err;                 /* REDUCE MAX: a PdV check failed */
     double sums[CS_N];           /* REDUCE SUM: the field summary */
@@ -432,11 +435,35 @@ static unsigned opposite(unsigned edge)
 
 static const unsigned phase_edges[2][2] = {{CLOVER_LEFT, CLOVER_RIGHT}, {CLOVER_BOTTOM, CLOVER_TOP}};
 
-/* Chunks on the CPU: one host task copies every strip, x faces then y
- * faces, then fills the mesh boundary's ghosts. */
+/* The strip of field f that chunk `to` takes across its face `edge` from
+ * its neighbour `from`, as a transfer (handles NULL for chunks of other
+ * ranks: their side is not read here). */
+static void strip_xfer(const sim *s, int to, int from, unsigned edge, int f, int depth, weft_xfer *t)
+{
+    const chunk_rt *me = &s->ch[to], *other = &s->ch[from];
+    clover_strip mine, theirs;
+    clover_halo_strip(&me->c, f, depth, edge, &mine);
+    clover_halo_strip(&other->c, f, depth, opposite(edge), &theirs);
+    t->src = other->f[f];
+    t->src_off = theirs.send_off * sizeof(double);
+    t->src_pitch = ((size_t)other->c.nx + 5) * sizeof(double);
+    t->dst = me->f[f];
+    t->dst_off = mine.recv_off * sizeof(double);
+    t->dst_pitch = ((size_t)me->c.nx + 5) * sizeof(double);
+    t->bytes = mine.cols * sizeof(double);
+    t->rows = mine.rows;
+}
+
+/* Chunks on the CPU: a host task copies the strips between this rank's
+ * chunks (x faces, then y faces: corners come through the x neighbour) and
+ * fills the mesh boundary's ghosts.  Alone (one rank) it does all three;
+ * across ranks each phase's exchange with other ranks runs between. */
+enum { DO_X = 1, DO_Y = 2, DO_REFLECT = 4 };
+
 typedef struct host_halo {
     sim *s;
     int fields[MAX_HALO_FIELDS], nfields, depth;
+    unsigned what;
     weft_access *acc;
 } host_halo;
 
@@ -447,41 +474,44 @@ static void host_halo_free(void *arg)
     free(h);
 }
 
+static int local(const sim *s, int c) { return c >= s->lo && c < s->hi; }
+
 static int host_halo_body(weft_ctx *ctx, void *arg)
 {
     (void)ctx;
     host_halo *h = arg;
     sim *s = h->s;
     uint64_t t0 = now_ns();
-    for (int ph = 0; ph < 2; ph++)
-        for (int c = 0; c < s->n; c++) {
-            const chunk_rt *me = &s->ch[c];
+    for (int ph = 0; ph < 2; ph++) {
+        if (!(h->what & (ph ? DO_Y : DO_X)))
+            continue;
+        for (int c = s->lo; c < s->hi; c++)
             for (int e = 0; e < 2; e++) {
                 unsigned edge = phase_edges[ph][e];
-                int nb = neighbour(&me->c, edge);
-                if (nb < 0)
+                int nb = neighbour(&s->ch[c].c, edge);
+                if (nb < 0 || !local(s, nb))
                     continue;
-                const chunk_rt *other = &s->ch[nb];
                 for (int fi = 0; fi < h->nfields; fi++) {
-                    int f = h->fields[fi];
-                    clover_strip mine, theirs;
-                    clover_halo_strip(&me->c, f, h->depth, edge, &mine);
-                    clover_halo_strip(&other->c, f, h->depth, opposite(edge), &theirs);
-                    size_t fc = clover_field_count(me->c.nx, me->c.ny);
-                    size_t oc = clover_field_count(other->c.nx, other->c.ny);
-                    double *dst = me->mem + (size_t)f * fc;
-                    const double *src = other->mem + (size_t)f * oc;
-                    size_t dp = (size_t)me->c.nx + 5, sp = (size_t)other->c.nx + 5;
-                    for (size_t r = 0; r < mine.rows; r++)
-                        memcpy(dst + mine.recv_off + r * dp, src + theirs.send_off + r * sp,
-                               mine.cols * sizeof(double));
+                    weft_xfer t;
+                    strip_xfer(s, c, nb, edge, h->fields[fi], h->depth, &t);
+                    void *dst, *src;
+                    size_t n;
+                    if (weft_data_host(t.dst, &dst, &n) != 0 || weft_data_host(t.src, &src, &n) != 0)
+                        return -1;
+                    for (size_t r = 0; r < t.rows; r++)
+                        memcpy((char *)dst + t.dst_off + r * t.dst_pitch, (char *)src + t.src_off + r * t.src_pitch,
+                               t.bytes);
                 }
             }
-        }
+    }
     uint64_t t1 = now_ns();
-    atomic_fetch_add_explicit(&s->ns[K_HALO], t1 - t0, memory_order_relaxed);
-    atomic_fetch_add_explicit(&s->calls[K_HALO], 1, memory_order_relaxed);
-    for (int c = 0; c < s->n; c++) {
+    if (h->what & (DO_X | DO_Y)) {
+        atomic_fetch_add_explicit(&s->ns[K_HALO], t1 - t0, memory_order_relaxed);
+        atomic_fetch_add_explicit(&s->calls[K_HALO], 1, memory_order_relaxed);
+    }
+    if (!(h->what & DO_REFLECT))
+        return 0;
+    for (int c = s->lo; c < s->hi; c++) {
         const chunk_rt *me = &s->ch[c];
         if (!me->c.edges)
             continue;
@@ -496,10 +526,11 @@ static int host_halo_body(weft_ctx *ctx, void *arg)
     return 0;
 }
 
-static int halo_host(sim *s, const int *fields, int nfields, int depth)
+static int halo_host(sim *s, const int *fields, int nfields, int depth, unsigned what)
 {
+    int nloc = s->hi - s->lo;
     host_halo *h = calloc(1, sizeof *h);
-    weft_access *acc = calloc((size_t)s->n * (size_t)nfields, sizeof *acc);
+    weft_access *acc = calloc((size_t)nloc * (size_t)nfields, sizeof *acc);
     if (!h || !acc) {
         free(h);
         free(acc);
@@ -508,11 +539,12 @@ static int halo_host(sim *s, const int *fields, int nfields, int depth)
     h->s = s;
     h->nfields = nfields;
     h->depth = depth;
+    h->what = what;
     h->acc = acc;
     size_t n = 0;
     for (int i = 0; i < nfields; i++) {
         h->fields[i] = fields[i];
-        for (int c = 0; c < s->n; c++) {
+        for (int c = s->lo; c < s->hi; c++) {
             acc[n].data = s->ch[c].f[fields[i]];
             acc[n++].mode = WEFT_RW;
         }
@@ -524,64 +556,58 @@ static int halo_host(sim *s, const int *fields, int nfields, int depth)
     td.arg_destroy = host_halo_free;
     td.accesses = acc;
     td.naccesses = n;
-    td.name = "halo";
+    td.name = what == DO_REFLECT ? "halo_reflect" : "halo";
     int rc = weft_spawn(s->rt, &td, NULL);
     if (rc != 0)
         fprintf(stderr, "cloverleaf: spawning a halo update: %s\n", weft_last_error());
     return rc;
 }
 
-/* Chunks on GPUs (one each): the strips go as one exchange per phase over
- * the chunks' communicator, then each chunk on the mesh boundary fills its
- * ghosts there on its stream. */
-static int halo_gpu(sim *s, const int *fields, int nfields, int depth)
+/* One phase of a halo update as one exchange on communicator c: the
+ * strips between chunks whose members differ (member_of: the chunk's
+ * member), in one order every rank derives alike. */
+static int halo_exchange(sim *s, weft_comm *c, int ph, int (*member_of)(const sim *, int), const int *fields,
+                         int nfields, int depth)
 {
-    if (s->n > 1) {
-        size_t max = (size_t)s->n * 2 * (size_t)nfields;
-        weft_xfer *x = calloc(max, sizeof *x);
-        if (!x)
-            return WEFT_ENOMEM;
-        for (int ph = 0; ph < 2; ph++) {
-            size_t n = 0;
-            for (int c = 0; c < s->n; c++) {
-                const chunk_rt *me = &s->ch[c];
-                for (int e = 0; e < 2; e++) {
-                    unsigned edge = phase_edges[ph][e];
-                    int nb = neighbour(&me->c, edge);
-                    if (nb < 0)
-                        continue;
-                    const chunk_rt *other = &s->ch[nb];
-                    for (int fi = 0; fi < nfields; fi++) {
-                        int f = fields[fi];
-                        clover_strip mine, theirs;
-                        clover_halo_strip(&me->c, f, depth, edge, &mine);
-                        clover_halo_strip(&other->c, f, depth, opposite(edge), &theirs);
-                        weft_xfer *t = &x[n++];
-                        t->from = (unsigned)nb;
-                        t->to = (unsigned)c;
-                        t->src = other->f[f];
-                        t->src_off = theirs.send_off * sizeof(double);
-                        t->src_pitch = ((size_t)other->c.nx + 5) * sizeof(double);
-                        t->dst = me->f[f];
-                        t->dst_off = mine.recv_off * sizeof(double);
-                        t->dst_pitch = ((size_t)me->c.nx + 5) * sizeof(double);
-                        t->bytes = mine.cols * sizeof(double);
-                        t->rows = mine.rows;
-                    }
-                }
-            }
-            if (n == 0)
+    size_t max = (size_t)s->n * 2 * (size_t)nfields, n = 0;
+    weft_xfer *x = calloc(max ? max : 1, sizeof *x);
+    if (!x)
+        return WEFT_ENOMEM;
+    for (int to = 0; to < s->n; to++)
+        for (int e = 0; e < 2; e++) {
+            unsigned edge = phase_edges[ph][e];
+            int from = neighbour(&s->ch[to].c, edge);
+            if (from < 0 || member_of(s, from) == member_of(s, to))
                 continue;
-            int rc = weft_comm_exchange(s->comm, x, n, ph ? "halo_y" : "halo_x", NULL);
-            if (rc != 0) {
-                fprintf(stderr, "cloverleaf: halo exchange: %s\n", weft_last_error());
-                free(x);
-                return rc;
+            for (int fi = 0; fi < nfields; fi++) {
+                weft_xfer *t = &x[n++];
+                strip_xfer(s, to, from, edge, fields[fi], depth, t);
+                t->from = (unsigned)member_of(s, from);
+                t->to = (unsigned)member_of(s, to);
             }
         }
-        free(x);
+    int rc = 0;
+    if (n > 0 && (rc = weft_comm_exchange(c, x, n, ph ? "halo_y" : "halo_x", NULL)) != 0)
+        fprintf(stderr, "cloverleaf: halo exchange: %s\n", weft_last_error());
+    free(x);
+    return rc;
+}
+
+static int member_gpu(const sim *s, int c) { (void)s; return c; }
+static int member_rank(const sim *s, int c) { return c / s->nloc; }
+
+/* Chunks on GPUs (one each): the strips go as one exchange per phase over
+ * the chunks' communicator (GPU to GPU within a rank, through host memory
+ * across ranks), then each chunk on the mesh boundary fills its ghosts
+ * there on its stream. */
+static int halo_gpu(sim *s, const int *fields, int nfields, int depth)
+{
+    for (int ph = 0; ph < 2 && s->comm; ph++) {
+        int rc = halo_exchange(s, s->comm, ph, member_gpu, fields, nfields, depth);
+        if (rc)
+            return rc;
     }
-    for (int c = 0; c < s->n; c++)
+    for (int c = s->lo; c < s->hi; c++)
         if (s->ch[c].c.edges) {
             int rc = k_reflect(s, c, fields, nfields, depth);
             if (rc)
@@ -592,7 +618,18 @@ static int halo_gpu(sim *s, const int *fields, int nfields, int depth)
 
 static int halo(sim *s, const int *fields, int nfields, int depth)
 {
-    return s->ngpu ? halo_gpu(s, fields, nfields, depth) : halo_host(s, fields, nfields, depth);
+    if (s->ngpu)
+        return halo_gpu(s, fields, nfields, depth);
+    if (!s->net)
+        return halo_host(s, fields, nfields, depth, DO_X | DO_Y | DO_REFLECT);
+    int rc = 0;
+    for (int ph = 0; ph < 2 && rc == 0; ph++) {
+        if (s->nloc > 1)
+            rc = halo_host(s, fields, nfields, depth, ph ? DO_Y : DO_X);
+        if (rc == 0)
+            rc = halo_exchange(s, s->net, ph, member_rank, fields, nfields, depth);
+    }
+    return rc ? rc : halo_host(s, fields, nfields, depth, DO_REFLECT);
 }
 
 #define HALO(s, depth, ...)                                                      \
@@ -605,7 +642,7 @@ static int halo(sim *s, const int *fields, int nfields, int depth)
 
 #define EACH(s, call)                                                            \
     do {                                                                         \
-        for (int c = 0; c < (s)->n; c++) {                                       \
+        for (int c = (s)->lo; c < (s)->hi; c++) {                                \
             int rc_ = (call);                                                    \
             if (rc_)                                                             \
                 return rc_;                                                      \
@@ -640,9 +677,40 @@ static int readback_body(weft_ctx *ctx, void *arg)
     return 0;
 }
 
+/* Across ranks: an all-reduce of d (count elements; type and operator as
+ * WEFT_RED_*) in place over the ranks, folded in rank order. */
+static int allreduce(sim *s, weft_data *d, unsigned type, size_t count, const char *name)
+{
+    if (!s->net)
+        return 0;
+    weft_data **recv = calloc((size_t)s->nranks, sizeof *recv);
+    if (!recv)
+        return WEFT_ENOMEM;
+    recv[s->rank] = d;
+    weft_coll c;
+    weft_coll_init(&c);
+    c.op = WEFT_COLL_ALLREDUCE;
+    c.type = type;
+    c.count = count;
+    c.recv = recv;
+    c.name = name;
+    int rc = weft_comm_post(s->net, &c, NULL);
+    if (rc)
+        fprintf(stderr, "cloverleaf: %s across ranks: %s\n", name, weft_last_error());
+    free(recv);
+    return rc;
+}
+
 /* Read (and reset) the dt and error reductions, or the summary, on the host. */
 static int read_back(sim *s, readback *r)
 {
+    int rc = r->which == 0 ? allreduce(s, s->dt_d, WEFT_RED_F64 | WEFT_RED_MIN, 1, "dt_min") : 0;
+    if (rc == 0 && r->which == 0)
+        rc = allreduce(s, s->err_d, WEFT_RED_I32 | WEFT_RED_MAX, 1, "pdv_check");
+    if (rc == 0 && r->which == 1)
+        rc = allreduce(s, s->sums_d, WEFT_RED_F64 | WEFT_RED_SUM, CS_N, "field_summary");
+    if (rc)
+        return rc;
     weft_access acc[2];
     size_t n = 0;
     if (r->which == 0) {
@@ -661,7 +729,7 @@ static int read_back(sim *s, readback *r)
     td.name = r->which ? "read_summary" : "read_dt";
     td.priority = 1;
     weft_task *t = NULL;
-    int rc = weft_spawn(s->rt, &td, &t);
+    rc = weft_spawn(s->rt, &td, &t);
     if (rc == 0) {
         rc = weft_task_wait(t);
         weft_task_release(t);
@@ -820,7 +888,22 @@ static int setup(sim *s, const clover_weft_opts *o)
         }
     }
     s->ngpu = (int)ndev - 1;
-    int n = s->ngpu ? s->ngpu : (o->chunks > 0 ? o->chunks : (int)weft_runtime_workers(s->rt));
+    s->nranks = 1;
+    if (o->mpi) {
+        /* The ranks, for the reductions (and the halos of chunks on the CPU). */
+        if ((rc = weft_comm_create_mpi(s->rt, NULL, NULL, &s->net)) != 0) {
+            fprintf(stderr, "cloverleaf: weft_comm_create_mpi: %s\n", weft_last_error());
+            return rc;
+        }
+        s->rank = (int)weft_comm_rank(s->net);
+        s->nranks = (int)weft_comm_size(s->net);
+    }
+    /* Every rank has the same devices and options: nloc chunks each, this
+     * rank's being rank * nloc .. (rank + 1) * nloc - 1. */
+    s->nloc = s->ngpu ? s->ngpu : (o->chunks > 0 ? o->chunks : (int)weft_runtime_workers(s->rt));
+    int n = s->nloc * s->nranks;
+    s->lo = s->rank * s->nloc;
+    s->hi = s->lo + s->nloc;
     s->ch = calloc((size_t)n, sizeof *s->ch);
     clover_chunk *cc = calloc((size_t)n, sizeof *cc);
     if (!s->ch || !cc) {
@@ -837,10 +920,12 @@ static int setup(sim *s, const clover_weft_opts *o)
     for (int c = 0; c < n; c++) {
         chunk_rt *cr = &s->ch[c];
         cr->c = cc[c];
-        cr->gpu = s->ngpu ? c : -1;
+        cr->gpu = s->ngpu ? c - s->lo : -1;
         size_t fc = clover_field_count(cr->c.nx, cr->c.ny), gc = clover_geom_count(cr->c.nx, cr->c.ny);
         cr->fbytes = fc * sizeof(double);
         cr->gbytes = gc * sizeof(double);
+        if (!local(s, c))
+            continue;
         cr->mem = calloc(fc * CF_NFIELDS + gc, sizeof(double));
         if (!cr->mem) {
             free(cc);
@@ -865,11 +950,20 @@ static int setup(sim *s, const clover_weft_opts *o)
         (rc = weft_data_register(s->rt, &s->err, sizeof s->err, &s->err_d)) != 0 ||
         (rc = weft_data_register(s->rt, s->sums, sizeof s->sums, &s->sums_d)) != 0)
         return rc;
-    if (s->ngpu > 1) {
+    if (s->ngpu > 0 && s->n > 1) {
+        /* The chunks' GPUs: this rank's (every GPU of the runtime, in
+         * order), and across ranks every rank's, numbered rank by rank as
+         * the chunks are. */
         weft_comm_config cc2;
         weft_comm_config_init(&cc2);
-        if ((rc = weft_comm_create(s->rt, &cc2, &s->comm)) != 0) {
-            fprintf(stderr, "cloverleaf: weft_comm_create: %s\n", weft_last_error());
+        unsigned gpus[64];
+        for (int g = 0; g < s->ngpu && g < 64; g++)
+            gpus[g] = (unsigned)g;
+        cc2.gpus = gpus;
+        cc2.ngpus = (unsigned)s->ngpu;
+        rc = s->net ? weft_comm_create_mpi(s->rt, NULL, &cc2, &s->comm) : weft_comm_create(s->rt, &cc2, &s->comm);
+        if (rc != 0) {
+            fprintf(stderr, "cloverleaf: creating the GPUs' communicator: %s\n", weft_last_error());
             return rc;
         }
     }
@@ -881,7 +975,7 @@ static int setup(sim *s, const clover_weft_opts *o)
  * the handles' unregistering. */
 static void gather(const sim *s, int f, double *out)
 {
-    for (int c = 0; c < s->n; c++) {
+    for (int c = s->lo; c < s->hi; c++) {
         const chunk_rt *cr = &s->ch[c];
         size_t fc = clover_field_count(cr->c.nx, cr->c.ny), p = (size_t)cr->c.nx + 5;
         const double *src = cr->mem + (size_t)f * fc;
@@ -913,6 +1007,9 @@ static int teardown(sim *s)
     if (s->comm && weft_comm_destroy(s->comm) != 0)
         rc = -1;
     s->comm = NULL;
+    if (s->net && weft_comm_destroy(s->net) != 0)
+        rc = -1;
+    s->net = NULL;
     for (int c = 0; s->ch && c < s->n; c++) {
         for (int f = 0; f < CF_NFIELDS; f++)
             if (s->ch[c].f[f] && weft_data_unregister(s->ch[c].f[f]) != 0)
@@ -940,8 +1037,9 @@ int clover_weft_run(const clover_deck *d, const clover_weft_opts *o, clover_weft
     int rc = setup(s, o);
     if (rc == 0)
         rc = start(s);
+    FILE *out = s->rank == 0 ? o->out : NULL; /* across ranks, rank 0 reports */
     if (rc == 0)
-        rc = loop(s, o->out, res);
+        rc = loop(s, out, res);
     if (rc != 0 && s->rt) {
         int crc = weft_cancel_pending(s->rt); /* what was spawned of a failed step need not run */
         (void)crc;
@@ -954,14 +1052,20 @@ int clover_weft_run(const clover_deck *d, const clover_weft_opts *o, clover_weft
     res->nchunks = s->n;
     res->chunks_x = s->cx;
     res->chunks_y = s->cy;
-    if (rc == 0 && o->out) {
-        res->verified = clover_verify(o->out, d, res->sums[CS_KE]);
-        profile(s, o->out, res->wall_s);
+    res->nranks = s->nranks;
+    res->rank = s->rank;
+    if (rc == 0) {
+        res->verified = clover_verify(out, d, res->sums[CS_KE]);
+        if (out)
+            profile(s, out, res->wall_s);
     }
     /* Unregistering brings every chunk's newest values back to its host memory. */
     if (teardown(s) != 0 && rc == 0)
         rc = -1;
-    if (rc == 0 && (o->density || o->energy || o->png_path)) {
+    if (rc == 0 && s->nranks > 1 && (o->density || o->energy || o->png_path)) {
+        if (out)
+            fprintf(out, " (across ranks: the fields and the picture are not gathered)\n");
+    } else if (rc == 0 && (o->density || o->energy || o->png_path)) {
         double *tmp = o->density;
         if (!tmp)
             tmp = malloc((size_t)d->x_cells * (size_t)d->y_cells * sizeof(double));

@@ -24,6 +24,9 @@ typedef struct clover_weft_opts {
     FILE *out;                   /* summary table, verification, profile; NULL: silent */
     double *density;             /* NULL, or x_cells * y_cells doubles: the final density0 */
     double *energy;              /* the same for energy0 */
+    int mpi;                     /* 1: the mesh over the ranks of MPI_COMM_WORLD (MPI initialised
+                                    with MPI_THREAD_MULTIPLE, e.g. by weft_mpi_init); each rank
+                                    holds as many chunks as it would alone */
 } clover_weft_opts;
 
 typedef struct clover_weft_result {
@@ -34,6 +37,7 @@ typedef struct clover_weft_result {
     double wall_s;               /* the time-step loop's wall time */
     int nchunks, chunks_x, chunks_y;
     int verified;                /* clover_verify's result */
+    int rank, nranks;            /* this rank, of how many (1 without MPI) */
 } clover_weft_result;
 
 /* Run the deck.  Returns 0, or -1 with a message on stderr (the runtime,

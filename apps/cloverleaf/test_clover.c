@@ -13,10 +13,16 @@
  *                             43, kinetic energy 0); every decomposition (2
  *                             and 4 chunks on the CPU, cpu,vgpu:4, 3 virtual
  *                             GPUs) gives the single chunk's fields bit for
- *                             bit and its summary to 1e-12 relative */
+ *                             bit and its summary to 1e-12 relative
+ *   test_clover mpi DECKS     under mpiexec (2 ranks): clover_tp1.in PASSes
+ *                             with the oracle's summary to 1e-12 relative,
+ *                             on cpu (1 and 2 chunks a rank) and on
+ *                             cpu,vgpu:2; and the cut bm deck likewise */
 #include "clover.h"
 #include "run_weft.h"
 #include "serial.h"
+
+#include <weft.h>
 
 #include <math.h>
 #include <stdio.h>
@@ -188,10 +194,56 @@ static int test_decomp(const char *dir)
     return failures ? 1 : 0;
 }
 
+/* Across ranks: the summaries only (the fields stay with their ranks). */
+static void mpi_case(const clover_deck *d, const double want[CS_N], const char *devices, int chunks, int need_pass)
+{
+    clover_weft_opts o = {.devices = devices, .chunks = chunks, .workers = 1, .mpi = 1};
+    clover_weft_result r;
+    int rc = clover_weft_run(d, &o, &r);
+    char what[128];
+    snprintf(what, sizeof what, "rank %d of %d: %s, %d chunk(s) a rank", r.rank, r.nranks, devices,
+             chunks ? chunks : 1);
+    CHECK(rc == 0, "%s: the run failed", what);
+    if (rc != 0)
+        return;
+    CHECK(r.nranks == 2, "%s: not 2 ranks", what);
+    for (int i = 0; i < CS_N; i++)
+        CHECK(rel(r.sums[i], want[i]) <= 1e-12, "%s: summary %d: %.17g, oracle %.17g", what, i, r.sums[i], want[i]);
+    if (need_pass)
+        CHECK(r.verified == 1, "%s: kinetic energy %.15g does not PASS", what, r.sums[CS_KE]);
+    printf("ok %s: %d chunks (%d x %d), ke %.15g\n", what, r.nchunks, r.chunks_x, r.chunks_y, r.sums[CS_KE]);
+}
+
+static int test_mpi(const char *dir)
+{
+    if (weft_mpi_init() != 0) {
+        fprintf(stderr, "test_clover mpi: %s\n", weft_last_error());
+        return 77;
+    }
+    clover_deck d;
+    load(dir, "clover_tp1.in", &d);
+    double want[CS_N];
+    if (clover_serial_run(&d, 1, NULL, want, NULL) != 0)
+        return 1;
+    mpi_case(&d, want, "cpu", 1, 1);
+    mpi_case(&d, want, "cpu", 2, 1);
+    mpi_case(&d, want, "cpu,vgpu:2", 0, 1);
+    load(dir, "clover_bm_short.in", &d);
+    d.end_step = 3;
+    d.x_cells = d.y_cells = 120;
+    if (clover_serial_run(&d, 1, NULL, want, NULL) != 0)
+        return 1;
+    mpi_case(&d, want, "cpu", 2, 0);
+    mpi_case(&d, want, "cpu,vgpu:2", 0, 0);
+    if (weft_mpi_finalize() != 0)
+        CHECK(0, "MPI_Finalize: %s", weft_last_error());
+    return failures ? 1 : 0;
+}
+
 int main(int argc, char **argv)
 {
     if (argc != 3) {
-        fprintf(stderr, "usage: test_clover tp1|decomp DECKS\n");
+        fprintf(stderr, "usage: test_clover tp1|decomp|mpi DECKS\n");
         return 2;
     }
     int rc;
@@ -199,6 +251,8 @@ int main(int argc, char **argv)
         rc = test_tp1(argv[2]);
     else if (!strcmp(argv[1], "decomp"))
         rc = test_decomp(argv[2]);
+    else if (!strcmp(argv[1], "mpi"))
+        rc = test_mpi(argv[2]);
     else {
         fprintf(stderr, "test_clover: unknown part '%s'\n", argv[1]);
         return 2;
