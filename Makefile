@@ -26,6 +26,8 @@ demo: build python-venv
 	    mpirun -np 2 build/examples/weft-demo-halo build/demo-trace-halo; \
 	else echo "weft-demo-halo: not built (no MPI found)"; fi
 	@.venv/bin/python python/demo.py build/demo-trace-py.json
+	@build/apps/cloverleaf/weft-cloverleaf --devices cpu,vgpu:4 --trace build/demo-trace-clover.json \
+	  --png build/clover-density.png apps/cloverleaf/decks/clover_bm_short.in
 
 test: test-release test-asan test-tsan python-test python-test-asan python-test-tsan python-test-ft python-test-tsan-ft
 	@echo "make test: all suites passed"

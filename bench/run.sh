@@ -12,7 +12,8 @@
 #                           independent_task_us, chain_extra_us and
 #                           multidev_task_us lines; then data (issue 10) and
 #                           communication (issue 11: allreduce_bw_ratio,
-#                           p2p_extra_us, halo_overlap_ratio)
+#                           p2p_extra_us, halo_overlap_ratio), and CloverLeaf
+#                           (issue 12: bench/clover.sh)
 #   bench/run.sh --quick    stencil_1d only (weft, weft_root, openmp, spin)
 #   bench/run.sh --docs     as the default, and rewrite the generated part of
 #                           docs/performance.md and its plots and data in bench/results
@@ -184,4 +185,12 @@ if [ "$mode" != quick ]; then
   else
     echo "# $build/bench/weft-bench-mpi is not built (no MPI): no figures across ranks"
   fi
+fi
+
+# Issue 12: CloverLeaf (bench/clover.sh): bandwidth against STREAM triad,
+# the Python driver against the C driver, the halo exchange hidden or not;
+# ends with clover_triad_ratio, clover_py_vs_c and clover_halo_hidden lines.
+if [ "$mode" != quick ]; then
+  echo
+  bench/clover.sh
 fi

@@ -1,7 +1,8 @@
 /* weft-cloverleaf: run a CloverLeaf input deck with the C driver.
  *
  *   weft-cloverleaf [--devices LIST] [--chunks N] [--workers N]
- *                   [--trace FILE] [--png FILE] [--serial] [--mpi] DECK
+ *                   [--trace FILE] [--png FILE] [--serial] [--mpi]
+ *                   [--triad] [--no-exchange] DECK
  *
  * --devices  Weft's devices ("cpu", "cpu,vgpu:4"; default: WEFT_DEVICES or
  *            every device found); chunks go one per GPU, or on the CPU
@@ -10,23 +11,29 @@
  * --mpi      the mesh over the ranks of MPI_COMM_WORLD (the default when
  *            started by mpirun: OMPI_COMM_WORLD_SIZE or PMI_SIZE above 1);
  *            each rank holds as many chunks as it would alone
+ * --triad    first measure STREAM triad on every core (the bandwidth the
+ *            achieved figure is compared with)
+ * --no-exchange  benchmarks only: no halo exchange between chunks (wrong
+ *            results: to time the rest of the step alone)
  * Prints the field summary table, the verification line (a deck with a
  * test_problem), the kernel profile, and where the trace and picture went.
  * Exit status: 0 (PASS, or no test problem), 1 (FAIL), 2 (an error). */
 #include "clover.h"
 #include "run_weft.h"
 #include "serial.h"
+#include "traffic.h"
 
 #include <weft.h>
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static void usage(void)
 {
     fprintf(stderr, "usage: weft-cloverleaf [--devices LIST] [--chunks N] [--workers N] [--trace FILE] "
-                    "[--png FILE] [--serial] [--mpi] DECK\n");
+                    "[--png FILE] [--serial] [--mpi] [--triad] [--no-exchange] DECK\n");
 }
 
 static int number(const char *opt, const char *s, int *out)
@@ -46,7 +53,7 @@ int main(int argc, char **argv)
     clover_weft_opts o = {0};
     o.out = stdout;
     const char *deck_path = NULL;
-    int serial = 0, workers = 0;
+    int serial = 0, workers = 0, triad = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         int has = i + 1 < argc;
@@ -67,6 +74,10 @@ int main(int argc, char **argv)
             serial = 1;
         else if (!strcmp(a, "--mpi"))
             o.mpi = 1;
+        else if (!strcmp(a, "--triad"))
+            triad = 1;
+        else if (!strcmp(a, "--no-exchange"))
+            o.no_exchange = 1;
         else if (a[0] == '-' || deck_path) {
             usage();
             return 2;
@@ -93,6 +104,12 @@ int main(int argc, char **argv)
         int v = clover_verify(NULL, &d, sums[CS_KE]);
         return v == 0 ? 1 : 0;
     }
+    double triad_bw = 0;
+    if (triad) {
+        long cores = sysconf(_SC_NPROCESSORS_ONLN);
+        triad_bw = clover_triad_bw((size_t)1 << 25, cores > 0 ? (int)cores : 1, 10);
+        printf(" STREAM triad: %.2f GB/s (%ld threads, 3 x 256 MiB, best of 10)\n", triad_bw * 1e-9, cores);
+    }
     if (!o.mpi) {
         const char *sz = getenv("OMPI_COMM_WORLD_SIZE");
         if (!sz)
@@ -114,6 +131,18 @@ int main(int argc, char **argv)
     printf("\n %d steps to time %.6f on %d chunks (%d x %d) over %d rank(s): %.3f s, %.3g cell-steps/s\n", r.steps,
            r.time, r.nchunks, r.chunks_x, r.chunks_y, r.nranks, r.wall_s,
            r.wall_s > 0 ? (double)d.x_cells * d.y_cells * r.steps / r.wall_s : 0.0);
+    double cells = (double)d.x_cells * d.y_cells * r.steps;
+    double bytes = cells * clover_traffic_step_bytes() +
+                   (double)d.x_cells * d.y_cells * r.summaries * clover_traffic_summary_bytes();
+    if (r.wall_s > 0) {
+        printf(" Memory traffic (the kernels' model, traffic.c): %.0f bytes per cell-step, %.2f GB/s achieved",
+               clover_traffic_step_bytes(), bytes / r.wall_s * 1e-9);
+        if (triad_bw > 0)
+            printf(", %.1f%% of triad", 100.0 * bytes / r.wall_s / triad_bw);
+        printf("\n");
+    }
+    if (o.no_exchange)
+        printf(" (--no-exchange: the chunks exchanged no halos; the results above are not this deck's)\n");
     if (o.trace_path)
         printf(" Trace: %s (chrome://tracing or ui.perfetto.dev)\n", o.trace_path);
     if (o.png_path)

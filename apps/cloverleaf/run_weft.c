@@ -56,6 +56,7 @@ struct sim {
     int n, cx, cy, ngpu;         /* chunks of the whole mesh; GPUs of this rank */
     int rank, nranks, nloc;      /* this rank's chunks are lo .. hi-1, nloc of them */
     int lo, hi;
+    int no_exchange;             /* clover_weft_opts' */
     chunk_rt *ch;                /* every chunk (other ranks': geometry only) */
     weft_comm *comm;             /* the chunks' GPUs (of every rank), or NULL */
     weft_comm *net;              /* the ranks (members in host memory), or NULL */
@@ -602,7 +603,7 @@ static int member_rank(const sim *s, int c) { return c / s->nloc; }
  * there on its stream. */
 static int halo_gpu(sim *s, const int *fields, int nfields, int depth)
 {
-    for (int ph = 0; ph < 2 && s->comm; ph++) {
+    for (int ph = 0; ph < 2 && s->comm && !s->no_exchange; ph++) {
         int rc = halo_exchange(s, s->comm, ph, member_gpu, fields, nfields, depth);
         if (rc)
             return rc;
@@ -618,6 +619,8 @@ static int halo_gpu(sim *s, const int *fields, int nfields, int depth)
 
 static int halo(sim *s, const int *fields, int nfields, int depth)
 {
+    if (s->no_exchange)
+        return s->ngpu ? halo_gpu(s, fields, nfields, depth) : halo_host(s, fields, nfields, depth, DO_REFLECT);
     if (s->ngpu)
         return halo_gpu(s, fields, nfields, depth);
     if (!s->net)
@@ -845,6 +848,7 @@ static int loop(sim *s, FILE *out, clover_weft_result *res)
         if (last || (d->summary_frequency > 0 && clk.step % d->summary_frequency == 0)) {
             if ((rc = summary(s, last ? NULL : out, clk.step, clk.time, sums)) != 0)
                 return rc;
+            res->summaries++;
         }
         if (last)
             break;
@@ -1033,6 +1037,7 @@ int clover_weft_run(const clover_deck *d, const clover_weft_opts *o, clover_weft
     if (!s)
         return -1;
     s->d = d;
+    s->no_exchange = o->no_exchange;
     memset(res, 0, sizeof *res);
     int rc = setup(s, o);
     if (rc == 0)

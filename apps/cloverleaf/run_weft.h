@@ -27,12 +27,16 @@ typedef struct clover_weft_opts {
     int mpi;                     /* 1: the mesh over the ranks of MPI_COMM_WORLD (MPI initialised
                                     with MPI_THREAD_MULTIPLE, e.g. by weft_mpi_init); each rank
                                     holds as many chunks as it would alone */
+    int no_exchange;             /* benchmarks only: skip the exchanges between chunks (the
+                                    boundary's reflection stays), to time the rest alone; the
+                                    results are then wrong */
 } clover_weft_opts;
 
 typedef struct clover_weft_result {
     double sums0[CS_N];          /* the field summary at step 0 */
     double sums[CS_N];           /* the last field summary */
     int steps;
+    int summaries;               /* field summaries within the timed loop */
     double time;                 /* simulated */
     double wall_s;               /* the time-step loop's wall time */
     int nchunks, chunks_x, chunks_y;

@@ -1,0 +1,235 @@
+/* CloverLeaf on Weft: the memory-traffic model of traffic.h.
+ *
+ * Counting rules, applied to each kernel of kernels.c as written:
+ *   R  an array the kernel reads values of that it did not itself write a
+ *      few rows earlier: values present when the kernel starts, or values
+ *      it wrote in an earlier full pass over the chunk (such an array must
+ *      come back from memory).  8 bytes per cell.
+ *   W  an array the kernel writes over the whole chunk.  8 bytes per cell.
+ *      Write-allocate (reading a line before overwriting it, on caches
+ *      without streaming stores) is NOT added: a write-only array costs 8,
+ *      not 16.  Add 8 per W array for a write-allocate machine.
+ *   An array both R and W counts 16.  A value written and read back
+ *   within a few rows (the two-row lag of the y sweeps, a flux row read at
+ *   j and j + 1) is a cache hit, not an R.  Each array is counted once per
+ *   call even where the kernel passes over it twice (noted where it does),
+ *   so the figures are the streaming lower bound for this code.
+ *   1-D geometry arrays (celldx, celldy, vertexdx, vertexdy) count 0.
+ *   Row-sized scratch (advec_mom along x keeps node_flux, node_mass_post,
+ *   node_mass_pre and mom_flux in rows -2 .. 1 of WORK4) counts 0.
+ *   Ghost cells are ignored: bytes are per cell of the chunk's interior.
+ *   Stencil neighbours (rows k - 1, k + 1, columns j +- 1, 2) of the same
+ *   array are the same stream.
+ *
+ * Names: *0 / *1 as in clover_field_name (density0, xvel1, ...);
+ * work_arrayN is CF_WORKN. */
+#include "traffic.h"
+
+/* bytes per cell from the number of R and of W arrays */
+#define RW_BYTES(nread, nwrite) (8.0 * (double)((nread) + (nwrite)))
+
+enum {
+    T_IDEAL_GAS,
+    T_VISCOSITY,
+    T_CALC_DT,
+    T_PDV_PREDICT,
+    T_PDV_CORRECT,
+    T_REVERT,
+    T_ACCELERATE,
+    T_FLUX_CALC,
+    T_CELL_X1,
+    T_CELL_X2,
+    T_CELL_Y1,
+    T_CELL_Y2,
+    T_MOM_X1,
+    T_MOM_X2,
+    T_MOM_Y1,
+    T_MOM_Y2,
+    T_RESET_FIELD,
+    T_FIELD_SUMMARY,
+    T_N
+};
+
+static const clover_traffic_row table[T_N] = {
+    /* ideal_gas (predict 0: density0, energy0; predict 1: density1,
+     * energy1; the same count):
+     * reads density, energy; writes pressure, soundspeed.
+     * R 2, W 2 -> 32 */
+    [T_IDEAL_GAS] = {"ideal_gas", "", RW_BYTES(2, 2)},
+
+    /* viscosity:
+     * reads density0 (only in cells where viscosity is switched on),
+     * pressure (rows k - 1 .. k + 1), xvel0, yvel0 (node rows k, k + 1);
+     * writes viscosity.
+     * R 4, W 1 -> 40 */
+    [T_VISCOSITY] = {"viscosity", "", RW_BYTES(4, 1)},
+
+    /* calc_dt:
+     * reads xarea, yarea (rows k, k + 1), volume, density0, viscosity,
+     * soundspeed, xvel0, yvel0 (node rows k, k + 1); writes no array (the
+     * second pass over a row that holds a new minimum rereads that row
+     * from cache).
+     * R 8, W 0 -> 64 */
+    [T_CALC_DT] = {"calc_dt", "", RW_BYTES(8, 0)},
+
+    /* pdv, predict (the start-of-step velocities stand in for the new
+     * ones, so xvel1 and yvel1 are not read):
+     * reads xarea, yarea, volume, density0, energy0, pressure, viscosity,
+     * xvel0, yvel0; writes density1, energy1, work_array1
+     * (volume_change).
+     * R 9, W 3 -> 96 */
+    [T_PDV_PREDICT] = {"pdv", "predict", RW_BYTES(9, 3)},
+
+    /* pdv, correct:
+     * reads xarea, yarea, volume, density0, energy0, pressure, viscosity,
+     * xvel0, yvel0, xvel1, yvel1; writes density1, energy1, work_array1
+     * (volume_change).
+     * R 11, W 3 -> 112 */
+    [T_PDV_CORRECT] = {"pdv", "correct", RW_BYTES(11, 3)},
+
+    /* revert:
+     * reads density0, energy0; writes density1, energy1.
+     * R 2, W 2 -> 32 */
+    [T_REVERT] = {"revert", "", RW_BYTES(2, 2)},
+
+    /* accelerate:
+     * reads density0, volume, xarea, yarea, pressure, viscosity (cell
+     * rows k - 1, k), xvel0, yvel0; writes xvel1, yvel1, work_array1
+     * (stepbymass).
+     * R 8, W 3 -> 88 */
+    [T_ACCELERATE] = {"accelerate", "", RW_BYTES(8, 3)},
+
+    /* flux_calc:
+     * reads xarea, yarea, xvel0, xvel1, yvel0, yvel1; writes vol_flux_x,
+     * vol_flux_y.
+     * R 6, W 2 -> 64 */
+    [T_FLUX_CALC] = {"flux_calc", "", RW_BYTES(6, 2)},
+
+    /* advec_cell, x, sweep 1.  Pass 1 (pre_vol, post_vol) over the chunk,
+     * then pass 2 (fluxes and update, row by row):
+     * reads volume, vol_flux_x, vol_flux_y, work_array1 (pre_vol, written
+     * in pass 1), density1, energy1;
+     * writes work_array1 (pre_vol), work_array2 (post_vol), density1,
+     * energy1, mass_flux_x, work_array7 (ener_flux; read back only
+     * within its row), work_array3 (pre_mass), work_array4 (post_mass),
+     * work_array5 (advec_vol), work_array6 (post_ener).
+     * R 6, W 10 -> 128 */
+    [T_CELL_X1] = {"advec_cell", "x sweep 1", RW_BYTES(6, 10)},
+
+    /* advec_cell, x, sweep 2: as sweep 1, but pass 1 does not read
+     * vol_flux_y:
+     * reads volume, vol_flux_x, work_array1, density1, energy1;
+     * writes work_array1, work_array2, density1, energy1, mass_flux_x,
+     * work_array7, work_array3, work_array4, work_array5, work_array6.
+     * R 5, W 10 -> 120 */
+    [T_CELL_X2] = {"advec_cell", "x sweep 2", RW_BYTES(5, 10)},
+
+    /* advec_cell, y, sweep 1.  Pass 1 (pre_vol, post_vol) over the chunk,
+     * then pass 2 (fluxes on face row k, update of cell row k - 2, so the
+     * density1/energy1/pre_vol rows k - 2 .. k + 1 and the mass_flux_y and
+     * ener_flux rows it reads back are in cache):
+     * reads volume, vol_flux_x, vol_flux_y, work_array1 (pre_vol, written
+     * in pass 1), density1, energy1;
+     * writes work_array1, work_array2, density1, energy1, mass_flux_y,
+     * work_array7 (ener_flux), work_array3, work_array4, work_array5,
+     * work_array6.
+     * R 6, W 10 -> 128 */
+    [T_CELL_Y1] = {"advec_cell", "y sweep 1", RW_BYTES(6, 10)},
+
+    /* advec_cell, y, sweep 2: as sweep 1, but pass 1 does not read
+     * vol_flux_x:
+     * reads volume, vol_flux_y, work_array1, density1, energy1;
+     * writes work_array1, work_array2, density1, energy1, mass_flux_y,
+     * work_array7, work_array3, work_array4, work_array5, work_array6.
+     * R 5, W 10 -> 120 */
+    [T_CELL_Y2] = {"advec_cell", "y sweep 2", RW_BYTES(5, 10)},
+
+    /* advec_mom, x, sweep 1 (vel = xvel1 or yvel1; the same count).
+     * Pass 1: post_vol over the chunk; pass 2 row by row, node_flux,
+     * node_mass_post, node_mass_pre, mom_flux in four reused rows of
+     * work_array4 (cache, 0):
+     * reads volume, vol_flux_y (pass 1), work_array7 (post_vol, written in
+     * pass 1), mass_flux_x, density1, vel;
+     * writes work_array7 (post_vol), vel.
+     * R 6, W 2 -> 64 */
+    [T_MOM_X1] = {"advec_mom", "x sweep 1 (xvel1 or yvel1)", RW_BYTES(6, 2)},
+
+    /* advec_mom, x, sweep 2: post_vol = volume (no flux read):
+     * reads volume, work_array7, mass_flux_x, density1, vel;
+     * writes work_array7, vel.
+     * R 5, W 2 -> 56 */
+    [T_MOM_X2] = {"advec_mom", "x sweep 2 (xvel1 or yvel1)", RW_BYTES(5, 2)},
+
+    /* advec_mom, y, sweep 1 (vel = xvel1 or yvel1; the same count).
+     * Four passes over the chunk: post_vol; node_flux; node_mass_post and
+     * node_mass_pre; mom_flux with the velocity update two rows behind
+     * (mom_flux rows read back from cache):
+     * reads volume, vol_flux_x (pass 1), mass_flux_y, density1,
+     * work_array7 (post_vol), work_array1 (node_flux; read in passes 3
+     * and 4, counted once), work_array2 (node_mass_post), work_array3
+     * (node_mass_pre), vel;
+     * writes work_array7, work_array1, work_array2, work_array3,
+     * work_array5 (mom_flux), vel.
+     * R 9, W 6 -> 120 */
+    [T_MOM_Y1] = {"advec_mom", "y sweep 1 (xvel1 or yvel1)", RW_BYTES(9, 6)},
+
+    /* advec_mom, y, sweep 2: post_vol = volume (no flux read):
+     * reads volume, mass_flux_y, density1, work_array7, work_array1,
+     * work_array2, work_array3, vel;
+     * writes work_array7, work_array1, work_array2, work_array3,
+     * work_array5, vel.
+     * R 8, W 6 -> 112 */
+    [T_MOM_Y2] = {"advec_mom", "y sweep 2 (xvel1 or yvel1)", RW_BYTES(8, 6)},
+
+    /* reset_field:
+     * reads density1, energy1, xvel1, yvel1; writes density0, energy0,
+     * xvel0, yvel0.
+     * R 4, W 4 -> 64 */
+    [T_RESET_FIELD] = {"reset_field", "", RW_BYTES(4, 4)},
+
+    /* field_summary:
+     * reads volume, density0, energy0, pressure, xvel0, yvel0 (node rows
+     * k, k + 1); writes no array.
+     * R 6, W 0 -> 48 */
+    [T_FIELD_SUMMARY] = {"field_summary", "", RW_BYTES(6, 0)},
+};
+
+size_t clover_traffic_table(const clover_traffic_row **rows)
+{
+    if (rows)
+        *rows = table;
+    return (size_t)T_N;
+}
+
+static double b(int t) { return table[t].bytes_per_cell; }
+
+double clover_traffic_step_bytes_order(int x_first)
+{
+    /* timestep: ideal_gas, viscosity, calc_dt */
+    double s = b(T_IDEAL_GAS) + b(T_VISCOSITY) + b(T_CALC_DT);
+    /* PdV predict, ideal_gas on the predicted fields, revert */
+    s += b(T_PDV_PREDICT) + b(T_IDEAL_GAS) + b(T_REVERT);
+    /* accelerate, PdV correct, flux_calc */
+    s += b(T_ACCELERATE) + b(T_PDV_CORRECT) + b(T_FLUX_CALC);
+    /* advection: cell sweep 1, momentum sweep 1 of xvel1 and yvel1, cell
+     * sweep 2, momentum sweep 2 of xvel1 and yvel1 */
+    if (x_first) {
+        s += b(T_CELL_X1) + 2.0 * b(T_MOM_X1);
+        s += b(T_CELL_Y2) + 2.0 * b(T_MOM_Y2);
+    } else {
+        s += b(T_CELL_Y1) + 2.0 * b(T_MOM_Y1);
+        s += b(T_CELL_X2) + 2.0 * b(T_MOM_X2);
+    }
+    s += b(T_RESET_FIELD);
+    return s;
+}
+
+double clover_traffic_step_bytes(void)
+{
+    return 0.5 * (clover_traffic_step_bytes_order(1) + clover_traffic_step_bytes_order(0));
+}
+
+double clover_traffic_summary_bytes(void)
+{
+    return b(T_IDEAL_GAS) + b(T_FIELD_SUMMARY);
+}

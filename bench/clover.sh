@@ -1,0 +1,90 @@
+#!/usr/bin/env bash
+# bench/clover.sh — CloverLeaf's figures (issue 12), from bench/run.sh or by
+# itself after `make build` (and `make python-venv` for the Python driver):
+#
+#   clover_bm_short.in (960² x 87 steps) with the C driver on the CPU (one
+#   chunk per core), STREAM triad measured by the same program first:
+#     clover_triad_ratio weft <achieved bandwidth / triad>   (goal >= 0.85)
+#   the Python driver beside the C driver, same deck, same devices, alternated:
+#     clover_py_vs_c weft <C time / Python time>              (goal >= 0.95)
+#   4 virtual GPUs (one chunk each) and 2 MPI ranks, each with and without
+#   the halo exchange between chunks (--no-exchange):
+#     clover_halo_hidden weft <time with / time without>      (goal <= 1.1)
+# Medians of CLOVER_BENCH_REPEATS runs (default 3).  Every run but the
+# --no-exchange ones must PASS the deck's verification.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+build=${WEFT_BENCH_BUILD:-build}
+exe=$build/apps/cloverleaf/weft-cloverleaf
+deck=apps/cloverleaf/decks/clover_bm_short.in
+reps=${CLOVER_BENCH_REPEATS:-3}
+out=${WEFT_BENCH_OUT:-$build/bench-results}/clover
+mkdir -p "$out"
+if [ ! -x "$exe" ]; then
+  echo "clover.sh: $exe is not built (make build)" >&2
+  exit 1
+fi
+py=.venv/bin/python
+mpi_env=(env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1)
+
+# run NAME CMD...: one run, its output kept in $out/NAME.N.txt; prints the
+# wall time of the time-step loop.
+run() {
+  local name=$1 i=$2
+  shift 2
+  local f="$out/$name.$i.txt"
+  "$@" >"$f" 2>&1 || { echo "clover.sh: $name failed (see $f)" >&2; tail -5 "$f" >&2; exit 1; }
+  if [[ $name != *noex* ]] && ! grep -q "PASS" "$f"; then
+    echo "clover.sh: $name did not PASS (see $f)" >&2
+    exit 1
+  fi
+  sed -n 's/.* steps to time .*: \([0-9.]*\) s,.*/\1/p' "$f" | tail -1
+}
+
+median() { sort -g | awk '{ v[NR] = $1 } END { if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
+
+echo "== CloverLeaf (issue 12): $deck, $reps runs each, medians"
+c_times=() py_times=() ratios=()
+for i in $(seq "$reps"); do
+  c_times+=("$(run c_cpu "$i" "$exe" --devices cpu --triad "$deck")")
+  # achieved / triad, from the same program's own figures
+  ratios+=("$(sed -n 's/.* \([0-9.]*\)% of triad.*/\1/p' "$out/c_cpu.$i.txt" | awk '{ print $1 / 100 }')")
+  if [ -x "$py" ]; then
+    py_times+=("$(run py_cpu "$i" "$py" apps/cloverleaf/cloverleaf.py --devices cpu "$deck")")
+  fi
+done
+c_med=$(printf '%s\n' "${c_times[@]}" | median)
+echo "C driver on cpu: ${c_times[*]} s (median $c_med s)"
+grep -m1 "STREAM triad" "$out/c_cpu.1.txt" || true
+grep -m1 "Memory traffic" "$out/c_cpu.1.txt" || true
+echo "clover_triad_ratio weft $(printf '%s\n' "${ratios[@]}" | median)"
+if [ ${#py_times[@]} -gt 0 ]; then
+  py_med=$(printf '%s\n' "${py_times[@]}" | median)
+  echo "Python driver on cpu: ${py_times[*]} s (median $py_med s)"
+  echo "clover_py_vs_c weft $(awk -v c="$c_med" -v p="$py_med" 'BEGIN { printf "%.3f", c / p }')"
+else
+  echo "# no .venv (make python-venv): no Python driver figure"
+fi
+
+with=() without=()
+for i in $(seq "$reps"); do
+  with+=("$(run vgpu4 "$i" "$exe" --devices cpu,vgpu:4 "$deck")")
+  without+=("$(run vgpu4_noex "$i" "$exe" --devices cpu,vgpu:4 --no-exchange "$deck")")
+done
+w=$(printf '%s\n' "${with[@]}" | median)
+wo=$(printf '%s\n' "${without[@]}" | median)
+echo "cpu,vgpu:4: with exchange ${with[*]} s, without ${without[*]} s"
+vg=$(awk -v a="$w" -v b="$wo" 'BEGIN { printf "%.3f", a / b }')
+echo "clover_halo_hidden_vgpu4 weft $vg"
+if command -v mpirun >/dev/null && ldd "$exe" 2>/dev/null | grep -q libmpi; then
+  with=() without=()
+  for i in $(seq "$reps"); do
+    with+=("$(run mpi2 "$i" "${mpi_env[@]}" mpirun -np 2 "$exe" --devices cpu --workers 1 "$deck")")
+    without+=("$(run mpi2_noex "$i" "${mpi_env[@]}" mpirun -np 2 "$exe" --devices cpu --workers 1 --no-exchange "$deck")")
+  done
+  w=$(printf '%s\n' "${with[@]}" | median)
+  wo=$(printf '%s\n' "${without[@]}" | median)
+  echo "2 MPI ranks (1 worker, 1 chunk each): with exchange ${with[*]} s, without ${without[*]} s"
+  echo "clover_halo_hidden_mpi2 weft $(awk -v a="$w" -v b="$wo" 'BEGIN { printf "%.3f", a / b }')"
+fi
+echo "clover_halo_hidden weft $vg"
