@@ -821,8 +821,8 @@ WEFT_API WEFT_NODISCARD int weft_comm_create(weft_runtime *rt, const weft_comm_c
  * duplicates it.  MPI must be
  * initialised with MPI_THREAD_MULTIPLE: a progress thread of the
  * communicator's starts and completes its operations with MPI's
- * non-blocking calls (no worker ever blocks in MPI).  cfg may be NULL;
- * its gpus must be NULL (GPUs per rank: not yet); its timeout bounds how
+ * non-blocking calls (no worker ever blocks in MPI).  cfg may be NULL
+ * (one member per rank); its timeout bounds how
  * long an operation waits for the other ranks (then its task fails with a
  * message on stderr, and the communicator fails every later operation:
  * MPI cannot take the request back).
