@@ -181,6 +181,19 @@ static void job_field(job *j, int f, unsigned mode)
     j->what[j->nacc++] = (signed char)f;
 }
 
+static void job_fields(job *j, unsigned mode, const int *f, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        job_field(j, f[i], mode);
+}
+
+/* FIELDS(j, mode, CF_A, CF_B, ...): name each field with mode. */
+#define FIELDS(j, mode, ...)                                                                       \
+    do {                                                                                           \
+        static const int fl_[] = {__VA_ARGS__};                                                    \
+        job_fields(j, mode, fl_, sizeof fl_ / sizeof fl_[0]);                                      \
+    } while (0)
+
 static void job_geom(job *j, unsigned mode)
 {
     j->acc[j->nacc].data = j->s->ch[j->chunk].geom;
@@ -235,9 +248,7 @@ static int k_initialise(sim *s, int c)
 {
     NEWJOB(j, s, K_INIT, c);
     job_geom(j, WEFT_RW);
-    job_field(j, CF_VOLUME, WEFT_RW);
-    job_field(j, CF_XAREA, WEFT_RW);
-    job_field(j, CF_YAREA, WEFT_RW);
+    FIELDS(j, WEFT_RW, CF_VOLUME, CF_XAREA, CF_YAREA);
     return job_spawn(j);
 }
 
@@ -245,10 +256,7 @@ static int k_generate(sim *s, int c)
 {
     NEWJOB(j, s, K_GENERATE, c);
     job_geom(j, WEFT_R);
-    job_field(j, CF_DENSITY0, WEFT_RW);
-    job_field(j, CF_ENERGY0, WEFT_RW);
-    job_field(j, CF_XVEL0, WEFT_RW);
-    job_field(j, CF_YVEL0, WEFT_RW);
+    FIELDS(j, WEFT_RW, CF_DENSITY0, CF_ENERGY0, CF_XVEL0, CF_YVEL0);
     return job_spawn(j);
 }
 
@@ -258,8 +266,7 @@ static int k_ideal_gas(sim *s, int c, int predict)
     j->a = predict;
     job_field(j, predict ? CF_DENSITY1 : CF_DENSITY0, WEFT_R);
     job_field(j, predict ? CF_ENERGY1 : CF_ENERGY0, WEFT_R);
-    job_field(j, CF_PRESSURE, WEFT_RW);
-    job_field(j, CF_SOUNDSPEED, WEFT_RW);
+    FIELDS(j, WEFT_RW, CF_PRESSURE, CF_SOUNDSPEED);
     return job_spawn(j);
 }
 
@@ -267,10 +274,7 @@ static int k_viscosity(sim *s, int c)
 {
     NEWJOB(j, s, K_VISCOSITY, c);
     job_geom(j, WEFT_R);
-    job_field(j, CF_DENSITY0, WEFT_R);
-    job_field(j, CF_PRESSURE, WEFT_R);
-    job_field(j, CF_XVEL0, WEFT_R);
-    job_field(j, CF_YVEL0, WEFT_R);
+    FIELDS(j, WEFT_R, CF_DENSITY0, CF_PRESSURE, CF_XVEL0, CF_YVEL0);
     job_field(j, CF_VISCOSITY, WEFT_RW);
     return job_spawn(j);
 }
@@ -279,10 +283,8 @@ static int k_calc_dt(sim *s, int c)
 {
     NEWJOB(j, s, K_CALC_DT, c);
     job_geom(j, WEFT_R);
-    static const int rd[] = {CF_VOLUME, CF_XAREA, CF_YAREA, CF_DENSITY0, CF_ENERGY0, CF_PRESSURE,
-                             CF_VISCOSITY, CF_SOUNDSPEED, CF_XVEL0, CF_YVEL0};
-    for (size_t i = 0; i < sizeof rd / sizeof rd[0]; i++)
-        job_field(j, rd[i], WEFT_R);
+    FIELDS(j, WEFT_R, CF_VOLUME, CF_XAREA, CF_YAREA, CF_DENSITY0, CF_ENERGY0, CF_PRESSURE, CF_VISCOSITY,
+           CF_SOUNDSPEED, CF_XVEL0, CF_YVEL0);
     job_field(j, CF_WORK1, WEFT_RW);
     job_red(j, s->dt_d, WEFT_REDUCE | WEFT_RED_MIN | WEFT_RED_F64);
     return job_spawn(j);
@@ -293,13 +295,9 @@ static int k_pdv(sim *s, int c, int predict, double dt)
     NEWJOB(j, s, K_PDV, c);
     j->a = predict;
     j->dt = dt;
-    static const int rd[] = {CF_XAREA, CF_YAREA, CF_VOLUME, CF_DENSITY0, CF_ENERGY0, CF_PRESSURE,
-                             CF_VISCOSITY, CF_XVEL0, CF_XVEL1, CF_YVEL0, CF_YVEL1};
-    for (size_t i = 0; i < sizeof rd / sizeof rd[0]; i++)
-        job_field(j, rd[i], WEFT_R);
-    job_field(j, CF_DENSITY1, WEFT_RW);
-    job_field(j, CF_ENERGY1, WEFT_RW);
-    job_field(j, CF_WORK1, WEFT_RW);
+    FIELDS(j, WEFT_R, CF_XAREA, CF_YAREA, CF_VOLUME, CF_DENSITY0, CF_ENERGY0, CF_PRESSURE, CF_VISCOSITY,
+           CF_XVEL0, CF_XVEL1, CF_YVEL0, CF_YVEL1);
+    FIELDS(j, WEFT_RW, CF_DENSITY1, CF_ENERGY1, CF_WORK1);
     job_red(j, s->err_d, WEFT_REDUCE | WEFT_RED_MAX | WEFT_RED_I32);
     return job_spawn(j);
 }
@@ -307,10 +305,8 @@ static int k_pdv(sim *s, int c, int predict, double dt)
 static int k_revert(sim *s, int c)
 {
     NEWJOB(j, s, K_REVERT, c);
-    job_field(j, CF_DENSITY0, WEFT_R);
-    job_field(j, CF_ENERGY0, WEFT_R);
-    job_field(j, CF_DENSITY1, WEFT_RW);
-    job_field(j, CF_ENERGY1, WEFT_RW);
+    FIELDS(j, WEFT_R, CF_DENSITY0, CF_ENERGY0);
+    FIELDS(j, WEFT_RW, CF_DENSITY1, CF_ENERGY1);
     return job_spawn(j);
 }
 
@@ -318,13 +314,9 @@ static int k_accelerate(sim *s, int c, double dt)
 {
     NEWJOB(j, s, K_ACCELERATE, c);
     j->dt = dt;
-    static const int rd[] = {CF_DENSITY0, CF_VOLUME, CF_XAREA, CF_YAREA, CF_PRESSURE, CF_VISCOSITY,
-                             CF_XVEL0, CF_YVEL0};
-    for (size_t i = 0; i < sizeof rd / sizeof rd[0]; i++)
-        job_field(j, rd[i], WEFT_R);
-    job_field(j, CF_XVEL1, WEFT_RW);
-    job_field(j, CF_YVEL1, WEFT_RW);
-    job_field(j, CF_WORK1, WEFT_RW);
+    FIELDS(j, WEFT_R, CF_DENSITY0, CF_VOLUME, CF_XAREA, CF_YAREA, CF_PRESSURE, CF_VISCOSITY, CF_XVEL0,
+           CF_YVEL0);
+    FIELDS(j, WEFT_RW, CF_XVEL1, CF_YVEL1, CF_WORK1);
     return job_spawn(j);
 }
 
@@ -332,11 +324,8 @@ static int k_flux_calc(sim *s, int c, double dt)
 {
     NEWJOB(j, s, K_FLUX_CALC, c);
     j->dt = dt;
-    static const int rd[] = {CF_XAREA, CF_YAREA, CF_XVEL0, CF_XVEL1, CF_YVEL0, CF_YVEL1};
-    for (size_t i = 0; i < sizeof rd / sizeof rd[0]; i++)
-        job_field(j, rd[i], WEFT_R);
-    job_field(j, CF_VOL_FLUX_X, WEFT_RW);
-    job_field(j, CF_VOL_FLUX_Y, WEFT_RW);
+    FIELDS(j, WEFT_R, CF_XAREA, CF_YAREA, CF_XVEL0, CF_XVEL1, CF_YVEL0, CF_YVEL1);
+    FIELDS(j, WEFT_RW, CF_VOL_FLUX_X, CF_VOL_FLUX_Y);
     return job_spawn(j);
 }
 
@@ -346,11 +335,8 @@ static int k_advec_cell(sim *s, int c, int dir, int sweep)
     j->b = dir;
     j->c = sweep;
     job_geom(j, WEFT_R);
-    job_field(j, CF_VOLUME, WEFT_R);
-    job_field(j, CF_VOL_FLUX_X, WEFT_R);
-    job_field(j, CF_VOL_FLUX_Y, WEFT_R);
-    job_field(j, CF_DENSITY1, WEFT_RW);
-    job_field(j, CF_ENERGY1, WEFT_RW);
+    FIELDS(j, WEFT_R, CF_VOLUME, CF_VOL_FLUX_X, CF_VOL_FLUX_Y);
+    FIELDS(j, WEFT_RW, CF_DENSITY1, CF_ENERGY1);
     job_field(j, dir == 1 ? CF_MASS_FLUX_X : CF_MASS_FLUX_Y, WEFT_RW);
     for (int w = CF_WORK1; w <= CF_WORK7; w++)
         job_field(j, w, WEFT_RW);
@@ -364,12 +350,7 @@ static int k_advec_mom(sim *s, int c, int vel, int dir, int sweep)
     j->b = dir;
     j->c = sweep;
     job_geom(j, WEFT_R);
-    job_field(j, CF_VOLUME, WEFT_R);
-    job_field(j, CF_VOL_FLUX_X, WEFT_R);
-    job_field(j, CF_VOL_FLUX_Y, WEFT_R);
-    job_field(j, CF_MASS_FLUX_X, WEFT_R);
-    job_field(j, CF_MASS_FLUX_Y, WEFT_R);
-    job_field(j, CF_DENSITY1, WEFT_R);
+    FIELDS(j, WEFT_R, CF_VOLUME, CF_VOL_FLUX_X, CF_VOL_FLUX_Y, CF_MASS_FLUX_X, CF_MASS_FLUX_Y, CF_DENSITY1);
     job_field(j, vel, WEFT_RW);
     for (int w = CF_WORK1; w <= CF_WORK7; w++)
         job_field(j, w, WEFT_RW);
@@ -379,23 +360,15 @@ static int k_advec_mom(sim *s, int c, int vel, int dir, int sweep)
 static int k_reset(sim *s, int c)
 {
     NEWJOB(j, s, K_RESET, c);
-    job_field(j, CF_DENSITY1, WEFT_R);
-    job_field(j, CF_ENERGY1, WEFT_R);
-    job_field(j, CF_XVEL1, WEFT_R);
-    job_field(j, CF_YVEL1, WEFT_R);
-    job_field(j, CF_DENSITY0, WEFT_RW);
-    job_field(j, CF_ENERGY0, WEFT_RW);
-    job_field(j, CF_XVEL0, WEFT_RW);
-    job_field(j, CF_YVEL0, WEFT_RW);
+    FIELDS(j, WEFT_R, CF_DENSITY1, CF_ENERGY1, CF_XVEL1, CF_YVEL1);
+    FIELDS(j, WEFT_RW, CF_DENSITY0, CF_ENERGY0, CF_XVEL0, CF_YVEL0);
     return job_spawn(j);
 }
 
 static int k_summary(sim *s, int c)
 {
     NEWJOB(j, s, K_SUMMARY, c);
-    static const int rd[] = {CF_VOLUME, CF_DENSITY0, CF_ENERGY0, CF_PRESSURE, CF_XVEL0, CF_YVEL0};
-    for (size_t i = 0; i < sizeof rd / sizeof rd[0]; i++)
-        job_field(j, rd[i], WEFT_R);
+    FIELDS(j, WEFT_R, CF_VOLUME, CF_DENSITY0, CF_ENERGY0, CF_PRESSURE, CF_XVEL0, CF_YVEL0);
     job_red(j, s->sums_d, WEFT_REDUCE | WEFT_RED_SUM | WEFT_RED_F64);
     return job_spawn(j);
 }
