@@ -2,6 +2,9 @@
 #include "run_weft.h"
 
 #include <weft.h>
+#ifdef CLOVER_HAVE_CUDA
+#include "kernels_cuda.h"
+#endif
 
 #include <math.h>
 #include <stdatomic.h>
@@ -29,6 +32,7 @@ typedef struct sim sim;
 typedef struct chunk_rt {
     clover_chunk c;
     int gpu;                     /* GPU (placement numbering), -1 on the CPU */
+    int cuda;                    /* 1: that GPU is a CUDA device (kernels.cu), else the C kernels */
     double *mem;                 /* host memory of every field, then the geometry */
     weft_data *f[CF_NFIELDS];
     weft_data *geom;
@@ -134,6 +138,39 @@ static size_t acc_bytes(const job *j, size_t i)
     return n;
 }
 
+#ifdef CLOVER_HAVE_CUDA
+/* On a CUDA device: the kernel's launches, queued on the task's stream
+ * (the calls are counted; their time is on the device, not here). */
+static int job_cuda(job *j, void *stream)
+{
+    sim *s = j->s;
+    const clover_view *v = &j->v;
+    const chunk_rt *cr = &s->ch[j->chunk];
+    int rc;
+    switch (j->kern) {
+    case K_INIT: rc = clover_cu_initialise(v, s->d, &cr->c, stream); break;
+    case K_GENERATE: rc = clover_cu_generate(v, s->d, stream); break;
+    case K_IDEAL_GAS: rc = clover_cu_ideal_gas(v, j->a, stream); break;
+    case K_VISCOSITY: rc = clover_cu_viscosity(v, stream); break;
+    case K_CALC_DT: rc = clover_cu_calc_dt(v, s->d, j->red, stream); break;
+    case K_PDV: rc = clover_cu_pdv(v, j->a, j->dt, j->red, stream); break;
+    case K_REVERT: rc = clover_cu_revert(v, stream); break;
+    case K_ACCELERATE: rc = clover_cu_accelerate(v, j->dt, stream); break;
+    case K_FLUX_CALC: rc = clover_cu_flux_calc(v, j->dt, stream); break;
+    case K_ADVEC_CELL: rc = clover_cu_advec_cell(v, j->b, j->c, stream); break;
+    case K_ADVEC_MOM: rc = clover_cu_advec_mom(v, j->a, j->b, j->c, stream); break;
+    case K_RESET: rc = clover_cu_reset_field(v, stream); break;
+    case K_SUMMARY: rc = clover_cu_field_summary(v, j->red, stream); break;
+    case K_REFLECT: rc = clover_cu_reflect(v, j->fields, j->nfields, j->depth, cr->c.edges, stream); break;
+    default: rc = -1;
+    }
+    if (rc != 0)
+        fprintf(stderr, "cloverleaf: %s on chunk %d: CUDA error %d\n", kern_name[j->kern], j->chunk, rc);
+    atomic_fetch_add_explicit(&s->calls[j->kern], 1, memory_order_relaxed);
+    return rc;
+}
+#endif
+
 static int job_body(weft_ctx *ctx, void *arg)
 {
     job *j = arg;
@@ -148,6 +185,10 @@ static int job_body(weft_ctx *ctx, void *arg)
     }
     if (weft_ctx_gpu_count(ctx) == 0)
         return job_run(j);
+#ifdef CLOVER_HAVE_CUDA
+    if (j->s->ch[j->chunk].cuda)
+        return job_cuda(j, weft_ctx_stream(ctx, 0));
+#endif
     /* On a GPU: the kernel runs on the chunk's stream, naming what it
      * touches (checked in the virtual GPUs' checking mode). */
     weft_range rg[MAX_ACC];
@@ -369,6 +410,7 @@ static int k_summary(sim *s, int c)
 {
     NEWJOB(j, s, K_SUMMARY, c);
     FIELDS(j, WEFT_R, CF_VOLUME, CF_DENSITY0, CF_ENERGY0, CF_PRESSURE, CF_XVEL0, CF_YVEL0);
+    job_field(j, CF_WORK1, WEFT_RW); /* scratch of the CUDA kernel's partial sums */
     job_red(j, s->sums_d, WEFT_REDUCE | WEFT_RED_SUM | WEFT_RED_F64);
     return job_spawn(j);
 }
@@ -856,12 +898,16 @@ static int setup(sim *s, const clover_weft_opts *o)
         return rc;
     }
     unsigned ndev = weft_device_count(s->rt);
-    for (unsigned i = 1; i < ndev; i++) {
+    int cuda[65] = {0};
+    for (unsigned i = 1; i < ndev && i < 65; i++) {
         weft_device_info di;
         if (weft_device_info_get(s->rt, i, &di) == 0 && di.kind == WEFT_DEVICE_CUDA) {
-            fprintf(stderr, "cloverleaf: %s: the C driver has no CUDA kernels yet; use cpu or vgpu devices\n",
-                    di.name);
+#ifdef CLOVER_HAVE_CUDA
+            cuda[i - 1] = 1;
+#else
+            fprintf(stderr, "cloverleaf: %s: built without the CUDA kernels (no nvcc found)\n", di.name);
             return WEFT_EINVAL;
+#endif
         }
     }
     s->ngpu = (int)ndev - 1;
@@ -898,6 +944,7 @@ static int setup(sim *s, const clover_weft_opts *o)
         chunk_rt *cr = &s->ch[c];
         cr->c = cc[c];
         cr->gpu = s->ngpu ? c - s->lo : -1;
+        cr->cuda = cr->gpu >= 0 && local(s, c) && cuda[cr->gpu];
         size_t fc = clover_field_count(cr->c.nx, cr->c.ny), gc = clover_geom_count(cr->c.nx, cr->c.ny);
         cr->fbytes = fc * sizeof(double);
         cr->gbytes = gc * sizeof(double);
