@@ -16,6 +16,8 @@
 #              Python suite, the CUDA devices among the defaults
 #   py-cuda    a Python runtime on the CUDA devices: rt.devices, and CuPy /
 #              PyTorch (when there) on a placed task's device and stream
+#   clover     CloverLeaf (apps/cloverleaf) with the CUDA kernels: test
+#              problem 1 and clover_bm16_short.in on cuda:0, both PASS
 # Logs go to OUTDIR (default build-gpu/logs); the table is also written to
 # OUTDIR/table.txt.  Exit status: 0 when every row passed.
 set -uo pipefail
@@ -120,6 +122,15 @@ print("py-cuda: ok")
 EOF
 }
 
+# CloverLeaf's benchmark deck on the GPU: the C driver with the CUDA
+# kernels (one chunk on cuda:0, and the same deck's test problem 1 on
+# cpu,cuda against the C kernels' PASS), then tp1 on the GPU.
+clover() {
+  local exe=build-gpu/apps/cloverleaf/weft-cloverleaf
+  "$exe" --devices cpu,cuda:0 apps/cloverleaf/decks/clover_tp1.in | tee /dev/stderr | grep -q "PASS" || return 1
+  "$exe" --devices cpu,cuda:0 --triad apps/cloverleaf/decks/clover_bm16_short.in | tee /dev/stderr | grep -q "PASS"
+}
+
 step env "$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1)" env_info
 step build "release build, CUDA kind + kernels" build
 step test_cuda "device layer, tasks on the GPU, destroy in flight" test_cuda
@@ -127,6 +138,7 @@ step ctest "whole C suite on this machine" all_ctest
 step asan "test_cuda under ASan+UBSan" asan
 step python "extension + Python suite, system python3" python_suite
 step py-cuda "CuPy/PyTorch on a placed task's device and stream" py_cuda
+step clover "CloverLeaf tp1 and clover_bm16_short.in on cuda:0 (PASS)" clover
 grep -h "GPU tasks:\|CUDA device 0" "$out/test_cuda.log" 2>/dev/null
 
 {
