@@ -17,7 +17,9 @@
 #   py-cuda    a Python runtime on the CUDA devices: rt.devices, and CuPy /
 #              PyTorch (when there) on a placed task's device and stream
 #   clover     CloverLeaf (apps/cloverleaf) with the CUDA kernels: test
-#              problem 1 and clover_bm16_short.in on cuda:0, both PASS
+#              problem 1 and clover_bm16_short.in on cuda:0, both PASS, and
+#              the same deck by the hand-written CUDA loop (--plain-cuda):
+#              the two wall times and their ratio
 # Logs go to OUTDIR (default build-gpu/logs); the table is also written to
 # OUTDIR/table.txt.  Exit status: 0 when every row passed.
 set -uo pipefail
@@ -126,9 +128,17 @@ EOF
 # kernels (one chunk on cuda:0, and the same deck's test problem 1 on
 # cpu,cuda against the C kernels' PASS), then tp1 on the GPU.
 clover() {
-  local exe=build-gpu/apps/cloverleaf/weft-cloverleaf
+  local exe=build-gpu/apps/cloverleaf/weft-cloverleaf deck=apps/cloverleaf/decks/clover_bm16_short.in
   "$exe" --devices cpu,cuda:0 apps/cloverleaf/decks/clover_tp1.in | tee /dev/stderr | grep -q "PASS" || return 1
-  "$exe" --devices cpu,cuda:0 --triad apps/cloverleaf/decks/clover_bm16_short.in | tee /dev/stderr | grep -q "PASS"
+  "$exe" --devices cpu,cuda:0 "$deck" > "$out/clover-weft.txt" 2>&1; cat "$out/clover-weft.txt"
+  grep -q "PASS" "$out/clover-weft.txt" || return 1
+  # the hand-written loop of the same kernels, one stream, no Weft
+  "$exe" --plain-cuda "$deck" > "$out/clover-plain.txt" 2>&1; cat "$out/clover-plain.txt"
+  grep -q "PASS" "$out/clover-plain.txt" || return 1
+  local tw tp
+  tw=$(sed -n 's/.* steps to time .*: \([0-9.]*\) s,.*/\1/p' "$out/clover-weft.txt" | tail -1)
+  tp=$(sed -n 's/.* steps to time .*: \([0-9.]*\) s,.*/\1/p' "$out/clover-plain.txt" | tail -1)
+  echo "clover_bm16_short: Weft $tw s, plain CUDA $tp s: clover_vs_plain_cuda $(awk -v a="$tp" -v b="$tw" 'BEGIN { printf "%.3f", a / b }') (goal >= 1.0)"
 }
 
 step env "$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1)" env_info

@@ -2,7 +2,7 @@
  *
  *   weft-cloverleaf [--devices LIST] [--chunks N] [--workers N]
  *                   [--trace FILE] [--png FILE] [--serial] [--mpi]
- *                   [--triad] [--no-exchange] DECK
+ *                   [--triad] [--no-exchange] [--plain-cuda] DECK
  *
  * --devices  Weft's devices ("cpu", "cpu,vgpu:4"; default: WEFT_DEVICES or
  *            every device found); chunks go one per GPU, or on the CPU
@@ -15,6 +15,8 @@
  *            achieved figure is compared with)
  * --no-exchange  benchmarks only: no halo exchange between chunks (wrong
  *            results: to time the rest of the step alone)
+ * --plain-cuda  the hand-written CUDA loop instead (plain_cuda.c: one
+ *            chunk, one stream, no Weft), where the CUDA kernels are built
  * Prints the field summary table, the verification line (a deck with a
  * test_problem), the kernel profile, and where the trace and picture went.
  * Exit status: 0 (PASS, or no test problem), 1 (FAIL), 2 (an error). */
@@ -22,6 +24,9 @@
 #include "run_weft.h"
 #include "serial.h"
 #include "traffic.h"
+#ifdef CLOVER_HAVE_CUDA
+#include "plain_cuda.h"
+#endif
 
 #include <weft.h>
 
@@ -33,7 +38,7 @@
 static void usage(void)
 {
     fprintf(stderr, "usage: weft-cloverleaf [--devices LIST] [--chunks N] [--workers N] [--trace FILE] "
-                    "[--png FILE] [--serial] [--mpi] [--triad] [--no-exchange] DECK\n");
+                    "[--png FILE] [--serial] [--mpi] [--triad] [--no-exchange] [--plain-cuda] DECK\n");
 }
 
 static int number(const char *opt, const char *s, int *out)
@@ -53,7 +58,7 @@ int main(int argc, char **argv)
     clover_weft_opts o = {0};
     o.out = stdout;
     const char *deck_path = NULL;
-    int serial = 0, workers = 0, triad = 0;
+    int serial = 0, workers = 0, triad = 0, plain = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         int has = i + 1 < argc;
@@ -78,6 +83,8 @@ int main(int argc, char **argv)
             triad = 1;
         else if (!strcmp(a, "--no-exchange"))
             o.no_exchange = 1;
+        else if (!strcmp(a, "--plain-cuda"))
+            plain = 1;
         else if (a[0] == '-' || deck_path) {
             usage();
             return 2;
@@ -109,6 +116,19 @@ int main(int argc, char **argv)
         long cores = sysconf(_SC_NPROCESSORS_ONLN);
         triad_bw = clover_triad_bw((size_t)1 << 25, cores > 0 ? (int)cores : 1, 10);
         printf(" STREAM triad: %.2f GB/s (%ld threads, 3 x 256 MiB, best of 10)\n", triad_bw * 1e-9, cores);
+    }
+    if (plain) {
+#ifdef CLOVER_HAVE_CUDA
+        clover_plain_result pr;
+        if (clover_plain_cuda_run(&d, stdout, &pr) != 0)
+            return 2;
+        printf("\n %d steps to time %.6f, plain CUDA (one chunk, one stream): %.3f s, %.3g cell-steps/s\n",
+               pr.steps, pr.time, pr.wall_s, pr.wall_s > 0 ? (double)d.x_cells * d.y_cells * pr.steps / pr.wall_s : 0.0);
+        return pr.verified == 0 ? 1 : 0;
+#else
+        fprintf(stderr, "weft-cloverleaf: --plain-cuda: built without the CUDA kernels (no nvcc found)\n");
+        return 2;
+#endif
     }
     if (!o.mpi) {
         const char *sz = getenv("OMPI_COMM_WORLD_SIZE");
