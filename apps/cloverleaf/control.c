@@ -70,29 +70,42 @@ static const char *const summary_heads[] = {"Time",           "Volume",         
                                             "Pressure",       "Internal Energy", "Kinetic Energy",
                                             "Total Energy"};
 
+/* The header's text: a blank line, then the column titles and a newline. */
+int clover_format_summary_header(char *buf, size_t len)
+{
+    const char *const *h = summary_heads;
+    return snprintf(buf, len, "\n%13s%16s%16s%16s%16s%16s%16s%16s%16s\n", "", h[0], h[1], h[2], h[3], h[4], h[5],
+                    h[6], h[7]);
+}
+
+/* One row's text, newline included. */
+int clover_format_summary(char *buf, size_t len, int step, double time, const double sums[CS_N])
+{
+    const double vol = sums[CS_VOL], mass = sums[CS_MASS], ie = sums[CS_IE], ke = sums[CS_KE];
+    const double cols[8] = {time, vol, mass, mass / vol, sums[CS_PRESS] / vol, ie, ke, ie + ke};
+    char cells[8][64];
+    for (int i = 0; i < 8; i++)
+        fortran_e(cells[i], sizeof cells[i], cols[i], 16);
+    return snprintf(buf, len, " step:%7d%s%s%s%s%s%s%s%s\n", step, cells[0], cells[1], cells[2], cells[3],
+                    cells[4], cells[5], cells[6], cells[7]);
+}
+
 void clover_print_summary_header(FILE *out)
 {
     if (!out)
         return;
-    fprintf(out, "\n%13s", "");
-    for (size_t i = 0; i < sizeof summary_heads / sizeof summary_heads[0]; i++)
-        fprintf(out, "%16s", summary_heads[i]);
-    fputc('\n', out);
+    char buf[256];
+    if (clover_format_summary_header(buf, sizeof buf) >= 0)
+        fputs(buf, out);
 }
 
 void clover_print_summary(FILE *out, int step, double time, const double sums[CS_N])
 {
     if (!out)
         return;
-    const double vol = sums[CS_VOL], mass = sums[CS_MASS], ie = sums[CS_IE], ke = sums[CS_KE];
-    const double cols[8] = {time, vol, mass, mass / vol, sums[CS_PRESS] / vol, ie, ke, ie + ke};
-    char cell[64];
-    fprintf(out, " step:%7d", step);
-    for (int i = 0; i < 8; i++) {
-        fortran_e(cell, sizeof cell, cols[i], 16);
-        fputs(cell, out);
-    }
-    fputc('\n', out);
+    char buf[640];
+    if (clover_format_summary(buf, sizeof buf, step, time, sums) >= 0)
+        fputs(buf, out);
 }
 
 /* ---- verification ------------------------------------------------------ */
@@ -112,21 +125,31 @@ double clover_reference_ke(int test_problem)
     }
 }
 
-int clover_verify(FILE *out, const clover_deck *d, double ke)
+int clover_format_verify(char *buf, size_t len, const clover_deck *d, double ke)
 {
+    if (len)
+        buf[0] = '\0';
     const double ref = clover_reference_ke(d->test_problem);
     if (ref == 0.0) {
-        if (out && d->test_problem != 0)
-            fprintf(out, "\n Test problem %d: no reference kinetic energy is known; not verified\n",
-                    d->test_problem);
+        if (d->test_problem != 0)
+            snprintf(buf, len, "\n Test problem %d: no reference kinetic energy is known; not verified\n",
+                     d->test_problem);
         return -1;
     }
     const double diff = fabs(100.0 * (ke / ref) - 100.0);
     const int pass = diff < 0.001; /* a NaN fails */
-    if (out)
-        fprintf(out,
-                "\n Test problem %d: kinetic energy %.15e against the reference %.15e differs by %.7e %%"
-                " (limit 0.001 %%): %s\n",
-                d->test_problem, ke, ref, diff, pass ? "PASS" : "FAIL");
+    snprintf(buf, len,
+             "\n Test problem %d: kinetic energy %.15e against the reference %.15e differs by %.7e %%"
+             " (limit 0.001 %%): %s\n",
+             d->test_problem, ke, ref, diff, pass ? "PASS" : "FAIL");
     return pass;
+}
+
+int clover_verify(FILE *out, const clover_deck *d, double ke)
+{
+    char buf[512];
+    int v = clover_format_verify(buf, sizeof buf, d, ke);
+    if (out)
+        fputs(buf, out);
+    return v;
 }

@@ -1,0 +1,833 @@
+"""CloverLeaf's Python driver over weft: the time-step loop of run_weft.c
+(the C driver) written against weft's Python API, calling the same compiled
+C kernels (libclover_kernels.so, through ctypes).
+
+    python apps/cloverleaf/cloverleaf.py DECK [--devices LIST] [--chunks N]
+                                              [--workers N] [--trace FILE] [--png FILE]
+
+prints what build/apps/cloverleaf/weft-cloverleaf prints: the field summary
+table, the verification line (a deck with a test_problem) and the kernel
+profile.  Exit status 0 (PASS, or no test problem), 1 (FAIL), 2 (an error).
+
+As a module:
+
+    import cloverleaf
+    deck = cloverleaf.load_deck("apps/cloverleaf/decks/clover_tp1.in")
+    res = cloverleaf.run(deck, devices="cpu", chunks=2)      # a Result
+    ref = cloverleaf.serial_run(deck)                        # the oracle (C, no weft)
+    assert (res.density == ref.density).all()
+
+How it maps onto weft (the same structure as run_weft.c, read that file
+beside this one):
+
+  * The mesh is split into chunks (clover_decompose): one per GPU when the
+    runtime has GPUs, else --chunks (default: one per worker) on the CPU.
+  * Every field of every chunk is a NumPy array of shape (ny + 5, nx + 5)
+    (two ghost layers around the chunk's cells; clover.h's layout), plus one
+    geometry array per chunk, each registered once with rt.data.
+  * Each kernel on each chunk is a task naming the fields it reads
+    (reads=) and updates (readwrites=) exactly as run_weft.c's k_* functions
+    do, so weft orders the kernels of the chunks by their data.  On the CPU
+    the body calls the C kernel on the host arrays (ctypes releases the GIL
+    for the call, so chunks run in parallel); on a (virtual) GPU the task is
+    placed on its chunk's GPU with device_data=True and its body queues the
+    kernel on the task's stream (ctx.queue) over the device replicas.
+  * Halo updates: chunks on the CPU get one host task copying every strip
+    (clover_halo_strip) and reflecting at the mesh boundary; chunks on GPUs
+    get two weft.Communicator exchanges (x faces, then y faces) of the same
+    strips, then a reflect task per boundary chunk.
+  * The chunks' smallest dt (MIN), the PdV check (MAX) and the field
+    summary (SUM) are weft reductions (reduces=), read and reset by one
+    small host task at a time.
+"""
+import argparse
+import ctypes
+import os
+import sys
+import time
+from ctypes import POINTER, byref, c_char_p, c_double, c_int, c_int32, c_size_t, c_uint, c_void_p
+
+import numpy as np
+
+import weft
+
+__all__ = ["DeckError", "KernelsNotFound", "Result", "SerialResult", "kernels", "load_deck", "parse_deck", "run",
+           "serial_run", "main"]
+
+# ---------------------------------------------------------------------------
+# The C side: constants and structures of clover.h / serial.h, mirrored
+# member for member (ctypes lays them out with the C compiler's alignment).
+# ---------------------------------------------------------------------------
+
+CLOVER_MAX_STATES = 64
+CS_VOL, CS_MASS, CS_IE, CS_KE, CS_PRESS, CS_N = range(6)
+CLOVER_LEFT, CLOVER_RIGHT, CLOVER_BOTTOM, CLOVER_TOP = 1, 2, 4, 8
+
+FIELD_NAMES = ("density0", "density1", "energy0", "energy1", "pressure", "viscosity", "soundspeed",
+               "xvel0", "xvel1", "yvel0", "yvel1", "vol_flux_x", "vol_flux_y", "mass_flux_x", "mass_flux_y",
+               "volume", "xarea", "yarea", "work1", "work2", "work3", "work4", "work5", "work6", "work7")
+(CF_DENSITY0, CF_DENSITY1, CF_ENERGY0, CF_ENERGY1, CF_PRESSURE, CF_VISCOSITY, CF_SOUNDSPEED,
+ CF_XVEL0, CF_XVEL1, CF_YVEL0, CF_YVEL1, CF_VOL_FLUX_X, CF_VOL_FLUX_Y, CF_MASS_FLUX_X, CF_MASS_FLUX_Y,
+ CF_VOLUME, CF_XAREA, CF_YAREA, CF_WORK1, CF_WORK2, CF_WORK3, CF_WORK4, CF_WORK5, CF_WORK6,
+ CF_WORK7) = range(len(FIELD_NAMES))
+CF_NFIELDS = len(FIELD_NAMES)
+WORK = tuple(range(CF_WORK1, CF_WORK7 + 1))
+
+
+class CloverState(ctypes.Structure):
+    _fields_ = [("defined", c_int), ("density", c_double), ("energy", c_double), ("xvel", c_double),
+                ("yvel", c_double), ("geometry", c_int), ("xmin", c_double), ("xmax", c_double),
+                ("ymin", c_double), ("ymax", c_double), ("radius", c_double)]
+
+
+class CloverDeck(ctypes.Structure):
+    _fields_ = [("nstates", c_int), ("state", CloverState * CLOVER_MAX_STATES),
+                ("x_cells", c_int), ("y_cells", c_int),
+                ("xmin", c_double), ("ymin", c_double), ("xmax", c_double), ("ymax", c_double),
+                ("dtinit", c_double), ("dtmax", c_double), ("dtmin", c_double), ("dtrise", c_double),
+                ("dtc_safe", c_double), ("dtu_safe", c_double), ("dtv_safe", c_double), ("dtdiv_safe", c_double),
+                ("end_time", c_double), ("end_step", c_int), ("test_problem", c_int),
+                ("summary_frequency", c_int), ("visit_frequency", c_int), ("profiler_on", c_int)]
+
+
+class CloverChunk(ctypes.Structure):
+    _fields_ = [("x0", c_int), ("y0", c_int), ("nx", c_int), ("ny", c_int), ("edges", c_uint),
+                ("left", c_int), ("right", c_int), ("bottom", c_int), ("top", c_int)]
+
+
+class CloverView(ctypes.Structure):
+    _fields_ = [("nx", c_int), ("ny", c_int), ("pitch", c_size_t), ("f", c_void_p * CF_NFIELDS),
+                ("geom", c_void_p)]
+
+
+class CloverDt(ctypes.Structure):
+    _fields_ = [("dt", c_double), ("control", c_int), ("j", c_int), ("k", c_int)]
+
+
+class CloverStrip(ctypes.Structure):
+    _fields_ = [("send_off", c_size_t), ("recv_off", c_size_t), ("rows", c_size_t), ("cols", c_size_t)]
+
+
+class CloverClock(ctypes.Structure):
+    _fields_ = [("step", c_int), ("time", c_double), ("dt", c_double), ("dtold", c_double)]
+
+
+class CloverSerialOut(ctypes.Structure):
+    _fields_ = [("density", POINTER(c_double)), ("energy", POINTER(c_double)), ("steps", c_int),
+                ("time", c_double), ("chunks_x", c_int), ("chunks_y", c_int)]
+
+
+# The sizes C gives them (x86-64 / aarch64 Linux); checked when the library loads.
+_C_SIZES = {CloverState: 88, CloverDeck: 5776, CloverChunk: 36, CloverView: 224, CloverDt: 24, CloverStrip: 32,
+            CloverClock: 32, CloverSerialOut: 40}
+
+PV = POINTER(CloverView)
+PD = POINTER(c_double)
+
+
+class KernelsNotFound(FileNotFoundError):
+    """libclover_kernels.so is nowhere the driver looks."""
+
+
+class DeckError(ValueError):
+    """A deck that cannot be read or parsed; the message names the file, the
+    line and the keyword (clover_deck_parse's message)."""
+
+
+def _kernel_paths():
+    """Where libclover_kernels.so may be, in order: $CLOVER_KERNELS, beside
+    the installed weft package (the wheel installs it there), the
+    repository's build folder."""
+    paths = []
+    env = os.environ.get("CLOVER_KERNELS")
+    if env:
+        paths.append(env)
+    paths.append(os.path.join(os.path.dirname(weft.__file__), "libclover_kernels.so"))
+    repo = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    paths.append(os.path.join(repo, "build", "apps", "cloverleaf", "libclover_kernels.so"))
+    return paths
+
+
+_LIB = None
+
+
+def kernels():
+    """The loaded kernel library (a ctypes.CDLL with every function's
+    argtypes and restype set), loaded once.  Raises KernelsNotFound."""
+    global _LIB
+    if _LIB is not None:
+        return _LIB
+    tried = _kernel_paths()
+    path = next((p for p in tried if os.path.isfile(p)), None)
+    if path is None:
+        raise KernelsNotFound("libclover_kernels.so not found; looked at " + ", ".join(tried) +
+                              " (set CLOVER_KERNELS, or build it: cd build && make clover_kernels)")
+    for cls, size in _C_SIZES.items():
+        if ctypes.sizeof(cls) != size:
+            raise RuntimeError(f"cloverleaf: ctypes lays out {cls.__name__} in {ctypes.sizeof(cls)} bytes, "
+                               f"C in {size}: clover.h and this file disagree")
+    lib = ctypes.CDLL(path)  # CDLL (not PyDLL): each call releases the GIL
+    sig = {
+        "clover_deck_parse": (c_int, [c_char_p, c_char_p, POINTER(CloverDeck), c_char_p, c_size_t]),
+        "clover_deck_load": (c_int, [c_char_p, POINTER(CloverDeck), c_char_p, c_size_t]),
+        "clover_decompose": (c_int, [POINTER(CloverDeck), c_int, POINTER(CloverChunk), POINTER(c_int),
+                                     POINTER(c_int), c_char_p, c_size_t]),
+        "clover_geom_count": (c_size_t, [c_int, c_int]),
+        "clover_k_initialise": (None, [PV, POINTER(CloverDeck), POINTER(CloverChunk)]),
+        "clover_k_generate": (None, [PV, POINTER(CloverDeck)]),
+        "clover_k_ideal_gas": (None, [PV, c_int]),
+        "clover_k_viscosity": (None, [PV]),
+        "clover_k_calc_dt": (CloverDt, [PV, POINTER(CloverDeck), POINTER(CloverChunk)]),
+        "clover_k_pdv": (c_int, [PV, c_int, c_double]),
+        "clover_k_revert": (None, [PV]),
+        "clover_k_accelerate": (None, [PV, c_double]),
+        "clover_k_flux_calc": (None, [PV, c_double]),
+        "clover_k_advec_cell": (None, [PV, c_int, c_int]),
+        "clover_k_advec_mom": (None, [PV, c_int, c_int, c_int]),
+        "clover_k_reset_field": (None, [PV]),
+        "clover_k_field_summary": (None, [PV, PD]),
+        "clover_k_reflect": (None, [PV, POINTER(c_int), c_int, c_int, c_uint]),
+        "clover_halo_strip": (None, [POINTER(CloverChunk), c_int, c_int, c_uint, POINTER(CloverStrip)]),
+        "clover_next_dt": (c_int, [POINTER(CloverDeck), POINTER(CloverClock), c_double]),
+        "clover_format_summary_header": (c_int, [c_char_p, c_size_t]),
+        "clover_format_summary": (c_int, [c_char_p, c_size_t, c_int, c_double, PD]),
+        "clover_format_verify": (c_int, [c_char_p, c_size_t, POINTER(CloverDeck), c_double]),
+        "clover_reference_ke": (c_double, [c_int]),
+        "clover_write_png": (c_int, [c_char_p, PD, c_int, c_int, c_size_t]),
+        "clover_serial_run": (c_int, [POINTER(CloverDeck), c_int, c_void_p, PD, POINTER(CloverSerialOut)]),
+    }
+    for name, (res, args) in sig.items():
+        fn = getattr(lib, name)
+        fn.restype, fn.argtypes = res, args
+    _LIB = lib
+    return lib
+
+
+# ---------------------------------------------------------------------------
+# Deck, oracle and text
+# ---------------------------------------------------------------------------
+
+def parse_deck(text, name="deck"):
+    """Parse a deck's text; DeckError naming the line and keyword if bad."""
+    lib = kernels()
+    d, err = CloverDeck(), ctypes.create_string_buffer(512)
+    data = text.encode() if isinstance(text, str) else bytes(text)
+    if lib.clover_deck_parse(data, os.fsencode(name), byref(d), err, len(err)) != 0:
+        raise DeckError(err.value.decode(errors="replace"))
+    return d
+
+
+def load_deck(path):
+    """Read and parse a deck file; DeckError naming the line and keyword if bad."""
+    lib = kernels()
+    d, err = CloverDeck(), ctypes.create_string_buffer(512)
+    if lib.clover_deck_load(os.fsencode(path), byref(d), err, len(err)) != 0:
+        raise DeckError(err.value.decode(errors="replace"))
+    return d
+
+
+def summary_header():
+    """The field summary table's header (a blank line, the titles), as C prints it."""
+    buf = ctypes.create_string_buffer(256)
+    kernels().clover_format_summary_header(buf, len(buf))
+    return buf.value.decode()
+
+
+def summary_row(step, t, sums):
+    """One row of the table (Fortran's E16.4 columns), as C prints it."""
+    buf = ctypes.create_string_buffer(640)
+    kernels().clover_format_summary(buf, len(buf), step, t, (c_double * CS_N)(*sums))
+    return buf.value.decode()
+
+
+def verify(deck, ke):
+    """(clover_verify's result: 1 PASS, 0 FAIL, -1 no reference; its line, maybe empty)."""
+    buf = ctypes.create_string_buffer(512)
+    v = kernels().clover_format_verify(buf, len(buf), byref(deck), ke)
+    return v, buf.value.decode()
+
+
+class SerialResult:
+    """What the sequential oracle gives: sums (the last field summary),
+    density and energy (the final density0 and energy0, arrays of shape
+    (y_cells, x_cells), row 0 at the bottom), steps, time, chunks_x, chunks_y."""
+
+    def __init__(self, **kw):
+        self.__dict__.update(kw)
+
+
+def serial_run(deck, nchunks=1):
+    """Run the deck with the sequential oracle (clover_serial_run: C, no weft)."""
+    lib = kernels()
+    shape = (deck.y_cells, deck.x_cells)
+    dens, ener = np.zeros(shape), np.zeros(shape)
+    sums = (c_double * CS_N)()
+    so = CloverSerialOut(dens.ctypes.data_as(PD), ener.ctypes.data_as(PD))
+    if lib.clover_serial_run(byref(deck), nchunks, None, sums, byref(so)) != 0:
+        raise RuntimeError("cloverleaf: the sequential oracle failed (its message is on stderr)")
+    return SerialResult(sums=list(sums), density=dens, energy=ener, steps=so.steps, time=so.time,
+                        chunks_x=so.chunks_x, chunks_y=so.chunks_y)
+
+
+# ---------------------------------------------------------------------------
+# The Weft driver
+# ---------------------------------------------------------------------------
+
+# Kernels as the profile names them (run_weft.c's kern_name, same order).
+(K_INIT, K_GENERATE, K_IDEAL_GAS, K_VISCOSITY, K_CALC_DT, K_PDV, K_REVERT, K_ACCELERATE, K_FLUX_CALC,
+ K_ADVEC_CELL, K_ADVEC_MOM, K_RESET, K_SUMMARY, K_REFLECT, K_HALO) = range(15)
+KERN_NAMES = ("initialise", "generate", "ideal_gas", "viscosity", "calc_dt", "pdv", "revert", "accelerate",
+              "flux_calc", "advec_cell", "advec_mom", "reset_field", "field_summary", "halo_reflect",
+              "halo_exchange")
+
+GEOM = -1       # an access to the chunk's geometry array (in a job's access list)
+RED = -2        # the access to the reduction buffer
+
+# What a reducing kernel does with its private copy of the reduction buffer.
+RED_NONE, RED_DT_MIN, RED_ERR_MAX, RED_SUM = range(4)
+
+_now = time.perf_counter_ns
+
+
+class Result:
+    """What run() gives: sums0 (the step-0 field summary), sums (the last),
+    steps, time (simulated), wall_s (the time-step loop's wall time),
+    nchunks, chunks_x, chunks_y, verified (1 PASS, 0 FAIL, -1 no reference),
+    density and energy (the final density0 and energy0, shape (y_cells,
+    x_cells), row 0 at the bottom; None unless asked for), profile (kernel
+    name -> (calls, seconds))."""
+
+    def __init__(self, **kw):
+        self.__dict__.update(kw)
+
+
+class _Chunk:
+    """One chunk: its place in the mesh, its arrays and their weft.Data."""
+
+    def __init__(self, rt, index, c, gpu):
+        self.index, self.c, self.gpu = index, c, gpu
+        self.nx, self.ny = c.nx, c.ny
+        self.pitch = c.nx + 5
+        # One allocation holding every field, then the geometry, as
+        # run_weft.c lays a chunk out: the fields start at staggered
+        # addresses (not all at one offset from a page boundary, as separate
+        # large allocations would), which keeps kernels that stream several
+        # fields at once clear of cache-set and 4K-aliasing conflicts
+        # (measured: revert 3x, accelerate 1.3x slower with one allocation
+        # per field).  Each field is a NumPy view of its own disjoint range,
+        # registered on its own: weft orders them independently.
+        shape = (c.ny + 5, c.nx + 5)
+        fc, gc = shape[0] * shape[1], kernels().clover_geom_count(c.nx, c.ny)
+        self.mem = np.zeros(fc * CF_NFIELDS + gc)
+        self.arrays = [self.mem[f * fc:(f + 1) * fc].reshape(shape) for f in range(CF_NFIELDS)]
+        self.geom = self.mem[fc * CF_NFIELDS:]
+        self.data = [rt.data(a) for a in self.arrays]
+        self.geom_data = rt.data(self.geom)
+        self.placement = weft.gpu(gpu) if gpu >= 0 else None
+        self.ref = byref(self.c)
+        # The host view: every field's host array.  Kernels on the CPU run on
+        # it (the host arrays never move); nothing writes the struct after
+        # this, so concurrent tasks of the chunk may share it.
+        v = CloverView(c.nx, c.ny, self.pitch)
+        for f, a in enumerate(self.arrays):
+            v.f[f] = a.ctypes.data
+        v.geom = self.geom.ctypes.data
+        self.view = v
+        self.view_ptr = ctypes.pointer(v)
+
+    def handle(self, what):
+        return self.geom_data if what == GEOM else self.data[what]
+
+
+class _Job:
+    """One kernel (with its fixed arguments) on one chunk, made once and
+    spawned as often as the loop needs it: the task's name, the C function,
+    the accesses as weft.Data tuples, and for a GPU body the field each
+    access is (`order`, in weft's view order: reads, then readwrites, then
+    the reduction)."""
+
+    __slots__ = ("chunk", "kern", "name", "fn", "static", "reads", "readwrites", "reduces", "order", "nreads",
+                 "red")
+
+    def __init__(self, chunk, kern, fn, static, reads, readwrites, red=RED_NONE, red_buf=None, red_op=None):
+        self.chunk, self.kern, self.fn, self.static, self.red = chunk, kern, fn, tuple(static), red
+        self.name = f"{KERN_NAMES[kern]}.c{chunk.index}"
+        self.reads = tuple(chunk.handle(w) for w in reads)
+        self.readwrites = tuple(chunk.handle(w) for w in readwrites)
+        self.reduces = ((red_buf, red_op),) if red != RED_NONE else ()
+        self.order = tuple(reads) + tuple(readwrites) + ((RED,) if red != RED_NONE else ())
+        self.nreads = len(reads)
+
+
+def _cpu_body(sim, job, args):
+    """A kernel task on the CPU: the kernel on the chunk's host arrays (the
+    reduction's private copy through the task's view of it)."""
+    red = weft.context().view(len(job.order) - 1).ptr if job.red != RED_NONE else 0
+    sim.execute(job, job.chunk.view_ptr, args, red)
+
+
+def _gpu_body(sim, job, args):
+    """A kernel task on a GPU: point a clover_view at the task's device
+    replicas and queue the kernel on the task's stream, naming what it reads
+    and writes (the virtual GPUs' checking mode checks them).  The view is
+    the task's own: the queued kernel runs after the body returns."""
+    ctx = weft.context()
+    views = ctx.views
+    c = job.chunk
+    v = CloverView(c.nx, c.ny, c.pitch)
+    red = 0
+    for what, vw in zip(job.order, views):
+        if what >= 0:
+            v.f[what] = vw.ptr
+        elif what == GEOM:
+            v.geom = vw.ptr
+        else:
+            red = vw.ptr
+    # Updated accesses (readwrites, the reduction's copy) are named in both
+    # lists: read and written in place.
+    ctx.queue(sim.execute, job, ctypes.pointer(v), args, red, reads=views, writes=views[job.nreads:])
+
+
+def _host_halo_body(sim, copies, reflects):
+    """The halo update of chunks on the CPU (one task for all chunks):
+    copy the strips (x faces, then y faces), then reflect at the boundary."""
+    t0 = _now()
+    for dst, src in copies:
+        dst[...] = src
+    t1 = _now()
+    for view_ptr, fields, nfields, depth, edges in reflects:
+        sim.lib.clover_k_reflect(view_ptr, fields, nfields, depth, edges)
+    t2 = _now()
+    sim.prof.append((K_HALO, t1 - t0))
+    sim.prof.append((K_REFLECT, t2 - t1))
+
+
+def _read_dt_body(sim):
+    """Read and reset the dt (MIN) and PdV error (MAX) reductions."""
+    dt, err = float(sim.dt_min[0]), int(sim.err[0])
+    sim.dt_min[0] = np.inf
+    sim.err[0] = 0
+    return dt, err
+
+
+def _read_sums_body(sim):
+    """Read and reset the field summary's SUM reduction."""
+    sums = sim.sums.tolist()
+    sim.sums[:] = -0.0
+    return sums
+
+
+def _opposite(edge):
+    return {CLOVER_LEFT: CLOVER_RIGHT, CLOVER_RIGHT: CLOVER_LEFT, CLOVER_BOTTOM: CLOVER_TOP,
+            CLOVER_TOP: CLOVER_BOTTOM}[edge]
+
+
+def _neighbour(c, edge):
+    return {CLOVER_LEFT: c.left, CLOVER_RIGHT: c.right, CLOVER_BOTTOM: c.bottom, CLOVER_TOP: c.top}[edge]
+
+
+PHASE_EDGES = ((CLOVER_LEFT, CLOVER_RIGHT), (CLOVER_BOTTOM, CLOVER_TOP))
+
+
+class _Sim:
+    """One run: the runtime, the chunks, the jobs and halo plans (made on
+    first use, then reused), the reduction buffers and the profile."""
+
+    def __init__(self, rt, deck, chunks, out):
+        self.rt, self.deck, self.out = rt, deck, out
+        self.lib = lib = kernels()
+        self.deck_ref = byref(deck)
+        kinds = [d["kind"] for d in rt.devices[1:]]
+        if "cuda" in kinds:
+            raise ValueError("cloverleaf: the kernels are host C; CUDA devices are not supported yet "
+                             "(use cpu or vgpu devices)")
+        self.ngpu = len(kinds)
+        n = self.ngpu if self.ngpu else (chunks if chunks > 0 else rt.workers)
+        cc = (CloverChunk * n)()
+        cx, cy, err = c_int(), c_int(), ctypes.create_string_buffer(256)
+        if lib.clover_decompose(byref(deck), n, cc, byref(cx), byref(cy), err, len(err)) != 0:
+            raise ValueError("cloverleaf: " + err.value.decode(errors="replace"))
+        self.n, self.cx, self.cy = n, cx.value, cy.value
+        self.chunks = [_Chunk(rt, i, CloverChunk.from_buffer_copy(cc[i]), i if self.ngpu else -1)
+                       for i in range(n)]
+        # The reductions, each its own registered array (a reduction needs
+        # memory registered as one range), reset by the host task reading it.
+        self.dt_min = np.full(1, np.inf)
+        self.err = np.zeros(1, dtype=np.int32)
+        self.sums = np.full(CS_N, -0.0)
+        self.dt_data, self.err_data, self.sums_data = rt.data(self.dt_min), rt.data(self.err), rt.data(self.sums)
+        self.comm = weft.Communicator(runtime=rt) if self.ngpu > 1 else None
+        self.body = _gpu_body if self.ngpu else _cpu_body
+        self.jobs = {}
+        self.halos = {}
+        self.prof = []     # (kernel, ns) per call; list.append is atomic, bodies run concurrently
+
+    # -- kernels --------------------------------------------------------
+
+    def execute(self, job, view_ptr, args, red):
+        """Run one kernel (on a worker, or on a GPU stream's thread): the
+        C call, the fold into the reduction's private copy at address red,
+        the profile entry."""
+        t0 = _now()
+        r = job.red
+        if r == RED_NONE:
+            job.fn(view_ptr, *args)
+        elif r == RED_DT_MIN:
+            dt = job.fn(view_ptr, *args).dt
+            m = c_double.from_address(red)
+            if dt < m.value:
+                m.value = dt
+        elif r == RED_ERR_MAX:
+            if job.fn(view_ptr, *args):
+                c_int32.from_address(red).value = 1
+        else:  # RED_SUM: acc = acc + part, element by element, as run_weft.c
+            part = (c_double * CS_N)()
+            job.fn(view_ptr, part)
+            acc = (c_double * CS_N).from_address(red)
+            for i in range(CS_N):
+                acc[i] = acc[i] + part[i]
+        self.prof.append((job.kern, _now() - t0))
+
+    def job(self, c, key):
+        """The job `key` (a kernel and its fixed arguments) on chunk c, made
+        on first use.  The access lists are run_weft.c's k_* functions'."""
+        j = self.jobs.get((c, key))
+        if j is not None:
+            return j
+        ch, lib = self.chunks[c], self.lib
+        kind = key[0]
+        if kind == K_INIT:
+            j = _Job(ch, kind, lib.clover_k_initialise, (self.deck_ref, ch.ref), (),
+                     (GEOM, CF_VOLUME, CF_XAREA, CF_YAREA))
+        elif kind == K_GENERATE:
+            j = _Job(ch, kind, lib.clover_k_generate, (self.deck_ref,), (GEOM,),
+                     (CF_DENSITY0, CF_ENERGY0, CF_XVEL0, CF_YVEL0))
+        elif kind == K_IDEAL_GAS:
+            predict = key[1]
+            j = _Job(ch, kind, lib.clover_k_ideal_gas, (predict,),
+                     (CF_DENSITY1, CF_ENERGY1) if predict else (CF_DENSITY0, CF_ENERGY0),
+                     (CF_PRESSURE, CF_SOUNDSPEED))
+        elif kind == K_VISCOSITY:
+            j = _Job(ch, kind, lib.clover_k_viscosity, (), (GEOM, CF_DENSITY0, CF_PRESSURE, CF_XVEL0, CF_YVEL0),
+                     (CF_VISCOSITY,))
+        elif kind == K_CALC_DT:
+            j = _Job(ch, kind, lib.clover_k_calc_dt, (self.deck_ref, ch.ref),
+                     (GEOM, CF_VOLUME, CF_XAREA, CF_YAREA, CF_DENSITY0, CF_ENERGY0, CF_PRESSURE, CF_VISCOSITY,
+                      CF_SOUNDSPEED, CF_XVEL0, CF_YVEL0),
+                     (CF_WORK1,), RED_DT_MIN, self.dt_min, weft.MIN)
+        elif kind == K_PDV:
+            j = _Job(ch, kind, lib.clover_k_pdv, (key[1],),
+                     (CF_XAREA, CF_YAREA, CF_VOLUME, CF_DENSITY0, CF_ENERGY0, CF_PRESSURE, CF_VISCOSITY, CF_XVEL0,
+                      CF_XVEL1, CF_YVEL0, CF_YVEL1),
+                     (CF_DENSITY1, CF_ENERGY1, CF_WORK1), RED_ERR_MAX, self.err, weft.MAX)
+        elif kind == K_REVERT:
+            j = _Job(ch, kind, lib.clover_k_revert, (), (CF_DENSITY0, CF_ENERGY0), (CF_DENSITY1, CF_ENERGY1))
+        elif kind == K_ACCELERATE:
+            j = _Job(ch, kind, lib.clover_k_accelerate, (),
+                     (CF_DENSITY0, CF_VOLUME, CF_XAREA, CF_YAREA, CF_PRESSURE, CF_VISCOSITY, CF_XVEL0, CF_YVEL0),
+                     (CF_XVEL1, CF_YVEL1, CF_WORK1))
+        elif kind == K_FLUX_CALC:
+            j = _Job(ch, kind, lib.clover_k_flux_calc, (),
+                     (CF_XAREA, CF_YAREA, CF_XVEL0, CF_XVEL1, CF_YVEL0, CF_YVEL1), (CF_VOL_FLUX_X, CF_VOL_FLUX_Y))
+        elif kind == K_ADVEC_CELL:
+            _, dr, sweep = key
+            j = _Job(ch, kind, lib.clover_k_advec_cell, (dr, sweep),
+                     (GEOM, CF_VOLUME, CF_VOL_FLUX_X, CF_VOL_FLUX_Y),
+                     (CF_DENSITY1, CF_ENERGY1, CF_MASS_FLUX_X if dr == 1 else CF_MASS_FLUX_Y) + WORK)
+        elif kind == K_ADVEC_MOM:
+            _, vel, dr, sweep = key
+            j = _Job(ch, kind, lib.clover_k_advec_mom, (vel, dr, sweep),
+                     (GEOM, CF_VOLUME, CF_VOL_FLUX_X, CF_VOL_FLUX_Y, CF_MASS_FLUX_X, CF_MASS_FLUX_Y, CF_DENSITY1),
+                     (vel,) + WORK)
+        elif kind == K_RESET:
+            j = _Job(ch, kind, lib.clover_k_reset_field, (), (CF_DENSITY1, CF_ENERGY1, CF_XVEL1, CF_YVEL1),
+                     (CF_DENSITY0, CF_ENERGY0, CF_XVEL0, CF_YVEL0))
+        elif kind == K_SUMMARY:
+            j = _Job(ch, kind, lib.clover_k_field_summary, (),
+                     (CF_VOLUME, CF_DENSITY0, CF_ENERGY0, CF_PRESSURE, CF_XVEL0, CF_YVEL0), (),
+                     RED_SUM, self.sums, weft.SUM)
+        elif kind == K_REFLECT:
+            _, fields, depth = key
+            arr = (c_int * len(fields))(*fields)
+            j = _Job(ch, kind, lib.clover_k_reflect, (arr, len(fields), depth, ch.c.edges), (), fields)
+        else:
+            raise ValueError(f"cloverleaf: no kernel {key!r}")
+        self.jobs[(c, key)] = j
+        return j
+
+    def spawn(self, c, key, *dyn):
+        """Spawn job `key` on chunk c (dyn: the arguments that change, dt)."""
+        j = self.jobs.get((c, key)) or self.job(c, key)
+        ch = j.chunk
+        self.rt.spawn(self.body, self, j, j.static + dyn, reads=j.reads, readwrites=j.readwrites,
+                      reduces=j.reduces, name=j.name, placement=ch.placement, device_data=ch.gpu >= 0)
+
+    def each(self, key, *dyn):
+        for c in range(self.n):
+            self.spawn(c, key, *dyn)
+
+    # -- halo updates ----------------------------------------------------
+
+    def halo(self, depth, *fields):
+        """Fill the ghost layers (depth 1 or 2) of the fields: from the
+        neighbouring chunks, and by reflection at the mesh's boundary."""
+        plan = self.halos.get((depth, fields)) or self._halo_plan(depth, fields)
+        if self.ngpu:
+            for phase, transfers in enumerate(plan[0]):
+                if transfers:
+                    self.comm.exchange(transfers, name="halo_y" if phase else "halo_x")
+            for c in plan[1]:
+                self.spawn(c, (K_REFLECT, fields, depth))
+        else:
+            copies, reflects, handles = plan
+            self.rt.spawn(_host_halo_body, self, copies, reflects, readwrites=handles, name="halo")
+
+    def _halo_plan(self, depth, fields):
+        """What one halo update of these fields does, worked out once: per
+        phase (x faces, then y faces) the strips each chunk receives from
+        its neighbours (clover_halo_strip), as NumPy slice pairs for the
+        host task or as Transfers for the communicator, and the chunks on
+        the mesh's boundary that reflect."""
+        lib = self.lib
+        phases = ([], [])
+        for ph, edges in enumerate(PHASE_EDGES):
+            for me in self.chunks:
+                for edge in edges:
+                    nb = _neighbour(me.c, edge)
+                    if nb < 0:
+                        continue
+                    other = self.chunks[nb]
+                    for f in fields:
+                        mine, theirs = CloverStrip(), CloverStrip()
+                        lib.clover_halo_strip(me.ref, f, depth, edge, byref(mine))
+                        lib.clover_halo_strip(other.ref, f, depth, _opposite(edge), byref(theirs))
+                        phases[ph].append((me, other, f, mine, theirs))
+        boundary = [ch for ch in self.chunks if ch.c.edges]
+        if self.ngpu:
+            xfers = tuple([weft.Transfer(other.index, me.index, other.data[f], me.data[f], mine.cols * 8,
+                                         src_offset=theirs.send_off * 8, dst_offset=mine.recv_off * 8,
+                                         rows=mine.rows, src_pitch=other.pitch * 8, dst_pitch=me.pitch * 8)
+                           for me, other, f, mine, theirs in phase] for phase in phases)
+            plan = (xfers, [ch.index for ch in boundary])
+        else:
+            def block(ch, f, off, rows, cols):   # rows x cols doubles at element offset off
+                r, col = divmod(off, ch.pitch)
+                return ch.arrays[f][r:r + rows, col:col + cols]
+            copies = [(block(me, f, mine.recv_off, mine.rows, mine.cols),
+                       block(other, f, theirs.send_off, mine.rows, mine.cols))
+                      for phase in phases for me, other, f, mine, theirs in phase]
+            arr = (c_int * len(fields))(*fields)
+            reflects = [(ch.view_ptr, arr, len(fields), depth, ch.c.edges) for ch in boundary]
+            handles = tuple(ch.data[f] for f in fields for ch in self.chunks)
+            plan = (copies, reflects, handles)
+        self.halos[(depth, fields)] = plan
+        return plan
+
+    # -- the host's reads of the reductions -------------------------------
+
+    def read_dt(self):
+        return self.rt.spawn(_read_dt_body, self, readwrites=(self.dt_data, self.err_data), name="read_dt",
+                             priority=1).result()
+
+    def summary(self, step, t, show):
+        """The field summary (ideal gas first, as the reference), read back."""
+        self.each((K_IDEAL_GAS, 0))
+        self.each((K_SUMMARY,))
+        sums = self.rt.spawn(_read_sums_body, self, readwrites=(self.sums_data,), name="read_summary",
+                             priority=1).result()
+        if show and self.out:
+            self.out.write(summary_row(step, t, sums))
+        return sums
+
+    # -- the time step (run_weft.c's start, step_start, step_rest, loop) --
+
+    def start(self):
+        self.each((K_INIT,))
+        self.each((K_GENERATE,))
+        self.each((K_IDEAL_GAS, 0))
+        self.halo(2, CF_DENSITY0, CF_ENERGY0, CF_PRESSURE, CF_VISCOSITY, CF_DENSITY1, CF_ENERGY1, CF_XVEL0,
+                  CF_YVEL0)
+        self.halo(2, CF_XVEL1, CF_YVEL1)
+
+    def step_start(self):
+        """The first half of a step, up to the chunks' smallest dt."""
+        self.each((K_IDEAL_GAS, 0))
+        self.halo(1, CF_PRESSURE, CF_ENERGY0, CF_DENSITY0, CF_XVEL0, CF_YVEL0)
+        self.each((K_VISCOSITY,))
+        self.halo(1, CF_VISCOSITY)
+        self.each((K_CALC_DT,))
+
+    def step_rest(self, dt, advect_x):
+        self.each((K_PDV, 1), dt)
+        self.each((K_IDEAL_GAS, 1))
+        self.halo(1, CF_PRESSURE)
+        self.each((K_REVERT,))
+        self.each((K_ACCELERATE,), dt)
+        self.each((K_PDV, 0), dt)
+        self.each((K_FLUX_CALC,), dt)
+        first, second = (1, 2) if advect_x else (2, 1)
+        self.halo(2, CF_ENERGY1, CF_DENSITY1, CF_VOL_FLUX_X, CF_VOL_FLUX_Y)
+        self.each((K_ADVEC_CELL, first, 1))
+        self.halo(2, CF_DENSITY1, CF_ENERGY1, CF_XVEL1, CF_YVEL1, CF_MASS_FLUX_X, CF_MASS_FLUX_Y)
+        self.each((K_ADVEC_MOM, CF_XVEL1, first, 1))
+        self.each((K_ADVEC_MOM, CF_YVEL1, first, 1))
+        self.each((K_ADVEC_CELL, second, 2))
+        self.halo(2, CF_DENSITY1, CF_ENERGY1, CF_XVEL1, CF_YVEL1, CF_MASS_FLUX_X, CF_MASS_FLUX_Y)
+        self.each((K_ADVEC_MOM, CF_XVEL1, second, 2))
+        self.each((K_ADVEC_MOM, CF_YVEL1, second, 2))
+        self.each((K_RESET,))
+
+    @staticmethod
+    def check_err(err, step):
+        if err:
+            raise RuntimeError(f"cloverleaf: step {step}: PdV: a cell's volume turned negative")
+
+    def loop(self):
+        """The time-step loop; returns (sums0, sums, steps, time, wall_s)."""
+        d = self.deck
+        if self.out:
+            self.out.write(summary_header())
+        sums0 = sums = self.summary(0, 0.0, True)
+        t0 = time.perf_counter()
+        clk = CloverClock(0, 0.0, d.dtinit, d.dtinit)
+        advect_x = True
+        while True:
+            clk.step += 1
+            self.step_start()
+            dt, err = self.read_dt()
+            self.check_err(err, clk.step - 1)   # the previous step's PdV checks
+            if self.lib.clover_next_dt(self.deck_ref, byref(clk), dt) != 0:
+                raise RuntimeError(f"cloverleaf: step {clk.step}: the time step fell below dtmin "
+                                   "(the message is on stderr)")
+            self.step_rest(clk.dt, advect_x)
+            advect_x = not advect_x
+            clk.time += clk.dt
+            last = clk.time + 1e-16 > d.end_time or clk.step >= d.end_step
+            if last or (d.summary_frequency > 0 and clk.step % d.summary_frequency == 0):
+                sums = self.summary(clk.step, clk.time, not last)
+            if last:
+                break
+        _, err = self.read_dt()
+        self.check_err(err, clk.step)
+        wall = time.perf_counter() - t0
+        if self.out:
+            self.out.write(summary_row(clk.step, clk.time, sums))
+        return sums0, sums, clk.step, clk.time, wall
+
+    def gather(self, f):
+        """Field f of every chunk as one (y_cells, x_cells) array, read by a
+        host task (which brings GPU replicas back to the host)."""
+        out = np.empty((self.deck.y_cells, self.deck.x_cells))
+
+        def copy():
+            for ch in self.chunks:
+                c = ch.c
+                out[c.y0:c.y0 + c.ny, c.x0:c.x0 + c.nx] = ch.arrays[f][2:c.ny + 2, 2:c.nx + 2]
+        self.rt.spawn(copy, reads=[ch.data[f] for ch in self.chunks], name="gather").result()
+        return out
+
+    def profile(self):
+        """kernel name -> (calls, seconds), in run_weft.c's order."""
+        ns, calls = [0] * len(KERN_NAMES), [0] * len(KERN_NAMES)
+        for k, t in self.prof:
+            ns[k] += t
+            calls[k] += 1
+        return {KERN_NAMES[k]: (calls[k], ns[k] * 1e-9) for k in range(len(KERN_NAMES)) if calls[k]}
+
+
+def profile_text(profile, wall):
+    """The profile table, as run_weft.c prints it."""
+    total = sum(s for _, s in profile.values())
+    lines = [f"\n Profile (kernel time summed over chunks; wall {wall:.3f} s)",
+             " %-16s %10s %12s %8s" % ("kernel", "calls", "seconds", "share")]
+    for name, (calls, sec) in profile.items():
+        lines.append(" %-16s %10d %12.4f %7.1f%%" % (name, calls, sec, 100.0 * sec / total if total else 0.0))
+    return "\n".join(lines) + "\n"
+
+
+def run(deck, devices=None, chunks=0, workers=0, trace=None, out=None, fields=False, png=None):
+    """Run a deck (a CloverDeck from load_deck/parse_deck, or a path) with
+    the Python driver over weft.
+
+    devices: weft's device list ("cpu", "cpu,vgpu:4"; None: weft's default);
+    chunks: chunks on the CPU when there is no GPU (0: one per worker);
+    workers: weft's workers (0: its default); trace: a Chrome trace file;
+    out: a text stream for the summary table, verification line and
+    profile (None: silent); fields: also return the final density0 and
+    energy0; png: write the final density there.  Returns a Result; raises
+    on an error (a bad deck, a failed task, the PdV check, dt below dtmin)."""
+    if not isinstance(deck, CloverDeck):
+        deck = load_deck(deck)
+    # spawn_gil="yield": the main thread, spawning a step's tasks with the
+    # GIL held, hands it over as soon as a worker is waiting for it, so the
+    # step's first kernels start while the rest are still being spawned
+    # (measured on bm_short: about 1.5% of the wall time).
+    kw = {"workers": workers, "spawn_gil": "yield"}
+    if devices is not None:
+        kw["devices"] = devices
+    if trace is not None:
+        kw["trace"] = trace
+    with weft.Runtime(**kw) as rt:
+        sim = None
+        try:
+            sim = _Sim(rt, deck, chunks, out)
+            sim.start()
+            sums0, sums, steps, t, wall = sim.loop()
+            rt.wait_all()
+            dens = sim.gather(CF_DENSITY0) if (fields or png) else None
+            ener = sim.gather(CF_ENERGY0) if fields else None
+        except BaseException:
+            rt.cancel_pending()   # what was spawned of a failed step need not run
+            raise
+        finally:
+            if sim is not None and sim.comm is not None:
+                sim.comm.close()
+    verified, line = verify(deck, sums[CS_KE])
+    prof = sim.profile()
+    if out:
+        out.write(line)
+        out.write(profile_text(prof, wall))
+    if png and kernels().clover_write_png(os.fsencode(png), dens.ctypes.data_as(PD), deck.x_cells,
+                                          deck.y_cells, deck.x_cells) != 0:
+        print(f"cloverleaf: writing {png} failed", file=sys.stderr)
+    return Result(sums0=sums0, sums=sums, steps=steps, time=t, wall_s=wall, nchunks=sim.n, chunks_x=sim.cx,
+                  chunks_y=sim.cy, verified=verified, density=dens if fields else None, energy=ener,
+                  profile=prof)
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(prog="cloverleaf.py", description="Run a CloverLeaf input deck with the Python "
+                                 "driver over weft.")
+    ap.add_argument("deck")
+    ap.add_argument("--devices", help="weft's devices ('cpu', 'cpu,vgpu:4'; default: WEFT_DEVICES or all found)")
+    ap.add_argument("--chunks", type=int, default=0, help="chunks on the CPU when there is no GPU "
+                    "(default: one per worker)")
+    ap.add_argument("--workers", type=int, default=0, help="weft's workers (default: one per core)")
+    ap.add_argument("--trace", help="write a Chrome trace there")
+    ap.add_argument("--png", help="write the final density as a PNG there")
+    a = ap.parse_args(argv)
+    for opt, v in (("--chunks", a.chunks), ("--workers", a.workers)):
+        if v < 0 or v > 4096:
+            print(f"cloverleaf.py: {opt}: not a count from 1 to 4096: '{v}'", file=sys.stderr)
+            return 2
+    try:
+        deck = load_deck(a.deck)
+        out = sys.stdout
+        out.write(f" CloverLeaf on Weft (Python driver): {a.deck}, {deck.x_cells} x {deck.y_cells} cells\n")
+        r = run(deck, devices=a.devices, chunks=a.chunks, workers=a.workers, trace=a.trace, out=out, png=a.png)
+    except (DeckError, KernelsNotFound, ValueError, RuntimeError, weft.CancelledError) as e:
+        sys.stdout.flush()
+        print(f"cloverleaf.py: {e}", file=sys.stderr)
+        return 2
+    rate = deck.x_cells * deck.y_cells * r.steps / r.wall_s if r.wall_s > 0 else 0.0
+    print("\n %d steps to time %.6f on %d chunks (%d x %d) over 1 rank(s): %.3f s, %.3g cell-steps/s"
+          % (r.steps, r.time, r.nchunks, r.chunks_x, r.chunks_y, r.wall_s, rate))
+    if a.trace:
+        print(f" Trace: {a.trace} (chrome://tracing or ui.perfetto.dev)")
+    if a.png:
+        print(f" Density picture: {a.png}")
+    return 1 if r.verified == 0 else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
