@@ -24,7 +24,7 @@ static const char *const kern_name[K_N] = {
     "flux_calc", "advec_cell", "advec_mom", "reset_field", "field_summary", "halo_reflect", "halo_exchange"};
 
 #define MAX_ACC 24
-#define MAX_HALO_FIELDS 8
+#define MAX_HALO_FIELDS 10
 enum { W_GEOM = -1, W_RED = -2 };
 
 typedef struct sim sim;
@@ -825,8 +825,7 @@ static int start(sim *s)
     EACH(s, k_generate(s, c));
     EACH(s, k_ideal_gas(s, c, 0));
     HALO(s, 2, CF_DENSITY0, CF_ENERGY0, CF_PRESSURE, CF_VISCOSITY, CF_DENSITY1, CF_ENERGY1, CF_XVEL0,
-         CF_YVEL0);
-    HALO(s, 2, CF_XVEL1, CF_YVEL1);
+         CF_YVEL0, CF_XVEL1, CF_YVEL1);
     return 0;
 }
 
