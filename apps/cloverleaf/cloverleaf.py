@@ -4,10 +4,21 @@ C kernels (libclover_kernels.so, through ctypes).
 
     python apps/cloverleaf/cloverleaf.py DECK [--devices LIST] [--chunks N]
                                               [--workers N] [--trace FILE] [--png FILE]
+                                              [--mpi] [--triad] [--no-exchange]
 
 prints what build/apps/cloverleaf/weft-cloverleaf prints: the field summary
-table, the verification line (a deck with a test_problem) and the kernel
-profile.  Exit status 0 (PASS, or no test problem), 1 (FAIL), 2 (an error).
+table, the verification line (a deck with a test_problem), the kernel
+profile and the memory traffic achieved.  Exit status 0 (PASS, or no test
+problem), 1 (FAIL), 2 (an error).
+
+Across MPI ranks (--mpi, or started by mpirun: OMPI_COMM_WORLD_SIZE or
+PMI_SIZE above 1, as main.c decides):
+
+    mpirun -np 2 python apps/cloverleaf/cloverleaf.py --devices cpu --workers 1 DECK
+
+each rank holds as many chunks as it would alone (rank r the chunks
+r * nloc .. (r + 1) * nloc - 1 of the mesh decomposed into nranks * nloc),
+and rank 0 prints.
 
 As a module:
 
@@ -39,6 +50,19 @@ beside this one):
   * The chunks' smallest dt (MIN), the PdV check (MAX) and the field
     summary (SUM) are weft reductions (reduces=), read and reset by one
     small host task at a time.
+  * Across MPI ranks (run(mpi=True)): a weft.Communicator.mpi over the
+    ranks (one member each, buffers in host memory).  Each halo phase (x,
+    then y) first moves the strips between this rank's chunks (the host
+    task, or the communicator of this rank's GPUs), then the strips between
+    ranks as one exchange on the ranks' communicator (every rank posts the
+    whole group, None for the buffers of other ranks; a GPU's data is
+    brought to the host for it by weft's data layer), then the boundary
+    chunks reflect.  (run_weft.c's GPU chunks use one communicator of the
+    ranks x GPUs instead; weft.Communicator.mpi has no gpus= yet, so here
+    it is the two communicators in turn: the same strips in the same
+    order.)  Before the host reads them, the dt (MIN), the PdV flag (MAX)
+    and the summary (SUM) are all-reduced across the ranks, folded in rank
+    order.
 """
 import argparse
 import ctypes
@@ -199,6 +223,14 @@ def kernels():
     for name, (res, args) in sig.items():
         fn = getattr(lib, name)
         fn.restype, fn.argtypes = res, args
+    # Optional (a library built before they existed lacks them): STREAM
+    # triad and the memory-traffic model (stream.c, traffic.c).
+    for name, (res, args) in {"clover_triad_bw": (c_double, [c_size_t, c_int, c_int]),
+                              "clover_traffic_step_bytes": (c_double, []),
+                              "clover_traffic_summary_bytes": (c_double, [])}.items():
+        fn = getattr(lib, name, None)
+        if fn is not None:
+            fn.restype, fn.argtypes = res, args
     _LIB = lib
     return lib
 
@@ -291,11 +323,13 @@ _now = time.perf_counter_ns
 
 class Result:
     """What run() gives: sums0 (the step-0 field summary), sums (the last),
-    steps, time (simulated), wall_s (the time-step loop's wall time),
-    nchunks, chunks_x, chunks_y, verified (1 PASS, 0 FAIL, -1 no reference),
-    density and energy (the final density0 and energy0, shape (y_cells,
-    x_cells), row 0 at the bottom; None unless asked for), profile (kernel
-    name -> (calls, seconds))."""
+    steps, summaries (field summaries within the timed loop), time
+    (simulated), wall_s (the time-step loop's wall time), nchunks (of the
+    whole mesh), chunks_x, chunks_y, rank, nranks (0 and 1 without MPI),
+    verified (1 PASS, 0 FAIL, -1 no reference), density and energy (the
+    final density0 and energy0, shape (y_cells, x_cells), row 0 at the
+    bottom, every rank's chunks on every rank; None unless asked for),
+    profile (kernel name -> (calls, seconds), this rank's kernels)."""
 
     def __init__(self, **kw):
         self.__dict__.update(kw)
@@ -337,6 +371,18 @@ class _Chunk:
 
     def handle(self, what):
         return self.geom_data if what == GEOM else self.data[what]
+
+
+class _Remote:
+    """A chunk of another rank: its place in the mesh only (no arrays; its
+    buffers in an exchange are None: not read here)."""
+
+    def __init__(self, index, c):
+        self.index, self.c, self.gpu = index, c, -1
+        self.nx, self.ny = c.nx, c.ny
+        self.pitch = c.nx + 5
+        self.ref = byref(self.c)
+        self.data = [None] * CF_NFIELDS
 
 
 class _Job:
@@ -389,17 +435,22 @@ def _gpu_body(sim, job, args):
 
 
 def _host_halo_body(sim, copies, reflects):
-    """The halo update of chunks on the CPU (one task for all chunks):
-    copy the strips (x faces, then y faces), then reflect at the boundary."""
+    """The halo update of this rank's chunks on the CPU (one task for all
+    of them): copy the strips between them (x faces, then y faces), then
+    reflect at the boundary.  Across ranks one phase's copies (reflects
+    None) or the reflection alone (copies None), the exchanges with other
+    ranks running between."""
     t0 = _now()
-    for dst, src in copies:
+    for dst, src in copies or ():
         dst[...] = src
     t1 = _now()
-    for view_ptr, fields, nfields, depth, edges in reflects:
+    for view_ptr, fields, nfields, depth, edges in reflects or ():
         sim.lib.clover_k_reflect(view_ptr, fields, nfields, depth, edges)
     t2 = _now()
-    sim.prof.append((K_HALO, t1 - t0))
-    sim.prof.append((K_REFLECT, t2 - t1))
+    if copies is not None:
+        sim.prof.append((K_HALO, t1 - t0))
+    if reflects is not None:
+        sim.prof.append((K_REFLECT, t2 - t1))
 
 
 def _read_dt_body(sim):
@@ -429,12 +480,31 @@ def _neighbour(c, edge):
 PHASE_EDGES = ((CLOVER_LEFT, CLOVER_RIGHT), (CLOVER_BOTTOM, CLOVER_TOP))
 
 
+def _transfer(src_member, dst_member, other, me, f, mine, theirs):
+    """The strip of field f that chunk `me` takes from its neighbour
+    `other`, as a weft.Transfer between members (a chunk of another rank
+    gives None: its side is not read here)."""
+    return weft.Transfer(src_member, dst_member, other.data[f], me.data[f], mine.cols * 8,
+                         src_offset=theirs.send_off * 8, dst_offset=mine.recv_off * 8, rows=mine.rows,
+                         src_pitch=other.pitch * 8, dst_pitch=me.pitch * 8)
+
+
+def _block(ch, f, off, rows, cols):
+    """rows x cols doubles of chunk ch's field f at element offset off."""
+    r, col = divmod(off, ch.pitch)
+    return ch.arrays[f][r:r + rows, col:col + cols]
+
+
 class _Sim:
     """One run: the runtime, the chunks, the jobs and halo plans (made on
-    first use, then reused), the reduction buffers and the profile."""
+    first use, then reused), the reduction buffers and the profile.
 
-    def __init__(self, rt, deck, chunks, out):
-        self.rt, self.deck, self.out = rt, deck, out
+    net: a weft.Communicator.mpi over the ranks, or None (one process).
+    Every rank has the same devices and options: nloc chunks each, this
+    rank's being lo .. hi - 1 of the n = nloc * nranks of the mesh."""
+
+    def __init__(self, rt, deck, chunks, out, net=None, no_exchange=False):
+        self.rt, self.deck, self.out, self.net, self.no_exchange = rt, deck, out, net, bool(no_exchange)
         self.lib = lib = kernels()
         self.deck_ref = byref(deck)
         kinds = [d["kind"] for d in rt.devices[1:]]
@@ -442,20 +512,29 @@ class _Sim:
             raise ValueError("cloverleaf: the kernels are host C; CUDA devices are not supported yet "
                              "(use cpu or vgpu devices)")
         self.ngpu = len(kinds)
-        n = self.ngpu if self.ngpu else (chunks if chunks > 0 else rt.workers)
+        self.rank, self.nranks = (net.rank, net.size) if net is not None else (0, 1)
+        self.nloc = self.ngpu if self.ngpu else (chunks if chunks > 0 else rt.workers)
+        n = self.nloc * self.nranks
+        self.lo, self.hi = self.rank * self.nloc, (self.rank + 1) * self.nloc
         cc = (CloverChunk * n)()
         cx, cy, err = c_int(), c_int(), ctypes.create_string_buffer(256)
         if lib.clover_decompose(byref(deck), n, cc, byref(cx), byref(cy), err, len(err)) != 0:
             raise ValueError("cloverleaf: " + err.value.decode(errors="replace"))
         self.n, self.cx, self.cy = n, cx.value, cy.value
-        self.chunks = [_Chunk(rt, i, CloverChunk.from_buffer_copy(cc[i]), i if self.ngpu else -1)
+        # Every chunk of the mesh, indexed as the decomposition numbers
+        # them: this rank's with their arrays (on GPU c - lo), the others'
+        # as places only.
+        self.chunks = [_Chunk(rt, i, CloverChunk.from_buffer_copy(cc[i]), i - self.lo if self.ngpu else -1)
+                       if self.lo <= i < self.hi else _Remote(i, CloverChunk.from_buffer_copy(cc[i]))
                        for i in range(n)]
+        self.mine = self.chunks[self.lo:self.hi]
         # The reductions, each its own registered array (a reduction needs
         # memory registered as one range), reset by the host task reading it.
         self.dt_min = np.full(1, np.inf)
         self.err = np.zeros(1, dtype=np.int32)
         self.sums = np.full(CS_N, -0.0)
         self.dt_data, self.err_data, self.sums_data = rt.data(self.dt_min), rt.data(self.err), rt.data(self.sums)
+        # This rank's GPUs (members numbered as its chunks, from lo).
         self.comm = weft.Communicator(runtime=rt) if self.ngpu > 1 else None
         self.body = _gpu_body if self.ngpu else _cpu_body
         self.jobs = {}
@@ -563,33 +642,55 @@ class _Sim:
                       reduces=j.reduces, name=j.name, placement=ch.placement, device_data=ch.gpu >= 0)
 
     def each(self, key, *dyn):
-        for c in range(self.n):
+        for c in range(self.lo, self.hi):
             self.spawn(c, key, *dyn)
 
     # -- halo updates ----------------------------------------------------
 
     def halo(self, depth, *fields):
         """Fill the ghost layers (depth 1 or 2) of the fields: from the
-        neighbouring chunks, and by reflection at the mesh's boundary."""
+        neighbouring chunks, and by reflection at the mesh's boundary.
+        Per phase (x faces, then y faces): the strips between this rank's
+        chunks, then those between ranks; then the reflection (run_weft.c's
+        halo, halo_host, halo_gpu).  --no-exchange: the reflection alone."""
         plan = self.halos.get((depth, fields)) or self._halo_plan(depth, fields)
+        local, net, reflects, handles = plan
+        spawn = self.rt.spawn
         if self.ngpu:
-            for phase, transfers in enumerate(plan[0]):
-                if transfers:
-                    self.comm.exchange(transfers, name="halo_y" if phase else "halo_x")
-            for c in plan[1]:
+            for ph in (0, 1):
+                if self.no_exchange:
+                    break
+                name = "halo_y" if ph else "halo_x"
+                if self.comm is not None and local[ph]:
+                    self.comm.exchange(local[ph], name=name)
+                if self.net is not None and net[ph]:
+                    self.net.exchange(net[ph], name=name)
+            for c in reflects:
                 self.spawn(c, (K_REFLECT, fields, depth))
+        elif self.no_exchange:
+            spawn(_host_halo_body, self, None, reflects, readwrites=handles, name="halo_reflect")
+        elif self.net is None:
+            spawn(_host_halo_body, self, local[0] + local[1], reflects, readwrites=handles, name="halo")
         else:
-            copies, reflects, handles = plan
-            self.rt.spawn(_host_halo_body, self, copies, reflects, readwrites=handles, name="halo")
+            for ph in (0, 1):
+                if self.nloc > 1:
+                    spawn(_host_halo_body, self, local[ph], None, readwrites=handles, name="halo")
+                if net[ph]:
+                    self.net.exchange(net[ph], name="halo_y" if ph else "halo_x")
+            spawn(_host_halo_body, self, None, reflects, readwrites=handles, name="halo_reflect")
 
     def _halo_plan(self, depth, fields):
         """What one halo update of these fields does, worked out once: per
-        phase (x faces, then y faces) the strips each chunk receives from
-        its neighbours (clover_halo_strip), as NumPy slice pairs for the
-        host task or as Transfers for the communicator, and the chunks on
-        the mesh's boundary that reflect."""
-        lib = self.lib
-        phases = ([], [])
+        phase (x faces, then y faces) the strips each chunk of the mesh
+        receives from its neighbours (clover_halo_strip), split into those
+        between this rank's chunks (NumPy slice pairs for the host task, or
+        Transfers for the GPUs' communicator, members numbered from lo) and
+        those between ranks (Transfers for the ranks' communicator, the
+        whole group in one order every rank derives alike, None for the
+        buffers of other ranks); and this rank's chunks on the mesh's
+        boundary, which reflect."""
+        lib, lo, nloc = self.lib, self.lo, self.nloc
+        local, net = ([], []), ([], [])
         for ph, edges in enumerate(PHASE_EDGES):
             for me in self.chunks:
                 for edge in edges:
@@ -597,35 +698,38 @@ class _Sim:
                     if nb < 0:
                         continue
                     other = self.chunks[nb]
+                    rank_me, rank_other = me.index // nloc, nb // nloc
+                    if rank_me == rank_other and rank_me != self.rank:
+                        continue     # between two chunks of another rank
                     for f in fields:
                         mine, theirs = CloverStrip(), CloverStrip()
                         lib.clover_halo_strip(me.ref, f, depth, edge, byref(mine))
                         lib.clover_halo_strip(other.ref, f, depth, _opposite(edge), byref(theirs))
-                        phases[ph].append((me, other, f, mine, theirs))
-        boundary = [ch for ch in self.chunks if ch.c.edges]
+                        if rank_me != rank_other:
+                            net[ph].append(_transfer(rank_other, rank_me, other, me, f, mine, theirs))
+                        elif self.ngpu:
+                            local[ph].append(_transfer(nb - lo, me.index - lo, other, me, f, mine, theirs))
+                        else:
+                            local[ph].append((_block(me, f, mine.recv_off, mine.rows, mine.cols),
+                                              _block(other, f, theirs.send_off, mine.rows, mine.cols)))
+        boundary = [ch for ch in self.mine if ch.c.edges]
         if self.ngpu:
-            xfers = tuple([weft.Transfer(other.index, me.index, other.data[f], me.data[f], mine.cols * 8,
-                                         src_offset=theirs.send_off * 8, dst_offset=mine.recv_off * 8,
-                                         rows=mine.rows, src_pitch=other.pitch * 8, dst_pitch=me.pitch * 8)
-                           for me, other, f, mine, theirs in phase] for phase in phases)
-            plan = (xfers, [ch.index for ch in boundary])
+            reflects = [ch.index for ch in boundary]
         else:
-            def block(ch, f, off, rows, cols):   # rows x cols doubles at element offset off
-                r, col = divmod(off, ch.pitch)
-                return ch.arrays[f][r:r + rows, col:col + cols]
-            copies = [(block(me, f, mine.recv_off, mine.rows, mine.cols),
-                       block(other, f, theirs.send_off, mine.rows, mine.cols))
-                      for phase in phases for me, other, f, mine, theirs in phase]
             arr = (c_int * len(fields))(*fields)
             reflects = [(ch.view_ptr, arr, len(fields), depth, ch.c.edges) for ch in boundary]
-            handles = tuple(ch.data[f] for f in fields for ch in self.chunks)
-            plan = (copies, reflects, handles)
+        handles = tuple(ch.data[f] for f in fields for ch in self.mine)
+        plan = (tuple(local), tuple(net), reflects, handles)
         self.halos[(depth, fields)] = plan
         return plan
 
     # -- the host's reads of the reductions -------------------------------
 
     def read_dt(self):
+        """(the chunks' smallest dt, the PdV flag), of every rank's chunks."""
+        if self.net is not None:
+            self.net.allreduce(self.dt_data, op=weft.MIN, name="dt_min")
+            self.net.allreduce(self.err_data, op=weft.MAX, name="pdv_check")
         return self.rt.spawn(_read_dt_body, self, readwrites=(self.dt_data, self.err_data), name="read_dt",
                              priority=1).result()
 
@@ -633,6 +737,8 @@ class _Sim:
         """The field summary (ideal gas first, as the reference), read back."""
         self.each((K_IDEAL_GAS, 0))
         self.each((K_SUMMARY,))
+        if self.net is not None:   # every rank's sums, folded in rank order
+            self.net.allreduce(self.sums_data, op=weft.SUM, name="field_summary")
         sums = self.rt.spawn(_read_sums_body, self, readwrites=(self.sums_data,), name="read_summary",
                              priority=1).result()
         if show and self.out:
@@ -683,8 +789,10 @@ class _Sim:
             raise RuntimeError(f"cloverleaf: step {step}: PdV: a cell's volume turned negative")
 
     def loop(self):
-        """The time-step loop; returns (sums0, sums, steps, time, wall_s)."""
+        """The time-step loop; returns (sums0, sums, steps, time, wall_s)
+        (self.summaries: the field summaries within it)."""
         d = self.deck
+        self.summaries = 0
         if self.out:
             self.out.write(summary_header())
         sums0 = sums = self.summary(0, 0.0, True)
@@ -705,6 +813,7 @@ class _Sim:
             last = clk.time + 1e-16 > d.end_time or clk.step >= d.end_step
             if last or (d.summary_frequency > 0 and clk.step % d.summary_frequency == 0):
                 sums = self.summary(clk.step, clk.time, not last)
+                self.summaries += 1
             if last:
                 break
         _, err = self.read_dt()
@@ -716,14 +825,21 @@ class _Sim:
 
     def gather(self, f):
         """Field f of every chunk as one (y_cells, x_cells) array, read by a
-        host task (which brings GPU replicas back to the host)."""
-        out = np.empty((self.deck.y_cells, self.deck.x_cells))
+        host task (which brings GPU replicas back to the host).  Across
+        ranks (collective: every rank calls it) each rank fills its chunks'
+        cells of an array of -0.0, and a SUM all-reduce over the ranks
+        gives every rank the whole field bit for bit (-0.0 + x is x, signed
+        zeros and NaNs included)."""
+        out = np.full((self.deck.y_cells, self.deck.x_cells), -0.0)
 
         def copy():
-            for ch in self.chunks:
+            for ch in self.mine:
                 c = ch.c
                 out[c.y0:c.y0 + c.ny, c.x0:c.x0 + c.nx] = ch.arrays[f][2:c.ny + 2, 2:c.nx + 2]
-        self.rt.spawn(copy, reads=[ch.data[f] for ch in self.chunks], name="gather").result()
+        self.rt.spawn(copy, reads=[ch.data[f] for ch in self.mine], name="gather").result()
+        if self.net is not None:
+            self.net.allreduce(out, op=weft.SUM, name="gather").wait()
+            out = self.rt.spawn(out.copy, reads=[out], name="gather_read").result()
         return out
 
     def profile(self):
@@ -745,7 +861,8 @@ def profile_text(profile, wall):
     return "\n".join(lines) + "\n"
 
 
-def run(deck, devices=None, chunks=0, workers=0, trace=None, out=None, fields=False, png=None):
+def run(deck, devices=None, chunks=0, workers=0, trace=None, out=None, fields=False, png=None, mpi=False,
+        no_exchange=False):
     """Run a deck (a CloverDeck from load_deck/parse_deck, or a path) with
     the Python driver over weft.
 
@@ -753,9 +870,15 @@ def run(deck, devices=None, chunks=0, workers=0, trace=None, out=None, fields=Fa
     chunks: chunks on the CPU when there is no GPU (0: one per worker);
     workers: weft's workers (0: its default); trace: a Chrome trace file;
     out: a text stream for the summary table, verification line and
-    profile (None: silent); fields: also return the final density0 and
-    energy0; png: write the final density there.  Returns a Result; raises
-    on an error (a bad deck, a failed task, the PdV check, dt below dtmin)."""
+    profile (None: silent; across ranks only rank 0 writes to it); fields:
+    also return the final density0 and energy0; png: write the final
+    density there (rank 0); mpi: the mesh over the ranks of MPI_COMM_WORLD
+    (collective: every rank calls run with the same arguments; weft starts
+    MPI if it is not running), each rank holding as many chunks as it would
+    alone; no_exchange: benchmarks only, no halo exchange between chunks
+    (the mesh boundary's reflection stays; the results are then wrong).
+    Returns a Result; raises on an error (a bad deck, a failed task, the
+    PdV check, dt below dtmin)."""
     if not isinstance(deck, CloverDeck):
         deck = load_deck(deck)
     # spawn_gil="yield": the main thread, spawning a step's tasks with the
@@ -768,9 +891,13 @@ def run(deck, devices=None, chunks=0, workers=0, trace=None, out=None, fields=Fa
     if trace is not None:
         kw["trace"] = trace
     with weft.Runtime(**kw) as rt:
-        sim = None
+        sim = net = None
         try:
-            sim = _Sim(rt, deck, chunks, out)
+            net = weft.Communicator.mpi(runtime=rt) if mpi else None
+            rank = net.rank if net is not None else 0
+            if rank != 0:
+                out = None    # across ranks, rank 0 reports
+            sim = _Sim(rt, deck, chunks, out, net, no_exchange)
             sim.start()
             sums0, sums, steps, t, wall = sim.loop()
             rt.wait_all()
@@ -782,17 +909,37 @@ def run(deck, devices=None, chunks=0, workers=0, trace=None, out=None, fields=Fa
         finally:
             if sim is not None and sim.comm is not None:
                 sim.comm.close()
+            if net is not None:
+                net.close()       # before MPI may be finalized
     verified, line = verify(deck, sums[CS_KE])
     prof = sim.profile()
     if out:
         out.write(line)
         out.write(profile_text(prof, wall))
-    if png and kernels().clover_write_png(os.fsencode(png), dens.ctypes.data_as(PD), deck.x_cells,
-                                          deck.y_cells, deck.x_cells) != 0:
+    if png and rank == 0 and kernels().clover_write_png(os.fsencode(png), dens.ctypes.data_as(PD), deck.x_cells,
+                                                        deck.y_cells, deck.x_cells) != 0:
         print(f"cloverleaf: writing {png} failed", file=sys.stderr)
-    return Result(sums0=sums0, sums=sums, steps=steps, time=t, wall_s=wall, nchunks=sim.n, chunks_x=sim.cx,
-                  chunks_y=sim.cy, verified=verified, density=dens if fields else None, energy=ener,
-                  profile=prof)
+    return Result(sums0=sums0, sums=sums, steps=steps, summaries=sim.summaries, time=t, wall_s=wall,
+                  nchunks=sim.n, chunks_x=sim.cx, chunks_y=sim.cy, rank=sim.rank, nranks=sim.nranks,
+                  verified=verified, density=dens if fields else None, energy=ener, profile=prof)
+
+
+def _mpirun_env():
+    """The ranks mpirun started (OMPI_COMM_WORLD_SIZE or PMI_SIZE; 1 when
+    neither is set), and this process's rank (OMPI_COMM_WORLD_RANK or
+    PMI_RANK; 0 when neither is set)."""
+    def env_int(*names):
+        for n in names:
+            v = os.environ.get(n)
+            if v is not None:
+                try:
+                    return int(v)
+                except ValueError:
+                    return None
+        return None
+    size = env_int("OMPI_COMM_WORLD_SIZE", "PMI_SIZE")
+    rank = env_int("OMPI_COMM_WORLD_RANK", "PMI_RANK")
+    return (size if size else 1), (rank if rank else 0)
 
 
 def main(argv=None):
@@ -805,23 +952,73 @@ def main(argv=None):
     ap.add_argument("--workers", type=int, default=0, help="weft's workers (default: one per core)")
     ap.add_argument("--trace", help="write a Chrome trace there")
     ap.add_argument("--png", help="write the final density as a PNG there")
+    ap.add_argument("--mpi", action="store_true", help="the mesh over the ranks of MPI_COMM_WORLD (the default "
+                    "when started by mpirun: OMPI_COMM_WORLD_SIZE or PMI_SIZE above 1); each rank holds as many "
+                    "chunks as it would alone")
+    ap.add_argument("--triad", action="store_true", help="first measure STREAM triad on every core (the "
+                    "bandwidth the achieved figure is compared with)")
+    ap.add_argument("--no-exchange", action="store_true", help="benchmarks only: no halo exchange between "
+                    "chunks (wrong results: to time the rest of the step alone)")
     a = ap.parse_args(argv)
     for opt, v in (("--chunks", a.chunks), ("--workers", a.workers)):
         if v < 0 or v > 4096:
             print(f"cloverleaf.py: {opt}: not a count from 1 to 4096: '{v}'", file=sys.stderr)
             return 2
+    size, env_rank = _mpirun_env()
+    mpi = a.mpi or size > 1
     try:
         deck = load_deck(a.deck)
-        out = sys.stdout
+        lib = kernels()
+    except (DeckError, KernelsNotFound, RuntimeError) as e:
+        print(f"cloverleaf.py: {e}", file=sys.stderr)
+        return 2
+    out = sys.stdout
+    if env_rank == 0:
         out.write(f" CloverLeaf on Weft (Python driver): {a.deck}, {deck.x_cells} x {deck.y_cells} cells\n")
-        r = run(deck, devices=a.devices, chunks=a.chunks, workers=a.workers, trace=a.trace, out=out, png=a.png)
+    triad_bw = 0.0
+    if a.triad:
+        if not hasattr(lib, "clover_triad_bw") or not hasattr(lib, "clover_traffic_step_bytes"):
+            print("cloverleaf.py: --triad: the kernels library has no clover_triad_bw (rebuild it)", file=sys.stderr)
+            return 2
+        cores = os.cpu_count() or 1
+        triad_bw = lib.clover_triad_bw(1 << 25, cores, 10)
+        if env_rank == 0:
+            out.write(f" STREAM triad: {triad_bw * 1e-9:.2f} GB/s ({cores} threads, 3 x 256 MiB, best of 10)\n")
+    if mpi:
+        try:
+            weft.mpi_init()
+        except (RuntimeError, ValueError, OSError) as e:
+            print(f"cloverleaf.py: --mpi: {e}", file=sys.stderr)
+            return 2
+    try:
+        r = run(deck, devices=a.devices, chunks=a.chunks, workers=a.workers, trace=a.trace, out=out, png=a.png,
+                mpi=mpi, no_exchange=a.no_exchange)
     except (DeckError, KernelsNotFound, ValueError, RuntimeError, weft.CancelledError) as e:
         sys.stdout.flush()
         print(f"cloverleaf.py: {e}", file=sys.stderr)
         return 2
-    rate = deck.x_cells * deck.y_cells * r.steps / r.wall_s if r.wall_s > 0 else 0.0
-    print("\n %d steps to time %.6f on %d chunks (%d x %d) over 1 rank(s): %.3f s, %.3g cell-steps/s"
-          % (r.steps, r.time, r.nchunks, r.chunks_x, r.chunks_y, r.wall_s, rate))
+    finally:
+        if mpi:
+            try:
+                weft.mpi_finalize()
+            except (RuntimeError, ValueError, OSError) as e:
+                print(f"cloverleaf.py: MPI_Finalize: {e}", file=sys.stderr)
+    if r.rank != 0:
+        return 1 if r.verified == 0 else 0
+    cells = deck.x_cells * deck.y_cells
+    rate = cells * r.steps / r.wall_s if r.wall_s > 0 else 0.0
+    print("\n %d steps to time %.6f on %d chunks (%d x %d) over %d rank(s): %.3f s, %.3g cell-steps/s"
+          % (r.steps, r.time, r.nchunks, r.chunks_x, r.chunks_y, r.nranks, r.wall_s, rate))
+    if r.wall_s > 0 and hasattr(lib, "clover_traffic_step_bytes") and hasattr(lib, "clover_traffic_summary_bytes"):
+        step_b = lib.clover_traffic_step_bytes()
+        nbytes = cells * r.steps * step_b + cells * r.summaries * lib.clover_traffic_summary_bytes()
+        line = (" Memory traffic (the kernels' model, traffic.c): %.0f bytes per cell-step, %.2f GB/s achieved"
+                % (step_b, nbytes / r.wall_s * 1e-9))
+        if triad_bw > 0:
+            line += ", %.1f%% of triad" % (100.0 * nbytes / r.wall_s / triad_bw)
+        print(line)
+    if a.no_exchange:
+        print(" (--no-exchange: the chunks exchanged no halos; the results above are not this deck's)")
     if a.trace:
         print(f" Trace: {a.trace} (chrome://tracing or ui.perfetto.dev)")
     if a.png:

@@ -1,13 +1,19 @@
 """CloverLeaf's Python driver (apps/cloverleaf/cloverleaf.py) against the
 sequential oracle (clover_serial_run, C without weft): the same fields bit
 for bit and the same summaries, on the CPU and on virtual GPUs (in their
-checking mode), and a bad deck's error naming its line and keyword.
+checking mode), and a bad deck's error naming its line and keyword; and
+across two MPI ranks under mpirun (the command line, and run(mpi=True)
+giving every rank the whole fields), where Open MPI's mpirun is installed.
 
 Skipped only when libclover_kernels.so cannot be found (the driver looks at
 $CLOVER_KERNELS, beside the installed weft package, then in build/)."""
 import importlib.util
 import os
 import re
+import shutil
+import subprocess
+import sys
+import tempfile
 
 import pytest
 
@@ -134,3 +140,131 @@ def test_dt_below_dtmin_raises(clover, devices, monkeypatch):
     deck.dtmin = 1.0
     with pytest.raises(RuntimeError, match="dtmin"):
         clover.run(deck, devices=devices, workers=2)
+
+
+@pytest.mark.parametrize("devices", ["cpu", "cpu,vgpu:4"])
+def test_cli_no_exchange_and_traffic(clover, devices, capsys, monkeypatch):
+    """--no-exchange: the chunks exchange no halos (the boundary still
+    reflects): the run goes on, the results are not the deck's (FAIL, exit
+    1), and the output says so; the memory traffic line is main.c's."""
+    monkeypatch.delenv("WEFT_VGPU_CHECK", raising=False)
+    rc = clover.main([os.path.join(DECKS, "clover_tp1.in"), "--devices", devices, "--chunks", "2", "--workers", "2",
+                      "--no-exchange"])
+    out = capsys.readouterr().out
+    assert rc == 1, out
+    assert "FAIL" in out and "(--no-exchange: the chunks exchanged no halos" in out, out
+    if hasattr(clover.kernels(), "clover_traffic_step_bytes"):
+        assert re.search(r"^ Memory traffic \(the kernels' model, traffic\.c\): \d+ bytes per cell-step, "
+                         r"[0-9.]+ GB/s achieved$", out, re.M), out
+    # alone, one chunk has no neighbour: --no-exchange changes nothing
+    res = clover.run(clover.load_deck(os.path.join(DECKS, "clover_tp1.in")), devices="cpu", chunks=1, workers=1,
+                     no_exchange=True)
+    assert res.verified == 1 and res.nranks == 1 and res.rank == 0
+
+
+# --- across MPI ranks ------------------------------------------------------
+
+MPIRUN = shutil.which("mpirun")
+needs_mpirun = pytest.mark.skipif(MPIRUN is None, reason="mpirun not installed (Open MPI): the MPI tests cannot run")
+
+
+def mpirun(argv, np_=2, timeout=240):
+    """Run `python argv...` on np_ ranks (as test_comm.py's mpirun: as root,
+    oversubscribing, the sanitizer's settings passed to the ranks)."""
+    env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
+               OMPI_MCA_rmaps_base_oversubscribe="1")
+    env.pop("WEFT_VGPU_CHECK", None)
+    args = [MPIRUN, "-np", str(np_)]
+    preload = env.pop("LD_PRELOAD", None)
+    if preload:
+        args += ["-x", "LD_PRELOAD=" + preload]
+    for var in ("ASAN_OPTIONS", "UBSAN_OPTIONS", "PYTHON_GIL", "WEFT_PY_SANITIZER", "CLOVER_KERNELS"):
+        if var in env:
+            args += ["-x", var]
+    tsan = env.get("TSAN_OPTIONS")
+    if tsan is not None:
+        mpi_supp = os.path.join(REPO, "tests", "tsan-mpi.supp")
+        opts, supps = [], [mpi_supp]
+        for o in tsan.split(":"):
+            if o.startswith("suppressions="):
+                supps.append(o.split("=", 1)[1])
+            elif o:
+                opts.append(o)
+        merged = os.path.join(tempfile.mkdtemp(prefix="weft-tsan-"), "supp")
+        with open(merged, "w") as f:
+            for s in supps:
+                with open(s) as g:
+                    f.write(g.read() + "\n")
+        env["TSAN_OPTIONS"] = ":".join(opts + ["suppressions=" + merged])
+        args += ["-x", "TSAN_OPTIONS"]
+    try:
+        return subprocess.run(args + [sys.executable] + list(argv), env=env, capture_output=True, text=True,
+                              timeout=timeout, cwd=REPO)
+    except subprocess.TimeoutExpired as e:
+        pytest.fail(f"mpirun -np {np_} timed out after {timeout} s:\n{e.stdout or ''}{e.stderr or ''}")
+
+
+@needs_mpirun
+@pytest.mark.parametrize("devices,chunks", [("cpu", 2), ("cpu,vgpu:2", 4)])
+def test_mpi_two_ranks_cli_matches_oracle(clover, tp1, devices, chunks):
+    """mpirun -np 2 cloverleaf.py (MPI detected from mpirun's environment):
+    each rank holds as many chunks as alone (1 on the CPU with one worker,
+    one per virtual GPU), rank 0 alone prints, PASS, and the printed
+    kinetic energy is the oracle's to 1e-12 relative."""
+    deck, ref = tp1
+    p = mpirun([os.path.join(APP, "cloverleaf.py"), "--devices", devices, "--workers", "1",
+                os.path.join(DECKS, "clover_tp1.in")])
+    out = p.stdout + p.stderr
+    assert p.returncode == 0, out
+    assert p.stdout.count("CloverLeaf on Weft (Python driver)") == 1, out
+    assert p.stdout.count("PASS") == 1 and "FAIL" not in p.stdout, out
+    assert p.stdout.count("Profile (kernel time summed over chunks") == 1, out
+    assert re.search(r"^ step:\s+75\s+0\.3000E\+01", p.stdout, re.M), out
+    assert f"75 steps to time 3.000000 on {chunks} chunks ({chunks} x 1) over 2 rank(s)" in p.stdout, out
+    if hasattr(clover.kernels(), "clover_traffic_step_bytes"):
+        assert p.stdout.count(" Memory traffic (the kernels' model, traffic.c): ") == 1, out
+    m = re.search(r"Test problem 1: kinetic energy (\S+) against", p.stdout)
+    assert m, out
+    ke = float(m.group(1))
+    assert rel(ke, ref.sums[clover.CS_KE]) <= 1e-12, (ke, ref.sums[clover.CS_KE])
+    assert rel(ke, clover.serial_run(deck, chunks).sums[clover.CS_KE]) <= 1e-12
+
+
+MPI_SCRIPT = r"""
+import importlib.util, re
+spec = importlib.util.spec_from_file_location("cloverleaf", {app!r})
+cl = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(cl)
+with open({bm!r}) as f:
+    text = f.read()
+text = re.sub(r"\b([xy]_cells)\s*=\s*\d+", r"\1=60", text)
+text = re.sub(r"\bend_step\s*=\s*\d+", "end_step=4", text)
+deck = cl.parse_deck(text, "clover_bm_short_cut.in")
+ref, ref4 = cl.serial_run(deck, 1), cl.serial_run(deck, 4)
+for devices, chunks in (("cpu", 2), ("cpu,vgpu:2", 0)):
+    res = cl.run(deck, devices=devices, chunks=chunks, workers=1, fields=True, mpi=True)
+    assert (res.nranks, res.nchunks, res.steps) == (2, 4, ref.steps), (res.nranks, res.nchunks, res.steps)
+    assert res.density.tobytes() == ref.density.tobytes(), (res.rank, devices, "density")
+    assert res.energy.tobytes() == ref.energy.tobytes(), (res.rank, devices, "energy")
+    # the same chunks' sums, folded per rank then across ranks: 1e-12
+    for a, b in zip(res.sums, ref4.sums):
+        assert abs(a - b) <= 1e-12 * max(abs(a), abs(b)), (res.rank, devices, res.sums, ref4.sums)
+    print("rank", res.rank, devices, "ok", flush=True)
+"""
+
+
+@needs_mpirun
+def test_mpi_two_ranks_run_fields_match_oracle(clover, tmp_path):
+    """run(mpi=True) on two ranks, two chunks each (the CPU: halos by the
+    host task within a rank and by the ranks' exchange between them; two
+    virtual GPUs: their communicator, then the ranks'): every rank gets
+    the whole final density and energy, bit for bit the oracle's."""
+    script = tmp_path / "clover_mpi.py"
+    script.write_text(MPI_SCRIPT.format(app=os.path.join(APP, "cloverleaf.py"),
+                                        bm=os.path.join(DECKS, "clover_bm_short.in")))
+    p = mpirun([str(script)])
+    out = p.stdout + p.stderr
+    assert p.returncode == 0, out
+    for r in (0, 1):
+        for devices in ("cpu", "cpu,vgpu:2"):
+            assert f"rank {r} {devices} ok" in p.stdout, out
