@@ -34,7 +34,9 @@ typedef struct CommObject {
     weft_comm *c;           /* NULL once destroyed */
     int posting;            /* posts between their check and their return */
     int closed;
-    unsigned size, rank;    /* set once, read-only afterwards */
+    unsigned size, rank;    /* set once, read-only afterwards; rank: this process's first member */
+    unsigned nlocal;        /* this process's members: rank .. rank + nlocal - 1 (across ranks: 1,
+                               or its GPUs across ranks x GPUs; over GPUs: all) */
     int ranks;              /* across MPI ranks */
     PyObject *inflight;     /* list of its Tasks not known to be finished (critical section
                                on the communicator) */
@@ -263,6 +265,7 @@ comm_wrap(modstate *st, RuntimeObject *r, weft_comm *c, int ranks)
     co->closed = 0;
     co->size = weft_comm_size(c);
     co->rank = weft_comm_rank(c);
+    co->nlocal = ranks ? 1 : co->size;
     co->ranks = ranks;
     co->inflight = PyList_New(0);
     co->prune_at = 64;
@@ -283,6 +286,44 @@ comm_wrap(modstate *st, RuntimeObject *r, weft_comm *c, int ranks)
     return (PyObject *)co;
 }
 
+/* gpus= of a communicator: a list of GPU numbers into list (room for 64)
+ * and cfg; None leaves cfg as it is.  -1 with an exception set. */
+static int
+gpus_arg(PyObject *gpus, unsigned *list, weft_comm_config *cfg, const char *fn)
+{
+    if (gpus == Py_None) return 0;
+    PyObject *seq = PySequence_Fast(gpus, "");
+    if (seq == NULL) {
+        PyErr_Format(PyExc_TypeError, "%s: gpus= expects a list of GPU numbers (0 .. G-1) or "
+                     "None, got '%.100s'", fn, Py_TYPE(gpus)->tp_name);
+        return -1;
+    }
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+    if (n < 1 || n > 64) {
+        Py_DECREF(seq);
+        PyErr_Format(PyExc_ValueError, "%s: gpus= names %zd GPUs (1 .. 64)", fn, n);
+        return -1;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        long v = PyLong_AsLong(PySequence_Fast_GET_ITEM(seq, i));
+        if (v == -1 && PyErr_Occurred()) {
+            Py_DECREF(seq);
+            PyErr_Format(PyExc_TypeError, "%s: gpus[%zd] is not a GPU number", fn, i);
+            return -1;
+        }
+        if (v < 0 || v > (long)UINT_MAX) {
+            Py_DECREF(seq);
+            PyErr_Format(PyExc_ValueError, "%s: gpus[%zd] = %ld is not a GPU number", fn, i, v);
+            return -1;
+        }
+        list[i] = (unsigned)v;
+    }
+    Py_DECREF(seq);
+    cfg->gpus = list;
+    cfg->ngpus = (unsigned)n;
+    return 0;
+}
+
 static PyObject *
 Comm_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
 {
@@ -298,37 +339,7 @@ Comm_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
     weft_comm_config_init(&cfg);
     if (timeout_arg(to, &cfg.timeout_ns, "Communicator()") < 0) return NULL;
     unsigned list[64];
-    if (gpus != Py_None) {
-        PyObject *seq = PySequence_Fast(gpus, "");
-        if (seq == NULL) {
-            PyErr_Format(PyExc_TypeError, "Communicator(): gpus= expects a list of GPU numbers (0 .. G-1) or "
-                         "None, got '%.100s'", Py_TYPE(gpus)->tp_name);
-            return NULL;
-        }
-        Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
-        if (n < 1 || n > 64) {
-            Py_DECREF(seq);
-            PyErr_Format(PyExc_ValueError, "Communicator(): gpus= names %zd GPUs (1 .. 64)", n);
-            return NULL;
-        }
-        for (Py_ssize_t i = 0; i < n; i++) {
-            long v = PyLong_AsLong(PySequence_Fast_GET_ITEM(seq, i));
-            if (v == -1 && PyErr_Occurred()) {
-                Py_DECREF(seq);
-                PyErr_Format(PyExc_TypeError, "Communicator(): gpus[%zd] is not a GPU number", i);
-                return NULL;
-            }
-            if (v < 0 || v > (long)UINT_MAX) {
-                Py_DECREF(seq);
-                PyErr_Format(PyExc_ValueError, "Communicator(): gpus[%zd] = %ld is not a GPU number", i, v);
-                return NULL;
-            }
-            list[i] = (unsigned)v;
-        }
-        Py_DECREF(seq);
-        cfg.gpus = list;
-        cfg.ngpus = (unsigned)n;
-    }
+    if (gpus_arg(gpus, list, &cfg, "Communicator()") < 0) return NULL;
     weft_comm *c = NULL;
     int rc = weft_comm_create(r->rt, &cfg, &c);
     if (rc != 0) return weft_py_err_weft(rc, "Communicator()");
@@ -488,9 +499,9 @@ mpi_comm_address(PyObject *comm, const void **out)
 static PyObject *
 Comm_mpi(PyObject *cls, PyObject *args, PyObject *kwds)
 {
-    static char *kwlist[] = {"comm", "runtime", "timeout", NULL};
-    PyObject *comm = Py_None, *rtobj = Py_None, *to = Py_None;
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "|O$OO:mpi", kwlist, &comm, &rtobj, &to)) return NULL;
+    static char *kwlist[] = {"comm", "gpus", "runtime", "timeout", NULL};
+    PyObject *comm = Py_None, *gpus = Py_None, *rtobj = Py_None, *to = Py_None;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "|O$OOO:mpi", kwlist, &comm, &gpus, &rtobj, &to)) return NULL;
     modstate *st = weft_py_state_of_type((PyTypeObject *)cls);
     if (st == NULL) return NULL;
     RuntimeObject *r = runtime_arg(st, rtobj, "Communicator.mpi()");
@@ -499,6 +510,8 @@ Comm_mpi(PyObject *cls, PyObject *args, PyObject *kwds)
     weft_comm_config cfg;
     weft_comm_config_init(&cfg);
     if (timeout_arg(to, &cfg.timeout_ns, "Communicator.mpi()") < 0) return NULL;
+    unsigned list[64];
+    if (gpus_arg(gpus, list, &cfg, "Communicator.mpi()") < 0) return NULL;
     const void *addr = NULL;
     if (mpi_comm_address(comm, &addr) < 0) return NULL;
     if (mpi_running() == 0) {
@@ -520,6 +533,8 @@ Comm_mpi(PyObject *cls, PyObject *args, PyObject *kwds)
         return weft_py_err_weft(rc, "Communicator.mpi()");
     }
     PyObject *res = comm_wrap(st, r, c, 1);
+    if (res != NULL && cfg.gpus)
+        ((CommObject *)res)->nlocal = cfg.ngpus;
     Py_DECREF(r);
     return res;
 }
@@ -597,6 +612,13 @@ buffer_use(post_ctx *p, PyObject *obj, const char *what, unsigned mode, int type
     return 0;
 }
 
+/* Whether member k is this process's. */
+static int
+is_local(const CommObject *co, unsigned k)
+{
+    return !co->ranks || (k >= co->rank && k - co->rank < co->nlocal);
+}
+
 /* The member buffer objects of one argument (borrowed, or NULL for None):
  * across ranks one object (or a sequence, of which [rank] is used) fills
  * out[rank] only; over GPUs a sequence with one per member. */
@@ -610,7 +632,7 @@ member_objs(CommObject *co, PyObject *arg, const char *fn, const char *name, int
     for (unsigned k = 0; k < n; k++) out[k] = NULL;
     if (arg == NULL || arg == Py_None) return 0;
     int single = Py_IS_TYPE(arg, st->Data_T) || PyObject_CheckBuffer(arg);
-    if (co->ranks && single) {
+    if (co->ranks && co->nlocal == 1 && single) {
         out[co->rank] = arg;
         return 0;
     }
@@ -635,7 +657,7 @@ member_objs(CommObject *co, PyObject *arg, const char *fn, const char *name, int
         return -1;
     }
     for (unsigned k = 0; k < n; k++) {
-        if (co->ranks && k != co->rank) continue;
+        if (!is_local(co, k)) continue;
         PyObject *o = PySequence_Fast_GET_ITEM(seq, k);
         if (o == Py_None) {
             if (!none_ok) {
@@ -838,7 +860,7 @@ collective(CommObject *co, unsigned which, PyObject *args, PyObject *kwds)
         member_objs(co, send, fn, "send", which == WEFT_COLL_BROADCAST, sobj, &skeep) < 0)
         goto done;
     for (unsigned k = 0; k < n; k++) {
-        if (co->ranks && k != co->rank) continue;
+        if (!is_local(co, k)) continue;
         char what[64];
         int reads = which != WEFT_COLL_BROADCAST || k == root;
         int writes = which == WEFT_COLL_BROADCAST ? !(in_place && k == root)
@@ -1080,7 +1102,7 @@ Comm_exchange(CommObject *co, PyObject *args, PyObject *kwds)
         u->rows = rows;
         for (int side = 0; side < 2; side++) {
             const char *key = side ? "dst" : "src";
-            int local = !co->ranks || (side ? u->to : u->from) == co->rank;
+            int local = is_local(co, side ? u->to : u->from);
             PyObject *b = xfer_field(it, key);
             if (b == NULL && PyErr_Occurred()) goto done;
             if (b == NULL || b == Py_None) {
@@ -1264,9 +1286,9 @@ Comm_dealloc(CommObject *co)
 
 static PyMethodDef Comm_methods[] = {
     {"mpi", (PyCFunction)(void (*)(void))Comm_mpi, METH_VARARGS | METH_KEYWORDS | METH_CLASS,
-     "Communicator.mpi(comm=None, *, runtime=None, timeout=None): one member per MPI rank of comm (an "
-     "mpi4py communicator; None: MPI_COMM_WORLD).  Starts MPI (weft.mpi_init) if it is not running.  "
-     "Collective: every rank calls it."},
+     "Communicator.mpi(comm=None, *, gpus=None, runtime=None, timeout=None): one member per MPI rank of "
+     "comm (an mpi4py communicator; None: MPI_COMM_WORLD), or with gpus= each rank's GPUs, numbered rank "
+     "by rank.  Starts MPI (weft.mpi_init) if it is not running.  Collective: every rank calls it."},
     {"allreduce", (PyCFunction)(void (*)(void))Comm_allreduce, METH_VARARGS | METH_KEYWORDS,
      "allreduce(recv, send=None, op=weft.SUM, count=None, *, name=None, deps=()) -> Task"},
     {"broadcast", (PyCFunction)(void (*)(void))Comm_broadcast, METH_VARARGS | METH_KEYWORDS,
