@@ -15,8 +15,14 @@
  *   call even where the kernel passes over it twice (noted where it does),
  *   so the figures are the streaming lower bound for this code.
  *   1-D geometry arrays (celldx, celldy, vertexdx, vertexdy) count 0.
- *   Row-sized scratch (advec_mom along x keeps node_flux, node_mass_post,
- *   node_mass_pre and mom_flux in rows -2 .. 1 of WORK4) counts 0.
+ *   Row-sized scratch counts 0: a few rows of a work array that every row
+ *   of the sweep reuses (advec_cell's pre_vol and ener_flux, advec_mom's
+ *   post_vol, node_flux, node_mass_post, node_mass_pre and mom_flux; the
+ *   list is at the top of kernels.c) and blocks on the stack (viscosity,
+ *   calc_dt) stay in cache.  Values kernels.c does not store at all (the
+ *   reference's volume_change, stepbymass, pre_mass, post_mass,
+ *   advec_vol, post_ener, advec_vel, and post_vol where it is the
+ *   volume) count nothing.
  *   Ghost cells are ignored: bytes are per cell of the chunk's interior.
  *   Stencil neighbours (rows k - 1, k + 1, columns j +- 1, 2) of the same
  *   array are the same stream.
@@ -58,8 +64,8 @@ static const clover_traffic_row table[T_N] = {
     [T_IDEAL_GAS] = {"ideal_gas", "", RW_BYTES(2, 2)},
 
     /* viscosity:
-     * reads density0 (only in cells where viscosity is switched on),
-     * pressure (rows k - 1 .. k + 1), xvel0, yvel0 (node rows k, k + 1);
+     * reads density0 (every cell: the kernel computes the viscous value
+     * everywhere and keeps it where viscosity is switched on), pressure (rows k - 1 .. k + 1), xvel0, yvel0 (node rows k, k + 1);
      * writes viscosity.
      * R 4, W 1 -> 40 */
     [T_VISCOSITY] = {"viscosity", "", RW_BYTES(4, 1)},
@@ -75,17 +81,16 @@ static const clover_traffic_row table[T_N] = {
     /* pdv, predict (the start-of-step velocities stand in for the new
      * ones, so xvel1 and yvel1 are not read):
      * reads xarea, yarea, volume, density0, energy0, pressure, viscosity,
-     * xvel0, yvel0; writes density1, energy1, work_array1
-     * (volume_change).
-     * R 9, W 3 -> 96 */
-    [T_PDV_PREDICT] = {"pdv", "predict", RW_BYTES(9, 3)},
+     * xvel0, yvel0; writes density1, energy1 (volume_change is not
+     * stored).
+     * R 9, W 2 -> 88 */
+    [T_PDV_PREDICT] = {"pdv", "predict", RW_BYTES(9, 2)},
 
     /* pdv, correct:
      * reads xarea, yarea, volume, density0, energy0, pressure, viscosity,
-     * xvel0, yvel0, xvel1, yvel1; writes density1, energy1, work_array1
-     * (volume_change).
-     * R 11, W 3 -> 112 */
-    [T_PDV_CORRECT] = {"pdv", "correct", RW_BYTES(11, 3)},
+     * xvel0, yvel0, xvel1, yvel1; writes density1, energy1.
+     * R 11, W 2 -> 104 */
+    [T_PDV_CORRECT] = {"pdv", "correct", RW_BYTES(11, 2)},
 
     /* revert:
      * reads density0, energy0; writes density1, energy1.
@@ -94,10 +99,10 @@ static const clover_traffic_row table[T_N] = {
 
     /* accelerate:
      * reads density0, volume, xarea, yarea, pressure, viscosity (cell
-     * rows k - 1, k), xvel0, yvel0; writes xvel1, yvel1, work_array1
-     * (stepbymass).
-     * R 8, W 3 -> 88 */
-    [T_ACCELERATE] = {"accelerate", "", RW_BYTES(8, 3)},
+     * rows k - 1, k), xvel0, yvel0; writes xvel1, yvel1 (stepbymass is
+     * not stored).
+     * R 8, W 2 -> 80 */
+    [T_ACCELERATE] = {"accelerate", "", RW_BYTES(8, 2)},
 
     /* flux_calc:
      * reads xarea, yarea, xvel0, xvel1, yvel0, yvel1; writes vol_flux_x,
@@ -105,81 +110,65 @@ static const clover_traffic_row table[T_N] = {
      * R 6, W 2 -> 64 */
     [T_FLUX_CALC] = {"flux_calc", "", RW_BYTES(6, 2)},
 
-    /* advec_cell, x, sweep 1.  Pass 1 (pre_vol, post_vol) over the chunk,
-     * then pass 2 (fluxes and update, row by row):
-     * reads volume, vol_flux_x, vol_flux_y, work_array1 (pre_vol, written
-     * in pass 1), density1, energy1;
-     * writes work_array1 (pre_vol), work_array2 (post_vol), density1,
-     * energy1, mass_flux_x, work_array7 (ener_flux; read back only
-     * within its row), work_array3 (pre_mass), work_array4 (post_mass),
-     * work_array5 (advec_vol), work_array6 (post_ener).
-     * R 6, W 10 -> 128 */
-    [T_CELL_X1] = {"advec_cell", "x sweep 1", RW_BYTES(6, 10)},
+    /* advec_cell, x, sweep 1.  One pass, row by row: pre_vol of the row
+     * (into a scratch row), the fluxes of its faces (ener_flux into a
+     * scratch row), then the update of the row:
+     * reads volume, vol_flux_x, vol_flux_y (pre_vol), density1, energy1;
+     * writes density1, energy1, mass_flux_x.
+     * R 5, W 3 -> 64 */
+    [T_CELL_X1] = {"advec_cell", "x sweep 1", RW_BYTES(5, 3)},
 
-    /* advec_cell, x, sweep 2: as sweep 1, but pass 1 does not read
+    /* advec_cell, x, sweep 2: as sweep 1, but pre_vol does not read
      * vol_flux_y:
-     * reads volume, vol_flux_x, work_array1, density1, energy1;
-     * writes work_array1, work_array2, density1, energy1, mass_flux_x,
-     * work_array7, work_array3, work_array4, work_array5, work_array6.
-     * R 5, W 10 -> 120 */
-    [T_CELL_X2] = {"advec_cell", "x sweep 2", RW_BYTES(5, 10)},
+     * reads volume, vol_flux_x, density1, energy1;
+     * writes density1, energy1, mass_flux_x.
+     * R 4, W 3 -> 56 */
+    [T_CELL_X2] = {"advec_cell", "x sweep 2", RW_BYTES(4, 3)},
 
-    /* advec_cell, y, sweep 1.  Pass 1 (pre_vol, post_vol) over the chunk,
-     * then pass 2 (fluxes on face row k, update of cell row k - 2, so the
-     * density1/energy1/pre_vol rows k - 2 .. k + 1 and the mass_flux_y and
-     * ener_flux rows it reads back are in cache):
-     * reads volume, vol_flux_x, vol_flux_y, work_array1 (pre_vol, written
-     * in pass 1), density1, energy1;
-     * writes work_array1, work_array2, density1, energy1, mass_flux_y,
-     * work_array7 (ener_flux), work_array3, work_array4, work_array5,
-     * work_array6.
-     * R 6, W 10 -> 128 */
-    [T_CELL_Y1] = {"advec_cell", "y sweep 1", RW_BYTES(6, 10)},
+    /* advec_cell, y, sweep 1.  One pass: pre_vol of cell row k, the fluxes
+     * on face row k, the update of cell row k - 2 (pre_vol and ener_flux
+     * in rings of three rows; the density1/energy1 rows k - 2 .. k + 1 and
+     * the mass_flux_y rows it reads back are in cache):
+     * reads volume, vol_flux_x, vol_flux_y, density1, energy1;
+     * writes density1, energy1, mass_flux_y.
+     * R 5, W 3 -> 64 */
+    [T_CELL_Y1] = {"advec_cell", "y sweep 1", RW_BYTES(5, 3)},
 
-    /* advec_cell, y, sweep 2: as sweep 1, but pass 1 does not read
+    /* advec_cell, y, sweep 2: as sweep 1, but pre_vol does not read
      * vol_flux_x:
-     * reads volume, vol_flux_y, work_array1, density1, energy1;
-     * writes work_array1, work_array2, density1, energy1, mass_flux_y,
-     * work_array7, work_array3, work_array4, work_array5, work_array6.
-     * R 5, W 10 -> 120 */
-    [T_CELL_Y2] = {"advec_cell", "y sweep 2", RW_BYTES(5, 10)},
+     * reads volume, vol_flux_y, density1, energy1;
+     * writes density1, energy1, mass_flux_y.
+     * R 4, W 3 -> 56 */
+    [T_CELL_Y2] = {"advec_cell", "y sweep 2", RW_BYTES(4, 3)},
 
-    /* advec_mom, x, sweep 1 (vel = xvel1 or yvel1; the same count).
-     * Pass 1: post_vol over the chunk; pass 2 row by row, node_flux,
-     * node_mass_post, node_mass_pre, mom_flux in four reused rows of
-     * work_array4 (cache, 0):
-     * reads volume, vol_flux_y (pass 1), work_array7 (post_vol, written in
-     * pass 1), mass_flux_x, density1, vel;
-     * writes work_array7 (post_vol), vel.
-     * R 6, W 2 -> 64 */
-    [T_MOM_X1] = {"advec_mom", "x sweep 1 (xvel1 or yvel1)", RW_BYTES(6, 2)},
+    /* advec_mom, x, sweep 1 (vel = xvel1 or yvel1; the same count).  One
+     * pass, node row by node row: post_vol of cell row k (a ring of two
+     * rows), then node_flux, node_mass_post, node_mass_pre, mom_flux in
+     * four reused rows and the update of the row:
+     * reads volume, vol_flux_y (post_vol), mass_flux_x, density1, vel;
+     * writes vel.
+     * R 5, W 1 -> 48 */
+    [T_MOM_X1] = {"advec_mom", "x sweep 1 (xvel1 or yvel1)", RW_BYTES(5, 1)},
 
-    /* advec_mom, x, sweep 2: post_vol = volume (no flux read):
-     * reads volume, work_array7, mass_flux_x, density1, vel;
-     * writes work_array7, vel.
-     * R 5, W 2 -> 56 */
-    [T_MOM_X2] = {"advec_mom", "x sweep 2 (xvel1 or yvel1)", RW_BYTES(5, 2)},
+    /* advec_mom, x, sweep 2: post_vol is the volume (read as it is):
+     * reads volume, mass_flux_x, density1, vel; writes vel.
+     * R 4, W 1 -> 40 */
+    [T_MOM_X2] = {"advec_mom", "x sweep 2 (xvel1 or yvel1)", RW_BYTES(4, 1)},
 
-    /* advec_mom, y, sweep 1 (vel = xvel1 or yvel1; the same count).
-     * Four passes over the chunk: post_vol; node_flux; node_mass_post and
-     * node_mass_pre; mom_flux with the velocity update two rows behind
-     * (mom_flux rows read back from cache):
-     * reads volume, vol_flux_x (pass 1), mass_flux_y, density1,
-     * work_array7 (post_vol), work_array1 (node_flux; read in passes 3
-     * and 4, counted once), work_array2 (node_mass_post), work_array3
-     * (node_mass_pre), vel;
-     * writes work_array7, work_array1, work_array2, work_array3,
-     * work_array5 (mom_flux), vel.
-     * R 9, W 6 -> 120 */
-    [T_MOM_Y1] = {"advec_mom", "y sweep 1 (xvel1 or yvel1)", RW_BYTES(9, 6)},
+    /* advec_mom, y, sweep 1 (vel = xvel1 or yvel1; the same count).  One
+     * pass: post_vol, node_flux, node_mass_post and node_mass_pre of row
+     * i, mom_flux of node row i - 1, the update of velocity row i - 2, the
+     * node quantities in rings of two or three rows (velocity rows
+     * i - 2 .. i + 1 are read back from cache):
+     * reads volume, vol_flux_x (post_vol), mass_flux_y, density1, vel;
+     * writes vel.
+     * R 5, W 1 -> 48 */
+    [T_MOM_Y1] = {"advec_mom", "y sweep 1 (xvel1 or yvel1)", RW_BYTES(5, 1)},
 
-    /* advec_mom, y, sweep 2: post_vol = volume (no flux read):
-     * reads volume, mass_flux_y, density1, work_array7, work_array1,
-     * work_array2, work_array3, vel;
-     * writes work_array7, work_array1, work_array2, work_array3,
-     * work_array5, vel.
-     * R 8, W 6 -> 112 */
-    [T_MOM_Y2] = {"advec_mom", "y sweep 2 (xvel1 or yvel1)", RW_BYTES(8, 6)},
+    /* advec_mom, y, sweep 2: post_vol is the volume:
+     * reads volume, mass_flux_y, density1, vel; writes vel.
+     * R 4, W 1 -> 40 */
+    [T_MOM_Y2] = {"advec_mom", "y sweep 2 (xvel1 or yvel1)", RW_BYTES(4, 1)},
 
     /* reset_field:
      * reads density1, energy1, xvel1, yvel1; writes density0, energy0,
