@@ -231,7 +231,7 @@ def test_mpi_two_ranks_cli_matches_oracle(clover, tp1, devices, chunks):
 
 
 MPI_SCRIPT = r"""
-import importlib.util, re
+import importlib.util, os, re
 spec = importlib.util.spec_from_file_location("cloverleaf", {app!r})
 cl = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(cl)
@@ -249,7 +249,8 @@ for devices, chunks in (("cpu", 2), ("cpu,vgpu:2", 0)):
     # the same chunks' sums, folded per rank then across ranks: 1e-12
     for a, b in zip(res.sums, ref4.sums):
         assert abs(a - b) <= 1e-12 * max(abs(a), abs(b)), (res.rank, devices, res.sums, ref4.sums)
-    print("rank", res.rank, devices, "ok", flush=True)
+    # one write(2) per line: the two ranks' lines must not interleave
+    os.write(1, f"rank {{res.rank}} {{devices}} ok\n".encode())
 """
 
 
