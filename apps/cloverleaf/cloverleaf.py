@@ -760,8 +760,10 @@ class _Sim:
         self.each((K_IDEAL_GAS, 0))
         self.halo(1, CF_PRESSURE, CF_ENERGY0, CF_DENSITY0, CF_XVEL0, CF_YVEL0)
         self.each((K_VISCOSITY,))
-        self.halo(1, CF_VISCOSITY)
         self.each((K_CALC_DT,))
+        # viscosity's ghosts are first read by accelerate (calc_dt and PdV
+        # read their own cells'): the exchange follows calc_dt, as in C
+        self.halo(1, CF_VISCOSITY)
 
     def step_rest(self, dt, advect_x):
         self.each((K_PDV, 1), dt)

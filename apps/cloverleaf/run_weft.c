@@ -791,8 +791,12 @@ static int step_start(sim *s)
     EACH(s, k_ideal_gas(s, c, 0));
     HALO(s, 1, CF_PRESSURE, CF_ENERGY0, CF_DENSITY0, CF_XVEL0, CF_YVEL0);
     EACH(s, k_viscosity(s, c));
-    HALO(s, 1, CF_VISCOSITY);
     EACH(s, k_calc_dt(s, c));
+    /* The reference updates viscosity's halo before calc_dt, which reads
+     * only its own cells' (so do PdV's); accelerate is the first to read
+     * the ghosts.  Spawned after calc_dt, the exchange follows its reads
+     * instead of delaying them, and runs while the host reads dt. */
+    HALO(s, 1, CF_VISCOSITY);
     return 0;
 }
 
