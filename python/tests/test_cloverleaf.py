@@ -10,12 +10,11 @@ $CLOVER_KERNELS, beside the installed weft package, then in build/)."""
 import importlib.util
 import os
 import re
-import shutil
 import subprocess
-import sys
-import tempfile
 
 import pytest
+
+from mpi_helper import MPIRUN, mpirun as run_mpi
 
 np = pytest.importorskip("numpy")
 
@@ -164,42 +163,14 @@ def test_cli_no_exchange_and_traffic(clover, devices, capsys, monkeypatch):
 
 # --- across MPI ranks ------------------------------------------------------
 
-MPIRUN = shutil.which("mpirun")
 needs_mpirun = pytest.mark.skipif(MPIRUN is None, reason="mpirun not installed (Open MPI): the MPI tests cannot run")
 
 
 def mpirun(argv, np_=2, timeout=240):
-    """Run `python argv...` on np_ ranks (as test_comm.py's mpirun: as root,
-    oversubscribing, the sanitizer's settings passed to the ranks)."""
-    env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
-               OMPI_MCA_rmaps_base_oversubscribe="1")
-    env.pop("WEFT_VGPU_CHECK", None)
-    args = [MPIRUN, "-np", str(np_)]
-    preload = env.pop("LD_PRELOAD", None)
-    if preload:
-        args += ["-x", "LD_PRELOAD=" + preload]
-    for var in ("ASAN_OPTIONS", "UBSAN_OPTIONS", "PYTHON_GIL", "WEFT_PY_SANITIZER", "CLOVER_KERNELS"):
-        if var in env:
-            args += ["-x", var]
-    tsan = env.get("TSAN_OPTIONS")
-    if tsan is not None:
-        mpi_supp = os.path.join(REPO, "tests", "tsan-mpi.supp")
-        opts, supps = [], [mpi_supp]
-        for o in tsan.split(":"):
-            if o.startswith("suppressions="):
-                supps.append(o.split("=", 1)[1])
-            elif o:
-                opts.append(o)
-        merged = os.path.join(tempfile.mkdtemp(prefix="weft-tsan-"), "supp")
-        with open(merged, "w") as f:
-            for s in supps:
-                with open(s) as g:
-                    f.write(g.read() + "\n")
-        env["TSAN_OPTIONS"] = ":".join(opts + ["suppressions=" + merged])
-        args += ["-x", "TSAN_OPTIONS"]
+    """Run `python argv...` on np_ ranks (mpi_helper's settings), from the
+    repository; a run past the timeout fails the test with its output."""
     try:
-        return subprocess.run(args + [sys.executable] + list(argv), env=env, capture_output=True, text=True,
-                              timeout=timeout, cwd=REPO)
+        return run_mpi(argv, np_=np_, timeout=timeout, cwd=REPO, drop=("WEFT_VGPU_CHECK",))
     except subprocess.TimeoutExpired as e:
         pytest.fail(f"mpirun -np {np_} timed out after {timeout} s:\n{e.stdout or ''}{e.stderr or ''}")
 

@@ -2,15 +2,12 @@
 (checked against NumPy), Grid halo exchanges, misuse, failure flowing; and
 across MPI ranks under mpirun (mpi_comm_script.py)."""
 import os
-import shutil
-import subprocess
-import tempfile
-import sys
 
 import pytest
 
 np = pytest.importorskip("numpy")
 import weft  # noqa: E402
+from mpi_helper import MPIRUN, mpirun as run_mpi  # noqa: E402
 
 N = 4
 
@@ -258,41 +255,8 @@ def test_outcome_after_runtime_closed():
 
 # --- across MPI ranks ------------------------------------------------------
 
-MPIRUN = shutil.which("mpirun")
-
-
 def mpirun(script, np_=2, timeout=120):
-    """Run script on np_ ranks.  Under the sanitized suites mpirun itself
-    (not instrumented) runs without the sanitizer; the ranks get it (-x),
-    and under TSan also suppressions for Open MPI's own frames (it is not
-    instrumented either: tests/tsan-mpi.supp), beside the suite's own."""
-    env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
-               OMPI_MCA_rmaps_base_oversubscribe="1")
-    args = [MPIRUN, "-np", str(np_)]
-    preload = env.pop("LD_PRELOAD", None)
-    if preload:
-        args += ["-x", "LD_PRELOAD=" + preload]
-    for var in ("ASAN_OPTIONS", "UBSAN_OPTIONS", "PYTHON_GIL", "WEFT_PY_SANITIZER"):
-        if var in env:
-            args += ["-x", var]
-    tsan = env.get("TSAN_OPTIONS")
-    if tsan is not None:
-        here = os.path.dirname(os.path.abspath(__file__))
-        mpi_supp = os.path.join(here, "..", "..", "tests", "tsan-mpi.supp")
-        opts, supps = [], [mpi_supp]
-        for o in tsan.split(":"):
-            if o.startswith("suppressions="):
-                supps.append(o.split("=", 1)[1])
-            elif o:
-                opts.append(o)
-        merged = os.path.join(tempfile.mkdtemp(prefix="weft-tsan-"), "supp")
-        with open(merged, "w") as f:
-            for s in supps:
-                with open(s) as g:
-                    f.write(g.read() + "\n")
-        env["TSAN_OPTIONS"] = ":".join(opts + ["suppressions=" + merged])
-        args += ["-x", "TSAN_OPTIONS"]
-    return subprocess.run(args + [sys.executable, script], env=env, capture_output=True, text=True, timeout=timeout)
+    return run_mpi([script], np_=np_, timeout=timeout)
 
 
 @pytest.mark.skipif(MPIRUN is None, reason="mpirun not installed (Open MPI): the MPI test cannot run here")
