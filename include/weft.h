@@ -98,7 +98,9 @@ typedef struct weft_config {
     /* Most trace events kept per worker; later ones are counted as dropped. */
     size_t trace_max_events;
     /* How long an idle worker spins looking for work before it parks, in
-     * nanoseconds.  Env: WEFT_SPIN_NS. */
+     * nanoseconds (yielding its core now and then once the runtime has
+     * virtual GPUs or a communicator across ranks, whose threads need it).
+     * Env: WEFT_SPIN_NS. */
     uint64_t spin_ns;
     /* Backpressure, so that an unbounded producer runs in bounded memory.
      * A spawn from an outside thread blocks while more than this many tasks

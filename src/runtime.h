@@ -44,8 +44,10 @@ struct weft__rt {
     _Atomic uint64_t bytes_copied;     /* between data replicas (weft_stats) */
     _Atomic uint32_t next_data_id;     /* data handles' numbers (the trace's d1, d2, ...) */
     weft__mnode mnodes[WEFT__MAX_DEVICES]; /* each device's replicas (data layer) */
-    bool yield_idle;                   /* idle workers yield their core now and then: virtual
-                                          GPUs' queue threads need it (set before workers start) */
+    _Atomic bool yield_idle;           /* idle workers yield their core now and then: virtual
+                                          GPUs' queue threads and MPI communicators' progress
+                                          threads need it (set with the device, or the first
+                                          communicator across ranks; never cleared) */
     /* data_lock protects data_list, spaces and adding to dev (devices are
      * added before the tasks and data that use them).  Taken alone. */
     pthread_mutex_t data_lock;

@@ -185,8 +185,9 @@ static void *worker_main(void *arg)
                 break;
             weft__cpu_relax();
             /* Spinning holds a core that device threads (virtual GPUs'
-             * queues) may be waiting for: let them run now and then. */
-            if ((i & 15) == 0 && rt->yield_idle)
+             * queues, MPI progress threads) may be waiting for: let them
+             * run now and then. */
+            if ((i & 15) == 0 && atomic_load_explicit(&rt->yield_idle, memory_order_relaxed))
                 sched_yield();
             if ((i & 63) == 0 && weft__now_ns() >= spin_until) {
                 weft__sched_park(&rt->sched, w->q);

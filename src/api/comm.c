@@ -198,6 +198,8 @@ int weft__comm_new_mpi(weft_runtime *h, const void *mpi_comm, uint64_t timeout_n
     memset((char *)c + sizeof c->slot, 0, sizeof *c - sizeof c->slot);
     c->rt = h;
     c->ranks = true;
+    /* Its progress thread needs a core now and then beside idle workers. */
+    atomic_store_explicit(&rt->yield_idle, true, memory_order_relaxed);
     c->timeout_ns = timeout_ns ? timeout_ns : DEFAULT_TIMEOUT_NS;
     c->be = weft__mpi_backend;
     c->impl = (void *)mpi_comm;

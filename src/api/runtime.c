@@ -116,7 +116,7 @@ static int add_device(weft__rt *rt, weft__device *dev)
     dev->index = rt->ndev;
     rt->dev[rt->ndev++] = dev;
     if (dev->kind == WEFT_DEVICE_VGPU)
-        rt->yield_idle = true;
+        atomic_store_explicit(&rt->yield_idle, true, memory_order_relaxed);
     return 0;
 }
 
