@@ -32,10 +32,9 @@ static void run_chain(weft__worker *w, weft__qnode *n)
             break;
         default: {
             struct weft_ctx ctx = {w->rt, w, t};
-            if (t->place)
-                weft__task_prepare(t);
+            bool waited = t->place && weft__task_prepare(t);
             if (t->naccess) {
-                int rc = weft__task_acquire(t);
+                int rc = weft__task_acquire(t, waited);
                 if (rc != 0) { /* its data could not be made valid: it fails without running */
                     weft__task_body_returned(t, rc, &next);
                     break;

@@ -8,6 +8,7 @@
 #include "check.h"
 #include "testing.h"
 
+#include <sched.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
@@ -510,6 +511,104 @@ static void test_data_check(void) {
     CHECK_OK(weft_runtime_destroy(rt));
 }
 
+/* ---- copies in flight with no worker waiting for them -------------------- */
+
+/* The order in which bodies ran (one worker: no race on it). */
+static char order[8];
+static int norder;
+static int mark_body(weft_ctx *ctx, void *arg) {
+    (void)ctx;
+    if (norder < (int)sizeof order - 1) order[norder++] = *(const char *)arg;
+    return 0;
+}
+typedef struct seen { char tag; double want; } seen;
+static int read_mark_body(weft_ctx *ctx, void *arg) { /* on the CPU: every element is want */
+    const seen *s = arg;
+    const double *p = weft_ctx_data(ctx, 0);
+    for (int i = 0; i < N; i++)
+        if (p[i] != s->want) return 1;
+    return mark_body(ctx, (void *)&s->tag);
+}
+
+static void test_host_prefetch(void) {
+    /* host <-> GPU at 20 kB/s: a copy of 8000 bytes takes 0.4 s, the time
+     * the test's main thread has for a step that must come before the copy
+     * lands (spawning the second task, cancelling the reader) */
+    CHECK(setenv("WEFT_VGPU_HOST_GBPS", "0.00002", 1) == 0);
+    weft_config cfg;
+    weft_config_init(&cfg);
+    cfg.workers = 1;
+    cfg.devices = "cpu,vgpu:1";
+    weft_runtime *rt;
+    CHECK_OK(weft_runtime_create(&cfg, &rt));
+    unsetenv("WEFT_VGPU_HOST_GBPS");
+    static double a[N];
+    weft_data *h;
+    CHECK_OK(weft_data_register(rt, a, sizeof a, &h));
+    for (int round = 0; round < 3; round++) {
+        /* a GPU writer, then a CPU reader and, spawned after it, a CPU task
+         * with no data: the reader waits for its copy to the host without
+         * the only worker, which runs the other task meanwhile */
+        inc ks = {NULL, 0, a, 0};
+        spawn_on(rt, "gpu:0", set_body, &ks, h, WEFT_W, NULL);
+        CHECK_OK(weft_wait_all(rt));
+        norder = 0;
+        seen r = {'R', 7};
+        static const char x = 'X';
+        spawn_on(rt, "cpu", read_mark_body, &r, h, WEFT_R, NULL);
+        weft_task_desc d;
+        weft_task_desc_init(&d);
+        d.body = mark_body;
+        d.arg = (void *)&x;
+        CHECK_OK(weft_spawn(rt, &d, NULL));
+        CHECK_OK(weft_wait_all(rt));
+        order[norder] = 0;
+        CHECKF(!strcmp(order, "XR"), "round %d: bodies ran in the order %s", round, order);
+        inc k = {NULL, 1, a, 0}; /* back on the GPU: 8 there, the host's copy invalid */
+        spawn_on(rt, "gpu:0", inc_body, &k, h, WEFT_RW, NULL);
+        CHECK_OK(weft_wait_all(rt));
+        /* a CPU reader cancelled while its copy is in flight (weft_cancel_pending
+         * once the copy was queued): the copy is the host's replica after all,
+         * and the next reader takes it without copying again; after a
+         * GPU writer, the next reader copies the new value (not that copy) */
+        uint64_t b0 = copied(rt);
+        seen r2 = {'C', 8}, r3 = {'D', 8}, r4 = {'E', 9};
+        weft_task *t2;
+        spawn_on(rt, "cpu", read_mark_body, &r2, h, WEFT_R, &t2);
+        uint64_t t0 = now_ns();
+        while (copied(rt) == b0 && now_ns() - t0 < 5000000000ull)
+            sched_yield();
+        CHECK(copied(rt) == b0 + sizeof a);
+        CHECK_OK(weft_cancel_pending(rt));
+        CHECK_ERR(weft_task_wait(t2), WEFT_ECANCELLED);
+        weft_task_release(t2);
+        spawn_on(rt, "cpu", read_mark_body, &r3, h, WEFT_R, NULL);
+        CHECK_OK(weft_wait_all(rt));
+        CHECKF(copied(rt) == b0 + sizeof a, "round %d: %llu bytes copied, one copy is %zu", round,
+               (unsigned long long)(copied(rt) - b0), sizeof a);
+        spawn_on(rt, "gpu:0", inc_body, &k, h, WEFT_RW, NULL); /* 9 on the GPU */
+        CHECK_OK(weft_wait_all(rt));
+        uint64_t b1 = copied(rt);
+        spawn_on(rt, "cpu", read_mark_body, &r4, h, WEFT_R, &t2); /* once more, cancelled */
+        t0 = now_ns();
+        while (copied(rt) == b1 && now_ns() - t0 < 5000000000ull)
+            sched_yield();
+        CHECK_OK(weft_cancel_pending(rt));
+        CHECK_ERR(weft_task_wait(t2), WEFT_ECANCELLED);
+        weft_task_release(t2);
+        spawn_on(rt, "gpu:0", inc_body, &k, h, WEFT_RW, NULL); /* 10 on the GPU */
+        r4.want = 10;
+        spawn_on(rt, "cpu", read_mark_body, &r4, h, WEFT_R, NULL);
+        CHECK_OK(weft_wait_all(rt));
+        /* and a GPU writer after all that */
+        spawn_on(rt, "gpu:0", set_body, &ks, h, WEFT_W, NULL);
+        CHECK_OK(weft_wait_all(rt));
+    }
+    CHECK_OK(weft_data_unregister(h));
+    CHECK(a[0] == 7 && a[N - 1] == 7);
+    CHECK_OK(weft_runtime_destroy(rt));
+}
+
 int main(void) {
     test_watchdog(test_pick(150, 300));
     test_step("one array");
@@ -518,6 +617,8 @@ int main(void) {
     test_no_room();
     test_step("copy failure");
     test_copy_failure();
+    test_step("copies to the host without a worker waiting");
+    test_host_prefetch();
     test_step("locality");
     test_locality();
     test_step("data living on a GPU");

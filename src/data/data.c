@@ -27,17 +27,19 @@ void weft__mnode_init(weft__mnode *m)
 {
     pthread_mutex_init(&m->lock, NULL);
     m->head = m->tail = NULL;
-    m->copyq[0] = m->copyq[1] = NULL;
+    for (int i = 0; i < 3; i++)
+        m->copyq[i] = NULL;
     m->dev = NULL;
     atomic_init(&m->unpinned, 0);
 }
 
 void weft__mnode_fini(weft__mnode *m)
 {
-    for (int i = 0; i < 2; i++)
+    for (int i = 0; i < 3; i++) {
         if (m->copyq[i])
             m->dev->ops->queue_destroy(m->copyq[i]);
-    m->copyq[0] = m->copyq[1] = NULL;
+        m->copyq[i] = NULL;
+    }
     pthread_mutex_destroy(&m->lock);
 }
 
@@ -177,7 +179,7 @@ int weft__data_note_ready(weft__data *d, unsigned i, weft__dqueue *q)
     return ops->event_record(r->ready, q);
 }
 
-enum { FETCH_Q = 0, EVICT_Q = 1 };
+enum { FETCH_Q = 0, EVICT_Q = 1, PREFETCH_Q = 2 };
 
 int weft__data_copy_rect(const weft__device_ops *ops, weft__dqueue *q, weft__data *dst, unsigned di, size_t dr,
                          size_t dc, weft__data *src, unsigned si, size_t r, size_t c, size_t rows, size_t bytes)
@@ -403,8 +405,32 @@ static void set_home(weft__data *d)
     atomic_store_explicit(&d->home, home, memory_order_relaxed);
 }
 
-/* Make replica dev valid (the lock held). */
-static int fetch(weft__data *d, unsigned dev, weft__dqueue *q)
+/* Queue on the prefetch queue pq of device dev the copy of d's interior
+ * from replica src into replica dev, and make q wait for it by the
+ * replica's `ready` event.  The queue waits for nothing but copies (the
+ * source's own `ready`), so the copy runs beside the kernels q queued
+ * before.  A failed copy fails the users of the replica: the event fires
+ * with the queue's error, which q takes by waiting for it (device.h,
+ * queue_wait); a report right after the record clears the prefetch
+ * queue's error, so that it fails nothing queued later. */
+static int prefetch(weft__data *d, unsigned dev, unsigned src, weft__dqueue *pq, weft__dqueue *q)
+{
+    const weft__device_ops *ops = ops_of(d, dev);
+    int rc = src ? weft__data_wait_ready(d, src, pq) : 0;
+    if (rc == 0)
+        rc = copy_interior(d, ops, pq, dev, src);
+    if (rc == 0)
+        rc = weft__data_note_ready(d, dev, pq);
+    if (rc == 0)
+        rc = ops->notify(pq, ignore_report, NULL);
+    if (rc == 0)
+        rc = weft__data_wait_ready(d, dev, q);
+    return rc;
+}
+
+/* Make replica dev valid (the lock held).  may_prefetch: the copy may go
+ * on the device's prefetch queue (WEFT__DATA_PREFETCH). */
+static int fetch(weft__data *d, unsigned dev, weft__dqueue *q, bool may_prefetch)
 {
     int src = weft__data_source_for(d, dev);
     if (src == -1)
@@ -419,53 +445,70 @@ static int fetch(weft__data *d, unsigned dev, weft__dqueue *q)
         d->rep[0].state = WEFT__REP_SHARED;
         src = 0;
     }
-    if (dev == 0) { /* the caller waits for it, without the lock (fetch_to_host) */
+    if (dev == 0) /* the caller waits for it, without the lock (fetch_to_host) */
         return WEFT_EINVAL;
+    weft__dqueue *pq = NULL;
+    if (may_prefetch && !d->tile && q && copy_queue(d, dev, PREFETCH_Q, &pq) != 0)
+        pq = NULL; /* (no queue for it: on q, as without) */
+    int rc;
+    if (pq) {
+        rc = prefetch(d, dev, (unsigned)src, pq, q);
     } else {
-        const weft__device_ops *ops = ops_of(d, dev);
-        int rc = src ? weft__data_wait_ready(d, (unsigned)src, q) : 0;
+        rc = src ? weft__data_wait_ready(d, (unsigned)src, q) : 0;
         if (rc == 0)
-            rc = copy_interior(d, ops, q, dev, (unsigned)src);
+            rc = copy_interior(d, ops_of(d, dev), q, dev, (unsigned)src);
         if (rc == 0 && d->tile)
             weft__tile_halo_stale(d, dev); /* the interior only came */
         if (rc == 0)
             rc = weft__data_note_ready(d, dev, q);
-        if (rc != 0)
-            return rc;
     }
+    if (rc != 0)
+        return rc;
     if (d->rep[src].state == WEFT__REP_MODIFIED)
         d->rep[src].state = WEFT__REP_SHARED;
     d->rep[dev].state = WEFT__REP_SHARED;
     return 0;
 }
 
+static void unpin(weft__data *d, int i, bool notify);
+
+/* Start a copy of the newest value to the host for host readers (the lock
+ * held): d->host_fetch, an event after it on the copy queue of the device
+ * it comes from, which stays pinned until the event is destroyed.  0, or
+ * the error that kept it from being queued. */
+static int start_host_fetch(weft__data *d)
+{
+    int src = weft__data_source_for(d, 0);
+    if (src <= 0)
+        return WEFT_EDEVICE; /* no valid copy anywhere: cannot happen while the states hold */
+    int rc = copy_to_host_async(d, (unsigned)src, FETCH_Q, &d->host_fetch);
+    if (rc != 0)
+        return rc;
+    d->host_fetch_dev = (unsigned)src;
+    atomic_fetch_add(&d->rep[src].pins, 1); /* not evicted while it is copied from */
+    return 0;
+}
+
 /* Make the host's replica valid for a host reader (the lock held; released
  * while it waits, so that nothing waits for a task stream under a handle's
  * lock: a stream's thread may be finishing a task that takes it).  Readers
- * at once share one copy. */
+ * at once share one copy, and a copy a reader started before it began
+ * (weft__data_prefetch_host) is the one it waits for. */
 static int fetch_to_host(weft__data *d)
 {
     int rc = 0;
-    if (!d->host_fetch) {
-        int src = weft__data_source_for(d, 0);
-        if (src <= 0)
-            return WEFT_EDEVICE; /* no valid copy anywhere: cannot happen while the states hold */
-        rc = copy_to_host_async(d, (unsigned)src, FETCH_Q, &d->host_fetch);
-        if (rc != 0)
-            return rc;
-        d->host_fetch_dev = (unsigned)src;
-    }
+    if (!d->host_fetch && (rc = start_host_fetch(d)) != 0)
+        return rc;
     unsigned src = d->host_fetch_dev;
     weft__devent *e = d->host_fetch;
     d->host_fetch_users++;
-    atomic_fetch_add(&d->rep[src].pins, 1); /* not evicted while it is copied from */
     pthread_mutex_unlock(&d->lock);
     rc = weft__device_event_wait(d->devs[src], e);
     pthread_mutex_lock(&d->lock);
-    atomic_fetch_sub(&d->rep[src].pins, 1);
     if (--d->host_fetch_users == 0) {
         d->devs[src]->ops->event_destroy(e);
         d->host_fetch = NULL;
+        unpin(d, (int)src, true);
         if (rc != 0)
             copy_queue_failed(d, src, FETCH_Q);
     }
@@ -476,6 +519,37 @@ static int fetch_to_host(weft__data *d)
         d->rep[src].state = WEFT__REP_SHARED;
     d->rep[0].state = WEFT__REP_SHARED;
     return 0;
+}
+
+int weft__data_prefetch_host(weft__data *d, weft__done_fn done, void *cookie)
+{
+    if (!atomic_load_explicit(&d->on_devices, memory_order_acquire) || atomic_load(&d->fam) ||
+        atomic_load_explicit(&d->has_partials, memory_order_acquire) || d->user_dev)
+        return 0;
+    int rc = 0;
+    pthread_mutex_lock(&d->lock);
+    if (d->rep[0].state == WEFT__REP_INVALID && d->nrep > 1 && (d->host_fetch || start_host_fetch(d) == 0)) {
+        weft__device *dev = d->devs[d->host_fetch_dev];
+        weft__dqueue *q;
+        /* Not landed yet: called back once it has (the queue's report
+         * comes after the copy).  A report that cannot be asked for leaves
+         * the wait to the acquire. */
+        if (dev->ops->event_query(d->host_fetch) == 0 &&
+            (!done || (copy_queue(d, d->host_fetch_dev, FETCH_Q, &q) == 0 && dev->ops->notify(q, done, cookie) == 0)))
+            rc = 1;
+    }
+    pthread_mutex_unlock(&d->lock);
+    return rc;
+}
+
+void weft__data_prefetch_settle(weft__data *d)
+{
+    pthread_mutex_lock(&d->lock);
+    if (d->host_fetch && d->rep[0].state == WEFT__REP_INVALID && fetch_to_host(d) == 0) {
+        d->version = ++d->next_version; /* states changed (as an acquire's would) */
+        set_home(d);
+    }
+    pthread_mutex_unlock(&d->lock);
 }
 
 int weft__data_to_host(weft__data *d)
@@ -631,7 +705,7 @@ int weft__data_acquire_one(weft__data *d, unsigned dev, unsigned mode, weft__dqu
         fetched = true;
     } else if (rc == 0 && (mode & WEFT_R) && r->state == WEFT__REP_INVALID) {
         src = weft__data_source_for(d, dev);
-        rc = fetch(d, dev, q);
+        rc = fetch(d, dev, q, (mode & WEFT__DATA_PREFETCH) != 0);
         fetched = true;
     } else if (rc == 0 && dev && q) {
         rc = weft__data_wait_ready(d, dev, q); /* valid, but maybe filled on another queue */
@@ -728,6 +802,22 @@ void weft__data_undo_acquire(weft__data *d, const weft__data_undo *undo)
         }
         if (!any) /* every copy it had was evicted since: the user's memory is all there is */
             d->rep[d->user_dev].state = WEFT__REP_MODIFIED;
+        /* A replica invalid again whose last copy in was on the prefetch
+         * queue (and may have failed: its `ready` fired with the error):
+         * record `ready` once more there, after the report that cleared the
+         * queue's error, so that a later writer there, which waits for it
+         * without copying, does not take the failure of a copy it does not
+         * use. */
+        for (unsigned i = 1; i < d->nrep; i++) {
+            weft__replica *r = &d->rep[i];
+            if (r->state != WEFT__REP_INVALID || !r->ready || !r->ready_q)
+                continue;
+            pthread_mutex_lock(&d->mnodes[i].lock);
+            bool prefetched = r->ready_q == d->mnodes[i].copyq[PREFETCH_Q];
+            pthread_mutex_unlock(&d->mnodes[i].lock);
+            if (prefetched)
+                (void)ops_of(d, i)->event_record(r->ready, r->ready_q);
+        }
         d->version = undo->before;
         set_home(d);
     }
@@ -822,6 +912,8 @@ void weft__data_free(weft__data *d)
     }
     if (atomic_load(&d->on_devices)) {
         pthread_mutex_lock(&d->lock);
+        if (d->host_fetch) /* (started for a reader that neither ran nor settled it: cannot happen) */
+            (void)fetch_to_host(d);
         /* The newest value into the user's memory.  A failed copy back
          * leaves it as it was: the runtime cannot report it from here
          * (unregister has no task). */

@@ -6,15 +6,14 @@
  * The graph layer keeps its per-handle access history in `hist`, which this
  * layer stores but never reads.  Each handle has a replica per device with
  * an MSI state; weft__data_acquire, when a task starts, makes the replica on
- * the task's device valid (copies queued on the task's stream, or waited
- * for when the host needs them) and a writer's the only valid one.  The
+ * the task's device valid (copies queued on the device's prefetch queue
+ * or the task's stream, or waited for when the host needs them) and a writer's the only valid one.  The
  * graph orders the tasks of a handle, so the states change in that order.
  * When a device is full, replicas no task uses are evicted, least recently
  * used first.  A handle has a shape (rows, pitch) so that a tile
  * (data/tile.h) is a handle like any other; its family's coherence is
  * tile.c's.  Reductions (WEFT_REDUCE) give each reducing task a private
- * copy, combined into the value later (data/reduce.h).  (Prefetch at
- * mapping time: a later step.)
+ * copy, combined into the value later (data/reduce.h).
  */
 #ifndef WEFT_DATA_H
 #define WEFT_DATA_H
@@ -54,12 +53,16 @@ typedef struct weft__replica {
 typedef struct weft__mnode {
     pthread_mutex_t lock;
     weft__replica *head, *tail;
-    /* The device's queues for copies to the host, made on first use (under
-     * lock): [0] for a host task's copy in, which waits for copies queued
-     * on task streams (never under a handle's lock), [1] for write-backs
-     * of evicted replicas, which wait for nothing pending (no task pins
-     * them) and so may be waited for under a handle's lock. */
-    weft__dqueue *copyq[2];
+    /* The device's copy queues, made on first use (under lock): [0] for a
+     * host task's copy to the host, which waits for copies queued on task
+     * streams (never under a handle's lock), [1] for write-backs of
+     * evicted replicas, which wait for nothing pending (no task pins them)
+     * and so may be waited for under a handle's lock, [2] for copies into
+     * the device for tasks that wait for no predecessor's events (the
+     * prefetch queue: WEFT__DATA_PREFETCH), which the tasks' streams wait
+     * for by the replica's `ready` event, so that copies in overlap the
+     * kernels already queued on those streams. */
+    weft__dqueue *copyq[3];
     weft__device *dev;
     /* Bumped when a replica there is no longer pinned: a task waiting for
      * room (WEFT__DATA_RETRY) waits for it to change (key: the node). */
@@ -135,8 +138,10 @@ typedef struct weft__data {
      * never takes a handle's lock. */
     _Atomic unsigned home;
     /* A copy to the host in flight for host readers (under lock): its
-     * event on host_fetch_dev's queue, and the readers waiting for it (the
-     * last one destroys it). */
+     * event on host_fetch_dev's queue (that replica pinned while it
+     * exists), and the readers waiting for it (the last one destroys it;
+     * one started by weft__data_prefetch_host waits for its reader's
+     * acquire or settle). */
     weft__devent *host_fetch;
     unsigned host_fetch_dev, host_fetch_users;
     struct weft__data *list_prev, *list_next; /* the runtime's list (front end, under its data_lock) */
@@ -217,6 +222,37 @@ typedef struct weft__data_undo {
 } weft__data_undo;
 int weft__data_acquire(weft__data *d, unsigned dev, unsigned mode, uint64_t seq, weft__dqueue *q,
                        weft__data_hold *hold, weft__data_undo *undo);
+/* A mode bit for weft__data_acquire: the task's queue q waits for no
+ * predecessor's events (its predecessors have finished), so a copy into
+ * the device replica may go on the device's prefetch queue (weft__mnode
+ * copyq[2]) instead of on q, which then waits for it by the replica's
+ * `ready` event: the copy runs beside the kernels q has queued already.
+ * (Not for a tile's replica: its halo copies are on q.) */
+#define WEFT__DATA_PREFETCH 0x200u
+_Static_assert((WEFT__DATA_PREFETCH & (0x1fu | WEFT_RED_OP_MASK | WEFT_RED_TYPE_MASK | WEFT_ON_GPU_MASK)) == 0,
+               "WEFT__DATA_PREFETCH collides with a public mode bit");
+/* A task about to start reads d on the host: if the host's replica is
+ * invalid, start the copy to the host now (or join the one in flight) and,
+ * while it has not landed, return 1 and, if done is not NULL, call
+ * done(cookie, status) once it has (from the device's thread, or at once
+ * from this call: done must not take d's lock), so that the task waits for
+ * it without holding a worker.
+ * 0: nothing to wait for (valid, or a copy that already landed, or one
+ * this cannot start or be told about: the task's acquire does it and
+ * waits).  Its acquire then takes the landed copy (weft__data_acquire);
+ * a task that will not acquire (cancelled) calls weft__data_prefetch_settle
+ * instead, which makes the host's replica valid from it (it is the
+ * current value: no writer runs before the reader has finished).  Not
+ * for tiles, data with reductions pending, or data registered on a
+ * device (0). */
+int weft__data_prefetch_host(weft__data *d, weft__done_fn done, void *cookie);
+/* Whether a device replica of d was ever valid (else the host's is the
+ * only copy there is, and weft__data_prefetch_host has nothing to do). */
+static inline bool weft__data_maybe_on_devices(const weft__data *d)
+{
+    return atomic_load_explicit(&((weft__data *)d)->on_devices, memory_order_relaxed);
+}
+void weft__data_prefetch_settle(weft__data *d);
 /* The task whose acquire recorded undo failed or was cancelled after it:
  * the replicas valid before are valid again (those still allocated), so
  * that the last good value is kept and unregister returns it; nothing if

@@ -74,7 +74,11 @@ typedef struct weft__device_ops {
     void (*event_destroy)(weft__devent *e);
     /* The event fires once the work queued on q so far has finished. */
     int (*event_record)(weft__devent *e, weft__dqueue *q);
-    /* Work queued on q from now on starts after e fired. */
+    /* Work queued on q from now on starts after e fired.  If e fired with
+     * an error (its queue's first error before the record, not yet taken
+     * by a report), q takes that error as its own, to give to its next
+     * report: the work after the wait relied on the failed work (CUDA's
+     * errors are sticky; the virtual GPU passes them on). */
     int (*queue_wait)(weft__dqueue *q, weft__devent *e);
     int (*event_query)(weft__devent *e);         /* 1 fired, 0 pending, < 0 error */
     /* Host wait for e (NULL: through the wait engine, the kind waking key e

@@ -429,8 +429,14 @@ void weft__test_vgpu_fail_copies(int n) { atomic_store(&fail_copies, n); }
 static bool run_item(weft__dqueue *q, item *it)
 {
     vgpu *v = V(q->dev);
-    if (it->kind == IT_WAIT)
+    if (it->kind == IT_WAIT) {
         wait_event(q, it->event, it->until);
+        /* an event that fired with its queue's error passes it on (as a
+         * CUDA error is sticky): what follows on q relied on that work */
+        int e = atomic_load(&it->event->error);
+        if (e != 0 && atomic_load_explicit(&q->error, memory_order_relaxed) == 0)
+            atomic_store(&q->error, e);
+    }
     if (q->clock && it->host)
         weft__vclock_merge(q->clock, it->host); /* what the host had seen when it queued this */
     switch (it->kind) {

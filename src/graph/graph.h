@@ -125,6 +125,8 @@ struct weft__task {
                                           the first such predecessor) */
     bool proxy;                        /* a task-space placeholder: no body, not counted in flight */
     bool has_commute;
+    bool prefetched;                   /* copies to the host started for it before it started
+                                          (weft__data_prefetch_host; worker side only) */
     uint8_t cause_kind;                /* WEFT__CAUSE_* */
     _Atomic bool handle_live;          /* the user still holds the handle */
     _Atomic bool space_owned;          /* a task space lends out the handle */
@@ -222,15 +224,21 @@ void weft__task_proxy_abandon(weft__task *p, const char *cause);
 
 /* Worker side of the pipeline. */
 enum { WEFT__START_RUN, WEFT__START_CANCEL, WEFT__START_DEFER };
-int weft__task_start(weft__task *t);     /* decide whether the body runs (gate, epoch, commute) */
+/* Decide whether the body runs (gate, epoch, commute).  DEFER: it waits
+ * for a commute member, or for copies of what it reads on the host, with
+ * no worker held; it is queued again when they are done. */
+int weft__task_start(weft__task *t);
 /* Before the body of a task that runs: its streams wait for the events of
- * its early-released GPU predecessors. */
-void weft__task_prepare(weft__task *t);
+ * its early-released GPU predecessors.  Returns whether it queued such a
+ * wait (a predecessor not finished yet). */
+bool weft__task_prepare(weft__task *t);
 /* Then (a task with data): each access made valid on the task's device (or
- * the host's copy, WEFT_HOST), copies on its first stream.  0, or the error
+ * the host's copy, WEFT_HOST), copies on its streams, or, when it waited
+ * for no predecessor's events (waited_events false), on its devices'
+ * prefetch queues, which its streams wait for.  0, or the error
  * that fails the task instead of running its body (WEFT_ENOMEM: no room for
  * a replica; a device's error). */
-int weft__task_acquire(weft__task *t);
+int weft__task_acquire(weft__task *t, bool waited_events);
 /* Where access a of t (mapped) is: the device index (0: the host, for
  * WEFT_HOST) and, when q is not NULL, the stream there (NULL on the host):
  * the GPU its WEFT_ON_GPU names, else the task's device. */

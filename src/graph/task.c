@@ -687,8 +687,54 @@ static void proxy_finish(weft__task *p, weft__qnode **next)
 /* Running and completion                                                    */
 /* ------------------------------------------------------------------------ */
 
+/* A copy weft__task_start waited for has landed: the task may start.
+ * (From a device's thread.)  The count the call holds keeps the runtime
+ * open until it has returned: the task may run and finish, and a destroy
+ * begin, before the push below has woken a worker. */
+static void prefetch_landed(void *cookie, int status)
+{
+    (void)status; /* (its acquire meets a failure) */
+    weft__task *t = cookie;
+    weft__graph *g = t->g;
+    weft__task_requeue(t, NULL);
+    weft__graph_leave(g, 1);
+}
+
+/* Before a task runs: the copies to the host of what it reads there, all
+ * started at once.  true if one has not landed yet: the task is queued
+ * again when it has (and then looks again), instead of a worker waiting
+ * for it in the acquire. */
+static bool host_read(const weft__task *t, const weft__task_access *a)
+{
+    return !(a->mode & (WEFT__ORDER_ONLY | WEFT_REDUCE)) && (a->mode & WEFT_R) &&
+           weft__data_maybe_on_devices(a->data) && weft__task_access_dev(t, a, NULL) == 0;
+}
+
+static bool prefetch_host(weft__task *t)
+{
+    bool pending = false;
+    for (uint32_t i = 0; i < t->naccess; i++)
+        if (host_read(t, &t->access[i])) {
+            t->prefetched = true; /* (a cancelled task settles them: weft__task_cancelled) */
+            pending |= weft__data_prefetch_host(t->access[i].data, NULL, NULL) == 1;
+        }
+    for (uint32_t i = 0; pending && i < t->naccess; i++) {
+        if (!host_read(t, &t->access[i]))
+            continue;
+        atomic_fetch_add(&t->g->inflight, 1); /* (prefetch_landed) */
+        if (weft__data_prefetch_host(t->access[i].data, prefetch_landed, t) == 1)
+            return true;
+        weft__graph_leave(t->g, 1);
+    }
+    return false;
+}
+
 int weft__task_start(weft__task *t)
 {
+    /* What it reads on the host, from devices, first (not for a task that
+     * will not run). */
+    if (t->naccess && prefetch_host(t))
+        return WEFT__START_DEFER;
     /* Commuting tasks first take their data's exclusion; if another member
      * holds it, the task waits on that data and is requeued later. */
     if (t->has_commute && !weft__commute_acquire(t))
@@ -786,11 +832,12 @@ static void release_early(weft__task *t, weft__qnode **next)
     }
 }
 
-void weft__task_prepare(weft__task *t)
+bool weft__task_prepare(weft__task *t)
 {
     weft__place *pl = t->place;
     if (!pl->gpu_only || !pl->ngpu)
-        return;
+        return false;
+    bool waited = false;
     uint32_t n = weft__task_nedges(t);
     for (uint32_t i = 0; i < n; i++) {
         const weft__edge *e = &t->edges[i];
@@ -799,13 +846,18 @@ void weft__task_prepare(weft__task *t)
             continue; /* a predecessor gone has finished: its events fired */
         weft__task *p = e->pred;
         bool finished = weft__state_final(atomic_load_explicit(&p->state, memory_order_acquire));
-        int rc = p->place && !finished ? weft__place_wait_for(t->g->placer, pl, p->place) : 0;
+        int rc = 0;
+        if (p->place && !finished) {
+            rc = weft__place_wait_for(t->g->placer, pl, p->place);
+            waited = true;
+        }
         weft__task_unref(p);
         if (rc != 0) {
             int none = 0;
             atomic_compare_exchange_strong(&t->op_error, &none, rc);
         }
     }
+    return waited;
 }
 
 /* The checking mode: t's data as t needs it, now that it is acquired?  A
@@ -871,9 +923,13 @@ static int retry_drain(weft__task *t)
     return 0;
 }
 
-int weft__task_acquire(weft__task *t)
+int weft__task_acquire(weft__task *t, bool waited_events)
 {
     weft__dqueue *q = t->place && t->place->ngpu ? t->place->queue[0] : NULL;
+    /* Copies in may run beside the kernels already on its streams when
+     * nothing it follows is still in flight there (its streams wait for
+     * no predecessor's events): on its devices' prefetch queues. */
+    unsigned prefetch = waited_events ? 0 : WEFT__DATA_PREFETCH;
     for (unsigned idle = 0;;) {
         int rc = 0;
         uint32_t i = 0;
@@ -890,8 +946,8 @@ int weft__task_acquire(weft__task *t)
             if (a->mode & WEFT_REDUCE) /* a private copy, not the value */
                 rc = weft__reduce_acquire(a->data, dev, a->part);
             else
-                rc = weft__data_acquire(a->data, dev, a->mode & ~(unsigned)WEFT_ON_GPU_MASK, t->id, aq, &a->hold,
-                                        &a->undo);
+                rc = weft__data_acquire(a->data, dev, (a->mode & ~(unsigned)WEFT_ON_GPU_MASK) | prefetch, t->id, aq,
+                                        &a->hold, &a->undo);
         }
         /* Everything held: the private copies get their identity, ahead
          * of the body's work (a retry would have had to take it back). */
@@ -928,6 +984,12 @@ int weft__task_acquire(weft__task *t)
 
 void weft__task_cancelled(weft__task *t, weft__qnode **next)
 {
+    /* Copies to the host started for it are the data's current value:
+     * the host's replica, not a copy in flight that nobody waits for. */
+    for (uint32_t i = 0; t->prefetched && i < t->naccess; i++)
+        if (host_read(t, &t->access[i]))
+            weft__data_prefetch_settle(t->access[i].data);
+    t->prefetched = false;
     if (!t->has_ops) {
         weft__task_complete(t, WEFT__T_CANCELLED, next);
         return;
