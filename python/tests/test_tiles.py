@@ -372,12 +372,3 @@ def test_ctypes_array_partition():
         assert rt.spawn(body, tiles[1][2], reads=[tiles[1][2]]).result() == ((2, 2), (48, 8), "<f8")
 
 
-def test_reductions_of_tiles_are_refused_for_now():
-    """The C core reduces a tile's interior into a packed private copy;
-    until views describe that shape, Python refuses it with a clear error."""
-    np = pytest.importorskip("numpy")
-    a = np.zeros((8, 8), dtype=np.float64)
-    with weft.Runtime(workers=2) as rt:
-        tiles = rt.partition(a, (2, 2), halo=1)
-        with pytest.raises(ValueError, match="reductions of tiles are not supported from Python yet"):
-            rt.spawn(lambda: None, reduces=[(tiles[0][0], weft.SUM)])
