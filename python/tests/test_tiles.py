@@ -425,7 +425,12 @@ def warm_reductions():
             (x == x).all()
             x.copy()
             x[...] += dt(3)
+            x[...] += 5  # a Python scalar: another dispatch-cache entry
             np.array_equal(x, x)
+    y = np.zeros(2, dtype=np.int64)
+    y[...] += 4
+    z = np.zeros(2)
+    z += 1.0
 
 
 warm_reductions()
@@ -441,6 +446,7 @@ def red_body(t, terms, fn, ident, rec):
     rec.update(arg=t, device=v.device, on_host=v.on_host, ptr=v.ptr, nbytes=v.nbytes,
                ctx_ptr=weft._weft._ctx_data(0), shape=v.shape, strides=v.strides, readonly=v.readonly,
                typestr=v.typestr, dlpack_device=v.__dlpack_device__(),
+               dlpack=repr(v.__dlpack__(max_version=(1, 0))),
                ai=v.__array_interface__ if v.on_host else v.__cuda_array_interface__)
     shape = v.shape
 
@@ -596,6 +602,7 @@ def test_tile_reductions_equal_numpy_in_spawn_order(monkeypatch, devices, device
         assert ai["data"] == (r["ptr"], False) and ai["shape"] == shape_in and ai["strides"] is None
         assert ai["version"] == 3 and ("stream" in ai) == (not r["on_host"])
         assert r["dlpack_device"] == (1, 0)  # host memory, a virtual GPU's included
+        assert '"dltensor_versioned"' in r["dlpack"]  # writable: DLPack 1.0 on request
         assert r["on_host"] == (r["device"] == "cpu")
         devs.add(r["device"])
     assert devs == ({"cpu", "vgpu:0", "vgpu:1", "vgpu:2", "vgpu:3"} if device_data else {"cpu"})
