@@ -3,7 +3,9 @@ into a grid of tiles with halos, each a weft.Data named in spawns.  Their
 geometry; their views (a window into the array on the host, the packed
 replica on a virtual GPU); Jacobi sweeps over tiles, host-only and with
 device_data=True on cpu,vgpu:4, equal bit for bit to NumPy's sequential
-run, with whole-array phases in between; and misuse refused clearly."""
+run, with whole-array phases in between; reductions of tiles (a packed
+private copy of the interior, combined in spawn order); and misuse refused
+clearly."""
 import ctypes
 
 import pytest
