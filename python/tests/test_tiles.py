@@ -3,7 +3,9 @@ into a grid of tiles with halos, each a weft.Data named in spawns.  Their
 geometry; their views (a window into the array on the host, the packed
 replica on a virtual GPU); Jacobi sweeps over tiles, host-only and with
 device_data=True on cpu,vgpu:4, equal bit for bit to NumPy's sequential
-run, with whole-array phases in between; and misuse refused clearly."""
+run, with whole-array phases in between; reductions of tiles (a packed
+private copy of the interior, combined in spawn order); and misuse refused
+clearly."""
 import ctypes
 
 import pytest
@@ -372,12 +374,357 @@ def test_ctypes_array_partition():
         assert rt.spawn(body, tiles[1][2], reads=[tiles[1][2]]).result() == ((2, 2), (48, 8), "<f8")
 
 
-def test_reductions_of_tiles_are_refused_for_now():
-    """The C core reduces a tile's interior into a packed private copy;
-    until views describe that shape, Python refuses it with a clear error."""
-    np = pytest.importorskip("numpy")
-    a = np.zeros((8, 8), dtype=np.float64)
-    with weft.Runtime(workers=2) as rt:
+
+# ---- reductions of tiles ----------------------------------------------------
+#
+# A task reducing a tile (reduces=[(t, op)]) gets a private copy of the
+# tile's interior, rows packed, filled with the operator's identity; the
+# copies are combined into the interior in spawn order.  The sequential run
+# the tests compare with, bit for bit: every reducer, in spawn order, folds
+# its terms into an identity-filled temporary, which is then folded into the
+# tile's interior (float sums included: tests/test_tiles.c's
+# test_tile_reductions and docs/design.md, Reductions).
+
+RED_OPS = {weft.SUM: np.add, weft.MIN: np.minimum, weft.MAX: np.maximum}
+
+
+def red_identity(op, dt):
+    if op == weft.SUM:
+        return np.array(-0.0 if np.dtype(dt).kind == "f" else 0, dtype=dt)
+    if np.dtype(dt).kind == "f":
+        return np.array(np.inf if op == weft.MIN else -np.inf, dtype=dt)
+    info = np.iinfo(dt)
+    return np.array(info.max if op == weft.MIN else info.min, dtype=dt)
+
+
+def red_values(rng, dt, shape):
+    if np.dtype(dt).kind == "f":  # magnitudes far apart: a float sum's result depends on its order
+        return rng.standard_normal(shape) * 10.0 ** rng.integers(-3, 12, size=shape)
+    info = np.iinfo(dt)  # the whole range: int32 sums wrap around
+    return rng.integers(info.min, info.max, size=shape, dtype=dt, endpoint=True)
+
+
+def interior_slices(t):
+    r0, c0, nr, nc = t.interior
+    return (slice(c0, c0 + nc),) if len(t.window) == 1 else (slice(r0, r0 + nr), slice(c0, c0 + nc))
+
+
+def interior_shape(t):
+    _, _, nr, nc = t.interior
+    return (nc,) if len(t.window) == 1 else (nr, nc)
+
+
+def warm_reductions():
+    """The NumPy operations of the reduction bodies and their oracle, once on
+    this thread first (see warm_numpy)."""
+    for dt in (np.float64, np.int32):
+        for shape in ((3,), (2, 3)):
+            x = np.ones(shape, dtype=dt)
+            for op, fn in RED_OPS.items():
+                fn(x, x, out=x)
+                fn(x, x)
+                (np.full(shape, red_identity(op, dt), dtype=dt) == red_identity(op, dt)).all()
+            (x == x).all()
+            x.copy()
+            x[...] += dt(3)
+            x[...] += 5  # a Python scalar: another dispatch-cache entry
+            np.array_equal(x, x)
+    y = np.zeros(2, dtype=np.int64)
+    y[...] += 4
+    z = np.zeros(2)
+    z += 1.0
+
+
+warm_reductions()
+
+
+def red_body(t, terms, fn, ident, rec):
+    """A reducer of tile t (the body gets the tile itself): records what its
+    view is, then checks that it is the packed, identity-filled private copy
+    and folds its terms into it (on its GPU's stream for a copy there)."""
+    ctx = weft.context()
+    v = ctx.view(t)
+    assert ctx.view(0).ptr == v.ptr  # by the tile or by index
+    rec.update(arg=t, device=v.device, on_host=v.on_host, ptr=v.ptr, nbytes=v.nbytes,
+               ctx_ptr=weft._weft._ctx_data(0), shape=v.shape, strides=v.strides, readonly=v.readonly,
+               typestr=v.typestr, dlpack_device=v.__dlpack_device__(),
+               dlpack=repr(v.__dlpack__(max_version=(1, 0))),
+               ai=v.__array_interface__ if v.on_host else v.__cuda_array_interface__)
+    shape = v.shape
+
+    def fold():
+        x = np.asarray(v)
+        assert x.shape == shape and x.flags.c_contiguous and x.flags.writeable and x.ctypes.data == v.ptr
+        if not (x == ident).all():
+            raise AssertionError(f"tile {t.index}: the private copy is not filled with the identity {ident!r}")
+        for term in terms:
+            fn(x, term, out=x)
+
+    if v.on_host:
+        fold()
+    else:
+        ctx.queue(fold, reads=[v], writes=[v])
+
+
+def read_body(t, rec):
+    """A plain read of tile t (its span, halo included): where its view
+    points, and its values, copied where the view is valid."""
+    ctx = weft.context()
+    v = ctx.view(t)
+    rec.update(device=v.device, ptr=v.ptr, nbytes=v.nbytes)
+    if v.on_host:
+        rec["values"] = np.asarray(v).copy()
+    else:
+        ctx.queue(lambda: rec.__setitem__("values", np.asarray(v).copy()), reads=[v])
+
+
+def whole_body(a, sub, c):
+    """The whole array (the parent), updated in place: its tiled part + c."""
+    ctx = weft.context()
+    v = ctx.view(a)
+
+    def add():
+        x = sub(np.asarray(v))
+        x[...] += x.dtype.type(c)
+
+    if v.on_host:
+        add()
+    else:
+        ctx.queue(add, reads=[v], writes=[v])
+
+
+def overlaps(p0, n0, p1, n1):
+    return p0 < p1 + n1 and p1 < p0 + n0
+
+
+RED_CONFIGS = [
+    # (devices, device_data)
+    ("cpu", False),
+    ("cpu,vgpu:4", False),  # reducers on GPUs, their copies in host memory (WEFT_HOST)
+    ("cpu,vgpu:4", True),  # the copies on the GPUs, filled and folded on their streams
+]
+RED_SHAPES = [
+    # (shape, grid, halo, padding columns)
+    ((12, 14), (2, 2), 0, 0),
+    ((13, 17), (2, 3), 1, 3),
+    ((11, 16), (3, 2), 2, 2),
+    ((120,), 4, 2, 0),
+]
+# Each array's phases: a reduction group per tile and phase.
+RED_PROGRAMS = {np.float64: (weft.SUM, weft.MIN, weft.SUM, weft.MAX, weft.SUM),
+                np.int32: (weft.SUM, weft.MAX, weft.MIN, weft.SUM)}
+
+
+@pytest.mark.parametrize("devices, device_data", RED_CONFIGS, ids=["cpu", "vgpu-host", "vgpu-device"])
+@pytest.mark.parametrize("shape, grid, halo, pad", RED_SHAPES, ids=["2x2", "2x3-halo1-pad", "3x2-halo2-pad", "1d"])
+def test_tile_reductions_equal_numpy_in_spawn_order(monkeypatch, devices, device_data, shape, grid, halo, pad):
+    """Several reducers per tile and phase (sum, min, max; float64 and int32),
+    with a plain read of each tile before its group, a read of a tile never
+    reduced (its halo covers its reduced neighbours) after each phase and a
+    whole-array update between phases, on the host and on virtual GPUs in
+    checking mode: every reader, and the array at the end, equal the
+    sequential NumPy run bit for bit — so the never-reduced tile's cells
+    (the others' halos) and the padding are untouched; each reducer's view
+    is the packed private copy, not the tile's replica the read saw."""
+    import zlib
+
+    monkeypatch.setenv("WEFT_VGPU_CHECK", "1")
+    rng = np.random.default_rng(zlib.crc32(f"{devices} {device_data} {shape} {grid} {halo} {pad}".encode()))
+    cols = shape[-1]
+    full = shape if len(shape) == 1 else (shape[0], shape[1] + pad)
+    sub = (lambda b: b) if len(shape) == 1 else (lambda b: b[..., :cols])
+    on_gpus = devices != "cpu"
+    where = [weft.gpu(0), weft.gpu(1), weft.cpu, weft.gpu(2), None, weft.gpu(3)] if on_gpus else [None, weft.cpu]
+    arrays, reds, reads = {}, [], []
+    for dt in RED_PROGRAMS:
+        a = np.full(full, -7 if dt == np.int32 else -7.25, dtype=dt)
+        sub(a)[...] = red_values(rng, dt, shape)
+        arrays[dt] = a
+    k = 0
+    with weft.Runtime(workers=2, devices=devices, vgpu_memory=16 << 20) as rt:
+        assert rt.devices[-1]["kind"] == ("vgpu" if on_gpus else "cpu")
+        for dt, program in RED_PROGRAMS.items():
+            a = arrays[dt]
+            ref = a.copy()  # the sequential run, beside the spawns
+            tiles = rt.partition(a, grid, halo=halo, cols=cols if len(shape) == 2 else None)
+            flat = [t for row in tiles for t in row] if isinstance(tiles[0], list) else list(tiles)
+            last = flat[-1]  # never reduced
+            for phase, op in enumerate(program):
+                fn, ident = RED_OPS[op], red_identity(op, dt)
+                for t in flat[:-1]:
+                    # a plain read first (the group follows it): the tile's replica where it runs
+                    read = dict(tile=t, want=ref[t.window].copy())
+                    reads.append(read)
+                    rt.spawn(read_body, t, read, reads=[t], placement=where[k % len(where)], device_data=device_data)
+                    for _ in range(1 + (k + phase) % 3):  # the group: 1 to 3 reducers of this tile
+                        terms = [red_values(rng, dt, interior_shape(t)) for _ in range(1 + k % 3)]
+                        tmp = np.full(interior_shape(t), ident, dtype=dt)
+                        for term in terms:
+                            tmp = fn(tmp, term)
+                        ref[interior_slices(t)] = fn(ref[interior_slices(t)], tmp)
+                        rec = dict(tile=t, read=read, array=(a.ctypes.data, a.nbytes), itemsize=a.itemsize)
+                        reds.append(rec)
+                        rt.spawn(red_body, t, terms, fn, ident, rec, reduces=[(t, op)],
+                                 placement=where[k % len(where)], device_data=device_data)
+                        k += 1
+                # the never-reduced tile: its halo (if any) holds its neighbours' combined values
+                read = dict(tile=last, want=ref[last.window].copy())
+                reads.append(read)
+                rt.spawn(read_body, last, read, reads=[last], placement=where[k % len(where)], device_data=device_data)
+                k += 1
+                if phase == 1:  # a whole-array phase: the parent, reassembled from the tiles, tiled again
+                    c = 3 if dt == np.int32 else 0.5
+                    sub(ref)[...] += dt(c)
+                    rt.spawn(whole_body, a, sub, c, readwrites=[a], placement=where[0], device_data=device_data)
+            got = rt.spawn(lambda a=a: a.copy(), reads=[a]).result()
+            assert got.tobytes() == ref.tobytes()
+            if pad:
+                assert (a[:, cols:] == -7).all() if dt == np.int32 else (a[:, cols:] == -7.25).all()
+            arrays[dt] = (a, ref)
+        rt.wait_all()
+    for a, ref in arrays.values():
+        assert a.tobytes() == ref.tobytes()
+    for r in reads:
+        assert r["values"].tobytes() == r["want"].tobytes(), f"a read of tile {r['tile'].index} saw other values"
+    devs = set()
+    for r in reds:
+        t, isz = r["tile"], r["itemsize"]
+        shape_in = interior_shape(t)
+        assert r["arg"] is t  # the body gets the tile itself, not its copy
+        assert r["shape"] == shape_in and r["nbytes"] == int(np.prod(shape_in)) * isz
+        assert r["strides"] == ((isz,) if len(shape_in) == 1 else (shape_in[1] * isz, isz))  # packed rows
+        assert not r["readonly"] and r["typestr"] == ("<f8" if isz == 8 else "<i4")
+        assert r["ptr"] == r["ctx_ptr"]  # weft_ctx_data's
+        # the private copy: neither the host array (the tile's host replica is a window into it) nor the
+        # replica the plain read just before the group saw where it ran
+        assert not overlaps(r["ptr"], r["nbytes"], *r["array"])
+        if r["read"]["device"] == r["device"]:
+            assert not overlaps(r["ptr"], r["nbytes"], r["read"]["ptr"], r["read"]["nbytes"])
+        ai = r["ai"]
+        assert ai["data"] == (r["ptr"], False) and ai["shape"] == shape_in and ai["strides"] is None
+        assert ai["version"] == 3 and ("stream" in ai) == (not r["on_host"])
+        assert r["dlpack_device"] == (1, 0)  # host memory, a virtual GPU's included
+        assert '"dltensor_versioned"' in r["dlpack"]  # writable: DLPack 1.0 on request
+        assert r["on_host"] == (r["device"] == "cpu")
+        devs.add(r["device"])
+    assert devs == ({"cpu", "vgpu:0", "vgpu:1", "vgpu:2", "vgpu:3"} if device_data else {"cpu"})
+
+
+@pytest.mark.parametrize("device_data", [False, True])
+def test_a_tile_reduction_view_ends_with_its_task(monkeypatch, device_data):
+    """The view of a tile's private copy is closed when its task ends, as
+    other views are (on the host, and on a virtual GPU once the work queued
+    on its stream finished)."""
+    monkeypatch.setenv("WEFT_VGPU_CHECK", "1")
+    a = np.zeros((6, 8), dtype=np.int32)
+    kept = []
+    with vgpus(2) as rt:
         tiles = rt.partition(a, (2, 2), halo=1)
-        with pytest.raises(ValueError, match="reductions of tiles are not supported from Python yet"):
-            rt.spawn(lambda: None, reduces=[(tiles[0][0], weft.SUM)])
+        t = tiles[1][0]
+
+        def body(t):
+            ctx = weft.context()
+            v = ctx.view(t)
+            kept.append(v)
+            assert v.valid and v.on_host != device_data
+
+            def add():
+                assert v.valid  # the body returned; the task has not ended
+                np.asarray(v)[...] += 5
+
+            if v.on_host:
+                add()
+            else:
+                ctx.queue(add, reads=[v], writes=[v])
+
+        for _ in range(2):
+            rt.spawn(body, t, reduces=[(t, weft.SUM)], placement=weft.gpu, device_data=device_data).result()
+        rt.wait_all()
+        for v in kept:
+            assert not v.valid and "its task ended" in repr(v)
+            with pytest.raises(RuntimeError, match="used after its task ended"):
+                v.shape
+            with pytest.raises(RuntimeError, match="used after its task ended"):
+                np.asarray(v)
+            with pytest.raises(RuntimeError, match="used after its task ended"):
+                v.__dlpack__()
+        got = rt.spawn(lambda: a.copy(), reads=[a]).result()
+    want = np.zeros((6, 8), dtype=np.int32)
+    want[interior_slices(t)] = 10
+    assert np.array_equal(got, want) and np.array_equal(a, want)
+
+
+def test_tile_reductions_refused_beside_their_parent_or_a_halo_read():
+    """What the C core refuses (a task reducing a tile must not also name
+    the tile's parent, nor read a tile whose halo covers it: its order-only
+    accesses would merge with the reduction) is a ValueError naming the
+    spawn's own arguments; the runtime stays usable, and accesses that do not
+    meet the reduced tile are fine."""
+    a = np.zeros((8, 12))
+    b = np.zeros((8, 12))
+    with weft.Runtime(workers=2) as rt:
+        d = rt.data(a)
+        tiles = d.partition((2, 3), halo=1)
+        flat = tiles[0] + tiles[1]
+        t = tiles[0][1]
+        nop = lambda: None  # noqa: E731
+        for kw, named in [(dict(reads=[a]), r"reads\[0\]"), (dict(readwrites=[d]), r"readwrites\[0\]"),
+                          (dict(writes=[b, a]), r"writes\[1\]")]:
+            with pytest.raises(ValueError, match=r"spawn\(\): reduces\[0\] reduces tile \(0, 1\), and " + named +
+                               " names the array it was partitioned from"):
+                rt.spawn(nop, reduces=[(t, weft.SUM)], **kw)
+        # every tile around (0, 1), corners included, has it in its halo
+        for n in (tiles[0][0], tiles[0][2], tiles[1][0], tiles[1][1], tiles[1][2]):
+            for mode in ("reads", "readwrites", "commutes"):
+                with pytest.raises(ValueError, match=rf"reduces\[0\] reduces tile \(0, 1\), and {mode}\[1\] reads "
+                                   rf"tile \({n.index[0]}, {n.index[1]}\), whose halo covers part of it"):
+                    rt.spawn(nop, reduces=[(t, weft.MAX)], **{mode: [b, n]})
+        with pytest.raises(ValueError, match="reduces data that access 0 names too"):  # the core's own
+            rt.spawn(nop, reads=[t], reduces=[(t, weft.SUM)])
+        with pytest.raises(ValueError, match="partitioned into tiles: reduce its tiles"):  # the core's own
+            rt.spawn(nop, reduces=[(a, weft.SUM)])
+        # fine: writing a neighbour (a writer reads nothing), another array, a tile whose halo misses it
+        far = rt.partition(b, (1, 3), halo=1)[0]
+        rt.spawn(lambda: weft.context().array(1).__iadd__(1.0), writes=[tiles[1][1]],
+                 reduces=[(t, weft.SUM)]).result()
+        rt.spawn(nop, reads=[far[0]], reduces=[(tiles[1][2], weft.MIN)]).result()
+        rt.spawn(nop, reads=[flat[0]], reduces=[(tiles[1][2], weft.MIN)]).result()  # (0, 0) is not beside (1, 2)
+        assert rt.spawn(lambda: a.sum(), reads=[a]).result() == t.interior[2] * t.interior[3]
+
+
+def test_tiles_without_a_halo_reduce_beside_their_neighbours_reads():
+    a = np.arange(16, dtype=np.int32).reshape(4, 4)
+    with weft.Runtime(workers=2) as rt:
+        tiles = rt.partition(a, (2, 2))
+
+        def body(left, right):
+            ctx = weft.context()
+            ctx.array(right)[...] += ctx.array(left)  # the neighbour's interior into the private copy
+
+        l, r = tiles[0]
+        rt.spawn(body, l, r, reads=[l], reduces=[(r, weft.SUM)])
+        rt.spawn(body, l, r, reads=[l], reduces=[(r, weft.SUM)])
+        rt.wait_all()
+    want = np.arange(16, dtype=np.int32).reshape(4, 4)
+    want[:2, 2:] += 2 * want[:2, :2]
+    assert np.array_equal(a, want)
+
+
+def test_a_failed_tile_reducer_contributes_nothing():
+    a = np.zeros(40, dtype=np.int64)
+    with weft.Runtime(workers=2) as rt:
+        t0, t1 = rt.partition(a, 2, halo=2)
+
+        def body(k):
+            weft.context().array(0)[...] += k
+            if k == 2:
+                raise ValueError("reducer 2 fails")
+
+        for k in (1, 2, 4):
+            rt.spawn(body, k, reduces=[(t0, weft.SUM)])
+        neighbour = rt.spawn(lambda: None, reads=[t1])  # its halo covers t0: it reads the failed group
+        with pytest.raises(ValueError, match="reducer 2 fails"):
+            rt.wait_all()
+        assert isinstance(neighbour.exception(), weft.CancelledError)
+        rt.unregister(a)
+    assert a.tolist() == [5] * 20 + [0] * 20

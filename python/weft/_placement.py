@@ -220,9 +220,11 @@ class Context:
 
     def view(self, which):
         """A weft.View of one of the task's data accesses: `which` is its
-        index (in the order reads=, writes=, readwrites=, commutes=, each in
-        the order given), or the weft.Data or object named there.  It points
-        at the task's own copy of the data, without a copy:
+        index (in the order reads=, writes=, readwrites=, commutes=,
+        reduces=, each in the order given), or the weft.Data or object named
+        there.  It points at the task's own copy of the data, without a copy
+        (for reduces=, the task's private copy, identity-filled: of a tile,
+        its interior alone, rows packed):
 
           - spawned with device_data=True and placed on GPUs: the replica on
             its first GPU (__cuda_array_interface__ v3 with the task's

@@ -292,10 +292,11 @@ typedef struct TaskObject {
     PyObject *fn, *args, *kwargs;
     PyObject *bodies;      /* tuple: the body of each placement alternative (None: fn), or NULL */
     /* The Data of each access the spawn named, in C access order (reads
-     * first, then writes, readwrites, commutes), for views (view.c); NULL
+     * first, then writes, readwrites, commutes, reduces), for views (view.c); NULL
      * without accesses.  Set by the spawn, taken by the body like fn. */
     PyObject *acc;
     uint32_t acc_nreads;   /* its first acc_nreads accesses are read-only */
+    uint32_t acc_nreduces; /* its last acc_nreduces accesses are reductions (reduces=) */
     int device_data;       /* spawn(device_data=True): the accesses are on the task's device */
     PyObject *result;
     PyObject *exc;         /* its failure: what the body, or a callable it queued on a GPU
@@ -682,7 +683,8 @@ typedef struct weft_py_frame {
     weft_ctx *ctx;
     cell *c;           /* the task's cell: c->scope */
     PyObject *acc;     /* the task's acc tuple (borrowed from the body), or NULL */
-    uint32_t nreads;
+    uint32_t nreads;   /* its first nreads accesses are read-only */
+    uint32_t nreduces; /* its last nreduces accesses are reductions: private copies */
     int device_data;
 } weft_py_frame;
 extern _Thread_local weft_py_frame *weft_py_tl_frame WEFT_PY_TLS;

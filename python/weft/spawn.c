@@ -263,6 +263,69 @@ reduce_pair(modstate *st, PyObject *pair, const char *what, PyObject **obj, unsi
     return 0;
 }
 
+/* The spawn's own name of its named access k (reads, writes, readwrites,
+ * commutes, then reduces, each in the order given): "reads[1]". */
+static void
+access_label(char *buf, size_t size, PyObject *const accs[4], size_t k)
+{
+    static const char *const names[4] = {"reads", "writes", "readwrites", "commutes"};
+    for (int m = 0; m < 4; m++) {
+        size_t n = accs[m] ? (size_t)PySequence_Fast_GET_SIZE(accs[m]) : 0;
+        if (k < n) {
+            snprintf(buf, size, "%s[%zu]", names[m], k);
+            return;
+        }
+        k -= n;
+    }
+    snprintf(buf, size, "reduces[%zu]", k);
+}
+
+/* The C core refuses a task that reduces a tile and also names the tile's
+ * parent, or reads (R, RW, COMMUTE) a tile of the same family whose halo
+ * covers part of the reduced one's interior: the order-only accesses those
+ * add on the reduced tile would merge with its reduction (a task does not
+ * read what it reduces).  Said here first, naming the spawn's own
+ * arguments rather than C access numbers.  The named accesses are
+ * av->dat[0 .. av->n), the last nred of them the reductions.  0, or -1 with
+ * a ValueError.  (Tiles' geometry and parent are set when they are made and
+ * only read afterwards: no lock.) */
+static int
+tile_reduce_check(const weft_py_accs *av, PyObject *const accs[4], Py_ssize_t nred)
+{
+    size_t n = av->n, first = n - (size_t)nred;
+    for (size_t i = first; i < n; i++) {
+        const DataObject *x = av->dat[i];
+        if (x->parent == NULL) continue;
+        const weft_tile_info *xi = &x->ti;
+        unsigned gc = x->grid_cols ? x->grid_cols : 1;
+        for (size_t j = 0; j < n; j++) {
+            const DataObject *e = av->dat[j];
+            int parent = e == x->parent, halo = 0;
+            if (j == i) continue;
+            if (!parent && e->parent == x->parent && e != x && (av->acc[j].mode & WEFT_R)) {
+                const weft_tile_info *ei = &e->ti; /* its span, halo included, meets x's interior */
+                halo = ei->row0 < xi->in_row0 + xi->in_rows && xi->in_row0 < ei->row0 + ei->rows &&
+                       ei->col0 < xi->in_col0 + xi->in_cols && xi->in_col0 < ei->col0 + ei->cols;
+            }
+            if (!parent && !halo) continue;
+            char a[40], b[40];
+            access_label(a, sizeof a, accs, i);
+            access_label(b, sizeof b, accs, j);
+            if (parent)
+                PyErr_Format(PyExc_ValueError, "spawn(): %s reduces tile (%u, %u), and %s names the array it was "
+                             "partitioned from: a task that reduces a tile must not also access its parent "
+                             "(use the whole array in a later task)", a, xi->index / gc, xi->index % gc, b);
+            else
+                PyErr_Format(PyExc_ValueError, "spawn(): %s reduces tile (%u, %u), and %s reads tile (%u, %u), "
+                             "whose halo covers part of it: a task must not read what it reduces (read the "
+                             "neighbour in a later task)", a, xi->index / gc, xi->index % gc, b,
+                             e->ti.index / gc, e->ti.index % gc);
+            return -1;
+        }
+    }
+    return 0;
+}
+
 static PyObject *spawn_impl(modstate *st, RuntimeObject *r, PyObject *const *args,
                             Py_ssize_t nargs, PyObject *kwnames, PyObject *self_callable);
 
@@ -565,13 +628,7 @@ again:
         unsigned op, type;
         if (reduce_pair(st, pair, what, &obj, &op) < 0)
             goto finish;
-        if (Py_IS_TYPE(obj, st->Data_T) && ((DataObject *)obj)->parent) {
-            /* (the C core reduces a tile's interior only, a packed private
-             * copy; the views here do not describe that shape yet) */
-            PyErr_Format(PyExc_ValueError, "%s: reductions of tiles are not supported from Python yet; reduce "
-                         "into an array of its own and add it to the tile in a task", what);
-            goto finish;
-        }
+        /* (A tile's private copy is its interior, rows packed: view.c.) */
         if (weft_py_reduce_type(st, obj, what, &type) < 0 ||
             weft_py_data_accesses(r, obj, what, WEFT_REDUCE | op | type | (device_data ? 0u : (unsigned)WEFT_HOST),
                                   &av, &rel) < 0)
@@ -579,6 +636,7 @@ again:
     }
 
     na = av.n;
+    if (red && tile_reduce_check(&av, accs, PySequence_Fast_GET_SIZE(red)) < 0) goto finish;
     if (weft_py_accs_append(&av, &rel) < 0) goto finish;
 
     /* The Task object. */
@@ -600,6 +658,7 @@ again:
         for (size_t i = 0; i < na; i++) PyTuple_SET_ITEM(acc, (Py_ssize_t)i, Py_NewRef((PyObject *)av.dat[i]));
         Py_XSETREF(t->acc, acc);
         t->acc_nreads = accs[0] ? (uint32_t)PySequence_Fast_GET_SIZE(accs[0]) : 0;
+        t->acc_nreduces = red ? (uint32_t)PySequence_Fast_GET_SIZE(red) : 0; /* the last ones */
     }
     t->device_data = device_data;
     if (nargs > 1) {

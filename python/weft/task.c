@@ -14,6 +14,7 @@ weft_py_task_new(modstate *st)
     t->h = NULL;
     t->fn = t->args = t->kwargs = t->result = t->exc = t->name = t->bodies = t->acc = NULL;
     t->acc_nreads = 0;
+    t->acc_nreduces = 0;
     t->device_data = 0;
     t->space = t->key = NULL;
     t->phase = PH_DECLARED;

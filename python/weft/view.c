@@ -19,6 +19,10 @@
  *   - On a CUDA GPU: __cuda_array_interface__ and DLPack as kDLCUDA with
  *     the device's ordinal; no buffer protocol (device memory).
  *
+ * A reduction's view (reduces=, the last accesses) is the task's private
+ * copy wherever it is, with the data's shape; a tile's is its interior
+ * alone, rows packed (make_tile_view).
+ *
  * Lifetime.  Views live as long as their task: the views made by a body
  * share a scope (one per task, made by its first view) that the task's end
  * closes (weft_py_arg_destroy, from the C runtime's completion, before its
@@ -264,29 +268,39 @@ view_finish(weft_py_frame *f, ViewObject *v, DataObject *d, char *ptr, Py_ssize_
 
 /* A view of a tile (access i, at ptr): its span, halo included, rows
  * weft_ctx_pitch apart — the parent's pitch on the host (a window into the
- * array), its packed width on a device. */
+ * array), its packed width on a device.  A reduction's (the frame's last
+ * nreduces accesses): the task's private copy, which is the tile's
+ * interior alone, rows packed (weft_ctx_pitch: the interior's width),
+ * wherever it is. */
 static PyObject *
 make_tile_view(modstate *st, weft_py_frame *f, Py_ssize_t i, DataObject *d, char *ptr)
 {
     const weft_tile_info *t = &d->ti;
     int ndim = d->tndim;
-    size_t pitch = weft_ctx_pitch(f->ctx, (size_t)i), row = t->cols * (size_t)d->elem;
+    int reduced = (uint32_t)(PyTuple_GET_SIZE(f->acc) - i) <= f->nreduces;
+    size_t rows = reduced ? t->in_rows : t->rows, cols = reduced ? t->in_cols : t->cols;
+    size_t pitch = weft_ctx_pitch(f->ctx, (size_t)i), row = cols * (size_t)d->elem;
+    if (pitch < row && rows > 1) {
+        PyErr_Format(PyExc_RuntimeError, "view(): access %zd: its rows are %zu bytes apart, fewer than the "
+                     "%zu bytes of a row of the tile%s", i, pitch, row, reduced ? "'s interior" : "");
+        return NULL;
+    }
     ViewObject *v = (ViewObject *)st->View_T->tp_alloc(st->View_T, 2 * (Py_ssize_t)ndim);
     if (v == NULL) return NULL;
     WEFT_PY_HANDOFF_ACQUIRE(v); /* the memory's last user (its dealloc) */
     v->ndim = ndim;
     v->itemsize = d->elem;
     if (ndim == 1) {
-        SHAPE(v)[0] = (Py_ssize_t)t->cols;
+        SHAPE(v)[0] = (Py_ssize_t)cols;
         STRIDES(v)[0] = d->elem;
     } else {
-        SHAPE(v)[0] = (Py_ssize_t)t->rows;
-        SHAPE(v)[1] = (Py_ssize_t)t->cols;
+        SHAPE(v)[0] = (Py_ssize_t)rows;
+        SHAPE(v)[1] = (Py_ssize_t)cols;
         STRIDES(v)[0] = (Py_ssize_t)pitch;
         STRIDES(v)[1] = d->elem;
     }
-    v->c_contig = ndim == 1 || t->rows == 1 || pitch == row;
-    v->nbytes = (Py_ssize_t)(t->rows * row);
+    v->c_contig = ndim == 1 || rows <= 1 || pitch == row;
+    v->nbytes = (Py_ssize_t)(rows * row);
     memcpy(v->format, d->format, sizeof v->format);
     if (weft_py_typestr_of(d->format, d->elem, v->typestr) < 0) strcpy(v->typestr, "|u1"); /* partition checked */
     return view_finish(f, v, d, ptr, i);
