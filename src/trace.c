@@ -141,6 +141,25 @@ static void write_json_string(FILE *f, const char *str)
     fputc('"', f);
 }
 
+/* A track (tid) named `name` with the kernels and copies queue q of dev ran. */
+static void write_track(FILE *f, const weft__rt *rt, unsigned tid, const char *name, const weft__device *dev,
+                        weft__dqueue *q)
+{
+    const weft__span *sp;
+    size_t n = dev->ops->spans(q, &sp);
+    fprintf(f, ",\n{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":1,\"tid\":%u,\"args\":{\"name\":", tid);
+    write_json_string(f, name);
+    fputs("}}", f);
+    for (size_t k = 0; k < n; k++) {
+        uint64_t ts = sp[k].t0 - rt->t0_ns, dur = sp[k].t1 - sp[k].t0;
+        fprintf(f,
+                ",\n{\"name\":\"%s\",\"cat\":\"device\",\"ph\":\"X\",\"pid\":1,\"tid\":%u,"
+                "\"ts\":%llu.%03llu,\"dur\":%llu.%03llu,\"args\":{\"bytes\":%zu}}",
+                sp[k].copy ? "copy" : "kernel", tid, (unsigned long long)(ts / 1000), (unsigned long long)(ts % 1000),
+                (unsigned long long)(dur / 1000), (unsigned long long)(dur % 1000), sp[k].bytes);
+    }
+}
+
 int weft__trace_write(weft__rt *rt)
 {
     FILE *f = fopen(rt->trace_path, "w");
@@ -180,29 +199,26 @@ int weft__trace_write(weft__rt *rt)
         }
     }
     /* One track per stream of each GPU that records its work (virtual
-     * GPUs): its kernels and copies as spans. */
+     * GPUs): its kernels and copies as spans; and one per copy queue of
+     * the data layer there (copies in ahead of their tasks, copies to the
+     * host, write-backs of evicted replicas). */
     const weft__placer *pl = &rt->placer;
     for (unsigned g = 0; g < pl->ngpu; g++) {
         const weft__device *dev = pl->gpu[g];
-        for (unsigned s = 0; s < WEFT__STREAMS && dev->ops->spans; s++) {
-            const weft__span *sp;
-            size_t n = dev->ops->spans(pl->streams[g][s], &sp);
-            unsigned tid = 1000 + g * WEFT__STREAMS + s;
-            fprintf(f, ",\n{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":1,\"tid\":%u,\"args\":{\"name\":", tid);
-            char track[64];
+        if (!dev->ops->spans)
+            continue;
+        char track[64];
+        for (unsigned s = 0; s < WEFT__STREAMS; s++) {
             snprintf(track, sizeof track, "%s stream %u", dev->name, s);
-            write_json_string(f, track);
-            fputs("}}", f);
-            for (size_t k = 0; k < n; k++) {
-                uint64_t ts = sp[k].t0 - rt->t0_ns, dur = sp[k].t1 - sp[k].t0;
-                fprintf(f,
-                        ",\n{\"name\":\"%s\",\"cat\":\"device\",\"ph\":\"X\",\"pid\":1,\"tid\":%u,"
-                        "\"ts\":%llu.%03llu,\"dur\":%llu.%03llu,\"args\":{\"bytes\":%zu}}",
-                        sp[k].copy ? "copy" : "kernel", tid, (unsigned long long)(ts / 1000),
-                        (unsigned long long)(ts % 1000), (unsigned long long)(dur / 1000),
-                        (unsigned long long)(dur % 1000), sp[k].bytes);
-            }
+            write_track(f, rt, 1000 + g * WEFT__STREAMS + s, track, dev, pl->streams[g][s]);
         }
+        static const char *const what[3] = {"copies to the host", "write-backs", "copies in (prefetch)"};
+        const weft__mnode *m = &rt->mnodes[dev->index];
+        for (unsigned k = 0; k < 3; k++)
+            if (m->copyq[k]) { /* (made on first use; the queues are idle now) */
+                snprintf(track, sizeof track, "%s %s", dev->name, what[k]);
+                write_track(f, rt, 5000 + g * 3 + k, track, dev, m->copyq[k]);
+            }
     }
     /* The communication track (operations across ranks, start to end). */
     if (rt->ncomm_spans) {
