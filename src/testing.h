@@ -50,6 +50,9 @@ void weft__test_vcheck_last(char *buf, size_t len);
  * planted coherence bug, for the data checking mode's tests): 0, or
  * WEFT_EINVAL. */
 int weft__test_data_plant_modified(weft_data *d, unsigned dev);
+/* The replica a copy of d to device dev would come from now (the data
+ * layer's choice: weft__data_source_for), or -1 for a bad handle. */
+int weft__test_data_source(weft_data *d, unsigned dev);
 /* Make the next n copies of any virtual GPU fail (WEFT_EDEVICE, nothing
  * copied): fault injection for the data layer's tests. */
 void weft__test_vgpu_fail_copies(int n);

@@ -609,6 +609,55 @@ static void test_host_prefetch(void) {
     CHECK_OK(weft_runtime_destroy(rt));
 }
 
+/* ---- the source of a copy: among equal peers, the least loaded ------------ */
+
+static int wait_kernel(void *arg) {
+    (void)arg;
+    return 0;
+}
+static int read_long_body(weft_ctx *ctx, void *arg) { /* a GPU reader whose kernel takes 1 s */
+    (void)arg;
+    return weft_ctx_data(ctx, 0) ? weft_ctx_queue(ctx, 0, wait_kernel, NULL, 1000000000ull) : 1;
+}
+
+static int touch_body_r(weft_ctx *ctx, void *arg) {
+    (void)arg;
+    return weft_ctx_data(ctx, 0) ? 0 : 1;
+}
+
+static void test_least_loaded_source(void) {
+    weft_runtime *rt = make("cpu,vgpu:4", 0);
+    static double a[N];
+    for (int i = 0; i < N; i++) a[i] = 1;
+    weft_data *h;
+    CHECK_OK(weft_data_register(rt, a, sizeof a, &h));
+    /* valid (shared) on vgpu:0 and vgpu:1 (devices 1 and 2) and the host */
+    inc k = {NULL, 1, a, 0};
+    spawn_on(rt, "gpu:0", inc_body, &k, h, WEFT_RW, NULL);
+    spawn_on(rt, "gpu:1", touch_body_r, NULL, h, WEFT_R, NULL);
+    CHECK_OK(weft_wait_all(rt));
+    CHECK(weft__test_data_source(h, 3) == 1); /* a peer before the host; the lowest among equals */
+    /* while a reader on vgpu:2 copies from vgpu:0 (and holds it until its
+     * 1 s kernel is done), vgpu:3's copy comes from vgpu:1 */
+    uint64_t b0 = copied(rt);
+    weft_task *t;
+    spawn_on(rt, "gpu:2", read_long_body, NULL, h, WEFT_R, &t);
+    uint64_t t0 = now_ns();
+    while (copied(rt) == b0 && now_ns() - t0 < 5000000000ull)
+        sched_yield();
+    weft_task_status st;
+    CHECK_OK(weft_task_status_get(t, &st));
+    CHECK(st != WEFT_TASK_COMPLETED);
+    CHECKF(weft__test_data_source(h, 4) == 2, "source %d", weft__test_data_source(h, 4));
+    CHECK_OK(weft_task_wait(t));
+    weft_task_release(t);
+    CHECK(weft__test_data_source(h, 4) == 1); /* equal again */
+    CHECK_OK(weft_wait_all(rt));
+    CHECK_OK(weft_data_unregister(h));
+    CHECK(a[0] == 2);
+    CHECK_OK(weft_runtime_destroy(rt));
+}
+
 int main(void) {
     test_watchdog(test_pick(150, 300));
     test_step("one array");
@@ -619,6 +668,8 @@ int main(void) {
     test_copy_failure();
     test_step("copies to the host without a worker waiting");
     test_host_prefetch();
+    test_step("the least loaded source");
+    test_least_loaded_source();
     test_step("locality");
     test_locality();
     test_step("data living on a GPU");

@@ -292,3 +292,14 @@ int weft__test_data_plant_modified(weft_data *h, unsigned dev)
     pthread_mutex_unlock(&d->lock);
     return 0;
 }
+
+int weft__test_data_source(weft_data *h, unsigned dev)
+{
+    weft__data *d = weft__data_get(h);
+    if (!d || dev >= d->nrep)
+        return -1;
+    pthread_mutex_lock(&d->lock);
+    int src = weft__data_source_for(d, dev);
+    pthread_mutex_unlock(&d->lock);
+    return src;
+}

@@ -31,6 +31,7 @@ void weft__mnode_init(weft__mnode *m)
         m->copyq[i] = NULL;
     m->dev = NULL;
     atomic_init(&m->unpinned, 0);
+    atomic_init(&m->sourcing, 0);
 }
 
 void weft__mnode_fini(weft__mnode *m)
@@ -373,20 +374,28 @@ int weft__data_to_host_now(weft__data *d)
 }
 
 /* The replica to copy from for device dst: a modified one first, then a
- * shared one on a device of dst's kind (a peer), then the host's; -1 if
- * the only valid one is on a device of another kind (stage through the
- * host). */
+ * shared one on a device of dst's kind (a peer; among several, the one
+ * whose links out are least loaded), then the host's; -1 if the only
+ * valid one is on a device of another kind (stage through the host). */
 int weft__data_source_for(const weft__data *d, unsigned dst)
 {
     int peer = -1, host = d->rep[0].state != WEFT__REP_INVALID ? 0 : -1, other = -1;
+    uint32_t peer_load = 0;
     for (unsigned i = 1; i < d->nrep; i++) {
         if (i == dst || d->rep[i].state == WEFT__REP_INVALID)
             continue;
         bool same_kind = dst == 0 || ops_of(d, i) == ops_of(d, dst);
-        if (same_kind && (peer < 0 || d->rep[i].state == WEFT__REP_MODIFIED))
-            peer = (int)i;
-        else if (!same_kind)
+        if (!same_kind) {
             other = (int)i;
+            continue;
+        }
+        if (peer >= 0 && d->rep[peer].state == WEFT__REP_MODIFIED)
+            continue; /* (the only valid one but the host's, if any) */
+        uint32_t load = atomic_load_explicit(&d->mnodes[i].sourcing, memory_order_relaxed);
+        if (peer < 0 || d->rep[i].state == WEFT__REP_MODIFIED || load < peer_load) {
+            peer = (int)i;
+            peer_load = load;
+        }
     }
     if (peer >= 0)
         return peer;
@@ -722,6 +731,7 @@ int weft__data_acquire_one(weft__data *d, unsigned dev, unsigned mode, weft__dqu
         if (src > 0 && dev) { /* a device copied from: kept until the copy has run */
             atomic_fetch_add(&d->rep[src].pins, 1);
             hold->from = (int16_t)src;
+            atomic_fetch_add_explicit(&d->mnodes[src].sourcing, 1, memory_order_relaxed);
         }
         atomic_store_explicit(&d->on_devices, true, memory_order_release);
     }
@@ -863,7 +873,10 @@ void weft__data_unpin_replica(weft__data *d, int i, bool notify) { unpin(d, i, n
 void weft__data_release(weft__data *d, const weft__data_hold *hold, bool notify)
 {
     unpin(d, hold->on, notify);
-    unpin(d, hold->from, notify);
+    if (hold->from > 0) {
+        atomic_fetch_sub_explicit(&d->mnodes[hold->from].sourcing, 1, memory_order_relaxed);
+        unpin(d, hold->from, notify);
+    }
     if (d->tile)
         weft__tile_release_halo(d, hold, notify);
 }

@@ -67,6 +67,11 @@ typedef struct weft__mnode {
     /* Bumped when a replica there is no longer pinned: a task waiting for
      * room (WEFT__DATA_RETRY) waits for it to change (key: the node). */
     _Atomic uint64_t unpinned;
+    /* Tasks holding a replica here as the source of a copy to their
+     * device (weft__data_hold.from), until they finish: the load of the
+     * links out of this device, by which a copy chooses among equally
+     * good sources (weft__data_source_for). */
+    _Atomic uint32_t sourcing;
 } weft__mnode;
 void weft__mnode_init(weft__mnode *m);
 /* Before the device is stopped: its copy queue goes. */
@@ -301,8 +306,11 @@ static inline char *weft__data_at(const weft__data *d, unsigned i, size_t r, siz
 {
     return (char *)(i ? d->rep[i].ptr : d->ptr) + r * weft__data_pitch(d, i) + c;
 }
-/* The replica to copy d from for device dst (see data.c); -1 none, below
- * -1 only on a device of another kind. */
+/* The replica to copy d from for device dst: a modified one, else the
+ * shared one on a device of dst's kind whose links are least loaded (fewest
+ * tasks copying from it: weft__mnode.sourcing; the lowest device among
+ * equals), else the host's; -1 none, below -1 only on a device of another
+ * kind. */
 int weft__data_source_for(const weft__data *d, unsigned dst);
 /* Make q wait for the last copy into replica i; note one queued on q. */
 int weft__data_wait_ready(weft__data *d, unsigned i, weft__dqueue *q);
