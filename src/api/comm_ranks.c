@@ -379,6 +379,9 @@ static int hybrid_check(const weft__comm *c, const weft_coll *o, const char *fn)
     if (net_bytes > INT_MAX)
         return weft__error(WEFT_EINVAL, "%s: %s: count %zu puts %zu bytes in one MPI operation, more than its int "
                                         "counts allow", fn, opn, o->count, net_bytes);
+    if (o->op == WEFT_COLL_ALLGATHER && (size_t)c->net->n * (c->net->n - 1) > 65536)
+        return weft__error(WEFT_EINVAL, "%s: %s across %u ranks with GPUs: its exchange between the ranks would have "
+                                        "more than 65536 transfers (at most 256 ranks)", fn, opn, c->net->n);
     size_t in_b = o->op == WEFT_COLL_REDUCE_SCATTER ? B * c->n : B;
     size_t out_b = o->op == WEFT_COLL_ALLGATHER ? B * c->n : B;
     /* This rank's members: what each reads and writes (as on a
@@ -560,14 +563,13 @@ int weft__hybrid_post(weft__comm *c, const weft_coll *o, weft_task **out)
             x[k++] = (weft_xfer){j, 0, lsend[j], 0, 0, lrecv[0], (c->me + j) * B, 0, B, 0};
         if (rc == 0 && k)
             rc = weft__comm_exchange(c->node, x, k, name, NULL);
-        weft_data *h[WEFT__COMM_MAX] = {0};
-        h[me] = lrecv[0];
         k = 0;
-        for (unsigned r = 0; r < R; r++) /* the whole group, the same on every rank */
+        for (unsigned r = 0; r < R; r++) /* the whole group, the same on every rank (others' sides NULL) */
             for (unsigned t = 0; t < R; t++)
                 if (r != t) {
                     size_t off = c->base[r] * B, bytes = (c->base[r + 1] - c->base[r]) * B;
-                    x[k++] = (weft_xfer){r, t, h[r], off, 0, h[t], off, 0, bytes, 0};
+                    x[k++] = (weft_xfer){r, t, r == me ? lrecv[0] : NULL, off, 0, t == me ? lrecv[0] : NULL, off, 0,
+                                         bytes, 0};
                 }
         char rn[32];
         snprintf(rn, sizeof rn, "%s (ranks)", nm);
