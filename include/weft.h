@@ -839,7 +839,8 @@ WEFT_API WEFT_NODISCARD int weft_comm_create(weft_runtime *rt, const weft_comm_c
  * not the flat order's rounding; NCCL's own order within a rank on CUDA).
  * The task returned ends when the whole operation has (a failed part
  * fails or cancels it).  Staging buffers (host memory registered as
- * data, at most the input's size per rank) are allocated before any part
+ * data: for reduce off the root's rank count elements, for reduce-scatter
+ * the input's size and this rank's blocks) are allocated before any part
  * is posted and freed by a task once every part naming them has finished;
  * if the program cancels that task (weft_cancel_pending), they stay
  * allocated until exit and a line on stderr says so.  Misuse (an unknown
