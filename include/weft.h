@@ -813,12 +813,44 @@ WEFT_API WEFT_NODISCARD int weft_comm_create(weft_runtime *rt, const weft_comm_c
  * numbers), numbered rank by rank (rank 0's first, ...); such a
  * communicator is one over this rank's GPUs (as weft_comm_create makes)
  * and one over the ranks, and its operations are composed of operations on
- * them: all-reduce (a reduce to the rank's first GPU, an all-reduce across
- * ranks, a broadcast from that GPU: a sum is each rank's sum in member
- * order, then those in rank order), broadcast, and exchanges (transfers
- * within a rank GPU to GPU, between ranks through host memory; the task
- * returned ends when both have); the other collectives are refused on it
- * (WEFT_EINVAL) for now.  mpi_comm points to an MPI_Comm (C: &comm;
+ * them.  Every collective has the contract of weft_comm_post over all
+ * the members (counts, buffer sizes, root, in place), and each rank names
+ * its own members' buffers (send[k], recv[k] for k from weft_comm_rank(c);
+ * the other entries are not read):
+ *   all-reduce      a reduce to the rank's first GPU, an all-reduce of it
+ *                   across ranks, a broadcast from that GPU;
+ *   broadcast       to the root's rank's first GPU, across the ranks, out;
+ *   reduce          a reduce within each rank (on the root's rank to the
+ *                   root, elsewhere to a staging buffer), then across the
+ *                   ranks to the root;
+ *   all-gather      each rank's blocks to its first GPU's recv at their
+ *                   places (member k's at k * count elements), exchanged
+ *                   between the ranks, then broadcast to its other GPUs;
+ *   reduce-scatter  a reduce within each rank of the whole input (to a
+ *                   staging buffer), a reduce-scatter of the ranks' blocks
+ *                   across ranks (an all-reduce of it all when the ranks
+ *                   have different numbers of GPUs), then each member's
+ *                   block to it;
+ *   exchanges       transfers within a rank GPU to GPU, between ranks
+ *                   through host memory.
+ * Reductions: integers, min and max equal a sequential fold in member
+ * order bit for bit; a floating-point sum is each rank's sum in member
+ * order, then those sums in rank order (the same on every rank and run,
+ * not the flat order's rounding; NCCL's own order within a rank on CUDA).
+ * The task returned ends when the whole operation has (a failed part
+ * fails or cancels it).  Staging buffers (host memory registered as
+ * data: for reduce off the root's rank count elements, for reduce-scatter
+ * the input's size and this rank's blocks) are allocated before any part
+ * is posted and freed by a task once every part naming them has finished;
+ * if the program cancels that task (weft_cancel_pending), they stay
+ * allocated until exit and a line on stderr says so.  Misuse (an unknown
+ * operation, type or operator, root out of range, recv NULL, a missing,
+ * unregistered or too small buffer of this rank's, send missing where
+ * needed, one handle written on two members) is refused with WEFT_EINVAL
+ * and a message naming the argument and member, before anything is posted
+ * (so the ranks' operation numbers stay in step if every rank refuses;
+ * a rank that refuses alone leaves the others to time out).
+ * mpi_comm points to an MPI_Comm (C: &comm;
  * mpi4py: MPI._addressof(comm)), or is NULL for MPI_COMM_WORLD; Weft
  * duplicates it.  MPI must be
  * initialised with MPI_THREAD_MULTIPLE: a progress thread of the

@@ -53,6 +53,16 @@ venv=.venv-$tag
 [ -x "$venv/bin/python" ] || "$py" -m venv "$venv"
 "$venv/bin/python" -m pip install -q --upgrade pip >/dev/null
 "$venv/bin/python" -m pip install -q -r python/requirements-test.txt
+# mpi4py from source against the system's MPI (scripts/ensure-venv.sh says
+# why); on the free-threaded interpreter a failed build is reported to the
+# tests, which skip saying so (scripts/python-mpi4py.sh).
+mpi4py_env=()
+if [ -n "$ft" ]; then
+  why=$(scripts/python-mpi4py.sh "$venv/bin/python") || mpi4py_env=(WEFT_MPI4PY_UNAVAILABLE="$why")
+elif command -v mpicc >/dev/null 2>&1; then
+  "$venv/bin/python" -c 'import mpi4py' 2>/dev/null ||
+    "$venv/bin/python" -m pip install -q --no-binary=mpi4py mpi4py
+fi
 # -g and no stripping: reports name functions and lines.
 "$venv/bin/python" -m pip install -q . --config-settings=cmake.args="-DCMAKE_C_FLAGS=$flags" \
   --config-settings=build-dir="build-py-$tag" --config-settings=install.strip=false
@@ -60,7 +70,7 @@ venv=.venv-$tag
 rm -rf "$logdir"
 mkdir -p "$logdir"
 rc=0
-env "${san_env[@]}" ${extra_env[@]+"${extra_env[@]}"} WEFT_PY_SANITIZER="$kind" LD_PRELOAD="$preload" \
+env "${san_env[@]}" ${extra_env[@]+"${extra_env[@]}"} ${mpi4py_env[@]+"${mpi4py_env[@]}"} WEFT_PY_SANITIZER="$kind" LD_PRELOAD="$preload" \
   "$venv/bin/python" -m pytest -q -p no:cacheprovider python/tests || rc=$?
 
 shopt -s nullglob

@@ -5,7 +5,12 @@
  * one, against a sequential computation bit for bit (every rank computes
  * every rank's inputs); operations whose tasks become ready in opposite
  * orders on the two ranks (started in post order all the same); a ring
- * exchange and a strided one (a column); bad arguments; and last, an
+ * exchange and a strided one (a column); bad arguments; on ranks x GPUs
+ * (2 x 2 virtual GPUs, and 2 + 1) reduce, all-gather and reduce-scatter
+ * for every operator over int32, int64, float and double at counts 0, 1,
+ * odd and large, reduce's root on every member, against a sequential fold
+ * (floating-point sums: each rank's, then the ranks'), and their misuse;
+ * and last, an
  * operation cancelled on one rank: the other fails after its timeout with
  * a message, and nothing hangs. */
 #include "check.h"
@@ -330,18 +335,261 @@ static void test_hybrid(weft_runtime *rt) {
             CHECKF(iv[j][N / 2 + i] == (int64_t)(from * 100 + i) && iv[j][i] == (int64_t)(k * 100 + i),
                    "ring: rank %d gpu %d element %d", rank, j, i);
     }
-    /* not yet: the other collectives */
-    weft_coll o;
-    weft_coll_init(&o);
-    o.op = WEFT_COLL_ALLGATHER;
-    o.type = WEFT_RED_I64;
-    o.recv = di;
-    o.send = di;
-    CHECK_ERR(weft_comm_post(c, &o, NULL), WEFT_EINVAL);
-    CHECKF(strstr(weft_last_error(), "only all-reduce and broadcast") != NULL, "%s", weft_last_error());
     CHECK_OK(weft_comm_destroy(c));
     for (int j = 0; j < 2; j++)
         CHECK_OK(weft_data_unregister(dsd[2 * rank + j]));
+}
+
+/* ---- Reduce, all-gather and reduce-scatter on ranks x GPUs -------------- */
+
+/* A communicator over GPUs gpus[0 .. nl-1] of this rank (the ranks may
+ * differ), its members numbered rank by rank: rank r's from base[r]. */
+typedef struct hyb {
+    weft_comm *c;
+    unsigned n, nl, first;
+    const unsigned *gpus;
+    unsigned base[3];
+} hyb;
+
+static void hyb_open(weft_runtime *rt, hyb *h, const unsigned *gpus, unsigned nl) {
+    weft_comm_config cfg;
+    weft_comm_config_init(&cfg);
+    cfg.gpus = gpus;
+    cfg.ngpus = nl;
+    CHECKF(weft_comm_create_mpi(rt, NULL, &cfg, &h->c) == 0, "%s", weft_last_error());
+    unsigned counts[2], mine = nl;
+    MPI_Allgather(&mine, 1, MPI_UNSIGNED, counts, 1, MPI_UNSIGNED, MPI_COMM_WORLD);
+    h->base[0] = 0;
+    for (int r = 0; r < nranks; r++)
+        h->base[r + 1] = h->base[r] + counts[r];
+    h->n = h->base[nranks];
+    h->nl = nl;
+    h->first = h->base[rank];
+    h->gpus = gpus;
+    CHECK(weft_comm_size(h->c) == h->n && weft_comm_rank(h->c) == h->first);
+}
+
+static bool float_sum(unsigned key) {
+    unsigned t = key & WEFT_RED_TYPE_MASK;
+    return (key & WEFT_RED_OP_MASK) == WEFT_RED_SUM && (t == WEFT_RED_F32 || t == WEFT_RED_F64);
+}
+
+/* The element at byte off of a sum across ranks x GPUs: each rank's
+ * members folded in member order, then those sums in rank order. */
+static void rank_fold(unsigned key, const char *const *input, const unsigned *base, size_t off, char *out) {
+    size_t E = tsize(key);
+    char acc[8], part[8];
+    for (int r = 0; r < nranks; r++) {
+        memcpy(part, input[base[r]] + off, E);
+        for (unsigned k = base[r] + 1; k < base[r + 1]; k++)
+            apply(key, part, input[k] + off);
+        if (r == 0)
+            memcpy(acc, part, E);
+        else
+            apply(key, acc, part);
+    }
+    memcpy(out, acc, E);
+}
+
+/* One collective on h: every member's input made by a task on its GPU,
+ * its result read back by a task on the other GPU and in host memory,
+ * against a sequential fold (integers, min and max: in member order; a
+ * floating-point sum: rank_fold).  null_recv: REDUCE's recv NULL off the
+ * root. */
+static void hyb_one(weft_runtime *rt, const hyb *h, unsigned op, unsigned key, size_t count, unsigned root,
+                    bool in_place, bool null_recv, uint64_t seed) {
+    unsigned n = h->n, nl = h->nl;
+    size_t E = tsize(key);
+    size_t in_b = (op == WEFT_COLL_REDUCE_SCATTER ? count * n : count) * E;
+    size_t out_b = (op == WEFT_COLL_ALLGATHER ? count * n : count) * E;
+    size_t rb = (in_place && in_b > out_b ? in_b : out_b) + E; /* one element more: kept */
+    char *input[8], *send[2], *recv[2], *want[2], *got[2];
+    for (unsigned k = 0; k < n; k++) {
+        input[k] = malloc(in_b + 1);
+        for (size_t i = 0; i < in_b / E; i++)
+            value(key, k, i, seed, input[k] + i * E);
+    }
+    weft_data *sv[8] = {0}, *rv[8] = {0};
+    gpu_job fill[2], back[2];
+    bool skip_recv[2];
+    for (unsigned j = 0; j < nl; j++) {
+        unsigned g = h->first + j;
+        send[j] = malloc(in_b + 1);
+        recv[j] = malloc(rb);
+        want[j] = malloc(rb);
+        got[j] = malloc(rb);
+        memset(recv[j], 0x5a, rb);
+        memset(send[j], 0, in_b + 1);
+        memcpy(want[j], recv[j], rb);
+        if (in_place)
+            memset(recv[j], 0, in_b);
+        comm_oracle(op, key, count, n, root, in_place, (const char *const *)input, g, want[j]);
+        bool reduces = op != WEFT_COLL_ALLGATHER;
+        bool writes = op != WEFT_COLL_REDUCE || g == root;
+        if (reduces && writes && float_sum(key))
+            for (size_t i = 0; i < count; i++)
+                rank_fold(key, (const char *const *)input, h->base,
+                          (op == WEFT_COLL_REDUCE_SCATTER ? g * count + i : i) * E, want[j] + i * E);
+        skip_recv[j] = null_recv && !in_place && op == WEFT_COLL_REDUCE && g != root;
+        CHECK_OK(weft_data_register(rt, send[j], in_b + 1, &sv[g]));
+        if (!skip_recv[j])
+            CHECK_OK(weft_data_register(rt, recv[j], rb, &rv[g]));
+        fill[j] = (gpu_job){NULL, in_b, input[g], NULL};
+        back[j] = (gpu_job){NULL, rb, NULL, got[j]};
+        if (in_b) /* the input made on the member's GPU */
+            gpu_task(rt, h->gpus[j], in_place ? rv[g] : sv[g], &fill[j], NULL);
+    }
+    weft_task *t = post_coll(h->c, op, key, count, root, in_place ? NULL : sv, rv);
+    for (unsigned j = 0; j < nl; j++)
+        if (!skip_recv[j])
+            gpu_task(rt, (h->gpus[j] + 1) % 2, rv[h->first + j], &back[j], NULL);
+    CHECKF(weft_task_wait(t) == 0, "rank %d op %u key 0x%x count %zu root %u: %s", rank, op, key, count, root,
+           weft_last_error());
+    weft_task_release(t);
+    CHECKF(weft_wait_all(rt) == 0, "%s", weft_last_error());
+    for (unsigned j = 0; j < nl; j++) {
+        unsigned g = h->first + j;
+        CHECK_OK(weft_data_unregister(sv[g]));
+        if (!skip_recv[j]) {
+            CHECK_OK(weft_data_unregister(rv[g]));
+            size_t bad = rb;
+            for (size_t i = 0; i < rb && bad == rb; i++)
+                if (recv[j][i] != want[j][i])
+                    bad = i;
+            CHECKF(bad == rb, "rank %d member %u: op %u key 0x%x count %zu root %u in_place %d: byte %zu differs "
+                              "(of %zu)", rank, g, op, key, count, root, in_place, bad, rb);
+            CHECKF(memcmp(got[j], want[j], rb) == 0, "rank %d member %u: op %u key 0x%x count %zu read on a GPU "
+                                                     "differs", rank, g, op, key, count);
+        }
+        CHECK(in_place || memcmp(send[j], input[g], in_b) == 0);
+        free(send[j]);
+        free(recv[j]);
+        free(want[j]);
+        free(got[j]);
+    }
+    for (unsigned k = 0; k < n; k++)
+        free(input[k]);
+}
+
+/* Every new collective for every operator over int32, int64, float and
+ * double at counts 0, 1, odd and large; reduce's root on every member
+ * (either rank, first GPU or not), in place or not, recv NULL off the
+ * root or not. */
+static void hyb_all(weft_runtime *rt, const hyb *h, bool large) {
+    static const unsigned types[4] = {WEFT_RED_I32, WEFT_RED_I64, WEFT_RED_F32, WEFT_RED_F64};
+    size_t sizes[] = {0, 1, 1001, 65537};
+    uint64_t seed = 7000 + h->n;
+    unsigned ops[3] = {WEFT_COLL_REDUCE, WEFT_COLL_ALLGATHER, WEFT_COLL_REDUCE_SCATTER};
+    for (unsigned s = 0; s < (large ? 4u : 3u); s++)
+        for (unsigned oi = 0; oi < 3; oi++) {
+            unsigned op = ops[oi];
+            bool reduces = op != WEFT_COLL_ALLGATHER;
+            for (unsigned ti = 0; ti < 4; ti++)
+                for (unsigned ri = 0; ri < (reduces ? 3u : 1u); ri++) {
+                    unsigned key = types[ti] | (reduces ? OPS[ri] : 0);
+                    seed++;
+                    unsigned root = (unsigned)(seed % h->n);
+                    bool in_place = op == WEFT_COLL_REDUCE && (seed & 1);
+                    hyb_one(rt, h, op, key, sizes[s], root, in_place, (seed & 2) != 0, seed);
+                }
+        }
+    for (unsigned root = 0; root < h->n; root++) /* every root, in place and not */
+        for (int ip = 0; ip < 2; ip++)
+            hyb_one(rt, h, WEFT_COLL_REDUCE, WEFT_RED_F64 | WEFT_RED_SUM, 1001, root, ip, !ip, 9100 + root);
+}
+
+/* Misuse on ranks x GPUs: refused with a message naming the argument,
+ * nothing posted (the operations after it still match across ranks). */
+static void hyb_misuse(weft_runtime *rt, const hyb *h) {
+    enum { C = 5 };
+    double sb[2][4 * C], rbuf[2][4 * C], small[2][C];
+    weft_data *sv[8] = {0}, *rv[8] = {0}, *tiny[8] = {0}, *own[2];
+    for (unsigned j = 0; j < h->nl; j++) {
+        unsigned g = h->first + j;
+        for (int i = 0; i < 4 * C; i++)
+            sb[j][i] = g + i;
+        CHECK_OK(weft_data_register(rt, sb[j], sizeof sb[j], &sv[g]));
+        CHECK_OK(weft_data_register(rt, rbuf[j], sizeof rbuf[j], &rv[g]));
+        own[j] = rv[g];
+        CHECK_OK(weft_data_register(rt, small[j], sizeof small[j], &tiny[g]));
+    }
+    weft_coll o;
+    weft_coll_init(&o);
+    o.type = WEFT_RED_F64 | WEFT_RED_SUM;
+    o.count = C;
+    o.send = sv;
+    o.recv = rv;
+    char want[64];
+    o.op = WEFT_COLL_REDUCE;
+    o.root = h->n;
+    CHECK_ERR(weft_comm_post(h->c, &o, NULL), WEFT_EINVAL);
+    snprintf(want, sizeof want, "root %u", h->n);
+    CHECKF(strstr(weft_last_error(), want) != NULL, "%s", weft_last_error());
+    o.root = 0;
+    o.recv = NULL;
+    CHECK_ERR(weft_comm_post(h->c, &o, NULL), WEFT_EINVAL);
+    CHECKF(strstr(weft_last_error(), "recv is NULL") != NULL, "%s", weft_last_error());
+    o.recv = rv;
+    o.root = h->first + h->nl - 1; /* this rank's last member: its recv missing */
+    rv[o.root] = NULL;
+    CHECK_ERR(weft_comm_post(h->c, &o, NULL), WEFT_EINVAL);
+    snprintf(want, sizeof want, "recv of member %u is NULL", o.root);
+    CHECKF(strstr(weft_last_error(), want) != NULL, "%s", weft_last_error());
+    rv[o.root] = tiny[o.root]; /* too small for an all-gather (n * C doubles) */
+    o.op = WEFT_COLL_ALLGATHER;
+    o.type = WEFT_RED_F64;
+    CHECK_ERR(weft_comm_post(h->c, &o, NULL), WEFT_EINVAL);
+    snprintf(want, sizeof want, "recv of member %u has %zu bytes, %zu needed", o.root, sizeof small[0],
+             (size_t)h->n * C * 8);
+    CHECKF(strstr(weft_last_error(), want) != NULL, "%s", weft_last_error());
+    rv[o.root] = rv[h->first]; /* two members, one recv */
+    if (h->nl > 1) {
+        CHECK_ERR(weft_comm_post(h->c, &o, NULL), WEFT_EINVAL);
+        CHECKF(strstr(weft_last_error(), "name the same handle") != NULL, "%s", weft_last_error());
+    }
+    o.send = NULL;
+    CHECK_ERR(weft_comm_post(h->c, &o, NULL), WEFT_EINVAL);
+    CHECKF(strstr(weft_last_error(), "needs send buffers") != NULL, "%s", weft_last_error());
+    o.op = WEFT_COLL_REDUCE_SCATTER;
+    o.type = WEFT_RED_F64 | WEFT_RED_SUM;
+    CHECK_ERR(weft_comm_post(h->c, &o, NULL), WEFT_EINVAL);
+    CHECKF(strstr(weft_last_error(), "needs send buffers") != NULL, "%s", weft_last_error());
+    o.send = tiny; /* each send needs n * C */
+    CHECK_ERR(weft_comm_post(h->c, &o, NULL), WEFT_EINVAL);
+    snprintf(want, sizeof want, "send of member %u has %zu bytes, %zu needed", h->first, sizeof small[0],
+             (size_t)h->n * C * 8);
+    CHECKF(strstr(weft_last_error(), want) != NULL, "%s", weft_last_error());
+    o.send = sv;
+    o.type = WEFT_RED_F64; /* no operator */
+    CHECK_ERR(weft_comm_post(h->c, &o, NULL), WEFT_EINVAL);
+    CHECKF(strstr(weft_last_error(), "needs an operator") != NULL, "%s", weft_last_error());
+    o.type = WEFT_RED_F64 | WEFT_RED_SUM;
+    o.op = WEFT_COLL_ALLGATHER; /* an all-gather takes no operator */
+    CHECK_ERR(weft_comm_post(h->c, &o, NULL), WEFT_EINVAL);
+    CHECKF(strstr(weft_last_error(), "not an operator") != NULL, "%s", weft_last_error());
+    CHECK_OK(weft_wait_all(rt)); /* nothing was posted */
+    for (unsigned j = 0; j < h->nl; j++) {
+        unsigned g = h->first + j;
+        CHECK_OK(weft_data_unregister(sv[g]));
+        CHECK_OK(weft_data_unregister(tiny[g]));
+    }
+    for (unsigned j = 0; j < h->nl; j++)
+        CHECK_OK(weft_data_unregister(own[j]));
+}
+
+static void test_hybrid_more(weft_runtime *rt) {
+    test_step("ranks x GPUs: reduce, all-gather, reduce-scatter");
+    static const unsigned both[2] = {0, 1}, second[1] = {1};
+    hyb h;
+    hyb_open(rt, &h, both, 2); /* 2 ranks x 2 GPUs */
+    hyb_misuse(rt, &h);
+    hyb_all(rt, &h, true);
+    CHECK_OK(weft_comm_destroy(h.c));
+    test_step("ranks x GPUs, uneven: rank 0 on GPUs 0 and 1, rank 1 on GPU 1");
+    hyb_open(rt, &h, rank == 0 ? both : second, rank == 0 ? 2 : 1);
+    hyb_misuse(rt, &h);
+    hyb_all(rt, &h, false);
+    CHECK_OK(weft_comm_destroy(h.c));
 }
 
 static int fail_body(weft_ctx *ctx, void *arg) {
@@ -428,6 +676,7 @@ int main(int argc, char **argv) {
     test_misuse(rt, c);
     CHECK_OK(weft_comm_destroy(c));
     test_hybrid(rt);
+    test_hybrid_more(rt);
     test_fault(rt);
     CHECK_OK(weft_runtime_destroy(rt));
     MPI_Barrier(MPI_COMM_WORLD);

@@ -6,21 +6,35 @@
  * ranks (net: MPI, through host memory), and each operation is composed of
  * operations on them, ordered by the data they name:
  *
- *   all-reduce  node reduce to the rank's first GPU, net all-reduce of that
- *               buffer, node broadcast from it;
- *   broadcast   on the root's rank a node broadcast from the root, then a
- *               net broadcast of the rank's first buffer, then on the other
- *               ranks a node broadcast from it;
- *   exchange    the transfers within this rank on node, those between
- *               ranks on net (every rank derives the same list from the
- *               same group), and a task that ends when both have.
+ *   all-reduce      node reduce to the rank's first GPU, net all-reduce of
+ *                   that buffer, node broadcast from it;
+ *   broadcast       on the root's rank a node broadcast from the root, then
+ *                   a net broadcast of the rank's first buffer, then on the
+ *                   other ranks a node broadcast from it;
+ *   reduce          node reduce (to the root on its rank, to a staging
+ *                   buffer elsewhere), net reduce to the root's rank;
+ *   all-gather      a copy task and a node exchange put the rank's blocks
+ *                   into its first GPU's recv at their places, a net
+ *                   exchange sends them to the other ranks (GPU counts may
+ *                   differ), a node broadcast hands the whole out;
+ *   reduce-scatter  node reduce of the whole input to staging, net
+ *                   reduce-scatter of the ranks' blocks (equal GPU counts)
+ *                   or net all-reduce of it all, then each member's block
+ *                   to it (a copy task, a node exchange, a join);
+ *   exchange        the transfers within this rank on node, those between
+ *                   ranks on net (every rank derives the same list from the
+ *                   same group), and a task that ends when both have.
  *
- * A sum is therefore each rank's sum of its members, then those in rank
- * order: deterministic, the same on every rank, but not the flat member
- * order's rounding.
+ * Every rank posts one net part per operation (the same on every rank, so
+ * the numbers stay in step).  A sum is each rank's sum of its members, then
+ * those in rank order: deterministic, the same on every rank, but not the
+ * flat member order's rounding (integers, min and max are exact).
  */
 #include "runtime.h"
 #include "comm/comm.h"
+#include "data/reduce.h"
+
+#include <limits.h>
 
 #include <stdio.h>
 #include <string.h>
@@ -93,84 +107,190 @@ static unsigned rank_of(const weft__comm *c, unsigned g)
 }
 
 /* Post o on sub-communicator s with buffers send/recv (NULL: none). */
-static int sub_post(weft__comm *s, const weft_coll *o, unsigned op, unsigned root, weft_data *const *send,
-                    weft_data *const *recv, const char *what, weft_task **out)
+static int sub_post(weft__comm *s, const weft_coll *o, unsigned op, unsigned root, size_t count,
+                    weft_data *const *send, weft_data *const *recv, const char *what, weft_task **out)
 {
     weft_coll x = *o;
     char name[32];
     snprintf(name, sizeof name, "%s (%s)", o->name ? o->name : "op", what);
     x.op = op;
     x.root = root;
+    x.count = count;
     x.send = send;
     x.recv = recv;
     x.name = name;
-    if (op == WEFT_COLL_BROADCAST)
+    if (op == WEFT_COLL_BROADCAST || op == WEFT_COLL_ALLGATHER)
         x.type &= ~(unsigned)WEFT_RED_OP_MASK;
     x.deps = NULL; /* only the first part follows the caller's dependencies */
     x.ndeps = 0;
     return weft__comm_post(s, &x, out);
 }
 
-int weft__hybrid_post(weft__comm *c, const weft_coll *o, weft_task **out)
+static const char *op_name(unsigned op)
 {
-    static const char fn[] = "weft_comm_post";
-    if (!o)
-        return weft__error(WEFT_EINVAL, "%s: operation is NULL", fn);
-    if (o->op != WEFT_COLL_ALLREDUCE && o->op != WEFT_COLL_BROADCAST)
-        return weft__error(WEFT_EINVAL, "%s: operation %u across ranks with GPUs: only all-reduce and broadcast so "
-                                        "far (use a communicator over the GPUs and one over the ranks)", fn, o->op);
-    if (!o->recv)
-        return weft__error(WEFT_EINVAL, "%s: recv is NULL", fn);
-    if (o->op == WEFT_COLL_BROADCAST && o->root >= c->n)
-        return weft__error(WEFT_EINVAL, "%s: broadcast: root %u, the communicator has %u members", fn, o->root, c->n);
-    unsigned L = c->nlocal, me = c->net->me, R = c->net->n;
-    weft_data *lsend[WEFT__COMM_MAX], *lrecv[WEFT__COMM_MAX];
-    for (unsigned j = 0; j < L; j++) {
-        lsend[j] = o->send ? o->send[c->me + j] : NULL;
-        lrecv[j] = o->recv[c->me + j];
+    static const char *const names[] = {"", "allreduce", "broadcast", "reduce", "allgather", "reduce_scatter"};
+    return op >= 1 && op <= 5 ? names[op] : "?";
+}
+
+/* ---- Staging buffers ----------------------------------------------------
+ * Host memory registered as data handles for a result that no caller's
+ * buffer may hold (a rank's partial reduction): allocated before any part
+ * is posted; once every part is posted, a host task writing them (a pure
+ * ordering edge: it follows every part that names them, and is not
+ * cancelled when one of them fails) is followed by one that unregisters
+ * and frees them. */
+enum { STAGE_MAX = 2 };
+
+typedef struct stage {
+    unsigned n;
+    void *mem[STAGE_MAX];
+    weft_data *h[STAGE_MAX];
+    bool done;
+} stage;
+
+/* A buffer of `bytes` (at least 1) in s, its handle in *out: 0, or
+ * WEFT_ENOMEM or the registration's error (reported). */
+static int stage_add(weft_runtime *rt, stage *s, size_t bytes, const char *fn, weft_data **out)
+{
+    void *m = weft__alloc(bytes ? bytes : 1);
+    if (!m)
+        return weft__error(WEFT_ENOMEM, "%s: out of memory (staging %zu bytes)", fn, bytes);
+    int rc = weft_data_register(rt, m, bytes ? bytes : 1, out);
+    if (rc) {
+        weft__free(m);
+        return rc;
     }
-    weft_data **nrecv = weft__alloc(R * sizeof *nrecv); /* the net's: this rank's first buffer at [me] */
-    if (!nrecv)
-        return weft__error(WEFT_ENOMEM, "%s: out of memory", fn);
-    memset(nrecv, 0, R * sizeof *nrecv);
-    nrecv[me] = lrecv[0];
-    int rc = 0;
-    weft_coll first = *o; /* the first part follows the caller's dependencies */
-    if (o->op == WEFT_COLL_ALLREDUCE) {
-        weft_coll x = first;
-        x.root = 0;
-        x.op = WEFT_COLL_REDUCE;
-        x.send = o->send ? lsend : NULL;
-        x.recv = lrecv;
-        char name[32];
-        snprintf(name, sizeof name, "%s (node)", o->name ? o->name : "allreduce");
-        x.name = name;
-        rc = weft__comm_post(c->node, &x, NULL);
-        if (rc == 0)
-            rc = sub_post(c->net, o, WEFT_COLL_ALLREDUCE, 0, NULL, nrecv, "ranks", NULL);
-        if (rc == 0)
-            rc = sub_post(c->node, o, WEFT_COLL_BROADCAST, 0, NULL, lrecv, "node", out);
-    } else {
-        unsigned rr = rank_of(c, o->root), j = o->root - c->base[rr];
-        if (me == rr) { /* the root's value to this rank's first buffer (and the rest) */
-            weft_coll x = first;
-            x.root = j;
-            x.send = o->send ? lsend : NULL;
-            x.recv = lrecv;
-            char name[32];
-            snprintf(name, sizeof name, "%s (node)", o->name ? o->name : "broadcast");
-            x.name = name;
-            rc = weft__comm_post(c->node, &x, NULL);
-        }
-        if (rc == 0)
-            rc = sub_post(c->net, o, WEFT_COLL_BROADCAST, rr, NULL, nrecv, "ranks", me == rr ? out : NULL);
-        if (rc == 0 && me != rr)
-            rc = sub_post(c->node, o, WEFT_COLL_BROADCAST, 0, NULL, lrecv, "node", out);
+    s->mem[s->n] = m;
+    s->h[s->n++] = *out;
+    return 0;
+}
+
+/* Unregister (waiting for their tasks) and free s's buffers. */
+static void stage_drop(stage *s)
+{
+    for (unsigned i = 0; i < s->n; i++) {
+        if (weft_data_unregister(s->h[i]) != 0)
+            fprintf(stderr, "weft: a staging buffer of an operation across ranks with GPUs: %s\n", weft_last_error());
+        weft__free(s->mem[i]);
     }
-    /* (a part that failed to post: the parts before it run; the ranks'
-     * operation numbers stay in step, as every rank posts the same parts) */
-    weft__free(nrecv);
-    return rc;
+    s->n = 0;
+}
+
+static int stage_fence_body(weft_ctx *ctx, void *arg)
+{
+    (void)ctx;
+    (void)arg;
+    return 0;
+}
+
+static int stage_free_body(weft_ctx *ctx, void *arg)
+{
+    (void)ctx;
+    stage *s = arg;
+    stage_drop(s); /* the fence finished: nothing names them any more */
+    s->done = true;
+    return 0;
+}
+
+static void stage_free_finished(void *arg, int status)
+{
+    stage *s = arg;
+    if (!s->done) /* cancelled by request (weft_cancel_pending): the runtime unregisters the handles at its end */
+        fprintf(stderr, "weft: the staging buffers of an operation across ranks with GPUs were not freed (their "
+                        "release was cancelled, status %d)\n", status);
+}
+
+static void stage_free_destroy(void *arg)
+{
+    stage *s = arg;
+    if (s->done)
+        weft__free(s);
+}
+
+/* Hand s over to the tasks that free it once every part naming its
+ * buffers has finished (or free it now if they cannot be spawned). */
+static void stage_release(weft_runtime *rt, stage *s, const char *name)
+{
+    if (s->n == 0) {
+        weft__free(s);
+        return;
+    }
+    weft_access acc[STAGE_MAX];
+    for (unsigned i = 0; i < s->n; i++)
+        acc[i] = (weft_access){s->h[i], WEFT_W};
+    char nm[32];
+    snprintf(nm, sizeof nm, "%s (staging)", name);
+    weft_task_desc d;
+    weft_task_desc_init(&d);
+    d.body = stage_fence_body;
+    d.accesses = acc;
+    d.naccesses = s->n;
+    d.name = nm;
+    weft_task *fence = NULL;
+    if (weft_spawn(rt, &d, &fence) == 0) {
+        weft_task_desc_init(&d);
+        d.body = stage_free_body;
+        d.arg = s;
+        d.arg_destroy = stage_free_destroy;
+        d.on_finish = stage_free_finished;
+        d.deps = &fence;
+        d.ndeps = 1;
+        d.name = nm;
+        s->done = false;
+        int rc = weft_spawn(rt, &d, NULL);
+        weft_task_release(fence);
+        if (rc == 0)
+            return;
+        /* (arg_destroy ran, leaving s: not done) */
+    }
+    stage_drop(s); /* blocks until the parts have finished */
+    weft__free(s);
+}
+
+/* ---- A copy within one GPU --------------------------------------------- */
+
+typedef struct copy_arg {
+    size_t src_off, dst_off, bytes;
+} copy_arg;
+
+static int copy_body(weft_ctx *ctx, void *arg)
+{
+    const copy_arg *a = arg;
+    const char *src = weft_ctx_data(ctx, 0);
+    char *dst = weft_ctx_data(ctx, 1);
+    if (!a->bytes)
+        return 0;
+    return weft_ctx_copy(ctx, 0, dst + a->dst_off, src + a->src_off, a->bytes);
+}
+
+/* Spawn a task on GPU gpu that copies a->bytes from src (at a->src_off)
+ * to dst (at a->dst_off); a is the task's (freed with it, or here if the
+ * spawn fails). */
+static int copy_post(weft_runtime *rt, unsigned gpu, weft_data *src, weft_data *dst, copy_arg *a, const weft_coll *o,
+                     weft_task *const *deps, size_t ndeps, weft_task **out)
+{
+    weft_placement pl;
+    weft_placement_init(&pl);
+    pl.gpus = 1;
+    pl.gpu = (int)gpu;
+    pl.share = 1.0 / 1024;
+    weft_access acc[2] = {{src, WEFT_R}, {dst, WEFT_RW}}; /* RW: the rest of dst is kept */
+    char nm[32];
+    snprintf(nm, sizeof nm, "%s (copy)", o->name ? o->name : op_name(o->op));
+    weft_task_desc d;
+    weft_task_desc_init(&d);
+    d.body = copy_body;
+    d.arg = a;
+    d.arg_destroy = weft__free;
+    d.accesses = acc;
+    d.naccesses = 2;
+    d.deps = deps;
+    d.ndeps = ndeps;
+    d.name = nm;
+    d.priority = o->priority;
+    d.placements = &pl;
+    d.nplacements = 1;
+    return weft_spawn(rt, &d, out);
 }
 
 static int join_body(weft_ctx *ctx, void *arg)
@@ -178,6 +298,347 @@ static int join_body(weft_ctx *ctx, void *arg)
     (void)ctx;
     (void)arg;
     return 0;
+}
+
+/* A task that ends when every task of parts has (a failure among them
+ * cancels it); parts are released. */
+static int join_post(weft_runtime *rt, weft_task **parts, size_t n, const char *name, weft_task **out)
+{
+    weft_task *deps[4];
+    size_t nd = 0;
+    for (size_t k = 0; k < n; k++)
+        if (parts[k])
+            deps[nd++] = parts[k];
+    int rc = 0;
+    if (out) {
+        weft_task_desc d;
+        weft_task_desc_init(&d);
+        d.body = join_body;
+        d.deps = deps;
+        d.ndeps = nd;
+        d.name = name;
+        rc = weft_spawn(rt, &d, out);
+    }
+    for (size_t k = 0; k < nd; k++)
+        weft_task_release(deps[k]);
+    return rc;
+}
+
+/* ---- Checks -------------------------------------------------------------- */
+
+/* Bytes of handle h, member g's `what` (0 with an error if unusable). */
+static size_t buf_size(weft_data *h, const char *fn, const char *opn, const char *what, unsigned g, int *rc)
+{
+    const weft__data *d = h ? weft__data_get(h) : NULL;
+    if (!d) {
+        *rc = weft__error(WEFT_EINVAL, "%s: %s: %s of member %u is NULL or unregistered", fn, opn, what, g);
+        return 0;
+    }
+    return d->size;
+}
+
+/* Everything this rank's part of o needs, checked before any part is
+ * posted (the messages name the argument, with members numbered as in c). */
+static int hybrid_check(const weft__comm *c, const weft_coll *o, const char *fn)
+{
+    if (o->op < WEFT_COLL_ALLREDUCE || o->op > WEFT_COLL_REDUCE_SCATTER)
+        return weft__error(WEFT_EINVAL, "%s: unknown operation %u (WEFT_COLL_ALLREDUCE .. WEFT_COLL_REDUCE_SCATTER)",
+                           fn, o->op);
+    const char *opn = op_name(o->op);
+    bool reduces = o->op == WEFT_COLL_ALLREDUCE || o->op == WEFT_COLL_REDUCE || o->op == WEFT_COLL_REDUCE_SCATTER;
+    size_t elem = weft__red_elem(o->type);
+    if (o->type & ~(unsigned)(WEFT_RED_OP_MASK | WEFT_RED_TYPE_MASK))
+        return weft__error(WEFT_EINVAL, "%s: %s: type 0x%x has unknown bits", fn, opn, o->type);
+    if (!elem)
+        return weft__error(WEFT_EINVAL, "%s: %s: no element type in 0x%x (WEFT_RED_I32 .. WEFT_RED_F64)", fn, opn,
+                           o->type);
+    if (reduces && !weft__red_op_known(o->type))
+        return weft__error(WEFT_EINVAL, "%s: %s needs an operator (WEFT_RED_SUM, WEFT_RED_MIN or WEFT_RED_MAX)", fn,
+                           opn);
+    if (!reduces && (o->type & WEFT_RED_OP_MASK))
+        return weft__error(WEFT_EINVAL, "%s: %s takes an element type, not an operator", fn, opn);
+    bool rooted = o->op == WEFT_COLL_BROADCAST || o->op == WEFT_COLL_REDUCE;
+    if (rooted && o->root >= c->n)
+        return weft__error(WEFT_EINVAL, "%s: %s: root %u, the communicator has %u members", fn, opn, o->root, c->n);
+    if (!o->recv)
+        return weft__error(WEFT_EINVAL, "%s: %s: recv is NULL", fn, opn);
+    bool in_place = !o->send;
+    if (in_place && (o->op == WEFT_COLL_ALLGATHER || o->op == WEFT_COLL_REDUCE_SCATTER))
+        return weft__error(WEFT_EINVAL, "%s: %s needs send buffers (no in-place form)", fn, opn);
+    if (o->count > SIZE_MAX / elem / c->n)
+        return weft__error(WEFT_EINVAL, "%s: %s: count %zu is too large", fn, opn, o->count);
+    if (o->ndeps && !o->deps)
+        return weft__error(WEFT_EINVAL, "%s: ndeps is %zu but deps is NULL", fn, o->ndeps);
+    size_t B = o->count * elem;
+    /* The most any rank hands MPI at once (an int count of bytes there). */
+    size_t most_local = 0;
+    for (unsigned r = 0; r < c->net->n; r++)
+        if (c->base[r + 1] - c->base[r] > most_local)
+            most_local = c->base[r + 1] - c->base[r];
+    size_t net_bytes = o->op == WEFT_COLL_ALLGATHER ? B * most_local : o->op == WEFT_COLL_REDUCE_SCATTER ? B * c->n : B;
+    if (net_bytes > INT_MAX)
+        return weft__error(WEFT_EINVAL, "%s: %s: count %zu puts %zu bytes in one MPI operation, more than its int "
+                                        "counts allow", fn, opn, o->count, net_bytes);
+    if (o->op == WEFT_COLL_ALLGATHER && (size_t)c->net->n * (c->net->n - 1) > 65536)
+        return weft__error(WEFT_EINVAL, "%s: %s across %u ranks with GPUs: its exchange between the ranks would have "
+                                        "more than 65536 transfers (at most 256 ranks)", fn, opn, c->net->n);
+    size_t in_b = o->op == WEFT_COLL_REDUCE_SCATTER ? B * c->n : B;
+    size_t out_b = o->op == WEFT_COLL_ALLGATHER ? B * c->n : B;
+    /* This rank's members: what each reads and writes (as on a
+     * communicator over GPUs), and no handle written on one member used on
+     * another. */
+    weft_data *h[2 * WEFT__COMM_MAX];
+    unsigned who[2 * WEFT__COMM_MAX];
+    bool wr[2 * WEFT__COMM_MAX];
+    unsigned nh = 0;
+    int rc = 0;
+    for (unsigned k = 0; k < c->nlocal; k++) {
+        unsigned g = c->me + k;
+        bool root = g == o->root;
+        bool reads_send = !in_place && (o->op != WEFT_COLL_BROADCAST || root);
+        bool uses_recv = in_place || o->op != WEFT_COLL_REDUCE || root;
+        bool writes_recv = in_place ? (o->op == WEFT_COLL_ALLREDUCE || (o->op == WEFT_COLL_BROADCAST && !root) ||
+                                       (o->op == WEFT_COLL_REDUCE && root))
+                                    : uses_recv;
+        if (uses_recv) {
+            size_t need = in_place ? B : out_b, have = buf_size(o->recv[g], fn, opn, "recv", g, &rc);
+            if (rc)
+                return rc;
+            if (have < need)
+                return weft__error(WEFT_EINVAL, "%s: %s: recv of member %u has %zu bytes, %zu needed", fn, opn, g,
+                                   have, need);
+            h[nh] = o->recv[g];
+            who[nh] = g;
+            wr[nh++] = writes_recv;
+        }
+        if (reads_send) {
+            size_t have = buf_size(o->send[g], fn, opn, "send", g, &rc);
+            if (rc)
+                return rc;
+            if (have < in_b)
+                return weft__error(WEFT_EINVAL, "%s: %s: send of member %u has %zu bytes, %zu needed", fn, opn, g,
+                                   have, in_b);
+            if (uses_recv && o->send[g] == o->recv[g])
+                return weft__error(WEFT_EINVAL, "%s: %s: member %u's send and recv are one handle%s", fn, opn, g,
+                                   o->op == WEFT_COLL_ALLGATHER || o->op == WEFT_COLL_REDUCE_SCATTER
+                                       ? " (no in-place form)"
+                                       : ": pass send = NULL for the in-place form");
+            h[nh] = o->send[g];
+            who[nh] = g;
+            wr[nh++] = false;
+        }
+    }
+    for (unsigned i = 0; i < nh; i++)
+        for (unsigned j = i + 1; j < nh; j++)
+            if (h[i] == h[j] && who[i] != who[j] && (wr[i] || wr[j]))
+                return weft__error(WEFT_EINVAL, "%s: %s: members %u and %u name the same handle, and one writes it "
+                                                "(each member needs buffers of its own)", fn, opn, who[i], who[j]);
+    return 0;
+}
+
+/* ---- The collectives ----------------------------------------------------- */
+
+int weft__hybrid_post(weft__comm *c, const weft_coll *o, weft_task **out)
+{
+    static const char fn[] = "weft_comm_post";
+    if (!o)
+        return weft__error(WEFT_EINVAL, "%s: operation is NULL", fn);
+    int rc = hybrid_check(c, o, fn);
+    if (rc)
+        return rc;
+    const char *nm = o->name ? o->name : op_name(o->op);
+    unsigned L = c->nlocal, me = c->net->me, R = c->net->n, n = c->n;
+    size_t elem = weft__red_elem(o->type), B = o->count * elem;
+    bool even = true; /* every rank has as many GPUs as this one */
+    for (unsigned r = 0; r < R; r++)
+        even = even && c->base[r + 1] - c->base[r] == L;
+    weft_data *lsend[WEFT__COMM_MAX], *lrecv[WEFT__COMM_MAX];
+    for (unsigned j = 0; j < L; j++) {
+        lsend[j] = o->send ? o->send[c->me + j] : NULL;
+        lrecv[j] = o->recv[c->me + j];
+    }
+    /* Everything allocated before anything is posted. */
+    weft_data **nsend = weft__alloc(R * sizeof *nsend), **nrecv = weft__alloc(R * sizeof *nrecv);
+    stage *st = weft__alloc(sizeof *st);
+    size_t nx = o->op == WEFT_COLL_ALLGATHER && (size_t)R * R > L ? (size_t)R * R : L;
+    weft_xfer *x = weft__alloc(nx * sizeof *x);
+    copy_arg *ca = weft__alloc(sizeof *ca);
+    if (!nsend || !nrecv || !st || !x || !ca) {
+        weft__free(nsend);
+        weft__free(nrecv);
+        weft__free(st);
+        weft__free(x);
+        weft__free(ca);
+        return weft__error(WEFT_ENOMEM, "%s: out of memory", fn);
+    }
+    memset(nsend, 0, R * sizeof *nsend);
+    memset(nrecv, 0, R * sizeof *nrecv);
+    memset(st, 0, sizeof *st);
+    memset(ca, 0, sizeof *ca);
+    unsigned rr = 0, rj = 0; /* a rooted operation's rank and its member there */
+    if (o->op == WEFT_COLL_BROADCAST || o->op == WEFT_COLL_REDUCE) {
+        rr = rank_of(c, o->root);
+        rj = o->root - c->base[rr];
+    }
+    weft_data *S = NULL, *T = NULL; /* staging: a rank's partial result, and its block of it */
+    if (o->op == WEFT_COLL_REDUCE && me != rr) {
+        rc = stage_add(c->rt, st, B, fn, &S);
+    } else if (o->op == WEFT_COLL_REDUCE_SCATTER) {
+        rc = stage_add(c->rt, st, B * n, fn, &S);
+        if (rc == 0 && even && L > 1)
+            rc = stage_add(c->rt, st, B * L, fn, &T);
+    }
+    if (rc) {
+        stage_drop(st);
+        weft__free(st);
+        weft__free(nsend);
+        weft__free(nrecv);
+        weft__free(x);
+        weft__free(ca);
+        return rc;
+    }
+    weft_coll first = *o; /* the first part follows the caller's dependencies */
+    char name[32];
+    snprintf(name, sizeof name, "%s (node)", nm);
+    first.name = name;
+    bool ca_used = false;
+    switch (o->op) {
+    case WEFT_COLL_ALLREDUCE:
+        /* node reduce to the rank's first GPU, across the ranks, node broadcast */
+        nrecv[me] = lrecv[0];
+        first.root = 0;
+        first.op = WEFT_COLL_REDUCE;
+        first.send = o->send ? lsend : NULL;
+        first.recv = lrecv;
+        rc = weft__comm_post(c->node, &first, NULL);
+        if (rc == 0)
+            rc = sub_post(c->net, o, WEFT_COLL_ALLREDUCE, 0, o->count, NULL, nrecv, "ranks", NULL);
+        if (rc == 0)
+            rc = sub_post(c->node, o, WEFT_COLL_BROADCAST, 0, o->count, NULL, lrecv, "node", out);
+        break;
+    case WEFT_COLL_BROADCAST:
+        /* the root's value to its rank's first buffer (and the rest), across, then out */
+        nrecv[me] = lrecv[0];
+        if (me == rr) {
+            first.root = rj;
+            first.send = o->send ? lsend : NULL;
+            first.recv = lrecv;
+            rc = weft__comm_post(c->node, &first, NULL);
+        }
+        if (rc == 0)
+            rc = sub_post(c->net, o, WEFT_COLL_BROADCAST, rr, o->count, NULL, nrecv, "ranks", me == rr ? out : NULL);
+        if (rc == 0 && me != rr)
+            rc = sub_post(c->node, o, WEFT_COLL_BROADCAST, 0, o->count, NULL, lrecv, "node", out);
+        break;
+    case WEFT_COLL_REDUCE: {
+        /* node reduce: on the root's rank to the root itself, elsewhere to
+         * a staging buffer at the first GPU (a caller's buffer off the root
+         * is not written); then a reduce across the ranks in place. */
+        weft_data *srecv[WEFT__COMM_MAX] = {0};
+        if (me == rr) {
+            first.root = rj;
+            first.send = o->send ? lsend : NULL;
+            first.recv = lrecv;
+            nrecv[me] = lrecv[rj];
+        } else {
+            srecv[0] = S;
+            first.root = 0;
+            first.send = o->send ? lsend : lrecv; /* in place, recv[k] holds the input and stays */
+            first.recv = srecv;
+            nrecv[me] = S;
+        }
+        rc = weft__comm_post(c->node, &first, NULL);
+        if (rc == 0)
+            rc = sub_post(c->net, o, WEFT_COLL_REDUCE, rr, o->count, NULL, nrecv, "ranks", out);
+        break;
+    }
+    case WEFT_COLL_ALLGATHER: {
+        /* this rank's blocks to its first GPU's recv, at their places; the
+         * ranks' blocks between the ranks; then that buffer to the rest */
+        *ca = (copy_arg){0, c->me * B, B};
+        ca_used = true;
+        rc = copy_post(c->rt, c->node->gpu[0], lsend[0], lrecv[0], ca, o, o->deps, o->ndeps, NULL);
+        size_t k = 0;
+        for (unsigned j = 1; j < L; j++)
+            x[k++] = (weft_xfer){j, 0, lsend[j], 0, 0, lrecv[0], (c->me + j) * B, 0, B, 0};
+        if (rc == 0 && k)
+            rc = weft__comm_exchange(c->node, x, k, name, NULL);
+        k = 0;
+        for (unsigned r = 0; r < R; r++) /* the whole group, the same on every rank (others' sides NULL) */
+            for (unsigned t = 0; t < R; t++)
+                if (r != t) {
+                    size_t off = c->base[r] * B, bytes = (c->base[r + 1] - c->base[r]) * B;
+                    x[k++] = (weft_xfer){r, t, r == me ? lrecv[0] : NULL, off, 0, t == me ? lrecv[0] : NULL, off, 0,
+                                         bytes, 0};
+                }
+        char rn[32];
+        snprintf(rn, sizeof rn, "%s (ranks)", nm);
+        if (rc == 0)
+            rc = weft__comm_exchange(c->net, x, k, rn, NULL);
+        if (rc == 0)
+            rc = sub_post(c->node, o, WEFT_COLL_BROADCAST, 0, o->count * n, NULL, lrecv, "node", out);
+        break;
+    }
+    default: { /* WEFT_COLL_REDUCE_SCATTER */
+        /* node reduce of the whole input to a staging buffer at the first
+         * GPU; across the ranks a reduce-scatter of the ranks' blocks (as
+         * many GPUs everywhere) or an all-reduce of it all; this rank's
+         * blocks out to its members */
+        weft_data *srecv[WEFT__COMM_MAX] = {0};
+        srecv[0] = S;
+        first.op = WEFT_COLL_REDUCE;
+        first.root = 0;
+        first.count = o->count * n;
+        first.send = lsend;
+        first.recv = srecv;
+        rc = weft__comm_post(c->node, &first, NULL);
+        weft_data *X; /* where this rank's blocks are, from offset xoff */
+        size_t xoff;
+        if (even) {
+            X = L > 1 ? T : lrecv[0];
+            xoff = 0;
+            nsend[me] = S;
+            nrecv[me] = X;
+            if (rc == 0)
+                rc = sub_post(c->net, o, WEFT_COLL_REDUCE_SCATTER, 0, o->count * L, nsend, nrecv, "ranks",
+                              L > 1 ? NULL : out);
+        } else {
+            X = S;
+            xoff = c->me * B;
+            nrecv[me] = S;
+            if (rc == 0)
+                rc = sub_post(c->net, o, WEFT_COLL_ALLREDUCE, 0, o->count * n, NULL, nrecv, "ranks", NULL);
+        }
+        if (X == lrecv[0])
+            break;
+        weft_task *parts[2] = {NULL, NULL};
+        *ca = (copy_arg){xoff, 0, B};
+        if (rc == 0) {
+            ca_used = true;
+            rc = copy_post(c->rt, c->node->gpu[0], X, lrecv[0], ca, o, NULL, 0, out ? &parts[0] : NULL);
+        }
+        size_t k = 0;
+        for (unsigned j = 1; j < L; j++)
+            x[k++] = (weft_xfer){0, j, X, xoff + j * B, 0, lrecv[j], 0, 0, B, 0};
+        if (rc == 0 && k)
+            rc = weft__comm_exchange(c->node, x, k, name, out ? &parts[1] : NULL);
+        char jn[32];
+        snprintf(jn, sizeof jn, "%s (end)", nm);
+        int jrc = join_post(c->rt, parts, 2, jn, rc == 0 ? out : NULL);
+        if (rc == 0)
+            rc = jrc;
+        break;
+    }
+    }
+    if (!ca_used)
+        weft__free(ca);
+    /* (a part that failed to post: the parts before it run; the ranks'
+     * operation numbers stay in step, as every rank posts the same parts) */
+    stage_release(c->rt, st, nm);
+    weft__free(nsend);
+    weft__free(nrecv);
+    weft__free(x);
+    return rc;
 }
 
 int weft__hybrid_exchange(weft__comm *c, const weft_xfer *x, size_t n, const char *name, weft_task **out)
