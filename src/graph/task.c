@@ -700,16 +700,17 @@ static void prefetch_landed(void *cookie, int status)
     weft__graph_leave(g, 1);
 }
 
-/* Before a task runs: the copies to the host of what it reads there, all
- * started at once.  true if one has not landed yet: the task is queued
- * again when it has (and then looks again), instead of a worker waiting
- * for it in the acquire. */
+/* Does t (mapped) read a on the host, where a's data may be on a device? */
 static bool host_read(const weft__task *t, const weft__task_access *a)
 {
     return !(a->mode & (WEFT__ORDER_ONLY | WEFT_REDUCE)) && (a->mode & WEFT_R) &&
            weft__data_maybe_on_devices(a->data) && weft__task_access_dev(t, a, NULL) == 0;
 }
 
+/* Before a task runs: the copies to the host of what it reads there, all
+ * started at once.  true if one has not landed yet: the task is queued
+ * again when it has (and then looks again), instead of a worker waiting
+ * for it in the acquire. */
 static bool prefetch_host(weft__task *t)
 {
     bool pending = false;
