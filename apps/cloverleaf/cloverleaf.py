@@ -43,24 +43,26 @@ beside this one):
     for the call, so chunks run in parallel); on a (virtual) GPU the task is
     placed on its chunk's GPU with device_data=True and its body queues the
     kernel on the task's stream (ctx.queue) over the device replicas.
-  * Halo updates: chunks on the CPU get one host task copying every strip
-    (clover_halo_strip) and reflecting at the mesh boundary; chunks on GPUs
-    get two weft.Communicator exchanges (x faces, then y faces) of the same
-    strips, then a reflect task per boundary chunk.
+  * Halo updates, in one phase: every block a chunk takes from the chunks
+    around it, across its faces and (from the diagonal chunks) its corners
+    (clover_halo_block: each of the sender's own cells, so all can move at
+    once).  Chunks on the CPU get one host task copying every block and
+    reflecting at the mesh boundary; chunks on GPUs get one
+    weft.Communicator exchange of the same blocks, then a reflect task per
+    boundary chunk.
   * The chunks' smallest dt (MIN), the PdV check (MAX) and the field
     summary (SUM) are weft reductions (reduces=), read and reset by one
     small host task at a time.
   * Across MPI ranks (run(mpi=True)): a weft.Communicator.mpi over the
-    ranks (one member each, buffers in host memory).  Each halo phase (x,
-    then y) first moves the strips between this rank's chunks (the host
-    task, or the communicator of this rank's GPUs), then the strips between
-    ranks as one exchange on the ranks' communicator (every rank posts the
+    ranks (one member each, buffers in host memory).  Each halo update
+    first moves the blocks between this rank's chunks (the host task, or
+    the communicator of this rank's GPUs), then the blocks between ranks
+    as one exchange on the ranks' communicator (every rank posts the
     whole group, None for the buffers of other ranks; a GPU's data is
     brought to the host for it by weft's data layer), then the boundary
     chunks reflect.  (run_weft.c's GPU chunks use one communicator of the
     ranks x GPUs instead; weft.Communicator.mpi has no gpus= yet, so here
-    it is the two communicators in turn: the same strips in the same
-    order.)  Before the host reads them, the dt (MIN), the PdV flag (MAX)
+    it is the two communicators in turn: the same blocks.)  Before the host reads them, the dt (MIN), the PdV flag (MAX)
     and the summary (SUM) are all-reduced across the ranks, folded in rank
     order.
 """
@@ -212,6 +214,7 @@ def kernels():
         "clover_k_field_summary": (None, [PV, PD]),
         "clover_k_reflect": (None, [PV, POINTER(c_int), c_int, c_int, c_uint]),
         "clover_halo_strip": (None, [POINTER(CloverChunk), c_int, c_int, c_uint, POINTER(CloverStrip)]),
+        "clover_halo_block": (None, [POINTER(CloverChunk), c_int, c_int, c_uint, POINTER(CloverStrip)]),
         "clover_next_dt": (c_int, [POINTER(CloverDeck), POINTER(CloverClock), c_double]),
         "clover_format_summary_header": (c_int, [c_char_p, c_size_t]),
         "clover_format_summary": (c_int, [c_char_p, c_size_t, c_int, c_double, PD]),
@@ -436,10 +439,10 @@ def _gpu_body(sim, job, args):
 
 def _host_halo_body(sim, copies, reflects):
     """The halo update of this rank's chunks on the CPU (one task for all
-    of them): copy the strips between them (x faces, then y faces), then
-    reflect at the boundary.  Across ranks one phase's copies (reflects
-    None) or the reflection alone (copies None), the exchanges with other
-    ranks running between."""
+    of them): copy the blocks between them (faces and corners, in one
+    phase), then reflect at the boundary.  Across ranks the copies alone
+    (reflects None) or the reflection alone (copies None), the exchange
+    with other ranks running between."""
     t0 = _now()
     for dst, src in copies or ():
         dst[...] = src
@@ -468,21 +471,29 @@ def _read_sums_body(sim):
     return sums
 
 
-def _opposite(edge):
-    return {CLOVER_LEFT: CLOVER_RIGHT, CLOVER_RIGHT: CLOVER_LEFT, CLOVER_BOTTOM: CLOVER_TOP,
-            CLOVER_TOP: CLOVER_BOTTOM}[edge]
+def _flip(edges):
+    """The same faces seen from the other side (run_weft.c's flip)."""
+    out = 0
+    for a, b in ((CLOVER_LEFT, CLOVER_RIGHT), (CLOVER_RIGHT, CLOVER_LEFT), (CLOVER_BOTTOM, CLOVER_TOP),
+                 (CLOVER_TOP, CLOVER_BOTTOM)):
+        if edges & a:
+            out |= b
+    return out
 
 
 def _neighbour(c, edge):
     return {CLOVER_LEFT: c.left, CLOVER_RIGHT: c.right, CLOVER_BOTTOM: c.bottom, CLOVER_TOP: c.top}[edge]
 
 
-PHASE_EDGES = ((CLOVER_LEFT, CLOVER_RIGHT), (CLOVER_BOTTOM, CLOVER_TOP))
+# A halo update's directions, run_weft.c's halo_dirs: the four faces, then
+# the four corners (blocks from the diagonal chunks), all in one phase.
+HALO_DIRS = (CLOVER_LEFT, CLOVER_RIGHT, CLOVER_BOTTOM, CLOVER_TOP, CLOVER_LEFT | CLOVER_BOTTOM,
+             CLOVER_RIGHT | CLOVER_BOTTOM, CLOVER_LEFT | CLOVER_TOP, CLOVER_RIGHT | CLOVER_TOP)
 
 
 def _transfer(src_member, dst_member, other, me, f, mine, theirs):
-    """The strip of field f that chunk `me` takes from its neighbour
-    `other`, as a weft.Transfer between members (a chunk of another rank
+    """The block of field f that chunk `me` takes from the chunk `other`
+    across a face or corner, as a weft.Transfer between members (a chunk of another rank
     gives None: its side is not read here)."""
     return weft.Transfer(src_member, dst_member, other.data[f], me.data[f], mine.cols * 8,
                          src_offset=theirs.send_off * 8, dst_offset=mine.recv_off * 8, rows=mine.rows,
@@ -649,40 +660,36 @@ class _Sim:
 
     def halo(self, depth, *fields):
         """Fill the ghost layers (depth 1 or 2) of the fields: from the
-        neighbouring chunks, and by reflection at the mesh's boundary.
-        Per phase (x faces, then y faces): the strips between this rank's
-        chunks, then those between ranks; then the reflection (run_weft.c's
-        halo, halo_host, halo_gpu).  --no-exchange: the reflection alone."""
+        chunks around (faces and corners, in one phase), and by reflection
+        at the mesh's boundary.  The blocks between this rank's chunks,
+        then those between ranks; then the reflection (run_weft.c's halo,
+        halo_host, halo_gpu).  --no-exchange: the reflection alone."""
         plan = self.halos.get((depth, fields)) or self._halo_plan(depth, fields)
         local, net, reflects, handles = plan
         spawn = self.rt.spawn
         if self.ngpu:
-            for ph in (0, 1):
-                if self.no_exchange:
-                    break
-                name = "halo_y" if ph else "halo_x"
-                if self.comm is not None and local[ph]:
-                    self.comm.exchange(local[ph], name=name)
-                if self.net is not None and net[ph]:
-                    self.net.exchange(net[ph], name=name)
+            if not self.no_exchange:
+                if self.comm is not None and local:
+                    self.comm.exchange(local, name="halo")
+                if self.net is not None and net:
+                    self.net.exchange(net, name="halo")
             for c in reflects:
                 self.spawn(c, (K_REFLECT, fields, depth))
         elif self.no_exchange:
             spawn(_host_halo_body, self, None, reflects, readwrites=handles, name="halo_reflect")
         elif self.net is None:
-            spawn(_host_halo_body, self, local[0] + local[1], reflects, readwrites=handles, name="halo")
+            spawn(_host_halo_body, self, local, reflects, readwrites=handles, name="halo")
         else:
-            for ph in (0, 1):
-                if self.nloc > 1:
-                    spawn(_host_halo_body, self, local[ph], None, readwrites=handles, name="halo")
-                if net[ph]:
-                    self.net.exchange(net[ph], name="halo_y" if ph else "halo_x")
+            if self.nloc > 1:
+                spawn(_host_halo_body, self, local, None, readwrites=handles, name="halo")
+            if net:
+                self.net.exchange(net, name="halo")
             spawn(_host_halo_body, self, None, reflects, readwrites=handles, name="halo_reflect")
 
     def _halo_plan(self, depth, fields):
-        """What one halo update of these fields does, worked out once: per
-        phase (x faces, then y faces) the strips each chunk of the mesh
-        receives from its neighbours (clover_halo_strip), split into those
+        """What one halo update of these fields does, worked out once: the
+        blocks each chunk of the mesh receives from the chunks around it
+        (clover_halo_block, faces and corners), split into those
         between this rank's chunks (NumPy slice pairs for the host task, or
         Transfers for the GPUs' communicator, members numbered from lo) and
         those between ranks (Transfers for the ranks' communicator, the
@@ -690,28 +697,31 @@ class _Sim:
         buffers of other ranks); and this rank's chunks on the mesh's
         boundary, which reflect."""
         lib, lo, nloc = self.lib, self.lo, self.nloc
-        local, net = ([], []), ([], [])
-        for ph, edges in enumerate(PHASE_EDGES):
-            for me in self.chunks:
-                for edge in edges:
-                    nb = _neighbour(me.c, edge)
-                    if nb < 0:
-                        continue
-                    other = self.chunks[nb]
-                    rank_me, rank_other = me.index // nloc, nb // nloc
-                    if rank_me == rank_other and rank_me != self.rank:
-                        continue     # between two chunks of another rank
-                    for f in fields:
-                        mine, theirs = CloverStrip(), CloverStrip()
-                        lib.clover_halo_strip(me.ref, f, depth, edge, byref(mine))
-                        lib.clover_halo_strip(other.ref, f, depth, _opposite(edge), byref(theirs))
-                        if rank_me != rank_other:
-                            net[ph].append(_transfer(rank_other, rank_me, other, me, f, mine, theirs))
-                        elif self.ngpu:
-                            local[ph].append(_transfer(nb - lo, me.index - lo, other, me, f, mine, theirs))
-                        else:
-                            local[ph].append((_block(me, f, mine.recv_off, mine.rows, mine.cols),
-                                              _block(other, f, theirs.send_off, mine.rows, mine.cols)))
+        local, net = [], []
+        for me in self.chunks:
+            for edges in HALO_DIRS:
+                nb = me.index
+                if edges & (CLOVER_LEFT | CLOVER_RIGHT):
+                    nb = _neighbour(self.chunks[nb].c, edges & (CLOVER_LEFT | CLOVER_RIGHT))
+                if nb >= 0 and edges & (CLOVER_BOTTOM | CLOVER_TOP):
+                    nb = _neighbour(self.chunks[nb].c, edges & (CLOVER_BOTTOM | CLOVER_TOP))
+                if nb < 0:
+                    continue
+                other = self.chunks[nb]
+                rank_me, rank_other = me.index // nloc, nb // nloc
+                if rank_me == rank_other and rank_me != self.rank:
+                    continue     # between two chunks of another rank
+                for f in fields:
+                    mine, theirs = CloverStrip(), CloverStrip()
+                    lib.clover_halo_block(me.ref, f, depth, edges, byref(mine))
+                    lib.clover_halo_block(other.ref, f, depth, _flip(edges), byref(theirs))
+                    if rank_me != rank_other:
+                        net.append(_transfer(rank_other, rank_me, other, me, f, mine, theirs))
+                    elif self.ngpu:
+                        local.append(_transfer(nb - lo, me.index - lo, other, me, f, mine, theirs))
+                    else:
+                        local.append((_block(me, f, mine.recv_off, mine.rows, mine.cols),
+                                      _block(other, f, theirs.send_off, mine.rows, mine.cols)))
         boundary = [ch for ch in self.mine if ch.c.edges]
         if self.ngpu:
             reflects = [ch.index for ch in boundary]
@@ -719,7 +729,7 @@ class _Sim:
             arr = (c_int * len(fields))(*fields)
             reflects = [(ch.view_ptr, arr, len(fields), depth, ch.c.edges) for ch in boundary]
         handles = tuple(ch.data[f] for f in fields for ch in self.mine)
-        plan = (tuple(local), tuple(net), reflects, handles)
+        plan = (local, net, reflects, handles)
         self.halos[(depth, fields)] = plan
         return plan
 

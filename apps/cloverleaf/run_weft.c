@@ -429,6 +429,17 @@ static int k_reflect(sim *s, int c, const int *fields, int nfields, int depth)
 
 /* ---- halo updates -------------------------------------------------------- */
 
+/* A halo update moves, in one phase, every block a chunk takes from the
+ * chunks around it: across its four faces and, from the diagonal chunks,
+ * its four corners (clover_halo_block: every block is of the sender's own
+ * cells, so they can all move at once); then the chunks on the mesh's
+ * boundary reflect.  The ghosts end up as the reference's two phases (x
+ * faces, then y faces over the whole width) leave them, bit for bit, with
+ * one exchange per update instead of two. */
+static const unsigned halo_dirs[8] = {
+    CLOVER_LEFT, CLOVER_RIGHT, CLOVER_BOTTOM, CLOVER_TOP,
+    CLOVER_LEFT | CLOVER_BOTTOM, CLOVER_RIGHT | CLOVER_BOTTOM, CLOVER_LEFT | CLOVER_TOP, CLOVER_RIGHT | CLOVER_TOP};
+
 static int neighbour(const clover_chunk *c, unsigned edge)
 {
     switch (edge) {
@@ -439,27 +450,40 @@ static int neighbour(const clover_chunk *c, unsigned edge)
     }
 }
 
-static unsigned opposite(unsigned edge)
+/* The chunk across `edges` (a face or a corner) from chunk c, or -1. */
+static int across(const sim *s, int c, unsigned edges)
 {
-    switch (edge) {
-    case CLOVER_LEFT: return CLOVER_RIGHT;
-    case CLOVER_RIGHT: return CLOVER_LEFT;
-    case CLOVER_BOTTOM: return CLOVER_TOP;
-    default: return CLOVER_BOTTOM;
-    }
+    unsigned xe = edges & (CLOVER_LEFT | CLOVER_RIGHT), ye = edges & (CLOVER_BOTTOM | CLOVER_TOP);
+    int n = xe ? neighbour(&s->ch[c].c, xe) : c;
+    if (n >= 0 && ye)
+        n = neighbour(&s->ch[n].c, ye);
+    return n;
 }
 
-static const unsigned phase_edges[2][2] = {{CLOVER_LEFT, CLOVER_RIGHT}, {CLOVER_BOTTOM, CLOVER_TOP}};
+/* The same faces seen from the other side. */
+static unsigned flip(unsigned edges)
+{
+    unsigned out = 0;
+    if (edges & CLOVER_LEFT)
+        out |= CLOVER_RIGHT;
+    if (edges & CLOVER_RIGHT)
+        out |= CLOVER_LEFT;
+    if (edges & CLOVER_BOTTOM)
+        out |= CLOVER_TOP;
+    if (edges & CLOVER_TOP)
+        out |= CLOVER_BOTTOM;
+    return out;
+}
 
-/* The strip of field f that chunk `to` takes across its face `edge` from
- * its neighbour `from`, as a transfer (handles NULL for chunks of other
- * ranks: their side is not read here). */
-static void strip_xfer(const sim *s, int to, int from, unsigned edge, int f, int depth, weft_xfer *t)
+/* The block of field f that chunk `to` takes across `edges` from the chunk
+ * `from` there, as a transfer (handles NULL for chunks of other ranks:
+ * their side is not read here). */
+static void strip_xfer(const sim *s, int to, int from, unsigned edges, int f, int depth, weft_xfer *t)
 {
     const chunk_rt *me = &s->ch[to], *other = &s->ch[from];
     clover_strip mine, theirs;
-    clover_halo_strip(&me->c, f, depth, edge, &mine);
-    clover_halo_strip(&other->c, f, depth, opposite(edge), &theirs);
+    clover_halo_block(&me->c, f, depth, edges, &mine);
+    clover_halo_block(&other->c, f, depth, flip(edges), &theirs);
     t->src = other->f[f];
     t->src_off = theirs.send_off * sizeof(double);
     t->src_pitch = ((size_t)other->c.nx + 5) * sizeof(double);
@@ -470,11 +494,10 @@ static void strip_xfer(const sim *s, int to, int from, unsigned edge, int f, int
     t->rows = mine.rows;
 }
 
-/* Chunks on the CPU: a host task copies the strips between this rank's
- * chunks (x faces, then y faces: corners come through the x neighbour) and
- * fills the mesh boundary's ghosts.  Alone (one rank) it does all three;
- * across ranks each phase's exchange with other ranks runs between. */
-enum { DO_X = 1, DO_Y = 2, DO_REFLECT = 4 };
+/* Chunks on the CPU: a host task copies the blocks between this rank's
+ * chunks and fills the mesh boundary's ghosts.  Alone (one rank) it does
+ * both; across ranks the exchange with other ranks runs between. */
+enum { DO_COPY = 1, DO_REFLECT = 4 };
 
 typedef struct host_halo {
     sim *s;
@@ -498,30 +521,25 @@ static int host_halo_body(weft_ctx *ctx, void *arg)
     host_halo *h = arg;
     sim *s = h->s;
     uint64_t t0 = now_ns();
-    for (int ph = 0; ph < 2; ph++) {
-        if (!(h->what & (ph ? DO_Y : DO_X)))
-            continue;
-        for (int c = s->lo; c < s->hi; c++)
-            for (int e = 0; e < 2; e++) {
-                unsigned edge = phase_edges[ph][e];
-                int nb = neighbour(&s->ch[c].c, edge);
-                if (nb < 0 || !local(s, nb))
-                    continue;
-                for (int fi = 0; fi < h->nfields; fi++) {
-                    weft_xfer t;
-                    strip_xfer(s, c, nb, edge, h->fields[fi], h->depth, &t);
-                    void *dst, *src;
-                    size_t n;
-                    if (weft_data_host(t.dst, &dst, &n) != 0 || weft_data_host(t.src, &src, &n) != 0)
-                        return -1;
-                    for (size_t r = 0; r < t.rows; r++)
-                        memcpy((char *)dst + t.dst_off + r * t.dst_pitch, (char *)src + t.src_off + r * t.src_pitch,
-                               t.bytes);
-                }
+    for (int c = s->lo; c < s->hi && (h->what & DO_COPY); c++)
+        for (int e = 0; e < 8; e++) {
+            int nb = across(s, c, halo_dirs[e]);
+            if (nb < 0 || !local(s, nb))
+                continue;
+            for (int fi = 0; fi < h->nfields; fi++) {
+                weft_xfer t;
+                strip_xfer(s, c, nb, halo_dirs[e], h->fields[fi], h->depth, &t);
+                void *dst, *src;
+                size_t n;
+                if (weft_data_host(t.dst, &dst, &n) != 0 || weft_data_host(t.src, &src, &n) != 0)
+                    return -1;
+                for (size_t r = 0; r < t.rows; r++)
+                    memcpy((char *)dst + t.dst_off + r * t.dst_pitch, (char *)src + t.src_off + r * t.src_pitch,
+                           t.bytes);
             }
-    }
+        }
     uint64_t t1 = now_ns();
-    if (h->what & (DO_X | DO_Y)) {
+    if (h->what & DO_COPY) {
         atomic_fetch_add_explicit(&s->ns[K_HALO], t1 - t0, memory_order_relaxed);
         atomic_fetch_add_explicit(&s->calls[K_HALO], 1, memory_order_relaxed);
     }
@@ -579,31 +597,30 @@ static int halo_host(sim *s, const int *fields, int nfields, int depth, unsigned
     return rc;
 }
 
-/* One phase of a halo update as one exchange on communicator c: the
- * strips between chunks whose members differ (member_of: the chunk's
- * member), in one order every rank derives alike. */
-static int halo_exchange(sim *s, weft_comm *c, int ph, int (*member_of)(const sim *, int), const int *fields,
-                         int nfields, int depth)
+/* A halo update's blocks between chunks whose members differ (member_of:
+ * the chunk's member) as one exchange on communicator c, in one order
+ * every rank derives alike. */
+static int halo_exchange(sim *s, weft_comm *c, int (*member_of)(const sim *, int), const int *fields, int nfields,
+                         int depth)
 {
-    size_t max = (size_t)s->n * 2 * (size_t)nfields, n = 0;
+    size_t max = (size_t)s->n * 8 * (size_t)nfields, n = 0;
     weft_xfer *x = calloc(max ? max : 1, sizeof *x);
     if (!x)
         return WEFT_ENOMEM;
     for (int to = 0; to < s->n; to++)
-        for (int e = 0; e < 2; e++) {
-            unsigned edge = phase_edges[ph][e];
-            int from = neighbour(&s->ch[to].c, edge);
+        for (int e = 0; e < 8; e++) {
+            int from = across(s, to, halo_dirs[e]);
             if (from < 0 || member_of(s, from) == member_of(s, to))
                 continue;
             for (int fi = 0; fi < nfields; fi++) {
                 weft_xfer *t = &x[n++];
-                strip_xfer(s, to, from, edge, fields[fi], depth, t);
+                strip_xfer(s, to, from, halo_dirs[e], fields[fi], depth, t);
                 t->from = (unsigned)member_of(s, from);
                 t->to = (unsigned)member_of(s, to);
             }
         }
     int rc = 0;
-    if (n > 0 && (rc = weft_comm_exchange(c, x, n, ph ? "halo_y" : "halo_x", NULL)) != 0)
+    if (n > 0 && (rc = weft_comm_exchange(c, x, n, "halo", NULL)) != 0)
         fprintf(stderr, "cloverleaf: halo exchange: %s\n", weft_last_error());
     free(x);
     return rc;
@@ -612,14 +629,14 @@ static int halo_exchange(sim *s, weft_comm *c, int ph, int (*member_of)(const si
 static int member_gpu(const sim *s, int c) { (void)s; return c; }
 static int member_rank(const sim *s, int c) { return c / s->nloc; }
 
-/* Chunks on GPUs (one each): the strips go as one exchange per phase over
- * the chunks' communicator (GPU to GPU within a rank, through host memory
+/* Chunks on GPUs (one each): the blocks go as one exchange over the
+ * chunks' communicator (GPU to GPU within a rank, through host memory
  * across ranks), then each chunk on the mesh boundary fills its ghosts
  * there on its stream. */
 static int halo_gpu(sim *s, const int *fields, int nfields, int depth)
 {
-    for (int ph = 0; ph < 2 && s->comm && !s->no_exchange; ph++) {
-        int rc = halo_exchange(s, s->comm, ph, member_gpu, fields, nfields, depth);
+    if (s->comm && !s->no_exchange) {
+        int rc = halo_exchange(s, s->comm, member_gpu, fields, nfields, depth);
         if (rc)
             return rc;
     }
@@ -639,14 +656,12 @@ static int halo(sim *s, const int *fields, int nfields, int depth)
     if (s->ngpu)
         return halo_gpu(s, fields, nfields, depth);
     if (!s->net)
-        return halo_host(s, fields, nfields, depth, DO_X | DO_Y | DO_REFLECT);
+        return halo_host(s, fields, nfields, depth, DO_COPY | DO_REFLECT);
     int rc = 0;
-    for (int ph = 0; ph < 2 && rc == 0; ph++) {
-        if (s->nloc > 1)
-            rc = halo_host(s, fields, nfields, depth, ph ? DO_Y : DO_X);
-        if (rc == 0)
-            rc = halo_exchange(s, s->net, ph, member_rank, fields, nfields, depth);
-    }
+    if (s->nloc > 1)
+        rc = halo_host(s, fields, nfields, depth, DO_COPY);
+    if (rc == 0)
+        rc = halo_exchange(s, s->net, member_rank, fields, nfields, depth);
     return rc ? rc : halo_host(s, fields, nfields, depth, DO_REFLECT);
 }
 
