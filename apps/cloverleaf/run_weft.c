@@ -1027,6 +1027,74 @@ static void gather(const sim *s, int f, double *out)
     }
 }
 
+/* Across ranks: field f of the whole mesh into out (x_cells x y_cells) on
+ * every rank.  A host task copies this rank's chunks' cells into an array
+ * of -0.0 (the task brings GPU replicas back to the host), an all-reduce
+ * SUM over the ranks adds the arrays (-0.0 + x is x bit for bit, signed
+ * zeros included: each cell is one rank's alone), and unregistering the
+ * array brings the sum back to out.  Collective: every rank calls it. */
+typedef struct gather_job {
+    sim *s;
+    int f;
+} gather_job;
+
+static int gather_body(weft_ctx *ctx, void *arg)
+{
+    gather_job *g = arg;
+    const sim *s = g->s;
+    double *out = weft_ctx_data(ctx, 0);
+    for (int c = s->lo; c < s->hi; c++) {
+        const chunk_rt *cr = &s->ch[c];
+        const double *src = weft_ctx_data(ctx, (size_t)(c - s->lo) + 1);
+        size_t p = (size_t)cr->c.nx + 5;
+        for (int k = 0; k < cr->c.ny; k++)
+            memcpy(out + (size_t)(cr->c.y0 + k) * (size_t)s->d->x_cells + (size_t)cr->c.x0,
+                   src + (size_t)(k + 2) * p + 2, (size_t)cr->c.nx * sizeof(double));
+    }
+    return 0;
+}
+
+static int gather_ranks(sim *s, int f, double *out)
+{
+    size_t n = (size_t)s->d->x_cells * (size_t)s->d->y_cells;
+    for (size_t i = 0; i < n; i++)
+        out[i] = -0.0;
+    weft_data *gd = NULL;
+    int rc = weft_data_register(s->rt, out, n * sizeof(double), &gd);
+    weft_access *acc = calloc((size_t)s->nloc + 1, sizeof *acc);
+    if (rc == 0 && !acc)
+        rc = WEFT_ENOMEM;
+    if (rc == 0) {
+        acc[0] = (weft_access){gd, WEFT_RW | WEFT_HOST};
+        for (int c = s->lo; c < s->hi; c++)
+            acc[c - s->lo + 1] = (weft_access){s->ch[c].f[f], WEFT_R | WEFT_HOST};
+        gather_job g = {s, f};
+        weft_task_desc td;
+        weft_task_desc_init(&td);
+        td.body = gather_body;
+        td.arg = &g;
+        td.accesses = acc;
+        td.naccesses = (size_t)s->nloc + 1;
+        td.name = "gather";
+        weft_task *t = NULL;
+        rc = weft_spawn(s->rt, &td, &t);
+        if (rc == 0) {
+            rc = weft_task_wait(t); /* g lives on this stack until the body ran */
+            weft_task_release(t);
+        }
+    }
+    if (rc == 0)
+        rc = allreduce(s, gd, WEFT_RED_F64 | WEFT_RED_SUM, n, "gather");
+    if (rc == 0)
+        rc = weft_wait_all(s->rt);
+    if (gd && weft_data_unregister(gd) != 0 && rc == 0)
+        rc = -1;
+    free(acc);
+    if (rc != 0)
+        fprintf(stderr, "cloverleaf: gathering %s across ranks failed\n", clover_field_name(f));
+    return rc;
+}
+
 static void profile(const sim *s, FILE *out, double wall)
 {
     uint64_t total = 0;
@@ -1102,13 +1170,28 @@ int clover_weft_run(const clover_deck *d, const clover_weft_opts *o, clover_weft
         if (out)
             profile(s, out, res->wall_s);
     }
+    /* Across ranks the fields are gathered before the communicators go:
+     * every rank gets the whole density and energy, rank 0 draws. */
+    int want = o->density || o->energy || o->png_path, ranks = s->net != NULL;
+    if (rc == 0 && want && ranks) {
+        size_t cells = (size_t)d->x_cells * (size_t)d->y_cells;
+        double *dens = o->density ? o->density : malloc(cells * sizeof(double));
+        if (!dens)
+            rc = -1;
+        if (rc == 0)
+            rc = gather_ranks(s, CF_DENSITY0, dens);
+        if (rc == 0 && o->energy)
+            rc = gather_ranks(s, CF_ENERGY0, o->energy);
+        if (rc == 0 && s->rank == 0 && o->png_path &&
+            clover_write_png(o->png_path, dens, d->x_cells, d->y_cells, (size_t)d->x_cells) != 0)
+            fprintf(stderr, "cloverleaf: writing %s failed\n", o->png_path);
+        if (dens != o->density)
+            free(dens);
+    }
     /* Unregistering brings every chunk's newest values back to its host memory. */
     if (teardown(s) != 0 && rc == 0)
         rc = -1;
-    if (rc == 0 && s->nranks > 1 && (o->density || o->energy || o->png_path)) {
-        if (out)
-            fprintf(out, " (across ranks: the fields and the picture are not gathered)\n");
-    } else if (rc == 0 && (o->density || o->energy || o->png_path)) {
+    if (rc == 0 && want && !ranks) {
         double *tmp = o->density;
         if (!tmp)
             tmp = malloc((size_t)d->x_cells * (size_t)d->y_cells * sizeof(double));

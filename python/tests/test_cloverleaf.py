@@ -212,14 +212,23 @@ text = re.sub(r"\b([xy]_cells)\s*=\s*\d+", r"\1=60", text)
 text = re.sub(r"\bend_step\s*=\s*\d+", "end_step=4", text)
 deck = cl.parse_deck(text, "clover_bm_short_cut.in")
 ref, ref4 = cl.serial_run(deck, 1), cl.serial_run(deck, 4)
+png = os.path.join({tmp!r}, "density_%s.png")
 for devices, chunks in (("cpu", 2), ("cpu,vgpu:2", 0)):
-    res = cl.run(deck, devices=devices, chunks=chunks, workers=1, fields=True, mpi=True)
+    res = cl.run(deck, devices=devices, chunks=chunks, workers=1, fields=True, mpi=True, png=png % devices)
     assert (res.nranks, res.nchunks, res.steps) == (2, 4, ref.steps), (res.nranks, res.nchunks, res.steps)
     assert res.density.tobytes() == ref.density.tobytes(), (res.rank, devices, "density")
     assert res.energy.tobytes() == ref.energy.tobytes(), (res.rank, devices, "energy")
     # the same chunks' sums, folded per rank then across ranks: 1e-12
     for a, b in zip(res.sums, ref4.sums):
         assert abs(a - b) <= 1e-12 * max(abs(a), abs(b)), (res.rank, devices, res.sums, ref4.sums)
+    # rank 0 draws the whole mesh: byte for byte the picture of the oracle's density
+    if res.rank == 0:
+        ref_png = png % "oracle"
+        assert cl.kernels().clover_write_png(os.fsencode(ref_png), ref.density.ctypes.data_as(cl.PD), deck.x_cells,
+                                             deck.y_cells, deck.x_cells) == 0
+        with open(png % devices, "rb") as f, open(ref_png, "rb") as g:
+            got, want = f.read(), g.read()
+        assert got[:4] == b"\x89PNG" and got == want, (devices, len(got), len(want))
     # one write(2) per line: the two ranks' lines must not interleave
     os.write(1, f"rank {{res.rank}} {{devices}} ok\n".encode())
 """
@@ -230,10 +239,11 @@ def test_mpi_two_ranks_run_fields_match_oracle(clover, tmp_path):
     """run(mpi=True) on two ranks, two chunks each (the CPU: halos by the
     host task within a rank and by the ranks' exchange between them; two
     virtual GPUs: their communicator, then the ranks'): every rank gets
-    the whole final density and energy, bit for bit the oracle's."""
+    the whole final density and energy, bit for bit the oracle's, and rank
+    0's picture (png=) is byte for byte the one of the oracle's density."""
     script = tmp_path / "clover_mpi.py"
     script.write_text(MPI_SCRIPT.format(app=os.path.join(APP, "cloverleaf.py"),
-                                        bm=os.path.join(DECKS, "clover_bm_short.in")))
+                                        bm=os.path.join(DECKS, "clover_bm_short.in"), tmp=str(tmp_path)))
     p = mpirun([str(script)])
     out = p.stdout + p.stderr
     assert p.returncode == 0, out
