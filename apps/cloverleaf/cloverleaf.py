@@ -43,24 +43,25 @@ beside this one):
     for the call, so chunks run in parallel); on a (virtual) GPU the task is
     placed on its chunk's GPU with device_data=True and its body queues the
     kernel on the task's stream (ctx.queue) over the device replicas.
-  * Halo updates, in one phase: every block a chunk takes from the chunks
-    around it, across its faces and (from the diagonal chunks) its corners
-    (clover_halo_block: each of the sender's own cells, so all can move at
-    once).  Chunks on the CPU get one host task copying every block and
-    reflecting at the mesh boundary; chunks on GPUs get one
-    weft.Communicator exchange of the same blocks, then a reflect task per
-    boundary chunk.
+  * Halo updates: the chunks on the mesh boundary reflect first, then
+    every block a chunk takes from the chunks around it moves in one
+    phase, across its faces and its corners (from the diagonal chunk, or
+    on the mesh boundary from the face neighbour's reflected ghosts;
+    clover_halo_block, run_weft.c's source).  Chunks on the CPU get one
+    host task reflecting and copying every block; chunks on GPUs get a
+    reflect task per boundary chunk, then one weft.Communicator exchange
+    of the same blocks.
   * The chunks' smallest dt (MIN), the PdV check (MAX) and the field
     summary (SUM) are weft reductions (reduces=), read and reset by one
     small host task at a time.
   * Across MPI ranks (run(mpi=True)): a weft.Communicator.mpi over the
     ranks (one member each, buffers in host memory).  Each halo update
-    first moves the blocks between this rank's chunks (the host task, or
-    the communicator of this rank's GPUs), then the blocks between ranks
-    as one exchange on the ranks' communicator (every rank posts the
-    whole group, None for the buffers of other ranks; a GPU's data is
-    brought to the host for it by weft's data layer), then the boundary
-    chunks reflect.  (run_weft.c's GPU chunks use one communicator of the
+    first reflects and moves the blocks between this rank's chunks (the
+    host task, or the reflect tasks and the communicator of this rank's
+    GPUs), then the blocks between ranks as one exchange on the ranks'
+    communicator (every rank posts the whole group, None for the buffers
+    of other ranks; a GPU's data is brought to the host for it by weft's
+    data layer).  (run_weft.c's GPU chunks use one communicator of the
     ranks x GPUs instead; weft.Communicator.mpi has no gpus= yet, so here
     it is the two communicators in turn: the same blocks.)  Before the host reads them, the dt (MIN), the PdV flag (MAX)
     and the summary (SUM) are all-reduced across the ranks, folded in rank
@@ -215,6 +216,7 @@ def kernels():
         "clover_k_reflect": (None, [PV, POINTER(c_int), c_int, c_int, c_uint]),
         "clover_halo_strip": (None, [POINTER(CloverChunk), c_int, c_int, c_uint, POINTER(CloverStrip)]),
         "clover_halo_block": (None, [POINTER(CloverChunk), c_int, c_int, c_uint, POINTER(CloverStrip)]),
+        "clover_halo_block_ghost": (None, [POINTER(CloverChunk), c_int, c_int, c_uint, c_uint, POINTER(CloverStrip)]),
         "clover_next_dt": (c_int, [POINTER(CloverDeck), POINTER(CloverClock), c_double]),
         "clover_format_summary_header": (c_int, [c_char_p, c_size_t]),
         "clover_format_summary": (c_int, [c_char_p, c_size_t, c_int, c_double, PD]),
@@ -439,21 +441,20 @@ def _gpu_body(sim, job, args):
 
 def _host_halo_body(sim, copies, reflects):
     """The halo update of this rank's chunks on the CPU (one task for all
-    of them): copy the blocks between them (faces and corners, in one
-    phase), then reflect at the boundary.  Across ranks the copies alone
-    (reflects None) or the reflection alone (copies None), the exchange
-    with other ranks running between."""
+    of them): reflect at the boundary, then copy the blocks between them
+    (faces and corners, in one phase).  --no-exchange: the reflection
+    alone (copies None); across ranks the exchange with other ranks
+    follows this task."""
     t0 = _now()
+    for view_ptr, fields, nfields, depth, edges in reflects:
+        sim.lib.clover_k_reflect(view_ptr, fields, nfields, depth, edges)
+    t1 = _now()
     for dst, src in copies or ():
         dst[...] = src
-    t1 = _now()
-    for view_ptr, fields, nfields, depth, edges in reflects or ():
-        sim.lib.clover_k_reflect(view_ptr, fields, nfields, depth, edges)
     t2 = _now()
+    sim.prof.append((K_REFLECT, t1 - t0))
     if copies is not None:
-        sim.prof.append((K_HALO, t1 - t0))
-    if reflects is not None:
-        sim.prof.append((K_REFLECT, t2 - t1))
+        sim.prof.append((K_HALO, t2 - t1))
 
 
 def _read_dt_body(sim):
@@ -659,37 +660,56 @@ class _Sim:
     # -- halo updates ----------------------------------------------------
 
     def halo(self, depth, *fields):
-        """Fill the ghost layers (depth 1 or 2) of the fields: from the
-        chunks around (faces and corners, in one phase), and by reflection
-        at the mesh's boundary.  The blocks between this rank's chunks,
-        then those between ranks; then the reflection (run_weft.c's halo,
-        halo_host, halo_gpu).  --no-exchange: the reflection alone."""
+        """Fill the ghost layers (depth 1 or 2) of the fields: by
+        reflection at the mesh's boundary, then from the chunks around
+        (faces and corners, in one phase): the blocks between this rank's
+        chunks, then those between ranks (run_weft.c's halo, halo_host,
+        halo_gpu).  --no-exchange: the reflection alone."""
         plan = self.halos.get((depth, fields)) or self._halo_plan(depth, fields)
         local, net, reflects, handles = plan
         spawn = self.rt.spawn
         if self.ngpu:
+            for c in reflects:
+                self.spawn(c, (K_REFLECT, fields, depth))
             if not self.no_exchange:
                 if self.comm is not None and local:
                     self.comm.exchange(local, name="halo")
                 if self.net is not None and net:
                     self.net.exchange(net, name="halo")
-            for c in reflects:
-                self.spawn(c, (K_REFLECT, fields, depth))
         elif self.no_exchange:
             spawn(_host_halo_body, self, None, reflects, readwrites=handles, name="halo_reflect")
-        elif self.net is None:
-            spawn(_host_halo_body, self, local, reflects, readwrites=handles, name="halo")
         else:
-            if self.nloc > 1:
-                spawn(_host_halo_body, self, local, None, readwrites=handles, name="halo")
+            spawn(_host_halo_body, self, local if self.nloc > 1 else None, reflects, readwrites=handles,
+                  name="halo")
             if net:
                 self.net.exchange(net, name="halo")
-            spawn(_host_halo_body, self, None, reflects, readwrites=handles, name="halo_reflect")
+
+    def _across(self, c, edges):
+        """The chunk across `edges` (a face or a corner) from chunk c, or -1."""
+        xe, ye = edges & (CLOVER_LEFT | CLOVER_RIGHT), edges & (CLOVER_BOTTOM | CLOVER_TOP)
+        n = _neighbour(self.chunks[c].c, xe) if xe else c
+        if n >= 0 and ye:
+            n = _neighbour(self.chunks[n].c, ye)
+        return n
+
+    def _source(self, c, edges):
+        """(the chunk chunk c's ghosts across `edges` come from, or -1 for
+        its own reflection; the faces along which that chunk sends its
+        reflected ghost lines), run_weft.c's source."""
+        xe, ye = edges & (CLOVER_LEFT | CLOVER_RIGHT), edges & (CLOVER_BOTTOM | CLOVER_TOP)
+        n = self._across(c, edges)
+        if n >= 0 or not xe or not ye:
+            return n, 0
+        n = self._across(c, xe)
+        if n >= 0:
+            return n, ye
+        n = self._across(c, ye)
+        return n, (xe if n >= 0 else 0)
 
     def _halo_plan(self, depth, fields):
         """What one halo update of these fields does, worked out once: the
         blocks each chunk of the mesh receives from the chunks around it
-        (clover_halo_block, faces and corners), split into those
+        (faces and corners: _source, clover_halo_block_ghost), split into those
         between this rank's chunks (NumPy slice pairs for the host task, or
         Transfers for the GPUs' communicator, members numbered from lo) and
         those between ranks (Transfers for the ranks' communicator, the
@@ -700,11 +720,7 @@ class _Sim:
         local, net = [], []
         for me in self.chunks:
             for edges in HALO_DIRS:
-                nb = me.index
-                if edges & (CLOVER_LEFT | CLOVER_RIGHT):
-                    nb = _neighbour(self.chunks[nb].c, edges & (CLOVER_LEFT | CLOVER_RIGHT))
-                if nb >= 0 and edges & (CLOVER_BOTTOM | CLOVER_TOP):
-                    nb = _neighbour(self.chunks[nb].c, edges & (CLOVER_BOTTOM | CLOVER_TOP))
+                nb, ghost = self._source(me.index, edges)
                 if nb < 0:
                     continue
                 other = self.chunks[nb]
@@ -713,8 +729,9 @@ class _Sim:
                     continue     # between two chunks of another rank
                 for f in fields:
                     mine, theirs = CloverStrip(), CloverStrip()
-                    lib.clover_halo_block(me.ref, f, depth, edges, byref(mine))
-                    lib.clover_halo_block(other.ref, f, depth, _flip(edges), byref(theirs))
+                    lib.clover_halo_block_ghost(me.ref, f, depth, edges, ghost, byref(mine))
+                    lib.clover_halo_block_ghost(other.ref, f, depth, _flip(edges & ~ghost) | ghost, ghost,
+                                                byref(theirs))
                     if rank_me != rank_other:
                         net.append(_transfer(rank_other, rank_me, other, me, f, mine, theirs))
                     elif self.ngpu:
@@ -771,14 +788,14 @@ class _Sim:
         self.halo(1, CF_PRESSURE, CF_ENERGY0, CF_DENSITY0, CF_XVEL0, CF_YVEL0)
         self.each((K_VISCOSITY,))
         self.each((K_CALC_DT,))
-        # viscosity's ghosts are first read by accelerate (calc_dt and PdV
-        # read their own cells'): the exchange follows calc_dt, as in C
-        self.halo(1, CF_VISCOSITY)
 
     def step_rest(self, dt, advect_x):
         self.each((K_PDV, 1), dt)
         self.each((K_IDEAL_GAS, 1))
-        self.halo(1, CF_PRESSURE)
+        # viscosity's ghosts are first read by accelerate (calc_dt and PdV
+        # read their own cells'): exchanged with the predicted pressure's,
+        # one update for both, as in C
+        self.halo(1, CF_PRESSURE, CF_VISCOSITY)
         self.each((K_REVERT,))
         self.each((K_ACCELERATE,), dt)
         self.each((K_PDV, 0), dt)

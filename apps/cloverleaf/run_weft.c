@@ -429,13 +429,16 @@ static int k_reflect(sim *s, int c, const int *fields, int nfields, int depth)
 
 /* ---- halo updates -------------------------------------------------------- */
 
-/* A halo update moves, in one phase, every block a chunk takes from the
- * chunks around it: across its four faces and, from the diagonal chunks,
- * its four corners (clover_halo_block: every block is of the sender's own
- * cells, so they can all move at once); then the chunks on the mesh's
- * boundary reflect.  The ghosts end up as the reference's two phases (x
- * faces, then y faces over the whole width) leave them, bit for bit, with
- * one exchange per update instead of two. */
+/* A halo update: the chunks on the mesh's boundary reflect first (each
+ * alone, on its own cells), then every block a chunk takes from the
+ * chunks around it moves in one phase: across its four faces and its four
+ * corners, from the diagonal chunk or, on the mesh's boundary, from the
+ * face neighbour's reflected ghosts (clover_halo_block: no block is read
+ * from cells the update writes, so they can all move at once).  The
+ * ghosts end up as the reference's two phases (x faces, then y faces over
+ * the whole width) and reflection leave them, bit for bit, with one
+ * exchange per update instead of two, and the next kernel waits for the
+ * exchange alone. */
 static const unsigned halo_dirs[8] = {
     CLOVER_LEFT, CLOVER_RIGHT, CLOVER_BOTTOM, CLOVER_TOP,
     CLOVER_LEFT | CLOVER_BOTTOM, CLOVER_RIGHT | CLOVER_BOTTOM, CLOVER_LEFT | CLOVER_TOP, CLOVER_RIGHT | CLOVER_TOP};
@@ -475,15 +478,36 @@ static unsigned flip(unsigned edges)
     return out;
 }
 
-/* The block of field f that chunk `to` takes across `edges` from the chunk
- * `from` there, as a transfer (handles NULL for chunks of other ranks:
- * their side is not read here). */
-static void strip_xfer(const sim *s, int to, int from, unsigned edges, int f, int depth, weft_xfer *t)
+/* Where chunk c's ghosts across `edges` (a face or a corner) come from:
+ * the chunk returned (-1: its own reflection), *ghost the faces along
+ * which that chunk sends its reflected ghost lines (a corner on the mesh's
+ * boundary; clover_halo_block_ghost). */
+static int source(const sim *s, int c, unsigned edges, unsigned *ghost)
+{
+    unsigned xe = edges & (CLOVER_LEFT | CLOVER_RIGHT), ye = edges & (CLOVER_BOTTOM | CLOVER_TOP);
+    *ghost = 0;
+    int n = across(s, c, edges);
+    if (n >= 0 || !xe || !ye)
+        return n;
+    if ((n = across(s, c, xe)) >= 0) {
+        *ghost = ye;
+        return n;
+    }
+    if ((n = across(s, c, ye)) >= 0)
+        *ghost = xe;
+    return n;
+}
+
+/* The block of field f that chunk `to` takes across `edges` from chunk
+ * `from` (source's, with its ghost faces), as a transfer (handles NULL
+ * for chunks of other ranks: their side is not read here). */
+static void strip_xfer(const sim *s, int to, int from, unsigned edges, unsigned ghost, int f, int depth,
+                       weft_xfer *t)
 {
     const chunk_rt *me = &s->ch[to], *other = &s->ch[from];
     clover_strip mine, theirs;
-    clover_halo_block(&me->c, f, depth, edges, &mine);
-    clover_halo_block(&other->c, f, depth, flip(edges), &theirs);
+    clover_halo_block_ghost(&me->c, f, depth, edges, ghost, &mine);
+    clover_halo_block_ghost(&other->c, f, depth, flip(edges & ~ghost) | ghost, ghost, &theirs);
     t->src = other->f[f];
     t->src_off = theirs.send_off * sizeof(double);
     t->src_pitch = ((size_t)other->c.nx + 5) * sizeof(double);
@@ -494,9 +518,9 @@ static void strip_xfer(const sim *s, int to, int from, unsigned edges, int f, in
     t->rows = mine.rows;
 }
 
-/* Chunks on the CPU: a host task copies the blocks between this rank's
- * chunks and fills the mesh boundary's ghosts.  Alone (one rank) it does
- * both; across ranks the exchange with other ranks runs between. */
+/* Chunks on the CPU: a host task fills the mesh boundary's ghosts and
+ * then copies the blocks between this rank's chunks; across ranks the
+ * exchange with other ranks follows it. */
 enum { DO_COPY = 1, DO_REFLECT = 4 };
 
 typedef struct host_halo {
@@ -521,31 +545,7 @@ static int host_halo_body(weft_ctx *ctx, void *arg)
     host_halo *h = arg;
     sim *s = h->s;
     uint64_t t0 = now_ns();
-    for (int c = s->lo; c < s->hi && (h->what & DO_COPY); c++)
-        for (int e = 0; e < 8; e++) {
-            int nb = across(s, c, halo_dirs[e]);
-            if (nb < 0 || !local(s, nb))
-                continue;
-            for (int fi = 0; fi < h->nfields; fi++) {
-                weft_xfer t;
-                strip_xfer(s, c, nb, halo_dirs[e], h->fields[fi], h->depth, &t);
-                void *dst, *src;
-                size_t n;
-                if (weft_data_host(t.dst, &dst, &n) != 0 || weft_data_host(t.src, &src, &n) != 0)
-                    return -1;
-                for (size_t r = 0; r < t.rows; r++)
-                    memcpy((char *)dst + t.dst_off + r * t.dst_pitch, (char *)src + t.src_off + r * t.src_pitch,
-                           t.bytes);
-            }
-        }
-    uint64_t t1 = now_ns();
-    if (h->what & DO_COPY) {
-        atomic_fetch_add_explicit(&s->ns[K_HALO], t1 - t0, memory_order_relaxed);
-        atomic_fetch_add_explicit(&s->calls[K_HALO], 1, memory_order_relaxed);
-    }
-    if (!(h->what & DO_REFLECT))
-        return 0;
-    for (int c = s->lo; c < s->hi; c++) {
+    for (int c = s->lo; c < s->hi && (h->what & DO_REFLECT); c++) {
         const chunk_rt *me = &s->ch[c];
         if (!me->c.edges)
             continue;
@@ -555,8 +555,33 @@ static int host_halo_body(weft_ctx *ctx, void *arg)
             v.f[h->fields[fi]] = me->mem + (size_t)h->fields[fi] * fc;
         clover_k_reflect(&v, h->fields, h->nfields, h->depth, me->c.edges);
     }
-    atomic_fetch_add_explicit(&s->ns[K_REFLECT], now_ns() - t1, memory_order_relaxed);
-    atomic_fetch_add_explicit(&s->calls[K_REFLECT], 1, memory_order_relaxed);
+    uint64_t t1 = now_ns();
+    if (h->what & DO_REFLECT) {
+        atomic_fetch_add_explicit(&s->ns[K_REFLECT], t1 - t0, memory_order_relaxed);
+        atomic_fetch_add_explicit(&s->calls[K_REFLECT], 1, memory_order_relaxed);
+    }
+    if (!(h->what & DO_COPY))
+        return 0;
+    for (int c = s->lo; c < s->hi; c++)
+        for (int e = 0; e < 8; e++) {
+            unsigned ghost;
+            int nb = source(s, c, halo_dirs[e], &ghost);
+            if (nb < 0 || !local(s, nb))
+                continue;
+            for (int fi = 0; fi < h->nfields; fi++) {
+                weft_xfer t;
+                strip_xfer(s, c, nb, halo_dirs[e], ghost, h->fields[fi], h->depth, &t);
+                void *dst, *src;
+                size_t n;
+                if (weft_data_host(t.dst, &dst, &n) != 0 || weft_data_host(t.src, &src, &n) != 0)
+                    return -1;
+                for (size_t r = 0; r < t.rows; r++)
+                    memcpy((char *)dst + t.dst_off + r * t.dst_pitch, (char *)src + t.src_off + r * t.src_pitch,
+                           t.bytes);
+            }
+        }
+    atomic_fetch_add_explicit(&s->ns[K_HALO], now_ns() - t1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&s->calls[K_HALO], 1, memory_order_relaxed);
     return 0;
 }
 
@@ -609,12 +634,13 @@ static int halo_exchange(sim *s, weft_comm *c, int (*member_of)(const sim *, int
         return WEFT_ENOMEM;
     for (int to = 0; to < s->n; to++)
         for (int e = 0; e < 8; e++) {
-            int from = across(s, to, halo_dirs[e]);
+            unsigned ghost;
+            int from = source(s, to, halo_dirs[e], &ghost);
             if (from < 0 || member_of(s, from) == member_of(s, to))
                 continue;
             for (int fi = 0; fi < nfields; fi++) {
                 weft_xfer *t = &x[n++];
-                strip_xfer(s, to, from, halo_dirs[e], fields[fi], depth, t);
+                strip_xfer(s, to, from, halo_dirs[e], ghost, fields[fi], depth, t);
                 t->from = (unsigned)member_of(s, from);
                 t->to = (unsigned)member_of(s, to);
             }
@@ -629,23 +655,20 @@ static int halo_exchange(sim *s, weft_comm *c, int (*member_of)(const sim *, int
 static int member_gpu(const sim *s, int c) { (void)s; return c; }
 static int member_rank(const sim *s, int c) { return c / s->nloc; }
 
-/* Chunks on GPUs (one each): the blocks go as one exchange over the
+/* Chunks on GPUs (one each): each chunk on the mesh boundary fills its
+ * ghosts there on its stream, then the blocks go as one exchange over the
  * chunks' communicator (GPU to GPU within a rank, through host memory
- * across ranks), then each chunk on the mesh boundary fills its ghosts
- * there on its stream. */
+ * across ranks). */
 static int halo_gpu(sim *s, const int *fields, int nfields, int depth)
 {
-    if (s->comm && !s->no_exchange) {
-        int rc = halo_exchange(s, s->comm, member_gpu, fields, nfields, depth);
-        if (rc)
-            return rc;
-    }
     for (int c = s->lo; c < s->hi; c++)
         if (s->ch[c].c.edges) {
             int rc = k_reflect(s, c, fields, nfields, depth);
             if (rc)
                 return rc;
         }
+    if (s->comm && !s->no_exchange)
+        return halo_exchange(s, s->comm, member_gpu, fields, nfields, depth);
     return 0;
 }
 
@@ -657,12 +680,8 @@ static int halo(sim *s, const int *fields, int nfields, int depth)
         return halo_gpu(s, fields, nfields, depth);
     if (!s->net)
         return halo_host(s, fields, nfields, depth, DO_COPY | DO_REFLECT);
-    int rc = 0;
-    if (s->nloc > 1)
-        rc = halo_host(s, fields, nfields, depth, DO_COPY);
-    if (rc == 0)
-        rc = halo_exchange(s, s->net, member_rank, fields, nfields, depth);
-    return rc ? rc : halo_host(s, fields, nfields, depth, DO_REFLECT);
+    int rc = halo_host(s, fields, nfields, depth, s->nloc > 1 ? DO_REFLECT | DO_COPY : DO_REFLECT);
+    return rc ? rc : halo_exchange(s, s->net, member_rank, fields, nfields, depth);
 }
 
 #define HALO(s, depth, ...)                                                      \
@@ -807,11 +826,6 @@ static int step_start(sim *s)
     HALO(s, 1, CF_PRESSURE, CF_ENERGY0, CF_DENSITY0, CF_XVEL0, CF_YVEL0);
     EACH(s, k_viscosity(s, c));
     EACH(s, k_calc_dt(s, c));
-    /* The reference updates viscosity's halo before calc_dt, which reads
-     * only its own cells' (so do PdV's); accelerate is the first to read
-     * the ghosts.  Spawned after calc_dt, the exchange follows its reads
-     * instead of delaying them, and runs while the host reads dt. */
-    HALO(s, 1, CF_VISCOSITY);
     return 0;
 }
 
@@ -819,7 +833,13 @@ static int step_rest(sim *s, double dt, int advect_x)
 {
     EACH(s, k_pdv(s, c, 1, dt));
     EACH(s, k_ideal_gas(s, c, 1));
-    HALO(s, 1, CF_PRESSURE);
+    /* The reference updates viscosity's halo before calc_dt, which reads
+     * only its own cells' (so do PdV's, and nothing writes viscosity
+     * until the next step); accelerate is the first to read its ghosts.
+     * Exchanged with the predicted pressure's, one update (and, on GPUs
+     * and across ranks, one exchange: every exchange waits for every
+     * chunk) serves both. */
+    HALO(s, 1, CF_PRESSURE, CF_VISCOSITY);
     EACH(s, k_revert(s, c));
     EACH(s, k_accelerate(s, c, dt));
     EACH(s, k_pdv(s, c, 0, dt));
