@@ -3,7 +3,7 @@
 C kernels (libclover_kernels.so, through ctypes).
 
     python apps/cloverleaf/cloverleaf.py DECK [--devices LIST] [--chunks N]
-                                              [--workers N] [--trace FILE] [--png FILE]
+                                              [--cpu-chunks N] [--workers N] [--trace FILE] [--png FILE]
                                               [--mpi] [--triad] [--no-exchange]
 
 prints what build/apps/cloverleaf/weft-cloverleaf prints: the field summary
@@ -515,7 +515,7 @@ class _Sim:
     Every rank has the same devices and options: nloc chunks each, this
     rank's being lo .. hi - 1 of the n = nloc * nranks of the mesh."""
 
-    def __init__(self, rt, deck, chunks, out, net=None, no_exchange=False):
+    def __init__(self, rt, deck, chunks, out, net=None, no_exchange=False, cpu_chunks=0):
         self.rt, self.deck, self.out, self.net, self.no_exchange = rt, deck, out, net, bool(no_exchange)
         self.lib = lib = kernels()
         self.deck_ref = byref(deck)
@@ -526,6 +526,13 @@ class _Sim:
         self.ngpu = len(kinds)
         self.rank, self.nranks = (net.rank, net.size) if net is not None else (0, 1)
         self.nloc = self.ngpu if self.ngpu else (chunks if chunks > 0 else rt.workers)
+        # cpu_chunks beside the GPUs' (run_weft.c's ncpu): this rank's first
+        # ngpu chunks on the GPUs, the rest on the CPU, every halo update on
+        # the host (weft brings the GPU chunks' fields there and back)
+        self.ncpu = cpu_chunks if (cpu_chunks > 0 and self.ngpu) else 0
+        if self.ncpu and self.nranks > 1:
+            raise ValueError("cloverleaf: chunks on the CPU beside GPU chunks across ranks: not supported yet")
+        self.nloc += self.ncpu
         n = self.nloc * self.nranks
         self.lo, self.hi = self.rank * self.nloc, (self.rank + 1) * self.nloc
         cc = (CloverChunk * n)()
@@ -536,7 +543,8 @@ class _Sim:
         # Every chunk of the mesh, indexed as the decomposition numbers
         # them: this rank's with their arrays (on GPU c - lo), the others'
         # as places only.
-        self.chunks = [_Chunk(rt, i, CloverChunk.from_buffer_copy(cc[i]), i - self.lo if self.ngpu else -1)
+        self.chunks = [_Chunk(rt, i, CloverChunk.from_buffer_copy(cc[i]),
+                              i - self.lo if 0 <= i - self.lo < self.ngpu else -1)
                        if self.lo <= i < self.hi else _Remote(i, CloverChunk.from_buffer_copy(cc[i]))
                        for i in range(n)]
         self.mine = self.chunks[self.lo:self.hi]
@@ -547,8 +555,8 @@ class _Sim:
         self.sums = np.full(CS_N, -0.0)
         self.dt_data, self.err_data, self.sums_data = rt.data(self.dt_min), rt.data(self.err), rt.data(self.sums)
         # This rank's GPUs (members numbered as its chunks, from lo).
-        self.comm = weft.Communicator(runtime=rt) if self.ngpu > 1 else None
-        self.body = _gpu_body if self.ngpu else _cpu_body
+        self.comm = weft.Communicator(runtime=rt) if self.ngpu > 1 and not self.ncpu else None
+        self.gpu_halo = bool(self.ngpu) and not self.ncpu   # halo updates on the GPUs, else on the host
         self.jobs = {}
         self.halos = {}
         self.prof = []     # (kernel, ns) per call; list.append is atomic, bodies run concurrently
@@ -650,7 +658,8 @@ class _Sim:
         """Spawn job `key` on chunk c (dyn: the arguments that change, dt)."""
         j = self.jobs.get((c, key)) or self.job(c, key)
         ch = j.chunk
-        self.rt.spawn(self.body, self, j, j.static + dyn, reads=j.reads, readwrites=j.readwrites,
+        self.rt.spawn(_gpu_body if ch.gpu >= 0 else _cpu_body, self, j, j.static + dyn, reads=j.reads,
+                      readwrites=j.readwrites,
                       reduces=j.reduces, name=j.name, placement=ch.placement, device_data=ch.gpu >= 0)
 
     def each(self, key, *dyn):
@@ -668,7 +677,7 @@ class _Sim:
         plan = self.halos.get((depth, fields)) or self._halo_plan(depth, fields)
         local, net, reflects, handles = plan
         spawn = self.rt.spawn
-        if self.ngpu:
+        if self.gpu_halo:
             for c in reflects:
                 self.spawn(c, (K_REFLECT, fields, depth))
             if not self.no_exchange:
@@ -734,13 +743,13 @@ class _Sim:
                                                 byref(theirs))
                     if rank_me != rank_other:
                         net.append(_transfer(rank_other, rank_me, other, me, f, mine, theirs))
-                    elif self.ngpu:
+                    elif self.gpu_halo:
                         local.append(_transfer(nb - lo, me.index - lo, other, me, f, mine, theirs))
                     else:
                         local.append((_block(me, f, mine.recv_off, mine.rows, mine.cols),
                                       _block(other, f, theirs.send_off, mine.rows, mine.cols)))
         boundary = [ch for ch in self.mine if ch.c.edges]
-        if self.ngpu:
+        if self.gpu_halo:
             reflects = [ch.index for ch in boundary]
         else:
             arr = (c_int * len(fields))(*fields)
@@ -891,7 +900,7 @@ def profile_text(profile, wall):
 
 
 def run(deck, devices=None, chunks=0, workers=0, trace=None, out=None, fields=False, png=None, mpi=False,
-        no_exchange=False):
+        no_exchange=False, cpu_chunks=0):
     """Run a deck (a CloverDeck from load_deck/parse_deck, or a path) with
     the Python driver over weft.
 
@@ -905,7 +914,9 @@ def run(deck, devices=None, chunks=0, workers=0, trace=None, out=None, fields=Fa
     (collective: every rank calls run with the same arguments; weft starts
     MPI if it is not running), each rank holding as many chunks as it would
     alone; no_exchange: benchmarks only, no halo exchange between chunks
-    (the mesh boundary's reflection stays; the results are then wrong).
+    (the mesh boundary's reflection stays; the results are then wrong);
+    cpu_chunks: with GPUs, this many chunks on the CPU beside one per GPU
+    (the halo updates then all on the host; one process only).
     Returns a Result; raises on an error (a bad deck, a failed task, the
     PdV check, dt below dtmin)."""
     if not isinstance(deck, CloverDeck):
@@ -926,7 +937,7 @@ def run(deck, devices=None, chunks=0, workers=0, trace=None, out=None, fields=Fa
             rank = net.rank if net is not None else 0
             if rank != 0:
                 out = None    # across ranks, rank 0 reports
-            sim = _Sim(rt, deck, chunks, out, net, no_exchange)
+            sim = _Sim(rt, deck, chunks, out, net, no_exchange, cpu_chunks)
             sim.start()
             sums0, sums, steps, t, wall = sim.loop()
             rt.wait_all()
@@ -986,10 +997,12 @@ def main(argv=None):
                     "chunks as it would alone")
     ap.add_argument("--triad", action="store_true", help="first measure STREAM triad on every core (the "
                     "bandwidth the achieved figure is compared with)")
+    ap.add_argument("--cpu-chunks", type=int, default=0, help="with GPUs, this many chunks on the CPU beside one "
+                    "per GPU (one process)")
     ap.add_argument("--no-exchange", action="store_true", help="benchmarks only: no halo exchange between "
                     "chunks (wrong results: to time the rest of the step alone)")
     a = ap.parse_args(argv)
-    for opt, v in (("--chunks", a.chunks), ("--workers", a.workers)):
+    for opt, v in (("--chunks", a.chunks), ("--workers", a.workers), ("--cpu-chunks", a.cpu_chunks)):
         if v < 0 or v > 4096:
             print(f"cloverleaf.py: {opt}: not a count from 1 to 4096: '{v}'", file=sys.stderr)
             return 2
@@ -1021,7 +1034,7 @@ def main(argv=None):
             return 2
     try:
         r = run(deck, devices=a.devices, chunks=a.chunks, workers=a.workers, trace=a.trace, out=out, png=a.png,
-                mpi=mpi, no_exchange=a.no_exchange)
+                mpi=mpi, no_exchange=a.no_exchange, cpu_chunks=a.cpu_chunks)
     except (DeckError, KernelsNotFound, ValueError, RuntimeError, weft.CancelledError) as e:
         sys.stdout.flush()
         print(f"cloverleaf.py: {e}", file=sys.stderr)

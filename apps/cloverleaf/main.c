@@ -1,12 +1,14 @@
 /* weft-cloverleaf: run a CloverLeaf input deck with the C driver.
  *
- *   weft-cloverleaf [--devices LIST] [--chunks N] [--workers N]
+ *   weft-cloverleaf [--devices LIST] [--chunks N] [--cpu-chunks N] [--workers N]
  *                   [--trace FILE] [--png FILE] [--serial] [--mpi]
  *                   [--triad] [--no-exchange] [--plain-cuda] DECK
  *
  * --devices  Weft's devices ("cpu", "cpu,vgpu:4"; default: WEFT_DEVICES or
  *            every device found); chunks go one per GPU, or on the CPU
  * --chunks   chunks on the CPU when there is no GPU (default: one per worker)
+ * --cpu-chunks  with GPUs, N chunks on the CPU beside one per GPU (one
+ *            process; the halo updates then go through the host)
  * --serial   the sequential oracle instead (no Weft; --chunks chunks)
  * --mpi      the mesh over the ranks of MPI_COMM_WORLD (the default when
  *            started by mpirun: OMPI_COMM_WORLD_SIZE or PMI_SIZE above 1);
@@ -37,7 +39,7 @@
 
 static void usage(void)
 {
-    fprintf(stderr, "usage: weft-cloverleaf [--devices LIST] [--chunks N] [--workers N] [--trace FILE] "
+    fprintf(stderr, "usage: weft-cloverleaf [--devices LIST] [--chunks N] [--cpu-chunks N] [--workers N] [--trace FILE] "
                     "[--png FILE] [--serial] [--mpi] [--triad] [--no-exchange] [--plain-cuda] DECK\n");
 }
 
@@ -66,6 +68,9 @@ int main(int argc, char **argv)
             o.devices = argv[++i];
         else if (!strcmp(a, "--chunks") && has) {
             if (number(a, argv[++i], &o.chunks))
+                return 2;
+        } else if (!strcmp(a, "--cpu-chunks") && has) {
+            if (number(a, argv[++i], &o.cpu_chunks))
                 return 2;
         } else if (!strcmp(a, "--workers") && has) {
             if (number(a, argv[++i], &workers))

@@ -58,6 +58,7 @@ struct sim {
     weft_runtime *rt;
     const clover_deck *d;
     int n, cx, cy, ngpu;         /* chunks of the whole mesh; GPUs of this rank */
+    int ncpu;                    /* chunks on the CPU beside the GPUs' (--cpu-chunks), or 0 */
     int rank, nranks, nloc;      /* this rank's chunks are lo .. hi-1, nloc of them */
     int lo, hi;
     int no_exchange;             /* clover_weft_opts' */
@@ -675,8 +676,12 @@ static int halo_gpu(sim *s, const int *fields, int nfields, int depth)
 static int halo(sim *s, const int *fields, int nfields, int depth)
 {
     if (s->no_exchange)
-        return s->ngpu ? halo_gpu(s, fields, nfields, depth) : halo_host(s, fields, nfields, depth, DO_REFLECT);
-    if (s->ngpu)
+        return s->ngpu && !s->ncpu ? halo_gpu(s, fields, nfields, depth)
+                                   : halo_host(s, fields, nfields, depth, DO_REFLECT);
+    /* CPU chunks beside GPU chunks: the host task does the whole update,
+     * the GPU chunks' fields brought to the host for it (weft's data
+     * layer) and back to their GPUs for the next kernel. */
+    if (s->ngpu && !s->ncpu)
         return halo_gpu(s, fields, nfields, depth);
     if (!s->net)
         return halo_host(s, fields, nfields, depth, DO_COPY | DO_REFLECT);
@@ -962,6 +967,15 @@ static int setup(sim *s, const clover_weft_opts *o)
     /* Every rank has the same devices and options: nloc chunks each, this
      * rank's being rank * nloc .. (rank + 1) * nloc - 1. */
     s->nloc = s->ngpu ? s->ngpu : (o->chunks > 0 ? o->chunks : (int)weft_runtime_workers(s->rt));
+    if (o->cpu_chunks > 0 && s->ngpu > 0) {
+        if (s->nranks > 1) {
+            fprintf(stderr, "cloverleaf: chunks on the CPU beside GPU chunks across ranks: not supported yet\n");
+            return WEFT_EINVAL;
+        }
+        /* this rank's first ngpu chunks on the GPUs, the rest on the CPU */
+        s->ncpu = o->cpu_chunks;
+        s->nloc = s->ngpu + s->ncpu;
+    }
     int n = s->nloc * s->nranks;
     s->lo = s->rank * s->nloc;
     s->hi = s->lo + s->nloc;
@@ -981,7 +995,7 @@ static int setup(sim *s, const clover_weft_opts *o)
     for (int c = 0; c < n; c++) {
         chunk_rt *cr = &s->ch[c];
         cr->c = cc[c];
-        cr->gpu = s->ngpu ? c - s->lo : -1;
+        cr->gpu = s->ngpu && local(s, c) && c - s->lo < s->ngpu ? c - s->lo : -1;
         cr->cuda = cr->gpu >= 0 && local(s, c) && cuda[cr->gpu];
         size_t fc = clover_field_count(cr->c.nx, cr->c.ny), gc = clover_geom_count(cr->c.nx, cr->c.ny);
         cr->fbytes = fc * sizeof(double);
@@ -1012,7 +1026,7 @@ static int setup(sim *s, const clover_weft_opts *o)
         (rc = weft_data_register(s->rt, &s->err, sizeof s->err, &s->err_d)) != 0 ||
         (rc = weft_data_register(s->rt, s->sums, sizeof s->sums, &s->sums_d)) != 0)
         return rc;
-    if (s->ngpu > 0 && s->n > 1) {
+    if (s->ngpu > 0 && s->n > 1 && !s->ncpu) {
         /* The chunks' GPUs: this rank's (every GPU of the runtime, in
          * order), and across ranks every rank's, numbered rank by rank as
          * the chunks are. */

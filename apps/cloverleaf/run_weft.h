@@ -18,6 +18,8 @@
 typedef struct clover_weft_opts {
     const char *devices;         /* Weft's device list ("cpu", "cpu,vgpu:4"); NULL: the default */
     int chunks;                  /* chunks on the CPU when there is no GPU; 0: one per worker */
+    int cpu_chunks;              /* with GPUs, this many chunks on the CPU beside one per GPU (the
+                                    halo updates then all on the host); 0: none.  One rank only */
     unsigned workers;            /* 0: Weft's default */
     const char *trace_path;      /* Chrome trace, or NULL */
     const char *png_path;        /* the final density picture, or NULL (across ranks: the whole

@@ -5,15 +5,19 @@
  *                             cpu,vgpu:4 (in the virtual GPUs' checking mode
  *                             too) PASSes with the oracle's density and
  *                             energy fields bit for bit and kinetic energies
- *                             equal to 1e-12 relative
+ *                             equal to 1e-12 relative; so does cpu,vgpu:2
+ *                             with 2 more chunks on the CPU (checking mode)
  *   test_clover decomp DECKS  clover_bm_short.in cut to a few steps (and a
  *                             coarser mesh under the sanitizers): the step-0
  *                             summary is the deck's (volume 100, mass 28,
  *                             density 0.28, pressure 0.172, internal energy
  *                             43, kinetic energy 0); every decomposition (2
  *                             and 4 chunks on the CPU, cpu,vgpu:4, 3 virtual
- *                             GPUs) gives the single chunk's fields bit for
- *                             bit and its summary to 1e-12 relative
+ *                             GPUs, and GPU chunks beside CPU chunks:
+ *                             cpu,vgpu:2 with 2 chunks on the CPU, 2 x 2,
+ *                             and cpu,vgpu:1 with 2, 3 x 1) gives the single
+ *                             chunk's fields bit for bit and its summary to
+ *                             1e-12 relative
  *   test_clover mpi DECKS     under mpiexec (2 ranks): clover_tp1.in PASSes
  *                             with the oracle's summary to 1e-12 relative
  *                             and every rank gets the oracle's whole
@@ -92,20 +96,21 @@ static void outcome_free(outcome *o)
 }
 
 /* One run of the Weft driver, compared with the oracle's. */
-static void weft_case(const clover_deck *d, const outcome *want, const char *devices, int chunks, int check_mode,
-                      int need_pass)
+static void weft_case_cpu(const clover_deck *d, const outcome *want, const char *devices, int chunks,
+                          int cpu_chunks, int check_mode, int need_pass)
 {
     outcome got;
     outcome_init(&got, d);
     if (check_mode)
         setenv("WEFT_VGPU_CHECK", "1", 1);
-    clover_weft_opts o = {.devices = devices, .chunks = chunks, .density = got.density, .energy = got.energy};
+    clover_weft_opts o = {.devices = devices, .chunks = chunks, .cpu_chunks = cpu_chunks, .density = got.density,
+                          .energy = got.energy};
     clover_weft_result r;
     int rc = clover_weft_run(d, &o, &r);
     unsetenv("WEFT_VGPU_CHECK");
     char what[128];
-    snprintf(what, sizeof what, "%s, %d chunk(s)%s", devices, chunks ? chunks : r.nchunks,
-             check_mode ? ", checking mode" : "");
+    snprintf(what, sizeof what, "%s, %d chunk(s)%s%s", devices, chunks ? chunks : r.nchunks,
+             cpu_chunks ? " (some on the CPU beside the GPUs')" : "", check_mode ? ", checking mode" : "");
     CHECK(rc == 0, "%s: the run failed", what);
     if (rc == 0) {
         memcpy(got.sums, r.sums, sizeof got.sums);
@@ -125,6 +130,12 @@ static void weft_case(const clover_deck *d, const outcome *want, const char *dev
                got.sums[CS_KE]);
     }
     outcome_free(&got);
+}
+
+static void weft_case(const clover_deck *d, const outcome *want, const char *devices, int chunks, int check_mode,
+                      int need_pass)
+{
+    weft_case_cpu(d, want, devices, chunks, 0, check_mode, need_pass);
 }
 
 static void oracle(const clover_deck *d, int chunks, outcome *o)
@@ -148,6 +159,7 @@ static int test_tp1(const char *dir)
     weft_case(&d, &want, "cpu", 2, 0, 1);
     weft_case(&d, &want, "cpu,vgpu:4", 0, 0, 1);
     weft_case(&d, &want, "cpu,vgpu:2", 0, 1, 1);
+    weft_case_cpu(&d, &want, "cpu,vgpu:2", 0, 2, 1, 1); /* 2 chunks on GPUs, 2 on the CPU */
     outcome_free(&want);
     return failures ? 1 : 0;
 }
@@ -196,6 +208,8 @@ static int test_decomp(const char *dir)
     weft_case(&d, &want, "cpu", 4, 0, 0);
     weft_case(&d, &want, "cpu,vgpu:4", 0, 0, 0);
     weft_case(&d, &want, "vgpu:3", 0, 0, 0);
+    weft_case_cpu(&d, &want, "cpu,vgpu:2", 0, 2, 0, 0); /* 2 x 2: GPU and CPU chunks side by side and diagonal */
+    weft_case_cpu(&d, &want, "cpu,vgpu:1", 0, 2, 0, 0); /* 3 x 1 */
     outcome_free(&want);
     return failures ? 1 : 0;
 }
