@@ -175,9 +175,9 @@ typedef struct clover_strip {
 void clover_halo_strip(const clover_chunk *c, int f, int depth, unsigned edge, clover_strip *out);
 
 /* The same exchange in one phase, as the drivers do it, after the chunks
- * on the mesh's boundary reflected: every block is read from cells its
- * sender's halo update does not write, so all of an update's blocks can
- * move at once.  `edges` is one face, or a corner (one x face | one y
+ * on the mesh's boundary reflected: no block is read from cells the
+ * exchange writes (its sender's own cells, or ghosts the reflection
+ * filled before), so all of an update's blocks can move at once.  `edges` is one face, or a corner (one x face | one y
  * face).  A face's block covers the chunk's own extent along the face
  * (rows 0 .. ny - 1 + the shared line for x faces, columns 0 .. nx - 1 +
  * it for y faces) and `depth` lines across it; a corner's is depth x

@@ -435,7 +435,7 @@ static int k_reflect(sim *s, int c, const int *fields, int nfields, int depth)
  * chunks around it moves in one phase: across its four faces and its four
  * corners, from the diagonal chunk or, on the mesh's boundary, from the
  * face neighbour's reflected ghosts (clover_halo_block: no block is read
- * from cells the update writes, so they can all move at once).  The
+ * from cells the exchange writes, so they can all move at once).  The
  * ghosts end up as the reference's two phases (x faces, then y faces over
  * the whole width) and reflection leave them, bit for bit, with one
  * exchange per update instead of two, and the next kernel waits for the
