@@ -51,6 +51,8 @@ run() {
 median() { sort -g | awk '{ v[NR] = $1 } END { if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 
 echo "== CloverLeaf (issue 12): $deck, $reps runs each, medians"
+# the machine may be shared: its load before and after, beside the figures
+echo "load (1, 5, 15 min) before: $(cut -d' ' -f1-3 /proc/loadavg)"
 c_times=() py_times=() ratios=()
 for i in $(seq "$reps"); do
   c_times+=("$(run c_cpu "$i" "$exe" --devices cpu --triad "$deck")")
@@ -94,4 +96,5 @@ if command -v mpirun >/dev/null && ldd "$exe" 2>/dev/null | grep -q libmpi; then
   echo "2 MPI ranks (1 worker, 1 chunk each): with exchange ${with[*]} s, without ${without[*]} s"
   echo "clover_halo_hidden_mpi2 weft $(awk -v a="$w" -v b="$wo" 'BEGIN { printf "%.3f", a / b }')"
 fi
+echo "load (1, 5, 15 min) after: $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "clover_halo_hidden weft $vg"

@@ -174,6 +174,30 @@ typedef struct clover_strip {
 } clover_strip;
 void clover_halo_strip(const clover_chunk *c, int f, int depth, unsigned edge, clover_strip *out);
 
+/* The same exchange in one phase, as the drivers do it, after the chunks
+ * on the mesh's boundary reflected: no block is read from cells the
+ * exchange writes (its sender's own cells, or ghosts the reflection
+ * filled before), so all of an update's blocks can move at once.  `edges` is one face, or a corner (one x face | one y
+ * face).  A face's block covers the chunk's own extent along the face
+ * (rows 0 .. ny - 1 + the shared line for x faces, columns 0 .. nx - 1 +
+ * it for y faces) and `depth` lines across it; a corner's is depth x
+ * depth, its columns as the x face's, its rows as the y face's.  A
+ * corner comes from the diagonal chunk; where there is none but a face
+ * neighbour (both chunks then lie on the mesh's boundary on the corner's
+ * other face, `ghost`), from that neighbour's ghost lines along `ghost`,
+ * which its reflection filled: clover_halo_block_ghost, where along the
+ * faces in `ghost` the block sent is the ghost lines received.  A corner
+ * with neither is the chunk's own reflection's.  The ghosts end up as
+ * clover_halo_strip's two phases, then the reflection, leave them, bit
+ * for bit.  Chunk a takes from chunk b across `edges` the block
+ * clover_halo_block(b, f, depth, edges with each face flipped) sends into
+ * its own recv_off (with ghost: the faces not in ghost flipped).  Sizes
+ * are 0 for anything else than a face or a corner (ghost: a corner and
+ * one of its faces). */
+void clover_halo_block(const clover_chunk *c, int f, int depth, unsigned edges, clover_strip *out);
+void clover_halo_block_ghost(const clover_chunk *c, int f, int depth, unsigned edges, unsigned ghost,
+                             clover_strip *out);
+
 /* ---- control and report (control.c) ------------------------------------ */
 
 typedef struct clover_clock {

@@ -3,7 +3,7 @@
 C kernels (libclover_kernels.so, through ctypes).
 
     python apps/cloverleaf/cloverleaf.py DECK [--devices LIST] [--chunks N]
-                                              [--workers N] [--trace FILE] [--png FILE]
+                                              [--cpu-chunks N] [--workers N] [--trace FILE] [--png FILE]
                                               [--mpi] [--triad] [--no-exchange]
 
 prints what build/apps/cloverleaf/weft-cloverleaf prints: the field summary
@@ -43,24 +43,27 @@ beside this one):
     for the call, so chunks run in parallel); on a (virtual) GPU the task is
     placed on its chunk's GPU with device_data=True and its body queues the
     kernel on the task's stream (ctx.queue) over the device replicas.
-  * Halo updates: chunks on the CPU get one host task copying every strip
-    (clover_halo_strip) and reflecting at the mesh boundary; chunks on GPUs
-    get two weft.Communicator exchanges (x faces, then y faces) of the same
-    strips, then a reflect task per boundary chunk.
+  * Halo updates: the chunks on the mesh boundary reflect first, then
+    every block a chunk takes from the chunks around it moves in one
+    phase, across its faces and its corners (from the diagonal chunk, or
+    on the mesh boundary from the face neighbour's reflected ghosts;
+    clover_halo_block, run_weft.c's source).  Chunks on the CPU get one
+    host task reflecting and copying every block; chunks on GPUs get a
+    reflect task per boundary chunk, then one weft.Communicator exchange
+    of the same blocks.
   * The chunks' smallest dt (MIN), the PdV check (MAX) and the field
     summary (SUM) are weft reductions (reduces=), read and reset by one
     small host task at a time.
   * Across MPI ranks (run(mpi=True)): a weft.Communicator.mpi over the
-    ranks (one member each, buffers in host memory).  Each halo phase (x,
-    then y) first moves the strips between this rank's chunks (the host
-    task, or the communicator of this rank's GPUs), then the strips between
-    ranks as one exchange on the ranks' communicator (every rank posts the
-    whole group, None for the buffers of other ranks; a GPU's data is
-    brought to the host for it by weft's data layer), then the boundary
-    chunks reflect.  (run_weft.c's GPU chunks use one communicator of the
+    ranks (one member each, buffers in host memory).  Each halo update
+    first reflects and moves the blocks between this rank's chunks (the
+    host task, or the reflect tasks and the communicator of this rank's
+    GPUs), then the blocks between ranks as one exchange on the ranks'
+    communicator (every rank posts the whole group, None for the buffers
+    of other ranks; a GPU's data is brought to the host for it by weft's
+    data layer).  (run_weft.c's GPU chunks use one communicator of the
     ranks x GPUs instead; weft.Communicator.mpi has no gpus= yet, so here
-    it is the two communicators in turn: the same strips in the same
-    order.)  Before the host reads them, the dt (MIN), the PdV flag (MAX)
+    it is the two communicators in turn: the same blocks.)  Before the host reads them, the dt (MIN), the PdV flag (MAX)
     and the summary (SUM) are all-reduced across the ranks, folded in rank
     order.
 """
@@ -212,6 +215,8 @@ def kernels():
         "clover_k_field_summary": (None, [PV, PD]),
         "clover_k_reflect": (None, [PV, POINTER(c_int), c_int, c_int, c_uint]),
         "clover_halo_strip": (None, [POINTER(CloverChunk), c_int, c_int, c_uint, POINTER(CloverStrip)]),
+        "clover_halo_block": (None, [POINTER(CloverChunk), c_int, c_int, c_uint, POINTER(CloverStrip)]),
+        "clover_halo_block_ghost": (None, [POINTER(CloverChunk), c_int, c_int, c_uint, c_uint, POINTER(CloverStrip)]),
         "clover_next_dt": (c_int, [POINTER(CloverDeck), POINTER(CloverClock), c_double]),
         "clover_format_summary_header": (c_int, [c_char_p, c_size_t]),
         "clover_format_summary": (c_int, [c_char_p, c_size_t, c_int, c_double, PD]),
@@ -436,21 +441,20 @@ def _gpu_body(sim, job, args):
 
 def _host_halo_body(sim, copies, reflects):
     """The halo update of this rank's chunks on the CPU (one task for all
-    of them): copy the strips between them (x faces, then y faces), then
-    reflect at the boundary.  Across ranks one phase's copies (reflects
-    None) or the reflection alone (copies None), the exchanges with other
-    ranks running between."""
+    of them): reflect at the boundary, then copy the blocks between them
+    (faces and corners, in one phase).  --no-exchange: the reflection
+    alone (copies None); across ranks the exchange with other ranks
+    follows this task."""
     t0 = _now()
+    for view_ptr, fields, nfields, depth, edges in reflects:
+        sim.lib.clover_k_reflect(view_ptr, fields, nfields, depth, edges)
+    t1 = _now()
     for dst, src in copies or ():
         dst[...] = src
-    t1 = _now()
-    for view_ptr, fields, nfields, depth, edges in reflects or ():
-        sim.lib.clover_k_reflect(view_ptr, fields, nfields, depth, edges)
     t2 = _now()
+    sim.prof.append((K_REFLECT, t1 - t0))
     if copies is not None:
-        sim.prof.append((K_HALO, t1 - t0))
-    if reflects is not None:
-        sim.prof.append((K_REFLECT, t2 - t1))
+        sim.prof.append((K_HALO, t2 - t1))
 
 
 def _read_dt_body(sim):
@@ -468,21 +472,29 @@ def _read_sums_body(sim):
     return sums
 
 
-def _opposite(edge):
-    return {CLOVER_LEFT: CLOVER_RIGHT, CLOVER_RIGHT: CLOVER_LEFT, CLOVER_BOTTOM: CLOVER_TOP,
-            CLOVER_TOP: CLOVER_BOTTOM}[edge]
+def _flip(edges):
+    """The same faces seen from the other side (run_weft.c's flip)."""
+    out = 0
+    for a, b in ((CLOVER_LEFT, CLOVER_RIGHT), (CLOVER_RIGHT, CLOVER_LEFT), (CLOVER_BOTTOM, CLOVER_TOP),
+                 (CLOVER_TOP, CLOVER_BOTTOM)):
+        if edges & a:
+            out |= b
+    return out
 
 
 def _neighbour(c, edge):
     return {CLOVER_LEFT: c.left, CLOVER_RIGHT: c.right, CLOVER_BOTTOM: c.bottom, CLOVER_TOP: c.top}[edge]
 
 
-PHASE_EDGES = ((CLOVER_LEFT, CLOVER_RIGHT), (CLOVER_BOTTOM, CLOVER_TOP))
+# A halo update's directions, run_weft.c's halo_dirs: the four faces, then
+# the four corners (blocks from the diagonal chunks), all in one phase.
+HALO_DIRS = (CLOVER_LEFT, CLOVER_RIGHT, CLOVER_BOTTOM, CLOVER_TOP, CLOVER_LEFT | CLOVER_BOTTOM,
+             CLOVER_RIGHT | CLOVER_BOTTOM, CLOVER_LEFT | CLOVER_TOP, CLOVER_RIGHT | CLOVER_TOP)
 
 
 def _transfer(src_member, dst_member, other, me, f, mine, theirs):
-    """The strip of field f that chunk `me` takes from its neighbour
-    `other`, as a weft.Transfer between members (a chunk of another rank
+    """The block of field f that chunk `me` takes from the chunk `other`
+    across a face or corner, as a weft.Transfer between members (a chunk of another rank
     gives None: its side is not read here)."""
     return weft.Transfer(src_member, dst_member, other.data[f], me.data[f], mine.cols * 8,
                          src_offset=theirs.send_off * 8, dst_offset=mine.recv_off * 8, rows=mine.rows,
@@ -503,7 +515,7 @@ class _Sim:
     Every rank has the same devices and options: nloc chunks each, this
     rank's being lo .. hi - 1 of the n = nloc * nranks of the mesh."""
 
-    def __init__(self, rt, deck, chunks, out, net=None, no_exchange=False):
+    def __init__(self, rt, deck, chunks, out, net=None, no_exchange=False, cpu_chunks=0):
         self.rt, self.deck, self.out, self.net, self.no_exchange = rt, deck, out, net, bool(no_exchange)
         self.lib = lib = kernels()
         self.deck_ref = byref(deck)
@@ -514,6 +526,13 @@ class _Sim:
         self.ngpu = len(kinds)
         self.rank, self.nranks = (net.rank, net.size) if net is not None else (0, 1)
         self.nloc = self.ngpu if self.ngpu else (chunks if chunks > 0 else rt.workers)
+        # cpu_chunks beside the GPUs' (run_weft.c's ncpu): this rank's first
+        # ngpu chunks on the GPUs, the rest on the CPU, every halo update on
+        # the host (weft brings the GPU chunks' fields there and back)
+        self.ncpu = cpu_chunks if (cpu_chunks > 0 and self.ngpu) else 0
+        if self.ncpu and self.nranks > 1:
+            raise ValueError("cloverleaf: chunks on the CPU beside GPU chunks across ranks: not supported yet")
+        self.nloc += self.ncpu
         n = self.nloc * self.nranks
         self.lo, self.hi = self.rank * self.nloc, (self.rank + 1) * self.nloc
         cc = (CloverChunk * n)()
@@ -524,7 +543,8 @@ class _Sim:
         # Every chunk of the mesh, indexed as the decomposition numbers
         # them: this rank's with their arrays (on GPU c - lo), the others'
         # as places only.
-        self.chunks = [_Chunk(rt, i, CloverChunk.from_buffer_copy(cc[i]), i - self.lo if self.ngpu else -1)
+        self.chunks = [_Chunk(rt, i, CloverChunk.from_buffer_copy(cc[i]),
+                              i - self.lo if 0 <= i - self.lo < self.ngpu else -1)
                        if self.lo <= i < self.hi else _Remote(i, CloverChunk.from_buffer_copy(cc[i]))
                        for i in range(n)]
         self.mine = self.chunks[self.lo:self.hi]
@@ -535,8 +555,8 @@ class _Sim:
         self.sums = np.full(CS_N, -0.0)
         self.dt_data, self.err_data, self.sums_data = rt.data(self.dt_min), rt.data(self.err), rt.data(self.sums)
         # This rank's GPUs (members numbered as its chunks, from lo).
-        self.comm = weft.Communicator(runtime=rt) if self.ngpu > 1 else None
-        self.body = _gpu_body if self.ngpu else _cpu_body
+        self.comm = weft.Communicator(runtime=rt) if self.ngpu > 1 and not self.ncpu else None
+        self.gpu_halo = bool(self.ngpu) and not self.ncpu   # halo updates on the GPUs, else on the host
         self.jobs = {}
         self.halos = {}
         self.prof = []     # (kernel, ns) per call; list.append is atomic, bodies run concurrently
@@ -638,7 +658,8 @@ class _Sim:
         """Spawn job `key` on chunk c (dyn: the arguments that change, dt)."""
         j = self.jobs.get((c, key)) or self.job(c, key)
         ch = j.chunk
-        self.rt.spawn(self.body, self, j, j.static + dyn, reads=j.reads, readwrites=j.readwrites,
+        self.rt.spawn(_gpu_body if ch.gpu >= 0 else _cpu_body, self, j, j.static + dyn, reads=j.reads,
+                      readwrites=j.readwrites,
                       reduces=j.reduces, name=j.name, placement=ch.placement, device_data=ch.gpu >= 0)
 
     def each(self, key, *dyn):
@@ -648,41 +669,56 @@ class _Sim:
     # -- halo updates ----------------------------------------------------
 
     def halo(self, depth, *fields):
-        """Fill the ghost layers (depth 1 or 2) of the fields: from the
-        neighbouring chunks, and by reflection at the mesh's boundary.
-        Per phase (x faces, then y faces): the strips between this rank's
-        chunks, then those between ranks; then the reflection (run_weft.c's
-        halo, halo_host, halo_gpu).  --no-exchange: the reflection alone."""
+        """Fill the ghost layers (depth 1 or 2) of the fields: by
+        reflection at the mesh's boundary, then from the chunks around
+        (faces and corners, in one phase): the blocks between this rank's
+        chunks, then those between ranks (run_weft.c's halo, halo_host,
+        halo_gpu).  --no-exchange: the reflection alone."""
         plan = self.halos.get((depth, fields)) or self._halo_plan(depth, fields)
         local, net, reflects, handles = plan
         spawn = self.rt.spawn
-        if self.ngpu:
-            for ph in (0, 1):
-                if self.no_exchange:
-                    break
-                name = "halo_y" if ph else "halo_x"
-                if self.comm is not None and local[ph]:
-                    self.comm.exchange(local[ph], name=name)
-                if self.net is not None and net[ph]:
-                    self.net.exchange(net[ph], name=name)
+        if self.gpu_halo:
             for c in reflects:
                 self.spawn(c, (K_REFLECT, fields, depth))
+            if not self.no_exchange:
+                if self.comm is not None and local:
+                    self.comm.exchange(local, name="halo")
+                if self.net is not None and net:
+                    self.net.exchange(net, name="halo")
         elif self.no_exchange:
             spawn(_host_halo_body, self, None, reflects, readwrites=handles, name="halo_reflect")
-        elif self.net is None:
-            spawn(_host_halo_body, self, local[0] + local[1], reflects, readwrites=handles, name="halo")
         else:
-            for ph in (0, 1):
-                if self.nloc > 1:
-                    spawn(_host_halo_body, self, local[ph], None, readwrites=handles, name="halo")
-                if net[ph]:
-                    self.net.exchange(net[ph], name="halo_y" if ph else "halo_x")
-            spawn(_host_halo_body, self, None, reflects, readwrites=handles, name="halo_reflect")
+            spawn(_host_halo_body, self, local if self.nloc > 1 else None, reflects, readwrites=handles,
+                  name="halo")
+            if net:
+                self.net.exchange(net, name="halo")
+
+    def _across(self, c, edges):
+        """The chunk across `edges` (a face or a corner) from chunk c, or -1."""
+        xe, ye = edges & (CLOVER_LEFT | CLOVER_RIGHT), edges & (CLOVER_BOTTOM | CLOVER_TOP)
+        n = _neighbour(self.chunks[c].c, xe) if xe else c
+        if n >= 0 and ye:
+            n = _neighbour(self.chunks[n].c, ye)
+        return n
+
+    def _source(self, c, edges):
+        """(the chunk chunk c's ghosts across `edges` come from, or -1 for
+        its own reflection; the faces along which that chunk sends its
+        reflected ghost lines), run_weft.c's source."""
+        xe, ye = edges & (CLOVER_LEFT | CLOVER_RIGHT), edges & (CLOVER_BOTTOM | CLOVER_TOP)
+        n = self._across(c, edges)
+        if n >= 0 or not xe or not ye:
+            return n, 0
+        n = self._across(c, xe)
+        if n >= 0:
+            return n, ye
+        n = self._across(c, ye)
+        return n, (xe if n >= 0 else 0)
 
     def _halo_plan(self, depth, fields):
-        """What one halo update of these fields does, worked out once: per
-        phase (x faces, then y faces) the strips each chunk of the mesh
-        receives from its neighbours (clover_halo_strip), split into those
+        """What one halo update of these fields does, worked out once: the
+        blocks each chunk of the mesh receives from the chunks around it
+        (faces and corners: _source, clover_halo_block_ghost), split into those
         between this rank's chunks (NumPy slice pairs for the host task, or
         Transfers for the GPUs' communicator, members numbered from lo) and
         those between ranks (Transfers for the ranks' communicator, the
@@ -690,36 +726,36 @@ class _Sim:
         buffers of other ranks); and this rank's chunks on the mesh's
         boundary, which reflect."""
         lib, lo, nloc = self.lib, self.lo, self.nloc
-        local, net = ([], []), ([], [])
-        for ph, edges in enumerate(PHASE_EDGES):
-            for me in self.chunks:
-                for edge in edges:
-                    nb = _neighbour(me.c, edge)
-                    if nb < 0:
-                        continue
-                    other = self.chunks[nb]
-                    rank_me, rank_other = me.index // nloc, nb // nloc
-                    if rank_me == rank_other and rank_me != self.rank:
-                        continue     # between two chunks of another rank
-                    for f in fields:
-                        mine, theirs = CloverStrip(), CloverStrip()
-                        lib.clover_halo_strip(me.ref, f, depth, edge, byref(mine))
-                        lib.clover_halo_strip(other.ref, f, depth, _opposite(edge), byref(theirs))
-                        if rank_me != rank_other:
-                            net[ph].append(_transfer(rank_other, rank_me, other, me, f, mine, theirs))
-                        elif self.ngpu:
-                            local[ph].append(_transfer(nb - lo, me.index - lo, other, me, f, mine, theirs))
-                        else:
-                            local[ph].append((_block(me, f, mine.recv_off, mine.rows, mine.cols),
-                                              _block(other, f, theirs.send_off, mine.rows, mine.cols)))
+        local, net = [], []
+        for me in self.chunks:
+            for edges in HALO_DIRS:
+                nb, ghost = self._source(me.index, edges)
+                if nb < 0:
+                    continue
+                other = self.chunks[nb]
+                rank_me, rank_other = me.index // nloc, nb // nloc
+                if rank_me == rank_other and rank_me != self.rank:
+                    continue     # between two chunks of another rank
+                for f in fields:
+                    mine, theirs = CloverStrip(), CloverStrip()
+                    lib.clover_halo_block_ghost(me.ref, f, depth, edges, ghost, byref(mine))
+                    lib.clover_halo_block_ghost(other.ref, f, depth, _flip(edges & ~ghost) | ghost, ghost,
+                                                byref(theirs))
+                    if rank_me != rank_other:
+                        net.append(_transfer(rank_other, rank_me, other, me, f, mine, theirs))
+                    elif self.gpu_halo:
+                        local.append(_transfer(nb - lo, me.index - lo, other, me, f, mine, theirs))
+                    else:
+                        local.append((_block(me, f, mine.recv_off, mine.rows, mine.cols),
+                                      _block(other, f, theirs.send_off, mine.rows, mine.cols)))
         boundary = [ch for ch in self.mine if ch.c.edges]
-        if self.ngpu:
+        if self.gpu_halo:
             reflects = [ch.index for ch in boundary]
         else:
             arr = (c_int * len(fields))(*fields)
             reflects = [(ch.view_ptr, arr, len(fields), depth, ch.c.edges) for ch in boundary]
         handles = tuple(ch.data[f] for f in fields for ch in self.mine)
-        plan = (tuple(local), tuple(net), reflects, handles)
+        plan = (local, net, reflects, handles)
         self.halos[(depth, fields)] = plan
         return plan
 
@@ -761,14 +797,14 @@ class _Sim:
         self.halo(1, CF_PRESSURE, CF_ENERGY0, CF_DENSITY0, CF_XVEL0, CF_YVEL0)
         self.each((K_VISCOSITY,))
         self.each((K_CALC_DT,))
-        # viscosity's ghosts are first read by accelerate (calc_dt and PdV
-        # read their own cells'): the exchange follows calc_dt, as in C
-        self.halo(1, CF_VISCOSITY)
 
     def step_rest(self, dt, advect_x):
         self.each((K_PDV, 1), dt)
         self.each((K_IDEAL_GAS, 1))
-        self.halo(1, CF_PRESSURE)
+        # viscosity's ghosts are first read by accelerate (calc_dt and PdV
+        # read their own cells'): exchanged with the predicted pressure's,
+        # one update for both, as in C
+        self.halo(1, CF_PRESSURE, CF_VISCOSITY)
         self.each((K_REVERT,))
         self.each((K_ACCELERATE,), dt)
         self.each((K_PDV, 0), dt)
@@ -864,7 +900,7 @@ def profile_text(profile, wall):
 
 
 def run(deck, devices=None, chunks=0, workers=0, trace=None, out=None, fields=False, png=None, mpi=False,
-        no_exchange=False):
+        no_exchange=False, cpu_chunks=0):
     """Run a deck (a CloverDeck from load_deck/parse_deck, or a path) with
     the Python driver over weft.
 
@@ -878,7 +914,9 @@ def run(deck, devices=None, chunks=0, workers=0, trace=None, out=None, fields=Fa
     (collective: every rank calls run with the same arguments; weft starts
     MPI if it is not running), each rank holding as many chunks as it would
     alone; no_exchange: benchmarks only, no halo exchange between chunks
-    (the mesh boundary's reflection stays; the results are then wrong).
+    (the mesh boundary's reflection stays; the results are then wrong);
+    cpu_chunks: with GPUs, this many chunks on the CPU beside one per GPU
+    (the halo updates then all on the host; one process only).
     Returns a Result; raises on an error (a bad deck, a failed task, the
     PdV check, dt below dtmin)."""
     if not isinstance(deck, CloverDeck):
@@ -899,7 +937,7 @@ def run(deck, devices=None, chunks=0, workers=0, trace=None, out=None, fields=Fa
             rank = net.rank if net is not None else 0
             if rank != 0:
                 out = None    # across ranks, rank 0 reports
-            sim = _Sim(rt, deck, chunks, out, net, no_exchange)
+            sim = _Sim(rt, deck, chunks, out, net, no_exchange, cpu_chunks)
             sim.start()
             sums0, sums, steps, t, wall = sim.loop()
             rt.wait_all()
@@ -959,10 +997,12 @@ def main(argv=None):
                     "chunks as it would alone")
     ap.add_argument("--triad", action="store_true", help="first measure STREAM triad on every core (the "
                     "bandwidth the achieved figure is compared with)")
+    ap.add_argument("--cpu-chunks", type=int, default=0, help="with GPUs, this many chunks on the CPU beside one "
+                    "per GPU (one process)")
     ap.add_argument("--no-exchange", action="store_true", help="benchmarks only: no halo exchange between "
                     "chunks (wrong results: to time the rest of the step alone)")
     a = ap.parse_args(argv)
-    for opt, v in (("--chunks", a.chunks), ("--workers", a.workers)):
+    for opt, v in (("--chunks", a.chunks), ("--workers", a.workers), ("--cpu-chunks", a.cpu_chunks)):
         if v < 0 or v > 4096:
             print(f"cloverleaf.py: {opt}: not a count from 1 to 4096: '{v}'", file=sys.stderr)
             return 2
@@ -994,7 +1034,7 @@ def main(argv=None):
             return 2
     try:
         r = run(deck, devices=a.devices, chunks=a.chunks, workers=a.workers, trace=a.trace, out=out, png=a.png,
-                mpi=mpi, no_exchange=a.no_exchange)
+                mpi=mpi, no_exchange=a.no_exchange, cpu_chunks=a.cpu_chunks)
     except (DeckError, KernelsNotFound, ValueError, RuntimeError, weft.CancelledError) as e:
         sys.stdout.flush()
         print(f"cloverleaf.py: {e}", file=sys.stderr)

@@ -220,3 +220,54 @@ void clover_halo_strip(const clover_chunk *c, int f, int depth, unsigned edge, c
     out->rows = (size_t)rows;
     out->cols = (size_t)cols;
 }
+
+/* ---- between chunks, in one phase ------------------------------------------ */
+
+/* The columns of an x face's block (cols, first sent, first received), or
+ * with no x face the chunk's own columns; the same for rows and a y face.
+ * Each rule is clover_halo_strip's along its own axis; along a face in
+ * `ghost` the lines sent are the ghost lines received. */
+static void block_axis(unsigned lo_edge, unsigned hi_edge, unsigned edges, unsigned ghost, int n, int extra,
+                       int depth, int *cnt, int *s, int *r)
+{
+    if (edges & lo_edge) {
+        *cnt = depth;
+        *r = -depth;
+        *s = (ghost & lo_edge) ? *r : extra; /* the first line past the shared one */
+    } else if (edges & hi_edge) {
+        *cnt = depth;
+        *r = n + extra;
+        *s = (ghost & hi_edge) ? *r : n - depth;
+    } else {
+        *cnt = n + extra;    /* the chunk's own lines, the shared one included */
+        *s = *r = 0;
+    }
+}
+
+void clover_halo_block_ghost(const clover_chunk *c, int f, int depth, unsigned edges, unsigned ghost,
+                             clover_strip *out)
+{
+    const int kind = field_kind(f);
+    const int xi = (kind == KIND_NODE || kind == KIND_XFACE) ? 1 : 0;
+    const int yi = (kind == KIND_NODE || kind == KIND_YFACE) ? 1 : 0;
+    const size_t pitch = (size_t)c->nx + 5;
+    const unsigned xe = edges & (CLOVER_LEFT | CLOVER_RIGHT), ye = edges & (CLOVER_BOTTOM | CLOVER_TOP);
+    int cols, sj, rj, rows, sk, rk;
+
+    out->send_off = out->recv_off = 0;
+    out->rows = out->cols = 0;
+    if (depth < 1 || depth > 2 || (!xe && !ye) || xe == (CLOVER_LEFT | CLOVER_RIGHT) ||
+        ye == (CLOVER_BOTTOM | CLOVER_TOP) || (edges & ~(xe | ye)) || (ghost & ~edges) || ghost == edges)
+        return;
+    block_axis(CLOVER_LEFT, CLOVER_RIGHT, xe, ghost, c->nx, xi, depth, &cols, &sj, &rj);
+    block_axis(CLOVER_BOTTOM, CLOVER_TOP, ye, ghost, c->ny, yi, depth, &rows, &sk, &rk);
+    out->send_off = (size_t)(sk + 2) * pitch + (size_t)(sj + 2);
+    out->recv_off = (size_t)(rk + 2) * pitch + (size_t)(rj + 2);
+    out->rows = (size_t)rows;
+    out->cols = (size_t)cols;
+}
+
+void clover_halo_block(const clover_chunk *c, int f, int depth, unsigned edges, clover_strip *out)
+{
+    clover_halo_block_ghost(c, f, depth, edges, 0, out);
+}

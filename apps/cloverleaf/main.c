@@ -1,12 +1,14 @@
 /* weft-cloverleaf: run a CloverLeaf input deck with the C driver.
  *
- *   weft-cloverleaf [--devices LIST] [--chunks N] [--workers N]
+ *   weft-cloverleaf [--devices LIST] [--chunks N] [--cpu-chunks N] [--workers N]
  *                   [--trace FILE] [--png FILE] [--serial] [--mpi]
  *                   [--triad] [--no-exchange] [--plain-cuda] DECK
  *
  * --devices  Weft's devices ("cpu", "cpu,vgpu:4"; default: WEFT_DEVICES or
  *            every device found); chunks go one per GPU, or on the CPU
  * --chunks   chunks on the CPU when there is no GPU (default: one per worker)
+ * --cpu-chunks  with GPUs, N chunks on the CPU beside one per GPU (one
+ *            process; the halo updates then go through the host)
  * --serial   the sequential oracle instead (no Weft; --chunks chunks)
  * --mpi      the mesh over the ranks of MPI_COMM_WORLD (the default when
  *            started by mpirun: OMPI_COMM_WORLD_SIZE or PMI_SIZE above 1);
@@ -37,7 +39,7 @@
 
 static void usage(void)
 {
-    fprintf(stderr, "usage: weft-cloverleaf [--devices LIST] [--chunks N] [--workers N] [--trace FILE] "
+    fprintf(stderr, "usage: weft-cloverleaf [--devices LIST] [--chunks N] [--cpu-chunks N] [--workers N] [--trace FILE] "
                     "[--png FILE] [--serial] [--mpi] [--triad] [--no-exchange] [--plain-cuda] DECK\n");
 }
 
@@ -53,6 +55,29 @@ static int number(const char *opt, const char *s, int *out)
     return 0;
 }
 
+static void report(const clover_deck *dp, const clover_weft_opts *op, const clover_weft_result *rp, double triad_bw)
+{
+    printf("\n %d steps to time %.6f on %d chunks (%d x %d) over %d rank(s): %.3f s, %.3g cell-steps/s\n", rp->steps,
+           rp->time, rp->nchunks, rp->chunks_x, rp->chunks_y, rp->nranks, rp->wall_s,
+           rp->wall_s > 0 ? (double)dp->x_cells * dp->y_cells * rp->steps / rp->wall_s : 0.0);
+    double cells = (double)dp->x_cells * dp->y_cells * rp->steps;
+    double bytes = cells * clover_traffic_step_bytes() +
+                   (double)dp->x_cells * dp->y_cells * rp->summaries * clover_traffic_summary_bytes();
+    if (rp->wall_s > 0) {
+        printf(" Memory traffic (the kernels' model, traffic.c): %.0f bytes per cell-step, %.2f GB/s achieved",
+               clover_traffic_step_bytes(), bytes / rp->wall_s * 1e-9);
+        if (triad_bw > 0)
+            printf(", %.1f%% of triad", 100.0 * bytes / rp->wall_s / triad_bw);
+        printf("\n");
+    }
+    if (op->no_exchange)
+        printf(" (--no-exchange: the chunks exchanged no halos; the results above are not this deck's)\n");
+    if (op->trace_path)
+        printf(" Trace: %s (chrome://tracing or ui.perfetto.dev)\n", op->trace_path);
+    if (op->png_path)
+        printf(" Density picture: %s\n", op->png_path);
+}
+
 int main(int argc, char **argv)
 {
     clover_weft_opts o = {0};
@@ -66,6 +91,9 @@ int main(int argc, char **argv)
             o.devices = argv[++i];
         else if (!strcmp(a, "--chunks") && has) {
             if (number(a, argv[++i], &o.chunks))
+                return 2;
+        } else if (!strcmp(a, "--cpu-chunks") && has) {
+            if (number(a, argv[++i], &o.cpu_chunks))
                 return 2;
         } else if (!strcmp(a, "--workers") && has) {
             if (number(a, argv[++i], &workers))
@@ -142,30 +170,14 @@ int main(int argc, char **argv)
     }
     clover_weft_result r;
     int rc = clover_weft_run(&d, &o, &r);
+    /* Rank 0 reports before MPI ends: a rank that exits first with 1 (a
+     * FAIL, as every --no-exchange run is) makes mpirun end the others. */
+    if (rc == 0 && r.rank == 0)
+        report(&d, &o, &r, triad_bw);
+    fflush(stdout);
     if (o.mpi && weft_mpi_finalize() != 0)
         fprintf(stderr, "weft-cloverleaf: MPI_Finalize: %s\n", weft_last_error());
     if (rc != 0)
         return 2;
-    if (r.rank != 0)
-        return r.verified == 0 ? 1 : 0;
-    printf("\n %d steps to time %.6f on %d chunks (%d x %d) over %d rank(s): %.3f s, %.3g cell-steps/s\n", r.steps,
-           r.time, r.nchunks, r.chunks_x, r.chunks_y, r.nranks, r.wall_s,
-           r.wall_s > 0 ? (double)d.x_cells * d.y_cells * r.steps / r.wall_s : 0.0);
-    double cells = (double)d.x_cells * d.y_cells * r.steps;
-    double bytes = cells * clover_traffic_step_bytes() +
-                   (double)d.x_cells * d.y_cells * r.summaries * clover_traffic_summary_bytes();
-    if (r.wall_s > 0) {
-        printf(" Memory traffic (the kernels' model, traffic.c): %.0f bytes per cell-step, %.2f GB/s achieved",
-               clover_traffic_step_bytes(), bytes / r.wall_s * 1e-9);
-        if (triad_bw > 0)
-            printf(", %.1f%% of triad", 100.0 * bytes / r.wall_s / triad_bw);
-        printf("\n");
-    }
-    if (o.no_exchange)
-        printf(" (--no-exchange: the chunks exchanged no halos; the results above are not this deck's)\n");
-    if (o.trace_path)
-        printf(" Trace: %s (chrome://tracing or ui.perfetto.dev)\n", o.trace_path);
-    if (o.png_path)
-        printf(" Density picture: %s\n", o.png_path);
     return r.verified == 0 ? 1 : 0;
 }

@@ -58,6 +58,7 @@ struct sim {
     weft_runtime *rt;
     const clover_deck *d;
     int n, cx, cy, ngpu;         /* chunks of the whole mesh; GPUs of this rank */
+    int ncpu;                    /* chunks on the CPU beside the GPUs' (--cpu-chunks), or 0 */
     int rank, nranks, nloc;      /* this rank's chunks are lo .. hi-1, nloc of them */
     int lo, hi;
     int no_exchange;             /* clover_weft_opts' */
@@ -429,6 +430,20 @@ static int k_reflect(sim *s, int c, const int *fields, int nfields, int depth)
 
 /* ---- halo updates -------------------------------------------------------- */
 
+/* A halo update: the chunks on the mesh's boundary reflect first (each
+ * alone, on its own cells), then every block a chunk takes from the
+ * chunks around it moves in one phase: across its four faces and its four
+ * corners, from the diagonal chunk or, on the mesh's boundary, from the
+ * face neighbour's reflected ghosts (clover_halo_block: no block is read
+ * from cells the exchange writes, so they can all move at once).  The
+ * ghosts end up as the reference's two phases (x faces, then y faces over
+ * the whole width) and reflection leave them, bit for bit, with one
+ * exchange per update instead of two, and the next kernel waits for the
+ * exchange alone. */
+static const unsigned halo_dirs[8] = {
+    CLOVER_LEFT, CLOVER_RIGHT, CLOVER_BOTTOM, CLOVER_TOP,
+    CLOVER_LEFT | CLOVER_BOTTOM, CLOVER_RIGHT | CLOVER_BOTTOM, CLOVER_LEFT | CLOVER_TOP, CLOVER_RIGHT | CLOVER_TOP};
+
 static int neighbour(const clover_chunk *c, unsigned edge)
 {
     switch (edge) {
@@ -439,27 +454,61 @@ static int neighbour(const clover_chunk *c, unsigned edge)
     }
 }
 
-static unsigned opposite(unsigned edge)
+/* The chunk across `edges` (a face or a corner) from chunk c, or -1. */
+static int across(const sim *s, int c, unsigned edges)
 {
-    switch (edge) {
-    case CLOVER_LEFT: return CLOVER_RIGHT;
-    case CLOVER_RIGHT: return CLOVER_LEFT;
-    case CLOVER_BOTTOM: return CLOVER_TOP;
-    default: return CLOVER_BOTTOM;
-    }
+    unsigned xe = edges & (CLOVER_LEFT | CLOVER_RIGHT), ye = edges & (CLOVER_BOTTOM | CLOVER_TOP);
+    int n = xe ? neighbour(&s->ch[c].c, xe) : c;
+    if (n >= 0 && ye)
+        n = neighbour(&s->ch[n].c, ye);
+    return n;
 }
 
-static const unsigned phase_edges[2][2] = {{CLOVER_LEFT, CLOVER_RIGHT}, {CLOVER_BOTTOM, CLOVER_TOP}};
+/* The same faces seen from the other side. */
+static unsigned flip(unsigned edges)
+{
+    unsigned out = 0;
+    if (edges & CLOVER_LEFT)
+        out |= CLOVER_RIGHT;
+    if (edges & CLOVER_RIGHT)
+        out |= CLOVER_LEFT;
+    if (edges & CLOVER_BOTTOM)
+        out |= CLOVER_TOP;
+    if (edges & CLOVER_TOP)
+        out |= CLOVER_BOTTOM;
+    return out;
+}
 
-/* The strip of field f that chunk `to` takes across its face `edge` from
- * its neighbour `from`, as a transfer (handles NULL for chunks of other
- * ranks: their side is not read here). */
-static void strip_xfer(const sim *s, int to, int from, unsigned edge, int f, int depth, weft_xfer *t)
+/* Where chunk c's ghosts across `edges` (a face or a corner) come from:
+ * the chunk returned (-1: its own reflection), *ghost the faces along
+ * which that chunk sends its reflected ghost lines (a corner on the mesh's
+ * boundary; clover_halo_block_ghost). */
+static int source(const sim *s, int c, unsigned edges, unsigned *ghost)
+{
+    unsigned xe = edges & (CLOVER_LEFT | CLOVER_RIGHT), ye = edges & (CLOVER_BOTTOM | CLOVER_TOP);
+    *ghost = 0;
+    int n = across(s, c, edges);
+    if (n >= 0 || !xe || !ye)
+        return n;
+    if ((n = across(s, c, xe)) >= 0) {
+        *ghost = ye;
+        return n;
+    }
+    if ((n = across(s, c, ye)) >= 0)
+        *ghost = xe;
+    return n;
+}
+
+/* The block of field f that chunk `to` takes across `edges` from chunk
+ * `from` (source's, with its ghost faces), as a transfer (handles NULL
+ * for chunks of other ranks: their side is not read here). */
+static void strip_xfer(const sim *s, int to, int from, unsigned edges, unsigned ghost, int f, int depth,
+                       weft_xfer *t)
 {
     const chunk_rt *me = &s->ch[to], *other = &s->ch[from];
     clover_strip mine, theirs;
-    clover_halo_strip(&me->c, f, depth, edge, &mine);
-    clover_halo_strip(&other->c, f, depth, opposite(edge), &theirs);
+    clover_halo_block_ghost(&me->c, f, depth, edges, ghost, &mine);
+    clover_halo_block_ghost(&other->c, f, depth, flip(edges & ~ghost) | ghost, ghost, &theirs);
     t->src = other->f[f];
     t->src_off = theirs.send_off * sizeof(double);
     t->src_pitch = ((size_t)other->c.nx + 5) * sizeof(double);
@@ -470,11 +519,10 @@ static void strip_xfer(const sim *s, int to, int from, unsigned edge, int f, int
     t->rows = mine.rows;
 }
 
-/* Chunks on the CPU: a host task copies the strips between this rank's
- * chunks (x faces, then y faces: corners come through the x neighbour) and
- * fills the mesh boundary's ghosts.  Alone (one rank) it does all three;
- * across ranks each phase's exchange with other ranks runs between. */
-enum { DO_X = 1, DO_Y = 2, DO_REFLECT = 4 };
+/* Chunks on the CPU: a host task fills the mesh boundary's ghosts and
+ * then copies the blocks between this rank's chunks; across ranks the
+ * exchange with other ranks follows it. */
+enum { DO_COPY = 1, DO_REFLECT = 4 };
 
 typedef struct host_halo {
     sim *s;
@@ -498,36 +546,7 @@ static int host_halo_body(weft_ctx *ctx, void *arg)
     host_halo *h = arg;
     sim *s = h->s;
     uint64_t t0 = now_ns();
-    for (int ph = 0; ph < 2; ph++) {
-        if (!(h->what & (ph ? DO_Y : DO_X)))
-            continue;
-        for (int c = s->lo; c < s->hi; c++)
-            for (int e = 0; e < 2; e++) {
-                unsigned edge = phase_edges[ph][e];
-                int nb = neighbour(&s->ch[c].c, edge);
-                if (nb < 0 || !local(s, nb))
-                    continue;
-                for (int fi = 0; fi < h->nfields; fi++) {
-                    weft_xfer t;
-                    strip_xfer(s, c, nb, edge, h->fields[fi], h->depth, &t);
-                    void *dst, *src;
-                    size_t n;
-                    if (weft_data_host(t.dst, &dst, &n) != 0 || weft_data_host(t.src, &src, &n) != 0)
-                        return -1;
-                    for (size_t r = 0; r < t.rows; r++)
-                        memcpy((char *)dst + t.dst_off + r * t.dst_pitch, (char *)src + t.src_off + r * t.src_pitch,
-                               t.bytes);
-                }
-            }
-    }
-    uint64_t t1 = now_ns();
-    if (h->what & (DO_X | DO_Y)) {
-        atomic_fetch_add_explicit(&s->ns[K_HALO], t1 - t0, memory_order_relaxed);
-        atomic_fetch_add_explicit(&s->calls[K_HALO], 1, memory_order_relaxed);
-    }
-    if (!(h->what & DO_REFLECT))
-        return 0;
-    for (int c = s->lo; c < s->hi; c++) {
+    for (int c = s->lo; c < s->hi && (h->what & DO_REFLECT); c++) {
         const chunk_rt *me = &s->ch[c];
         if (!me->c.edges)
             continue;
@@ -537,8 +556,33 @@ static int host_halo_body(weft_ctx *ctx, void *arg)
             v.f[h->fields[fi]] = me->mem + (size_t)h->fields[fi] * fc;
         clover_k_reflect(&v, h->fields, h->nfields, h->depth, me->c.edges);
     }
-    atomic_fetch_add_explicit(&s->ns[K_REFLECT], now_ns() - t1, memory_order_relaxed);
-    atomic_fetch_add_explicit(&s->calls[K_REFLECT], 1, memory_order_relaxed);
+    uint64_t t1 = now_ns();
+    if (h->what & DO_REFLECT) {
+        atomic_fetch_add_explicit(&s->ns[K_REFLECT], t1 - t0, memory_order_relaxed);
+        atomic_fetch_add_explicit(&s->calls[K_REFLECT], 1, memory_order_relaxed);
+    }
+    if (!(h->what & DO_COPY))
+        return 0;
+    for (int c = s->lo; c < s->hi; c++)
+        for (int e = 0; e < 8; e++) {
+            unsigned ghost;
+            int nb = source(s, c, halo_dirs[e], &ghost);
+            if (nb < 0 || !local(s, nb))
+                continue;
+            for (int fi = 0; fi < h->nfields; fi++) {
+                weft_xfer t;
+                strip_xfer(s, c, nb, halo_dirs[e], ghost, h->fields[fi], h->depth, &t);
+                void *dst, *src;
+                size_t n;
+                if (weft_data_host(t.dst, &dst, &n) != 0 || weft_data_host(t.src, &src, &n) != 0)
+                    return -1;
+                for (size_t r = 0; r < t.rows; r++)
+                    memcpy((char *)dst + t.dst_off + r * t.dst_pitch, (char *)src + t.src_off + r * t.src_pitch,
+                           t.bytes);
+            }
+        }
+    atomic_fetch_add_explicit(&s->ns[K_HALO], now_ns() - t1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&s->calls[K_HALO], 1, memory_order_relaxed);
     return 0;
 }
 
@@ -579,31 +623,31 @@ static int halo_host(sim *s, const int *fields, int nfields, int depth, unsigned
     return rc;
 }
 
-/* One phase of a halo update as one exchange on communicator c: the
- * strips between chunks whose members differ (member_of: the chunk's
- * member), in one order every rank derives alike. */
-static int halo_exchange(sim *s, weft_comm *c, int ph, int (*member_of)(const sim *, int), const int *fields,
-                         int nfields, int depth)
+/* A halo update's blocks between chunks whose members differ (member_of:
+ * the chunk's member) as one exchange on communicator c, in one order
+ * every rank derives alike. */
+static int halo_exchange(sim *s, weft_comm *c, int (*member_of)(const sim *, int), const int *fields, int nfields,
+                         int depth)
 {
-    size_t max = (size_t)s->n * 2 * (size_t)nfields, n = 0;
+    size_t max = (size_t)s->n * 8 * (size_t)nfields, n = 0;
     weft_xfer *x = calloc(max ? max : 1, sizeof *x);
     if (!x)
         return WEFT_ENOMEM;
     for (int to = 0; to < s->n; to++)
-        for (int e = 0; e < 2; e++) {
-            unsigned edge = phase_edges[ph][e];
-            int from = neighbour(&s->ch[to].c, edge);
+        for (int e = 0; e < 8; e++) {
+            unsigned ghost;
+            int from = source(s, to, halo_dirs[e], &ghost);
             if (from < 0 || member_of(s, from) == member_of(s, to))
                 continue;
             for (int fi = 0; fi < nfields; fi++) {
                 weft_xfer *t = &x[n++];
-                strip_xfer(s, to, from, edge, fields[fi], depth, t);
+                strip_xfer(s, to, from, halo_dirs[e], ghost, fields[fi], depth, t);
                 t->from = (unsigned)member_of(s, from);
                 t->to = (unsigned)member_of(s, to);
             }
         }
     int rc = 0;
-    if (n > 0 && (rc = weft_comm_exchange(c, x, n, ph ? "halo_y" : "halo_x", NULL)) != 0)
+    if (n > 0 && (rc = weft_comm_exchange(c, x, n, "halo", NULL)) != 0)
         fprintf(stderr, "cloverleaf: halo exchange: %s\n", weft_last_error());
     free(x);
     return rc;
@@ -612,42 +656,37 @@ static int halo_exchange(sim *s, weft_comm *c, int ph, int (*member_of)(const si
 static int member_gpu(const sim *s, int c) { (void)s; return c; }
 static int member_rank(const sim *s, int c) { return c / s->nloc; }
 
-/* Chunks on GPUs (one each): the strips go as one exchange per phase over
- * the chunks' communicator (GPU to GPU within a rank, through host memory
- * across ranks), then each chunk on the mesh boundary fills its ghosts
- * there on its stream. */
+/* Chunks on GPUs (one each): each chunk on the mesh boundary fills its
+ * ghosts there on its stream, then the blocks go as one exchange over the
+ * chunks' communicator (GPU to GPU within a rank, through host memory
+ * across ranks). */
 static int halo_gpu(sim *s, const int *fields, int nfields, int depth)
 {
-    for (int ph = 0; ph < 2 && s->comm && !s->no_exchange; ph++) {
-        int rc = halo_exchange(s, s->comm, ph, member_gpu, fields, nfields, depth);
-        if (rc)
-            return rc;
-    }
     for (int c = s->lo; c < s->hi; c++)
         if (s->ch[c].c.edges) {
             int rc = k_reflect(s, c, fields, nfields, depth);
             if (rc)
                 return rc;
         }
+    if (s->comm && !s->no_exchange)
+        return halo_exchange(s, s->comm, member_gpu, fields, nfields, depth);
     return 0;
 }
 
 static int halo(sim *s, const int *fields, int nfields, int depth)
 {
     if (s->no_exchange)
-        return s->ngpu ? halo_gpu(s, fields, nfields, depth) : halo_host(s, fields, nfields, depth, DO_REFLECT);
-    if (s->ngpu)
+        return s->ngpu && !s->ncpu ? halo_gpu(s, fields, nfields, depth)
+                                   : halo_host(s, fields, nfields, depth, DO_REFLECT);
+    /* CPU chunks beside GPU chunks: the host task does the whole update,
+     * the GPU chunks' fields brought to the host for it (weft's data
+     * layer) and back to their GPUs for the next kernel. */
+    if (s->ngpu && !s->ncpu)
         return halo_gpu(s, fields, nfields, depth);
     if (!s->net)
-        return halo_host(s, fields, nfields, depth, DO_X | DO_Y | DO_REFLECT);
-    int rc = 0;
-    for (int ph = 0; ph < 2 && rc == 0; ph++) {
-        if (s->nloc > 1)
-            rc = halo_host(s, fields, nfields, depth, ph ? DO_Y : DO_X);
-        if (rc == 0)
-            rc = halo_exchange(s, s->net, ph, member_rank, fields, nfields, depth);
-    }
-    return rc ? rc : halo_host(s, fields, nfields, depth, DO_REFLECT);
+        return halo_host(s, fields, nfields, depth, DO_COPY | DO_REFLECT);
+    int rc = halo_host(s, fields, nfields, depth, s->nloc > 1 ? DO_REFLECT | DO_COPY : DO_REFLECT);
+    return rc ? rc : halo_exchange(s, s->net, member_rank, fields, nfields, depth);
 }
 
 #define HALO(s, depth, ...)                                                      \
@@ -792,11 +831,6 @@ static int step_start(sim *s)
     HALO(s, 1, CF_PRESSURE, CF_ENERGY0, CF_DENSITY0, CF_XVEL0, CF_YVEL0);
     EACH(s, k_viscosity(s, c));
     EACH(s, k_calc_dt(s, c));
-    /* The reference updates viscosity's halo before calc_dt, which reads
-     * only its own cells' (so do PdV's); accelerate is the first to read
-     * the ghosts.  Spawned after calc_dt, the exchange follows its reads
-     * instead of delaying them, and runs while the host reads dt. */
-    HALO(s, 1, CF_VISCOSITY);
     return 0;
 }
 
@@ -804,7 +838,13 @@ static int step_rest(sim *s, double dt, int advect_x)
 {
     EACH(s, k_pdv(s, c, 1, dt));
     EACH(s, k_ideal_gas(s, c, 1));
-    HALO(s, 1, CF_PRESSURE);
+    /* The reference updates viscosity's halo before calc_dt, which reads
+     * only its own cells' (so do PdV's, and nothing writes viscosity
+     * until the next step); accelerate is the first to read its ghosts.
+     * Exchanged with the predicted pressure's, one update (and, on GPUs
+     * and across ranks, one exchange: every exchange waits for every
+     * chunk) serves both. */
+    HALO(s, 1, CF_PRESSURE, CF_VISCOSITY);
     EACH(s, k_revert(s, c));
     EACH(s, k_accelerate(s, c, dt));
     EACH(s, k_pdv(s, c, 0, dt));
@@ -927,6 +967,15 @@ static int setup(sim *s, const clover_weft_opts *o)
     /* Every rank has the same devices and options: nloc chunks each, this
      * rank's being rank * nloc .. (rank + 1) * nloc - 1. */
     s->nloc = s->ngpu ? s->ngpu : (o->chunks > 0 ? o->chunks : (int)weft_runtime_workers(s->rt));
+    if (o->cpu_chunks > 0 && s->ngpu > 0) {
+        if (s->nranks > 1) {
+            fprintf(stderr, "cloverleaf: chunks on the CPU beside GPU chunks across ranks: not supported yet\n");
+            return WEFT_EINVAL;
+        }
+        /* this rank's first ngpu chunks on the GPUs, the rest on the CPU */
+        s->ncpu = o->cpu_chunks;
+        s->nloc = s->ngpu + s->ncpu;
+    }
     int n = s->nloc * s->nranks;
     s->lo = s->rank * s->nloc;
     s->hi = s->lo + s->nloc;
@@ -946,7 +995,7 @@ static int setup(sim *s, const clover_weft_opts *o)
     for (int c = 0; c < n; c++) {
         chunk_rt *cr = &s->ch[c];
         cr->c = cc[c];
-        cr->gpu = s->ngpu ? c - s->lo : -1;
+        cr->gpu = s->ngpu && local(s, c) && c - s->lo < s->ngpu ? c - s->lo : -1;
         cr->cuda = cr->gpu >= 0 && local(s, c) && cuda[cr->gpu];
         size_t fc = clover_field_count(cr->c.nx, cr->c.ny), gc = clover_geom_count(cr->c.nx, cr->c.ny);
         cr->fbytes = fc * sizeof(double);
@@ -977,7 +1026,7 @@ static int setup(sim *s, const clover_weft_opts *o)
         (rc = weft_data_register(s->rt, &s->err, sizeof s->err, &s->err_d)) != 0 ||
         (rc = weft_data_register(s->rt, s->sums, sizeof s->sums, &s->sums_d)) != 0)
         return rc;
-    if (s->ngpu > 0 && s->n > 1) {
+    if (s->ngpu > 0 && s->n > 1 && !s->ncpu) {
         /* The chunks' GPUs: this rank's (every GPU of the runtime, in
          * order), and across ranks every rank's, numbered rank by rank as
          * the chunks are. */
@@ -1010,6 +1059,74 @@ static void gather(const sim *s, int f, double *out)
             memcpy(out + (size_t)(cr->c.y0 + k) * (size_t)s->d->x_cells + (size_t)cr->c.x0,
                    src + (size_t)(k + 2) * p + 2, (size_t)cr->c.nx * sizeof(double));
     }
+}
+
+/* Across ranks: field f of the whole mesh into out (x_cells x y_cells) on
+ * every rank.  A host task copies this rank's chunks' cells into an array
+ * of -0.0 (the task brings GPU replicas back to the host), an all-reduce
+ * SUM over the ranks adds the arrays (-0.0 + x is x bit for bit, signed
+ * zeros included: each cell is one rank's alone), and unregistering the
+ * array brings the sum back to out.  Collective: every rank calls it. */
+typedef struct gather_job {
+    sim *s;
+    int f;
+} gather_job;
+
+static int gather_body(weft_ctx *ctx, void *arg)
+{
+    gather_job *g = arg;
+    const sim *s = g->s;
+    double *out = weft_ctx_data(ctx, 0);
+    for (int c = s->lo; c < s->hi; c++) {
+        const chunk_rt *cr = &s->ch[c];
+        const double *src = weft_ctx_data(ctx, (size_t)(c - s->lo) + 1);
+        size_t p = (size_t)cr->c.nx + 5;
+        for (int k = 0; k < cr->c.ny; k++)
+            memcpy(out + (size_t)(cr->c.y0 + k) * (size_t)s->d->x_cells + (size_t)cr->c.x0,
+                   src + (size_t)(k + 2) * p + 2, (size_t)cr->c.nx * sizeof(double));
+    }
+    return 0;
+}
+
+static int gather_ranks(sim *s, int f, double *out)
+{
+    size_t n = (size_t)s->d->x_cells * (size_t)s->d->y_cells;
+    for (size_t i = 0; i < n; i++)
+        out[i] = -0.0;
+    weft_data *gd = NULL;
+    int rc = weft_data_register(s->rt, out, n * sizeof(double), &gd);
+    weft_access *acc = calloc((size_t)s->nloc + 1, sizeof *acc);
+    if (rc == 0 && !acc)
+        rc = WEFT_ENOMEM;
+    if (rc == 0) {
+        acc[0] = (weft_access){gd, WEFT_RW | WEFT_HOST};
+        for (int c = s->lo; c < s->hi; c++)
+            acc[c - s->lo + 1] = (weft_access){s->ch[c].f[f], WEFT_R | WEFT_HOST};
+        gather_job g = {s, f};
+        weft_task_desc td;
+        weft_task_desc_init(&td);
+        td.body = gather_body;
+        td.arg = &g;
+        td.accesses = acc;
+        td.naccesses = (size_t)s->nloc + 1;
+        td.name = "gather";
+        weft_task *t = NULL;
+        rc = weft_spawn(s->rt, &td, &t);
+        if (rc == 0) {
+            rc = weft_task_wait(t); /* g lives on this stack until the body ran */
+            weft_task_release(t);
+        }
+    }
+    if (rc == 0)
+        rc = allreduce(s, gd, WEFT_RED_F64 | WEFT_RED_SUM, n, "gather");
+    if (rc == 0)
+        rc = weft_wait_all(s->rt);
+    if (gd && weft_data_unregister(gd) != 0 && rc == 0)
+        rc = -1;
+    free(acc);
+    if (rc != 0)
+        fprintf(stderr, "cloverleaf: gathering %s across ranks failed\n", clover_field_name(f));
+    return rc;
 }
 
 static void profile(const sim *s, FILE *out, double wall)
@@ -1087,13 +1204,28 @@ int clover_weft_run(const clover_deck *d, const clover_weft_opts *o, clover_weft
         if (out)
             profile(s, out, res->wall_s);
     }
+    /* Across ranks the fields are gathered before the communicators go:
+     * every rank gets the whole density and energy, rank 0 draws. */
+    int want = o->density || o->energy || o->png_path, ranks = s->net != NULL;
+    if (rc == 0 && want && ranks) {
+        size_t cells = (size_t)d->x_cells * (size_t)d->y_cells;
+        double *dens = o->density ? o->density : malloc(cells * sizeof(double));
+        if (!dens)
+            rc = -1;
+        if (rc == 0)
+            rc = gather_ranks(s, CF_DENSITY0, dens);
+        if (rc == 0 && o->energy)
+            rc = gather_ranks(s, CF_ENERGY0, o->energy);
+        if (rc == 0 && s->rank == 0 && o->png_path &&
+            clover_write_png(o->png_path, dens, d->x_cells, d->y_cells, (size_t)d->x_cells) != 0)
+            fprintf(stderr, "cloverleaf: writing %s failed\n", o->png_path);
+        if (dens != o->density)
+            free(dens);
+    }
     /* Unregistering brings every chunk's newest values back to its host memory. */
     if (teardown(s) != 0 && rc == 0)
         rc = -1;
-    if (rc == 0 && s->nranks > 1 && (o->density || o->energy || o->png_path)) {
-        if (out)
-            fprintf(out, " (across ranks: the fields and the picture are not gathered)\n");
-    } else if (rc == 0 && (o->density || o->energy || o->png_path)) {
+    if (rc == 0 && want && !ranks) {
         double *tmp = o->density;
         if (!tmp)
             tmp = malloc((size_t)d->x_cells * (size_t)d->y_cells * sizeof(double));

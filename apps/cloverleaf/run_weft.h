@@ -18,11 +18,15 @@
 typedef struct clover_weft_opts {
     const char *devices;         /* Weft's device list ("cpu", "cpu,vgpu:4"); NULL: the default */
     int chunks;                  /* chunks on the CPU when there is no GPU; 0: one per worker */
+    int cpu_chunks;              /* with GPUs, this many chunks on the CPU beside one per GPU (the
+                                    halo updates then all on the host); 0: none.  One rank only */
     unsigned workers;            /* 0: Weft's default */
     const char *trace_path;      /* Chrome trace, or NULL */
-    const char *png_path;        /* the final density picture, or NULL */
+    const char *png_path;        /* the final density picture, or NULL (across ranks: the whole
+                                    mesh's, gathered, written by rank 0) */
     FILE *out;                   /* summary table, verification, profile; NULL: silent */
-    double *density;             /* NULL, or x_cells * y_cells doubles: the final density0 */
+    double *density;             /* NULL, or x_cells * y_cells doubles: the final density0 (across
+                                    ranks every rank gets the whole mesh's, gathered) */
     double *energy;              /* the same for energy0 */
     int mpi;                     /* 1: the mesh over the ranks of MPI_COMM_WORLD (MPI initialised
                                     with MPI_THREAD_MULTIPLE, e.g. by weft_mpi_init); each rank

@@ -5,19 +5,28 @@
  *                             cpu,vgpu:4 (in the virtual GPUs' checking mode
  *                             too) PASSes with the oracle's density and
  *                             energy fields bit for bit and kinetic energies
- *                             equal to 1e-12 relative
+ *                             equal to 1e-12 relative; so does cpu,vgpu:2
+ *                             with 2 more chunks on the CPU (checking mode)
  *   test_clover decomp DECKS  clover_bm_short.in cut to a few steps (and a
  *                             coarser mesh under the sanitizers): the step-0
  *                             summary is the deck's (volume 100, mass 28,
  *                             density 0.28, pressure 0.172, internal energy
  *                             43, kinetic energy 0); every decomposition (2
  *                             and 4 chunks on the CPU, cpu,vgpu:4, 3 virtual
- *                             GPUs) gives the single chunk's fields bit for
- *                             bit and its summary to 1e-12 relative
+ *                             GPUs, and GPU chunks beside CPU chunks:
+ *                             cpu,vgpu:2 with 2 chunks on the CPU, 2 x 2,
+ *                             and cpu,vgpu:1 with 2, 3 x 1) gives the single
+ *                             chunk's fields bit for bit and its summary to
+ *                             1e-12 relative
  *   test_clover mpi DECKS     under mpiexec (2 ranks): clover_tp1.in PASSes
- *                             with the oracle's summary to 1e-12 relative,
- *                             on cpu (1 and 2 chunks a rank) and on
- *                             cpu,vgpu:2; and the cut bm deck likewise */
+ *                             with the oracle's summary to 1e-12 relative
+ *                             and every rank gets the oracle's whole
+ *                             density and energy fields bit for bit, on cpu
+ *                             (1 and 2 chunks a rank) and on cpu,vgpu:2;
+ *                             the cut bm deck likewise (2 x 2 chunks: corners
+ *                             across ranks), and its picture (--png, rank 0)
+ *                             is byte for byte the one of the oracle's
+ *                             density */
 #include "clover.h"
 #include "run_weft.h"
 #include "serial.h"
@@ -28,6 +37,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static int failures;
 
@@ -86,20 +96,21 @@ static void outcome_free(outcome *o)
 }
 
 /* One run of the Weft driver, compared with the oracle's. */
-static void weft_case(const clover_deck *d, const outcome *want, const char *devices, int chunks, int check_mode,
-                      int need_pass)
+static void weft_case_cpu(const clover_deck *d, const outcome *want, const char *devices, int chunks,
+                          int cpu_chunks, int check_mode, int need_pass)
 {
     outcome got;
     outcome_init(&got, d);
     if (check_mode)
         setenv("WEFT_VGPU_CHECK", "1", 1);
-    clover_weft_opts o = {.devices = devices, .chunks = chunks, .density = got.density, .energy = got.energy};
+    clover_weft_opts o = {.devices = devices, .chunks = chunks, .cpu_chunks = cpu_chunks, .density = got.density,
+                          .energy = got.energy};
     clover_weft_result r;
     int rc = clover_weft_run(d, &o, &r);
     unsetenv("WEFT_VGPU_CHECK");
     char what[128];
-    snprintf(what, sizeof what, "%s, %d chunk(s)%s", devices, chunks ? chunks : r.nchunks,
-             check_mode ? ", checking mode" : "");
+    snprintf(what, sizeof what, "%s, %d chunk(s)%s%s", devices, chunks ? chunks : r.nchunks,
+             cpu_chunks ? " (some on the CPU beside the GPUs')" : "", check_mode ? ", checking mode" : "");
     CHECK(rc == 0, "%s: the run failed", what);
     if (rc == 0) {
         memcpy(got.sums, r.sums, sizeof got.sums);
@@ -119,6 +130,12 @@ static void weft_case(const clover_deck *d, const outcome *want, const char *dev
                got.sums[CS_KE]);
     }
     outcome_free(&got);
+}
+
+static void weft_case(const clover_deck *d, const outcome *want, const char *devices, int chunks, int check_mode,
+                      int need_pass)
+{
+    weft_case_cpu(d, want, devices, chunks, 0, check_mode, need_pass);
 }
 
 static void oracle(const clover_deck *d, int chunks, outcome *o)
@@ -142,6 +159,7 @@ static int test_tp1(const char *dir)
     weft_case(&d, &want, "cpu", 2, 0, 1);
     weft_case(&d, &want, "cpu,vgpu:4", 0, 0, 1);
     weft_case(&d, &want, "cpu,vgpu:2", 0, 1, 1);
+    weft_case_cpu(&d, &want, "cpu,vgpu:2", 0, 2, 1, 1); /* 2 chunks on GPUs, 2 on the CPU */
     outcome_free(&want);
     return failures ? 1 : 0;
 }
@@ -190,28 +208,93 @@ static int test_decomp(const char *dir)
     weft_case(&d, &want, "cpu", 4, 0, 0);
     weft_case(&d, &want, "cpu,vgpu:4", 0, 0, 0);
     weft_case(&d, &want, "vgpu:3", 0, 0, 0);
+    weft_case_cpu(&d, &want, "cpu,vgpu:2", 0, 2, 0, 0); /* 2 x 2: GPU and CPU chunks side by side and diagonal */
+    weft_case_cpu(&d, &want, "cpu,vgpu:1", 0, 2, 0, 0); /* 3 x 1 */
     outcome_free(&want);
     return failures ? 1 : 0;
 }
 
-/* Across ranks: the summaries only (the fields stay with their ranks). */
-static void mpi_case(const clover_deck *d, const double want[CS_N], const char *devices, int chunks, int need_pass)
+/* A file's bytes (*n of them), or NULL. */
+static unsigned char *slurp(const char *path, size_t *n)
 {
-    clover_weft_opts o = {.devices = devices, .chunks = chunks, .workers = 1, .mpi = 1};
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return NULL;
+    unsigned char *buf = NULL;
+    size_t cap = 0;
+    *n = 0;
+    for (;;) {
+        if (*n == cap) {
+            unsigned char *nb = realloc(buf, cap ? 2 * cap : 65536);
+            if (!nb)
+                break;
+            buf = nb;
+            cap = cap ? 2 * cap : 65536;
+        }
+        size_t got = fread(buf + *n, 1, cap - *n, f);
+        *n += got;
+        if (got == 0)
+            break;
+    }
+    fclose(f);
+    return buf;
+}
+
+/* Across ranks: the summaries, and the fields every rank gathers (the
+ * oracle's bit for bit); with png, rank 0's picture against the one drawn
+ * from the oracle's density. */
+static void mpi_case(const clover_deck *d, const outcome *want, const char *devices, int chunks, int need_pass,
+                     int png)
+{
+    outcome got;
+    outcome_init(&got, d);
+    char png_path[256] = "", ref_path[256] = "";
+    const char *tmp = getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
+    if (png) {
+        /* rank 0's name (only rank 0 writes): the same on both ranks is not needed */
+        snprintf(png_path, sizeof png_path, "%s/test_clover_mpi_%ld.png", tmp, (long)getpid());
+        snprintf(ref_path, sizeof ref_path, "%s/test_clover_ref_%ld.png", tmp, (long)getpid());
+    }
+    clover_weft_opts o = {.devices = devices, .chunks = chunks, .workers = 1, .mpi = 1, .density = got.density,
+                          .energy = got.energy, .png_path = png ? png_path : NULL};
     clover_weft_result r;
     int rc = clover_weft_run(d, &o, &r);
     char what[128];
     snprintf(what, sizeof what, "rank %d of %d: %s, %d chunk(s) a rank", r.rank, r.nranks, devices,
              chunks ? chunks : 1);
     CHECK(rc == 0, "%s: the run failed", what);
-    if (rc != 0)
+    if (rc != 0) {
+        outcome_free(&got);
         return;
+    }
     CHECK(r.nranks == 2, "%s: not 2 ranks", what);
     for (int i = 0; i < CS_N; i++)
-        CHECK(rel(r.sums[i], want[i]) <= 1e-12, "%s: summary %d: %.17g, oracle %.17g", what, i, r.sums[i], want[i]);
+        CHECK(rel(r.sums[i], want->sums[i]) <= 1e-12, "%s: summary %d: %.17g, oracle %.17g", what, i, r.sums[i],
+              want->sums[i]);
     if (need_pass)
         CHECK(r.verified == 1, "%s: kinetic energy %.15g does not PASS", what, r.sums[CS_KE]);
-    printf("ok %s: %d chunks (%d x %d), ke %.15g\n", what, r.nchunks, r.chunks_x, r.chunks_y, r.sums[CS_KE]);
+    size_t n = (size_t)d->x_cells * (size_t)d->y_cells, bad = 0;
+    for (size_t i = 0; i < n; i++)
+        if (memcmp(&got.density[i], &want->density[i], sizeof(double)) ||
+            memcmp(&got.energy[i], &want->energy[i], sizeof(double)))
+            bad++;
+    CHECK(bad == 0, "%s: %zu cells of the gathered fields differ from the oracle's", what, bad);
+    if (png && r.rank == 0) {
+        CHECK(clover_write_png(ref_path, want->density, d->x_cells, d->y_cells, (size_t)d->x_cells) == 0,
+              "writing %s failed", ref_path);
+        size_t na = 0, nb = 0;
+        unsigned char *a = slurp(png_path, &na), *b = slurp(ref_path, &nb);
+        CHECK(a != NULL && na > 8 && !memcmp(a, "\x89PNG", 4), "%s: no picture in %s", what, png_path);
+        CHECK(a && b && na == nb && !memcmp(a, b, na), "%s: the picture (%zu bytes) is not the oracle's (%zu bytes)",
+              what, na, nb);
+        free(a);
+        free(b);
+        remove(png_path);
+        remove(ref_path);
+    }
+    printf("ok %s: %d chunks (%d x %d), ke %.15g, fields gathered%s\n", what, r.nchunks, r.chunks_x, r.chunks_y,
+           r.sums[CS_KE], png && r.rank == 0 ? ", picture" : "");
+    outcome_free(&got);
 }
 
 static int test_mpi(const char *dir)
@@ -222,19 +305,19 @@ static int test_mpi(const char *dir)
     }
     clover_deck d;
     load(dir, "clover_tp1.in", &d);
-    double want[CS_N];
-    if (clover_serial_run(&d, 1, NULL, want, NULL) != 0)
-        return 1;
-    mpi_case(&d, want, "cpu", 1, 1);
-    mpi_case(&d, want, "cpu", 2, 1);
-    mpi_case(&d, want, "cpu,vgpu:2", 0, 1);
+    outcome want;
+    oracle(&d, 1, &want);
+    mpi_case(&d, &want, "cpu", 1, 1, 0);
+    mpi_case(&d, &want, "cpu", 2, 1, 0);
+    mpi_case(&d, &want, "cpu,vgpu:2", 0, 1, 0);
+    outcome_free(&want);
     load(dir, "clover_bm_short.in", &d);
     d.end_step = 3;
     d.x_cells = d.y_cells = 120;
-    if (clover_serial_run(&d, 1, NULL, want, NULL) != 0)
-        return 1;
-    mpi_case(&d, want, "cpu", 2, 0);
-    mpi_case(&d, want, "cpu,vgpu:2", 0, 0);
+    oracle(&d, 1, &want);
+    mpi_case(&d, &want, "cpu", 2, 0, 1);
+    mpi_case(&d, &want, "cpu,vgpu:2", 0, 0, 1);
+    outcome_free(&want);
     if (weft_mpi_finalize() != 0)
         CHECK(0, "MPI_Finalize: %s", weft_last_error());
     return failures ? 1 : 0;

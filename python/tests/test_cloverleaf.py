@@ -8,6 +8,7 @@ giving every rank the whole fields), where Open MPI's mpirun is installed.
 Skipped only when libclover_kernels.so cannot be found (the driver looks at
 $CLOVER_KERNELS, beside the installed weft package, then in build/)."""
 import importlib.util
+import json
 import os
 import re
 import subprocess
@@ -100,6 +101,37 @@ def test_bm_short_cut_vgpu_matches_oracle(clover, monkeypatch):
     assert same_bits(res.energy, ref.energy)
     ref4 = clover.serial_run(deck, 4)
     assert res.sums == ref4.sums and res.sums0 is not None
+    assert rel(res.sums[clover.CS_KE], ref.sums[clover.CS_KE]) <= 1e-12
+
+
+@pytest.mark.parametrize("devices,cpu_chunks,check", [("cpu,vgpu:2", 2, False), ("cpu,vgpu:1", 2, True)])
+def test_cpu_chunks_beside_gpu_chunks_match_oracle(clover, monkeypatch, tmp_path, devices, cpu_chunks, check):
+    """Chunks on virtual GPUs and on the CPU in one run (cpu_chunks=; the
+    halo updates on the host), clover_bm_short.in at 120 x 120 cells for 3
+    steps (2 x 2 and 3 x 1 chunks): the oracle's fields bit for bit, the
+    CPU chunks' kernels run on the host (no GPU in their trace)."""
+    if check:
+        monkeypatch.setenv("WEFT_VGPU_CHECK", "1")
+    else:
+        monkeypatch.delenv("WEFT_VGPU_CHECK", raising=False)
+    with open(os.path.join(DECKS, "clover_bm_short.in")) as f:
+        text = f.read()
+    text = re.sub(r"\b([xy]_cells)\s*=\s*\d+", r"\1=120", text)
+    text = re.sub(r"\bend_step\s*=\s*\d+", "end_step=3", text)
+    deck = clover.parse_deck(text, "clover_bm_short_cut.in")
+    ref = clover.serial_run(deck, 1)
+    ngpu = int(devices.split(":")[1])
+    trace = tmp_path / "trace.json"
+    res = clover.run(deck, devices=devices, workers=2, fields=True, cpu_chunks=cpu_chunks, trace=str(trace))
+    assert (res.nchunks, res.steps) == (ngpu + cpu_chunks, 3)
+    # where each chunk's kernel tasks ran: chunk c on vgpu:c for c < ngpu, else on the host
+    where = {}
+    for e in json.loads(trace.read_text())["traceEvents"]:
+        if e.get("cat") == "task" and re.fullmatch(r"\w+\.c\d+", e["name"]):
+            where.setdefault(int(e["name"].rsplit(".c", 1)[1]), set()).add(e.get("args", {}).get("devices", "host"))
+    assert where == {c: {f"vgpu:{c}"} if c < ngpu else {"host"} for c in range(ngpu + cpu_chunks)}, where
+    assert same_bits(res.density, ref.density)
+    assert same_bits(res.energy, ref.energy)
     assert rel(res.sums[clover.CS_KE], ref.sums[clover.CS_KE]) <= 1e-12
 
 
@@ -212,14 +244,23 @@ text = re.sub(r"\b([xy]_cells)\s*=\s*\d+", r"\1=60", text)
 text = re.sub(r"\bend_step\s*=\s*\d+", "end_step=4", text)
 deck = cl.parse_deck(text, "clover_bm_short_cut.in")
 ref, ref4 = cl.serial_run(deck, 1), cl.serial_run(deck, 4)
+png = os.path.join({tmp!r}, "density_%s.png")
 for devices, chunks in (("cpu", 2), ("cpu,vgpu:2", 0)):
-    res = cl.run(deck, devices=devices, chunks=chunks, workers=1, fields=True, mpi=True)
+    res = cl.run(deck, devices=devices, chunks=chunks, workers=1, fields=True, mpi=True, png=png % devices)
     assert (res.nranks, res.nchunks, res.steps) == (2, 4, ref.steps), (res.nranks, res.nchunks, res.steps)
     assert res.density.tobytes() == ref.density.tobytes(), (res.rank, devices, "density")
     assert res.energy.tobytes() == ref.energy.tobytes(), (res.rank, devices, "energy")
     # the same chunks' sums, folded per rank then across ranks: 1e-12
     for a, b in zip(res.sums, ref4.sums):
         assert abs(a - b) <= 1e-12 * max(abs(a), abs(b)), (res.rank, devices, res.sums, ref4.sums)
+    # rank 0 draws the whole mesh: byte for byte the picture of the oracle's density
+    if res.rank == 0:
+        ref_png = png % "oracle"
+        assert cl.kernels().clover_write_png(os.fsencode(ref_png), ref.density.ctypes.data_as(cl.PD), deck.x_cells,
+                                             deck.y_cells, deck.x_cells) == 0
+        with open(png % devices, "rb") as f, open(ref_png, "rb") as g:
+            got, want = f.read(), g.read()
+        assert got[:4] == b"\x89PNG" and got == want, (devices, len(got), len(want))
     # one write(2) per line: the two ranks' lines must not interleave
     os.write(1, f"rank {{res.rank}} {{devices}} ok\n".encode())
 """
@@ -230,10 +271,11 @@ def test_mpi_two_ranks_run_fields_match_oracle(clover, tmp_path):
     """run(mpi=True) on two ranks, two chunks each (the CPU: halos by the
     host task within a rank and by the ranks' exchange between them; two
     virtual GPUs: their communicator, then the ranks'): every rank gets
-    the whole final density and energy, bit for bit the oracle's."""
+    the whole final density and energy, bit for bit the oracle's, and rank
+    0's picture (png=) is byte for byte the one of the oracle's density."""
     script = tmp_path / "clover_mpi.py"
     script.write_text(MPI_SCRIPT.format(app=os.path.join(APP, "cloverleaf.py"),
-                                        bm=os.path.join(DECKS, "clover_bm_short.in")))
+                                        bm=os.path.join(DECKS, "clover_bm_short.in"), tmp=str(tmp_path)))
     p = mpirun([str(script)])
     out = p.stdout + p.stderr
     assert p.returncode == 0, out
