@@ -217,6 +217,11 @@ typedef struct weft_stats {
      * device <-> device), to make them valid where tasks used them, and
      * reducers' private copies brought from devices to be combined. */
     uint64_t bytes_copied;
+    /* Of bytes_copied: the copies into a GPU that ran on its copy queue
+     * beside the kernels already queued on the stream of the task that
+     * needed them (prefetch: a task that waits for no predecessor's events
+     * and whose stream has work in flight). */
+    uint64_t bytes_prefetched;
 } weft_stats;
 
 /* Snapshot of the counters (approximate while tasks run).  Errors:

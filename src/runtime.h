@@ -41,7 +41,7 @@ struct weft__rt {
     weft__device *dev[WEFT__MAX_DEVICES]; /* [0] the host; then the virtual GPUs (and test devices) */
     unsigned ndev;
     bool cpu_tasks;                    /* "cpu" was among the devices asked for */
-    _Atomic uint64_t bytes_copied;     /* between data replicas (weft_stats) */
+    weft__copy_counts copied;          /* bytes copied between data replicas (weft_stats) */
     _Atomic uint32_t next_data_id;     /* data handles' numbers (the trace's d1, d2, ...) */
     weft__mnode mnodes[WEFT__MAX_DEVICES]; /* each device's replicas (data layer) */
     _Atomic bool yield_idle;           /* idle workers yield their core now and then: virtual

@@ -658,6 +658,107 @@ static void test_least_loaded_source(void) {
     CHECK_OK(weft_runtime_destroy(rt));
 }
 
+/* ---- copies in beside kernels already on the stream (prefetch) ----------- */
+
+static uint64_t prefetched(weft_runtime *rt) {
+    weft_stats st;
+    CHECK_OK(weft_runtime_stats(rt, &st));
+    return st.bytes_prefetched;
+}
+static int check_kernel(void *arg) { /* every element is 7 + add */
+    inc *k = arg;
+    for (int i = 0; i < N; i++)
+        if (k->p[i] != 7 + k->add) return 1;
+    return 0;
+}
+static int check_gpu_body(weft_ctx *ctx, void *arg) {
+    inc *k = arg;
+    k->p = weft_ctx_data(ctx, 0);
+    weft_range r = {k->p, N * sizeof(double), WEFT_R};
+    return weft_ctx_queue_rw(ctx, 0, check_kernel, k, 0, &r, 1);
+}
+
+static int busy_body(weft_ctx *ctx, void *arg) { /* a kernel of 0.3 s on the task's stream */
+    (void)arg;
+    return weft_ctx_queue(ctx, 0, wait_kernel, NULL, 300000000ull);
+}
+static void spawn_busy(weft_runtime *rt, weft_task **out) {
+    weft_placement p;
+    CHECK_OK(weft_placement_parse("gpu:0", &p));
+    p.share = 0.2;
+    weft_task_desc d;
+    weft_task_desc_init(&d);
+    d.body = busy_body;
+    d.placements = &p;
+    d.nplacements = 1;
+    CHECK_OK(weft_spawn(rt, &d, out));
+}
+static int set_cpu_body(weft_ctx *ctx, void *arg) {
+    (void)arg;
+    double *p = weft_ctx_data(ctx, 0);
+    for (int i = 0; i < N; i++) p[i] = 7;
+    return 0;
+}
+
+static void test_prefetch_beside_kernels(bool check) {
+    if (check) CHECK(setenv("WEFT_VGPU_CHECK", "1", 1) == 0);
+    weft_runtime *rt = make("cpu,vgpu:1", 0);
+    if (check) unsetenv("WEFT_VGPU_CHECK");
+    static double a[N];
+    weft_data *h;
+    for (int i = 0; i < N; i++) a[i] = 7;
+    CHECK_OK(weft_data_register(rt, a, sizeof a, &h));
+    for (int round = 0; round < 3; round++) {
+        /* every stream of the GPU busy with a 0.3 s kernel */
+        weft_task *busy[4];
+        for (int k = 0; k < 4; k++) spawn_busy(rt, &busy[k]);
+        for (int k = 0; k < 4; k++) {
+            weft_task_status st = WEFT_TASK_WAITING;
+            uint64_t t0 = now_ns();
+            while (st != WEFT_TASK_ENQUEUED && now_ns() - t0 < 5000000000ull) {
+                CHECK_OK(weft_task_status_get(busy[k], &st));
+                sched_yield();
+            }
+            CHECKF(st == WEFT_TASK_ENQUEUED, "round %d: busy task %d not in flight (%d)", round, k, (int)st);
+        }
+        /* a reader of host data lands on a busy stream: its copy goes on the
+         * GPU's prefetch queue and its kernel (after the 0.3 s one) sees it */
+        uint64_t p0 = prefetched(rt);
+        g_share = 0.1;
+        inc k1 = {NULL, 0, a, 0};
+        weft_task *t;
+        if (round == 1) weft__test_vgpu_fail_copies(1); /* the prefetch fails: its reader does */
+        spawn_on(rt, "gpu:0", check_gpu_body, &k1, h, WEFT_R, &t);
+        if (round == 1) {
+            CHECK_ERR(weft_task_wait(t), WEFT_ETASKFAILED);
+            weft__test_vgpu_fail_copies(0);
+            weft_task_release(t);
+            /* a writer there next copies nothing, and takes no failure */
+            inc ks = {NULL, 0, a, 0};
+            spawn_on(rt, "gpu:0", set_body, &ks, h, WEFT_W, &t);
+            CHECK_OK(weft_task_wait(t));
+            weft_task_release(t);
+            seen r = {'r', 7};
+            spawn_on(rt, "cpu", read_mark_body, &r, h, WEFT_R, NULL);
+            CHECK_ERR(weft_wait_all(rt), WEFT_ETASKFAILED);
+        } else {
+            CHECK_OK(weft_task_wait(t));
+            weft_task_release(t);
+            CHECK_OK(weft_wait_all(rt));
+        }
+        CHECKF(prefetched(rt) - p0 == sizeof a, "round %d: %llu bytes prefetched", round,
+               (unsigned long long)(prefetched(rt) - p0));
+        for (int k = 0; k < 4; k++) weft_task_release(busy[k]);
+        /* the host's copy the only valid one again: a CPU writer */
+        g_share = 0;
+        spawn_on(rt, "cpu", set_cpu_body, NULL, h, WEFT_W, NULL);
+        CHECK_OK(weft_wait_all(rt));
+    }
+    g_share = 0;
+    CHECK_OK(weft_data_unregister(h));
+    CHECK_OK(weft_runtime_destroy(rt));
+}
+
 int main(void) {
     test_watchdog(test_pick(150, 300));
     test_step("one array");
@@ -668,6 +769,9 @@ int main(void) {
     test_copy_failure();
     test_step("copies to the host without a worker waiting");
     test_host_prefetch();
+    test_step("copies in beside kernels already queued (prefetch)");
+    test_prefetch_beside_kernels(false);
+    test_prefetch_beside_kernels(true);
     test_step("the least loaded source");
     test_least_loaded_source();
     test_step("locality");

@@ -39,7 +39,7 @@ static void list_remove(weft__rt *rt, weft__data *d)
 static weft__data *data_new(weft__rt *rt, const void *h, void *ptr, size_t n)
 {
     void *hist = weft__history_new();
-    weft__data *d = hist ? weft__data_new(&rt->waits, h, ptr, n, rt->dev, rt->mnodes, rt->ndev, &rt->bytes_copied)
+    weft__data *d = hist ? weft__data_new(&rt->waits, h, ptr, n, rt->dev, rt->mnodes, rt->ndev, &rt->copied)
                          : NULL;
     if (!d) {
         weft__history_free(hist);

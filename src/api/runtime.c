@@ -446,7 +446,8 @@ int weft_runtime_stats(weft_runtime *h, weft_stats *out)
     s.wait_sleeps = atomic_load(&rt->waits.n_sleeps);
     s.wait_wakeups_event = atomic_load(&rt->waits.n_wake_event);
     s.wait_wakeups_timer = atomic_load(&rt->waits.n_wake_timer);
-    s.bytes_copied = atomic_load(&rt->bytes_copied);
+    s.bytes_copied = atomic_load(&rt->copied.bytes);
+    s.bytes_prefetched = atomic_load(&rt->copied.prefetched);
     *out = s;
     return 0;
 }

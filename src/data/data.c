@@ -89,7 +89,7 @@ void weft__data_lru_unlink(weft__data *d, unsigned dev, weft__replica *r)
 
 weft__data *weft__data_new(weft__waitset *ws, const void *rt_handle, void *ptr, size_t n,
                            weft__device *const *devs, weft__mnode *mnodes, unsigned ndev,
-                           _Atomic uint64_t *copied)
+                           weft__copy_counts *copied)
 {
     weft__replica *rep = weft__alloc(sizeof *rep * (ndev ? ndev : 1));
     if (!rep)
@@ -193,7 +193,7 @@ int weft__data_copy_rect(const weft__device_ops *ops, weft__dqueue *q, weft__dat
     int rc = rows == 1 || (tp == bytes && fp == bytes) ? ops->copy(q, to, from, rows * bytes)
                                                        : ops->copy2d(q, to, tp, from, fp, bytes, rows);
     if (rc == 0)
-        atomic_fetch_add_explicit(src->copied, rows * bytes, memory_order_relaxed);
+        atomic_fetch_add_explicit(&src->copied->bytes, rows * bytes, memory_order_relaxed);
     return rc;
 }
 
@@ -329,7 +329,7 @@ int weft__data_copy_out_queue(weft__data *d, unsigned dev, void *dst, const void
     if (rc == 0)
         rc = d->devs[dev]->ops->copy(q, dst, src, n);
     if (rc == 0)
-        atomic_fetch_add_explicit(d->copied, n, memory_order_relaxed);
+        atomic_fetch_add_explicit(&d->copied->bytes, n, memory_order_relaxed);
     return rc;
 }
 
@@ -426,8 +426,8 @@ static int prefetch(weft__data *d, unsigned dev, unsigned src, weft__dqueue *pq,
 {
     const weft__device_ops *ops = ops_of(d, dev);
     int rc = src ? weft__data_wait_ready(d, src, pq) : 0;
-    if (rc == 0)
-        rc = copy_interior(d, ops, pq, dev, src);
+    if (rc == 0 && (rc = copy_interior(d, ops, pq, dev, src)) == 0)
+        atomic_fetch_add_explicit(&d->copied->prefetched, d->in_rows * d->in_bytes, memory_order_relaxed);
     if (rc == 0)
         rc = weft__data_note_ready(d, dev, pq);
     if (rc == 0)
@@ -456,8 +456,13 @@ static int fetch(weft__data *d, unsigned dev, weft__dqueue *q, bool may_prefetch
     }
     if (dev == 0) /* the caller waits for it, without the lock (fetch_to_host) */
         return WEFT_EINVAL;
+    /* On the prefetch queue only when q has work in flight that the copy
+     * can run beside: on an idle q the copy starts at once, with no trip
+     * through another queue. */
+    const weft__device_ops *ops = ops_of(d, dev);
     weft__dqueue *pq = NULL;
-    if (may_prefetch && !d->tile && q && copy_queue(d, dev, PREFETCH_Q, &pq) != 0)
+    if (may_prefetch && !d->tile && q && (!ops->queue_busy || ops->queue_busy(q)) &&
+        copy_queue(d, dev, PREFETCH_Q, &pq) != 0)
         pq = NULL; /* (no queue for it: on q, as without) */
     int rc;
     if (pq) {
@@ -465,7 +470,7 @@ static int fetch(weft__data *d, unsigned dev, weft__dqueue *q, bool may_prefetch
     } else {
         rc = src ? weft__data_wait_ready(d, (unsigned)src, q) : 0;
         if (rc == 0)
-            rc = copy_interior(d, ops_of(d, dev), q, dev, (unsigned)src);
+            rc = copy_interior(d, ops, q, dev, (unsigned)src);
         if (rc == 0 && d->tile)
             weft__tile_halo_stale(d, dev); /* the interior only came */
         if (rc == 0)
@@ -812,20 +817,15 @@ void weft__data_undo_acquire(weft__data *d, const weft__data_undo *undo)
         }
         if (!any) /* every copy it had was evicted since: the user's memory is all there is */
             d->rep[d->user_dev].state = WEFT__REP_MODIFIED;
-        /* A replica invalid again whose last copy in was on the prefetch
-         * queue (and may have failed: its `ready` fired with the error):
-         * record `ready` once more there, after the report that cleared the
-         * queue's error, so that a later writer there, which waits for it
-         * without copying, does not take the failure of a copy it does not
-         * use. */
+        /* A replica invalid again whose last copy in may have failed (its
+         * `ready` fired with the error, which a queue that waits for it
+         * takes): record `ready` once more on that queue, after the report
+         * that took the error there, so that a later writer there, which
+         * waits for it without copying, does not take the failure of a
+         * copy it does not use. */
         for (unsigned i = 1; i < d->nrep; i++) {
             weft__replica *r = &d->rep[i];
-            if (r->state != WEFT__REP_INVALID || !r->ready || !r->ready_q)
-                continue;
-            pthread_mutex_lock(&d->mnodes[i].lock);
-            bool prefetched = r->ready_q == d->mnodes[i].copyq[PREFETCH_Q];
-            pthread_mutex_unlock(&d->mnodes[i].lock);
-            if (prefetched)
+            if (r->state == WEFT__REP_INVALID && r->ready && r->ready_q)
                 (void)ops_of(d, i)->event_record(r->ready, r->ready_q);
         }
         d->version = undo->before;

@@ -22,6 +22,12 @@
 #include "device/device.h"
 #include "wait.h"
 
+/* The runtime's counts of the bytes copied between replicas (weft_stats):
+ * all of them, and of those the copies into a GPU on its prefetch queue. */
+typedef struct weft__copy_counts {
+    _Atomic uint64_t bytes, prefetched;
+} weft__copy_counts;
+
 typedef enum weft__replica_state { WEFT__REP_INVALID, WEFT__REP_SHARED, WEFT__REP_MODIFIED } weft__replica_state;
 
 /* A copy of the handle's bytes on one device (MSI: invalid; shared, valid
@@ -132,7 +138,7 @@ typedef struct weft__data {
     weft__mnode *mnodes;               /* and the memory node of each */
     unsigned nrep;                     /* one replica per device of the runtime at registration */
     weft__replica *rep;
-    _Atomic uint64_t *copied;          /* the runtime's count of bytes copied between replicas */
+    weft__copy_counts *copied;         /* the runtime's counts of bytes copied between replicas */
     /* The replicas' states as of which acquire (under lock): each acquire
      * that changes them takes a new number, so that a task that fails can
      * put back the states it found, if nobody changed them since
@@ -157,7 +163,7 @@ typedef struct weft__data {
  * count the bytes copied.  NULL on ENOMEM. */
 weft__data *weft__data_new(weft__waitset *ws, const void *rt_handle, void *ptr, size_t n,
                            weft__device *const *devs, weft__mnode *mnodes, unsigned ndev,
-                           _Atomic uint64_t *copied);
+                           weft__copy_counts *copied);
 /* Make d a handle of data living on device dev at p (just made by
  * weft__data_new with no host memory): that replica its only valid one. */
 void weft__data_live_on(weft__data *d, unsigned dev, void *p);

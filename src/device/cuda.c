@@ -425,6 +425,8 @@ static int cu_launch(weft__dqueue *q, const weft__launch *k)
 
 static void *cu_native_queue(weft__dqueue *q) { return (void *)q->s; }
 
+static int cu_queue_busy(weft__dqueue *q) { return cudaStreamQuery(q->s) == cudaErrorNotReady; }
+
 /* ------------------------------------------------------------------------ */
 /* Start and stop                                                            */
 /* ------------------------------------------------------------------------ */
@@ -528,6 +530,7 @@ static const weft__device_ops cuda_ops = {
     .notify = cu_notify,
     .progress = cu_progress,
     .native_queue = cu_native_queue,
+    .queue_busy = cu_queue_busy,
 };
 
 /* ------------------------------------------------------------------------ */

@@ -101,6 +101,9 @@ typedef struct weft__device_ops {
     /* Report completions found by polling; returns how many (NULL: the kind
      * reports them from its own threads). */
     unsigned (*progress)(weft__device *dev);
+    /* Whether work queued on q has not finished yet: 1 busy, 0 idle (a
+     * hint, which may be stale at once).  NULL: the kind cannot tell. */
+    int (*queue_busy)(weft__dqueue *q);
     /* The queue as its kind's own API knows it (a cudaStream_t), or NULL. */
     void *(*native_queue)(weft__dqueue *q);
     /* The work q has run, when the kind records it (NULL: it does not); read

@@ -338,6 +338,8 @@ static void span(weft__dqueue *q, uint64_t t0, bool copy, size_t bytes)
     q->spans[q->nspans++] = (weft__span){t0, weft__now_ns(), bytes, copy};
 }
 
+static int vg_queue_busy(weft__dqueue *q) { return atomic_load(&q->pending) > 0; }
+
 static size_t vg_spans(weft__dqueue *q, const weft__span **out)
 {
     *out = q->spans;
@@ -833,6 +835,7 @@ static const weft__device_ops vgpu_ops = {
     .launch = vg_launch,
     .notify = vg_notify,
     .progress = NULL,
+    .queue_busy = vg_queue_busy,
     .spans = vg_spans,
 };
 
