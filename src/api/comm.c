@@ -494,10 +494,43 @@ static int spawn_op(weft__comm *c, op_arg *a, acc_list *l, weft_task *const *dep
     return 0;
 }
 
-static const char *coll_name(unsigned op)
+const char *weft__coll_name(unsigned op)
 {
     static const char *const names[] = {"", "allreduce", "broadcast", "reduce", "allgather", "reduce_scatter"};
     return op >= 1 && op <= 5 ? names[op] : "?";
+}
+
+int weft__coll_check(const weft_coll *o, unsigned n, const char *fn, size_t *elem_out)
+{
+    if (o->op < WEFT_COLL_ALLREDUCE || o->op > WEFT_COLL_REDUCE_SCATTER)
+        return weft__error(WEFT_EINVAL, "%s: unknown operation %u (WEFT_COLL_ALLREDUCE .. WEFT_COLL_REDUCE_SCATTER)",
+                           fn, o->op);
+    const char *opn = weft__coll_name(o->op);
+    bool reduces = o->op == WEFT_COLL_ALLREDUCE || o->op == WEFT_COLL_REDUCE || o->op == WEFT_COLL_REDUCE_SCATTER;
+    size_t elem = weft__red_elem(o->type);
+    if (o->type & ~(unsigned)(WEFT_RED_OP_MASK | WEFT_RED_TYPE_MASK))
+        return weft__error(WEFT_EINVAL, "%s: %s: type 0x%x has unknown bits", fn, opn, o->type);
+    if (!elem)
+        return weft__error(WEFT_EINVAL, "%s: %s: no element type in 0x%x (WEFT_RED_I32 .. WEFT_RED_F64)", fn, opn,
+                           o->type);
+    if (reduces && !weft__red_op_known(o->type))
+        return weft__error(WEFT_EINVAL, "%s: %s needs an operator (WEFT_RED_SUM, WEFT_RED_MIN or WEFT_RED_MAX)", fn,
+                           opn);
+    if (!reduces && (o->type & WEFT_RED_OP_MASK))
+        return weft__error(WEFT_EINVAL, "%s: %s takes an element type, not an operator", fn, opn);
+    bool rooted = o->op == WEFT_COLL_BROADCAST || o->op == WEFT_COLL_REDUCE;
+    if (rooted && o->root >= n)
+        return weft__error(WEFT_EINVAL, "%s: %s: root %u, the communicator has %u members", fn, opn, o->root, n);
+    if (!o->recv)
+        return weft__error(WEFT_EINVAL, "%s: %s: recv is NULL", fn, opn);
+    if (!o->send && (o->op == WEFT_COLL_ALLGATHER || o->op == WEFT_COLL_REDUCE_SCATTER))
+        return weft__error(WEFT_EINVAL, "%s: %s needs send buffers (no in-place form)", fn, opn);
+    if (o->count > SIZE_MAX / elem / n)
+        return weft__error(WEFT_EINVAL, "%s: %s: count %zu is too large", fn, opn, o->count);
+    if (o->ndeps && !o->deps)
+        return weft__error(WEFT_EINVAL, "%s: ndeps is %zu but deps is NULL", fn, o->ndeps);
+    *elem_out = elem;
+    return 0;
 }
 
 int weft_comm_post(weft_comm *h, const weft_coll *o, weft_task **out)
@@ -516,35 +549,12 @@ int weft__comm_post(weft__comm *c, const weft_coll *o, weft_task **out)
     static const char fn[] = "weft_comm_post";
     if (!o)
         return weft__error(WEFT_EINVAL, "%s: operation is NULL", fn);
-    if (o->op < WEFT_COLL_ALLREDUCE || o->op > WEFT_COLL_REDUCE_SCATTER)
-        return weft__error(WEFT_EINVAL, "%s: unknown operation %u (WEFT_COLL_ALLREDUCE .. WEFT_COLL_REDUCE_SCATTER)",
-                           fn, o->op);
-    const char *opn = coll_name(o->op);
-    bool reduces = o->op == WEFT_COLL_ALLREDUCE || o->op == WEFT_COLL_REDUCE || o->op == WEFT_COLL_REDUCE_SCATTER;
-    size_t elem = weft__red_elem(o->type);
-    if (o->type & ~(unsigned)(WEFT_RED_OP_MASK | WEFT_RED_TYPE_MASK))
-        return weft__error(WEFT_EINVAL, "%s: %s: type 0x%x has unknown bits", fn, opn, o->type);
-    if (!elem)
-        return weft__error(WEFT_EINVAL, "%s: %s: no element type in 0x%x (WEFT_RED_I32 .. WEFT_RED_F64)", fn, opn,
-                           o->type);
-    if (reduces && !weft__red_op_known(o->type))
-        return weft__error(WEFT_EINVAL, "%s: %s needs an operator (WEFT_RED_SUM, WEFT_RED_MIN or WEFT_RED_MAX)", fn,
-                           opn);
-    if (!reduces && (o->type & WEFT_RED_OP_MASK))
-        return weft__error(WEFT_EINVAL, "%s: %s takes an element type, not an operator", fn, opn);
-    bool rooted = o->op == WEFT_COLL_BROADCAST || o->op == WEFT_COLL_REDUCE;
-    if (rooted && o->root >= c->n)
-        return weft__error(WEFT_EINVAL, "%s: %s: root %u, the communicator has %u members", fn, opn, o->root, c->n);
-    if (!o->recv)
-        return weft__error(WEFT_EINVAL, "%s: %s: recv is NULL", fn, opn);
+    size_t elem;
+    int rc = weft__coll_check(o, c->n, fn, &elem);
+    if (rc != 0)
+        return rc;
+    const char *opn = weft__coll_name(o->op);
     bool in_place = !o->send;
-    if (in_place && (o->op == WEFT_COLL_ALLGATHER || o->op == WEFT_COLL_REDUCE_SCATTER))
-        return weft__error(WEFT_EINVAL, "%s: %s needs send buffers (no in-place form)", fn, opn);
-    if (o->count > SIZE_MAX / elem / c->n)
-        return weft__error(WEFT_EINVAL, "%s: %s: count %zu is too large", fn, opn, o->count);
-    if (o->ndeps && !o->deps)
-        return weft__error(WEFT_EINVAL, "%s: ndeps is %zu but deps is NULL", fn, o->ndeps);
-
     size_t B = o->count * elem;
     size_t in_bytes = o->op == WEFT_COLL_REDUCE_SCATTER ? B * c->n : B;
     size_t out_bytes = o->op == WEFT_COLL_ALLGATHER ? B * c->n : B;
@@ -561,7 +571,6 @@ int weft__comm_post(weft__comm *c, const weft_coll *o, weft_task **out)
     a->in_place = in_place;
     snprintf(a->name, sizeof a->name, "%s", o->name ? o->name : opn);
     acc_list l = {0};
-    int rc = 0;
     /* Across ranks only this rank's member is named here (its entries at
      * index 0 of the op's tables). */
     for (unsigned k = c->ranks ? c->me : 0; k < (c->ranks ? c->me + 1 : c->n) && rc == 0; k++) {

@@ -126,12 +126,6 @@ static int sub_post(weft__comm *s, const weft_coll *o, unsigned op, unsigned roo
     return weft__comm_post(s, &x, out);
 }
 
-static const char *op_name(unsigned op)
-{
-    static const char *const names[] = {"", "allreduce", "broadcast", "reduce", "allgather", "reduce_scatter"};
-    return op >= 1 && op <= 5 ? names[op] : "?";
-}
-
 /* ---- Staging buffers ----------------------------------------------------
  * Host memory registered as data handles for a result that no caller's
  * buffer may hold (a rank's partial reduction): allocated before any part
@@ -276,7 +270,7 @@ static int copy_post(weft_runtime *rt, unsigned gpu, weft_data *src, weft_data *
     pl.share = 1.0 / 1024;
     weft_access acc[2] = {{src, WEFT_R}, {dst, WEFT_RW}}; /* RW: the rest of dst is kept */
     char nm[32];
-    snprintf(nm, sizeof nm, "%s (copy)", o->name ? o->name : op_name(o->op));
+    snprintf(nm, sizeof nm, "%s (copy)", o->name ? o->name : weft__coll_name(o->op));
     weft_task_desc d;
     weft_task_desc_init(&d);
     d.body = copy_body;
@@ -341,34 +335,12 @@ static size_t buf_size(weft_data *h, const char *fn, const char *opn, const char
  * posted (the messages name the argument, with members numbered as in c). */
 static int hybrid_check(const weft__comm *c, const weft_coll *o, const char *fn)
 {
-    if (o->op < WEFT_COLL_ALLREDUCE || o->op > WEFT_COLL_REDUCE_SCATTER)
-        return weft__error(WEFT_EINVAL, "%s: unknown operation %u (WEFT_COLL_ALLREDUCE .. WEFT_COLL_REDUCE_SCATTER)",
-                           fn, o->op);
-    const char *opn = op_name(o->op);
-    bool reduces = o->op == WEFT_COLL_ALLREDUCE || o->op == WEFT_COLL_REDUCE || o->op == WEFT_COLL_REDUCE_SCATTER;
-    size_t elem = weft__red_elem(o->type);
-    if (o->type & ~(unsigned)(WEFT_RED_OP_MASK | WEFT_RED_TYPE_MASK))
-        return weft__error(WEFT_EINVAL, "%s: %s: type 0x%x has unknown bits", fn, opn, o->type);
-    if (!elem)
-        return weft__error(WEFT_EINVAL, "%s: %s: no element type in 0x%x (WEFT_RED_I32 .. WEFT_RED_F64)", fn, opn,
-                           o->type);
-    if (reduces && !weft__red_op_known(o->type))
-        return weft__error(WEFT_EINVAL, "%s: %s needs an operator (WEFT_RED_SUM, WEFT_RED_MIN or WEFT_RED_MAX)", fn,
-                           opn);
-    if (!reduces && (o->type & WEFT_RED_OP_MASK))
-        return weft__error(WEFT_EINVAL, "%s: %s takes an element type, not an operator", fn, opn);
-    bool rooted = o->op == WEFT_COLL_BROADCAST || o->op == WEFT_COLL_REDUCE;
-    if (rooted && o->root >= c->n)
-        return weft__error(WEFT_EINVAL, "%s: %s: root %u, the communicator has %u members", fn, opn, o->root, c->n);
-    if (!o->recv)
-        return weft__error(WEFT_EINVAL, "%s: %s: recv is NULL", fn, opn);
+    size_t elem;
+    int rc = weft__coll_check(o, c->n, fn, &elem);
+    if (rc != 0)
+        return rc;
+    const char *opn = weft__coll_name(o->op);
     bool in_place = !o->send;
-    if (in_place && (o->op == WEFT_COLL_ALLGATHER || o->op == WEFT_COLL_REDUCE_SCATTER))
-        return weft__error(WEFT_EINVAL, "%s: %s needs send buffers (no in-place form)", fn, opn);
-    if (o->count > SIZE_MAX / elem / c->n)
-        return weft__error(WEFT_EINVAL, "%s: %s: count %zu is too large", fn, opn, o->count);
-    if (o->ndeps && !o->deps)
-        return weft__error(WEFT_EINVAL, "%s: ndeps is %zu but deps is NULL", fn, o->ndeps);
     size_t B = o->count * elem;
     /* The most any rank hands MPI at once (an int count of bytes there). */
     size_t most_local = 0;
@@ -391,7 +363,6 @@ static int hybrid_check(const weft__comm *c, const weft_coll *o, const char *fn)
     unsigned who[2 * WEFT__COMM_MAX];
     bool wr[2 * WEFT__COMM_MAX];
     unsigned nh = 0;
-    int rc = 0;
     for (unsigned k = 0; k < c->nlocal; k++) {
         unsigned g = c->me + k;
         bool root = g == o->root;
@@ -446,7 +417,7 @@ int weft__hybrid_post(weft__comm *c, const weft_coll *o, weft_task **out)
     int rc = hybrid_check(c, o, fn);
     if (rc)
         return rc;
-    const char *nm = o->name ? o->name : op_name(o->op);
+    const char *nm = o->name ? o->name : weft__coll_name(o->op);
     unsigned L = c->nlocal, me = c->net->me, R = c->net->n, n = c->n;
     size_t elem = weft__red_elem(o->type), B = o->count * elem;
     bool even = true; /* every rank has as many GPUs as this one */

@@ -81,6 +81,13 @@ int weft__comm_new(weft_runtime *rt, const weft_comm_config *cfg, weft__comm **o
 int weft__comm_new_mpi(weft_runtime *rt, const void *mpi_comm, uint64_t timeout_ns, weft__comm **out);
 void weft__comm_free(weft__comm *c);
 int weft__comm_post(weft__comm *c, const weft_coll *o, weft_task **out);
+/* A collective's name ("allreduce", ...; "?" for an unknown one), and the
+ * checks of its arguments every communicator makes first (operation, type
+ * and operator, root among n members, recv, send where it has no in-place
+ * form, count, deps): 0, or WEFT_EINVAL with a message that starts with
+ * fn.  *elem: the element's size. */
+const char *weft__coll_name(unsigned op);
+int weft__coll_check(const weft_coll *o, unsigned n, const char *fn, size_t *elem);
 int weft__comm_exchange(weft__comm *c, const weft_xfer *x, size_t n, const char *name, weft_task **out);
 /* api/comm_ranks.c: a communicator over the GPUs of several ranks. */
 int weft__comm_new_hybrid(weft_runtime *rt, const void *mpi_comm, const weft_comm_config *cfg, weft__comm **out);
