@@ -12,6 +12,7 @@ import pytest
 import weft
 
 np = pytest.importorskip("numpy")
+from reduce_helper import identity  # noqa: E402
 
 TYPES = [np.int32, np.int64, np.uint32, np.uint64, np.float32, np.float64]
 OPS = {weft.SUM: np.add, weft.MIN: np.minimum, weft.MAX: np.maximum}
@@ -42,15 +43,6 @@ def warm_numpy():
 
 
 warm_numpy()
-
-
-def identity(op, dt):
-    if op == weft.SUM:
-        return np.array(-0.0 if np.dtype(dt).kind == "f" else 0, dtype=dt)
-    if np.dtype(dt).kind == "f":
-        return np.array(np.inf if op == weft.MIN else -np.inf, dtype=dt)
-    info = np.iinfo(dt)
-    return np.array(info.max if op == weft.MIN else info.min, dtype=dt)
 
 
 def values(rng, dt, shape):

@@ -13,6 +13,7 @@ import pytest
 import weft
 
 np = pytest.importorskip("numpy")
+from reduce_helper import identity as red_identity  # noqa: E402
 
 
 def vgpus(n=4, **kw):
@@ -386,15 +387,6 @@ def test_ctypes_array_partition():
 # test_tile_reductions and docs/design.md, Reductions).
 
 RED_OPS = {weft.SUM: np.add, weft.MIN: np.minimum, weft.MAX: np.maximum}
-
-
-def red_identity(op, dt):
-    if op == weft.SUM:
-        return np.array(-0.0 if np.dtype(dt).kind == "f" else 0, dtype=dt)
-    if np.dtype(dt).kind == "f":
-        return np.array(np.inf if op == weft.MIN else -np.inf, dtype=dt)
-    info = np.iinfo(dt)
-    return np.array(info.max if op == weft.MIN else info.min, dtype=dt)
 
 
 def red_values(rng, dt, shape):
