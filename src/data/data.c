@@ -484,8 +484,6 @@ static int fetch(weft__data *d, unsigned dev, weft__dqueue *q, bool may_prefetch
     return 0;
 }
 
-static void unpin(weft__data *d, int i, bool notify);
-
 /* Start a copy of the newest value to the host for host readers (the lock
  * held): d->host_fetch, an event after it on the copy queue of the device
  * it comes from, which stays pinned until the event is destroyed.  0, or
@@ -522,7 +520,7 @@ static int fetch_to_host(weft__data *d)
     if (--d->host_fetch_users == 0) {
         d->devs[src]->ops->event_destroy(e);
         d->host_fetch = NULL;
-        unpin(d, (int)src, true);
+        atomic_fetch_sub(&d->rep[src].pins, 1); /* (no wake-up under the lock: a waiter for room looks again) */
         if (rc != 0)
             copy_queue_failed(d, src, FETCH_Q);
     }
