@@ -6,7 +6,10 @@
  * The finishing thread releases dependents itself and runs the first one
  * released right away (no queue round trip); the rest go on its queue for
  * others to steal.  Workers spin for cfg.spin_ns before parking because, on
- * these machines, waking a parked thread costs as much as a small task.
+ * these machines, waking a parked thread costs as much as a small task;
+ * while they spin they run the runtime's registered progress steps
+ * (weft__rt_poll: a communicator's MPI tests), so work that completes by
+ * polling completes on a thread that was idle anyway.
  */
 #include "worker.h"
 #include "runtime.h"
@@ -182,6 +185,11 @@ static void *worker_main(void *arg)
                 break;
             if ((n = weft__sched_find(&rt->sched, w->q)) != NULL)
                 break;
+            /* Drive the registered progress steps (MPI's tests): what one
+             * completes releases its successor onto this worker's queue,
+             * found at the next look. */
+            if (weft__rt_poll(rt))
+                continue;
             weft__cpu_relax();
             /* Spinning holds a core that device threads (virtual GPUs'
              * queues, MPI progress threads) may be waiting for: let them
