@@ -13,6 +13,8 @@
  *   - an exchange completes while both workers are busy (spinning bodies
  *     that wait for it) and no thread of the program waits in Weft: only
  *     the progress thread polls;
+ *   - more communicators than the runtime's poller slots (those without
+ *     one progress by their thread alone), twice (slots are reused);
  *   - last, a receive from a rank that never sends, nobody waiting for it:
  *     it still fails after the communicator's timeout, and the
  *     communicator is broken from then on. */
@@ -236,6 +238,39 @@ static void test_busy_workers(weft_runtime *rt, weft_comm *c) {
     CHECK(buf[0] == 'a' && buf[sizeof buf - 1] == 'a');
 }
 
+/* More communicators than the runtime has poller slots: those without one
+ * progress by their own thread alone; then slots freed by destroyed ones
+ * serve new ones. */
+static void test_many_comms(weft_runtime *rt) {
+    test_step("more communicators than poller slots");
+    enum { N = 20 };
+    for (int round = 0; round < 2; round++) {
+        weft_comm *c[N];
+        int64_t v[N][2];
+        weft_data *d[N];
+        weft_task *t[N];
+        for (int i = 0; i < N; i++) {
+            CHECKF(weft_comm_create_mpi(rt, NULL, NULL, &c[i]) == 0, "%s", weft_last_error());
+            v[i][0] = i + rank;
+            v[i][1] = 1;
+            CHECK_OK(weft_data_register(rt, v[i], sizeof v[i], &d[i]));
+        }
+        for (int i = N; i-- > 0;) /* the last ones first: each its own communicator */
+            t[i] = post(c[i], WEFT_COLL_ALLREDUCE, WEFT_RED_I64 | WEFT_RED_SUM, 2, 0, d[i]);
+        for (int i = 0; i < N; i++) {
+            CHECKF(weft_task_wait(t[i]) == 0, "rank %d comm %d: %s", rank, i, weft_last_error());
+            weft_task_release(t[i]);
+        }
+        CHECK_OK(weft_wait_all(rt));
+        for (int i = 0; i < N; i++) {
+            CHECK_OK(weft_data_unregister(d[i]));
+            CHECKF(v[i][0] == 2 * i + 1 && v[i][1] == 2, "rank %d comm %d: %lld %lld", rank, i, (long long)v[i][0],
+                   (long long)v[i][1]);
+            CHECK_OK(weft_comm_destroy(c[i]));
+        }
+    }
+}
+
 static void test_silent_rank(weft_runtime *rt) {
     test_step("a receive from a rank that never sends");
     weft_comm *c;
@@ -299,6 +334,7 @@ int main(int argc, char **argv) {
     test_chain(rt, c);
     test_busy_workers(rt, c);
     CHECK_OK(weft_comm_destroy(c));
+    test_many_comms(rt);
     test_silent_rank(rt);
     CHECK_OK(weft_runtime_destroy(rt));
     MPI_Barrier(MPI_COMM_WORLD);
