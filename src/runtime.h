@@ -23,11 +23,12 @@ typedef struct weft__space weft__space;
  * work by polling: idle workers and the runtime's waits call it while they
  * spin, so that an operation ends, and its successor is released, on the
  * thread that was waiting anyway.  It must never block and may be called
- * from any thread, several at once; true if it completed something.
+ * from any thread, several at once; it returns what it found
+ * (WEFT__POLL_IDLE, _BUSY or _ENDED: internal.h).
  * Lock-free: a caller counts itself in `users` before it reads `fn`, and
  * unregistering clears `fn` then waits for `users` to drop to 0 (both
  * sequentially consistent, so one side always sees the other). */
-typedef bool (*weft__poll_fn)(void *arg);
+typedef int (*weft__poll_fn)(void *arg);
 #define WEFT__MAX_POLLERS 16
 typedef struct weft__poller {
     _Atomic bool taken;                /* the slot is registered (claimed by compare-and-swap) */
@@ -117,24 +118,26 @@ void weft__rt_progress(void *rt);  /* poll every device's progress and every reg
 int weft__rt_poller_add(weft__rt *rt, weft__poll_fn fn, void *arg, int *slot);
 void weft__rt_poller_remove(weft__rt *rt, int slot);
 
-/* Run every registered progress step once; true if one completed
- * something.  For idle workers (worker.c) and waits. */
-static inline bool weft__rt_poll(weft__rt *rt)
+/* Run every registered progress step once: the most any found
+ * (WEFT__POLL_ENDED if one completed something).  For idle workers
+ * (worker.c) and waits. */
+static inline int weft__rt_poll(weft__rt *rt)
 {
     if (atomic_load_explicit(&rt->npollers, memory_order_relaxed) == 0)
-        return false;
-    bool any = false;
+        return WEFT__POLL_IDLE;
+    int most = WEFT__POLL_IDLE;
     for (unsigned i = 0; i < WEFT__MAX_POLLERS; i++) {
         weft__poller *p = &rt->pollers[i];
         if (!atomic_load_explicit(&p->fn, memory_order_relaxed))
             continue;
         atomic_fetch_add(&p->users, 1);
         weft__poll_fn fn = atomic_load(&p->fn);
-        if (fn && fn(atomic_load(&p->arg)))
-            any = true;
+        int r = fn ? fn(atomic_load(&p->arg)) : WEFT__POLL_IDLE;
+        if (r > most)
+            most = r;
         atomic_fetch_sub(&p->users, 1);
     }
-    return any;
+    return most;
 }
 
 /* api/task.c: shared by weft_spawn and weft_space_spawn. */

@@ -188,7 +188,7 @@ static void *worker_main(void *arg)
             /* Drive the registered progress steps (MPI's tests): what one
              * completes releases its successor onto this worker's queue,
              * found at the next look. */
-            if (weft__rt_poll(rt))
+            if (weft__rt_poll(rt) == WEFT__POLL_ENDED)
                 continue;
             weft__cpu_relax();
             /* Spinning holds a core that device threads (virtual GPUs'

@@ -183,7 +183,7 @@ int weft_comm_create_mpi(weft_runtime *h, const void *mpi_comm, const weft_comm_
     return rc;
 }
 
-static bool comm_poll(void *arg)
+static int comm_poll(void *arg)
 {
     weft__comm *c = arg;
     return c->be->poll(c);

@@ -52,7 +52,11 @@ void weft__rt_progress(void *arg)
     for (unsigned i = 1; i < rt->ndev; i++)
         if (rt->dev[i]->ops->progress)
             rt->dev[i]->ops->progress(rt->dev[i]);
-    weft__rt_poll(rt);
+    /* Work in flight of which nothing ended: this thread spins, and the
+     * threads it waits for (another rank's, on an oversubscribed machine)
+     * may need its core: give it up now, as idle workers do. */
+    if (weft__rt_poll(rt) == WEFT__POLL_BUSY && atomic_load_explicit(&rt->yield_idle, memory_order_relaxed))
+        sched_yield();
 }
 
 static bool any_polled_device(const weft__rt *rt)

@@ -77,8 +77,9 @@ typedef struct weft__comm_backend {
      * thread that would otherwise spin (registered with the runtime as a
      * poller for idle workers and waits: api/comm.c): test what is in
      * flight and report what ended.  Never blocks (returns at once when
-     * another thread is polling); true if it completed something. */
-    bool (*poll)(weft__comm *c);
+     * another thread is polling); returns what it found: WEFT__POLL_IDLE
+     * (nothing in flight), _BUSY or _ENDED (internal.h). */
+    int (*poll)(weft__comm *c);
 } weft__comm_backend;
 
 /* api/comm.c, for api/comm_ranks.c: communicators without handles, and

@@ -79,15 +79,19 @@ typedef struct mstate {
     MPI_Comm comm;
     int rank, size;
     pthread_t thread;
-    /* lock protects pending (by number), skipped, next, gate, active,
-     * stop, broken and thread_idle, and serialises this communicator's MPI
-     * calls: it is held across the non-blocking calls that start and test
-     * operations (they return at once), never across a blocking one.  Taken
-     * by bodies (mpost), skips, polls (trylock: a poller never waits for
-     * it) and the progress thread.  Nothing of Weft's nests under it: what
-     * ended is reported after it is released (end_all).  cv wakes the
-     * progress thread. */
+    /* lock protects pending (by number), skipped, next, gate, active and
+     * broken, and serialises this communicator's MPI calls: it is held
+     * across the non-blocking calls that start and test operations (they
+     * return at once, but a test may copy a large message), never across a
+     * blocking one.  Taken by bodies (mpost) and skips; polls, the progress
+     * thread's among them, only try it (a poller never waits for it).
+     * Only wake_lock nests under it (watch); what ended is reported after
+     * it is released (end_all). */
     pthread_mutex_t lock;
+    /* wake_lock protects stop and the progress thread's sleep on cv
+     * (thread_idle is atomic so that a post reads it without the lock;
+     * see watch).  Nothing nests under it. */
+    pthread_mutex_t wake_lock;
     pthread_condattr_t cattr;          /* CLOCK_MONOTONIC, for the thread's watch */
     pthread_cond_t cv;
     mop *pending;                      /* posted, waiting for an earlier number */
@@ -100,7 +104,7 @@ typedef struct mstate {
     mop *gate;
     mop *active;                       /* started, not ended */
     bool stop, broken;
-    bool thread_idle;                  /* the thread sleeps until something is active */
+    _Atomic bool thread_idle;          /* the thread sleeps until something is active */
     _Atomic uint32_t nactive;          /* the length of active (a poller's cheap first look) */
     _Atomic uint64_t polls;            /* polls by other threads (the thread watches it) */
 } mstate;
@@ -454,19 +458,28 @@ static unsigned end_all(mstate *m, mop *ended)
 static void *progress(void *arg)
 {
     mstate *m = arg;
-    pthread_mutex_lock(&m->lock);
+    pthread_mutex_lock(&m->wake_lock);
     while (!m->stop) {
-        if (!m->active) {
-            m->thread_idle = true;
-            pthread_cond_wait(&m->cv, &m->lock);
-            m->thread_idle = false;
+        /* Idle until a post or a skip activates something (watch): the
+         * flag is set before the count is read again, and a post reads the
+         * flag after it raised the count, so one of them sees the other. */
+        atomic_store(&m->thread_idle, true);
+        if (atomic_load(&m->nactive) == 0) {
+            pthread_cond_wait(&m->cv, &m->wake_lock);
             continue;
         }
+        atomic_store(&m->thread_idle, false);
         uint64_t seen = atomic_load(&m->polls);
         uint64_t until = weft__now_ns() + WATCH_NS;
         struct timespec ts = {(time_t)(until / 1000000000u), (long)(until % 1000000000u)};
-        pthread_cond_timedwait(&m->cv, &m->lock, &ts);
-        while (m->active && !m->stop && atomic_load(&m->polls) == seen) {
+        pthread_cond_timedwait(&m->cv, &m->wake_lock, &ts);
+        if (m->stop)
+            break;
+        pthread_mutex_unlock(&m->wake_lock);
+        /* Nobody else polled for a period: poll until somebody does again
+         * (or holds the lock: a post, a poll), or nothing is active. */
+        while (atomic_load(&m->nactive) > 0 && atomic_load(&m->polls) == seen &&
+               pthread_mutex_trylock(&m->lock) == 0) {
             mop *ended = NULL;
             test_active(m, &ended);
             pthread_mutex_unlock(&m->lock);
@@ -474,24 +487,26 @@ static void *progress(void *arg)
                 end_all(m, ended);
             else
                 sched_yield(); /* a progress step: poll again soon */
-            pthread_mutex_lock(&m->lock);
         }
+        pthread_mutex_lock(&m->wake_lock);
     }
-    pthread_mutex_unlock(&m->lock);
+    pthread_mutex_unlock(&m->wake_lock);
     return NULL;
 }
 
 /* A poll from another thread (an idle worker, a waiting thread). */
-static bool mpoll(weft__comm *c)
+static int mpoll(weft__comm *c)
 {
     mstate *m = c->impl;
-    if (atomic_load_explicit(&m->nactive, memory_order_relaxed) == 0 || pthread_mutex_trylock(&m->lock) != 0)
-        return false;
+    if (atomic_load_explicit(&m->nactive, memory_order_relaxed) == 0)
+        return WEFT__POLL_IDLE;
+    if (pthread_mutex_trylock(&m->lock) != 0)
+        return WEFT__POLL_BUSY;
     atomic_fetch_add_explicit(&m->polls, 1, memory_order_relaxed);
     mop *ended = NULL;
     test_active(m, &ended);
     pthread_mutex_unlock(&m->lock);
-    return ended && end_all(m, ended) > 0;
+    return ended && end_all(m, ended) > 0 ? WEFT__POLL_ENDED : WEFT__POLL_BUSY;
 }
 
 static int mopen(weft__comm *c, char *why, size_t len)
@@ -525,12 +540,14 @@ static int mopen(weft__comm *c, char *why, size_t len)
     MPI_Comm_rank(m->comm, &m->rank);
     MPI_Comm_size(m->comm, &m->size);
     pthread_mutex_init(&m->lock, NULL);
+    pthread_mutex_init(&m->wake_lock, NULL);
     pthread_condattr_init(&m->cattr);
     pthread_condattr_setclock(&m->cattr, CLOCK_MONOTONIC);
     pthread_cond_init(&m->cv, &m->cattr);
     if (pthread_create(&m->thread, NULL, progress, m) != 0) {
         MPI_Comm_free(&m->comm);
         pthread_mutex_destroy(&m->lock);
+        pthread_mutex_destroy(&m->wake_lock);
         pthread_cond_destroy(&m->cv);
         pthread_condattr_destroy(&m->cattr);
         weft__free(m);
@@ -546,10 +563,10 @@ static int mopen(weft__comm *c, char *why, size_t len)
 static void mclose(weft__comm *c)
 {
     mstate *m = c->impl;
-    pthread_mutex_lock(&m->lock);
+    pthread_mutex_lock(&m->wake_lock);
     m->stop = true;
     pthread_cond_signal(&m->cv);
-    pthread_mutex_unlock(&m->lock);
+    pthread_mutex_unlock(&m->wake_lock);
     pthread_join(m->thread, NULL);
     for (mop *o = m->pending; o;) { /* posted, never reached (an earlier number never came) */
         mop *next = o->next;
@@ -560,6 +577,7 @@ static void mclose(weft__comm *c)
     if (!m->broken)
         MPI_Comm_free(&m->comm);
     pthread_mutex_destroy(&m->lock);
+    pthread_mutex_destroy(&m->wake_lock);
     pthread_cond_destroy(&m->cv);
     pthread_condattr_destroy(&m->cattr);
     weft__free(m->skipped);
@@ -567,11 +585,15 @@ static void mclose(weft__comm *c)
     c->impl = NULL;
 }
 
-/* After a post or a skip (under lock): the thread watches what is active. */
+/* After a post or a skip (under lock): the thread watches what is active
+ * (woken only if it sleeps idle). */
 static void watch(mstate *m)
 {
-    if (m->active && m->thread_idle)
+    if (m->active && atomic_load(&m->thread_idle)) {
+        pthread_mutex_lock(&m->wake_lock);
         pthread_cond_signal(&m->cv);
+        pthread_mutex_unlock(&m->wake_lock);
+    }
 }
 
 /* From the task's body: start the operation if it is next in number (and
