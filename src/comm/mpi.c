@@ -133,6 +133,7 @@ static int start_check(mstate *m, mop *o)
     o->req = weft__alloc(sizeof *o->req);
     if (!o->req)
         return MPI_ERR_NO_MEM;
+    o->req[0] = MPI_REQUEST_NULL; /* tested as such if the call below fails */
     o->nreq = 1;
     o->checking = true;
     return MPI_Iallreduce(o->sig, o->agreed, 2 * NSIG, MPI_INT64_T, MPI_MIN, m->comm, o->req);
@@ -179,6 +180,8 @@ static int start_op(mstate *m, mop *o)
         o->types = weft__alloc((r->nxfer ? r->nxfer : 1) * sizeof *o->types);
         if (!o->req || !o->types)
             return MPI_ERR_NO_MEM;
+        for (size_t i = 0; i < 2 * (r->nxfer ? r->nxfer : 1); i++)
+            o->req[i] = MPI_REQUEST_NULL; /* a send or receive that failed to start is tested as none */
         for (size_t i = 0; i < r->nxfer && rc == MPI_SUCCESS; i++) {
             const weft__xfer_run *x = &r->xfer[i];
             if (!x->bytes || (x->from != r->me && x->to != r->me))
@@ -211,6 +214,7 @@ static int start_op(mstate *m, mop *o)
     o->req = weft__alloc(sizeof *o->req);
     if (!o->req)
         return MPI_ERR_NO_MEM;
+    o->req[0] = MPI_REQUEST_NULL; /* tested as such if the call below fails */
     o->nreq = 1;
     const void *in = r->my_send ? r->my_send : r->my_recv;
     switch (r->op) {
