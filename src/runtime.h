@@ -78,6 +78,10 @@ struct weft__rt {
      * without any pays one load. */
     weft__poller pollers[WEFT__MAX_POLLERS];
     _Atomic uint32_t npollers;
+    /* The one idle worker that keeps polling past its spin while work that
+     * completes by polling is in flight, instead of parking (index + 1; 0:
+     * none); the others park (worker.c). */
+    _Atomic uint32_t polling_worker;
     /* comm_lock protects comm_spans: the trace's communication track
      * (operations that complete off the streams, such as MPI's, from
      * start to end).  Taken alone. */

@@ -16,8 +16,8 @@
  *   - more communicators than the runtime's poller slots (those without
  *     one progress by their thread alone), twice (slots are reused);
  *   - last, a receive from a rank that never sends, nobody waiting for it:
- *     it still fails after the communicator's timeout, and the
- *     communicator is broken from then on. */
+ *     it still fails after the communicator's timeout (found by a poll),
+ *     and the communicator is broken from then on. */
 #include "check.h"
 
 #include <mpi.h>
@@ -290,8 +290,9 @@ static void test_silent_rank(weft_runtime *rt) {
         weft_task *t;
         uint64_t t0 = now_ns();
         CHECKF(weft_comm_exchange(c, &x, 1, "unanswered", &t) == 0, "%s", weft_last_error());
-        /* Nobody waits in Weft: the workers park, the progress thread
-         * alone notices the time out. */
+        /* Nobody waits in Weft: an idle worker polling past its spin (or
+         * the progress thread, while no worker does) notices the time
+         * out. */
         CHECKF(final_status(t) == WEFT_TASK_FAILED, "rank 0: status %d", status_of(t));
         CHECK_RC(weft_task_wait(t), WEFT_ETASKFAILED);
         CHECK(now_ns() - t0 >= cfg.timeout_ns);
