@@ -119,6 +119,11 @@ int weft__error(int code, const char *fmt, ...) __attribute__((format(printf, 2,
 void weft__clear_error(void);
 uint64_t weft__now_ns(void);
 
+/* What a progress step found (a poller's result: runtime.h, comm/comm.h):
+ * nothing in flight, work in flight of which nothing ended, or something
+ * ended. */
+enum { WEFT__POLL_IDLE = 0, WEFT__POLL_BUSY = 1, WEFT__POLL_ENDED = 2 };
+
 /* relaxed single-writer counter increment (no lock prefix) */
 static inline void weft__count(_Atomic uint64_t *c, uint64_t n)
 {

@@ -6,7 +6,11 @@
  * The finishing thread releases dependents itself and runs the first one
  * released right away (no queue round trip); the rest go on its queue for
  * others to steal.  Workers spin for cfg.spin_ns before parking because, on
- * these machines, waking a parked thread costs as much as a small task.
+ * these machines, waking a parked thread costs as much as a small task;
+ * while they spin they run the runtime's registered progress steps
+ * (weft__rt_poll: a communicator's MPI tests), so work that completes by
+ * polling completes on a thread that was idle anyway, and one of them
+ * keeps polling instead of parking while such work is in flight.
  */
 #include "worker.h"
 #include "runtime.h"
@@ -152,6 +156,14 @@ bool weft__others_can_progress(weft__rt *rt, const weft__worker *me)
     return false;
 }
 
+/* w is no longer the worker that polls past its spin (if it was). */
+static void stop_polling(weft__rt *rt, const weft__worker *w)
+{
+    uint32_t me = w->index + 1;
+    if (atomic_load_explicit(&rt->polling_worker, memory_order_relaxed) == me)
+        atomic_compare_exchange_strong(&rt->polling_worker, &me, 0);
+}
+
 static void *worker_main(void *arg)
 {
     weft__worker *w = arg;
@@ -177,11 +189,19 @@ static void *worker_main(void *arg)
         uint64_t idle_start = weft__now_ns();
         atomic_store_explicit(&w->idle_since, idle_start, memory_order_relaxed);
         uint64_t spin_until = idle_start + rt->cfg.spin_ns;
+        bool in_flight = false; /* a poll in this stretch of 64 found work in flight */
         for (unsigned i = 1;; i++) {
             if (atomic_load_explicit(&rt->sched.stop, memory_order_relaxed))
                 break;
             if ((n = weft__sched_find(&rt->sched, w->q)) != NULL)
                 break;
+            /* Drive the registered progress steps (MPI's tests): what one
+             * completes releases its successor onto this worker's queue,
+             * found at the next look. */
+            int polled = weft__rt_poll(rt);
+            if (polled == WEFT__POLL_ENDED)
+                continue;
+            in_flight |= polled == WEFT__POLL_BUSY;
             weft__cpu_relax();
             /* Spinning holds a core that device threads (virtual GPUs'
              * queues, MPI progress threads) may be waiting for: let them
@@ -189,10 +209,23 @@ static void *worker_main(void *arg)
             if ((i & 15) == 0 && atomic_load_explicit(&rt->yield_idle, memory_order_relaxed))
                 sched_yield();
             if ((i & 63) == 0 && weft__now_ns() >= spin_until) {
-                weft__sched_park(&rt->sched, w->q);
-                spin_until = weft__now_ns() + rt->cfg.spin_ns;
+                /* While work that completes by polling is in flight, one
+                 * idle worker goes on polling it (yielding, as above)
+                 * instead of parking, so that its end is found at once and
+                 * its successor runs here; the others park. */
+                uint32_t none = 0, me = w->index + 1;
+                if (in_flight && (atomic_load_explicit(&rt->polling_worker, memory_order_relaxed) == me ||
+                                  atomic_compare_exchange_strong(&rt->polling_worker, &none, me))) {
+                    spin_until = weft__now_ns() + rt->cfg.spin_ns;
+                } else {
+                    stop_polling(rt, w);
+                    weft__sched_park(&rt->sched, w->q);
+                    spin_until = weft__now_ns() + rt->cfg.spin_ns;
+                }
+                in_flight = false;
             }
         }
+        stop_polling(rt, w);
         atomic_store_explicit(&w->idle_since, 0, memory_order_relaxed);
         weft__count(&w->idle_ns, weft__now_ns() - idle_start);
         if (n)

@@ -183,6 +183,12 @@ int weft_comm_create_mpi(weft_runtime *h, const void *mpi_comm, const weft_comm_
     return rc;
 }
 
+static int comm_poll(void *arg)
+{
+    weft__comm *c = arg;
+    return c->be->poll(c);
+}
+
 int weft__comm_new_mpi(weft_runtime *h, const void *mpi_comm, uint64_t timeout_ns, weft__comm **out)
 {
     *out = NULL;
@@ -203,7 +209,12 @@ int weft__comm_new_mpi(weft_runtime *h, const void *mpi_comm, uint64_t timeout_n
     c->timeout_ns = timeout_ns ? timeout_ns : DEFAULT_TIMEOUT_NS;
     c->be = weft__mpi_backend;
     c->impl = (void *)mpi_comm;
+    c->poll_slot = -1;
     int rc = comm_open(c, "weft_comm_create_mpi");
+    /* Idle workers and waits drive its progress (without a slot left, its
+     * backend's own thread does alone). */
+    if (rc == 0 && c->be->poll)
+        (void)weft__rt_poller_add(rt, comm_poll, c, &c->poll_slot);
     weft__rt_leave(rt, 1);
     if (rc) {
         weft__slot_free(c);
@@ -258,6 +269,14 @@ void weft__comm_free(weft__comm *c)
     while (c->inflight)
         pthread_cond_wait(&c->idle, &c->lock);
     pthread_mutex_unlock(&c->lock);
+    if (c->ranks && c->poll_slot >= 0) {
+        /* A runtime destroyed first took its pollers with it (its handle no
+         * longer decodes; a new runtime in its slot starts with none). */
+        weft__rt *rt = weft__handle_decode(c->rt);
+        if (rt)
+            weft__rt_poller_remove(rt, c->poll_slot);
+        c->poll_slot = -1;
+    }
     c->be->close(c);
     pthread_mutex_destroy(&c->lock);
     pthread_cond_destroy(&c->idle);

@@ -2,9 +2,13 @@
  * api/wait.c — the runtime's waits, each a spec for the wait engine
  * (src/wait.c): a task, all tasks, backpressure, an unregister.  Each says
  * what ends it (the key a notifier names), what the waiting thread may help
- * with, and whether a waiting worker counts as blocked.
+ * with, and whether a waiting worker counts as blocked.  Here too: the
+ * progress steps registered with the runtime (pollers: a communicator
+ * across ranks), which a spinning wait and idle workers run.
  */
 #include "runtime.h"
+
+#include <sched.h>
 
 static bool task_final(const void *arg)
 {
@@ -48,6 +52,11 @@ void weft__rt_progress(void *arg)
     for (unsigned i = 1; i < rt->ndev; i++)
         if (rt->dev[i]->ops->progress)
             rt->dev[i]->ops->progress(rt->dev[i]);
+    /* Work in flight of which nothing ended: this thread spins, and the
+     * threads it waits for (another rank's, on an oversubscribed machine)
+     * may need its core: give it up now, as idle workers do. */
+    if (weft__rt_poll(rt) == WEFT__POLL_BUSY && atomic_load_explicit(&rt->yield_idle, memory_order_relaxed))
+        sched_yield();
 }
 
 static bool any_polled_device(const weft__rt *rt)
@@ -58,8 +67,37 @@ static bool any_polled_device(const weft__rt *rt)
     return false;
 }
 
-/* What every runtime wait shares: its key and condition, the device
- * progress step (when a device finds completions by polling), the interest
+int weft__rt_poller_add(weft__rt *rt, weft__poll_fn fn, void *arg, int *slot)
+{
+    for (int i = 0; i < WEFT__MAX_POLLERS; i++) {
+        weft__poller *p = &rt->pollers[i];
+        bool no = false;
+        if (!atomic_compare_exchange_strong(&p->taken, &no, true))
+            continue;
+        atomic_store(&p->arg, arg);
+        atomic_store(&p->fn, fn); /* published last: a caller that reads it reads arg too */
+        atomic_fetch_add(&rt->npollers, 1);
+        *slot = i;
+        return 0;
+    }
+    *slot = -1;
+    return WEFT_ENOMEM;
+}
+
+void weft__rt_poller_remove(weft__rt *rt, int slot)
+{
+    weft__poller *p = &rt->pollers[slot];
+    atomic_store(&p->fn, NULL);
+    while (atomic_load(&p->users) > 0) /* a caller inside it: a progress step is short */
+        sched_yield();
+    atomic_store(&p->arg, NULL);
+    atomic_fetch_sub(&rt->npollers, 1);
+    atomic_store(&p->taken, false);
+}
+
+/* What every runtime wait shares: its key and condition, the progress step
+ * (when a device finds completions by polling, or a progress step is
+ * registered: a communicator across ranks), the interest
  * counter its notifier reads, the deadline, a brief spin. */
 static weft__wait spec_of(weft__rt *rt, const void *key, bool (*done)(const void *), const void *arg,
                           _Atomic int32_t *interest, uint64_t deadline)
@@ -68,7 +106,9 @@ static weft__wait spec_of(weft__rt *rt, const void *key, bool (*done)(const void
         .key = key,
         .done = done,
         .arg = arg,
-        .progress = any_polled_device(rt) ? weft__rt_progress : NULL,
+        .progress = any_polled_device(rt) || atomic_load_explicit(&rt->npollers, memory_order_relaxed)
+                        ? weft__rt_progress
+                        : NULL,
         .progress_arg = rt,
         .interest = interest,
         .deadline = deadline,

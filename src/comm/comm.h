@@ -73,6 +73,13 @@ typedef struct weft__comm_backend {
     /* Across ranks only (NULL otherwise): operation `seq` will never be
      * posted here (its task was cancelled or failed before its body ran). */
     void (*skip)(weft__comm *c, uint64_t seq);
+    /* Across ranks only (NULL otherwise): one progress step, from any
+     * thread that would otherwise spin (registered with the runtime as a
+     * poller for idle workers and waits: api/comm.c): test what is in
+     * flight and report what ended.  Never blocks (returns at once when
+     * another thread is polling); returns what it found: WEFT__POLL_IDLE
+     * (nothing in flight), _BUSY or _ENDED (internal.h). */
+    int (*poll)(weft__comm *c);
 } weft__comm_backend;
 
 /* api/comm.c, for api/comm_ranks.c: communicators without handles, and
@@ -130,6 +137,7 @@ struct weft__comm {
     bool ranks;
     unsigned me;
     uint64_t next_seq;
+    int poll_slot;                     /* its poller in the runtime (be->poll), or -1 */
     /* Virtual backend: the model of its members' links. */
     uint64_t link_latency_ns;
     double link_bw;

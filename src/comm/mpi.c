@@ -3,21 +3,29 @@
  * one member per rank (its buffers in host memory; the data layer brings a
  * value made on a GPU to the host first and takes it back after).
  *
- * The operations complete by a progress step, never by a worker blocked in
- * MPI: a task's body hands its operation to the communicator's progress
- * thread and returns; the thread starts it with MPI's non-blocking calls,
- * tests it, and reports its end to the task (weft__comm_work_done).  Only
- * that thread calls MPI for the communicator (a duplicate of the user's,
- * so that its messages never meet the program's), and MPI must have been
- * initialised with MPI_THREAD_MULTIPLE (the program's own threads may call
- * MPI meanwhile).
+ * The operations complete by polling, never by a worker blocked in MPI: a
+ * task's body starts its operation itself with MPI's non-blocking calls
+ * when it is next in number (mpost), tests it once, and returns; the task
+ * counts it as work in flight (weft__comm_work_begin).  Whoever polls the
+ * communicator (mpoll: idle workers and the runtime's waits, through the
+ * poller api/comm.c registers with the runtime) tests what is in flight
+ * and reports each end to its task (weft__comm_work_done) right there, so
+ * the successor is released on the polling thread: a round trip needs no
+ * thread hand-off.  The communicator's progress thread is the fallback: it
+ * watches, and polls only while nobody else has for a period (every worker
+ * busy or parked, no wait spinning).  Only the communicator's lock
+ * serialises its MPI calls (a duplicate of the user's communicator, so
+ * that its messages never meet the program's); MPI must have been
+ * initialised with MPI_THREAD_MULTIPLE (several threads call it).
  *
  * Order: MPI matches collectives by the order each rank starts them, and a
  * task's body runs whenever its dependencies allow, which differs between
  * ranks.  So every operation takes a number when it is posted (programs
- * post a communicator's operations in one order on every rank) and the
- * thread starts them in that order; an operation that will never run here
- * (its task cancelled) gives its number up (skip).  Point-to-point
+ * post a communicator's operations in one order on every rank) and they
+ * start in that order: whoever holds the lock after the number before an
+ * operation's passed (its own body, a later body, a skip, a poll that saw
+ * a collective's check come back) starts it; an operation that will never
+ * run here (its task cancelled) gives its number up (skip).  Point-to-point
  * messages are tagged with their operation's number.
  *
  * Reductions are gathers followed by a fold on the host in rank order, so
@@ -59,6 +67,11 @@ typedef struct mop {
      * maximum), by one small all-reduce. */
     bool checking;
     int64_t sig[2 * NSIG], agreed[2 * NSIG];
+    /* How it ended (its task's status: 0, or an error), once it has; an
+     * error met after some of its requests started is kept here until they
+     * end (they were matched, or will be, or time out). */
+    int status;
+    bool abandoned;                    /* timed out: its requests (and it) stay with MPI */
 } mop;
 
 typedef struct mstate {
@@ -66,20 +79,39 @@ typedef struct mstate {
     MPI_Comm comm;
     int rank, size;
     pthread_t thread;
-    /* lock protects pending (by number), skipped, next, stop, broken, and
-     * wakes the thread (cv). */
+    /* lock protects pending (by number), skipped, next, gate, active and
+     * broken, and serialises this communicator's MPI calls: it is held
+     * across the non-blocking calls that start and test operations (they
+     * return at once, but a test may copy a large message), never across a
+     * blocking one.  Taken by bodies (mpost) and skips; polls, the progress
+     * thread's among them, only try it (a poller never waits for it).
+     * Only wake_lock nests under it (watch); what ended is reported after
+     * it is released (end_all). */
     pthread_mutex_t lock;
+    /* wake_lock protects stop and the progress thread's sleep on cv
+     * (thread_idle is atomic so that a post reads it without the lock;
+     * see watch).  Nothing nests under it. */
+    pthread_mutex_t wake_lock;
+    pthread_condattr_t cattr;          /* CLOCK_MONOTONIC, for the thread's watch */
     pthread_cond_t cv;
-    mop *pending;
+    mop *pending;                      /* posted, waiting for an earlier number */
     uint64_t *skipped;                 /* numbers given up, not yet passed */
     size_t nskipped, capskipped;
     uint64_t next;                     /* the number to start next */
+    /* A collective whose check is in flight: nothing after it starts until
+     * it comes back, so that every rank starts MPI's collectives in one
+     * order. */
+    mop *gate;
+    mop *active;                       /* started, not ended */
     bool stop, broken;
-    _Atomic uint64_t posts;            /* operations posted or skipped so far (polled without the lock) */
-    mop *active;                       /* started (the thread's own) */
+    _Atomic bool thread_idle;          /* the thread sleeps until something is active */
+    _Atomic uint32_t nactive;          /* the length of active (a poller's cheap first look) */
+    _Atomic uint64_t polls;            /* polls by other threads (the thread watches it) */
 } mstate;
 
-#define SPIN_NS 200000u /* how long an idle progress thread polls before it sleeps */
+/* The progress thread's watch: while something is active it wakes this
+ * often, and polls only if nobody else polled in between. */
+#define WATCH_NS 200000u
 
 /* Fold n contributions of B bytes each (stage, rank order) into out. */
 static void fold_all(const mop *o, const char *stage, int n, size_t B, void *out)
@@ -89,8 +121,7 @@ static void fold_all(const mop *o, const char *stage, int n, size_t B, void *out
         weft__red_combine(o->r.key, out, stage + (size_t)j * B, B);
 }
 
-/* Start a collective's check (the thread, with no lock): 0 or an MPI
- * error. */
+/* Start a collective's check (under lock): 0 or an MPI error. */
 static int start_check(mstate *m, mop *o)
 {
     const weft__coll_run *r = &o->r;
@@ -102,6 +133,7 @@ static int start_check(mstate *m, mop *o)
     o->req = weft__alloc(sizeof *o->req);
     if (!o->req)
         return MPI_ERR_NO_MEM;
+    o->req[0] = MPI_REQUEST_NULL; /* tested as such if the call below fails */
     o->nreq = 1;
     o->checking = true;
     return MPI_Iallreduce(o->sig, o->agreed, 2 * NSIG, MPI_INT64_T, MPI_MIN, m->comm, o->req);
@@ -122,7 +154,7 @@ static int disagreement(const mop *o, char *why, size_t len)
     return -1;
 }
 
-/* Start o (the thread, with no lock): a collective's check first (the
+/* Start o (under lock): a collective's check first (the
  * operation itself when it comes back: start_op), an exchange at once.
  * 0 or an MPI error. */
 static int start_op(mstate *m, mop *o);
@@ -148,6 +180,8 @@ static int start_op(mstate *m, mop *o)
         o->types = weft__alloc((r->nxfer ? r->nxfer : 1) * sizeof *o->types);
         if (!o->req || !o->types)
             return MPI_ERR_NO_MEM;
+        for (size_t i = 0; i < 2 * (r->nxfer ? r->nxfer : 1); i++)
+            o->req[i] = MPI_REQUEST_NULL; /* a send or receive that failed to start is tested as none */
         for (size_t i = 0; i < r->nxfer && rc == MPI_SUCCESS; i++) {
             const weft__xfer_run *x = &r->xfer[i];
             if (!x->bytes || (x->from != r->me && x->to != r->me))
@@ -180,6 +214,7 @@ static int start_op(mstate *m, mop *o)
     o->req = weft__alloc(sizeof *o->req);
     if (!o->req)
         return MPI_ERR_NO_MEM;
+    o->req[0] = MPI_REQUEST_NULL; /* tested as such if the call below fails */
     o->nreq = 1;
     const void *in = r->my_send ? r->my_send : r->my_recv;
     switch (r->op) {
@@ -206,7 +241,8 @@ static int start_op(mstate *m, mop *o)
     }
 }
 
-/* o's requests completed: its results in place (the thread). */
+/* o's requests completed: its results in place (no lock needed: o is
+ * nobody else's now). */
 static void conclude(mstate *m, mop *o)
 {
     weft__coll_run *r = &o->r;
@@ -254,15 +290,6 @@ static bool take_skipped(mstate *m, uint64_t s)
     return false;
 }
 
-/* o failed (no lock held): report it, let its task know, free it. */
-static void fail_op(mop *o, int status, const char *why)
-{
-    if (why)
-        fprintf(stderr, "weft: operation %llu '%s': %s\n", (unsigned long long)o->r.seq, o->r.name, why);
-    weft__comm_work_done(o->cookie, status);
-    mop_free(o);
-}
-
 /* An MPI error code in words. */
 static void mpi_words(int rc, char *buf, size_t len)
 {
@@ -273,134 +300,217 @@ static void mpi_words(int rc, char *buf, size_t len)
     snprintf(buf, len, "MPI failed it (%s)", es);
 }
 
+/* o ended with status (under lock, o off every list): onto *ended, for
+ * end_all once the lock is released; why, if any, is said now. */
+static void end_op(mop *o, int status, const char *why, mop **ended)
+{
+    if (why)
+        fprintf(stderr, "weft: operation %llu '%s': %s\n", (unsigned long long)o->r.seq, o->r.name, why);
+    o->status = status;
+    o->next = *ended;
+    *ended = o;
+}
+
+static void activate(mstate *m, mop *o)
+{
+    o->next = m->active;
+    m->active = o;
+    atomic_fetch_add(&m->nactive, 1);
+}
+
+/* Start what is next in number (under lock), skipping numbers given up,
+ * until a number not yet posted or a collective's check in flight (gate). */
+static void start_ready(mstate *m, mop **ended)
+{
+    char why[320];
+    while (!m->gate) {
+        if (take_skipped(m, m->next)) {
+            m->next++;
+            continue;
+        }
+        mop **pp = &m->pending;
+        while (*pp && (*pp)->r.seq != m->next)
+            pp = &(*pp)->next;
+        mop *o = *pp;
+        if (!o)
+            return;
+        *pp = o->next;
+        o->next = NULL;
+        m->next++;
+        if (m->broken) {
+            end_op(o, WEFT_ECLOSED, NULL, ended);
+            continue;
+        }
+        int rc = start(m, o);
+        if (rc != MPI_SUCCESS) {
+            mpi_words(rc, why, sizeof why);
+            if (!o->nreq) {
+                end_op(o, WEFT_EDEVICE, why, ended);
+                continue;
+            }
+            /* Requests started before the error: it ends when they do. */
+            fprintf(stderr, "weft: operation %llu '%s': %s\n", (unsigned long long)o->r.seq, o->r.name, why);
+            o->status = WEFT_EDEVICE;
+            o->checking = false;
+        }
+        if (o->checking)
+            m->gate = o;
+        activate(m, o);
+    }
+}
+
+/* Test what is in flight (under lock), each operation once: what ended
+ * goes onto *ended; a collective whose check came back starts (or fails
+ * on every rank alike), and what waited for it after it. */
+static void test_active(mstate *m, mop **ended)
+{
+    char why[320];
+    uint64_t now = weft__now_ns();
+    bool opened = false;
+    for (mop **pp = &m->active; *pp;) {
+        mop *o = *pp;
+        int done = 0;
+        int rc = MPI_Testall(o->nreq, o->req, &done, MPI_STATUSES_IGNORE);
+        if (rc == MPI_SUCCESS && done && o->checking) {
+            /* Every rank sees the same agreement: all go on, or all fail. */
+            if (o == m->gate) {
+                m->gate = NULL;
+                opened = true;
+            }
+            if (disagreement(o, why, sizeof why) >= 0) {
+                *pp = o->next;
+                atomic_fetch_sub(&m->nactive, 1);
+                end_op(o, WEFT_EINVAL, why, ended);
+                continue;
+            }
+            if ((rc = start_op(m, o)) == MPI_SUCCESS) {
+                pp = &o->next;
+                continue;
+            }
+            if (o->nreq) { /* some started: it ends when they do */
+                mpi_words(rc, why, sizeof why);
+                fprintf(stderr, "weft: operation %llu '%s': %s\n", (unsigned long long)o->r.seq, o->r.name, why);
+                o->status = WEFT_EDEVICE;
+                pp = &o->next;
+                continue;
+            }
+        }
+        if (rc != MPI_SUCCESS) { /* errors are returned on the communicator's copy */
+            *pp = o->next;
+            atomic_fetch_sub(&m->nactive, 1);
+            if (o == m->gate) {
+                m->gate = NULL;
+                opened = true;
+            }
+            mpi_words(rc, why, sizeof why);
+            end_op(o, WEFT_EDEVICE, why, ended);
+            continue;
+        }
+        if (done) {
+            *pp = o->next;
+            atomic_fetch_sub(&m->nactive, 1);
+            end_op(o, o->status, NULL, ended);
+            continue;
+        }
+        if (now - o->started > m->c->timeout_ns) {
+            snprintf(why, sizeof why,
+                     "on a communicator of %d ranks (this is rank %d), it did not complete within %.3f s: a rank "
+                     "never took part; the communicator is broken from now on",
+                     m->size, m->rank, (double)m->c->timeout_ns / 1e9);
+            *pp = o->next;
+            atomic_fetch_sub(&m->nactive, 1);
+            if (o == m->gate) {
+                m->gate = NULL;
+                opened = true;
+            }
+            m->broken = true;
+            o->abandoned = true;
+            end_op(o, WEFT_ETIMEDOUT, why, ended);
+            continue;
+        }
+        pp = &o->next;
+    }
+    if (opened)
+        start_ready(m, ended);
+}
+
+/* Report what ended to its tasks (no lock held: a task's completion may
+ * skip a number, or post); how many. */
+static unsigned end_all(mstate *m, mop *ended)
+{
+    unsigned n = 0;
+    while (ended) {
+        mop *o = ended;
+        ended = o->next;
+        if (o->status == 0) {
+            conclude(m, o);
+            weft__comm_trace(m->c, o->r.name, o->started, mop_bytes(o));
+        }
+        weft__comm_work_done(o->cookie, o->status);
+        if (!o->abandoned)
+            mop_free(o);
+        n++;
+    }
+    return n;
+}
+
+/* The progress thread: the fallback that guarantees progress while nobody
+ * else polls.  Idle (nothing active): it sleeps until a body starts
+ * something.  Otherwise it watches: wakes every WATCH_NS, and while no
+ * other thread polled in between, polls itself (yielding its core between
+ * polls) until somebody else does again or nothing is active. */
 static void *progress(void *arg)
 {
     mstate *m = arg;
-    char why[320];
-    /* A collective whose check is in flight (the thread's own): nothing
-     * after it starts until it does, so that every rank starts MPI's
-     * collectives in one order. */
-    mop *gate = NULL;
-    pthread_mutex_lock(&m->lock);
-    for (;;) {
-        /* Start what is next in number (skipping numbers given up), up to
-         * and including the next collective. */
-        mop *ready = NULL, **tail = &ready;
-        bool collective = false;
-        for (bool moved = !gate; moved && !collective;) {
-            moved = false;
-            if (take_skipped(m, m->next)) {
-                m->next++;
-                moved = true;
-                continue;
-            }
-            for (mop **pp = &m->pending; *pp; pp = &(*pp)->next)
-                if ((*pp)->r.seq == m->next) {
-                    mop *o = *pp;
-                    *pp = o->next;
-                    o->next = NULL;
-                    *tail = o;
-                    tail = &o->next;
-                    m->next++;
-                    moved = true;
-                    collective = o->r.op != 0;
-                    break;
-                }
-        }
-        bool broken = m->broken, stop = m->stop;
-        if (!ready && !m->active) {
-            if (stop)
-                break;
-            /* Idle: poll for new work a little (the next operation of a
-             * chain usually comes within microseconds), then sleep. */
-            uint64_t seen = atomic_load(&m->posts);
-            pthread_mutex_unlock(&m->lock);
-            for (uint64_t t0 = weft__now_ns(); atomic_load(&m->posts) == seen && weft__now_ns() - t0 < SPIN_NS;)
-                sched_yield();
-            pthread_mutex_lock(&m->lock);
-            if (atomic_load(&m->posts) == seen && !m->stop)
-                pthread_cond_wait(&m->cv, &m->lock);
+    pthread_mutex_lock(&m->wake_lock);
+    while (!m->stop) {
+        /* Idle until a post or a skip activates something (watch): the
+         * flag is set before the count is read again, and a post reads the
+         * flag after it raised the count, so one of them sees the other. */
+        atomic_store(&m->thread_idle, true);
+        if (atomic_load(&m->nactive) == 0) {
+            pthread_cond_wait(&m->cv, &m->wake_lock);
             continue;
         }
-        pthread_mutex_unlock(&m->lock);
-        while (ready) {
-            mop *o = ready;
-            ready = o->next;
-            int rc = broken ? MPI_ERR_OTHER : start(m, o);
-            if (rc != MPI_SUCCESS) {
-                if (!broken)
-                    mpi_words(rc, why, sizeof why);
-                /* requests started before the error: waited for (they were matched or will be) */
-                if (o->nreq)
-                    MPI_Waitall(o->nreq, o->req, MPI_STATUSES_IGNORE);
-                fail_op(o, broken ? WEFT_ECLOSED : WEFT_EDEVICE, broken ? NULL : why);
-                continue;
-            }
-            if (o->checking)
-                gate = o;
-            o->next = m->active;
-            m->active = o;
+        atomic_store(&m->thread_idle, false);
+        uint64_t seen = atomic_load(&m->polls);
+        uint64_t until = weft__now_ns() + WATCH_NS;
+        struct timespec ts = {(time_t)(until / 1000000000u), (long)(until % 1000000000u)};
+        pthread_cond_timedwait(&m->cv, &m->wake_lock, &ts);
+        if (m->stop)
+            break;
+        pthread_mutex_unlock(&m->wake_lock);
+        /* Nobody else polled for a period: poll until somebody does again
+         * (or holds the lock: a post, a poll), or nothing is active. */
+        while (atomic_load(&m->nactive) > 0 && atomic_load(&m->polls) == seen &&
+               pthread_mutex_trylock(&m->lock) == 0) {
+            mop *ended = NULL;
+            test_active(m, &ended);
+            pthread_mutex_unlock(&m->lock);
+            if (ended)
+                end_all(m, ended);
+            else
+                sched_yield(); /* a progress step: poll again soon */
         }
-        /* Test what is in flight. */
-        uint64_t now = weft__now_ns();
-        for (mop **pp = &m->active; *pp;) {
-            mop *o = *pp;
-            int done = 0;
-            int rc = MPI_Testall(o->nreq, o->req, &done, MPI_STATUSES_IGNORE);
-            if (rc == MPI_SUCCESS && done && o->checking) {
-                /* Every rank sees the same agreement: all go on, or all fail. */
-                if (o == gate)
-                    gate = NULL;
-                if (disagreement(o, why, sizeof why) >= 0) {
-                    *pp = o->next;
-                    fail_op(o, WEFT_EINVAL, why);
-                    continue;
-                }
-                if ((rc = start_op(m, o)) == MPI_SUCCESS) {
-                    pp = &o->next;
-                    continue;
-                }
-            }
-            if (rc != MPI_SUCCESS) { /* errors are returned on the communicator's copy */
-                *pp = o->next;
-                if (o == gate)
-                    gate = NULL;
-                mpi_words(rc, why, sizeof why);
-                fail_op(o, WEFT_EDEVICE, why);
-                continue;
-            }
-            if (done) {
-                conclude(m, o);
-                *pp = o->next;
-                weft__comm_trace(m->c, o->r.name, o->started, mop_bytes(o));
-                weft__comm_work_done(o->cookie, 0);
-                mop_free(o);
-                continue;
-            }
-            if (now - o->started > m->c->timeout_ns) {
-                snprintf(why, sizeof why,
-                         "on a communicator of %d ranks (this is rank %d), it did not complete within %.3f s: a rank "
-                         "never took part; the communicator is broken from now on",
-                         m->size, m->rank, (double)m->c->timeout_ns / 1e9);
-                fprintf(stderr, "weft: operation %llu '%s': %s\n", (unsigned long long)o->r.seq, o->r.name, why);
-                *pp = o->next;
-                if (o == gate)
-                    gate = NULL;
-                weft__comm_work_done(o->cookie, WEFT_ETIMEDOUT);
-                /* its requests stay with MPI (and so does o) */
-                pthread_mutex_lock(&m->lock);
-                m->broken = true;
-                pthread_mutex_unlock(&m->lock);
-                continue;
-            }
-            pp = &o->next;
-        }
-        if (m->active)
-            sched_yield(); /* a progress step: poll again soon */
-        pthread_mutex_lock(&m->lock);
+        pthread_mutex_lock(&m->wake_lock);
     }
-    pthread_mutex_unlock(&m->lock);
+    pthread_mutex_unlock(&m->wake_lock);
     return NULL;
+}
+
+/* A poll from another thread (an idle worker, a waiting thread). */
+static int mpoll(weft__comm *c)
+{
+    mstate *m = c->impl;
+    if (atomic_load_explicit(&m->nactive, memory_order_relaxed) == 0)
+        return WEFT__POLL_IDLE;
+    if (pthread_mutex_trylock(&m->lock) != 0)
+        return WEFT__POLL_BUSY;
+    atomic_fetch_add_explicit(&m->polls, 1, memory_order_relaxed);
+    mop *ended = NULL;
+    test_active(m, &ended);
+    pthread_mutex_unlock(&m->lock);
+    return ended && end_all(m, ended) > 0 ? WEFT__POLL_ENDED : WEFT__POLL_BUSY;
 }
 
 static int mopen(weft__comm *c, char *why, size_t len)
@@ -417,7 +527,7 @@ static int mopen(weft__comm *c, char *why, size_t len)
     MPI_Query_thread(&level);
     if (level < MPI_THREAD_MULTIPLE) {
         snprintf(why, len, "MPI was initialised with thread level %d; Weft needs MPI_THREAD_MULTIPLE (its "
-                           "progress thread calls MPI beside the program's threads)", level);
+                           "workers and progress thread call MPI beside the program's threads)", level);
         return WEFT_EINVAL;
     }
     mstate *m = weft__alloc(sizeof *m);
@@ -434,11 +544,16 @@ static int mopen(weft__comm *c, char *why, size_t len)
     MPI_Comm_rank(m->comm, &m->rank);
     MPI_Comm_size(m->comm, &m->size);
     pthread_mutex_init(&m->lock, NULL);
-    pthread_cond_init(&m->cv, NULL);
+    pthread_mutex_init(&m->wake_lock, NULL);
+    pthread_condattr_init(&m->cattr);
+    pthread_condattr_setclock(&m->cattr, CLOCK_MONOTONIC);
+    pthread_cond_init(&m->cv, &m->cattr);
     if (pthread_create(&m->thread, NULL, progress, m) != 0) {
         MPI_Comm_free(&m->comm);
         pthread_mutex_destroy(&m->lock);
+        pthread_mutex_destroy(&m->wake_lock);
         pthread_cond_destroy(&m->cv);
+        pthread_condattr_destroy(&m->cattr);
         weft__free(m);
         snprintf(why, len, "its progress thread could not start");
         return WEFT_ESYSTEM;
@@ -452,11 +567,10 @@ static int mopen(weft__comm *c, char *why, size_t len)
 static void mclose(weft__comm *c)
 {
     mstate *m = c->impl;
-    pthread_mutex_lock(&m->lock);
+    pthread_mutex_lock(&m->wake_lock);
     m->stop = true;
-    atomic_fetch_add(&m->posts, 1);
     pthread_cond_signal(&m->cv);
-    pthread_mutex_unlock(&m->lock);
+    pthread_mutex_unlock(&m->wake_lock);
     pthread_join(m->thread, NULL);
     for (mop *o = m->pending; o;) { /* posted, never reached (an earlier number never came) */
         mop *next = o->next;
@@ -467,12 +581,28 @@ static void mclose(weft__comm *c)
     if (!m->broken)
         MPI_Comm_free(&m->comm);
     pthread_mutex_destroy(&m->lock);
+    pthread_mutex_destroy(&m->wake_lock);
     pthread_cond_destroy(&m->cv);
+    pthread_condattr_destroy(&m->cattr);
     weft__free(m->skipped);
     weft__free(m);
     c->impl = NULL;
 }
 
+/* After a post or a skip (under lock): the thread watches what is active
+ * (woken only if it sleeps idle). */
+static void watch(mstate *m)
+{
+    if (m->active && atomic_load(&m->thread_idle)) {
+        pthread_mutex_lock(&m->wake_lock);
+        pthread_cond_signal(&m->cv);
+        pthread_mutex_unlock(&m->wake_lock);
+    }
+}
+
+/* From the task's body: start the operation if it is next in number (and
+ * what waited for it), test what is in flight once, and return; what ended
+ * is reported here, the rest by whoever polls next. */
 static int mpost(weft__comm *c, const weft_ctx *ctx, const weft__coll_run *r, const bool *part, void **state)
 {
     (void)part;
@@ -499,18 +629,23 @@ static int mpost(weft__comm *c, const weft_ctx *ctx, const weft__coll_run *r, co
         o->r.xfer = x;
     }
     o->cookie = weft__comm_work_begin(ctx);
+    mop *ended = NULL;
     pthread_mutex_lock(&m->lock);
     o->next = m->pending;
     m->pending = o;
-    atomic_fetch_add(&m->posts, 1);
-    pthread_cond_signal(&m->cv);
+    start_ready(m, &ended);
+    if (m->active)
+        test_active(m, &ended);
+    watch(m);
     pthread_mutex_unlock(&m->lock);
+    end_all(m, ended);
     return 0;
 }
 
 static void mskip(weft__comm *c, uint64_t seq)
 {
     mstate *m = c->impl;
+    mop *ended = NULL;
     pthread_mutex_lock(&m->lock);
     if (m->nskipped == m->capskipped) {
         size_t cap = m->capskipped ? m->capskipped * 2 : 8;
@@ -526,9 +661,10 @@ static void mskip(weft__comm *c, uint64_t seq)
         m->capskipped = cap;
     }
     m->skipped[m->nskipped++] = seq;
-    atomic_fetch_add(&m->posts, 1);
-    pthread_cond_signal(&m->cv);
+    start_ready(m, &ended);
+    watch(m);
     pthread_mutex_unlock(&m->lock);
+    end_all(m, ended);
 }
 
 static void mfinish(void *state) { (void)state; }
@@ -601,6 +737,7 @@ static const weft__comm_backend backend = {
     .post = mpost,
     .finish = mfinish,
     .skip = mskip,
+    .poll = mpoll,
 };
 
 const weft__comm_backend *const weft__mpi_backend = &backend;
