@@ -23,6 +23,13 @@
  *                          copy out), each kernel modelled to take the
  *                          copies' time per tile (1: the parts overlap
  *                          entirely; 2: not at all)
+ *   prefetch_speedup weft  24 GPU tasks of a tenth of gpu:0 each, sharing
+ *                          its 4 streams, each reading its own 4 MiB host
+ *                          tile and running a kernel as long as the copy:
+ *                          the time without the prefetch queue
+ *                          (WEFT_PREFETCH=0) over the time with it (above
+ *                          1: copies in ran beside the kernels already on
+ *                          the streams)
  *   steady_copy_bytes weft 4 independent chains of 50 GPU tasks, each over
  *                          its own 1 MiB array: bytes copied after every
  *                          chain's first step (0: each chain stays where its
@@ -287,6 +294,93 @@ static double overlap_ratio(weft_runtime *rt, int repeats)
     return m;
 }
 
+/* ---- prefetch: copies in beside kernels on shared streams ----------------- */
+
+enum { PTILES = 24 };
+#define PTILE (4 * MIB)
+
+/* 24 GPU tasks of a tenth of gpu:0 each (so that ten run at once on its
+ * four streams, which they share), each reading a tile of its own from
+ * the host and running a kernel modelled to take as long as its copy;
+ * wall time in ns. */
+static uint64_t shared_streams(weft_runtime *rt, char *tiles)
+{
+    weft_data *h[PTILES];
+    for (int k = 0; k < PTILES; k++) {
+        int e = weft_data_register(rt, tiles + (size_t)k * PTILE, PTILE, &h[k]);
+        if (e)
+            die("register", e);
+    }
+    uint64_t t0 = now_ns();
+    for (int k = 0; k < PTILES; k++) {
+        weft_access a = {h[k], WEFT_R};
+        spawn(rt, "gpu:0", 0.1, compute_body, NULL, &a, 1);
+    }
+    wait_all(rt);
+    uint64_t wall = now_ns() - t0;
+    for (int k = 0; k < PTILES; k++) {
+        int e = weft_data_unregister(h[k]);
+        if (e)
+            die("unregister", e);
+    }
+    return wall;
+}
+
+static weft_runtime *runtime_with(const char *devices, const char *prefetch)
+{
+    setenv("WEFT_PREFETCH", prefetch, 1); /* read at creation */
+    weft_config cfg;
+    weft_config_init(&cfg);
+    cfg.workers = 2;
+    cfg.devices = devices;
+    cfg.trace_path = NULL;
+    weft_runtime *rt;
+    int rc = weft_runtime_create(&cfg, &rt);
+    unsetenv("WEFT_PREFETCH");
+    if (rc)
+        die("runtime_create", rc);
+    return rt;
+}
+
+/* The same work without the prefetch queue (WEFT_PREFETCH=0: each copy on
+ * its task's stream, behind the kernels queued there) over with it. */
+static double prefetch_ratio(const char *devices, int repeats)
+{
+    char *tiles = malloc(PTILES * PTILE);
+    if (!tiles)
+        die("malloc", WEFT_ENOMEM);
+    memset(tiles, 2, PTILES * PTILE);
+    weft_runtime *on = runtime_with(devices, "1"), *off = runtime_with(devices, "0");
+    double *ratio = calloc((size_t)repeats + 1, sizeof *ratio);
+    uint64_t t_on = 0, t_off = 0, b0 = 0, b1 = 0;
+    for (int r = -1; r < repeats; r++) {
+        kernel_ns = 0; /* the copies' time alone sets the kernels' */
+        kernel_ns = shared_streams(off, tiles) / PTILES;
+        weft_stats st;
+        if (weft_runtime_stats(on, &st) == 0)
+            b0 = st.bytes_prefetched;
+        t_on = shared_streams(on, tiles);
+        if (weft_runtime_stats(on, &st) == 0)
+            b1 = st.bytes_prefetched;
+        t_off = shared_streams(off, tiles);
+        if (r >= 0)
+            ratio[r] = (double)t_off / (double)t_on;
+    }
+    int rc;
+    if ((rc = weft_runtime_destroy(on)) != 0 || (rc = weft_runtime_destroy(off)) != 0)
+        die("destroy", rc);
+    free(tiles);
+    printf("# prefetch (%d tasks of a tenth of gpu:0, 4 MiB each copied in, kernels as long as a copy; last round: "
+           "%.2f ms with the prefetch queue, %llu MiB of it prefetched, %.2f ms without):",
+           PTILES, t_on / 1e6, (unsigned long long)((b1 - b0) / MIB), t_off / 1e6);
+    for (int r = 0; r < repeats; r++)
+        printf(" %.3f", ratio[r]);
+    double m = median(ratio, repeats);
+    printf("   median %.3f\n", m);
+    free(ratio);
+    return m;
+}
+
 /* ---- locality ------------------------------------------------------------- */
 
 static int touch_body(weft_ctx *ctx, void *arg)
@@ -364,8 +458,10 @@ int main(int argc, char **argv)
     uint64_t steady = steady_bytes(rt);
     if ((rc = weft_runtime_destroy(rt)) != 0)
         die("destroy", rc);
+    double pf = prefetch_ratio(devices, repeats);
     printf("copy_bw_ratio weft %.3f\n", worst);
     printf("overlap_ratio weft %.3f\n", ov);
+    printf("prefetch_speedup weft %.3f\n", pf);
     printf("steady_copy_bytes weft %llu\n", (unsigned long long)steady);
     return 0;
 }

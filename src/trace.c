@@ -212,12 +212,14 @@ int weft__trace_write(weft__rt *rt)
             snprintf(track, sizeof track, "%s stream %u", dev->name, s);
             write_track(f, rt, 1000 + g * WEFT__STREAMS + s, track, dev, pl->streams[g][s]);
         }
-        static const char *const what[3] = {"copies to the host", "write-backs", "copies in (prefetch)"};
         const weft__mnode *m = &rt->mnodes[dev->index];
-        for (unsigned k = 0; k < 3; k++)
+        for (unsigned k = 0; k < 2 + WEFT__PREFETCH_QUEUES; k++)
             if (m->copyq[k]) { /* (made on first use; the queues are idle now) */
-                snprintf(track, sizeof track, "%s %s", dev->name, what[k]);
-                write_track(f, rt, 5000 + g * 3 + k, track, dev, m->copyq[k]);
+                if (k < 2)
+                    snprintf(track, sizeof track, "%s %s", dev->name, k ? "write-backs" : "copies to the host");
+                else
+                    snprintf(track, sizeof track, "%s copies in %u", dev->name, k - 2);
+                write_track(f, rt, 5000 + g * (2 + WEFT__PREFETCH_QUEUES) + k, track, dev, m->copyq[k]);
             }
     }
     /* The communication track (operations across ranks, start to end). */

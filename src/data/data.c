@@ -27,8 +27,9 @@ void weft__mnode_init(weft__mnode *m)
 {
     pthread_mutex_init(&m->lock, NULL);
     m->head = m->tail = NULL;
-    for (int i = 0; i < 3; i++)
+    for (unsigned i = 0; i < 2 + WEFT__PREFETCH_QUEUES; i++)
         m->copyq[i] = NULL;
+    atomic_init(&m->prefetch_next, 0);
     m->dev = NULL;
     atomic_init(&m->unpinned, 0);
     atomic_init(&m->sourcing, 0);
@@ -36,7 +37,7 @@ void weft__mnode_init(weft__mnode *m)
 
 void weft__mnode_fini(weft__mnode *m)
 {
-    for (int i = 0; i < 3; i++) {
+    for (unsigned i = 0; i < 2 + WEFT__PREFETCH_QUEUES; i++) {
         if (m->copyq[i])
             m->dev->ops->queue_destroy(m->copyq[i]);
         m->copyq[i] = NULL;
@@ -180,7 +181,7 @@ int weft__data_note_ready(weft__data *d, unsigned i, weft__dqueue *q)
     return ops->event_record(r->ready, q);
 }
 
-enum { FETCH_Q = 0, EVICT_Q = 1, PREFETCH_Q = 2 };
+enum { FETCH_Q = 0, EVICT_Q = 1, PREFETCH_Q = 2 }; /* the prefetch queues: PREFETCH_Q + 0 .. 3 */
 
 int weft__data_copy_rect(const weft__device_ops *ops, weft__dqueue *q, weft__data *dst, unsigned di, size_t dr,
                          size_t dc, weft__data *src, unsigned si, size_t r, size_t c, size_t rows, size_t bytes)
@@ -461,9 +462,11 @@ static int fetch(weft__data *d, unsigned dev, weft__dqueue *q, bool may_prefetch
      * through another queue. */
     const weft__device_ops *ops = ops_of(d, dev);
     weft__dqueue *pq = NULL;
-    if (may_prefetch && !d->tile && q && (!ops->queue_busy || ops->queue_busy(q)) &&
-        copy_queue(d, dev, PREFETCH_Q, &pq) != 0)
-        pq = NULL; /* (no queue for it: on q, as without) */
+    if (may_prefetch && !d->tile && q && (!ops->queue_busy || ops->queue_busy(q))) {
+        unsigned k = atomic_fetch_add_explicit(&d->mnodes[dev].prefetch_next, 1, memory_order_relaxed);
+        if (copy_queue(d, dev, PREFETCH_Q + (int)(k % WEFT__PREFETCH_QUEUES), &pq) != 0)
+            pq = NULL; /* (no queue for it: on q, as without) */
+    }
     int rc;
     if (pq) {
         rc = prefetch(d, dev, (unsigned)src, pq, q);

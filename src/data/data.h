@@ -28,6 +28,11 @@ typedef struct weft__copy_counts {
     _Atomic uint64_t bytes, prefetched;
 } weft__copy_counts;
 
+/* Prefetch queues per device (weft__mnode.copyq): as many as its streams
+ * (sched/place.h), so that copies in run as many at once as they did on
+ * the streams. */
+#define WEFT__PREFETCH_QUEUES 4u
+
 typedef enum weft__replica_state { WEFT__REP_INVALID, WEFT__REP_SHARED, WEFT__REP_MODIFIED } weft__replica_state;
 
 /* A copy of the handle's bytes on one device (MSI: invalid; shared, valid
@@ -63,12 +68,14 @@ typedef struct weft__mnode {
      * host task's copy to the host, which waits for copies queued on task
      * streams (never under a handle's lock), [1] for write-backs of
      * evicted replicas, which wait for nothing pending (no task pins them)
-     * and so may be waited for under a handle's lock, [2] for copies into
-     * the device for tasks that wait for no predecessor's events (the
-     * prefetch queue: WEFT__DATA_PREFETCH), which the tasks' streams wait
-     * for by the replica's `ready` event, so that copies in overlap the
-     * kernels already queued on those streams. */
-    weft__dqueue *copyq[3];
+     * and so may be waited for under a handle's lock, [2 ..] for copies
+     * into the device for tasks that wait for no predecessor's events (the
+     * prefetch queues, handed out in turn by `prefetch_next`, as many as
+     * a GPU has streams: WEFT__DATA_PREFETCH), which the tasks' streams
+     * wait for by the replica's `ready` event, so that copies in overlap
+     * the kernels already queued on those streams. */
+    weft__dqueue *copyq[2 + WEFT__PREFETCH_QUEUES];
+    _Atomic unsigned prefetch_next;
     weft__device *dev;
     /* Bumped when a replica there is no longer pinned: a task waiting for
      * room (WEFT__DATA_RETRY) waits for it to change (key: the node). */
@@ -235,8 +242,8 @@ int weft__data_acquire(weft__data *d, unsigned dev, unsigned mode, uint64_t seq,
                        weft__data_hold *hold, weft__data_undo *undo);
 /* A mode bit for weft__data_acquire: the task's queue q waits for no
  * predecessor's events (its predecessors have finished), so a copy into
- * the device replica may go on the device's prefetch queue (weft__mnode
- * copyq[2]) instead of on q, which then waits for it by the replica's
+ * the device replica may go on one of the device's prefetch queues
+ * (weft__mnode copyq[2 ..]) instead of on q, which then waits for it by the replica's
  * `ready` event: the copy runs beside the kernels q has queued already.
  * (Not for a tile's replica: its halo copies are on q.) */
 #define WEFT__DATA_PREFETCH 0x200u

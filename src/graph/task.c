@@ -930,7 +930,7 @@ int weft__task_acquire(weft__task *t, bool waited_events)
     /* Copies in may run beside the kernels already on its streams when
      * nothing it follows is still in flight there (its streams wait for
      * no predecessor's events): on its devices' prefetch queues. */
-    unsigned prefetch = waited_events ? 0 : WEFT__DATA_PREFETCH;
+    unsigned prefetch = waited_events || t->g->no_prefetch ? 0 : WEFT__DATA_PREFETCH;
     for (unsigned idle = 0;;) {
         int rc = 0;
         uint32_t i = 0;
