@@ -145,7 +145,7 @@ fi
 
 # Issue 10: data on virtual GPUs: copy bandwidth through the data layer
 # against raw copies, copy/compute overlap, bytes copied in a steady state;
-# ends with copy_bw_ratio, overlap_ratio and steady_copy_bytes lines.
+# ends with copy_bw_ratio, overlap_ratio, prefetch_speedup and steady_copy_bytes lines.
 if [ "$mode" != quick ]; then
   echo
   echo "== Data on virtual GPUs (issue 10): copies, overlap, locality"
