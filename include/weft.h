@@ -221,7 +221,7 @@ typedef struct weft_stats {
      * device <-> device), to make them valid where tasks used them, and
      * reducers' private copies brought from devices to be combined. */
     uint64_t bytes_copied;
-    /* Of bytes_copied: the copies into a GPU that ran on its copy queue
+    /* Of bytes_copied: the copies into a GPU that ran on its copy queues
      * beside the kernels already queued on the stream of the task that
      * needed them (prefetch: a task that waits for no predecessor's events
      * and whose stream has work in flight). */
