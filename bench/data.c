@@ -207,6 +207,25 @@ static double copy_ratio(weft_runtime *rt, size_t size, int repeats)
 
 /* ---- overlap -------------------------------------------------------------- */
 
+/* n tiles of `size` bytes each, one after another at tiles, as handles. */
+static void register_tiles(weft_runtime *rt, char *tiles, size_t size, int n, weft_data **h)
+{
+    for (int k = 0; k < n; k++) {
+        int e = weft_data_register(rt, tiles + (size_t)k * size, size, &h[k]);
+        if (e)
+            die("register", e);
+    }
+}
+
+static void unregister_all(weft_data **h, int n)
+{
+    for (int k = 0; k < n; k++) {
+        int e = weft_data_unregister(h[k]);
+        if (e)
+            die("unregister", e);
+    }
+}
+
 enum { TILES = 16 };
 #define TILE (8 * MIB)
 
@@ -230,11 +249,7 @@ static int compute_body(weft_ctx *ctx, void *arg)
 static uint64_t pipeline(weft_runtime *rt, char *tiles, bool copies)
 {
     weft_data *h[TILES];
-    for (int k = 0; k < TILES; k++) {
-        int e = weft_data_register(rt, tiles + (size_t)k * TILE, TILE, &h[k]);
-        if (e)
-            die("register", e);
-    }
+    register_tiles(rt, tiles, TILE, TILES, h);
     if (!copies) { /* bring them in first, untimed */
         uint64_t keep = kernel_ns;
         kernel_ns = 0;
@@ -256,11 +271,7 @@ static uint64_t pipeline(weft_runtime *rt, char *tiles, bool copies)
     }
     wait_all(rt);
     uint64_t wall = now_ns() - t0;
-    for (int k = 0; k < TILES; k++) {
-        int e = weft_data_unregister(h[k]);
-        if (e)
-            die("unregister", e);
-    }
+    unregister_all(h, TILES);
     return wall;
 }
 
@@ -306,11 +317,7 @@ enum { PTILES = 24 };
 static uint64_t shared_streams(weft_runtime *rt, char *tiles)
 {
     weft_data *h[PTILES];
-    for (int k = 0; k < PTILES; k++) {
-        int e = weft_data_register(rt, tiles + (size_t)k * PTILE, PTILE, &h[k]);
-        if (e)
-            die("register", e);
-    }
+    register_tiles(rt, tiles, PTILE, PTILES, h);
     uint64_t t0 = now_ns();
     for (int k = 0; k < PTILES; k++) {
         weft_access a = {h[k], WEFT_R};
@@ -318,17 +325,16 @@ static uint64_t shared_streams(weft_runtime *rt, char *tiles)
     }
     wait_all(rt);
     uint64_t wall = now_ns() - t0;
-    for (int k = 0; k < PTILES; k++) {
-        int e = weft_data_unregister(h[k]);
-        if (e)
-            die("unregister", e);
-    }
+    unregister_all(h, PTILES);
     return wall;
 }
 
+/* The benchmarks' runtime: 2 workers on devices, no trace; prefetch, when
+ * not NULL, is WEFT_PREFETCH's value for it (read at creation). */
 static weft_runtime *runtime_with(const char *devices, const char *prefetch)
 {
-    setenv("WEFT_PREFETCH", prefetch, 1); /* read at creation */
+    if (prefetch)
+        setenv("WEFT_PREFETCH", prefetch, 1);
     weft_config cfg;
     weft_config_init(&cfg);
     cfg.workers = 2;
@@ -336,7 +342,8 @@ static weft_runtime *runtime_with(const char *devices, const char *prefetch)
     cfg.trace_path = NULL;
     weft_runtime *rt;
     int rc = weft_runtime_create(&cfg, &rt);
-    unsetenv("WEFT_PREFETCH");
+    if (prefetch)
+        unsetenv("WEFT_PREFETCH");
     if (rc)
         die("runtime_create", rc);
     return rt;
@@ -437,15 +444,8 @@ int main(int argc, char **argv)
     }
     if (repeats < 1)
         repeats = 1;
-    weft_config cfg;
-    weft_config_init(&cfg);
-    cfg.workers = 2;
-    cfg.devices = devices;
-    cfg.trace_path = NULL;
-    weft_runtime *rt;
-    int rc = weft_runtime_create(&cfg, &rt);
-    if (rc)
-        die("runtime_create", rc);
+    weft_runtime *rt = runtime_with(devices, NULL);
+    int rc;
     printf("# weft-bench-data: 2 workers, devices \"%s\", %d repeats\n", devices, repeats);
     static const size_t sizes[] = {4 * MIB, 16 * MIB, 64 * MIB};
     double worst = 0;

@@ -14,13 +14,13 @@
  * operation cancelled on one rank: the other fails after its timeout with
  * a message, and nothing hangs. */
 #include "check.h"
+#include "mpi_check.h"
 #include "comm_check.h"
 
 #include <mpi.h>
 #include <stdlib.h>
 #include <string.h>
 
-static int rank, nranks;
 
 static void one(weft_runtime *rt, weft_comm *c, unsigned op, unsigned key, size_t count, bool in_place,
                 unsigned root, bool via_gpu, uint64_t seed) {
@@ -651,17 +651,8 @@ static void test_fault(weft_runtime *rt) {
 }
 
 int main(int argc, char **argv) {
-    int provided = 0;
-    MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
-    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    MPI_Comm_size(MPI_COMM_WORLD, &nranks);
-    test_watchdog(240);
-    if (provided < MPI_THREAD_MULTIPLE || nranks != 2) {
-        if (rank == 0)
-            printf("skipped: needs 2 ranks and MPI_THREAD_MULTIPLE (have %d ranks, level %d)\n", nranks, provided);
-        MPI_Finalize();
+    if (test_mpi_start(&argc, &argv, 240) != 0)
         return TEST_SKIP;
-    }
     weft_runtime *rt = test_make_devices("cpu,vgpu:2", 2, 0, getenv("WEFT_VGPU_CHECK") != NULL);
     weft_comm *c;
     weft_comm_config cfg;

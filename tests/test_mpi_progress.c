@@ -19,13 +19,13 @@
  *     it still fails after the communicator's timeout (found by a poll),
  *     and the communicator is broken from then on. */
 #include "check.h"
+#include "mpi_check.h"
 
 #include <mpi.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
-static int rank, nranks;
 
 static weft_task_status status_of(weft_task *t) {
     weft_task_status s;
@@ -316,17 +316,8 @@ static void test_silent_rank(weft_runtime *rt) {
 }
 
 int main(int argc, char **argv) {
-    int provided = 0;
-    MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
-    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    MPI_Comm_size(MPI_COMM_WORLD, &nranks);
-    test_watchdog(240);
-    if (provided < MPI_THREAD_MULTIPLE || nranks != 2) {
-        if (rank == 0)
-            printf("skipped: needs 2 ranks and MPI_THREAD_MULTIPLE (have %d ranks, level %d)\n", nranks, provided);
-        MPI_Finalize();
+    if (test_mpi_start(&argc, &argv, 240) != 0)
         return TEST_SKIP;
-    }
     weft_runtime *rt = test_make_devices("cpu", 2, 0, false);
     weft_comm *c;
     MPI_Comm world = MPI_COMM_WORLD;
