@@ -84,6 +84,15 @@ static double median(double *v, int n)
     return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
+/* Print each repeat's ratio after a detail line's text, and return their
+ * median (v is sorted). */
+static double print_ratios(double *v, int n)
+{
+    for (int r = 0; r < n; r++)
+        printf(" %.3f", v[r]);
+    return median(v, n);
+}
+
 static void spawn(weft_runtime *rt, const char *where, double share, weft_body_fn body, void *arg,
                   const weft_access *acc, size_t nacc)
 {
@@ -197,9 +206,7 @@ static double copy_ratio(weft_runtime *rt, size_t size, int repeats)
         free(scratch[k]);
     }
     printf("# copy_bw %3zu MiB:", size / MIB);
-    for (int r = 0; r < repeats; r++)
-        printf(" %.3f", ratio[r]);
-    double m = median(ratio, repeats);
+    double m = print_ratios(ratio, repeats);
     printf("   median %.3f (raw time / Weft time, %d copies)\n", m, NCOPY);
     free(ratio);
     return m;
@@ -297,9 +304,7 @@ static double overlap_ratio(weft_runtime *rt, int repeats)
     printf("# overlap (%d tiles of %zu MiB on gpu:0; last round: copies alone %.2f ms, kernels alone %.2f ms, "
            "both %.2f ms):",
            TILES, TILE / MIB, copy_wall / 1e6, compute_wall / 1e6, full / 1e6);
-    for (int r = 0; r < repeats; r++)
-        printf(" %.3f", ratio[r]);
-    double m = median(ratio, repeats);
+    double m = print_ratios(ratio, repeats);
     printf("   median %.3f\n", m);
     free(ratio);
     return m;
@@ -380,9 +385,7 @@ static double prefetch_ratio(const char *devices, int repeats)
     printf("# prefetch (%d tasks of a tenth of gpu:0, 4 MiB each copied in, kernels as long as a copy; last round: "
            "%.2f ms with the prefetch queue, %llu MiB of it prefetched, %.2f ms without):",
            PTILES, t_on / 1e6, (unsigned long long)((b1 - b0) / MIB), t_off / 1e6);
-    for (int r = 0; r < repeats; r++)
-        printf(" %.3f", ratio[r]);
-    double m = median(ratio, repeats);
+    double m = print_ratios(ratio, repeats);
     printf("   median %.3f\n", m);
     free(ratio);
     return m;
