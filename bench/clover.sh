@@ -5,6 +5,10 @@
 #   clover_bm_short.in (960² x 87 steps) with the C driver on the CPU (one
 #   chunk per core), STREAM triad measured by the same program first:
 #     clover_triad_ratio weft <achieved bandwidth / triad>   (goal >= 0.85)
+#   and, in the first run, what the kernels allow without Weft (--roofline:
+#   each kernel in cache and streaming; roofline.h):
+#     clover_kernels_triad_ratio <the kernels alone, streaming / triad>
+#     clover_roofline_ratio weft <achieved / the kernels' roofline bound>
 #   the Python driver beside the C driver, same deck, same devices, alternated:
 #     clover_py_vs_c weft <C time / Python time>              (goal >= 0.95)
 #   4 virtual GPUs (one chunk each) and 2 MPI ranks, each with and without
@@ -55,9 +59,11 @@ echo "== CloverLeaf (issue 12): $deck, $reps runs each, medians"
 echo "load (1, 5, 15 min) before: $(cut -d' ' -f1-3 /proc/loadavg)"
 c_times=() py_times=() ratios=()
 for i in $(seq "$reps"); do
-  c_times+=("$(run c_cpu "$i" "$exe" --devices cpu --triad "$deck")")
+  probe=--triad
+  [ "$i" = 1 ] && probe=--roofline
+  c_times+=("$(run c_cpu "$i" "$exe" --devices cpu "$probe" "$deck")")
   # achieved / triad, from the same program's own figures
-  ratios+=("$(sed -n 's/.* \([0-9.]*\)% of triad.*/\1/p' "$out/c_cpu.$i.txt" | awk '{ print $1 / 100 }')")
+  ratios+=("$(sed -n 's/^ Memory traffic.* \([0-9.]*\)% of triad.*/\1/p' "$out/c_cpu.$i.txt" | awk '{ print $1 / 100 }')")
   if [ -x "$py" ]; then
     py_times+=("$(run py_cpu "$i" "$py" apps/cloverleaf/cloverleaf.py --devices cpu "$deck")")
   fi
@@ -67,6 +73,9 @@ echo "C driver on cpu: ${c_times[*]} s (median $c_med s)"
 grep -m1 "STREAM triad" "$out/c_cpu.1.txt" || true
 grep -m1 "Memory traffic" "$out/c_cpu.1.txt" || true
 echo "clover_triad_ratio weft $(printf '%s\n' "${ratios[@]}" | median)"
+sed -n '/^ Kernels alone (no Weft)/,/^ Kernels alone:/p' "$out/c_cpu.1.txt" | sed 's/^/# /'
+echo "clover_kernels_triad_ratio $(sed -n 's/^ Kernels alone: .* \([0-9.]*\)% of triad;.*/\1/p' "$out/c_cpu.1.txt" | awk '{ print $1 / 100 }')"
+echo "clover_roofline_ratio weft $(sed -n "s/^ Memory traffic.* \([0-9.]*\)% of the kernels' roofline bound.*/\1/p" "$out/c_cpu.1.txt" | awk '{ print $1 / 100 }')"
 if [ ${#py_times[@]} -gt 0 ]; then
   py_med=$(printf '%s\n' "${py_times[@]}" | median)
   echo "Python driver on cpu: ${py_times[*]} s (median $py_med s)"

@@ -2,7 +2,7 @@
  *
  *   weft-cloverleaf [--devices LIST] [--chunks N] [--cpu-chunks N] [--workers N]
  *                   [--trace FILE] [--png FILE] [--serial] [--mpi]
- *                   [--triad] [--no-exchange] [--plain-cuda] DECK
+ *                   [--triad] [--roofline] [--no-exchange] [--plain-cuda] DECK
  *
  * --devices  Weft's devices ("cpu", "cpu,vgpu:4"; default: WEFT_DEVICES or
  *            every device found); chunks go one per GPU, or on the CPU
@@ -15,6 +15,9 @@
  *            each rank holds as many chunks as it would alone
  * --triad    first measure STREAM triad on every core (the bandwidth the
  *            achieved figure is compared with)
+ * --roofline first measure what the kernels allow without Weft (roofline.h:
+ *            each kernel in cache and streaming, one thread per core;
+ *            implies --triad), and compare the run with it
  * --no-exchange  benchmarks only: no halo exchange between chunks (wrong
  *            results: to time the rest of the step alone)
  * --plain-cuda  the hand-written CUDA loop instead (plain_cuda.c: one
@@ -23,6 +26,7 @@
  * test_problem), the kernel profile, and where the trace and picture went.
  * Exit status: 0 (PASS, or no test problem), 1 (FAIL), 2 (an error). */
 #include "clover.h"
+#include "roofline.h"
 #include "run_weft.h"
 #include "serial.h"
 #include "traffic.h"
@@ -40,7 +44,7 @@
 static void usage(void)
 {
     fprintf(stderr, "usage: weft-cloverleaf [--devices LIST] [--chunks N] [--cpu-chunks N] [--workers N] [--trace FILE] "
-                    "[--png FILE] [--serial] [--mpi] [--triad] [--no-exchange] [--plain-cuda] DECK\n");
+                    "[--png FILE] [--serial] [--mpi] [--triad] [--roofline] [--no-exchange] [--plain-cuda] DECK\n");
 }
 
 static int number(const char *opt, const char *s, int *out)
@@ -55,7 +59,8 @@ static int number(const char *opt, const char *s, int *out)
     return 0;
 }
 
-static void report(const clover_deck *dp, const clover_weft_opts *op, const clover_weft_result *rp, double triad_bw)
+static void report(const clover_deck *dp, const clover_weft_opts *op, const clover_weft_result *rp, double triad_bw,
+                   double bound_bw)
 {
     printf("\n %d steps to time %.6f on %d chunks (%d x %d) over %d rank(s): %.3f s, %.3g cell-steps/s\n", rp->steps,
            rp->time, rp->nchunks, rp->chunks_x, rp->chunks_y, rp->nranks, rp->wall_s,
@@ -68,6 +73,8 @@ static void report(const clover_deck *dp, const clover_weft_opts *op, const clov
                clover_traffic_step_bytes(), bytes / rp->wall_s * 1e-9);
         if (triad_bw > 0)
             printf(", %.1f%% of triad", 100.0 * bytes / rp->wall_s / triad_bw);
+        if (bound_bw > 0)
+            printf(", %.1f%% of the kernels' roofline bound", 100.0 * bytes / rp->wall_s / bound_bw);
         printf("\n");
     }
     if (op->no_exchange)
@@ -83,7 +90,7 @@ int main(int argc, char **argv)
     clover_weft_opts o = {0};
     o.out = stdout;
     const char *deck_path = NULL;
-    int serial = 0, workers = 0, triad = 0, plain = 0;
+    int serial = 0, workers = 0, triad = 0, roof = 0, plain = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         int has = i + 1 < argc;
@@ -109,6 +116,8 @@ int main(int argc, char **argv)
             o.mpi = 1;
         else if (!strcmp(a, "--triad"))
             triad = 1;
+        else if (!strcmp(a, "--roofline"))
+            roof = triad = 1;
         else if (!strcmp(a, "--no-exchange"))
             o.no_exchange = 1;
         else if (!strcmp(a, "--plain-cuda"))
@@ -145,6 +154,15 @@ int main(int argc, char **argv)
         triad_bw = clover_triad_bw((size_t)1 << 25, cores > 0 ? (int)cores : 1, 10);
         printf(" STREAM triad: %.2f GB/s (%ld threads, 3 x 256 MiB, best of 10)\n", triad_bw * 1e-9, cores);
     }
+    double bound_bw = 0;
+    if (roof) {
+        long cores = sysconf(_SC_NPROCESSORS_ONLN);
+        clover_roofline rl;
+        if (clover_roofline_measure(&d, cores > 0 ? (int)cores : 1, &rl) != 0)
+            return 2;
+        clover_roofline_print(stdout, &rl, triad_bw);
+        bound_bw = clover_roofline_bound_bw(&rl, triad_bw);
+    }
     if (plain) {
 #ifdef CLOVER_HAVE_CUDA
         clover_plain_result pr;
@@ -173,7 +191,7 @@ int main(int argc, char **argv)
     /* Rank 0 reports before MPI ends: a rank that exits first with 1 (a
      * FAIL, as every --no-exchange run is) makes mpirun end the others. */
     if (rc == 0 && r.rank == 0)
-        report(&d, &o, &r, triad_bw);
+        report(&d, &o, &r, triad_bw, bound_bw);
     fflush(stdout);
     if (o.mpi && weft_mpi_finalize() != 0)
         fprintf(stderr, "weft-cloverleaf: MPI_Finalize: %s\n", weft_last_error());

@@ -1,5 +1,5 @@
 /* test_deck.c: the deck reader on the shipped decks and on broken ones,
- * the PNG writer, and the triad bandwidth probe.
+ * the PNG writer, the triad bandwidth probe and the roofline probe.
  *
  *   test_deck DECK_DIR
  *
@@ -8,6 +8,8 @@
 #define _POSIX_C_SOURCE 200809L
 #endif
 #include "clover.h"
+#include "roofline.h"
+#include "traffic.h"
 
 #include <dirent.h>
 #include <math.h>
@@ -363,6 +365,35 @@ static void bandwidth(void)
     printf("triad: %.2f GB/s (n = 100000, 2 threads)\n", bw / 1e9);
 }
 
+/* The roofline probe (roofline.h) on a small mesh: every kernel of the
+ * step timed in both settings, the bytes traffic.c's, the bound between
+ * the in-cache floor and nothing. */
+static void roofline(void)
+{
+    static const char deck_text[] = "*clover\n state 1 density=0.2 energy=1.0\n"
+                                    " state 2 density=1.0 energy=2.5 geometry=rectangle xmin=0.0 xmax=5.0 ymin=0.0 ymax=2.0\n"
+                                    " x_cells=64\n y_cells=48\n xmin=0.0\n ymin=0.0\n xmax=10.0\n ymax=10.0\n"
+                                    " initial_timestep=0.04\n timestep_rise=1.5\n max_timestep=0.04\n end_step=5\n*endclover\n";
+    clover_deck d;
+    char err[256];
+    CHECK(clover_deck_parse(deck_text, "roofline", &d, err, sizeof err) == 0, "roofline deck: %s", err);
+    clover_roofline r;
+    CHECK(clover_roofline_measure(&d, 2, &r) == 0, "roofline measure failed");
+    CHECK(r.threads == 2 && r.cache_nx == 64 && r.cache_ny == 32, "chunks %d threads, cache %d x %d", r.threads,
+          r.cache_nx, r.cache_ny);
+    CHECK(r.stream_nx * r.stream_ny * 2 == 64 * 48, "streaming chunk %d x %d", r.stream_nx, r.stream_ny);
+    CHECK(fabs(r.bytes - clover_traffic_step_bytes()) < 1e-9, "bytes %g, traffic.c %g", r.bytes,
+          clover_traffic_step_bytes());
+    for (int k = 0; k < r.nrows; k++)
+        CHECK(r.row[k].cache_ns > 0 && r.row[k].stream_ns > 0 && isfinite(r.row[k].cache_ns) &&
+                  isfinite(r.row[k].stream_ns),
+              "%s: cache %g ns, stream %g ns", r.row[k].kernel, r.row[k].cache_ns, r.row[k].stream_ns);
+    double triad = 1e10;
+    double bound = clover_roofline_bound_bw(&r, triad);
+    CHECK(bound > 0 && bound <= triad * (1 + 1e-9) && bound <= r.bytes * 2 / r.cache_ns * 1e9 * (1 + 1e-9),
+          "bound %g B/s against triad %g and the in-cache floor %g", bound, triad, r.bytes * 2 / r.cache_ns * 1e9);
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2) {
@@ -375,6 +406,7 @@ int main(int argc, char **argv)
     concurrent(argv[1]);
     picture();
     bandwidth();
+    roofline();
     if (failures) {
         fprintf(stderr, "test_deck: %d checks failed\n", failures);
         return 1;

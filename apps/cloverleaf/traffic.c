@@ -31,6 +31,8 @@
  * work_arrayN is CF_WORKN. */
 #include "traffic.h"
 
+#include <string.h>
+
 /* bytes per cell from the number of R and of W arrays */
 #define RW_BYTES(nread, nwrite) (8.0 * (double)((nread) + (nwrite)))
 
@@ -190,26 +192,49 @@ size_t clover_traffic_table(const clover_traffic_row **rows)
     return (size_t)T_N;
 }
 
-static double b(int t) { return table[t].bytes_per_cell; }
+/* How many calls of each row one step makes, for one sweep order: the
+ * reference's order (serial.c) — timestep: ideal_gas, viscosity, calc_dt;
+ * PdV predict, ideal_gas on the predicted fields, revert; accelerate, PdV
+ * correct, flux_calc; advection: cell sweep 1, momentum sweep 1 of xvel1
+ * and yvel1, cell sweep 2, momentum sweep 2 of xvel1 and yvel1;
+ * reset_field. */
+static void step_calls(int x_first, double calls[T_N])
+{
+    for (int t = 0; t < T_N; t++)
+        calls[t] = 0.0;
+    calls[T_IDEAL_GAS] = 2.0;
+    calls[T_VISCOSITY] = calls[T_CALC_DT] = 1.0;
+    calls[T_PDV_PREDICT] = calls[T_REVERT] = 1.0;
+    calls[T_ACCELERATE] = calls[T_PDV_CORRECT] = calls[T_FLUX_CALC] = 1.0;
+    if (x_first) {
+        calls[T_CELL_X1] = calls[T_CELL_Y2] = 1.0;
+        calls[T_MOM_X1] = calls[T_MOM_Y2] = 2.0;
+    } else {
+        calls[T_CELL_Y1] = calls[T_CELL_X2] = 1.0;
+        calls[T_MOM_Y1] = calls[T_MOM_X2] = 2.0;
+    }
+    calls[T_RESET_FIELD] = 1.0;
+}
 
 double clover_traffic_step_bytes_order(int x_first)
 {
-    /* timestep: ideal_gas, viscosity, calc_dt */
-    double s = b(T_IDEAL_GAS) + b(T_VISCOSITY) + b(T_CALC_DT);
-    /* PdV predict, ideal_gas on the predicted fields, revert */
-    s += b(T_PDV_PREDICT) + b(T_IDEAL_GAS) + b(T_REVERT);
-    /* accelerate, PdV correct, flux_calc */
-    s += b(T_ACCELERATE) + b(T_PDV_CORRECT) + b(T_FLUX_CALC);
-    /* advection: cell sweep 1, momentum sweep 1 of xvel1 and yvel1, cell
-     * sweep 2, momentum sweep 2 of xvel1 and yvel1 */
-    if (x_first) {
-        s += b(T_CELL_X1) + 2.0 * b(T_MOM_X1);
-        s += b(T_CELL_Y2) + 2.0 * b(T_MOM_Y2);
-    } else {
-        s += b(T_CELL_Y1) + 2.0 * b(T_MOM_Y1);
-        s += b(T_CELL_X2) + 2.0 * b(T_MOM_X2);
+    double calls[T_N], s = 0.0;
+    step_calls(x_first, calls);
+    for (int t = 0; t < T_N; t++)
+        s += calls[t] * table[t].bytes_per_cell;
+    return s;
+}
+
+double clover_traffic_kernel_step_bytes(const char *kernel)
+{
+    double s = 0.0;
+    for (int order = 0; order < 2; order++) {
+        double calls[T_N];
+        step_calls(order, calls);
+        for (int t = 0; t < T_N; t++)
+            if (!strcmp(table[t].kernel, kernel))
+                s += 0.5 * calls[t] * table[t].bytes_per_cell;
     }
-    s += b(T_RESET_FIELD);
     return s;
 }
 
@@ -220,5 +245,5 @@ double clover_traffic_step_bytes(void)
 
 double clover_traffic_summary_bytes(void)
 {
-    return b(T_IDEAL_GAS) + b(T_FIELD_SUMMARY);
+    return table[T_IDEAL_GAS].bytes_per_cell + table[T_FIELD_SUMMARY].bytes_per_cell;
 }

@@ -43,6 +43,11 @@ double clover_traffic_step_bytes(void);
  * first advection sweep runs along x. */
 double clover_traffic_step_bytes_order(int x_first);
 
+/* The part of clover_traffic_step_bytes() that the calls of one kernel
+ * make (kernel as in the table: "pdv" counts predict and correct,
+ * "advec_mom" its four calls); 0 for a name the step does not call. */
+double clover_traffic_kernel_step_bytes(const char *kernel);
+
 /* Bytes per cell of one field summary (ideal_gas, then field_summary),
  * run every summary_frequency steps. */
 double clover_traffic_summary_bytes(void);
