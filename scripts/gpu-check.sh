@@ -22,6 +22,10 @@
 #              problem 1 and clover_bm16_short.in on cuda:0, both PASS, and
 #              the same deck by the hand-written CUDA loop (--plain-cuda):
 #              the two wall times and their ratio
+#   clover-py  the Python driver on cuda:0 (kernels.cu through
+#              libclover_cuda_kernels.so, queued on the tasks' streams):
+#              tp1 and clover_bm16_short.in PASS, with the C driver's
+#              kinetic energy bit for bit, and its time against the C driver's
 # Logs go to OUTDIR (default build-gpu/logs); the table is also written to
 # OUTDIR/table.txt.  Exit status: 0 when every row passed.
 set -uo pipefail
@@ -153,6 +157,24 @@ clover() {
   echo "clover_bm16_short: Weft $tw s, plain CUDA $tp s: clover_vs_plain_cuda $(awk -v a="$tp" -v b="$tw" 'BEGIN { printf "%.3f", a / b }') (goal >= 1.0)"
 }
 
+# The Python driver on the GPU: the same deck as clover(), its kinetic
+# energy against the C driver's (the same kernels in the same order: equal
+# to the last digit printed), and its speed against the C driver's.
+clover_py() {
+  local deck=apps/cloverleaf/decks/clover_bm16_short.in py=(env PYTHONPATH=$PWD/build-gpu/site python3 apps/cloverleaf/cloverleaf.py)
+  "${py[@]}" --devices cpu,cuda:0 apps/cloverleaf/decks/clover_tp1.in | tee /dev/stderr | grep -q "PASS" || return 1
+  "${py[@]}" --devices cpu,cuda:0 "$deck" > "$out/clover-py.txt" 2>&1; cat "$out/clover-py.txt"
+  grep -q "PASS" "$out/clover-py.txt" || return 1
+  local kc kp tc tp
+  kc=$(sed -n 's/.*kinetic energy \([0-9.e+-]*\) against.*/\1/p' "$out/clover-weft.txt")
+  kp=$(sed -n 's/.*kinetic energy \([0-9.e+-]*\) against.*/\1/p' "$out/clover-py.txt")
+  echo "kinetic energy: C driver $kc, Python driver $kp"
+  [ -n "$kc" ] && [ "$kc" = "$kp" ] || return 1
+  tc=$(sed -n 's/.* steps to time .*: \([0-9.]*\) s,.*/\1/p' "$out/clover-weft.txt" | tail -1)
+  tp=$(sed -n 's/.* steps to time .*: \([0-9.]*\) s,.*/\1/p' "$out/clover-py.txt" | tail -1)
+  echo "clover_bm16_short on cuda:0: C driver $tc s, Python driver $tp s: clover_py_vs_c_cuda $(awk -v a="$tc" -v b="$tp" 'BEGIN { printf "%.3f", a / b }') (goal >= 0.95)"
+}
+
 step env "$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1)" env_info
 step build "release build, CUDA kind + kernels" build
 step test_cuda "device layer, tasks on the GPU, destroy in flight" test_cuda
@@ -162,6 +184,7 @@ step python "extension + Python suite, system python3" python_suite
 step py-cuda "CuPy/PyTorch on a placed task's device and stream" py_cuda
 step data "copy bandwidth, overlap, locality on cuda:0 (weft-bench-data)" data_bw
 step clover "CloverLeaf tp1 and clover_bm16_short.in on cuda:0 (PASS)" clover
+step clover-py "CloverLeaf's Python driver on cuda:0 (PASS, the C driver's energy)" clover_py
 grep -h "GPU tasks:\|CUDA device 0" "$out/test_cuda.log" 2>/dev/null
 
 {

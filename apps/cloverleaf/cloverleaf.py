@@ -1,6 +1,9 @@
 """CloverLeaf's Python driver over weft: the time-step loop of run_weft.c
 (the C driver) written against weft's Python API, calling the same compiled
-C kernels (libclover_kernels.so, through ctypes).
+C kernels (libclover_kernels.so, through ctypes) on the CPU and on virtual
+GPUs, and on CUDA GPUs the same CUDA kernels as the C driver
+(libclover_cuda_kernels.so, built where nvcc is found), queued on each
+task's stream (weft.context().streams) with the task's device replicas.
 
     python apps/cloverleaf/cloverleaf.py DECK [--devices LIST] [--chunks N]
                                               [--cpu-chunks N] [--workers N] [--trace FILE] [--png FILE]
@@ -240,6 +243,52 @@ def kernels():
     return lib
 
 
+_CU = None
+
+
+def cuda_kernels():
+    """The CUDA kernels (libclover_cuda_kernels.so: kernels.cu, built where
+    nvcc is found, beside libclover_kernels.so), loaded once with every
+    function's argtypes and restype set; None when there is no such
+    library.  Each clover_cu_* call queues the kernel on the stream it is
+    given and returns 0 or a cudaError_t value (kernels_cuda.h)."""
+    global _CU
+    if _CU is not None:
+        return _CU or None
+    paths = [os.path.join(os.path.dirname(p), "libclover_cuda_kernels.so") for p in _kernel_paths()]
+    env = os.environ.get("CLOVER_CUDA_KERNELS")
+    if env:
+        paths.insert(0, env)
+    path = next((p for p in paths if os.path.isfile(p)), None)
+    if path is None:
+        _CU = False
+        return None
+    lib = ctypes.CDLL(path)
+    vp = c_void_p
+    sig = {
+        "clover_cu_initialise": [PV, POINTER(CloverDeck), POINTER(CloverChunk), vp],
+        "clover_cu_generate": [PV, POINTER(CloverDeck), vp],
+        "clover_cu_ideal_gas": [PV, c_int, vp],
+        "clover_cu_viscosity": [PV, vp],
+        "clover_cu_calc_dt": [PV, POINTER(CloverDeck), vp, vp],
+        "clover_cu_pdv": [PV, c_int, c_double, vp, vp],
+        "clover_cu_revert": [PV, vp],
+        "clover_cu_accelerate": [PV, c_double, vp],
+        "clover_cu_flux_calc": [PV, c_double, vp],
+        "clover_cu_advec_cell": [PV, c_int, c_int, vp],
+        "clover_cu_advec_mom": [PV, c_int, c_int, c_int, vp],
+        "clover_cu_reset_field": [PV, vp],
+        "clover_cu_field_summary": [PV, vp, vp],
+        "clover_cu_reflect": [PV, POINTER(c_int), c_int, c_int, c_uint, vp],
+        "clover_cu_use_device": [c_int],
+    }
+    for name, args in sig.items():
+        fn = getattr(lib, name)
+        fn.restype, fn.argtypes = c_int, args
+    _CU = lib
+    return lib
+
+
 # ---------------------------------------------------------------------------
 # Deck, oracle and text
 # ---------------------------------------------------------------------------
@@ -343,8 +392,9 @@ class Result:
 class _Chunk:
     """One chunk: its place in the mesh, its arrays and their weft.Data."""
 
-    def __init__(self, rt, index, c, gpu):
+    def __init__(self, rt, index, c, gpu, kinds=()):
         self.index, self.c, self.gpu = index, c, gpu
+        self.cuda = gpu >= 0 and kinds[gpu] == "cuda"   # kernels.cu's kernels, else the C ones
         self.nx, self.ny = c.nx, c.ny
         self.pitch = c.nx + 5
         # One allocation holding every field, then the geometry, as
@@ -398,7 +448,7 @@ class _Job:
     the reduction)."""
 
     __slots__ = ("chunk", "kern", "name", "fn", "static", "reads", "readwrites", "reduces", "order", "nreads",
-                 "red")
+                 "red", "cu", "cu_static")
 
     def __init__(self, chunk, kern, fn, static, reads, readwrites, red=RED_NONE, red_buf=None, red_op=None):
         self.chunk, self.kern, self.fn, self.static, self.red = chunk, kern, fn, tuple(static), red
@@ -408,6 +458,9 @@ class _Job:
         self.reduces = ((red_buf, red_op),) if red != RED_NONE else ()
         self.order = tuple(reads) + tuple(readwrites) + ((RED,) if red != RED_NONE else ())
         self.nreads = len(reads)
+        # On a CUDA GPU: kernels.cu's function and its fixed arguments (the
+        # C kernel's, but calc_dt takes no chunk); _Sim.job sets them.
+        self.cu, self.cu_static = None, self.static
 
 
 def _cpu_body(sim, job, args):
@@ -437,6 +490,32 @@ def _gpu_body(sim, job, args):
     # Updated accesses (readwrites, the reduction's copy) are named in both
     # lists: read and written in place.
     ctx.queue(sim.execute, job, ctypes.pointer(v), args, red, reads=views, writes=views[job.nreads:])
+
+
+def _cuda_body(sim, job, args):
+    """A kernel task on a CUDA GPU: point a clover_view at the task's
+    device replicas and queue kernels.cu's kernel on the task's stream (the
+    reduction's private copy, a device pointer, is the kernel's target).
+    The host does not wait: the launch is queued when the body returns, and
+    the view is copied into the launch."""
+    ctx = weft.context()
+    c = job.chunk
+    v = CloverView(c.nx, c.ny, c.pitch)
+    red = ()
+    for what, vw in zip(job.order, ctx.views):
+        if what >= 0:
+            v.f[what] = vw.ptr
+        elif what == GEOM:
+            v.geom = vw.ptr
+        else:
+            red = (vw.ptr,)
+    cu = sim.cu
+    rc = cu.clover_cu_use_device(ctx.ordinals[0])
+    if rc == 0:
+        rc = job.cu(byref(v), *job.cu_static, *args[len(job.static):], *red, ctx.streams[0])
+    sim.prof.append((job.kern, 0))  # the time is the device's: calls are counted, as run_weft.c does
+    if rc != 0:
+        raise RuntimeError(f"cloverleaf: {job.name}: CUDA error {rc}")
 
 
 def _host_halo_body(sim, copies, reflects):
@@ -520,9 +599,12 @@ class _Sim:
         self.lib = lib = kernels()
         self.deck_ref = byref(deck)
         kinds = [d["kind"] for d in rt.devices[1:]]
-        if "cuda" in kinds:
-            raise ValueError("cloverleaf: the kernels are host C; CUDA devices are not supported yet "
-                             "(use cpu or vgpu devices)")
+        # CUDA GPUs run kernels.cu's kernels (libclover_cuda_kernels.so);
+        # virtual GPUs the C kernels on their streams.
+        self.cu = cuda_kernels() if "cuda" in kinds else None
+        if "cuda" in kinds and self.cu is None:
+            raise ValueError("cloverleaf: CUDA devices need the CUDA kernels (libclover_cuda_kernels.so), which "
+                             "are built only where nvcc is found; none is beside " + _kernel_paths()[-1])
         self.ngpu = len(kinds)
         self.rank, self.nranks = (net.rank, net.size) if net is not None else (0, 1)
         self.nloc = self.ngpu if self.ngpu else (chunks if chunks > 0 else rt.workers)
@@ -544,7 +626,7 @@ class _Sim:
         # them: this rank's with their arrays (on GPU c - lo), the others'
         # as places only.
         self.chunks = [_Chunk(rt, i, CloverChunk.from_buffer_copy(cc[i]),
-                              i - self.lo if 0 <= i - self.lo < self.ngpu else -1)
+                              i - self.lo if 0 <= i - self.lo < self.ngpu else -1, kinds)
                        if self.lo <= i < self.hi else _Remote(i, CloverChunk.from_buffer_copy(cc[i]))
                        for i in range(n)]
         self.mine = self.chunks[self.lo:self.hi]
@@ -651,6 +733,10 @@ class _Sim:
             j = _Job(ch, kind, lib.clover_k_reflect, (arr, len(fields), depth, ch.c.edges), (), fields)
         else:
             raise ValueError(f"cloverleaf: no kernel {key!r}")
+        if ch.cuda:
+            j.cu = getattr(self.cu, j.fn.__name__.replace("clover_k_", "clover_cu_"))
+            if kind == K_CALC_DT:
+                j.cu_static = (self.deck_ref,)
         self.jobs[(c, key)] = j
         return j
 
@@ -658,7 +744,8 @@ class _Sim:
         """Spawn job `key` on chunk c (dyn: the arguments that change, dt)."""
         j = self.jobs.get((c, key)) or self.job(c, key)
         ch = j.chunk
-        self.rt.spawn(_gpu_body if ch.gpu >= 0 else _cpu_body, self, j, j.static + dyn, reads=j.reads,
+        body = _cpu_body if ch.gpu < 0 else _cuda_body if ch.cuda else _gpu_body
+        self.rt.spawn(body, self, j, j.static + dyn, reads=j.reads,
                       readwrites=j.readwrites,
                       reduces=j.reduces, name=j.name, placement=ch.placement, device_data=ch.gpu >= 0)
 

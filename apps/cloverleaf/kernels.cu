@@ -1611,3 +1611,8 @@ extern "C" int clover_cu_reflect(const clover_view *v, const int *fields, int nf
     }
     return reflect_batch(b, edges, s);
 }
+
+extern "C" int clover_cu_use_device(int ordinal)
+{
+    return (int)cudaSetDevice(ordinal);
+}

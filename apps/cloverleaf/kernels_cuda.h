@@ -69,6 +69,14 @@ int clover_cu_field_summary(const clover_view *v, double *sums, void *stream);
 int clover_cu_reflect(const clover_view *v, const int *fields, int nfields, int depth, unsigned edges,
                       void *stream);
 
+/* Make CUDA device `ordinal` the calling thread's current device in this
+ * library's CUDA runtime, before queuing on a stream of that device.  For
+ * a caller whose runtime is another copy (the Python driver loads this
+ * library beside weft's extension, each with the runtime linked in
+ * statically: the current device is per copy and per thread).  Returns 0
+ * or a cudaError_t value. */
+int clover_cu_use_device(int ordinal);
+
 #ifdef __cplusplus
 }
 #endif

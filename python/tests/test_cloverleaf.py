@@ -135,6 +135,35 @@ def test_cpu_chunks_beside_gpu_chunks_match_oracle(clover, monkeypatch, tmp_path
     assert rel(res.sums[clover.CS_KE], ref.sums[clover.CS_KE]) <= 1e-12
 
 
+def test_cuda_jobs_have_their_cuda_kernels(clover, tp1):
+    """Every job the loop spawns, on a chunk marked as on a CUDA GPU, finds
+    kernels.cu's function, with as many arguments as the body passes: the
+    view, the fixed ones, the changing ones (dt), the reduction's copy, the
+    stream (the run itself needs a GPU: scripts/gpu-check.sh, clover-py)."""
+    cu = clover.cuda_kernels()
+    if cu is None:
+        pytest.skip("built without nvcc: no libclover_cuda_kernels.so")
+    deck, _ = tp1
+    import weft
+    with weft.Runtime(devices="cpu", workers=1) as rt:
+        sim = clover._Sim(rt, deck, 1, None)
+        sim.cu = cu
+        sim.chunks[0].cuda = True
+        keys = [((clover.K_INIT,), 0), ((clover.K_GENERATE,), 0), ((clover.K_IDEAL_GAS, 1), 0),
+                ((clover.K_VISCOSITY,), 0), ((clover.K_CALC_DT,), 0), ((clover.K_PDV, 1), 1),
+                ((clover.K_REVERT,), 0), ((clover.K_ACCELERATE,), 1), ((clover.K_FLUX_CALC,), 1),
+                ((clover.K_ADVEC_CELL, 2, 1), 0), ((clover.K_ADVEC_MOM, clover.CF_YVEL1, 2, 2), 0),
+                ((clover.K_RESET,), 0), ((clover.K_SUMMARY,), 0),
+                ((clover.K_REFLECT, (clover.CF_DENSITY0, clover.CF_XVEL1), 2), 0)]
+        for key, ndyn in keys:
+            j = sim.job(0, key)
+            assert j.cu is not None, key
+            red = 0 if j.red == clover.RED_NONE else 1
+            assert len(j.cu.argtypes) == 1 + len(j.cu_static) + ndyn + red + 1, (j.cu.__name__, key)
+        # the whole set: one CUDA kernel per C kernel the jobs use
+        assert len({sim.job(0, k).cu.__name__ for k, _ in keys}) == 14
+
+
 def test_bad_deck_names_line_and_keyword(clover, tmp_path):
     bad = tmp_path / "clover_bad.in"
     bad.write_text("*clover\n state 1 density=0.2 energy=1.0\n x_cells=ten\n*endclover\n")
