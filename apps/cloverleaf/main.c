@@ -2,7 +2,7 @@
  *
  *   weft-cloverleaf [--devices LIST] [--chunks N] [--cpu-chunks N] [--workers N]
  *                   [--trace FILE] [--png FILE] [--serial] [--mpi]
- *                   [--triad] [--no-exchange] [--plain-cuda] DECK
+ *                   [--triad] [--no-exchange] [--no-split] [--plain-cuda] DECK
  *
  * --devices  Weft's devices ("cpu", "cpu,vgpu:4"; default: WEFT_DEVICES or
  *            every device found); chunks go one per GPU, or on the CPU
@@ -17,6 +17,9 @@
  *            achieved figure is compared with)
  * --no-exchange  benchmarks only: no halo exchange between chunks (wrong
  *            results: to time the rest of the step alone)
+ * --no-split  the halo updates before viscosity and accelerate not
+ *            overlapped with those kernels' interiors (for comparison:
+ *            the update writes the ghosts, then the kernel runs whole)
  * --plain-cuda  the hand-written CUDA loop instead (plain_cuda.c: one
  *            chunk, one stream, no Weft), where the CUDA kernels are built
  * Prints the field summary table, the verification line (a deck with a
@@ -40,7 +43,7 @@
 static void usage(void)
 {
     fprintf(stderr, "usage: weft-cloverleaf [--devices LIST] [--chunks N] [--cpu-chunks N] [--workers N] [--trace FILE] "
-                    "[--png FILE] [--serial] [--mpi] [--triad] [--no-exchange] [--plain-cuda] DECK\n");
+                    "[--png FILE] [--serial] [--mpi] [--triad] [--no-exchange] [--no-split] [--plain-cuda] DECK\n");
 }
 
 static int number(const char *opt, const char *s, int *out)
@@ -111,6 +114,8 @@ int main(int argc, char **argv)
             triad = 1;
         else if (!strcmp(a, "--no-exchange"))
             o.no_exchange = 1;
+        else if (!strcmp(a, "--no-split"))
+            o.no_split = 1;
         else if (!strcmp(a, "--plain-cuda"))
             plain = 1;
         else if (a[0] == '-' || deck_path) {

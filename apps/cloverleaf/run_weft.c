@@ -17,15 +17,28 @@
 
 enum kern {
     K_INIT, K_GENERATE, K_IDEAL_GAS, K_VISCOSITY, K_CALC_DT, K_PDV, K_REVERT, K_ACCELERATE,
-    K_FLUX_CALC, K_ADVEC_CELL, K_ADVEC_MOM, K_RESET, K_SUMMARY, K_REFLECT, K_HALO, K_N
+    K_FLUX_CALC, K_ADVEC_CELL, K_ADVEC_MOM, K_RESET, K_SUMMARY, K_REFLECT, K_HALO, K_UNPACK, K_N
 };
 static const char *const kern_name[K_N] = {
     "initialise", "generate", "ideal_gas", "viscosity", "calc_dt", "pdv", "revert", "accelerate",
-    "flux_calc", "advec_cell", "advec_mom", "reset_field", "field_summary", "halo_reflect", "halo_exchange"};
+    "flux_calc", "advec_cell", "advec_mom", "reset_field", "field_summary", "halo_reflect", "halo_exchange",
+    "halo_unpack"};
 
 #define MAX_ACC 24
 #define MAX_HALO_FIELDS 10
-enum { W_GEOM = -1, W_RED = -2 };
+/* What a job's access is, beside a field f (>= 0): the geometry, the
+ * reduction, or field f's staging handle (W_STAGE - f). */
+enum { W_GEOM = -1, W_RED = -2, W_STAGE = -3 };
+
+/* The parts of a split kernel (a kernel after a staged halo update): the
+ * whole kernel, its interior alone, or its border ring (after the staged
+ * ghosts are copied into the fields). */
+enum { PART_WHOLE, PART_INTERIOR, PART_BORDER };
+
+/* The fields whose halo updates are staged (sim.split): those of the two
+ * updates that viscosity and accelerate follow. */
+static const int staged_fields[] = {CF_PRESSURE, CF_ENERGY0, CF_DENSITY0, CF_XVEL0, CF_YVEL0, CF_VISCOSITY};
+#define NSTAGED ((int)(sizeof staged_fields / sizeof staged_fields[0]))
 
 typedef struct sim sim;
 
@@ -36,6 +49,12 @@ typedef struct chunk_rt {
     double *mem;                 /* host memory of every field, then the geometry */
     weft_data *f[CF_NFIELDS];
     weft_data *geom;
+    /* Staged halo updates (sim.split): field f's ghosts as received, in
+     * an array of the field's shape (the same offsets; only the ghost
+     * blocks are ever written), for the fields of staged_fields; NULL for
+     * the others and for other ranks' chunks. */
+    double *stage_mem;
+    weft_data *stage[CF_NFIELDS];
     size_t fbytes, gbytes;
 } chunk_rt;
 
@@ -46,11 +65,14 @@ typedef struct job {
     int kern, chunk;
     int a, b, c;                 /* predict, dir, sweep, vel as the kernel takes them */
     double dt;
-    int fields[MAX_HALO_FIELDS], nfields, depth;
+    int fields[MAX_HALO_FIELDS], nfields, depth; /* the reflection's, or the staged update's (unpack) */
+    int part;                    /* PART_*: what of the kernel's domain this job computes */
+    int unpack;                  /* 1: first copy the staged ghosts of `fields` into the fields */
     size_t nacc;
     weft_access acc[MAX_ACC];
-    signed char what[MAX_ACC];   /* field, W_GEOM or W_RED */
+    signed char what[MAX_ACC];   /* field, W_GEOM, W_RED or W_STAGE - field */
     clover_view v;
+    double *stage[CF_NFIELDS];   /* where the body runs: the staging arrays it reads (unpack) */
     void *red;                   /* the reduction's private copy */
 } job;
 
@@ -62,6 +84,8 @@ struct sim {
     int rank, nranks, nloc;      /* this rank's chunks are lo .. hi-1, nloc of them */
     int lo, hi;
     int no_exchange;             /* clover_weft_opts' */
+    int split;                   /* 1: the halo updates before viscosity and accelerate are staged
+                                    and those kernels split (interior, then border) */
     chunk_rt *ch;                /* every chunk (other ranks': geometry only) */
     weft_comm *comm;             /* the chunks' GPUs (of every rank), or NULL */
     weft_comm *net;              /* the ranks (members in host memory), or NULL */
@@ -79,6 +103,27 @@ static uint64_t now_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
+/* The parts of its kernel's domain a split job computes (the interior, or
+ * the four strips of the border ring): *out, returns how many. */
+static int job_ranges(const job *j, clover_range out[4])
+{
+    int dx = j->v.nx, dy = j->v.ny;
+    if (j->kern == K_ACCELERATE) { /* over the nodes */
+        dx++;
+        dy++;
+    }
+    clover_range p[5];
+    clover_split(dx, dy, 1, p);
+    if (j->part == PART_INTERIOR) {
+        out[0] = p[0];
+        return 1;
+    }
+    memcpy(out, p + 1, 4 * sizeof *out);
+    return 4;
+}
+
+static void unpack_host(const job *j);
+
 static int job_run(void *arg)
 {
     job *j = arg;
@@ -86,11 +131,25 @@ static int job_run(void *arg)
     const clover_view *v = &j->v;
     const chunk_rt *cr = &s->ch[j->chunk];
     uint64_t t0 = now_ns();
+    if (j->unpack) {
+        unpack_host(j);
+        uint64_t t1 = now_ns();
+        atomic_fetch_add_explicit(&s->ns[K_UNPACK], t1 - t0, memory_order_relaxed);
+        atomic_fetch_add_explicit(&s->calls[K_UNPACK], 1, memory_order_relaxed);
+        t0 = t1;
+    }
+    clover_range rg[4];
+    int nrg = j->part == PART_WHOLE ? 0 : job_ranges(j, rg);
     switch (j->kern) {
     case K_INIT: clover_k_initialise(v, s->d, &cr->c); break;
     case K_GENERATE: clover_k_generate(v, s->d); break;
     case K_IDEAL_GAS: clover_k_ideal_gas(v, j->a); break;
-    case K_VISCOSITY: clover_k_viscosity(v); break;
+    case K_VISCOSITY:
+        if (j->part == PART_WHOLE)
+            clover_k_viscosity(v);
+        for (int i = 0; i < nrg; i++)
+            clover_k_viscosity_range(v, &rg[i]);
+        break;
     case K_CALC_DT: {
         clover_dt r = clover_k_calc_dt(v, s->d, &cr->c);
         double *m = j->red;
@@ -105,7 +164,12 @@ static int job_run(void *arg)
         break;
     }
     case K_REVERT: clover_k_revert(v); break;
-    case K_ACCELERATE: clover_k_accelerate(v, j->dt); break;
+    case K_ACCELERATE:
+        if (j->part == PART_WHOLE)
+            clover_k_accelerate(v, j->dt);
+        for (int i = 0; i < nrg; i++)
+            clover_k_accelerate_range(v, j->dt, &rg[i]);
+        break;
     case K_FLUX_CALC: clover_k_flux_calc(v, j->dt); break;
     case K_ADVEC_CELL: clover_k_advec_cell(v, j->b, j->c); break;
     case K_ADVEC_MOM: clover_k_advec_mom(v, j->a, j->b, j->c); break;
@@ -128,7 +192,7 @@ static int job_run(void *arg)
 static size_t acc_bytes(const job *j, size_t i)
 {
     const chunk_rt *cr = &j->s->ch[j->chunk];
-    if (j->what[i] >= 0)
+    if (j->what[i] >= 0 || j->what[i] <= W_STAGE)
         return cr->fbytes;
     if (j->what[i] == W_GEOM)
         return cr->gbytes;
@@ -142,21 +206,37 @@ static size_t acc_bytes(const job *j, size_t i)
 #ifdef CLOVER_HAVE_CUDA
 /* On a CUDA device: the kernel's launches, queued on the task's stream
  * (the calls are counted; their time is on the device, not here). */
+static int unpack_cuda(const job *j, void *stream);
+
 static int job_cuda(job *j, void *stream)
 {
     sim *s = j->s;
     const clover_view *v = &j->v;
     const chunk_rt *cr = &s->ch[j->chunk];
-    int rc;
+    int rc = j->unpack ? unpack_cuda(j, stream) : 0;
+    if (rc != 0) {
+        fprintf(stderr, "cloverleaf: halo_unpack on chunk %d: CUDA error %d\n", j->chunk, rc);
+        return rc;
+    }
+    clover_range rg[4];
+    int nrg = j->part == PART_WHOLE ? 0 : job_ranges(j, rg);
     switch (j->kern) {
     case K_INIT: rc = clover_cu_initialise(v, s->d, &cr->c, stream); break;
     case K_GENERATE: rc = clover_cu_generate(v, s->d, stream); break;
     case K_IDEAL_GAS: rc = clover_cu_ideal_gas(v, j->a, stream); break;
-    case K_VISCOSITY: rc = clover_cu_viscosity(v, stream); break;
+    case K_VISCOSITY:
+        rc = j->part == PART_WHOLE ? clover_cu_viscosity(v, stream) : 0;
+        for (int i = 0; i < nrg && rc == 0; i++)
+            rc = clover_cu_viscosity_range(v, &rg[i], stream);
+        break;
     case K_CALC_DT: rc = clover_cu_calc_dt(v, s->d, j->red, stream); break;
     case K_PDV: rc = clover_cu_pdv(v, j->a, j->dt, j->red, stream); break;
     case K_REVERT: rc = clover_cu_revert(v, stream); break;
-    case K_ACCELERATE: rc = clover_cu_accelerate(v, j->dt, stream); break;
+    case K_ACCELERATE:
+        rc = j->part == PART_WHOLE ? clover_cu_accelerate(v, j->dt, stream) : 0;
+        for (int i = 0; i < nrg && rc == 0; i++)
+            rc = clover_cu_accelerate_range(v, j->dt, &rg[i], stream);
+        break;
     case K_FLUX_CALC: rc = clover_cu_flux_calc(v, j->dt, stream); break;
     case K_ADVEC_CELL: rc = clover_cu_advec_cell(v, j->b, j->c, stream); break;
     case K_ADVEC_MOM: rc = clover_cu_advec_mom(v, j->a, j->b, j->c, stream); break;
@@ -179,6 +259,8 @@ static int job_body(weft_ctx *ctx, void *arg)
         void *p = weft_ctx_data(ctx, i);
         if (j->what[i] >= 0)
             j->v.f[j->what[i]] = p;
+        else if (j->what[i] <= W_STAGE)
+            j->stage[W_STAGE - j->what[i]] = p;
         else if (j->what[i] == W_GEOM)
             j->v.geom = p;
         else
@@ -216,8 +298,16 @@ static job *job_new(sim *s, int kern, int chunk)
     return j;
 }
 
+/* Name field f with mode (a field named before keeps one access, its
+ * modes joined: a border job writes the ghosts of fields its kernel only
+ * reads). */
 static void job_field(job *j, int f, unsigned mode)
 {
+    for (size_t i = 0; i < j->nacc; i++)
+        if (j->what[i] == f) {
+            j->acc[i].mode |= mode;
+            return;
+        }
     j->acc[j->nacc].data = j->s->ch[j->chunk].f[f];
     j->acc[j->nacc].mode = mode;
     j->what[j->nacc++] = (signed char)f;
@@ -243,6 +333,23 @@ static void job_geom(job *j, unsigned mode)
     j->what[j->nacc++] = W_GEOM;
 }
 
+/* A staged halo update's fields for a border job: each field written (its
+ * ghosts), its staging array read. */
+static void job_unpack(job *j, const int *fields, int nfields, int depth)
+{
+    j->unpack = 1;
+    j->part = PART_BORDER;
+    j->nfields = nfields;
+    j->depth = depth;
+    for (int i = 0; i < nfields; i++) {
+        j->fields[i] = fields[i];
+        job_field(j, fields[i], WEFT_RW);
+        j->acc[j->nacc].data = j->s->ch[j->chunk].stage[fields[i]];
+        j->acc[j->nacc].mode = WEFT_R;
+        j->what[j->nacc++] = (signed char)(W_STAGE - fields[i]);
+    }
+}
+
 static void job_red(job *j, weft_data *d, unsigned mode)
 {
     j->acc[j->nacc].data = d;
@@ -256,8 +363,9 @@ static int job_spawn(job *j)
 {
     sim *s = j->s;
     const chunk_rt *cr = &s->ch[j->chunk];
-    char name[32];
-    snprintf(name, sizeof name, "%s.c%d", kern_name[j->kern], j->chunk);
+    char name[40];
+    static const char *const part_name[] = {"", ".interior", ".border"};
+    snprintf(name, sizeof name, "%s%s.c%d", kern_name[j->kern], part_name[j->part], j->chunk);
     weft_task_desc td;
     weft_task_desc_init(&td);
     td.body = job_body;
@@ -312,9 +420,26 @@ static int k_ideal_gas(sim *s, int c, int predict)
     return job_spawn(j);
 }
 
-static int k_viscosity(sim *s, int c)
+/* A halo update's fields and depth, as a split kernel's border job
+ * unpacks them (NULL: the kernel is not split). */
+typedef struct halo_upd {
+    const int *fields;
+    int nfields, depth;
+} halo_upd;
+
+/* Before a kernel's accesses: a split kernel's part, the border job's
+ * unpack of update u first. */
+static void job_part(job *j, int part, const halo_upd *u)
+{
+    j->part = part;
+    if (part == PART_BORDER)
+        job_unpack(j, u->fields, u->nfields, u->depth);
+}
+
+static int k_viscosity(sim *s, int c, int part, const halo_upd *u)
 {
     NEWJOB(j, s, K_VISCOSITY, c);
+    job_part(j, part, u);
     job_geom(j, WEFT_R);
     FIELDS(j, WEFT_R, CF_DENSITY0, CF_PRESSURE, CF_XVEL0, CF_YVEL0);
     job_field(j, CF_VISCOSITY, WEFT_RW);
@@ -352,10 +477,11 @@ static int k_revert(sim *s, int c)
     return job_spawn(j);
 }
 
-static int k_accelerate(sim *s, int c, double dt)
+static int k_accelerate(sim *s, int c, double dt, int part, const halo_upd *u)
 {
     NEWJOB(j, s, K_ACCELERATE, c);
     j->dt = dt;
+    job_part(j, part, u);
     FIELDS(j, WEFT_R, CF_DENSITY0, CF_VOLUME, CF_XAREA, CF_YAREA, CF_PRESSURE, CF_VISCOSITY, CF_XVEL0,
            CF_YVEL0);
     FIELDS(j, WEFT_RW, CF_XVEL1, CF_YVEL1, CF_WORK1);
@@ -501,9 +627,10 @@ static int source(const sim *s, int c, unsigned edges, unsigned *ghost)
 
 /* The block of field f that chunk `to` takes across `edges` from chunk
  * `from` (source's, with its ghost faces), as a transfer (handles NULL
- * for chunks of other ranks: their side is not read here). */
+ * for chunks of other ranks: their side is not read here); staged: into
+ * `to`'s staging array of f, at the same offsets. */
 static void strip_xfer(const sim *s, int to, int from, unsigned edges, unsigned ghost, int f, int depth,
-                       weft_xfer *t)
+                       int staged, weft_xfer *t)
 {
     const chunk_rt *me = &s->ch[to], *other = &s->ch[from];
     clover_strip mine, theirs;
@@ -512,7 +639,7 @@ static void strip_xfer(const sim *s, int to, int from, unsigned edges, unsigned 
     t->src = other->f[f];
     t->src_off = theirs.send_off * sizeof(double);
     t->src_pitch = ((size_t)other->c.nx + 5) * sizeof(double);
-    t->dst = me->f[f];
+    t->dst = staged ? me->stage[f] : me->f[f];
     t->dst_off = mine.recv_off * sizeof(double);
     t->dst_pitch = ((size_t)me->c.nx + 5) * sizeof(double);
     t->bytes = mine.cols * sizeof(double);
@@ -571,7 +698,7 @@ static int host_halo_body(weft_ctx *ctx, void *arg)
                 continue;
             for (int fi = 0; fi < h->nfields; fi++) {
                 weft_xfer t;
-                strip_xfer(s, c, nb, halo_dirs[e], ghost, h->fields[fi], h->depth, &t);
+                strip_xfer(s, c, nb, halo_dirs[e], ghost, h->fields[fi], h->depth, 0, &t);
                 void *dst, *src;
                 size_t n;
                 if (weft_data_host(t.dst, &dst, &n) != 0 || weft_data_host(t.src, &src, &n) != 0)
@@ -627,7 +754,7 @@ static int halo_host(sim *s, const int *fields, int nfields, int depth, unsigned
  * the chunk's member) as one exchange on communicator c, in one order
  * every rank derives alike. */
 static int halo_exchange(sim *s, weft_comm *c, int (*member_of)(const sim *, int), const int *fields, int nfields,
-                         int depth)
+                         int depth, int staged)
 {
     size_t max = (size_t)s->n * 8 * (size_t)nfields, n = 0;
     weft_xfer *x = calloc(max ? max : 1, sizeof *x);
@@ -641,7 +768,7 @@ static int halo_exchange(sim *s, weft_comm *c, int (*member_of)(const sim *, int
                 continue;
             for (int fi = 0; fi < nfields; fi++) {
                 weft_xfer *t = &x[n++];
-                strip_xfer(s, to, from, halo_dirs[e], ghost, fields[fi], depth, t);
+                strip_xfer(s, to, from, halo_dirs[e], ghost, fields[fi], depth, staged, t);
                 t->from = (unsigned)member_of(s, from);
                 t->to = (unsigned)member_of(s, to);
             }
@@ -669,7 +796,7 @@ static int halo_gpu(sim *s, const int *fields, int nfields, int depth)
                 return rc;
         }
     if (s->comm && !s->no_exchange)
-        return halo_exchange(s, s->comm, member_gpu, fields, nfields, depth);
+        return halo_exchange(s, s->comm, member_gpu, fields, nfields, depth, 0);
     return 0;
 }
 
@@ -686,7 +813,174 @@ static int halo(sim *s, const int *fields, int nfields, int depth)
     if (!s->net)
         return halo_host(s, fields, nfields, depth, DO_COPY | DO_REFLECT);
     int rc = halo_host(s, fields, nfields, depth, s->nloc > 1 ? DO_REFLECT | DO_COPY : DO_REFLECT);
-    return rc ? rc : halo_exchange(s, s->net, member_rank, fields, nfields, depth);
+    return rc ? rc : halo_exchange(s, s->net, member_rank, fields, nfields, depth, 0);
+}
+
+/* ---- staged halo updates (sim.split) ------------------------------------ */
+
+/* A staged update moves every ghost block into the receiving chunk's
+ * staging arrays (chunk_rt.stage), reading the senders' fields, so that
+ * it runs beside the next kernel's interior tasks, which only read the
+ * fields too; the kernel's border task then copies the staged blocks into
+ * the field's ghost cells (unpack_host, unpack_cuda) and computes the
+ * border ring.  The reflection on the mesh's boundary writes the fields'
+ * ghosts as before, one task per chunk, before the exchange reads them
+ * (corners from a face neighbour's reflected ghosts).  On GPUs the blocks
+ * go as one exchange over the chunks' communicator, as halo_gpu's; on the
+ * CPU one gather task per chunk copies the blocks from this rank's
+ * chunks, and the exchange with other ranks follows as halo's. */
+
+/* Field f's block that chunk c took across halo_dirs[e] in an update of
+ * this depth, as halo_exchange and halo_gather moved it; 0 when c takes
+ * nothing there. */
+static int recv_block(const sim *s, int c, int e, int f, int depth, clover_strip *b)
+{
+    unsigned ghost;
+    if (source(s, c, halo_dirs[e], &ghost) < 0)
+        return 0;
+    clover_halo_block_ghost(&s->ch[c].c, f, depth, halo_dirs[e], ghost, b);
+    return b->rows > 0 && b->cols > 0;
+}
+
+/* The border job's unpack on the host (or a virtual GPU): every staged
+ * block into its field's ghost cells, at the same offsets. */
+static void unpack_host(const job *j)
+{
+    const sim *s = j->s;
+    size_t p = j->v.pitch;
+    for (int e = 0; e < 8; e++)
+        for (int fi = 0; fi < j->nfields; fi++) {
+            int f = j->fields[fi];
+            clover_strip b;
+            if (!recv_block(s, j->chunk, e, f, j->depth, &b))
+                continue;
+            for (size_t r = 0; r < b.rows; r++)
+                memcpy(j->v.f[f] + b.recv_off + r * p, j->stage[f] + b.recv_off + r * p, b.cols * sizeof(double));
+        }
+}
+
+#ifdef CLOVER_HAVE_CUDA
+/* The same on a CUDA device, queued on the job's stream. */
+static int unpack_cuda(const job *j, void *stream)
+{
+    const sim *s = j->s;
+    size_t p = j->v.pitch;
+    for (int e = 0; e < 8; e++)
+        for (int fi = 0; fi < j->nfields; fi++) {
+            int f = j->fields[fi];
+            clover_strip b;
+            if (!recv_block(s, j->chunk, e, f, j->depth, &b))
+                continue;
+            int rc = clover_cu_copy2d(j->v.f[f] + b.recv_off, p, j->stage[f] + b.recv_off, p, b.cols, b.rows, stream);
+            if (rc != 0)
+                return rc;
+        }
+    return 0;
+}
+#endif
+
+/* Chunks on the CPU: the task copying into chunk c's staging arrays the
+ * blocks it takes from this rank's chunks (their fields read). */
+typedef struct gather_halo {
+    sim *s;
+    int c;
+    halo_upd u;
+    weft_access *acc;
+} gather_halo;
+
+static void gather_halo_free(void *arg)
+{
+    gather_halo *g = arg;
+    free(g->acc);
+    free(g);
+}
+
+static int gather_halo_body(weft_ctx *ctx, void *arg)
+{
+    (void)ctx;
+    gather_halo *g = arg;
+    sim *s = g->s;
+    uint64_t t0 = now_ns();
+    for (int e = 0; e < 8; e++) {
+        unsigned ghost;
+        int nb = source(s, g->c, halo_dirs[e], &ghost);
+        if (nb < 0 || !local(s, nb))
+            continue;
+        for (int fi = 0; fi < g->u.nfields; fi++) {
+            weft_xfer t;
+            strip_xfer(s, g->c, nb, halo_dirs[e], ghost, g->u.fields[fi], g->u.depth, 1, &t);
+            void *dst, *src;
+            size_t n;
+            if (weft_data_host(t.dst, &dst, &n) != 0 || weft_data_host(t.src, &src, &n) != 0)
+                return -1;
+            for (size_t r = 0; r < t.rows; r++)
+                memcpy((char *)dst + t.dst_off + r * t.dst_pitch, (char *)src + t.src_off + r * t.src_pitch, t.bytes);
+        }
+    }
+    atomic_fetch_add_explicit(&s->ns[K_HALO], now_ns() - t0, memory_order_relaxed);
+    atomic_fetch_add_explicit(&s->calls[K_HALO], 1, memory_order_relaxed);
+    return 0;
+}
+
+static int halo_gather(sim *s, int c, const halo_upd *u)
+{
+    int nb[8], nnb = 0;
+    for (int e = 0; e < 8; e++) {
+        unsigned ghost;
+        int n = source(s, c, halo_dirs[e], &ghost), seen = 0;
+        if (n < 0 || !local(s, n))
+            continue;
+        for (int i = 0; i < nnb; i++)
+            seen |= nb[i] == n;
+        if (!seen)
+            nb[nnb++] = n;
+    }
+    if (nnb == 0)
+        return 0;
+    gather_halo *g = calloc(1, sizeof *g);
+    weft_access *acc = calloc((size_t)(nnb + 1) * (size_t)u->nfields, sizeof *acc);
+    if (!g || !acc) {
+        free(g);
+        free(acc);
+        return WEFT_ENOMEM;
+    }
+    *g = (gather_halo){.s = s, .c = c, .u = *u, .acc = acc};
+    size_t n = 0;
+    for (int fi = 0; fi < u->nfields; fi++) {
+        acc[n++] = (weft_access){s->ch[c].stage[u->fields[fi]], WEFT_RW};
+        for (int i = 0; i < nnb; i++)
+            acc[n++] = (weft_access){s->ch[nb[i]].f[u->fields[fi]], WEFT_R};
+    }
+    char name[32];
+    snprintf(name, sizeof name, "halo_gather.c%d", c);
+    weft_task_desc td;
+    weft_task_desc_init(&td);
+    td.body = gather_halo_body;
+    td.arg = g;
+    td.arg_destroy = gather_halo_free;
+    td.accesses = acc;
+    td.naccesses = n;
+    td.name = name;
+    int rc = weft_spawn(s->rt, &td, NULL);
+    if (rc != 0)
+        fprintf(stderr, "cloverleaf: spawning %s: %s\n", name, weft_last_error());
+    return rc;
+}
+
+/* A staged halo update of u's fields (the reflection, then the blocks into
+ * the staging arrays); the next kernel's border jobs unpack it. */
+static int halo_staged(sim *s, const halo_upd *u)
+{
+    int rc;
+    for (int c = s->lo; c < s->hi; c++)
+        if (s->ch[c].c.edges && (rc = k_reflect(s, c, u->fields, u->nfields, u->depth)) != 0)
+            return rc;
+    if (s->ngpu)
+        return s->comm ? halo_exchange(s, s->comm, member_gpu, u->fields, u->nfields, u->depth, 1) : 0;
+    for (int c = s->lo; c < s->hi; c++)
+        if ((rc = halo_gather(s, c, u)) != 0)
+            return rc;
+    return s->net ? halo_exchange(s, s->net, member_rank, u->fields, u->nfields, u->depth, 1) : 0;
 }
 
 #define HALO(s, depth, ...)                                                      \
@@ -824,12 +1118,29 @@ static int check_err(int32_t err, int step)
     return 0;
 }
 
+/* The halo updates before viscosity and accelerate, staged when split:
+ * the kernels read the ghosts of these fields only (accelerate also
+ * density0's, from the first update, unpacked by viscosity's border). */
+static const int upd_visc_fields[] = {CF_PRESSURE, CF_ENERGY0, CF_DENSITY0, CF_XVEL0, CF_YVEL0};
+static const int upd_accel_fields[] = {CF_PRESSURE, CF_VISCOSITY};
+static const halo_upd upd_visc = {upd_visc_fields, 5, 1};
+static const halo_upd upd_accel = {upd_accel_fields, 2, 1};
+
 /* The first half of a step, up to the chunks' smallest dt. */
 static int step_start(sim *s)
 {
     EACH(s, k_ideal_gas(s, c, 0));
-    HALO(s, 1, CF_PRESSURE, CF_ENERGY0, CF_DENSITY0, CF_XVEL0, CF_YVEL0);
-    EACH(s, k_viscosity(s, c));
+    if (s->split) {
+        /* every chunk's interior while the ghosts move, then the borders */
+        int rc = halo_staged(s, &upd_visc);
+        if (rc)
+            return rc;
+        EACH(s, k_viscosity(s, c, PART_INTERIOR, NULL));
+        EACH(s, k_viscosity(s, c, PART_BORDER, &upd_visc));
+    } else {
+        HALO(s, 1, CF_PRESSURE, CF_ENERGY0, CF_DENSITY0, CF_XVEL0, CF_YVEL0);
+        EACH(s, k_viscosity(s, c, PART_WHOLE, NULL));
+    }
     EACH(s, k_calc_dt(s, c));
     return 0;
 }
@@ -844,9 +1155,18 @@ static int step_rest(sim *s, double dt, int advect_x)
      * Exchanged with the predicted pressure's, one update (and, on GPUs
      * and across ranks, one exchange: every exchange waits for every
      * chunk) serves both. */
-    HALO(s, 1, CF_PRESSURE, CF_VISCOSITY);
-    EACH(s, k_revert(s, c));
-    EACH(s, k_accelerate(s, c, dt));
+    if (s->split) {
+        int rc = halo_staged(s, &upd_accel);
+        if (rc)
+            return rc;
+        EACH(s, k_revert(s, c));
+        EACH(s, k_accelerate(s, c, dt, PART_INTERIOR, NULL));
+        EACH(s, k_accelerate(s, c, dt, PART_BORDER, &upd_accel));
+    } else {
+        HALO(s, 1, CF_PRESSURE, CF_VISCOSITY);
+        EACH(s, k_revert(s, c));
+        EACH(s, k_accelerate(s, c, dt, PART_WHOLE, NULL));
+    }
     EACH(s, k_pdv(s, c, 0, dt));
     EACH(s, k_flux_calc(s, c, dt));
     int first = advect_x ? 1 : 2, second = advect_x ? 2 : 1;
@@ -972,8 +1292,10 @@ static int setup(sim *s, const clover_weft_opts *o)
             fprintf(stderr, "cloverleaf: chunks on the CPU beside GPU chunks across ranks: not supported yet\n");
             return WEFT_EINVAL;
         }
-        /* this rank's first ngpu chunks on the GPUs, the rest on the CPU */
+        /* this rank's first ngpu chunks on the GPUs, the rest on the CPU
+         * (every halo update then one host task: not split) */
         s->ncpu = o->cpu_chunks;
+        s->split = 0;
         s->nloc = s->ngpu + s->ncpu;
     }
     int n = s->nloc * s->nranks;
@@ -1012,6 +1334,14 @@ static int setup(sim *s, const clover_weft_opts *o)
                 break;
         if (rc == 0)
             rc = weft_data_register(s->rt, cr->mem + (size_t)CF_NFIELDS * fc, cr->gbytes, &cr->geom);
+        if (rc == 0 && s->split) {
+            if (!(cr->stage_mem = calloc(fc * NSTAGED, sizeof(double)))) {
+                free(cc);
+                return WEFT_ENOMEM;
+            }
+            for (int i = 0; i < NSTAGED && rc == 0; i++)
+                rc = weft_data_register(s->rt, cr->stage_mem + (size_t)i * fc, cr->fbytes, &cr->stage[staged_fields[i]]);
+        }
         if (rc) {
             free(cc);
             fprintf(stderr, "cloverleaf: registering chunk %d: %s\n", c, weft_last_error());
@@ -1155,9 +1485,12 @@ static int teardown(sim *s)
         rc = -1;
     s->net = NULL;
     for (int c = 0; s->ch && c < s->n; c++) {
-        for (int f = 0; f < CF_NFIELDS; f++)
+        for (int f = 0; f < CF_NFIELDS; f++) {
             if (s->ch[c].f[f] && weft_data_unregister(s->ch[c].f[f]) != 0)
                 rc = -1;
+            if (s->ch[c].stage[f] && weft_data_unregister(s->ch[c].stage[f]) != 0)
+                rc = -1;
+        }
         if (s->ch[c].geom && weft_data_unregister(s->ch[c].geom) != 0)
             rc = -1;
     }
@@ -1178,6 +1511,7 @@ int clover_weft_run(const clover_deck *d, const clover_weft_opts *o, clover_weft
         return -1;
     s->d = d;
     s->no_exchange = o->no_exchange;
+    s->split = !o->no_split && !o->no_exchange;
     memset(res, 0, sizeof *res);
     int rc = setup(s, o);
     if (rc == 0)
@@ -1239,8 +1573,10 @@ int clover_weft_run(const clover_deck *d, const clover_weft_opts *o, clover_weft
         if (o->energy)
             gather(s, CF_ENERGY0, o->energy);
     }
-    for (int c = 0; s->ch && c < s->n; c++)
+    for (int c = 0; s->ch && c < s->n; c++) {
         free(s->ch[c].mem);
+        free(s->ch[c].stage_mem);
+    }
     free(s->ch);
     free(s);
     return rc == 0 ? 0 : -1;

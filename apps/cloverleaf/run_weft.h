@@ -7,7 +7,10 @@
  * so Weft orders the chunks' kernels and keeps each chunk's fields on its
  * device.  Halo updates between chunks on GPUs are communication tasks
  * (weft_comm_exchange over a communicator of the chunks' GPUs); between
- * chunks on the CPU, one host task copies the strips.  The time-step
+ * chunks on the CPU, one host task copies the strips.  The updates before
+ * viscosity and accelerate are staged (into arrays beside the fields) and
+ * those kernels split per chunk into an interior task, which runs while
+ * the ghosts move, and a border task (run_weft.c, "staged halo updates").  The time-step
  * minimum, the PdV check and the field summary are reductions
  * (WEFT_REDUCE) read by one small host task per step. */
 #ifndef CLOVER_RUN_WEFT_H
@@ -34,6 +37,10 @@ typedef struct clover_weft_opts {
     int no_exchange;             /* benchmarks only: skip the exchanges between chunks (the
                                     boundary's reflection stays), to time the rest alone; the
                                     results are then wrong */
+    int no_split;                /* 1: no overlap of the halo updates before viscosity and accelerate
+                                    with those kernels' interiors (the updates then write the ghosts
+                                    directly and the kernels run whole), for comparison.  The split
+                                    is off with no_exchange and with cpu_chunks anyway */
 } clover_weft_opts;
 
 typedef struct clover_weft_result {
