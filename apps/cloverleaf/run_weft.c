@@ -132,11 +132,20 @@ static int job_run(void *arg)
     const chunk_rt *cr = &s->ch[j->chunk];
     uint64_t t0 = now_ns();
     if (j->unpack) {
+        /* a staged update's end: the ghosts from other chunks, then the
+         * mesh boundary's (the reference's order) */
         unpack_host(j);
         uint64_t t1 = now_ns();
         atomic_fetch_add_explicit(&s->ns[K_UNPACK], t1 - t0, memory_order_relaxed);
         atomic_fetch_add_explicit(&s->calls[K_UNPACK], 1, memory_order_relaxed);
         t0 = t1;
+        if (cr->c.edges) {
+            clover_k_reflect(v, j->fields, j->nfields, j->depth, cr->c.edges);
+            t1 = now_ns();
+            atomic_fetch_add_explicit(&s->ns[K_REFLECT], t1 - t0, memory_order_relaxed);
+            atomic_fetch_add_explicit(&s->calls[K_REFLECT], 1, memory_order_relaxed);
+            t0 = t1;
+        }
     }
     clover_range rg[4];
     int nrg = j->part == PART_WHOLE ? 0 : job_ranges(j, rg);
@@ -214,6 +223,8 @@ static int job_cuda(job *j, void *stream)
     const clover_view *v = &j->v;
     const chunk_rt *cr = &s->ch[j->chunk];
     int rc = j->unpack ? unpack_cuda(j, stream) : 0;
+    if (rc == 0 && j->unpack && cr->c.edges) /* then the mesh boundary's ghosts, as job_run */
+        rc = clover_cu_reflect(v, j->fields, j->nfields, j->depth, cr->c.edges, stream);
     if (rc != 0) {
         fprintf(stderr, "cloverleaf: halo_unpack on chunk %d: CUDA error %d\n", j->chunk, rc);
         return rc;
@@ -378,6 +389,11 @@ static int job_spawn(job *j)
     if (cr->gpu >= 0) {
         weft_placement_init(&p);
         p.gpu = cr->gpu;
+        /* All but the least share of the GPU: one kernel task at a time per
+         * GPU as with the whole GPU, and the halo exchange (a communication
+         * task takes 1/1024) runs beside it, as a split kernel's interior
+         * needs. */
+        p.share = 1.0 - 1.0 / 1024;
         td.placements = &p;
         td.nplacements = 1;
     }
@@ -764,6 +780,8 @@ static int halo_exchange(sim *s, weft_comm *c, int (*member_of)(const sim *, int
         for (int e = 0; e < 8; e++) {
             unsigned ghost;
             int from = source(s, to, halo_dirs[e], &ghost);
+            if (staged && ghost) /* staged: the receiver's reflection makes that corner */
+                continue;
             if (from < 0 || member_of(s, from) == member_of(s, to))
                 continue;
             for (int fi = 0; fi < nfields; fi++) {
@@ -818,27 +836,33 @@ static int halo(sim *s, const int *fields, int nfields, int depth)
 
 /* ---- staged halo updates (sim.split) ------------------------------------ */
 
-/* A staged update moves every ghost block into the receiving chunk's
- * staging arrays (chunk_rt.stage), reading the senders' fields, so that
- * it runs beside the next kernel's interior tasks, which only read the
- * fields too; the kernel's border task then copies the staged blocks into
- * the field's ghost cells (unpack_host, unpack_cuda) and computes the
- * border ring.  The reflection on the mesh's boundary writes the fields'
- * ghosts as before, one task per chunk, before the exchange reads them
- * (corners from a face neighbour's reflected ghosts).  On GPUs the blocks
+/* A staged update moves the ghost blocks that come from other chunks
+ * (faces, and corners from the diagonal chunk) into the receiving chunk's
+ * staging arrays (chunk_rt.stage), reading only the senders' own cells
+ * from their fields, so that it runs beside the next kernel's interior
+ * tasks, which only read the fields too, and waits for nothing but the
+ * kernels that wrote those fields.  The kernel's border task then copies
+ * the staged blocks into the fields' ghost cells (unpack_host,
+ * unpack_cuda), reflects on the mesh's boundary, and computes the border
+ * ring.  That is the reference's order (exchange, then reflection), which
+ * makes a corner that has no diagonal chunk (a chunk on the mesh's
+ * boundary) from the face neighbour's cells just received, as the
+ * reference's two phases and reflection do, bit for bit: no corner from a
+ * neighbour's reflected ghosts (clover_halo_block_ghost) is needed, so the
+ * exchange does not wait for the neighbours' reflections, and nothing the
+ * interior reads is written before the border task.  On GPUs the blocks
  * go as one exchange over the chunks' communicator, as halo_gpu's; on the
  * CPU one gather task per chunk copies the blocks from this rank's
  * chunks, and the exchange with other ranks follows as halo's. */
 
-/* Field f's block that chunk c took across halo_dirs[e] in an update of
- * this depth, as halo_exchange and halo_gather moved it; 0 when c takes
- * nothing there. */
+/* Field f's block that chunk c took across halo_dirs[e] in a staged
+ * update of this depth, as halo_exchange and halo_gather moved it; 0
+ * when c takes nothing there. */
 static int recv_block(const sim *s, int c, int e, int f, int depth, clover_strip *b)
 {
-    unsigned ghost;
-    if (source(s, c, halo_dirs[e], &ghost) < 0)
+    if (across(s, c, halo_dirs[e]) < 0)
         return 0;
-    clover_halo_block_ghost(&s->ch[c].c, f, depth, halo_dirs[e], ghost, b);
+    clover_halo_block(&s->ch[c].c, f, depth, halo_dirs[e], b);
     return b->rows > 0 && b->cols > 0;
 }
 
@@ -902,8 +926,8 @@ static int gather_halo_body(weft_ctx *ctx, void *arg)
     sim *s = g->s;
     uint64_t t0 = now_ns();
     for (int e = 0; e < 8; e++) {
-        unsigned ghost;
-        int nb = source(s, g->c, halo_dirs[e], &ghost);
+        unsigned ghost = 0;
+        int nb = across(s, g->c, halo_dirs[e]);
         if (nb < 0 || !local(s, nb))
             continue;
         for (int fi = 0; fi < g->u.nfields; fi++) {
@@ -926,8 +950,7 @@ static int halo_gather(sim *s, int c, const halo_upd *u)
 {
     int nb[8], nnb = 0;
     for (int e = 0; e < 8; e++) {
-        unsigned ghost;
-        int n = source(s, c, halo_dirs[e], &ghost), seen = 0;
+        int n = across(s, c, halo_dirs[e]), seen = 0;
         if (n < 0 || !local(s, n))
             continue;
         for (int i = 0; i < nnb; i++)
@@ -967,14 +990,11 @@ static int halo_gather(sim *s, int c, const halo_upd *u)
     return rc;
 }
 
-/* A staged halo update of u's fields (the reflection, then the blocks into
- * the staging arrays); the next kernel's border jobs unpack it. */
+/* A staged halo update of u's fields (the blocks into the staging
+ * arrays); the next kernel's border jobs unpack it and reflect. */
 static int halo_staged(sim *s, const halo_upd *u)
 {
     int rc;
-    for (int c = s->lo; c < s->hi; c++)
-        if (s->ch[c].c.edges && (rc = k_reflect(s, c, u->fields, u->nfields, u->depth)) != 0)
-            return rc;
     if (s->ngpu)
         return s->comm ? halo_exchange(s, s->comm, member_gpu, u->fields, u->nfields, u->depth, 1) : 0;
     for (int c = s->lo; c < s->hi; c++)
