@@ -222,6 +222,26 @@ void clover_halo_block(const clover_chunk *c, int f, int depth, unsigned edges, 
 void clover_halo_block_ghost(const clover_chunk *c, int f, int depth, unsigned edges, unsigned ghost,
                              clover_strip *out);
 
+/* A halo update the other way round (the drivers' staged updates, which
+ * overlap the next kernel's interior): the blocks that come from other
+ * chunks first, the reflection on the mesh's boundary after them, as the
+ * reference orders them.  Then a corner comes from the diagonal chunk
+ * only; one without (a chunk on the mesh's boundary) is made by the
+ * reflection from the face neighbour's cells just received, which gives
+ * the same ghosts bit for bit, and no block is read from another chunk's
+ * ghosts.  clover_halo_recv_blocks lists the blocks chunk c receives of
+ * field f: across each face with a neighbour, and each corner whose two
+ * faces both have one (the chunks are a full grid: the diagonal chunk is
+ * there), clover_halo_block's, in the order of dirs (the faces, then the
+ * corners); returns how many (up to 8, every one non-empty), their
+ * directions in edges_out when it is not NULL.  clover_halo_unpack copies
+ * the blocks of the listed fields from stage->f[f] (an array of the
+ * field's shape holding the blocks received at their own offsets) into
+ * v->f[f]; the reflection is the caller's, after it. */
+int clover_halo_recv_blocks(const clover_chunk *c, int f, int depth, clover_strip out[8], unsigned edges_out[8]);
+void clover_halo_unpack(const clover_view *v, const clover_view *stage, const clover_chunk *c, const int *fields,
+                        int nfields, int depth);
+
 /* ---- control and report (control.c) ------------------------------------ */
 
 typedef struct clover_clock {

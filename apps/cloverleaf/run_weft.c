@@ -844,61 +844,40 @@ static int halo(sim *s, const int *fields, int nfields, int depth)
  * kernels that wrote those fields.  The kernel's border task then copies
  * the staged blocks into the fields' ghost cells (unpack_host,
  * unpack_cuda), reflects on the mesh's boundary, and computes the border
- * ring.  That is the reference's order (exchange, then reflection), which
- * makes a corner that has no diagonal chunk (a chunk on the mesh's
- * boundary) from the face neighbour's cells just received, as the
- * reference's two phases and reflection do, bit for bit: no corner from a
- * neighbour's reflected ghosts (clover_halo_block_ghost) is needed, so the
- * exchange does not wait for the neighbours' reflections, and nothing the
- * interior reads is written before the border task.  On GPUs the blocks
+ * ring.  That is the reference's order, exchange then reflection
+ * (clover_halo_recv_blocks says why it gives the same ghosts): no corner
+ * from a neighbour's reflected ghosts is needed, so the exchange does
+ * not wait for the neighbours' reflections, and nothing the interior
+ * reads is written before the border task.  On GPUs the blocks
  * go as one exchange over the chunks' communicator, as halo_gpu's; on the
  * CPU one gather task per chunk copies the blocks from this rank's
  * chunks, and the exchange with other ranks follows as halo's. */
-
-/* Field f's block that chunk c took across halo_dirs[e] in a staged
- * update of this depth, as halo_exchange and halo_gather moved it; 0
- * when c takes nothing there. */
-static int recv_block(const sim *s, int c, int e, int f, int depth, clover_strip *b)
-{
-    if (across(s, c, halo_dirs[e]) < 0)
-        return 0;
-    clover_halo_block(&s->ch[c].c, f, depth, halo_dirs[e], b);
-    return b->rows > 0 && b->cols > 0;
-}
 
 /* The border job's unpack on the host (or a virtual GPU): every staged
  * block into its field's ghost cells, at the same offsets. */
 static void unpack_host(const job *j)
 {
-    const sim *s = j->s;
-    size_t p = j->v.pitch;
-    for (int e = 0; e < 8; e++)
-        for (int fi = 0; fi < j->nfields; fi++) {
-            int f = j->fields[fi];
-            clover_strip b;
-            if (!recv_block(s, j->chunk, e, f, j->depth, &b))
-                continue;
-            for (size_t r = 0; r < b.rows; r++)
-                memcpy(j->v.f[f] + b.recv_off + r * p, j->stage[f] + b.recv_off + r * p, b.cols * sizeof(double));
-        }
+    clover_view stage = j->v;
+    memcpy(stage.f, j->stage, sizeof stage.f);
+    clover_halo_unpack(&j->v, &stage, &j->s->ch[j->chunk].c, j->fields, j->nfields, j->depth);
 }
 
 #ifdef CLOVER_HAVE_CUDA
 /* The same on a CUDA device, queued on the job's stream. */
 static int unpack_cuda(const job *j, void *stream)
 {
-    const sim *s = j->s;
     size_t p = j->v.pitch;
-    for (int e = 0; e < 8; e++)
-        for (int fi = 0; fi < j->nfields; fi++) {
-            int f = j->fields[fi];
-            clover_strip b;
-            if (!recv_block(s, j->chunk, e, f, j->depth, &b))
-                continue;
-            int rc = clover_cu_copy2d(j->v.f[f] + b.recv_off, p, j->stage[f] + b.recv_off, p, b.cols, b.rows, stream);
+    for (int fi = 0; fi < j->nfields; fi++) {
+        int f = j->fields[fi];
+        clover_strip b[8];
+        int n = clover_halo_recv_blocks(&j->s->ch[j->chunk].c, f, j->depth, b, NULL);
+        for (int k = 0; k < n; k++) {
+            int rc = clover_cu_copy2d(j->v.f[f] + b[k].recv_off, p, j->stage[f] + b[k].recv_off, p, b[k].cols,
+                                      b[k].rows, stream);
             if (rc != 0)
                 return rc;
         }
+    }
     return 0;
 }
 #endif
