@@ -207,7 +207,9 @@ static int halo_host(sim *s, const int *fields, int nfields, int depth, unsigned
 
 /* A halo update's blocks between chunks whose members differ (member_of:
  * the chunk's member) as one exchange on communicator c, in one order
- * every rank derives alike. */
+ * every rank derives alike.  staged: a staged update's (no corner from
+ * reflected ghosts: the receiver's reflection makes it later; into the
+ * receivers' staging arrays). */
 static int halo_exchange(sim *s, weft_comm *c, int (*member_of)(const sim *, int), const int *fields, int nfields,
                          int depth, int staged)
 {
@@ -237,6 +239,7 @@ static int halo_exchange(sim *s, weft_comm *c, int (*member_of)(const sim *, int
     return rc;
 }
 
+/* A chunk's member: on the GPUs' communicator (one GPU a chunk), on the ranks'. */
 static int member_gpu(const sim *s, int c) { (void)s; return c; }
 static int member_rank(const sim *s, int c) { return c / s->nloc; }
 
@@ -257,6 +260,9 @@ static int halo_gpu(sim *s, const int *fields, int nfields, int depth)
     return 0;
 }
 
+/* A halo update into the fields' ghosts (run_weft_int.h): on GPUs
+ * halo_gpu; on the CPU the host task, and across ranks the exchange on
+ * the ranks' communicator after it; --no-exchange: the reflection alone. */
 int cw_halo(sim *s, const int *fields, int nfields, int depth)
 {
     if (s->no_exchange)
@@ -281,8 +287,8 @@ int cw_halo(sim *s, const int *fields, int nfields, int depth)
  * from their fields, so that it runs beside the next kernel's interior
  * tasks, which only read the fields too, and waits for nothing but the
  * kernels that wrote those fields.  The kernel's border task then copies
- * the staged blocks into the fields' ghost cells (unpack_host,
- * unpack_cuda), reflects on the mesh's boundary, and computes the border
+ * the staged blocks into the fields' ghost cells (cw_unpack_host,
+ * cw_unpack_cuda), reflects on the mesh's boundary, and computes the border
  * ring.  That is the reference's order, exchange then reflection
  * (clover_halo_recv_blocks says why it gives the same ghosts): no corner
  * from a neighbour's reflected ghosts is needed, so the exchange does
@@ -322,14 +328,16 @@ int cw_unpack_cuda(const job *j, void *stream)
 #endif
 
 /* Chunks on the CPU: the task copying into chunk c's staging arrays the
- * blocks it takes from this rank's chunks (their fields read). */
+ * blocks it takes from this rank's chunks (their fields read); the
+ * task's argument, freed with it. */
 typedef struct gather_halo {
     sim *s;
-    int c;
-    halo_upd u;
-    weft_access *acc;
+    int c;                       /* the receiving chunk */
+    halo_upd u;                  /* the update (its field list is static: step_start's, step_rest's) */
+    weft_access *acc;            /* the task's accesses */
 } gather_halo;
 
+/* The task's arg_destroy. */
 static void gather_halo_free(void *arg)
 {
     gather_halo *g = arg;
@@ -337,6 +345,8 @@ static void gather_halo_free(void *arg)
     free(g);
 }
 
+/* The gather task's body: every block from this rank's chunks into the
+ * receiving chunk's staging arrays (host memory: chunks on the CPU). */
 static int gather_halo_body(weft_ctx *ctx, void *arg)
 {
     (void)ctx;
@@ -364,6 +374,10 @@ static int gather_halo_body(weft_ctx *ctx, void *arg)
     return 0;
 }
 
+/* Spawn chunk c's gather task for update u (none when no neighbour of c
+ * is this rank's): it writes c's staging arrays of u's fields and reads
+ * the fields of each of this rank's chunks c takes a block from, each
+ * named once. */
 static int halo_gather(sim *s, int c, const halo_upd *u)
 {
     int nb[8], nnb = 0;

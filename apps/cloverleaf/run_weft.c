@@ -16,6 +16,7 @@
 
 /* ---- kernels as jobs ----------------------------------------------------- */
 
+/* The kernels' names (tasks, the profile), in enum kern's order. */
 static const char *const kern_name[K_N] = {
     "initialise", "generate", "ideal_gas", "viscosity", "calc_dt", "pdv", "revert", "accelerate",
     "flux_calc", "advec_cell", "advec_mom", "reset_field", "field_summary", "halo_reflect", "halo_exchange",
@@ -365,6 +366,8 @@ static void job_part(job *j, int part, const halo_upd *u)
         job_unpack(j, u->fields, u->nfields, u->depth);
 }
 
+/* viscosity on chunk c: whole, or a split part (PART_*; the border job
+ * unpacks the staged update u first). */
 static int k_viscosity(sim *s, int c, int part, const halo_upd *u)
 {
     NEWJOB(j, s, K_VISCOSITY, c);
@@ -406,6 +409,7 @@ static int k_revert(sim *s, int c)
     return job_spawn(j);
 }
 
+/* accelerate on chunk c, whole or a split part (as k_viscosity). */
 static int k_accelerate(sim *s, int c, double dt, int part, const halo_upd *u)
 {
     NEWJOB(j, s, K_ACCELERATE, c);
