@@ -131,6 +131,30 @@ void clover_k_generate(const clover_view *v, const clover_deck *d);
 void clover_k_ideal_gas(const clover_view *v, int predict);
 void clover_k_viscosity(const clover_view *v);
 
+/* A rectangle of a kernel's own index space (cells for viscosity, nodes
+ * for accelerate): j in [j0, j1), k in [k0, k1), half-open; empty when
+ * j1 <= j0 or k1 <= k0. */
+typedef struct clover_range {
+    int j0, j1, k0, k1;
+} clover_range;
+
+/* A kernel's domain of dx x dy indices split for overlapping a halo
+ * update: out[0] the interior, the indices at least `margin` from every
+ * side (whose stencil, for margin 1, touches no ghost), then out[1..4]
+ * the border ring around it as four disjoint strips (bottom and top rows
+ * over the whole width, then the left and right columns between them).
+ * The five cover the domain exactly once; some may be empty (a domain
+ * narrower than 2 * margin has an empty interior).  The drivers split
+ * viscosity (dx, dy = nx, ny) and accelerate (nx + 1, ny + 1), margin 1. */
+void clover_split(int dx, int dy, int margin, clover_range out[5]);
+
+/* The kernels over a sub-range of their domain only (intersected with
+ * it): every index computed exactly as the whole kernel computes it, so
+ * that calling one on the five parts of clover_split gives the whole
+ * kernel's values bit for bit. */
+void clover_k_viscosity_range(const clover_view *v, const clover_range *r);
+void clover_k_accelerate_range(const clover_view *v, double dt, const clover_range *r);
+
 typedef struct clover_dt {
     double dt;                   /* the chunk's smallest stable step */
     int control;                 /* 1 sound, 2 xvel, 3 yvel, 4 div */
@@ -197,6 +221,26 @@ void clover_halo_strip(const clover_chunk *c, int f, int depth, unsigned edge, c
 void clover_halo_block(const clover_chunk *c, int f, int depth, unsigned edges, clover_strip *out);
 void clover_halo_block_ghost(const clover_chunk *c, int f, int depth, unsigned edges, unsigned ghost,
                              clover_strip *out);
+
+/* A halo update the other way round (the drivers' staged updates, which
+ * overlap the next kernel's interior): the blocks that come from other
+ * chunks first, the reflection on the mesh's boundary after them, as the
+ * reference orders them.  Then a corner comes from the diagonal chunk
+ * only; one without (a chunk on the mesh's boundary) is made by the
+ * reflection from the face neighbour's cells just received, which gives
+ * the same ghosts bit for bit, and no block is read from another chunk's
+ * ghosts.  clover_halo_recv_blocks lists the blocks chunk c receives of
+ * field f: across each face with a neighbour, and each corner whose two
+ * faces both have one (the chunks are a full grid: the diagonal chunk is
+ * there), clover_halo_block's, in the order of dirs (the faces, then the
+ * corners); returns how many (up to 8, every one non-empty), their
+ * directions in edges_out when it is not NULL.  clover_halo_unpack copies
+ * the blocks of the listed fields from stage->f[f] (an array of the
+ * field's shape holding the blocks received at their own offsets) into
+ * v->f[f]; the reflection is the caller's, after it. */
+int clover_halo_recv_blocks(const clover_chunk *c, int f, int depth, clover_strip out[8], unsigned edges_out[8]);
+void clover_halo_unpack(const clover_view *v, const clover_view *stage, const clover_chunk *c, const int *fields,
+                        int nfields, int depth);
 
 /* ---- control and report (control.c) ------------------------------------ */
 

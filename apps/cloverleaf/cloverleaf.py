@@ -7,7 +7,7 @@ task's stream (weft.context().streams) with the task's device replicas.
 
     python apps/cloverleaf/cloverleaf.py DECK [--devices LIST] [--chunks N]
                                               [--cpu-chunks N] [--workers N] [--trace FILE] [--png FILE]
-                                              [--mpi] [--triad] [--no-exchange]
+                                              [--mpi] [--triad] [--no-exchange] [--split | --no-split]
 
 prints what build/apps/cloverleaf/weft-cloverleaf prints: the field summary
 table, the verification line (a deck with a test_problem), the kernel
@@ -54,6 +54,16 @@ beside this one):
     host task reflecting and copying every block; chunks on GPUs get a
     reflect task per boundary chunk, then one weft.Communicator exchange
     of the same blocks.
+  * Split kernels (run_weft.c's "staged halo updates"; by default where
+    the chunks are on GPUs; --split, --no-split): the updates before
+    viscosity and accelerate move the blocks from other chunks (faces, corners from the diagonal chunk) into
+    staging arrays beside the fields, reading the senders' fields only;
+    each of the two kernels is then an interior job a chunk (reads the
+    fields: runs while the exchange is in flight) and a border job, which
+    copies the staged ghosts in (clover_halo_unpack), reflects on the
+    mesh's boundary and computes the border ring (clover_split's strips,
+    the kernels' _range versions).  On the CPU the staged update is one
+    gather task per receiving chunk instead of one host task for all.
   * The chunks' smallest dt (MIN), the PdV check (MAX) and the field
     summary (SUM) are weft reductions (reduces=), read and reset by one
     small host task at a time.
@@ -138,6 +148,10 @@ class CloverStrip(ctypes.Structure):
     _fields_ = [("send_off", c_size_t), ("recv_off", c_size_t), ("rows", c_size_t), ("cols", c_size_t)]
 
 
+class CloverRange(ctypes.Structure):
+    _fields_ = [("j0", c_int), ("j1", c_int), ("k0", c_int), ("k1", c_int)]
+
+
 class CloverClock(ctypes.Structure):
     _fields_ = [("step", c_int), ("time", c_double), ("dt", c_double), ("dtold", c_double)]
 
@@ -149,7 +163,7 @@ class CloverSerialOut(ctypes.Structure):
 
 # The sizes C gives them (x86-64 / aarch64 Linux); checked when the library loads.
 _C_SIZES = {CloverState: 88, CloverDeck: 5776, CloverChunk: 36, CloverView: 224, CloverDt: 24, CloverStrip: 32,
-            CloverClock: 32, CloverSerialOut: 40}
+            CloverClock: 32, CloverSerialOut: 40, CloverRange: 16}
 
 PV = POINTER(CloverView)
 PD = POINTER(c_double)
@@ -207,10 +221,13 @@ def kernels():
         "clover_k_generate": (None, [PV, POINTER(CloverDeck)]),
         "clover_k_ideal_gas": (None, [PV, c_int]),
         "clover_k_viscosity": (None, [PV]),
+        "clover_k_viscosity_range": (None, [PV, POINTER(CloverRange)]),
+        "clover_split": (None, [c_int, c_int, c_int, POINTER(CloverRange)]),
         "clover_k_calc_dt": (CloverDt, [PV, POINTER(CloverDeck), POINTER(CloverChunk)]),
         "clover_k_pdv": (c_int, [PV, c_int, c_double]),
         "clover_k_revert": (None, [PV]),
         "clover_k_accelerate": (None, [PV, c_double]),
+        "clover_k_accelerate_range": (None, [PV, c_double, POINTER(CloverRange)]),
         "clover_k_flux_calc": (None, [PV, c_double]),
         "clover_k_advec_cell": (None, [PV, c_int, c_int]),
         "clover_k_advec_mom": (None, [PV, c_int, c_int, c_int]),
@@ -220,6 +237,7 @@ def kernels():
         "clover_halo_strip": (None, [POINTER(CloverChunk), c_int, c_int, c_uint, POINTER(CloverStrip)]),
         "clover_halo_block": (None, [POINTER(CloverChunk), c_int, c_int, c_uint, POINTER(CloverStrip)]),
         "clover_halo_block_ghost": (None, [POINTER(CloverChunk), c_int, c_int, c_uint, c_uint, POINTER(CloverStrip)]),
+        "clover_halo_unpack": (None, [PV, PV, POINTER(CloverChunk), POINTER(c_int), c_int, c_int]),
         "clover_next_dt": (c_int, [POINTER(CloverDeck), POINTER(CloverClock), c_double]),
         "clover_format_summary_header": (c_int, [c_char_p, c_size_t]),
         "clover_format_summary": (c_int, [c_char_p, c_size_t, c_int, c_double, PD]),
@@ -361,13 +379,27 @@ def serial_run(deck, nchunks=1):
 
 # Kernels as the profile names them (run_weft.c's kern_name, same order).
 (K_INIT, K_GENERATE, K_IDEAL_GAS, K_VISCOSITY, K_CALC_DT, K_PDV, K_REVERT, K_ACCELERATE, K_FLUX_CALC,
- K_ADVEC_CELL, K_ADVEC_MOM, K_RESET, K_SUMMARY, K_REFLECT, K_HALO) = range(15)
+ K_ADVEC_CELL, K_ADVEC_MOM, K_RESET, K_SUMMARY, K_REFLECT, K_HALO, K_UNPACK) = range(16)
 KERN_NAMES = ("initialise", "generate", "ideal_gas", "viscosity", "calc_dt", "pdv", "revert", "accelerate",
               "flux_calc", "advec_cell", "advec_mom", "reset_field", "field_summary", "halo_reflect",
-              "halo_exchange")
+              "halo_exchange", "halo_unpack")
 
 GEOM = -1       # an access to the chunk's geometry array (in a job's access list)
 RED = -2        # the access to the reduction buffer
+STAGE = -3      # STAGE - f: the access to field f's staging array (a split kernel's border)
+
+# The parts of a split kernel (run_weft.c's PART_*): whole, its interior
+# alone, or its border ring (after the staged halo update's unpack).
+PART_WHOLE, PART_INTERIOR, PART_BORDER = range(3)
+PART_SUFFIX = ("", ".interior", ".border")
+
+# The fields whose halo updates are staged when split (run_weft.c's
+# staged_fields), and the two staged updates: before viscosity and before
+# accelerate (depth 1).
+STAGED_FIELDS = (CF_PRESSURE, CF_ENERGY0, CF_DENSITY0, CF_XVEL0, CF_YVEL0, CF_VISCOSITY)
+UPD_VISC = (CF_PRESSURE, CF_ENERGY0, CF_DENSITY0, CF_XVEL0, CF_YVEL0)
+UPD_ACCEL = (CF_PRESSURE, CF_VISCOSITY)
+GPU_SHARE = 1.0 - 1.0 / 1024   # a kernel task's share of its GPU (a communication task takes 1/1024)
 
 # What a reducing kernel does with its private copy of the reduction buffer.
 RED_NONE, RED_DT_MIN, RED_ERR_MAX, RED_SUM = range(4)
@@ -392,7 +424,7 @@ class Result:
 class _Chunk:
     """One chunk: its place in the mesh, its arrays and their weft.Data."""
 
-    def __init__(self, rt, index, c, gpu, kinds=()):
+    def __init__(self, rt, index, c, gpu, split=False, kinds=()):
         self.index, self.c, self.gpu = index, c, gpu
         self.cuda = gpu >= 0 and kinds[gpu] == "cuda"   # kernels.cu's kernels, else the C ones
         self.nx, self.ny = c.nx, c.ny
@@ -423,8 +455,24 @@ class _Chunk:
         v.geom = self.geom.ctypes.data
         self.view = v
         self.view_ptr = ctypes.pointer(v)
+        # Split kernels (run_weft.c's chunk_rt.stage): the staged halo
+        # updates' ghosts as received, an array of the field's shape per
+        # field of STAGED_FIELDS (the same offsets; only the ghost blocks
+        # are written), and a view of them for clover_halo_unpack.
+        self.stage_arrays = [None] * CF_NFIELDS
+        self.stage_data = [None] * CF_NFIELDS
+        sv = CloverView(c.nx, c.ny, self.pitch)
+        if split:
+            self.stage_mem = np.zeros(fc * len(STAGED_FIELDS))
+            for i, f in enumerate(STAGED_FIELDS):
+                a = self.stage_mem[i * fc:(i + 1) * fc].reshape(shape)
+                self.stage_arrays[f], self.stage_data[f] = a, rt.data(a)
+                sv.f[f] = a.ctypes.data
+        self.stage_view_ptr = ctypes.pointer(sv)
 
     def handle(self, what):
+        if what <= STAGE:
+            return self.stage_data[STAGE - what]
         return self.geom_data if what == GEOM else self.data[what]
 
 
@@ -438,6 +486,7 @@ class _Remote:
         self.pitch = c.nx + 5
         self.ref = byref(self.c)
         self.data = [None] * CF_NFIELDS
+        self.stage_data = [None] * CF_NFIELDS
 
 
 class _Job:
@@ -445,14 +494,19 @@ class _Job:
     spawned as often as the loop needs it: the task's name, the C function,
     the accesses as weft.Data tuples, and for a GPU body the field each
     access is (`order`, in weft's view order: reads, then readwrites, then
-    the reduction)."""
+    the reduction).  A split kernel's border job also reads staging arrays
+    (STAGE - f in `order`) and has `pre`, called with the fields' view and
+    the staging arrays' view before the kernel (the unpack and the
+    reflection, which profile themselves)."""
 
     __slots__ = ("chunk", "kern", "name", "fn", "static", "reads", "readwrites", "reduces", "order", "nreads",
-                 "red", "cu", "cu_static")
+                 "red", "pre", "cu", "cu_static")
 
-    def __init__(self, chunk, kern, fn, static, reads, readwrites, red=RED_NONE, red_buf=None, red_op=None):
+    def __init__(self, chunk, kern, fn, static, reads, readwrites, red=RED_NONE, red_buf=None, red_op=None,
+                 part=PART_WHOLE, pre=None):
         self.chunk, self.kern, self.fn, self.static, self.red = chunk, kern, fn, tuple(static), red
-        self.name = f"{KERN_NAMES[kern]}.c{chunk.index}"
+        self.pre = pre
+        self.name = f"{KERN_NAMES[kern]}{PART_SUFFIX[part]}.c{chunk.index}"
         self.reads = tuple(chunk.handle(w) for w in reads)
         self.readwrites = tuple(chunk.handle(w) for w in readwrites)
         self.reduces = ((red_buf, red_op),) if red != RED_NONE else ()
@@ -467,7 +521,7 @@ def _cpu_body(sim, job, args):
     """A kernel task on the CPU: the kernel on the chunk's host arrays (the
     reduction's private copy through the task's view of it)."""
     red = weft.context().view(len(job.order) - 1).ptr if job.red != RED_NONE else 0
-    sim.execute(job, job.chunk.view_ptr, args, red)
+    sim.execute(job, job.chunk.view_ptr, args, red, job.chunk.stage_view_ptr)
 
 
 def _gpu_body(sim, job, args):
@@ -479,17 +533,21 @@ def _gpu_body(sim, job, args):
     views = ctx.views
     c = job.chunk
     v = CloverView(c.nx, c.ny, c.pitch)
+    sv = CloverView(c.nx, c.ny, c.pitch)   # the staging arrays' replicas (a border job)
     red = 0
     for what, vw in zip(job.order, views):
         if what >= 0:
             v.f[what] = vw.ptr
+        elif what <= STAGE:
+            sv.f[STAGE - what] = vw.ptr
         elif what == GEOM:
             v.geom = vw.ptr
         else:
             red = vw.ptr
     # Updated accesses (readwrites, the reduction's copy) are named in both
     # lists: read and written in place.
-    ctx.queue(sim.execute, job, ctypes.pointer(v), args, red, reads=views, writes=views[job.nreads:])
+    ctx.queue(sim.execute, job, ctypes.pointer(v), args, red, ctypes.pointer(sv), reads=views,
+              writes=views[job.nreads:])
 
 
 def _cuda_body(sim, job, args):
@@ -536,6 +594,15 @@ def _host_halo_body(sim, copies, reflects):
         sim.prof.append((K_HALO, t2 - t1))
 
 
+def _gather_halo_body(sim, copies):
+    """A staged halo update's blocks into one chunk's staging arrays, from
+    this rank's chunks on the CPU (run_weft.c's gather_halo_body)."""
+    t0 = _now()
+    for dst, src in copies:
+        dst[...] = src
+    sim.prof.append((K_HALO, _now() - t0))
+
+
 def _read_dt_body(sim):
     """Read and reset the dt (MIN) and PdV error (MAX) reductions."""
     dt, err = float(sim.dt_min[0]), int(sim.err[0])
@@ -571,19 +638,25 @@ HALO_DIRS = (CLOVER_LEFT, CLOVER_RIGHT, CLOVER_BOTTOM, CLOVER_TOP, CLOVER_LEFT |
              CLOVER_RIGHT | CLOVER_BOTTOM, CLOVER_LEFT | CLOVER_TOP, CLOVER_RIGHT | CLOVER_TOP)
 
 
-def _transfer(src_member, dst_member, other, me, f, mine, theirs):
+def _transfer(src_member, dst_member, other, me, f, mine, theirs, staged=False):
     """The block of field f that chunk `me` takes from the chunk `other`
     across a face or corner, as a weft.Transfer between members (a chunk of another rank
-    gives None: its side is not read here)."""
-    return weft.Transfer(src_member, dst_member, other.data[f], me.data[f], mine.cols * 8,
+    gives None: its side is not read here); staged: into me's staging array of f."""
+    dst = me.stage_data[f] if staged else me.data[f]
+    return weft.Transfer(src_member, dst_member, other.data[f], dst, mine.cols * 8,
                          src_offset=theirs.send_off * 8, dst_offset=mine.recv_off * 8, rows=mine.rows,
                          src_pitch=other.pitch * 8, dst_pitch=me.pitch * 8)
 
 
 def _block(ch, f, off, rows, cols):
     """rows x cols doubles of chunk ch's field f at element offset off."""
-    r, col = divmod(off, ch.pitch)
-    return ch.arrays[f][r:r + rows, col:col + cols]
+    return _block_of(ch.arrays[f], ch.pitch, off, rows, cols)
+
+
+def _block_of(a, pitch, off, rows, cols):
+    """rows x cols doubles of the 2-D array a (rows pitch apart) at element offset off."""
+    r, col = divmod(off, pitch)
+    return a[r:r + rows, col:col + cols]
 
 
 class _Sim:
@@ -594,7 +667,7 @@ class _Sim:
     Every rank has the same devices and options: nloc chunks each, this
     rank's being lo .. hi - 1 of the n = nloc * nranks of the mesh."""
 
-    def __init__(self, rt, deck, chunks, out, net=None, no_exchange=False, cpu_chunks=0):
+    def __init__(self, rt, deck, chunks, out, net=None, no_exchange=False, cpu_chunks=0, split=None):
         self.rt, self.deck, self.out, self.net, self.no_exchange = rt, deck, out, net, bool(no_exchange)
         self.lib = lib = kernels()
         self.deck_ref = byref(deck)
@@ -615,6 +688,15 @@ class _Sim:
         if self.ncpu and self.nranks > 1:
             raise ValueError("cloverleaf: chunks on the CPU beside GPU chunks across ranks: not supported yet")
         self.nloc += self.ncpu
+        # run_weft.c's split: the halo updates before viscosity and
+        # accelerate staged, those kernels split (interior, then border);
+        # by default (split None) where the chunks are on GPUs, as
+        # run_weft.c's CLOVER_SPLIT_AUTO; not on CUDA GPUs: the border
+        # jobs' unpack and ranges are host code here (libclover_cuda_kernels
+        # has no range kernels yet)
+        if split is None:
+            split = self.ngpu > 0
+        self.split = bool(split) and not self.no_exchange and not self.ncpu and self.cu is None
         n = self.nloc * self.nranks
         self.lo, self.hi = self.rank * self.nloc, (self.rank + 1) * self.nloc
         cc = (CloverChunk * n)()
@@ -626,7 +708,7 @@ class _Sim:
         # them: this rank's with their arrays (on GPU c - lo), the others'
         # as places only.
         self.chunks = [_Chunk(rt, i, CloverChunk.from_buffer_copy(cc[i]),
-                              i - self.lo if 0 <= i - self.lo < self.ngpu else -1, kinds)
+                              i - self.lo if 0 <= i - self.lo < self.ngpu else -1, self.split, kinds)
                        if self.lo <= i < self.hi else _Remote(i, CloverChunk.from_buffer_copy(cc[i]))
                        for i in range(n)]
         self.mine = self.chunks[self.lo:self.hi]
@@ -645,10 +727,13 @@ class _Sim:
 
     # -- kernels --------------------------------------------------------
 
-    def execute(self, job, view_ptr, args, red):
-        """Run one kernel (on a worker, or on a GPU stream's thread): the
-        C call, the fold into the reduction's private copy at address red,
-        the profile entry."""
+    def execute(self, job, view_ptr, args, red, stage_ptr):
+        """Run one kernel (on a worker, or on a GPU stream's thread): a
+        border job's unpack and reflection (job.pre, over the staging
+        arrays' view stage_ptr), the C call, the fold into the reduction's
+        private copy at address red, the profile entry."""
+        if job.pre is not None:
+            job.pre(view_ptr, stage_ptr)
         t0 = _now()
         r = job.red
         if r == RED_NONE:
@@ -689,8 +774,18 @@ class _Sim:
                      (CF_DENSITY1, CF_ENERGY1) if predict else (CF_DENSITY0, CF_ENERGY0),
                      (CF_PRESSURE, CF_SOUNDSPEED))
         elif kind == K_VISCOSITY:
-            j = _Job(ch, kind, lib.clover_k_viscosity, (), (GEOM, CF_DENSITY0, CF_PRESSURE, CF_XVEL0, CF_YVEL0),
-                     (CF_VISCOSITY,))
+            reads, writes = (GEOM, CF_DENSITY0, CF_PRESSURE, CF_XVEL0, CF_YVEL0), (CF_VISCOSITY,)
+            part = key[1] if len(key) > 1 else PART_WHOLE
+            if part == PART_WHOLE:
+                j = _Job(ch, kind, lib.clover_k_viscosity, (), reads, writes)
+            else:
+                rgs = self._ranges(ch.nx, ch.ny, part)
+                fn = lib.clover_k_viscosity_range
+
+                def run_parts(v, _rgs=rgs, _fn=fn):
+                    for r in _rgs:
+                        _fn(v, r)
+                j = self._split_job(ch, kind, run_parts, reads, writes, part, key[2:])
         elif kind == K_CALC_DT:
             j = _Job(ch, kind, lib.clover_k_calc_dt, (self.deck_ref, ch.ref),
                      (GEOM, CF_VOLUME, CF_XAREA, CF_YAREA, CF_DENSITY0, CF_ENERGY0, CF_PRESSURE, CF_VISCOSITY,
@@ -704,9 +799,19 @@ class _Sim:
         elif kind == K_REVERT:
             j = _Job(ch, kind, lib.clover_k_revert, (), (CF_DENSITY0, CF_ENERGY0), (CF_DENSITY1, CF_ENERGY1))
         elif kind == K_ACCELERATE:
-            j = _Job(ch, kind, lib.clover_k_accelerate, (),
-                     (CF_DENSITY0, CF_VOLUME, CF_XAREA, CF_YAREA, CF_PRESSURE, CF_VISCOSITY, CF_XVEL0, CF_YVEL0),
-                     (CF_XVEL1, CF_YVEL1, CF_WORK1))
+            reads = (CF_DENSITY0, CF_VOLUME, CF_XAREA, CF_YAREA, CF_PRESSURE, CF_VISCOSITY, CF_XVEL0, CF_YVEL0)
+            writes = (CF_XVEL1, CF_YVEL1, CF_WORK1)
+            part = key[1] if len(key) > 1 else PART_WHOLE
+            if part == PART_WHOLE:
+                j = _Job(ch, kind, lib.clover_k_accelerate, (), reads, writes)
+            else:
+                rgs = self._ranges(ch.nx + 1, ch.ny + 1, part)   # over the nodes
+                fn = lib.clover_k_accelerate_range
+
+                def run_parts(v, dt, _rgs=rgs, _fn=fn):
+                    for r in _rgs:
+                        _fn(v, dt, r)
+                j = self._split_job(ch, kind, run_parts, reads, writes, part, key[2:])
         elif kind == K_FLUX_CALC:
             j = _Job(ch, kind, lib.clover_k_flux_calc, (),
                      (CF_XAREA, CF_YAREA, CF_XVEL0, CF_XVEL1, CF_YVEL0, CF_YVEL1), (CF_VOL_FLUX_X, CF_VOL_FLUX_Y))
@@ -740,14 +845,50 @@ class _Sim:
         self.jobs[(c, key)] = j
         return j
 
+    @staticmethod
+    def _ranges(dx, dy, part):
+        """The parts of a kernel's domain (dx x dy) a split job computes
+        (clover_split: the interior, or the four strips of the border
+        ring), as CloverRange references."""
+        r = (CloverRange * 5)()
+        kernels().clover_split(dx, dy, 1, r)
+        return [byref(r[0])] if part == PART_INTERIOR else [byref(r[i]) for i in range(1, 5)]
+
+    def _split_job(self, ch, kind, fn, reads, writes, part, upd):
+        """A split kernel's interior or border job (run_weft.c's job_part):
+        the border's job first copies the staged ghosts of the update's
+        fields (upd: (fields, depth)) into the fields and reflects on the
+        mesh's boundary, so it writes those fields and reads their staging
+        arrays."""
+        if part == PART_INTERIOR:
+            return _Job(ch, kind, fn, (), reads, writes, part=part)
+        fields, depth = upd
+        lib, sim, edges = self.lib, self, ch.c.edges
+        arr = (c_int * len(fields))(*fields)
+
+        def pre(v, sv):
+            t0 = _now()
+            lib.clover_halo_unpack(v, sv, ch.ref, arr, len(fields), depth)
+            t1 = _now()
+            sim.prof.append((K_UNPACK, t1 - t0))
+            if edges:
+                lib.clover_k_reflect(v, arr, len(fields), depth, edges)
+                sim.prof.append((K_REFLECT, _now() - t1))
+        rw = tuple(fields) + tuple(w for w in writes if w not in fields)
+        rd = tuple(w for w in reads if w not in fields) + tuple(STAGE - f for f in fields)
+        return _Job(ch, kind, fn, (), rd, rw, part=part, pre=pre)
+
     def spawn(self, c, key, *dyn):
         """Spawn job `key` on chunk c (dyn: the arguments that change, dt)."""
         j = self.jobs.get((c, key)) or self.job(c, key)
         ch = j.chunk
+        # On a GPU all but the least share (run_weft.c's job_spawn): one
+        # kernel task at a time per GPU, and the halo exchange beside it.
         body = _cpu_body if ch.gpu < 0 else _cuda_body if ch.cuda else _gpu_body
         self.rt.spawn(body, self, j, j.static + dyn, reads=j.reads,
                       readwrites=j.readwrites,
-                      reduces=j.reduces, name=j.name, placement=ch.placement, device_data=ch.gpu >= 0)
+                      reduces=j.reduces, name=j.name, placement=ch.placement, device_data=ch.gpu >= 0,
+                      share=GPU_SHARE if ch.gpu >= 0 else None)
 
     def each(self, key, *dyn):
         for c in range(self.lo, self.hi):
@@ -779,6 +920,65 @@ class _Sim:
                   name="halo")
             if net:
                 self.net.exchange(net, name="halo")
+
+    def halo_staged(self, depth, fields):
+        """A staged halo update (run_weft.c's halo_staged): the blocks from
+        other chunks (faces; corners from the diagonal chunk) into the
+        receiving chunks' staging arrays, reading the senders' fields only,
+        so that it runs beside the next kernel's interior jobs; the border
+        jobs unpack them and reflect.  GPUs: the exchange on this rank's
+        communicator; the CPU: one gather task per chunk; across ranks then
+        the exchange on the ranks' communicator."""
+        key = ("staged", depth, fields)
+        plan = self.halos.get(key) or self._staged_plan(depth, fields)
+        local, net = plan
+        if self.gpu_halo:
+            if self.comm is not None and local:
+                self.comm.exchange(local, name="halo")
+        else:
+            for c, (copies, reads, writes) in local.items():
+                self.rt.spawn(_gather_halo_body, self, copies, reads=reads, readwrites=writes,
+                              name=f"halo_gather.c{c}")
+        if self.net is not None and net:
+            self.net.exchange(net, name="halo")
+
+    def _staged_plan(self, depth, fields):
+        """A staged update's blocks, worked out once (clover_halo_block: as
+        clover_halo_recv_blocks lists them): between this rank's chunks
+        (Transfers for the GPUs' communicator, or per receiving chunk the
+        NumPy slice pairs and the accesses of its gather task) and between
+        ranks (Transfers, the whole group in one order every rank derives
+        alike)."""
+        lib, lo, nloc = self.lib, self.lo, self.nloc
+        local, net = ([] if self.gpu_halo else {}), []
+        for me in self.chunks:
+            for edges in HALO_DIRS:
+                nb = self._across(me.index, edges)
+                if nb < 0:
+                    continue
+                other = self.chunks[nb]
+                rank_me, rank_other = me.index // nloc, nb // nloc
+                if rank_me == rank_other and rank_me != self.rank:
+                    continue     # between two chunks of another rank
+                for f in fields:
+                    mine, theirs = CloverStrip(), CloverStrip()
+                    lib.clover_halo_block(me.ref, f, depth, edges, byref(mine))
+                    lib.clover_halo_block(other.ref, f, depth, _flip(edges), byref(theirs))
+                    if rank_me != rank_other:
+                        net.append(_transfer(rank_other, rank_me, other, me, f, mine, theirs, staged=True))
+                    elif self.gpu_halo:
+                        local.append(_transfer(nb - lo, me.index - lo, other, me, f, mine, theirs, staged=True))
+                    else:
+                        copies, reads, writes = local.setdefault(me.index, ([], {}, {}))
+                        copies.append((_block_of(me.stage_arrays[f], me.pitch, mine.recv_off, mine.rows, mine.cols),
+                                       _block(other, f, theirs.send_off, mine.rows, mine.cols)))
+                        reads[other.data[f]] = None
+                        writes[me.stage_data[f]] = None
+        if not self.gpu_halo:
+            local = {c: (copies, tuple(reads), tuple(writes)) for c, (copies, reads, writes) in local.items()}
+        plan = (local, net)
+        self.halos[("staged", depth, fields)] = plan
+        return plan
 
     def _across(self, c, edges):
         """The chunk across `edges` (a face or a corner) from chunk c, or -1."""
@@ -881,8 +1081,13 @@ class _Sim:
     def step_start(self):
         """The first half of a step, up to the chunks' smallest dt."""
         self.each((K_IDEAL_GAS, 0))
-        self.halo(1, CF_PRESSURE, CF_ENERGY0, CF_DENSITY0, CF_XVEL0, CF_YVEL0)
-        self.each((K_VISCOSITY,))
+        if self.split:   # every chunk's interior while the ghosts move, then the borders
+            self.halo_staged(1, UPD_VISC)
+            self.each((K_VISCOSITY, PART_INTERIOR))
+            self.each((K_VISCOSITY, PART_BORDER, UPD_VISC, 1))
+        else:
+            self.halo(1, *UPD_VISC)
+            self.each((K_VISCOSITY,))
         self.each((K_CALC_DT,))
 
     def step_rest(self, dt, advect_x):
@@ -891,9 +1096,15 @@ class _Sim:
         # viscosity's ghosts are first read by accelerate (calc_dt and PdV
         # read their own cells'): exchanged with the predicted pressure's,
         # one update for both, as in C
-        self.halo(1, CF_PRESSURE, CF_VISCOSITY)
-        self.each((K_REVERT,))
-        self.each((K_ACCELERATE,), dt)
+        if self.split:
+            self.halo_staged(1, UPD_ACCEL)
+            self.each((K_REVERT,))
+            self.each((K_ACCELERATE, PART_INTERIOR), dt)
+            self.each((K_ACCELERATE, PART_BORDER, UPD_ACCEL, 1), dt)
+        else:
+            self.halo(1, *UPD_ACCEL)
+            self.each((K_REVERT,))
+            self.each((K_ACCELERATE,), dt)
         self.each((K_PDV, 0), dt)
         self.each((K_FLUX_CALC,), dt)
         first, second = (1, 2) if advect_x else (2, 1)
@@ -987,7 +1198,7 @@ def profile_text(profile, wall):
 
 
 def run(deck, devices=None, chunks=0, workers=0, trace=None, out=None, fields=False, png=None, mpi=False,
-        no_exchange=False, cpu_chunks=0):
+        no_exchange=False, cpu_chunks=0, split=None):
     """Run a deck (a CloverDeck from load_deck/parse_deck, or a path) with
     the Python driver over weft.
 
@@ -1003,7 +1214,11 @@ def run(deck, devices=None, chunks=0, workers=0, trace=None, out=None, fields=Fa
     alone; no_exchange: benchmarks only, no halo exchange between chunks
     (the mesh boundary's reflection stays; the results are then wrong);
     cpu_chunks: with GPUs, this many chunks on the CPU beside one per GPU
-    (the halo updates then all on the host; one process only).
+    (the halo updates then all on the host; one process only); split: the
+    halo updates before viscosity and accelerate overlapped with those
+    kernels' interiors (True), or not (False: the update writes the ghosts,
+    then the kernel runs whole); None: where the chunks are on GPUs, whose
+    exchanges run beside the kernels (on the CPU the split only adds tasks).
     Returns a Result; raises on an error (a bad deck, a failed task, the
     PdV check, dt below dtmin)."""
     if not isinstance(deck, CloverDeck):
@@ -1024,7 +1239,7 @@ def run(deck, devices=None, chunks=0, workers=0, trace=None, out=None, fields=Fa
             rank = net.rank if net is not None else 0
             if rank != 0:
                 out = None    # across ranks, rank 0 reports
-            sim = _Sim(rt, deck, chunks, out, net, no_exchange, cpu_chunks)
+            sim = _Sim(rt, deck, chunks, out, net, no_exchange, cpu_chunks, split)
             sim.start()
             sums0, sums, steps, t, wall = sim.loop()
             rt.wait_all()
@@ -1088,6 +1303,12 @@ def main(argv=None):
                     "per GPU (one process)")
     ap.add_argument("--no-exchange", action="store_true", help="benchmarks only: no halo exchange between "
                     "chunks (wrong results: to time the rest of the step alone)")
+    sp = ap.add_mutually_exclusive_group()
+    sp.add_argument("--split", dest="split", action="store_const", const=True, default=None,
+                    help="the halo updates before viscosity and accelerate overlapped with those kernels' "
+                    "interiors (the default where the chunks are on GPUs)")
+    sp.add_argument("--no-split", dest="split", action="store_const", const=False,
+                    help="the halo updates before viscosity and accelerate not overlapped (for comparison)")
     a = ap.parse_args(argv)
     for opt, v in (("--chunks", a.chunks), ("--workers", a.workers), ("--cpu-chunks", a.cpu_chunks)):
         if v < 0 or v > 4096:
@@ -1121,7 +1342,7 @@ def main(argv=None):
             return 2
     try:
         r = run(deck, devices=a.devices, chunks=a.chunks, workers=a.workers, trace=a.trace, out=out, png=a.png,
-                mpi=mpi, no_exchange=a.no_exchange, cpu_chunks=a.cpu_chunks)
+                mpi=mpi, no_exchange=a.no_exchange, cpu_chunks=a.cpu_chunks, split=a.split)
     except (DeckError, KernelsNotFound, ValueError, RuntimeError, weft.CancelledError) as e:
         sys.stdout.flush()
         print(f"cloverleaf.py: {e}", file=sys.stderr)

@@ -11,6 +11,7 @@
 #include "clover.h"
 
 #include <stddef.h>
+#include <string.h>
 
 enum { KIND_CELL, KIND_NODE, KIND_XFACE, KIND_YFACE };
 
@@ -270,4 +271,51 @@ void clover_halo_block_ghost(const clover_chunk *c, int f, int depth, unsigned e
 void clover_halo_block(const clover_chunk *c, int f, int depth, unsigned edges, clover_strip *out)
 {
     clover_halo_block_ghost(c, f, depth, edges, 0, out);
+}
+
+/* ---- the other way round: received blocks, then the reflection --------- */
+
+int clover_halo_recv_blocks(const clover_chunk *c, int f, int depth, clover_strip out[8], unsigned edges_out[8])
+{
+    static const unsigned dirs[8] = {CLOVER_LEFT, CLOVER_RIGHT, CLOVER_BOTTOM, CLOVER_TOP,
+                                     CLOVER_LEFT | CLOVER_BOTTOM, CLOVER_RIGHT | CLOVER_BOTTOM,
+                                     CLOVER_LEFT | CLOVER_TOP, CLOVER_RIGHT | CLOVER_TOP};
+    int n = 0;
+    for (int e = 0; e < 8; e++) {
+        unsigned d = dirs[e];
+        int ok = 1;
+        if (d & CLOVER_LEFT)
+            ok &= c->left >= 0;
+        if (d & CLOVER_RIGHT)
+            ok &= c->right >= 0;
+        if (d & CLOVER_BOTTOM)
+            ok &= c->bottom >= 0;
+        if (d & CLOVER_TOP)
+            ok &= c->top >= 0;
+        if (!ok)
+            continue;
+        clover_halo_block(c, f, depth, d, &out[n]);
+        if (out[n].rows == 0 || out[n].cols == 0)
+            continue;
+        if (edges_out)
+            edges_out[n] = d;
+        n++;
+    }
+    return n;
+}
+
+void clover_halo_unpack(const clover_view *v, const clover_view *stage, const clover_chunk *c, const int *fields,
+                        int nfields, int depth)
+{
+    for (int i = 0; i < nfields; i++) {
+        int f = fields[i];
+        if (f < 0 || f >= CF_NFIELDS || !v->f[f] || !stage->f[f])
+            continue;
+        clover_strip b[8];
+        int n = clover_halo_recv_blocks(c, f, depth, b, NULL);
+        for (int k = 0; k < n; k++)
+            for (size_t r = 0; r < b[k].rows; r++)
+                memcpy(v->f[f] + b[k].recv_off + r * v->pitch, stage->f[f] + b[k].recv_off + r * v->pitch,
+                       b[k].cols * sizeof(double));
+    }
 }

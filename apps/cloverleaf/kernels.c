@@ -332,14 +332,50 @@ CLONES_256 void clover_k_ideal_gas(const clover_view *v, int predict)
     }
 }
 
-CLONES void clover_k_viscosity(const clover_view *v)
+/* ---- sub-ranges (clover_split) ------------------------------------------ */
+
+static inline int imax2(int a, int b) { return a > b ? a : b; }
+static inline int imin2(int a, int b) { return a < b ? a : b; }
+
+void clover_split(int dx, int dy, int margin, clover_range out[5])
 {
-    const int nx = v->nx, ny = v->ny;
+    /* the interior, clipped so that it stays inside the domain (and is
+     * empty, at the domain's middle, when the domain is too narrow) */
+    int j0 = imin2(margin, dx), j1 = imax2(dx - margin, j0);
+    int k0 = imin2(margin, dy), k1 = imax2(dy - margin, k0);
+    out[0] = (clover_range){j0, j1, k0, k1};
+    out[1] = (clover_range){0, dx, 0, k0};      /* bottom rows, whole width */
+    out[2] = (clover_range){0, dx, k1, dy};     /* top rows, whole width */
+    out[3] = (clover_range){0, j0, k0, k1};     /* left columns between them */
+    out[4] = (clover_range){j1, dx, k0, k1};    /* right columns between them */
+}
+
+/* r intersected with the domain [0, dx) x [0, dy). */
+static clover_range clip(const clover_range *r, int dx, int dy)
+{
+    clover_range c = {imax2(r->j0, 0), imin2(r->j1, dx), imax2(r->k0, 0), imin2(r->k1, dy)};
+    return c;
+}
+
+void clover_k_viscosity(const clover_view *v)
+{
+    const clover_range all = {0, v->nx, 0, v->ny};
+    clover_k_viscosity_range(v, &all);
+}
+
+/* Each cell's value depends on nothing but its own stencil (the blocks of
+ * SBLK cells only stage values: the same operations, whatever the block's
+ * start), so any range gives the whole kernel's values. */
+CLONES void clover_k_viscosity_range(const clover_view *v, const clover_range *r)
+{
+    const clover_range c = clip(r, v->nx, v->ny);
+    if (c.j1 <= c.j0)
+        return;
     const double *restrict celldx = geo(v, CG_CELLDX);
     const double *restrict celldy = geo(v, CG_CELLDY);
     /* the part before the square root of a block of cells, then the rest */
     double lim_b[SBLK], div_b[SBLK], ax_b[SBLK], ay_b[SBLK], pgrad_b[SBLK];
-    for (int k = 0; k < ny; k++) {
+    for (int k = c.k0; k < c.k1; k++) {
         const double *restrict density0 = row(v, CF_DENSITY0, k);
         const double *restrict pm = row(v, CF_PRESSURE, k - 1);
         const double *restrict p0 = row(v, CF_PRESSURE, k);
@@ -351,8 +387,8 @@ CLONES void clover_k_viscosity(const clover_view *v)
         double *restrict visc = row(v, CF_VISCOSITY, k);
         const double cdy = celldy[k];
         const double cdy2 = celldy[k] + celldy[k + 1];
-        for (int j0 = 0; j0 < nx; j0 += SBLK) {
-            const int n = nx - j0 < SBLK ? nx - j0 : SBLK;
+        for (int j0 = c.j0; j0 < c.j1; j0 += SBLK) {
+            const int n = c.j1 - j0 < SBLK ? c.j1 - j0 : SBLK;
             IVDEP
             for (int i = 0; i < n; i++) {
                 const int j = j0 + i;
@@ -586,12 +622,19 @@ CLONES_256 void clover_k_revert(const clover_view *v)
     }
 }
 
-/* The reference's stepbymass (WORK1) is never read back: not stored. */
-CLONES_256 void clover_k_accelerate(const clover_view *v, double dt)
+void clover_k_accelerate(const clover_view *v, double dt)
 {
-    const int nx = v->nx, ny = v->ny;
+    const clover_range all = {0, v->nx + 1, 0, v->ny + 1};
+    clover_k_accelerate_range(v, dt, &all);
+}
+
+/* The reference's stepbymass (WORK1) is never read back: not stored.  The
+ * domain is the nodes, j in [0, nx], k in [0, ny]. */
+CLONES_256 void clover_k_accelerate_range(const clover_view *v, double dt, const clover_range *r)
+{
+    const clover_range c = clip(r, v->nx + 1, v->ny + 1);
     const double halfdt = 0.5 * dt;
-    for (int k = 0; k <= ny; k++) {
+    for (int k = c.k0; k < c.k1; k++) {
         const double *restrict dm = row(v, CF_DENSITY0, k - 1);
         const double *restrict d0 = row(v, CF_DENSITY0, k);
         const double *restrict vm = row(v, CF_VOLUME, k - 1);
@@ -608,7 +651,7 @@ CLONES_256 void clover_k_accelerate(const clover_view *v, double dt)
         double *restrict xvel1 = row(v, CF_XVEL1, k);
         double *restrict yvel1 = row(v, CF_YVEL1, k);
         IVDEP
-        for (int j = 0; j <= nx; j++) {
+        for (int j = c.j0; j < c.j1; j++) {
             const double nodal_mass = (dm[j - 1] * vm[j - 1] + dm[j] * vm[j] + d0[j] * v0[j]
                                        + d0[j - 1] * v0[j - 1]) * 0.25;
             const double s = halfdt / nodal_mass;

@@ -1199,6 +1199,20 @@ extern "C" int clover_cu_ideal_gas(const clover_view *v, int predict, void *stre
 
 extern "C" int clover_cu_viscosity(const clover_view *v, void *stream)
 {
+    const clover_range all = {0, v->nx, 0, v->ny};
+    return clover_cu_viscosity_range(v, &all, stream);
+}
+
+/* r clipped to the domain [0, dx) x [0, dy), as kernels.c's clip. */
+static clover_range clip_range(const clover_range *r, int dx, int dy)
+{
+    clover_range c = {r->j0 > 0 ? r->j0 : 0, r->j1 < dx ? r->j1 : dx, r->k0 > 0 ? r->k0 : 0,
+                      r->k1 < dy ? r->k1 : dy};
+    return c;
+}
+
+extern "C" int clover_cu_viscosity_range(const clover_view *v, const clover_range *r, void *stream)
+{
     if (!have(v, {CF_DENSITY0, CF_PRESSURE, CF_XVEL0, CF_YVEL0, CF_VISCOSITY}, true))
         return BAD_ARG;
     Viscosity f;
@@ -1210,7 +1224,8 @@ extern "C" int clover_cu_viscosity(const clover_view *v, void *stream)
     f.yvel0 = fld(v, CF_YVEL0);
     f.visc = fld(v, CF_VISCOSITY);
     f.P = (ptrdiff_t)v->pitch;
-    return launch2d(f, 0, v->nx - 1, 0, v->ny - 1, (cudaStream_t)stream);
+    const clover_range c = clip_range(r, v->nx, v->ny);
+    return launch2d(f, c.j0, c.j1 - 1, c.k0, c.k1 - 1, (cudaStream_t)stream);
 }
 
 extern "C" int clover_cu_calc_dt(const clover_view *v, const clover_deck *d, double *dt_min, void *stream)
@@ -1320,6 +1335,12 @@ extern "C" int clover_cu_revert(const clover_view *v, void *stream)
 
 extern "C" int clover_cu_accelerate(const clover_view *v, double dt, void *stream)
 {
+    const clover_range all = {0, v->nx + 1, 0, v->ny + 1};
+    return clover_cu_accelerate_range(v, dt, &all, stream);
+}
+
+extern "C" int clover_cu_accelerate_range(const clover_view *v, double dt, const clover_range *r, void *stream)
+{
     if (!have(v, {CF_DENSITY0, CF_VOLUME, CF_XAREA, CF_YAREA, CF_PRESSURE, CF_VISCOSITY, CF_XVEL0, CF_YVEL0,
                   CF_XVEL1, CF_YVEL1, CF_WORK1}))
         return BAD_ARG;
@@ -1337,7 +1358,17 @@ extern "C" int clover_cu_accelerate(const clover_view *v, double dt, void *strea
     f.sbm = fld(v, CF_WORK1);
     f.halfdt = 0.5 * dt;
     f.P = (ptrdiff_t)v->pitch;
-    return launch2d(f, 0, v->nx, 0, v->ny, (cudaStream_t)stream);
+    const clover_range c = clip_range(r, v->nx + 1, v->ny + 1);
+    return launch2d(f, c.j0, c.j1 - 1, c.k0, c.k1 - 1, (cudaStream_t)stream);
+}
+
+extern "C" int clover_cu_copy2d(double *dst, size_t dpitch, const double *src, size_t spitch, size_t cols,
+                                size_t rows, void *stream)
+{
+    if (rows == 0 || cols == 0)
+        return 0;
+    return (int)cudaMemcpy2DAsync(dst, dpitch * sizeof(double), src, spitch * sizeof(double), cols * sizeof(double),
+                                  rows, cudaMemcpyDeviceToDevice, (cudaStream_t)stream);
 }
 
 extern "C" int clover_cu_flux_calc(const clover_view *v, double dt, void *stream)

@@ -32,6 +32,7 @@
 #ifndef CLOVER_KERNELS_CUDA_H
 #define CLOVER_KERNELS_CUDA_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "clover.h"
@@ -46,6 +47,8 @@ int clover_cu_initialise(const clover_view *v, const clover_deck *d, const clove
 int clover_cu_generate(const clover_view *v, const clover_deck *d, void *stream);
 int clover_cu_ideal_gas(const clover_view *v, int predict, void *stream);
 int clover_cu_viscosity(const clover_view *v, void *stream);
+/* The kernel over part of its domain (clover_k_viscosity_range). */
+int clover_cu_viscosity_range(const clover_view *v, const clover_range *r, void *stream);
 /* dt_min: device pointer to one double holding +inf or an earlier value;
  * the chunk's smallest stable step (G_BIG when no cell gives less, as
  * clover_k_calc_dt) replaces it when strictly smaller. */
@@ -55,6 +58,13 @@ int clover_cu_calc_dt(const clover_view *v, const clover_deck *d, double *dt_min
 int clover_cu_pdv(const clover_view *v, int predict, double dt, int32_t *err, void *stream);
 int clover_cu_revert(const clover_view *v, void *stream);
 int clover_cu_accelerate(const clover_view *v, double dt, void *stream);
+/* The kernel over part of its domain, the nodes (clover_k_accelerate_range). */
+int clover_cu_accelerate_range(const clover_view *v, double dt, const clover_range *r, void *stream);
+/* Copy `rows` rows of `cols` doubles, rows dpitch (spitch) doubles apart,
+ * from src to dst, both device memory (the halo's staged ghosts into a
+ * field's ghost cells). */
+int clover_cu_copy2d(double *dst, size_t dpitch, const double *src, size_t spitch, size_t cols, size_t rows,
+                     void *stream);
 int clover_cu_flux_calc(const clover_view *v, double dt, void *stream);
 /* dir 1: x, 2: y; sweep 1 or 2. */
 int clover_cu_advec_cell(const clover_view *v, int dir, int sweep, void *stream);

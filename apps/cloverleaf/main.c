@@ -2,7 +2,7 @@
  *
  *   weft-cloverleaf [--devices LIST] [--chunks N] [--cpu-chunks N] [--workers N]
  *                   [--trace FILE] [--png FILE] [--serial] [--mpi]
- *                   [--triad] [--roofline] [--no-exchange] [--plain-cuda] DECK
+ *                   [--triad] [--roofline] [--no-exchange] [--split] [--no-split] [--plain-cuda] DECK
  *
  * --devices  Weft's devices ("cpu", "cpu,vgpu:4"; default: WEFT_DEVICES or
  *            every device found); chunks go one per GPU, or on the CPU
@@ -20,6 +20,10 @@
  *            implies --triad), and compare the run with it
  * --no-exchange  benchmarks only: no halo exchange between chunks (wrong
  *            results: to time the rest of the step alone)
+ * --split, --no-split  the halo updates before viscosity and accelerate
+ *            overlapped with those kernels' interiors, or not (the update
+ *            writes the ghosts, then the kernel runs whole); default: split
+ *            where the chunks are on GPUs (clover_weft_opts.split)
  * --plain-cuda  the hand-written CUDA loop instead (plain_cuda.c: one
  *            chunk, one stream, no Weft), where the CUDA kernels are built
  * Prints the field summary table, the verification line (a deck with a
@@ -44,7 +48,7 @@
 static void usage(void)
 {
     fprintf(stderr, "usage: weft-cloverleaf [--devices LIST] [--chunks N] [--cpu-chunks N] [--workers N] [--trace FILE] "
-                    "[--png FILE] [--serial] [--mpi] [--triad] [--roofline] [--no-exchange] [--plain-cuda] DECK\n");
+                    "[--png FILE] [--serial] [--mpi] [--triad] [--roofline] [--no-exchange] [--split] [--no-split] [--plain-cuda] DECK\n");
 }
 
 static int number(const char *opt, const char *s, int *out)
@@ -120,6 +124,10 @@ int main(int argc, char **argv)
             roof = triad = 1;
         else if (!strcmp(a, "--no-exchange"))
             o.no_exchange = 1;
+        else if (!strcmp(a, "--no-split"))
+            o.split = CLOVER_SPLIT_OFF;
+        else if (!strcmp(a, "--split"))
+            o.split = CLOVER_SPLIT_ON;
         else if (!strcmp(a, "--plain-cuda"))
             plain = 1;
         else if (a[0] == '-' || deck_path) {

@@ -1,5 +1,6 @@
 /* The C driver over Weft (run_weft.h says what it does). */
 #include "run_weft.h"
+#include "run_weft_int.h"
 
 #include <weft.h>
 #ifdef CLOVER_HAVE_CUDA
@@ -15,68 +16,34 @@
 
 /* ---- kernels as jobs ----------------------------------------------------- */
 
-enum kern {
-    K_INIT, K_GENERATE, K_IDEAL_GAS, K_VISCOSITY, K_CALC_DT, K_PDV, K_REVERT, K_ACCELERATE,
-    K_FLUX_CALC, K_ADVEC_CELL, K_ADVEC_MOM, K_RESET, K_SUMMARY, K_REFLECT, K_HALO, K_N
-};
+/* The kernels' names (tasks, the profile), in enum kern's order. */
 static const char *const kern_name[K_N] = {
     "initialise", "generate", "ideal_gas", "viscosity", "calc_dt", "pdv", "revert", "accelerate",
-    "flux_calc", "advec_cell", "advec_mom", "reset_field", "field_summary", "halo_reflect", "halo_exchange"};
+    "flux_calc", "advec_cell", "advec_mom", "reset_field", "field_summary", "halo_reflect", "halo_exchange",
+    "halo_unpack"};
 
-#define MAX_ACC 24
-#define MAX_HALO_FIELDS 10
-enum { W_GEOM = -1, W_RED = -2 };
+/* The fields whose halo updates are staged (sim.split): those of the two
+ * updates that viscosity and accelerate follow. */
+static const int staged_fields[] = {CF_PRESSURE, CF_ENERGY0, CF_DENSITY0, CF_XVEL0, CF_YVEL0, CF_VISCOSITY};
+#define NSTAGED ((int)(sizeof staged_fields / sizeof staged_fields[0]))
 
-typedef struct sim sim;
-
-typedef struct chunk_rt {
-    clover_chunk c;
-    int gpu;                     /* GPU (placement numbering), -1 on the CPU */
-    int cuda;                    /* 1: that GPU is a CUDA device (kernels.cu), else the C kernels */
-    double *mem;                 /* host memory of every field, then the geometry */
-    weft_data *f[CF_NFIELDS];
-    weft_data *geom;
-    size_t fbytes, gbytes;
-} chunk_rt;
-
-/* One kernel on one chunk: the task's argument, and on a GPU the work it
- * queues (freed when the task finishes). */
-typedef struct job {
-    sim *s;
-    int kern, chunk;
-    int a, b, c;                 /* predict, dir, sweep, vel as the kernel takes them */
-    double dt;
-    int fields[MAX_HALO_FIELDS], nfields, depth;
-    size_t nacc;
-    weft_access acc[MAX_ACC];
-    signed char what[MAX_ACC];   /* field, W_GEOM or W_RED */
-    clover_view v;
-    void *red;                   /* the reduction's private copy */
-} job;
-
-struct sim {
-    weft_runtime *rt;
-    const clover_deck *d;
-    int n, cx, cy, ngpu;         /* chunks of the whole mesh; GPUs of this rank */
-    int ncpu;                    /* chunks on the CPU beside the GPUs' (--cpu-chunks), or 0 */
-    int rank, nranks, nloc;      /* this rank's chunks are lo .. hi-1, nloc of them */
-    int lo, hi;
-    int no_exchange;             /* clover_weft_opts' */
-    chunk_rt *ch;                /* every chunk (other ranks': geometry only) */
-    weft_comm *comm;             /* the chunks' GPUs (of every rank), or NULL */
-    weft_comm *net;              /* the ranks (members in host memory), or NULL */
-    double dt_min;               /* REDUCE MIN: the chunks' smallest dt */
-    int32_t err;                 /* REDUCE MAX: a PdV check failed */
-    double sums[CS_N];           /* REDUCE SUM: the field summary */
-    weft_data *dt_d, *err_d, *sums_d;
-    _Atomic uint64_t ns[K_N], calls[K_N];
-};
-
-static uint64_t now_ns(void)
+/* The parts of its kernel's domain a split job computes (the interior, or
+ * the four strips of the border ring): *out, returns how many. */
+static int job_ranges(const job *j, clover_range out[4])
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+    int dx = j->v.nx, dy = j->v.ny;
+    if (j->kern == K_ACCELERATE) { /* over the nodes */
+        dx++;
+        dy++;
+    }
+    clover_range p[5];
+    clover_split(dx, dy, 1, p);
+    if (j->part == PART_INTERIOR) {
+        out[0] = p[0];
+        return 1;
+    }
+    memcpy(out, p + 1, 4 * sizeof *out);
+    return 4;
 }
 
 static int job_run(void *arg)
@@ -86,11 +53,34 @@ static int job_run(void *arg)
     const clover_view *v = &j->v;
     const chunk_rt *cr = &s->ch[j->chunk];
     uint64_t t0 = now_ns();
+    if (j->unpack) {
+        /* a staged update's end: the ghosts from other chunks, then the
+         * mesh boundary's (the reference's order) */
+        cw_unpack_host(j);
+        uint64_t t1 = now_ns();
+        atomic_fetch_add_explicit(&s->ns[K_UNPACK], t1 - t0, memory_order_relaxed);
+        atomic_fetch_add_explicit(&s->calls[K_UNPACK], 1, memory_order_relaxed);
+        t0 = t1;
+        if (cr->c.edges) {
+            clover_k_reflect(v, j->fields, j->nfields, j->depth, cr->c.edges);
+            t1 = now_ns();
+            atomic_fetch_add_explicit(&s->ns[K_REFLECT], t1 - t0, memory_order_relaxed);
+            atomic_fetch_add_explicit(&s->calls[K_REFLECT], 1, memory_order_relaxed);
+            t0 = t1;
+        }
+    }
+    clover_range rg[4];
+    int nrg = j->part == PART_WHOLE ? 0 : job_ranges(j, rg);
     switch (j->kern) {
     case K_INIT: clover_k_initialise(v, s->d, &cr->c); break;
     case K_GENERATE: clover_k_generate(v, s->d); break;
     case K_IDEAL_GAS: clover_k_ideal_gas(v, j->a); break;
-    case K_VISCOSITY: clover_k_viscosity(v); break;
+    case K_VISCOSITY:
+        if (j->part == PART_WHOLE)
+            clover_k_viscosity(v);
+        for (int i = 0; i < nrg; i++)
+            clover_k_viscosity_range(v, &rg[i]);
+        break;
     case K_CALC_DT: {
         clover_dt r = clover_k_calc_dt(v, s->d, &cr->c);
         double *m = j->red;
@@ -105,7 +95,12 @@ static int job_run(void *arg)
         break;
     }
     case K_REVERT: clover_k_revert(v); break;
-    case K_ACCELERATE: clover_k_accelerate(v, j->dt); break;
+    case K_ACCELERATE:
+        if (j->part == PART_WHOLE)
+            clover_k_accelerate(v, j->dt);
+        for (int i = 0; i < nrg; i++)
+            clover_k_accelerate_range(v, j->dt, &rg[i]);
+        break;
     case K_FLUX_CALC: clover_k_flux_calc(v, j->dt); break;
     case K_ADVEC_CELL: clover_k_advec_cell(v, j->b, j->c); break;
     case K_ADVEC_MOM: clover_k_advec_mom(v, j->a, j->b, j->c); break;
@@ -128,7 +123,7 @@ static int job_run(void *arg)
 static size_t acc_bytes(const job *j, size_t i)
 {
     const chunk_rt *cr = &j->s->ch[j->chunk];
-    if (j->what[i] >= 0)
+    if (j->what[i] >= 0 || j->what[i] <= W_STAGE)
         return cr->fbytes;
     if (j->what[i] == W_GEOM)
         return cr->gbytes;
@@ -147,16 +142,32 @@ static int job_cuda(job *j, void *stream)
     sim *s = j->s;
     const clover_view *v = &j->v;
     const chunk_rt *cr = &s->ch[j->chunk];
-    int rc;
+    int rc = j->unpack ? cw_unpack_cuda(j, stream) : 0;
+    if (rc == 0 && j->unpack && cr->c.edges) /* then the mesh boundary's ghosts, as job_run */
+        rc = clover_cu_reflect(v, j->fields, j->nfields, j->depth, cr->c.edges, stream);
+    if (rc != 0) {
+        fprintf(stderr, "cloverleaf: halo_unpack on chunk %d: CUDA error %d\n", j->chunk, rc);
+        return rc;
+    }
+    clover_range rg[4];
+    int nrg = j->part == PART_WHOLE ? 0 : job_ranges(j, rg);
     switch (j->kern) {
     case K_INIT: rc = clover_cu_initialise(v, s->d, &cr->c, stream); break;
     case K_GENERATE: rc = clover_cu_generate(v, s->d, stream); break;
     case K_IDEAL_GAS: rc = clover_cu_ideal_gas(v, j->a, stream); break;
-    case K_VISCOSITY: rc = clover_cu_viscosity(v, stream); break;
+    case K_VISCOSITY:
+        rc = j->part == PART_WHOLE ? clover_cu_viscosity(v, stream) : 0;
+        for (int i = 0; i < nrg && rc == 0; i++)
+            rc = clover_cu_viscosity_range(v, &rg[i], stream);
+        break;
     case K_CALC_DT: rc = clover_cu_calc_dt(v, s->d, j->red, stream); break;
     case K_PDV: rc = clover_cu_pdv(v, j->a, j->dt, j->red, stream); break;
     case K_REVERT: rc = clover_cu_revert(v, stream); break;
-    case K_ACCELERATE: rc = clover_cu_accelerate(v, j->dt, stream); break;
+    case K_ACCELERATE:
+        rc = j->part == PART_WHOLE ? clover_cu_accelerate(v, j->dt, stream) : 0;
+        for (int i = 0; i < nrg && rc == 0; i++)
+            rc = clover_cu_accelerate_range(v, j->dt, &rg[i], stream);
+        break;
     case K_FLUX_CALC: rc = clover_cu_flux_calc(v, j->dt, stream); break;
     case K_ADVEC_CELL: rc = clover_cu_advec_cell(v, j->b, j->c, stream); break;
     case K_ADVEC_MOM: rc = clover_cu_advec_mom(v, j->a, j->b, j->c, stream); break;
@@ -179,6 +190,8 @@ static int job_body(weft_ctx *ctx, void *arg)
         void *p = weft_ctx_data(ctx, i);
         if (j->what[i] >= 0)
             j->v.f[j->what[i]] = p;
+        else if (j->what[i] <= W_STAGE)
+            j->stage[W_STAGE - j->what[i]] = p;
         else if (j->what[i] == W_GEOM)
             j->v.geom = p;
         else
@@ -216,8 +229,16 @@ static job *job_new(sim *s, int kern, int chunk)
     return j;
 }
 
+/* Name field f with mode (a field named before keeps one access, its
+ * modes joined: a border job writes the ghosts of fields its kernel only
+ * reads). */
 static void job_field(job *j, int f, unsigned mode)
 {
+    for (size_t i = 0; i < j->nacc; i++)
+        if (j->what[i] == f) {
+            j->acc[i].mode |= mode;
+            return;
+        }
     j->acc[j->nacc].data = j->s->ch[j->chunk].f[f];
     j->acc[j->nacc].mode = mode;
     j->what[j->nacc++] = (signed char)f;
@@ -243,6 +264,23 @@ static void job_geom(job *j, unsigned mode)
     j->what[j->nacc++] = W_GEOM;
 }
 
+/* A staged halo update's fields for a border job: each field written (its
+ * ghosts), its staging array read. */
+static void job_unpack(job *j, const int *fields, int nfields, int depth)
+{
+    j->unpack = 1;
+    j->part = PART_BORDER;
+    j->nfields = nfields;
+    j->depth = depth;
+    for (int i = 0; i < nfields; i++) {
+        j->fields[i] = fields[i];
+        job_field(j, fields[i], WEFT_RW);
+        j->acc[j->nacc].data = j->s->ch[j->chunk].stage[fields[i]];
+        j->acc[j->nacc].mode = WEFT_R;
+        j->what[j->nacc++] = (signed char)(W_STAGE - fields[i]);
+    }
+}
+
 static void job_red(job *j, weft_data *d, unsigned mode)
 {
     j->acc[j->nacc].data = d;
@@ -256,8 +294,9 @@ static int job_spawn(job *j)
 {
     sim *s = j->s;
     const chunk_rt *cr = &s->ch[j->chunk];
-    char name[32];
-    snprintf(name, sizeof name, "%s.c%d", kern_name[j->kern], j->chunk);
+    char name[40];
+    static const char *const part_name[] = {"", ".interior", ".border"};
+    snprintf(name, sizeof name, "%s%s.c%d", kern_name[j->kern], part_name[j->part], j->chunk);
     weft_task_desc td;
     weft_task_desc_init(&td);
     td.body = job_body;
@@ -270,6 +309,11 @@ static int job_spawn(job *j)
     if (cr->gpu >= 0) {
         weft_placement_init(&p);
         p.gpu = cr->gpu;
+        /* All but the least share of the GPU: one kernel task at a time per
+         * GPU as with the whole GPU, and the halo exchange (a communication
+         * task takes 1/1024) runs beside it, as a split kernel's interior
+         * needs. */
+        p.share = 1.0 - 1.0 / 1024;
         td.placements = &p;
         td.nplacements = 1;
     }
@@ -312,9 +356,22 @@ static int k_ideal_gas(sim *s, int c, int predict)
     return job_spawn(j);
 }
 
-static int k_viscosity(sim *s, int c)
+
+/* Before a kernel's accesses: a split kernel's part, the border job's
+ * unpack of update u first. */
+static void job_part(job *j, int part, const halo_upd *u)
+{
+    j->part = part;
+    if (part == PART_BORDER)
+        job_unpack(j, u->fields, u->nfields, u->depth);
+}
+
+/* viscosity on chunk c: whole, or a split part (PART_*; the border job
+ * unpacks the staged update u first). */
+static int k_viscosity(sim *s, int c, int part, const halo_upd *u)
 {
     NEWJOB(j, s, K_VISCOSITY, c);
+    job_part(j, part, u);
     job_geom(j, WEFT_R);
     FIELDS(j, WEFT_R, CF_DENSITY0, CF_PRESSURE, CF_XVEL0, CF_YVEL0);
     job_field(j, CF_VISCOSITY, WEFT_RW);
@@ -352,10 +409,12 @@ static int k_revert(sim *s, int c)
     return job_spawn(j);
 }
 
-static int k_accelerate(sim *s, int c, double dt)
+/* accelerate on chunk c, whole or a split part (as k_viscosity). */
+static int k_accelerate(sim *s, int c, double dt, int part, const halo_upd *u)
 {
     NEWJOB(j, s, K_ACCELERATE, c);
     j->dt = dt;
+    job_part(j, part, u);
     FIELDS(j, WEFT_R, CF_DENSITY0, CF_VOLUME, CF_XAREA, CF_YAREA, CF_PRESSURE, CF_VISCOSITY, CF_XVEL0,
            CF_YVEL0);
     FIELDS(j, WEFT_RW, CF_XVEL1, CF_YVEL1, CF_WORK1);
@@ -416,7 +475,7 @@ static int k_summary(sim *s, int c)
     return job_spawn(j);
 }
 
-static int k_reflect(sim *s, int c, const int *fields, int nfields, int depth)
+int cw_k_reflect(sim *s, int c, const int *fields, int nfields, int depth)
 {
     NEWJOB(j, s, K_REFLECT, c);
     j->nfields = nfields;
@@ -428,271 +487,10 @@ static int k_reflect(sim *s, int c, const int *fields, int nfields, int depth)
     return job_spawn(j);
 }
 
-/* ---- halo updates -------------------------------------------------------- */
-
-/* A halo update: the chunks on the mesh's boundary reflect first (each
- * alone, on its own cells), then every block a chunk takes from the
- * chunks around it moves in one phase: across its four faces and its four
- * corners, from the diagonal chunk or, on the mesh's boundary, from the
- * face neighbour's reflected ghosts (clover_halo_block: no block is read
- * from cells the exchange writes, so they can all move at once).  The
- * ghosts end up as the reference's two phases (x faces, then y faces over
- * the whole width) and reflection leave them, bit for bit, with one
- * exchange per update instead of two, and the next kernel waits for the
- * exchange alone. */
-static const unsigned halo_dirs[8] = {
-    CLOVER_LEFT, CLOVER_RIGHT, CLOVER_BOTTOM, CLOVER_TOP,
-    CLOVER_LEFT | CLOVER_BOTTOM, CLOVER_RIGHT | CLOVER_BOTTOM, CLOVER_LEFT | CLOVER_TOP, CLOVER_RIGHT | CLOVER_TOP};
-
-static int neighbour(const clover_chunk *c, unsigned edge)
-{
-    switch (edge) {
-    case CLOVER_LEFT: return c->left;
-    case CLOVER_RIGHT: return c->right;
-    case CLOVER_BOTTOM: return c->bottom;
-    default: return c->top;
-    }
-}
-
-/* The chunk across `edges` (a face or a corner) from chunk c, or -1. */
-static int across(const sim *s, int c, unsigned edges)
-{
-    unsigned xe = edges & (CLOVER_LEFT | CLOVER_RIGHT), ye = edges & (CLOVER_BOTTOM | CLOVER_TOP);
-    int n = xe ? neighbour(&s->ch[c].c, xe) : c;
-    if (n >= 0 && ye)
-        n = neighbour(&s->ch[n].c, ye);
-    return n;
-}
-
-/* The same faces seen from the other side. */
-static unsigned flip(unsigned edges)
-{
-    unsigned out = 0;
-    if (edges & CLOVER_LEFT)
-        out |= CLOVER_RIGHT;
-    if (edges & CLOVER_RIGHT)
-        out |= CLOVER_LEFT;
-    if (edges & CLOVER_BOTTOM)
-        out |= CLOVER_TOP;
-    if (edges & CLOVER_TOP)
-        out |= CLOVER_BOTTOM;
-    return out;
-}
-
-/* Where chunk c's ghosts across `edges` (a face or a corner) come from:
- * the chunk returned (-1: its own reflection), *ghost the faces along
- * which that chunk sends its reflected ghost lines (a corner on the mesh's
- * boundary; clover_halo_block_ghost). */
-static int source(const sim *s, int c, unsigned edges, unsigned *ghost)
-{
-    unsigned xe = edges & (CLOVER_LEFT | CLOVER_RIGHT), ye = edges & (CLOVER_BOTTOM | CLOVER_TOP);
-    *ghost = 0;
-    int n = across(s, c, edges);
-    if (n >= 0 || !xe || !ye)
-        return n;
-    if ((n = across(s, c, xe)) >= 0) {
-        *ghost = ye;
-        return n;
-    }
-    if ((n = across(s, c, ye)) >= 0)
-        *ghost = xe;
-    return n;
-}
-
-/* The block of field f that chunk `to` takes across `edges` from chunk
- * `from` (source's, with its ghost faces), as a transfer (handles NULL
- * for chunks of other ranks: their side is not read here). */
-static void strip_xfer(const sim *s, int to, int from, unsigned edges, unsigned ghost, int f, int depth,
-                       weft_xfer *t)
-{
-    const chunk_rt *me = &s->ch[to], *other = &s->ch[from];
-    clover_strip mine, theirs;
-    clover_halo_block_ghost(&me->c, f, depth, edges, ghost, &mine);
-    clover_halo_block_ghost(&other->c, f, depth, flip(edges & ~ghost) | ghost, ghost, &theirs);
-    t->src = other->f[f];
-    t->src_off = theirs.send_off * sizeof(double);
-    t->src_pitch = ((size_t)other->c.nx + 5) * sizeof(double);
-    t->dst = me->f[f];
-    t->dst_off = mine.recv_off * sizeof(double);
-    t->dst_pitch = ((size_t)me->c.nx + 5) * sizeof(double);
-    t->bytes = mine.cols * sizeof(double);
-    t->rows = mine.rows;
-}
-
-/* Chunks on the CPU: a host task fills the mesh boundary's ghosts and
- * then copies the blocks between this rank's chunks; across ranks the
- * exchange with other ranks follows it. */
-enum { DO_COPY = 1, DO_REFLECT = 4 };
-
-typedef struct host_halo {
-    sim *s;
-    int fields[MAX_HALO_FIELDS], nfields, depth;
-    unsigned what;
-    weft_access *acc;
-} host_halo;
-
-static void host_halo_free(void *arg)
-{
-    host_halo *h = arg;
-    free(h->acc);
-    free(h);
-}
-
-static int local(const sim *s, int c) { return c >= s->lo && c < s->hi; }
-
-static int host_halo_body(weft_ctx *ctx, void *arg)
-{
-    (void)ctx;
-    host_halo *h = arg;
-    sim *s = h->s;
-    uint64_t t0 = now_ns();
-    for (int c = s->lo; c < s->hi && (h->what & DO_REFLECT); c++) {
-        const chunk_rt *me = &s->ch[c];
-        if (!me->c.edges)
-            continue;
-        clover_view v = {.nx = me->c.nx, .ny = me->c.ny, .pitch = (size_t)me->c.nx + 5};
-        size_t fc = clover_field_count(me->c.nx, me->c.ny);
-        for (int fi = 0; fi < h->nfields; fi++)
-            v.f[h->fields[fi]] = me->mem + (size_t)h->fields[fi] * fc;
-        clover_k_reflect(&v, h->fields, h->nfields, h->depth, me->c.edges);
-    }
-    uint64_t t1 = now_ns();
-    if (h->what & DO_REFLECT) {
-        atomic_fetch_add_explicit(&s->ns[K_REFLECT], t1 - t0, memory_order_relaxed);
-        atomic_fetch_add_explicit(&s->calls[K_REFLECT], 1, memory_order_relaxed);
-    }
-    if (!(h->what & DO_COPY))
-        return 0;
-    for (int c = s->lo; c < s->hi; c++)
-        for (int e = 0; e < 8; e++) {
-            unsigned ghost;
-            int nb = source(s, c, halo_dirs[e], &ghost);
-            if (nb < 0 || !local(s, nb))
-                continue;
-            for (int fi = 0; fi < h->nfields; fi++) {
-                weft_xfer t;
-                strip_xfer(s, c, nb, halo_dirs[e], ghost, h->fields[fi], h->depth, &t);
-                void *dst, *src;
-                size_t n;
-                if (weft_data_host(t.dst, &dst, &n) != 0 || weft_data_host(t.src, &src, &n) != 0)
-                    return -1;
-                for (size_t r = 0; r < t.rows; r++)
-                    memcpy((char *)dst + t.dst_off + r * t.dst_pitch, (char *)src + t.src_off + r * t.src_pitch,
-                           t.bytes);
-            }
-        }
-    atomic_fetch_add_explicit(&s->ns[K_HALO], now_ns() - t1, memory_order_relaxed);
-    atomic_fetch_add_explicit(&s->calls[K_HALO], 1, memory_order_relaxed);
-    return 0;
-}
-
-static int halo_host(sim *s, const int *fields, int nfields, int depth, unsigned what)
-{
-    int nloc = s->hi - s->lo;
-    host_halo *h = calloc(1, sizeof *h);
-    weft_access *acc = calloc((size_t)nloc * (size_t)nfields, sizeof *acc);
-    if (!h || !acc) {
-        free(h);
-        free(acc);
-        return WEFT_ENOMEM;
-    }
-    h->s = s;
-    h->nfields = nfields;
-    h->depth = depth;
-    h->what = what;
-    h->acc = acc;
-    size_t n = 0;
-    for (int i = 0; i < nfields; i++) {
-        h->fields[i] = fields[i];
-        for (int c = s->lo; c < s->hi; c++) {
-            acc[n].data = s->ch[c].f[fields[i]];
-            acc[n++].mode = WEFT_RW;
-        }
-    }
-    weft_task_desc td;
-    weft_task_desc_init(&td);
-    td.body = host_halo_body;
-    td.arg = h;
-    td.arg_destroy = host_halo_free;
-    td.accesses = acc;
-    td.naccesses = n;
-    td.name = what == DO_REFLECT ? "halo_reflect" : "halo";
-    int rc = weft_spawn(s->rt, &td, NULL);
-    if (rc != 0)
-        fprintf(stderr, "cloverleaf: spawning a halo update: %s\n", weft_last_error());
-    return rc;
-}
-
-/* A halo update's blocks between chunks whose members differ (member_of:
- * the chunk's member) as one exchange on communicator c, in one order
- * every rank derives alike. */
-static int halo_exchange(sim *s, weft_comm *c, int (*member_of)(const sim *, int), const int *fields, int nfields,
-                         int depth)
-{
-    size_t max = (size_t)s->n * 8 * (size_t)nfields, n = 0;
-    weft_xfer *x = calloc(max ? max : 1, sizeof *x);
-    if (!x)
-        return WEFT_ENOMEM;
-    for (int to = 0; to < s->n; to++)
-        for (int e = 0; e < 8; e++) {
-            unsigned ghost;
-            int from = source(s, to, halo_dirs[e], &ghost);
-            if (from < 0 || member_of(s, from) == member_of(s, to))
-                continue;
-            for (int fi = 0; fi < nfields; fi++) {
-                weft_xfer *t = &x[n++];
-                strip_xfer(s, to, from, halo_dirs[e], ghost, fields[fi], depth, t);
-                t->from = (unsigned)member_of(s, from);
-                t->to = (unsigned)member_of(s, to);
-            }
-        }
-    int rc = 0;
-    if (n > 0 && (rc = weft_comm_exchange(c, x, n, "halo", NULL)) != 0)
-        fprintf(stderr, "cloverleaf: halo exchange: %s\n", weft_last_error());
-    free(x);
-    return rc;
-}
-
-static int member_gpu(const sim *s, int c) { (void)s; return c; }
-static int member_rank(const sim *s, int c) { return c / s->nloc; }
-
-/* Chunks on GPUs (one each): each chunk on the mesh boundary fills its
- * ghosts there on its stream, then the blocks go as one exchange over the
- * chunks' communicator (GPU to GPU within a rank, through host memory
- * across ranks). */
-static int halo_gpu(sim *s, const int *fields, int nfields, int depth)
-{
-    for (int c = s->lo; c < s->hi; c++)
-        if (s->ch[c].c.edges) {
-            int rc = k_reflect(s, c, fields, nfields, depth);
-            if (rc)
-                return rc;
-        }
-    if (s->comm && !s->no_exchange)
-        return halo_exchange(s, s->comm, member_gpu, fields, nfields, depth);
-    return 0;
-}
-
-static int halo(sim *s, const int *fields, int nfields, int depth)
-{
-    if (s->no_exchange)
-        return s->ngpu && !s->ncpu ? halo_gpu(s, fields, nfields, depth)
-                                   : halo_host(s, fields, nfields, depth, DO_REFLECT);
-    /* CPU chunks beside GPU chunks: the host task does the whole update,
-     * the GPU chunks' fields brought to the host for it (weft's data
-     * layer) and back to their GPUs for the next kernel. */
-    if (s->ngpu && !s->ncpu)
-        return halo_gpu(s, fields, nfields, depth);
-    if (!s->net)
-        return halo_host(s, fields, nfields, depth, DO_COPY | DO_REFLECT);
-    int rc = halo_host(s, fields, nfields, depth, s->nloc > 1 ? DO_REFLECT | DO_COPY : DO_REFLECT);
-    return rc ? rc : halo_exchange(s, s->net, member_rank, fields, nfields, depth);
-}
-
 #define HALO(s, depth, ...)                                                      \
     do {                                                                         \
         static const int fl_[] = {__VA_ARGS__};                                  \
-        int rc_ = halo(s, fl_, (int)(sizeof fl_ / sizeof fl_[0]), depth);         \
+        int rc_ = cw_halo(s, fl_, (int)(sizeof fl_ / sizeof fl_[0]), depth);         \
         if (rc_)                                                                 \
             return rc_;                                                          \
     } while (0)
@@ -824,12 +622,29 @@ static int check_err(int32_t err, int step)
     return 0;
 }
 
+/* The halo updates before viscosity and accelerate, staged when split:
+ * the kernels read the ghosts of these fields only (accelerate also
+ * density0's, from the first update, unpacked by viscosity's border). */
+static const int upd_visc_fields[] = {CF_PRESSURE, CF_ENERGY0, CF_DENSITY0, CF_XVEL0, CF_YVEL0};
+static const int upd_accel_fields[] = {CF_PRESSURE, CF_VISCOSITY};
+static const halo_upd upd_visc = {upd_visc_fields, 5, 1};
+static const halo_upd upd_accel = {upd_accel_fields, 2, 1};
+
 /* The first half of a step, up to the chunks' smallest dt. */
 static int step_start(sim *s)
 {
     EACH(s, k_ideal_gas(s, c, 0));
-    HALO(s, 1, CF_PRESSURE, CF_ENERGY0, CF_DENSITY0, CF_XVEL0, CF_YVEL0);
-    EACH(s, k_viscosity(s, c));
+    if (s->split) {
+        /* every chunk's interior while the ghosts move, then the borders */
+        int rc = cw_halo_staged(s, &upd_visc);
+        if (rc)
+            return rc;
+        EACH(s, k_viscosity(s, c, PART_INTERIOR, NULL));
+        EACH(s, k_viscosity(s, c, PART_BORDER, &upd_visc));
+    } else {
+        HALO(s, 1, CF_PRESSURE, CF_ENERGY0, CF_DENSITY0, CF_XVEL0, CF_YVEL0);
+        EACH(s, k_viscosity(s, c, PART_WHOLE, NULL));
+    }
     EACH(s, k_calc_dt(s, c));
     return 0;
 }
@@ -844,9 +659,18 @@ static int step_rest(sim *s, double dt, int advect_x)
      * Exchanged with the predicted pressure's, one update (and, on GPUs
      * and across ranks, one exchange: every exchange waits for every
      * chunk) serves both. */
-    HALO(s, 1, CF_PRESSURE, CF_VISCOSITY);
-    EACH(s, k_revert(s, c));
-    EACH(s, k_accelerate(s, c, dt));
+    if (s->split) {
+        int rc = cw_halo_staged(s, &upd_accel);
+        if (rc)
+            return rc;
+        EACH(s, k_revert(s, c));
+        EACH(s, k_accelerate(s, c, dt, PART_INTERIOR, NULL));
+        EACH(s, k_accelerate(s, c, dt, PART_BORDER, &upd_accel));
+    } else {
+        HALO(s, 1, CF_PRESSURE, CF_VISCOSITY);
+        EACH(s, k_revert(s, c));
+        EACH(s, k_accelerate(s, c, dt, PART_WHOLE, NULL));
+    }
     EACH(s, k_pdv(s, c, 0, dt));
     EACH(s, k_flux_calc(s, c, dt));
     int first = advect_x ? 1 : 2, second = advect_x ? 2 : 1;
@@ -954,6 +778,8 @@ static int setup(sim *s, const clover_weft_opts *o)
         }
     }
     s->ngpu = (int)ndev - 1;
+    if (o->split == CLOVER_SPLIT_AUTO && s->ngpu == 0)
+        s->split = 0;
     s->nranks = 1;
     if (o->mpi) {
         /* The ranks, for the reductions (and the halos of chunks on the CPU). */
@@ -972,8 +798,10 @@ static int setup(sim *s, const clover_weft_opts *o)
             fprintf(stderr, "cloverleaf: chunks on the CPU beside GPU chunks across ranks: not supported yet\n");
             return WEFT_EINVAL;
         }
-        /* this rank's first ngpu chunks on the GPUs, the rest on the CPU */
+        /* this rank's first ngpu chunks on the GPUs, the rest on the CPU
+         * (every halo update then one host task: not split) */
         s->ncpu = o->cpu_chunks;
+        s->split = 0;
         s->nloc = s->ngpu + s->ncpu;
     }
     int n = s->nloc * s->nranks;
@@ -1012,6 +840,15 @@ static int setup(sim *s, const clover_weft_opts *o)
                 break;
         if (rc == 0)
             rc = weft_data_register(s->rt, cr->mem + (size_t)CF_NFIELDS * fc, cr->gbytes, &cr->geom);
+        if (rc == 0 && s->split) {
+            if (!(cr->stage_mem = calloc(fc * NSTAGED, sizeof(double)))) {
+                free(cc);
+                return WEFT_ENOMEM;
+            }
+            for (int i = 0; i < NSTAGED && rc == 0; i++)
+                rc = weft_data_register(s->rt, cr->stage_mem + (size_t)i * fc, cr->fbytes,
+                                        &cr->stage[staged_fields[i]]);
+        }
         if (rc) {
             free(cc);
             fprintf(stderr, "cloverleaf: registering chunk %d: %s\n", c, weft_last_error());
@@ -1155,9 +992,12 @@ static int teardown(sim *s)
         rc = -1;
     s->net = NULL;
     for (int c = 0; s->ch && c < s->n; c++) {
-        for (int f = 0; f < CF_NFIELDS; f++)
+        for (int f = 0; f < CF_NFIELDS; f++) {
             if (s->ch[c].f[f] && weft_data_unregister(s->ch[c].f[f]) != 0)
                 rc = -1;
+            if (s->ch[c].stage[f] && weft_data_unregister(s->ch[c].stage[f]) != 0)
+                rc = -1;
+        }
         if (s->ch[c].geom && weft_data_unregister(s->ch[c].geom) != 0)
             rc = -1;
     }
@@ -1178,6 +1018,7 @@ int clover_weft_run(const clover_deck *d, const clover_weft_opts *o, clover_weft
         return -1;
     s->d = d;
     s->no_exchange = o->no_exchange;
+    s->split = o->split != CLOVER_SPLIT_OFF && !o->no_exchange; /* AUTO: decided in setup, once the GPUs are known */
     memset(res, 0, sizeof *res);
     int rc = setup(s, o);
     if (rc == 0)
@@ -1239,8 +1080,10 @@ int clover_weft_run(const clover_deck *d, const clover_weft_opts *o, clover_weft
         if (o->energy)
             gather(s, CF_ENERGY0, o->energy);
     }
-    for (int c = 0; s->ch && c < s->n; c++)
+    for (int c = 0; s->ch && c < s->n; c++) {
         free(s->ch[c].mem);
+        free(s->ch[c].stage_mem);
+    }
     free(s->ch);
     free(s);
     return rc == 0 ? 0 : -1;

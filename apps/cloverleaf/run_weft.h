@@ -7,7 +7,10 @@
  * so Weft orders the chunks' kernels and keeps each chunk's fields on its
  * device.  Halo updates between chunks on GPUs are communication tasks
  * (weft_comm_exchange over a communicator of the chunks' GPUs); between
- * chunks on the CPU, one host task copies the strips.  The time-step
+ * chunks on the CPU, one host task copies the strips.  The updates before
+ * viscosity and accelerate are staged (into arrays beside the fields) and
+ * those kernels split per chunk into an interior task, which runs while
+ * the ghosts move, and a border task (run_weft.c, "staged halo updates").  The time-step
  * minimum, the PdV check and the field summary are reductions
  * (WEFT_REDUCE) read by one small host task per step. */
 #ifndef CLOVER_RUN_WEFT_H
@@ -34,7 +37,17 @@ typedef struct clover_weft_opts {
     int no_exchange;             /* benchmarks only: skip the exchanges between chunks (the
                                     boundary's reflection stays), to time the rest alone; the
                                     results are then wrong */
+    int split;                   /* the halo updates before viscosity and accelerate overlapped with
+                                    those kernels' interiors (split into interior and border tasks)
+                                    or not (the updates write the ghosts, the kernels run whole):
+                                    CLOVER_SPLIT_AUTO (0) where the chunks are on GPUs, whose
+                                    exchanges run beside the kernels (on the CPU the workers copy
+                                    the blocks themselves and the split only adds tasks: measured
+                                    1-8% slower there), CLOVER_SPLIT_ON, CLOVER_SPLIT_OFF.  Never
+                                    with no_exchange or cpu_chunks */
 } clover_weft_opts;
+
+enum { CLOVER_SPLIT_AUTO = 0, CLOVER_SPLIT_ON = 1, CLOVER_SPLIT_OFF = 2 };
 
 typedef struct clover_weft_result {
     double sums0[CS_N];          /* the field summary at step 0 */

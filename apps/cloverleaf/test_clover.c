@@ -6,7 +6,9 @@
  *                             too) PASSes with the oracle's density and
  *                             energy fields bit for bit and kinetic energies
  *                             equal to 1e-12 relative; so does cpu,vgpu:2
- *                             with 2 more chunks on the CPU (checking mode)
+ *                             with 2 more chunks on the CPU (checking mode);
+ *                             and so do cpu (2 chunks) and cpu,vgpu:4
+ *                             (checking mode) with --no-split
  *   test_clover decomp DECKS  clover_bm_short.in cut to a few steps (and a
  *                             coarser mesh under the sanitizers): the step-0
  *                             summary is the deck's (volume 100, mass 28,
@@ -26,7 +28,12 @@
  *                             the cut bm deck likewise (2 x 2 chunks: corners
  *                             across ranks), and its picture (--png, rank 0)
  *                             is byte for byte the one of the oracle's
- *                             density */
+ *                             density
+ *   test_clover split         clover_split's five parts cover a kernel's
+ *                             domain once, and viscosity and accelerate
+ *                             computed part by part give the whole
+ *                             kernel's fields bit for bit (meshes down to
+ *                             1 x 1, interiors empty) */
 #include "clover.h"
 #include "run_weft.h"
 #include "serial.h"
@@ -40,6 +47,7 @@
 #include <unistd.h>
 
 static int failures;
+static int split_mode; /* the runs' clover_weft_opts.split */
 
 #define CHECK(cond, ...)                                                         \
     do {                                                                         \
@@ -104,13 +112,14 @@ static void weft_case_cpu(const clover_deck *d, const outcome *want, const char 
     if (check_mode)
         setenv("WEFT_VGPU_CHECK", "1", 1);
     clover_weft_opts o = {.devices = devices, .chunks = chunks, .cpu_chunks = cpu_chunks, .density = got.density,
-                          .energy = got.energy};
+                          .energy = got.energy, .split = split_mode};
     clover_weft_result r;
     int rc = clover_weft_run(d, &o, &r);
     unsetenv("WEFT_VGPU_CHECK");
-    char what[128];
-    snprintf(what, sizeof what, "%s, %d chunk(s)%s%s", devices, chunks ? chunks : r.nchunks,
-             cpu_chunks ? " (some on the CPU beside the GPUs')" : "", check_mode ? ", checking mode" : "");
+    char what[160];
+    snprintf(what, sizeof what, "%s, %d chunk(s)%s%s%s", devices, chunks ? chunks : r.nchunks,
+             cpu_chunks ? " (some on the CPU beside the GPUs')" : "", check_mode ? ", checking mode" : "",
+             split_mode == CLOVER_SPLIT_ON ? ", split" : split_mode == CLOVER_SPLIT_OFF ? ", no split" : "");
     CHECK(rc == 0, "%s: the run failed", what);
     if (rc == 0) {
         memcpy(got.sums, r.sums, sizeof got.sums);
@@ -160,7 +169,90 @@ static int test_tp1(const char *dir)
     weft_case(&d, &want, "cpu,vgpu:4", 0, 0, 1);
     weft_case(&d, &want, "cpu,vgpu:2", 0, 1, 1);
     weft_case_cpu(&d, &want, "cpu,vgpu:2", 0, 2, 1, 1); /* 2 chunks on GPUs, 2 on the CPU */
+    /* the default splits on GPUs only: the other way round as well */
+    split_mode = CLOVER_SPLIT_ON;
+    weft_case(&d, &want, "cpu", 2, 0, 1);
+    split_mode = CLOVER_SPLIT_OFF;
+    weft_case(&d, &want, "cpu,vgpu:4", 0, 1, 1);
+    split_mode = CLOVER_SPLIT_AUTO;
     outcome_free(&want);
+    return failures ? 1 : 0;
+}
+
+/* A value in [lo, hi) from a small linear congruential generator. */
+static double lcg(unsigned long long *x, double lo, double hi)
+{
+    *x = *x * 6364136223846793005ull + 1442695040888963407ull;
+    return lo + (hi - lo) * (double)(*x >> 11) / 9007199254740992.0;
+}
+
+/* One mesh of nx x ny cells: viscosity and accelerate whole and part by
+ * part over made-up fields, compared bit for bit. */
+static void split_case(int nx, int ny)
+{
+    size_t fc = clover_field_count(nx, ny), gc = clover_geom_count(nx, ny);
+    double *whole = malloc((CF_NFIELDS * fc + gc) * sizeof(double));
+    double *parts = malloc((CF_NFIELDS * fc + gc) * sizeof(double));
+    if (!whole || !parts) {
+        CHECK(0, "out of memory");
+        free(whole);
+        free(parts);
+        return;
+    }
+    unsigned long long x = (unsigned long long)(nx * 131 + ny);
+    for (size_t i = 0; i < CF_NFIELDS * fc + gc; i++)
+        whole[i] = lcg(&x, 0.5, 1.5); /* densities, volumes, areas, cell sizes: positive */
+    for (int f = CF_XVEL0; f <= CF_YVEL1; f++)
+        for (size_t i = 0; i < fc; i++)
+            whole[(size_t)f * fc + i] = lcg(&x, -1.0, 1.0);
+    memcpy(parts, whole, (CF_NFIELDS * fc + gc) * sizeof(double));
+    clover_view vw = {.nx = nx, .ny = ny, .pitch = (size_t)nx + 5, .geom = whole + CF_NFIELDS * fc};
+    clover_view vp = {.nx = nx, .ny = ny, .pitch = (size_t)nx + 5, .geom = parts + CF_NFIELDS * fc};
+    for (int f = 0; f < CF_NFIELDS; f++) {
+        vw.f[f] = whole + (size_t)f * fc;
+        vp.f[f] = parts + (size_t)f * fc;
+    }
+    clover_k_viscosity(&vw);
+    clover_k_accelerate(&vw, 0.04);
+    clover_range r[5];
+    clover_split(nx, ny, 1, r);
+    for (int i = 0; i < 5; i++)
+        clover_k_viscosity_range(&vp, &r[i]);
+    clover_split(nx + 1, ny + 1, 1, r);
+    for (int i = 0; i < 5; i++)
+        clover_k_accelerate_range(&vp, 0.04, &r[i]);
+    CHECK(!memcmp(whole, parts, (CF_NFIELDS * fc + gc) * sizeof(double)),
+          "%d x %d: viscosity or accelerate part by part differ from the whole kernels", nx, ny);
+    free(whole);
+    free(parts);
+}
+
+static int test_split(void)
+{
+    /* every index of a domain in exactly one part, the interior at least
+     * `margin` from every side */
+    for (int dx = 0; dx <= 7; dx++)
+        for (int dy = 0; dy <= 7; dy++)
+            for (int m = 1; m <= 2; m++) {
+                clover_range r[5];
+                clover_split(dx, dy, m, r);
+                int bad = 0;
+                for (int j = 0; j < dx; j++)
+                    for (int k = 0; k < dy; k++) {
+                        int n = 0;
+                        for (int i = 0; i < 5; i++)
+                            n += j >= r[i].j0 && j < r[i].j1 && k >= r[i].k0 && k < r[i].k1;
+                        bad += n != 1;
+                    }
+                for (int i = 0; i < 5; i++)
+                    bad += r[i].j0 < 0 || r[i].j1 > dx || r[i].k0 < 0 || r[i].k1 > dy;
+                if (r[0].j1 > r[0].j0 && r[0].k1 > r[0].k0)
+                    bad += r[0].j0 < m || r[0].j1 > dx - m || r[0].k0 < m || r[0].k1 > dy - m;
+                CHECK(bad == 0, "clover_split(%d, %d, %d): %d indices or bounds wrong", dx, dy, m, bad);
+            }
+    static const int shapes[][2] = {{1, 1}, {1, 5}, {2, 2}, {3, 2}, {5, 7}, {17, 9}, {300, 4}};
+    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
+        split_case(shapes[i][0], shapes[i][1]);
     return failures ? 1 : 0;
 }
 
@@ -325,8 +417,14 @@ static int test_mpi(const char *dir)
 
 int main(int argc, char **argv)
 {
+    if (argc == 2 && !strcmp(argv[1], "split")) {
+        int rc = test_split();
+        if (rc == 0)
+            printf("test_clover split: all passed\n");
+        return rc;
+    }
     if (argc != 3) {
-        fprintf(stderr, "usage: test_clover tp1|decomp|mpi DECKS\n");
+        fprintf(stderr, "usage: test_clover tp1|decomp|mpi DECKS, or test_clover split\n");
         return 2;
     }
     int rc;

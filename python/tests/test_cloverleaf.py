@@ -59,19 +59,27 @@ def tp1(clover):
     return deck, clover.serial_run(deck, 1)
 
 
-@pytest.mark.parametrize("devices,chunks,check", [
-    ("cpu", 1, False),
-    ("cpu", 2, False),
-    ("cpu,vgpu:4", 0, False),
-    ("cpu,vgpu:4", 0, True),      # WEFT_VGPU_CHECK=1: every queued kernel names what it reads and writes
+@pytest.mark.parametrize("devices,chunks,check,split", [
+    ("cpu", 1, False, None),             # split None: the default (on GPUs only)
+    ("cpu", 2, False, None),
+    ("cpu,vgpu:4", 0, False, None),
+    ("cpu,vgpu:4", 0, True, None),       # WEFT_VGPU_CHECK=1: every queued kernel names what it reads and writes
+    ("cpu", 2, False, True),             # the split on the CPU too
+    ("cpu,vgpu:4", 0, True, False),      # and the halo updates whole on GPUs
 ])
-def test_tp1_matches_oracle(clover, tp1, monkeypatch, devices, chunks, check):
+def test_tp1_matches_oracle(clover, tp1, monkeypatch, devices, chunks, check, split):
     deck, ref = tp1
     if check:
         monkeypatch.setenv("WEFT_VGPU_CHECK", "1")
     else:
         monkeypatch.delenv("WEFT_VGPU_CHECK", raising=False)
-    res = clover.run(deck, devices=devices, chunks=chunks, workers=2, fields=True)
+    res = clover.run(deck, devices=devices, chunks=chunks, workers=2, fields=True, split=split)
+    # split: viscosity and accelerate run as an interior and a border job a
+    # chunk, the border's unpacking the staged ghosts
+    did_split = split if split is not None else "vgpu" in devices
+    calls = res.profile["viscosity"][0]
+    assert calls == res.steps * res.nchunks * (2 if did_split else 1)
+    assert ("halo_unpack" in res.profile) == did_split
     assert res.verified == 1, "test problem 1 must PASS"
     assert res.steps == ref.steps and res.time == ref.time
     assert res.nchunks == (4 if "vgpu" in devices else chunks)

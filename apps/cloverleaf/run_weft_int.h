@@ -1,0 +1,121 @@
+/* The C driver's internals (run_weft.c: kernels as tasks, the time step;
+ * halo_weft.c: the halo updates between its chunks), shared by its two
+ * files only.  Not part of run_weft.h's interface. */
+#ifndef CLOVER_RUN_WEFT_INT_H
+#define CLOVER_RUN_WEFT_INT_H
+
+#include "clover.h"
+
+#include <weft.h>
+
+#include <stdatomic.h>
+#include <stdint.h>
+#include <time.h>
+
+/* The kernels (the profile counts each; run_weft.c names them). */
+enum kern {
+    K_INIT, K_GENERATE, K_IDEAL_GAS, K_VISCOSITY, K_CALC_DT, K_PDV, K_REVERT, K_ACCELERATE,
+    K_FLUX_CALC, K_ADVEC_CELL, K_ADVEC_MOM, K_RESET, K_SUMMARY, K_REFLECT, K_HALO, K_UNPACK, K_N
+};
+
+#define MAX_ACC 24
+#define MAX_HALO_FIELDS 10
+/* What a job's access is, beside a field f (>= 0): the geometry, the
+ * reduction, or field f's staging handle (W_STAGE - f). */
+enum { W_GEOM = -1, W_RED = -2, W_STAGE = -3 };
+
+/* The parts of a split kernel (a kernel after a staged halo update): the
+ * whole kernel, its interior alone, or its border ring (after the staged
+ * ghosts are copied into the fields). */
+enum { PART_WHOLE, PART_INTERIOR, PART_BORDER };
+
+typedef struct sim sim;
+
+typedef struct chunk_rt {
+    clover_chunk c;
+    int gpu;                     /* GPU (placement numbering), -1 on the CPU */
+    int cuda;                    /* 1: that GPU is a CUDA device (kernels.cu), else the C kernels */
+    double *mem;                 /* host memory of every field, then the geometry */
+    weft_data *f[CF_NFIELDS];
+    weft_data *geom;
+    /* Staged halo updates (sim.split): field f's ghosts as received, in
+     * an array of the field's shape (the same offsets; only the ghost
+     * blocks are ever written), for the fields of staged_fields; NULL for
+     * the others and for other ranks' chunks. */
+    double *stage_mem;
+    weft_data *stage[CF_NFIELDS];
+    size_t fbytes, gbytes;
+} chunk_rt;
+
+/* One kernel on one chunk: the task's argument, and on a GPU the work it
+ * queues (freed when the task finishes). */
+typedef struct job {
+    sim *s;
+    int kern, chunk;
+    int a, b, c;                 /* predict, dir, sweep, vel as the kernel takes them */
+    double dt;
+    int fields[MAX_HALO_FIELDS], nfields, depth; /* the reflection's, or the staged update's (unpack) */
+    int part;                    /* PART_*: what of the kernel's domain this job computes */
+    int unpack;                  /* 1: first copy the staged ghosts of `fields` into the fields */
+    size_t nacc;
+    weft_access acc[MAX_ACC];
+    signed char what[MAX_ACC];   /* field, W_GEOM, W_RED or W_STAGE - field */
+    clover_view v;
+    double *stage[CF_NFIELDS];   /* where the body runs: the staging arrays it reads (unpack) */
+    void *red;                   /* the reduction's private copy */
+} job;
+
+struct sim {
+    weft_runtime *rt;
+    const clover_deck *d;
+    int n, cx, cy, ngpu;         /* chunks of the whole mesh; GPUs of this rank */
+    int ncpu;                    /* chunks on the CPU beside the GPUs' (--cpu-chunks), or 0 */
+    int rank, nranks, nloc;      /* this rank's chunks are lo .. hi-1, nloc of them */
+    int lo, hi;
+    int no_exchange;             /* clover_weft_opts' */
+    int split;                   /* 1: the halo updates before viscosity and accelerate are staged
+                                    and those kernels split (interior, then border) */
+    chunk_rt *ch;                /* every chunk (other ranks': geometry only) */
+    weft_comm *comm;             /* the chunks' GPUs (of every rank), or NULL */
+    weft_comm *net;              /* the ranks (members in host memory), or NULL */
+    double dt_min;               /* REDUCE MIN: the chunks' smallest dt */
+    int32_t err;                 /* REDUCE MAX: a PdV check failed */
+    double sums[CS_N];           /* REDUCE SUM: the field summary */
+    weft_data *dt_d, *err_d, *sums_d;
+    _Atomic uint64_t ns[K_N], calls[K_N];
+};
+
+/* A halo update's fields and depth, as a split kernel's border job
+ * unpacks them (NULL: the kernel is not split). */
+typedef struct halo_upd {
+    const int *fields;
+    int nfields, depth;
+} halo_upd;
+
+/* Nanoseconds of a monotonic clock (the profile's kernel times). */
+static inline uint64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* Whether chunk c is this rank's. */
+static inline int local(const sim *s, int c) { return c >= s->lo && c < s->hi; }
+
+/* run_weft.c: spawn the reflection of the listed fields on chunk c (on
+ * its device; the mesh boundary's ghosts, clover_k_reflect). */
+int cw_k_reflect(sim *s, int c, const int *fields, int nfields, int depth);
+
+/* halo_weft.c: a halo update of the fields (depth 1 or 2) written into the
+ * fields' ghosts: the reflection, then the blocks between chunks. */
+int cw_halo(sim *s, const int *fields, int nfields, int depth);
+/* halo_weft.c: a staged halo update of u's fields (into the chunks'
+ * staging arrays; the next kernel's border jobs unpack it and reflect). */
+int cw_halo_staged(sim *s, const halo_upd *u);
+/* halo_weft.c: a border job's unpack of its staged update, on the host or
+ * a virtual GPU (job_run), or queued on a CUDA stream (job_cuda). */
+void cw_unpack_host(const job *j);
+int cw_unpack_cuda(const job *j, void *stream);
+
+#endif /* CLOVER_RUN_WEFT_INT_H */
