@@ -42,7 +42,7 @@ void weft__comm_work_done(void *cookie, int status) { weft__task_op_done(cookie,
 void weft__comm_trace(weft__comm *c, const char *name, uint64_t t0, size_t bytes)
 {
     weft__rt *rt = weft__handle_decode(c->rt); /* alive: the operation's task is in flight */
-    if (rt)
+    if (rt && rt->trace_path)
         weft__trace_comm(rt, name, t0, weft__now_ns(), bytes);
 }
 
@@ -361,9 +361,11 @@ static int op_body(weft_ctx *ctx, void *p)
         r.recv[k] = a->recv_at[k] >= 0 ? weft_ctx_data(ctx, (size_t)a->recv_at[k]) : NULL;
         r.send[k] = a->send_at[k] >= 0 ? weft_ctx_data(ctx, (size_t)a->send_at[k]) : r.recv[k];
     }
-    weft__xfer_run *x = NULL;
+    /* The resolved transfers: on the stack for a few (the backend copies
+     * what it keeps). */
+    weft__xfer_run xs[8], *x = NULL;
     if (a->nxfer) {
-        x = weft__alloc(a->nxfer * sizeof *x);
+        x = a->nxfer <= sizeof xs / sizeof xs[0] ? xs : weft__alloc(a->nxfer * sizeof *x);
         if (!x)
             return WEFT_ENOMEM;
         for (size_t i = 0; i < a->nxfer; i++) {
@@ -383,7 +385,8 @@ static int op_body(weft_ctx *ctx, void *p)
     int rc = a->c->be->post(a->c, ctx, &r, a->part, &a->state);
     if (rc == 0)
         a->posted = true;
-    weft__free(x);
+    if (x != xs)
+        weft__free(x);
     return rc;
 }
 
