@@ -462,7 +462,6 @@ static int acc_add(acc_list *l, weft_data *d, unsigned k, unsigned m)
     return (int)l->n++;
 }
 
-
 /* Bytes of handle d (0 with an error naming it if it is unusable here). */
 static size_t data_size(weft__comm *c, weft_data *h, const char *fn, const char *what, unsigned k, int *rc)
 {
