@@ -82,6 +82,12 @@ struct weft__rt {
      * completes by polling is in flight, instead of parking (index + 1; 0:
      * none); the others park (worker.c). */
     _Atomic uint32_t polling_worker;
+    /* Idle workers spinning now (not parked) that run the pollers, counted
+     * only while some poller is registered: while one is, a waiting thread
+     * leaves the pollers to it (weft__rt_progress), so that one thread per
+     * rank polls and the waiter does not take turns with it at a
+     * communicator's lock. */
+    _Atomic uint32_t idle_pollers;
     /* comm_lock protects comm_spans: the trace's communication track
      * (operations that complete off the streams, such as MPI's, from
      * start to end).  Taken alone. */

@@ -190,6 +190,11 @@ static void *worker_main(void *arg)
         atomic_store_explicit(&w->idle_since, idle_start, memory_order_relaxed);
         uint64_t spin_until = idle_start + rt->cfg.spin_ns;
         bool in_flight = false; /* a poll in this stretch of 64 found work in flight */
+        /* Counted among the idle pollers while it spins (waits then leave
+         * the pollers to it). */
+        bool counted = atomic_load_explicit(&rt->npollers, memory_order_relaxed) > 0;
+        if (counted)
+            atomic_fetch_add(&rt->idle_pollers, 1);
         for (unsigned i = 1;; i++) {
             if (atomic_load_explicit(&rt->sched.stop, memory_order_relaxed))
                 break;
@@ -219,12 +224,18 @@ static void *worker_main(void *arg)
                     spin_until = weft__now_ns() + rt->cfg.spin_ns;
                 } else {
                     stop_polling(rt, w);
+                    if (counted)
+                        atomic_fetch_sub(&rt->idle_pollers, 1);
                     weft__sched_park(&rt->sched, w->q);
+                    if ((counted = atomic_load_explicit(&rt->npollers, memory_order_relaxed) > 0))
+                        atomic_fetch_add(&rt->idle_pollers, 1);
                     spin_until = weft__now_ns() + rt->cfg.spin_ns;
                 }
                 in_flight = false;
             }
         }
+        if (counted)
+            atomic_fetch_sub(&rt->idle_pollers, 1);
         stop_polling(rt, w);
         atomic_store_explicit(&w->idle_since, 0, memory_order_relaxed);
         weft__count(&w->idle_ns, weft__now_ns() - idle_start);

@@ -42,7 +42,7 @@ void weft__comm_work_done(void *cookie, int status) { weft__task_op_done(cookie,
 void weft__comm_trace(weft__comm *c, const char *name, uint64_t t0, size_t bytes)
 {
     weft__rt *rt = weft__handle_decode(c->rt); /* alive: the operation's task is in flight */
-    if (rt)
+    if (rt && rt->trace_path)
         weft__trace_comm(rt, name, t0, weft__now_ns(), bytes);
 }
 
@@ -294,6 +294,7 @@ void weft_coll_init(weft_coll *c)
 }
 
 /* An operation on its way to the task's body. */
+enum { OP_XFER_IN = 4 };
 typedef struct op_arg {
     weft__comm *c;
     unsigned op, key, root;
@@ -305,11 +306,14 @@ typedef struct op_arg {
     int send_at[WEFT__COMM_MAX];       /* the access of member k's input (-1: none) */
     int recv_at[WEFT__COMM_MAX];       /* of its output */
     size_t nxfer;
-    weft_xfer *xfer;                   /* an exchange's (copied) */
-    int *xsrc_at, *xdst_at;            /* the access of each transfer's src and dst */
+    weft_xfer *xfer;                   /* an exchange's (copied: xfer_in for a few) */
+    int *xsrc_at, *xdst_at;            /* the access of each transfer's src and dst (xsrc_in, xdst_in) */
     void *state;                       /* the backend's, for its finish */
     uint64_t seq;                      /* across ranks: its number */
     bool posted;                       /* across ranks: handed to the backend */
+    /* A small exchange's tables, inline (one allocation less each). */
+    weft_xfer xfer_in[OP_XFER_IN];
+    int xsrc_in[OP_XFER_IN], xdst_in[OP_XFER_IN];
 } op_arg;
 
 static void op_arg_free(void *p)
@@ -317,10 +321,20 @@ static void op_arg_free(void *p)
     op_arg *a = p;
     if (a->state)
         a->c->be->finish(a->state);
-    weft__free(a->xfer);
-    weft__free(a->xsrc_at);
-    weft__free(a->xdst_at);
+    if (a->xfer != a->xfer_in) {
+        weft__free(a->xfer);
+        weft__free(a->xsrc_at);
+        weft__free(a->xdst_at);
+    }
     weft__free(a);
+}
+
+/* An operation's name, cut to fit (no printf on the spawn path). */
+static void set_name(op_arg *a, const char *name)
+{
+    size_t n = strnlen(name, sizeof a->name - 1);
+    memcpy(a->name, name, n);
+    a->name[n] = '\0';
 }
 
 static void op_finished(void *p, int status)
@@ -361,9 +375,11 @@ static int op_body(weft_ctx *ctx, void *p)
         r.recv[k] = a->recv_at[k] >= 0 ? weft_ctx_data(ctx, (size_t)a->recv_at[k]) : NULL;
         r.send[k] = a->send_at[k] >= 0 ? weft_ctx_data(ctx, (size_t)a->send_at[k]) : r.recv[k];
     }
-    weft__xfer_run *x = NULL;
+    /* The resolved transfers: on the stack for a few (the backend copies
+     * what it keeps). */
+    weft__xfer_run xs[8], *x = NULL;
     if (a->nxfer) {
-        x = weft__alloc(a->nxfer * sizeof *x);
+        x = a->nxfer <= sizeof xs / sizeof xs[0] ? xs : weft__alloc(a->nxfer * sizeof *x);
         if (!x)
             return WEFT_ENOMEM;
         for (size_t i = 0; i < a->nxfer; i++) {
@@ -383,16 +399,35 @@ static int op_body(weft_ctx *ctx, void *p)
     int rc = a->c->be->post(a->c, ctx, &r, a->part, &a->state);
     if (rc == 0)
         a->posted = true;
-    weft__free(x);
+    if (x != xs)
+        weft__free(x);
     return rc;
 }
 
 /* The accesses of an operation being built. */
 typedef struct acc_list {
-    weft_access *v;
-    unsigned *member;                  /* whose GPU each is on */
+    weft_access *v;                    /* v_in, or allocated once more are needed */
+    unsigned *member;                  /* whose GPU each is on (member_in, or allocated) */
     size_t n, cap;
+    weft_access v_in[8];
+    unsigned member_in[8];
 } acc_list;
+
+static void acc_init(acc_list *l)
+{
+    l->v = l->v_in;
+    l->member = l->member_in;
+    l->n = 0;
+    l->cap = sizeof l->v_in / sizeof l->v_in[0];
+}
+
+static void acc_free(acc_list *l)
+{
+    if (l->v != l->v_in) {
+        weft__free(l->v);
+        weft__free(l->member);
+    }
+}
 
 /* The access of handle d on member k with mode m (merged with one already
  * there): its index, or -1 (ENOMEM). */
@@ -404,7 +439,7 @@ static int acc_add(acc_list *l, weft_data *d, unsigned k, unsigned m)
             return (int)i;
         }
     if (l->n == l->cap) {
-        size_t cap = l->cap ? l->cap * 2 : 16;
+        size_t cap = l->cap * 2;
         weft_access *v = weft__alloc(cap * sizeof *v);
         unsigned *mb = weft__alloc(cap * sizeof *mb);
         if (!v || !mb) {
@@ -416,8 +451,7 @@ static int acc_add(acc_list *l, weft_data *d, unsigned k, unsigned m)
             memcpy(v, l->v, l->n * sizeof *v);
             memcpy(mb, l->member, l->n * sizeof *mb);
         }
-        weft__free(l->v);
-        weft__free(l->member);
+        acc_free(l);
         l->v = v;
         l->member = mb;
         l->cap = cap;
@@ -426,12 +460,6 @@ static int acc_add(acc_list *l, weft_data *d, unsigned k, unsigned m)
     l->v[l->n].mode = m;
     l->member[l->n] = k;
     return (int)l->n++;
-}
-
-static void acc_free(acc_list *l)
-{
-    weft__free(l->v);
-    weft__free(l->member);
 }
 
 /* Bytes of handle d (0 with an error naming it if it is unusable here). */
@@ -588,8 +616,9 @@ int weft__comm_post(weft__comm *c, const weft_coll *o, weft_task **out)
     a->elem = elem;
     a->count = o->count;
     a->in_place = in_place;
-    snprintf(a->name, sizeof a->name, "%s", o->name ? o->name : opn);
-    acc_list l = {0};
+    set_name(a, o->name ? o->name : opn);
+    acc_list l;
+    acc_init(&l);
     /* Across ranks only this rank's member is named here (its entries at
      * index 0 of the op's tables). */
     for (unsigned k = c->ranks ? c->me : 0; k < (c->ranks ? c->me + 1 : c->n) && rc == 0; k++) {
@@ -734,19 +763,26 @@ int weft__comm_exchange(weft__comm *c, const weft_xfer *x, size_t n, const char 
     memset(a, 0, sizeof *a);
     a->c = c;
     a->nxfer = n;
-    snprintf(a->name, sizeof a->name, "%s", name ? name : "exchange");
+    set_name(a, name ? name : "exchange");
     for (unsigned k = 0; k < c->n; k++)
         a->send_at[k] = a->recv_at[k] = -1;
-    a->xfer = n ? weft__alloc(n * sizeof *a->xfer) : NULL;
-    a->xsrc_at = n ? weft__alloc(n * sizeof *a->xsrc_at) : NULL;
-    a->xdst_at = n ? weft__alloc(n * sizeof *a->xdst_at) : NULL;
-    if (n && (!a->xfer || !a->xsrc_at || !a->xdst_at)) {
+    if (n <= OP_XFER_IN) {
+        a->xfer = a->xfer_in;
+        a->xsrc_at = a->xsrc_in;
+        a->xdst_at = a->xdst_in;
+    } else {
+        a->xfer = weft__alloc(n * sizeof *a->xfer);
+        a->xsrc_at = weft__alloc(n * sizeof *a->xsrc_at);
+        a->xdst_at = weft__alloc(n * sizeof *a->xdst_at);
+    }
+    if (!a->xfer || !a->xsrc_at || !a->xdst_at) {
         op_arg_free(a);
         return weft__error(WEFT_ENOMEM, "%s: out of memory", fn);
     }
     if (n)
         memcpy(a->xfer, x, n * sizeof *x);
-    acc_list l = {0};
+    acc_list l;
+    acc_init(&l);
     int rc = 0;
     for (size_t i = 0; i < n && rc == 0; i++) {
         const weft_xfer *t = &x[i];

@@ -52,11 +52,20 @@ void weft__rt_progress(void *arg)
     for (unsigned i = 1; i < rt->ndev; i++)
         if (rt->dev[i]->ops->progress)
             rt->dev[i]->ops->progress(rt->dev[i]);
-    /* Work in flight of which nothing ended: this thread spins, and the
-     * threads it waits for (another rank's, on an oversubscribed machine)
-     * may need its core: give it up now, as idle workers do. */
-    if (weft__rt_poll(rt) == WEFT__POLL_BUSY && atomic_load_explicit(&rt->yield_idle, memory_order_relaxed))
+    /* The pollers: left to an idle worker that spins (it runs them between
+     * its looks for work, and what they complete releases its successor
+     * onto that worker's queue); a second poller would only take turns with
+     * it at a communicator's lock, on the cores it needs.  This thread then
+     * yields its core to it.  Otherwise it polls them itself; work in
+     * flight of which nothing ended: this thread spins, and the threads it
+     * waits for (another rank's, on an oversubscribed machine) may need its
+     * core: give it up now, as idle workers do. */
+    if (atomic_load_explicit(&rt->idle_pollers, memory_order_relaxed) > 0) {
+        if (atomic_load_explicit(&rt->yield_idle, memory_order_relaxed))
+            sched_yield();
+    } else if (weft__rt_poll(rt) == WEFT__POLL_BUSY && atomic_load_explicit(&rt->yield_idle, memory_order_relaxed)) {
         sched_yield();
+    }
 }
 
 static bool any_polled_device(const weft__rt *rt)

@@ -65,7 +65,8 @@ typedef struct weft__comm_backend {
     /* From the task's body: queue member k's part of r on the stream of
      * the task's GPU r->setk[k], for every member taking part (part[k]),
      * and return (0, or an error: the task fails; what was queued fails or
-     * finishes on its own).  *state (NULL if none) is handed to finish once
+     * finishes on its own); r and its transfers are the body's, valid during
+     * the call only (a backend copies what it keeps).  *state (NULL if none) is handed to finish once
      * the task has finished — after every part queued has run or been
      * skipped (a stream that failed skips its later work). */
     int (*post)(weft__comm *c, const weft_ctx *ctx, const weft__coll_run *r, const bool *part, void **state);

@@ -45,6 +45,7 @@
 #include <mpi.h>
 #include <sched.h>
 #include <stdatomic.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -52,13 +53,31 @@
 enum { NSIG = 4 }; /* a collective's signature: operation, type and operator, count, root */
 static const char *const sig_names[NSIG] = {"operation", "element type and operator", "count", "root"};
 
+/* What of a resolved operation (weft__coll_run) an operation across ranks
+ * needs: its own copy, without the tables per member of GPUs. */
+typedef struct mrun {
+    unsigned op, key, root, me;        /* as weft__coll_run's */
+    size_t elem, count;
+    const char *name;                  /* the task's (alive until it has finished) */
+    const void *my_send;
+    void *my_recv;
+    uint64_t seq;
+    const weft__xfer_run *xfer;        /* an exchange's: xfer_in, or allocated and owned */
+    size_t nxfer;
+} mrun;
+
+/* Small operations keep their transfers, requests and types in the record
+ * itself (one allocation per operation): an exchange of up to XFER_IN
+ * transfers, a collective (one request). */
+enum { XFER_IN = 2, REQ_IN = 2 * XFER_IN };
+
 typedef struct mop {
     struct mop *next;
-    weft__coll_run r;                  /* xfer copied and owned */
+    mrun r;
     void *cookie;                      /* the task's work (weft__comm_work_begin) */
-    MPI_Request *req;
+    MPI_Request *req;                  /* req_in, or allocated */
     int nreq;
-    MPI_Datatype *types;               /* strided transfers' types, freed at the end */
+    MPI_Datatype *types;               /* strided transfers' types, freed at the end: types_in, or allocated */
     int ntypes;
     char *stage;                       /* gathered contributions (reductions) */
     uint64_t started;
@@ -72,6 +91,10 @@ typedef struct mop {
      * end (they were matched, or will be, or time out). */
     int status;
     bool abandoned;                    /* timed out: its requests (and it) stay with MPI */
+    /* Last (a new record is cleared up to here): the inline tables. */
+    MPI_Request req_in[REQ_IN];
+    MPI_Datatype types_in[XFER_IN];
+    weft__xfer_run xfer_in[XFER_IN];
 } mop;
 
 typedef struct mstate {
@@ -79,8 +102,8 @@ typedef struct mstate {
     MPI_Comm comm;
     int rank, size;
     pthread_t thread;
-    /* lock protects pending (by number), skipped, next, gate, active and
-     * broken, and serialises this communicator's MPI calls: it is held
+    /* lock protects pending (by number), skipped, next, gate, active,
+     * tests and broken (and polls is written only under it), and serialises this communicator's MPI calls: it is held
      * across the non-blocking calls that start and test operations (they
      * return at once, but a test may copy a large message), never across a
      * blocking one.  Taken by bodies (mpost) and skips; polls, the progress
@@ -103,10 +126,11 @@ typedef struct mstate {
      * order. */
     mop *gate;
     mop *active;                       /* started, not ended */
+    unsigned tests;                    /* calls of test_active (every 8th checks the timeouts) */
     bool stop, broken;
     _Atomic bool thread_idle;          /* the thread sleeps until something is active */
     _Atomic uint32_t nactive;          /* the length of active (a poller's cheap first look) */
-    _Atomic uint64_t polls;            /* polls by other threads (the thread watches it) */
+    _Atomic uint64_t polls;            /* polls by other threads (the thread watches it; written under lock) */
 } mstate;
 
 /* The progress thread's watch: while something is active it wakes this
@@ -124,15 +148,13 @@ static void fold_all(const mop *o, const char *stage, int n, size_t B, void *out
 /* Start a collective's check (under lock): 0 or an MPI error. */
 static int start_check(mstate *m, mop *o)
 {
-    const weft__coll_run *r = &o->r;
+    const mrun *r = &o->r;
     int64_t v[NSIG] = {(int64_t)r->op, (int64_t)r->key, (int64_t)r->count, (int64_t)r->root};
     for (int i = 0; i < NSIG; i++) {
         o->sig[i] = v[i];
         o->sig[NSIG + i] = -v[i];
     }
-    o->req = weft__alloc(sizeof *o->req);
-    if (!o->req)
-        return MPI_ERR_NO_MEM;
+    o->req = o->req_in;
     o->req[0] = MPI_REQUEST_NULL; /* tested as such if the call below fails */
     o->nreq = 1;
     o->checking = true;
@@ -166,21 +188,27 @@ static int start(mstate *m, mop *o)
 
 static int start_op(mstate *m, mop *o)
 {
-    weft__coll_run *r = &o->r;
+    mrun *r = &o->r;
     size_t B = r->count * r->elem;
     int n = m->size, rc = MPI_SUCCESS;
     MPI_Datatype byte = MPI_BYTE;
     o->checking = false;
-    weft__free(o->req);
-    o->req = NULL;
+    o->req = o->req_in; /* a collective's check, if any, has ended: its request is free again */
     o->nreq = 0;
     if (r->op == 0) { /* an exchange: this rank's sends and receives, tagged with the number */
         int tag = (int)(r->seq % 32767);
-        o->req = weft__alloc(2 * (r->nxfer ? r->nxfer : 1) * sizeof *o->req);
-        o->types = weft__alloc((r->nxfer ? r->nxfer : 1) * sizeof *o->types);
-        if (!o->req || !o->types)
-            return MPI_ERR_NO_MEM;
-        for (size_t i = 0; i < 2 * (r->nxfer ? r->nxfer : 1); i++)
+        if (r->nxfer > XFER_IN) {
+            o->req = weft__alloc(2 * r->nxfer * sizeof *o->req);
+            o->types = weft__alloc(r->nxfer * sizeof *o->types);
+            if (!o->req || !o->types) {
+                weft__free(o->req);
+                o->req = o->req_in; /* nothing started: mop_free frees types */
+                return MPI_ERR_NO_MEM;
+            }
+        } else {
+            o->types = o->types_in;
+        }
+        for (size_t i = 0; i < 2 * r->nxfer; i++)
             o->req[i] = MPI_REQUEST_NULL; /* a send or receive that failed to start is tested as none */
         for (size_t i = 0; i < r->nxfer && rc == MPI_SUCCESS; i++) {
             const weft__xfer_run *x = &r->xfer[i];
@@ -211,9 +239,6 @@ static int start_op(mstate *m, mop *o)
         }
         return rc;
     }
-    o->req = weft__alloc(sizeof *o->req);
-    if (!o->req)
-        return MPI_ERR_NO_MEM;
     o->req[0] = MPI_REQUEST_NULL; /* tested as such if the call below fails */
     o->nreq = 1;
     const void *in = r->my_send ? r->my_send : r->my_recv;
@@ -245,7 +270,7 @@ static int start_op(mstate *m, mop *o)
  * nobody else's now). */
 static void conclude(mstate *m, mop *o)
 {
-    weft__coll_run *r = &o->r;
+    mrun *r = &o->r;
     size_t B = r->count * r->elem;
     if (!B)
         return;
@@ -258,7 +283,7 @@ static void conclude(mstate *m, mop *o)
 /* Bytes this rank sent and received in o (for the trace). */
 static size_t mop_bytes(const mop *o)
 {
-    const weft__coll_run *r = &o->r;
+    const mrun *r = &o->r;
     if (r->op)
         return r->count * r->elem;
     size_t b = 0;
@@ -272,10 +297,13 @@ static void mop_free(mop *o)
 {
     for (int i = 0; i < o->ntypes; i++)
         MPI_Type_free(&o->types[i]);
-    weft__free(o->types);
-    weft__free(o->req);
+    if (o->types != o->types_in)
+        weft__free(o->types);
+    if (o->req != o->req_in)
+        weft__free(o->req);
     weft__free(o->stage);
-    weft__free((void *)o->r.xfer);
+    if (o->r.xfer != o->xfer_in)
+        weft__free((void *)o->r.xfer);
     weft__free(o);
 }
 
@@ -361,11 +389,14 @@ static void start_ready(mstate *m, mop **ended)
 
 /* Test what is in flight (under lock), each operation once: what ended
  * goes onto *ended; a collective whose check came back starts (or fails
- * on every rank alike), and what waited for it after it. */
+ * on every rank alike), and what waited for it after it.  Every 8th call
+ * also checks the timeouts (the clock costs as much as a test: an idle
+ * poll is mostly this). */
 static void test_active(mstate *m, mop **ended)
 {
     char why[320];
-    uint64_t now = weft__now_ns();
+    bool timing = (++m->tests & 7) == 0;
+    uint64_t now = 0; /* read once, when an operation is found not done */
     bool opened = false;
     for (mop **pp = &m->active; *pp;) {
         mop *o = *pp;
@@ -412,7 +443,9 @@ static void test_active(mstate *m, mop **ended)
             end_op(o, o->status, NULL, ended);
             continue;
         }
-        if (now - o->started > m->c->timeout_ns) {
+        if (timing && !now)
+            now = weft__now_ns();
+        if (timing && now - o->started > m->c->timeout_ns) {
             snprintf(why, sizeof why,
                      "on a communicator of %d ranks (this is rank %d), it did not complete within %.3f s: a rank "
                      "never took part; the communicator is broken from now on",
@@ -506,7 +539,9 @@ static int mpoll(weft__comm *c)
         return WEFT__POLL_IDLE;
     if (pthread_mutex_trylock(&m->lock) != 0)
         return WEFT__POLL_BUSY;
-    atomic_fetch_add_explicit(&m->polls, 1, memory_order_relaxed);
+    /* every writer holds the lock: no read-modify-write needed */
+    atomic_store_explicit(&m->polls, atomic_load_explicit(&m->polls, memory_order_relaxed) + 1,
+                          memory_order_relaxed);
     mop *ended = NULL;
     test_active(m, &ended);
     pthread_mutex_unlock(&m->lock);
@@ -616,11 +651,13 @@ static int mpost(weft__comm *c, const weft_ctx *ctx, const weft__coll_run *r, co
     mop *o = weft__alloc(sizeof *o);
     if (!o)
         return WEFT_ENOMEM;
-    memset(o, 0, sizeof *o);
-    o->r = *r;
-    o->r.xfer = NULL;
+    memset(o, 0, offsetof(mop, req_in)); /* the inline tables are set as they are used */
+    o->req = o->req_in;
+    o->r = (mrun){.op = r->op, .key = r->key, .root = r->root, .me = r->me, .elem = r->elem, .count = r->count,
+                  .name = r->name, .my_send = r->my_send, .my_recv = r->my_recv, .seq = r->seq,
+                  .nxfer = r->nxfer};
     if (r->nxfer) {
-        weft__xfer_run *x = weft__alloc(r->nxfer * sizeof *x);
+        weft__xfer_run *x = r->nxfer <= XFER_IN ? o->xfer_in : weft__alloc(r->nxfer * sizeof *x);
         if (!x) {
             weft__free(o);
             return WEFT_ENOMEM;
