@@ -17,6 +17,7 @@
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 static weft_runtime *make(const char *devices, unsigned workers, size_t vgpu_memory, bool check) {
     return test_make_devices(devices, workers, vgpu_memory, check);
@@ -371,6 +372,60 @@ static void spawn_group(weft_runtime *rt, weft_data *h, unsigned key, red *r, in
         spawn1(rt, PLACES[(k + salt) % 6], red_body, &r[k], h, WEFT_REDUCE | key, false);
         if (ref) red_reference(&r[k], ref);
     }
+}
+
+/* A kernel that takes its time (50 ms) on a GPU's stream. */
+static int slow_kernel(void *arg) {
+    (void)arg;
+    struct timespec ts = {0, 50000000};
+    nanosleep(&ts, NULL);
+    return 0;
+}
+static int slow_body(weft_ctx *ctx, void *arg) {
+    weft_range rw = {weft_ctx_data(ctx, 0), *(size_t *)arg, WEFT_RW};
+    return weft_ctx_queue_rw(ctx, 0, slow_kernel, NULL, 0, &rw, 1);
+}
+
+/* A reducer's identity comes from a host image of it, copied on the
+ * task's stream: the copy may run long after the body returned (behind a
+ * slow kernel the reducer follows), while a group of another operator on
+ * another GPU, ordered after it by events only, has already started and
+ * made its own image.  The first copy must still be of its own identity. */
+static void test_identity_outlives_fill(void) {
+    weft_runtime *rt = make("cpu,vgpu:2", 2, 0, false);
+    static double a[N], ref[N], x[64];
+    const unsigned SUM = WEFT_RED_SUM | WEFT_RED_F64, MIN = WEFT_RED_MIN | WEFT_RED_F64;
+    for (int round = 0; round < 3; round++) {
+        weft_data *h, *hx;
+        fill_values(SUM, a, N, 80 + (uint64_t)round);
+        memcpy(ref, a, sizeof a);
+        CHECK_OK(weft_data_register(rt, a, sizeof a, &h));
+        CHECK_OK(weft_data_register(rt, x, sizeof x, &hx));
+        size_t xb = sizeof x;
+        spawn1(rt, "gpu:0", slow_body, &xb, hx, WEFT_RW, false);
+        /* the SUM reducer on gpu:0 reads x: its stream waits for the slow kernel */
+        red r1 = {SUM, 90 + (uint64_t)round, N, 1, 0, NULL, a, 0, 0};
+        weft_access acc[2] = {{h, WEFT_REDUCE | SUM}, {hx, WEFT_R}};
+        spawn_acc(rt, "gpu:0", red_body, &r1, acc, 2, false);
+        red_reference(&r1, ref);
+        /* the MIN group on gpu:1 (round 0), the host (1), both (2) */
+        red r2 = {MIN, 95 + (uint64_t)round, N, 1, 0, NULL, a, 0, 0};
+        red r3 = {MIN, 99 + (uint64_t)round, N, 1, 0, NULL, a, 0, 0};
+        spawn1(rt, round == 1 ? "cpu" : "gpu:1", red_body, &r2, h, WEFT_REDUCE | MIN, false);
+        red_reference(&r2, ref);
+        if (round == 2) {
+            spawn1(rt, "cpu", red_body, &r3, h, WEFT_REDUCE | MIN, false);
+            red_reference(&r3, ref);
+        }
+        CHECKF(weft_wait_all(rt) == 0, "round %d: %s", round, weft_last_error());
+        CHECKF(!r1.saw_not_identity, "round %d: the SUM reducer's copy did not start from its identity", round);
+        CHECK(!r2.saw_not_identity && !r3.saw_not_identity);
+        CHECK_OK(weft_data_unregister(hx));
+        CHECK_OK(weft_data_unregister(h));
+        CHECKF(memcmp(a, ref, sizeof a) == 0, "round %d: the value", round);
+    }
+    memory_back(rt, "identity images");
+    CHECK_OK(weft_runtime_destroy(rt));
 }
 
 static void test_sequences(void) {
@@ -832,6 +887,7 @@ typedef struct rtask {
     size_t len[MAXACC];
     void *p[MAXACC];
     bool fail;
+    int gpu;                   /* where its body ran: a GPU's device index, or -1 */
 } rtask;
 
 /* A mix of what the task reads, then its writes and reductions. */
@@ -868,7 +924,11 @@ static void rwork(rtask *t) {
 static int rkernel(void *arg) {
     rtask *t = arg;
     for (int k = 0; k < t->na; k++) /* a reduction starts from the identity */
-        if ((t->mode[k] & WEFT_REDUCE) && !is_identity(t->key[k], t->p[k], t->len[k])) return 98;
+        if ((t->mode[k] & WEFT_REDUCE) && !is_identity(t->key[k], t->p[k], t->len[k])) {
+            fprintf(stderr, "task %d (on %s%d): its reduction of array %d (%zu elements at %p) does not start from the "
+                    "identity\n", t->id, t->gpu < 0 ? "the host" : "device ", t->gpu, t->arr[k], t->len[k], t->p[k]);
+            return 98;
+        }
     rwork(t);
     return 0;
 }
@@ -881,6 +941,7 @@ static int rbody(weft_ctx *ctx, void *arg) {
         unsigned m = t->mode[k] & WEFT_REDUCE ? WEFT_RW : t->mode[k] & WEFT_RW;
         rw[k] = (weft_range){t->p[k], t->len[k] * tsize(t->key[k]), m};
     }
+    t->gpu = weft_ctx_gpu_count(ctx) ? weft_ctx_gpu(ctx, 0) : -1;
     if (weft_ctx_gpu_count(ctx) == 0) return rkernel(t);
     return weft_ctx_queue_rw(ctx, 0, rkernel, t, 0, rw, (size_t)t->na);
 }
@@ -919,6 +980,7 @@ static void random_graph(uint64_t seed, int ntasks, bool check, size_t vgpu_memo
     weft_data *h[MAXA];
     for (int a = 0; a < narr; a++) CHECK_OK(weft_data_register(rt, mem[a], len[a] * tsize(ty[a]), &h[a]));
     static rtask tasks[MAXT];
+    static weft_task *th[MAXT]; /* (kept to say which failed, should one) */
     static const char *const where[] = {"cpu", "gpu", "gpu:0", "gpu:1", "gpu:2", "gpu:3", "2*gpu"};
     bool any_failed = false;
     for (int i = 0; i < ntasks; i++) {
@@ -955,9 +1017,16 @@ static void random_graph(uint64_t seed, int ntasks, bool check, size_t vgpu_memo
         d.naccesses = (size_t)t->na;
         d.placements = &p;
         d.nplacements = 1;
-        CHECKF(weft_spawn(rt, &d, NULL) == 0, "seed %llu: %s", (unsigned long long)seed, weft_last_error());
+        CHECKF(weft_spawn(rt, &d, &th[i]) == 0, "seed %llu: %s", (unsigned long long)seed, weft_last_error());
     }
     int rc = weft_wait_all(rt);
+    for (int i = 0; i < ntasks; i++) {
+        weft_task_info info;
+        if (weft_task_info_get(th[i], &info) == 0 && info.status == WEFT_TASK_FAILED && !tasks[i].fail)
+            fprintf(stderr, "seed %llu: task %d failed (body result %d, on %s%d)\n", (unsigned long long)seed, i,
+                    info.result, tasks[i].gpu < 0 ? "the host" : "device ", tasks[i].gpu);
+        weft_task_release(th[i]);
+    }
     for (int a = 0; a < narr; a++) CHECK_OK(weft_data_unregister(h[a]));
     memory_back(rt, "random graph");
     CHECK_OK(weft_runtime_destroy(rt));
@@ -1024,12 +1093,20 @@ int main(int argc, char **argv) {
         }
         return 0;
     }
+    if (argc > 6 && strcmp(argv[1], "graph") == 0) { /* (to rerun one graph: seed ntasks check vgpu_memory failures) */
+        uint64_t seed = strtoull(argv[2], NULL, 0);
+        random_graph(seed, atoi(argv[3]), atoi(argv[4]) != 0, (size_t)strtoull(argv[5], NULL, 0), atoi(argv[6]) != 0);
+        printf("graph %llu ok\n", (unsigned long long)seed); /* a failed check has exited with 1 */
+        return 0;
+    }
     test_step("every operator and type");
     test_basic();
     test_step("identity");
     test_identity();
     test_step("what follows a group");
     test_sequences();
+    test_step("an identity outlives its queued fills");
+    test_identity_outlives_fill();
     test_step("bad modes");
     test_bad();
     test_step("failures");

@@ -625,7 +625,10 @@ static bool drop_replica(weft__data *e, weft__replica *r, unsigned dev)
  * replica there when a reducer allocates).  0 once the allocation
  * succeeded; WEFT__DATA_RETRY when nothing is left to evict but pinned
  * replicas (of running tasks, whose end makes room: the placer keeps their
- * data within the capacity); WEFT_ENOMEM otherwise. */
+ * data within the capacity) or replicas whose handle's lock another thread
+ * holds (a moment later they may go: a loaded machine preempts lock
+ * holders, and an ENOMEM for that failed tasks under load); WEFT_ENOMEM
+ * otherwise. */
 static int alloc_evicting(weft__data *d, unsigned dev, void **out)
 {
     weft__mnode *m = &d->mnodes[dev];
@@ -637,13 +640,17 @@ static int alloc_evicting(weft__data *d, unsigned dev, void **out)
         *out = NULL;
         weft__data *victim = NULL;
         weft__replica *vr = NULL;
-        bool pinned = false;
+        bool pinned = false; /* (or its handle's lock was taken: evictable in a moment) */
         pthread_mutex_lock(&m->lock);
         for (weft__replica *r = m->head; r && !victim; r = r->lru_next) {
             pinned |= atomic_load(&r->pins) > 0;
             weft__data *e = r->owner;
-            if (atomic_load(&r->pins) || (e != d && pthread_mutex_trylock(&e->lock) != 0))
+            if (atomic_load(&r->pins))
                 continue;
+            if (e != d && pthread_mutex_trylock(&e->lock) != 0) {
+                pinned = true;
+                continue;
+            }
             if (atomic_load(&r->pins)) { /* pinned since (pins rise under e's lock) */
                 if (e != d)
                     pthread_mutex_unlock(&e->lock);
@@ -840,6 +847,19 @@ void weft__data_undo_acquire(weft__data *d, const weft__data_undo *undo)
 uint64_t weft__data_room_epoch(const weft__data *d, unsigned dev)
 {
     return dev < d->nrep ? atomic_load(&d->mnodes[dev].unpinned) : 0;
+}
+
+bool weft__data_room_held(const weft__data *d, unsigned dev)
+{
+    if (dev == 0 || dev >= d->nrep)
+        return false;
+    weft__mnode *m = &d->mnodes[dev];
+    bool held = false;
+    pthread_mutex_lock(&m->lock);
+    for (weft__replica *r = m->head; r && !held; r = r->lru_next)
+        held = atomic_load(&r->pins) > 0;
+    pthread_mutex_unlock(&m->lock);
+    return held;
 }
 
 typedef struct room_wait {

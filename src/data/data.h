@@ -298,6 +298,10 @@ uint64_t weft__data_room_epoch(const weft__data *d, unsigned dev);
 /* (At most 20 ms: a task whose own replicas fragment the device tries
  * again even when no other task finished.)  false if nothing changed. */
 bool weft__data_wait_room(weft__data *d, unsigned dev, uint64_t seen);
+/* Whether a replica or private copy on dev is pinned now (a running task's,
+ * a copy's in flight): their end will make room there.  Takes the node's
+ * lock; the caller holds no handle's lock. */
+bool weft__data_room_held(const weft__data *d, unsigned dev);
 /* The task that acquired *hold finished (or gives up and retries, notify
  * false: its own release must not wake itself): unpin them.  Never takes
  * the handle's lock. */

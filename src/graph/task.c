@@ -924,6 +924,10 @@ static int retry_drain(weft__task *t)
     return 0;
 }
 
+/* Waits of 20 ms with no room made while other tasks hold memory on the
+ * device, before a task gives up (a deadlock's end: 60 s). */
+#define ROOM_HELD_WAITS 3000
+
 int weft__task_acquire(weft__task *t, bool waited_events)
 {
     weft__dqueue *q = t->place && t->place->ngpu ? t->place->queue[0] : NULL;
@@ -931,7 +935,7 @@ int weft__task_acquire(weft__task *t, bool waited_events)
      * nothing it follows is still in flight there (its streams wait for
      * no predecessor's events): on its devices' prefetch queues. */
     unsigned prefetch = waited_events || t->g->no_prefetch ? 0 : WEFT__DATA_PREFETCH;
-    for (unsigned idle = 0;;) {
+    for (unsigned idle = 0, held = 0;;) {
         int rc = 0;
         uint32_t i = 0;
         uint64_t seen = 0;
@@ -953,8 +957,12 @@ int weft__task_acquire(weft__task *t, bool waited_events)
         /* Everything held: the private copies get their identity, ahead
          * of the body's work (a retry would have had to take it back). */
         for (uint32_t j = 0; j < t->naccess && rc == 0; j++)
-            if (t->access[j].mode & WEFT_REDUCE)
-                rc = weft__reduce_begin(t->access[j].data, t->access[j].part, q);
+            if (t->access[j].mode & WEFT_REDUCE) {
+                /* on the stream of the GPU the access is on (WEFT_ON_GPU), ahead of the body's work there */
+                weft__dqueue *aq;
+                (void)weft__task_access_dev(t, &t->access[j], &aq);
+                rc = weft__reduce_begin(t->access[j].data, t->access[j].part, aq);
+            }
         if (rc == 0 && t->g->check_data)
             rc = check_data(t);
         if (rc != WEFT__DATA_RETRY)
@@ -975,11 +983,25 @@ int weft__task_acquire(weft__task *t, bool waited_events)
             weft__data_release(t->access[j].data, &t->access[j].hold, false);
             weft__data_hold_clear(&t->access[j].hold);
         }
-        /* a second of waits in which no task made room: its own replicas
-         * leave none (fragmented), and nothing will change */
-        idle = weft__data_wait_room(full->data, full_dev, seen) ? 0 : idle + 1;
-        if (idle == 50)
-            return WEFT_ENOMEM;
+        /* No task made room within 20 ms.  While replicas there are in
+         * use (running tasks', copies in flight), their end makes room:
+         * wait on, however long their kernels take (a loaded machine's
+         * streams may take seconds), up to a bound that ends a deadlock
+         * with an error (a body waiting for this task while its own task
+         * holds the memory this one needs).  With none in use, this task's
+         * own data leave no room (fragmented): after a second, nothing
+         * will change. */
+        if (weft__data_wait_room(full->data, full_dev, seen)) {
+            idle = held = 0;
+        } else if (weft__data_room_held(full->data, full_dev)) {
+            if (++held == ROOM_HELD_WAITS)
+                return weft__error(WEFT_ENOMEM, "no room on device %u for %zu bytes: the memory held there by "
+                                                "running tasks was not given back in %d s",
+                                   full_dev, full->data->size, ROOM_HELD_WAITS / 50);
+        } else if (++idle == 50) {
+            return weft__error(WEFT_ENOMEM, "no room on device %u for %zu bytes: its other data fragment it",
+                               full_dev, full->data->size);
+        }
     }
 }
 
