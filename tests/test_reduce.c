@@ -17,7 +17,6 @@
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 static weft_runtime *make(const char *devices, unsigned workers, size_t vgpu_memory, bool check) {
     return test_make_devices(devices, workers, vgpu_memory, check);
@@ -372,60 +371,6 @@ static void spawn_group(weft_runtime *rt, weft_data *h, unsigned key, red *r, in
         spawn1(rt, PLACES[(k + salt) % 6], red_body, &r[k], h, WEFT_REDUCE | key, false);
         if (ref) red_reference(&r[k], ref);
     }
-}
-
-/* A kernel that takes its time (50 ms) on a GPU's stream. */
-static int slow_kernel(void *arg) {
-    (void)arg;
-    struct timespec ts = {0, 50000000};
-    nanosleep(&ts, NULL);
-    return 0;
-}
-static int slow_body(weft_ctx *ctx, void *arg) {
-    weft_range rw = {weft_ctx_data(ctx, 0), *(size_t *)arg, WEFT_RW};
-    return weft_ctx_queue_rw(ctx, 0, slow_kernel, NULL, 0, &rw, 1);
-}
-
-/* A reducer's identity comes from a host image of it, copied on the
- * task's stream: the copy may run long after the body returned (behind a
- * slow kernel the reducer follows), while a group of another operator on
- * another GPU, ordered after it by events only, has already started and
- * made its own image.  The first copy must still be of its own identity. */
-static void test_identity_outlives_fill(void) {
-    weft_runtime *rt = make("cpu,vgpu:2", 2, 0, false);
-    static double a[N], ref[N], x[64];
-    const unsigned SUM = WEFT_RED_SUM | WEFT_RED_F64, MIN = WEFT_RED_MIN | WEFT_RED_F64;
-    for (int round = 0; round < 3; round++) {
-        weft_data *h, *hx;
-        fill_values(SUM, a, N, 80 + (uint64_t)round);
-        memcpy(ref, a, sizeof a);
-        CHECK_OK(weft_data_register(rt, a, sizeof a, &h));
-        CHECK_OK(weft_data_register(rt, x, sizeof x, &hx));
-        size_t xb = sizeof x;
-        spawn1(rt, "gpu:0", slow_body, &xb, hx, WEFT_RW, false);
-        /* the SUM reducer on gpu:0 reads x: its stream waits for the slow kernel */
-        red r1 = {SUM, 90 + (uint64_t)round, N, 1, 0, NULL, a, 0, 0};
-        weft_access acc[2] = {{h, WEFT_REDUCE | SUM}, {hx, WEFT_R}};
-        spawn_acc(rt, "gpu:0", red_body, &r1, acc, 2, false);
-        red_reference(&r1, ref);
-        /* the MIN group on gpu:1 (round 0), the host (1), both (2) */
-        red r2 = {MIN, 95 + (uint64_t)round, N, 1, 0, NULL, a, 0, 0};
-        red r3 = {MIN, 99 + (uint64_t)round, N, 1, 0, NULL, a, 0, 0};
-        spawn1(rt, round == 1 ? "cpu" : "gpu:1", red_body, &r2, h, WEFT_REDUCE | MIN, false);
-        red_reference(&r2, ref);
-        if (round == 2) {
-            spawn1(rt, "cpu", red_body, &r3, h, WEFT_REDUCE | MIN, false);
-            red_reference(&r3, ref);
-        }
-        CHECKF(weft_wait_all(rt) == 0, "round %d: %s", round, weft_last_error());
-        CHECKF(!r1.saw_not_identity, "round %d: the SUM reducer's copy did not start from its identity", round);
-        CHECK(!r2.saw_not_identity && !r3.saw_not_identity);
-        CHECK_OK(weft_data_unregister(hx));
-        CHECK_OK(weft_data_unregister(h));
-        CHECKF(memcmp(a, ref, sizeof a) == 0, "round %d: the value", round);
-    }
-    memory_back(rt, "identity images");
-    CHECK_OK(weft_runtime_destroy(rt));
 }
 
 static void test_sequences(void) {
@@ -1105,8 +1050,6 @@ int main(int argc, char **argv) {
     test_identity();
     test_step("what follows a group");
     test_sequences();
-    test_step("an identity outlives its queued fills");
-    test_identity_outlives_fill();
     test_step("bad modes");
     test_bad();
     test_step("failures");
