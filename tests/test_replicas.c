@@ -702,7 +702,9 @@ static int set_cpu_body(weft_ctx *ctx, void *arg) {
 
 static void test_prefetch_beside_kernels(bool check) {
     if (check) CHECK(setenv("WEFT_VGPU_CHECK", "1", 1) == 0);
+    CHECK(setenv("WEFT_PREFETCH", "1", 1) == 0); /* (off by default: weft.h) */
     weft_runtime *rt = make("cpu,vgpu:1", 0);
+    unsetenv("WEFT_PREFETCH");
     if (check) unsetenv("WEFT_VGPU_CHECK");
     static double a[N];
     weft_data *h;
@@ -759,8 +761,14 @@ static void test_prefetch_beside_kernels(bool check) {
     CHECK_OK(weft_runtime_destroy(rt));
 }
 
-int main(void) {
+int main(int argc, char **argv) {
     test_watchdog(test_pick(150, 300));
+    if (argc > 5 && strcmp(argv[1], "graph") == 0) { /* (to rerun one graph: seed ntasks check vgpu_memory) */
+        uint64_t seed = strtoull(argv[2], NULL, 0);
+        random_graph(seed, atoi(argv[3]), atoi(argv[4]) != 0, (size_t)strtoull(argv[5], NULL, 0));
+        printf("graph %llu ok\n", (unsigned long long)seed); /* a failed check has exited with 1 */
+        return 0;
+    }
     test_step("one array");
     test_one_array();
     test_step("no room");
