@@ -949,36 +949,49 @@ class _Sim:
         NumPy slice pairs and the accesses of its gather task) and between
         ranks (Transfers, the whole group in one order every rank derives
         alike)."""
-        lib, lo, nloc = self.lib, self.lo, self.nloc
+        lo, nloc = self.lo, self.nloc
         local, net = ([] if self.gpu_halo else {}), []
-        for me in self.chunks:
-            for edges in HALO_DIRS:
-                nb = self._across(me.index, edges)
-                if nb < 0:
-                    continue
-                other = self.chunks[nb]
-                rank_me, rank_other = me.index // nloc, nb // nloc
-                if rank_me == rank_other and rank_me != self.rank:
-                    continue     # between two chunks of another rank
-                for f in fields:
-                    mine, theirs = CloverStrip(), CloverStrip()
-                    lib.clover_halo_block(me.ref, f, depth, edges, byref(mine))
-                    lib.clover_halo_block(other.ref, f, depth, _flip(edges), byref(theirs))
-                    if rank_me != rank_other:
-                        net.append(_transfer(rank_other, rank_me, other, me, f, mine, theirs, staged=True))
-                    elif self.gpu_halo:
-                        local.append(_transfer(nb - lo, me.index - lo, other, me, f, mine, theirs, staged=True))
-                    else:
-                        copies, reads, writes = local.setdefault(me.index, ([], {}, {}))
-                        copies.append((_block_of(me.stage_arrays[f], me.pitch, mine.recv_off, mine.rows, mine.cols),
-                                       _block(other, f, theirs.send_off, mine.rows, mine.cols)))
-                        reads[other.data[f]] = None
-                        writes[me.stage_data[f]] = None
+        for me, other, f, mine, theirs in self._blocks(depth, fields, staged=True):
+            rank_me, rank_other = me.index // nloc, other.index // nloc
+            if rank_me != rank_other:
+                net.append(_transfer(rank_other, rank_me, other, me, f, mine, theirs, staged=True))
+            elif self.gpu_halo:
+                local.append(_transfer(other.index - lo, me.index - lo, other, me, f, mine, theirs, staged=True))
+            else:
+                copies, reads, writes = local.setdefault(me.index, ([], {}, {}))
+                copies.append((_block_of(me.stage_arrays[f], me.pitch, mine.recv_off, mine.rows, mine.cols),
+                               _block(other, f, theirs.send_off, mine.rows, mine.cols)))
+                reads[other.data[f]] = None
+                writes[me.stage_data[f]] = None
         if not self.gpu_halo:
             local = {c: (copies, tuple(reads), tuple(writes)) for c, (copies, reads, writes) in local.items()}
         plan = (local, net)
         self.halos[("staged", depth, fields)] = plan
         return plan
+
+    def _blocks(self, depth, fields, staged):
+        """Each block of one halo update that this rank takes part in, as
+        (receiving chunk, sending chunk, field, the receiver's strip, the
+        sender's strip), in one order every rank derives alike.  staged:
+        from the chunk across each face and corner (clover_halo_block; the
+        border job reflects after the unpack); else from _source, a corner
+        on the mesh's boundary from the face neighbour's reflected ghost
+        lines (clover_halo_block_ghost)."""
+        lib, nloc = self.lib, self.nloc
+        for me in self.chunks:
+            for edges in HALO_DIRS:
+                nb, ghost = (self._across(me.index, edges), 0) if staged else self._source(me.index, edges)
+                if nb < 0:
+                    continue
+                if me.index // nloc == nb // nloc != self.rank:
+                    continue     # between two chunks of another rank
+                other = self.chunks[nb]
+                for f in fields:
+                    mine, theirs = CloverStrip(), CloverStrip()
+                    lib.clover_halo_block_ghost(me.ref, f, depth, edges, ghost, byref(mine))
+                    lib.clover_halo_block_ghost(other.ref, f, depth, _flip(edges & ~ghost) | ghost, ghost,
+                                                byref(theirs))
+                    yield me, other, f, mine, theirs
 
     def _across(self, c, edges):
         """The chunk across `edges` (a face or a corner) from chunk c, or -1."""
@@ -1012,29 +1025,17 @@ class _Sim:
         whole group in one order every rank derives alike, None for the
         buffers of other ranks); and this rank's chunks on the mesh's
         boundary, which reflect."""
-        lib, lo, nloc = self.lib, self.lo, self.nloc
+        lo, nloc = self.lo, self.nloc
         local, net = [], []
-        for me in self.chunks:
-            for edges in HALO_DIRS:
-                nb, ghost = self._source(me.index, edges)
-                if nb < 0:
-                    continue
-                other = self.chunks[nb]
-                rank_me, rank_other = me.index // nloc, nb // nloc
-                if rank_me == rank_other and rank_me != self.rank:
-                    continue     # between two chunks of another rank
-                for f in fields:
-                    mine, theirs = CloverStrip(), CloverStrip()
-                    lib.clover_halo_block_ghost(me.ref, f, depth, edges, ghost, byref(mine))
-                    lib.clover_halo_block_ghost(other.ref, f, depth, _flip(edges & ~ghost) | ghost, ghost,
-                                                byref(theirs))
-                    if rank_me != rank_other:
-                        net.append(_transfer(rank_other, rank_me, other, me, f, mine, theirs))
-                    elif self.gpu_halo:
-                        local.append(_transfer(nb - lo, me.index - lo, other, me, f, mine, theirs))
-                    else:
-                        local.append((_block(me, f, mine.recv_off, mine.rows, mine.cols),
-                                      _block(other, f, theirs.send_off, mine.rows, mine.cols)))
+        for me, other, f, mine, theirs in self._blocks(depth, fields, staged=False):
+            rank_me, rank_other = me.index // nloc, other.index // nloc
+            if rank_me != rank_other:
+                net.append(_transfer(rank_other, rank_me, other, me, f, mine, theirs))
+            elif self.gpu_halo:
+                local.append(_transfer(other.index - lo, me.index - lo, other, me, f, mine, theirs))
+            else:
+                local.append((_block(me, f, mine.recv_off, mine.rows, mine.cols),
+                              _block(other, f, theirs.send_off, mine.rows, mine.cols)))
         boundary = [ch for ch in self.mine if ch.c.edges]
         if self.gpu_halo:
             reflects = [ch.index for ch in boundary]
