@@ -103,6 +103,23 @@ static void strip_xfer(const sim *s, int to, int from, unsigned edges, unsigned 
     t->rows = mine.rows;
 }
 
+/* In host memory (chunks on the CPU): the block of field f that chunk
+ * `to` takes from chunk `from` across `edges` (strip_xfer's, staged into
+ * to's staging array), copied row by row.  0, or -1 for a handle without
+ * host memory. */
+static int copy_block_host(sim *s, int to, int from, unsigned edges, unsigned ghost, int f, int depth, int staged)
+{
+    weft_xfer t;
+    strip_xfer(s, to, from, edges, ghost, f, depth, staged, &t);
+    void *dst, *src;
+    size_t n;
+    if (weft_data_host(t.dst, &dst, &n) != 0 || weft_data_host(t.src, &src, &n) != 0)
+        return -1;
+    for (size_t r = 0; r < t.rows; r++)
+        memcpy((char *)dst + t.dst_off + r * t.dst_pitch, (char *)src + t.src_off + r * t.src_pitch, t.bytes);
+    return 0;
+}
+
 /* Chunks on the CPU: a host task fills the mesh boundary's ghosts and
  * then copies the blocks between this rank's chunks; across ranks the
  * exchange with other ranks follows it. */
@@ -151,17 +168,9 @@ static int host_halo_body(weft_ctx *ctx, void *arg)
             int nb = source(s, c, halo_dirs[e], &ghost);
             if (nb < 0 || !local(s, nb))
                 continue;
-            for (int fi = 0; fi < h->nfields; fi++) {
-                weft_xfer t;
-                strip_xfer(s, c, nb, halo_dirs[e], ghost, h->fields[fi], h->depth, 0, &t);
-                void *dst, *src;
-                size_t n;
-                if (weft_data_host(t.dst, &dst, &n) != 0 || weft_data_host(t.src, &src, &n) != 0)
+            for (int fi = 0; fi < h->nfields; fi++)
+                if (copy_block_host(s, c, nb, halo_dirs[e], ghost, h->fields[fi], h->depth, 0) != 0)
                     return -1;
-                for (size_t r = 0; r < t.rows; r++)
-                    memcpy((char *)dst + t.dst_off + r * t.dst_pitch, (char *)src + t.src_off + r * t.src_pitch,
-                           t.bytes);
-            }
         }
     atomic_fetch_add_explicit(&s->ns[K_HALO], now_ns() - t1, memory_order_relaxed);
     atomic_fetch_add_explicit(&s->calls[K_HALO], 1, memory_order_relaxed);
@@ -354,20 +363,12 @@ static int gather_halo_body(weft_ctx *ctx, void *arg)
     sim *s = g->s;
     uint64_t t0 = now_ns();
     for (int e = 0; e < 8; e++) {
-        unsigned ghost = 0;
         int nb = across(s, g->c, halo_dirs[e]);
         if (nb < 0 || !local(s, nb))
             continue;
-        for (int fi = 0; fi < g->u.nfields; fi++) {
-            weft_xfer t;
-            strip_xfer(s, g->c, nb, halo_dirs[e], ghost, g->u.fields[fi], g->u.depth, 1, &t);
-            void *dst, *src;
-            size_t n;
-            if (weft_data_host(t.dst, &dst, &n) != 0 || weft_data_host(t.src, &src, &n) != 0)
+        for (int fi = 0; fi < g->u.nfields; fi++)
+            if (copy_block_host(s, g->c, nb, halo_dirs[e], 0, g->u.fields[fi], g->u.depth, 1) != 0)
                 return -1;
-            for (size_t r = 0; r < t.rows; r++)
-                memcpy((char *)dst + t.dst_off + r * t.dst_pitch, (char *)src + t.src_off + r * t.src_pitch, t.bytes);
-        }
     }
     atomic_fetch_add_explicit(&s->ns[K_HALO], now_ns() - t0, memory_order_relaxed);
     atomic_fetch_add_explicit(&s->calls[K_HALO], 1, memory_order_relaxed);
