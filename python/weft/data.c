@@ -938,17 +938,23 @@ weft_py_data_accesses(RuntimeObject *r, PyObject *obj, const char *what, unsigne
             return -1;
         }
         Py_INCREF(d);
-    } else {
-        d = data_of_object(r, obj, what, (mode & (WEFT_W | WEFT_REDUCE)) != 0, 1);
-        if (d == NULL) return -1;
     }
-    reg_err err = {REG_OK, 0, 0, 0, 0};
-    reg_lock(r);
-    int rc = data_use(r, d, mode, a, rel, &err);
-    reg_unlock(r);
-    if (rc < 0) reg_raise(&err, what, given);
-    Py_DECREF(d);
-    return rc;
+    for (int tries = 0;; tries++) {
+        if (!given && (d = data_of_object(r, obj, what, (mode & (WEFT_W | WEFT_REDUCE)) != 0, 1)) == NULL)
+            return -1;
+        reg_err err = {REG_OK, 0, 0, 0, 0};
+        reg_lock(r);
+        int rc = data_use(r, d, mode, a, rel, &err);
+        int again = rc < 0 && !given && err.kind == REG_UNREGISTERED && r->rt != NULL && tries < 1000;
+        reg_unlock(r);
+        Py_DECREF(d);
+        /* An object's data found as another thread's unregister of it
+         * ended (between the lookup and the use): not the caller's doing,
+         * and no longer there: look it up again (it registers anew). */
+        if (again) continue;
+        if (rc < 0) reg_raise(&err, what, given);
+        return rc;
+    }
 }
 
 int
