@@ -147,12 +147,11 @@ typedef struct weft_config {
      * weft_runtime_create: WEFT_VGPU_LATENCY_US (default 2),
      * WEFT_VGPU_HOST_GBPS (host <-> GPU, default 25), WEFT_VGPU_PEER_GBPS
      * (GPU <-> GPU, and the virtual communicator's links, default 50);
-     * values that are not positive numbers are ignored.  WEFT_PREFETCH=1
-     * (read at weft_runtime_create) puts a copy into a GPU on the GPU's
-     * copy queue, beside the kernels queued there before, when the task's
-     * stream is busy (weft_stats.bytes_prefetched), instead of on the
-     * stream of the task that needs it.  Off by default for now: under
-     * load it can leave a copy unordered with a kernel (a known defect). */
+     * values that are not positive numbers are ignored.  A copy into a GPU
+     * goes on the GPU's copy queue, beside the kernels queued there before,
+     * when the task's stream is busy (weft_stats.bytes_prefetched);
+     * WEFT_PREFETCH=0 (read at weft_runtime_create) puts every copy on the
+     * stream of the task that needs it instead. */
     size_t vgpu_memory;
     /* The mapping policy of tasks with placements (weft_placement), by name:
      *   "load"         (the default) the first alternative, in the order

@@ -702,9 +702,7 @@ static int set_cpu_body(weft_ctx *ctx, void *arg) {
 
 static void test_prefetch_beside_kernels(bool check) {
     if (check) CHECK(setenv("WEFT_VGPU_CHECK", "1", 1) == 0);
-    CHECK(setenv("WEFT_PREFETCH", "1", 1) == 0); /* (off by default: weft.h) */
     weft_runtime *rt = make("cpu,vgpu:1", 0);
-    unsetenv("WEFT_PREFETCH");
     if (check) unsetenv("WEFT_VGPU_CHECK");
     static double a[N];
     weft_data *h;

@@ -1,8 +1,9 @@
 /* Virtual GPUs and the device string: which devices a runtime gets
  * (weft_config.devices, WEFT_DEVICES), what weft_device_info reports, bad
  * strings refused naming the bad part; each virtual GPU's arena (aligned,
- * private, capacity, reuse after free), and the copy model (a copy takes its
- * modelled time and overlaps a kernel on another queue). */
+ * private, capacity, reuse after free), events recorded on two queues (a
+ * wait is about the newest record when it was queued), and the copy model (a
+ * copy takes its modelled time and overlaps a kernel on another queue). */
 #include <stdlib.h>
 
 #include "check.h"
@@ -294,6 +295,79 @@ static void test_check_mode(void) {
     weft__device_delete(b);
 }
 
+/* ---- an event recorded on two queues: CUDA's semantics ------------------ */
+
+/* A wait or a query is about the event's newest record when it was made:
+ * an older record still pending on another queue is not waited for, and a
+ * newer record done does not stand for an older one a wait was queued on
+ * (the count of records done once let it: test_replicas' checked eviction
+ * graphs then found a kernel unordered with a prefetch copy). */
+static atomic_int release_a, a_done, c_saw, c_ran, d_ran;
+static int blocked_kernel(void *arg) { /* runs until the test releases it */
+    (void)arg;
+    int rc = wait_flag(&release_a, 20000) == 0 ? 0 : 1;
+    atomic_store(&a_done, 1);
+    return rc;
+}
+static int after_a_kernel(void *arg) { /* queued after a wait on record 1 */
+    (void)arg;
+    atomic_store(&c_saw, atomic_load(&a_done));
+    atomic_store(&c_ran, 1);
+    return 0;
+}
+static int after_b_kernel(void *arg) { /* queued after a wait on record 2 */
+    (void)arg;
+    atomic_store(&d_ran, 1);
+    return 0;
+}
+static void test_event_records(bool check) {
+    weft__waitset ws;
+    weft__waitset_init(&ws);
+    weft__vgpu_params p;
+    weft__vgpu_params_default(&p);
+    p.capacity = 1u << 20;
+    p.check = check;
+    weft__device *d = weft__vgpu_new(&ws, &p, "e");
+    CHECK(d != NULL);
+    const weft__device_ops *o = d->ops;
+    weft__dqueue *qa, *qb, *qc, *qd;
+    CHECK_OK(o->queue_create(d, &qa));
+    CHECK_OK(o->queue_create(d, &qb));
+    CHECK_OK(o->queue_create(d, &qc));
+    CHECK_OK(o->queue_create(d, &qd));
+    weft__devent *e;
+    CHECK_OK(o->event_create(d, &e));
+    CHECK(o->event_query(e) == 1); /* never recorded: done */
+    CHECK_OK(o->queue_wait(qd, e)); /* ... and nothing to wait for */
+    atomic_store(&release_a, 0);
+    atomic_store(&a_done, 0);
+    atomic_store(&c_ran, 0);
+    atomic_store(&d_ran, 0);
+    CHECK_OK(weft__device_launch(o, qa, blocked_kernel, NULL, 0));
+    CHECK_OK(o->event_record(e, qa)); /* record 1: pending behind the blocked kernel */
+    CHECK(o->event_query(e) == 0);
+    CHECK_OK(o->queue_wait(qc, e));   /* on record 1 */
+    CHECK_OK(weft__device_launch(o, qc, after_a_kernel, NULL, 0));
+    CHECK_OK(o->event_record(e, qb)); /* record 2, on a queue with nothing before it */
+    CHECK_OK(report_of(o, qb));
+    CHECK(o->event_query(e) == 1);    /* about record 2: done, record 1 pending or not */
+    CHECK_OK(o->queue_wait(qd, e));   /* on record 2: runs now */
+    CHECK_OK(weft__device_launch(o, qd, after_b_kernel, NULL, 0));
+    CHECK_OK(report_of(o, qd));
+    CHECK(atomic_load(&d_ran) == 1);
+    CHECK(atomic_load(&c_ran) == 0);  /* still waiting for record 1 */
+    atomic_store(&release_a, 1);
+    CHECK_OK(report_of(o, qc));
+    CHECK(atomic_load(&c_ran) == 1 && atomic_load(&c_saw) == 1);
+    CHECK_OK(report_of(o, qa));
+    o->event_destroy(e);
+    o->queue_destroy(qa);
+    o->queue_destroy(qb);
+    o->queue_destroy(qc);
+    o->queue_destroy(qd);
+    weft__device_delete(d);
+}
+
 int main(void) {
     test_watchdog(test_pick(60, 200));
     test_step("device strings");
@@ -302,6 +376,9 @@ int main(void) {
     test_arenas();
     test_step("checking mode");
     test_check_mode();
+    test_step("an event recorded on two queues");
+    test_event_records(false);
+    test_event_records(true);
     test_step("copy model");
     test_copy_model();
     printf("test_vgpu: ok\n");

@@ -334,11 +334,8 @@ int weft_runtime_create(const weft_config *cfg_in, weft_runtime **out)
         rt->graph.trace = true;
     }
     rt->graph.check_data = weft__vcheck_wanted(); /* the checking mode (WEFT_VGPU_CHECK) */
-    uint64_t prefetch = 1;
-    /* Off unless asked for (WEFT_PREFETCH=1): the checking mode finds a
-     * copy the prefetch queues leave unordered with a kernel under load
-     * (test_replicas' checked eviction graphs, ~5% of runs; design.md). */
-    rt->graph.no_prefetch = !(env_u64("WEFT_PREFETCH", &prefetch) && prefetch != 0);
+    uint64_t prefetch = 1; /* the prefetch queues: on unless WEFT_PREFETCH=0 */
+    rt->graph.no_prefetch = env_u64("WEFT_PREFETCH", &prefetch) && prefetch == 0;
     /* Workers are cache-line aligned so their counters do not share lines. */
     size_t bytes = sizeof(weft__worker) * n;
     rt->workers = weft__alloc_aligned(WEFT__CACHELINE, bytes);

@@ -212,8 +212,8 @@ typedef struct item {
     const void *src;
     size_t n;                  /* IT_COPY: bytes (of each row) */
     size_t rows, dpitch, spitch; /* IT_COPY: rows (0: one), their pitches at dst and src */
-    weft__devent *event;
-    uint64_t until;            /* IT_WAIT: the event's records to wait for */
+    weft__devent *event;       /* IT_RECORD: the event recorded */
+    struct vrec *rec;          /* IT_RECORD, IT_WAIT: the record done or waited for (a reference) */
     weft_range *rw;            /* IT_KERNEL: the memory it names (checking mode) */
     size_t nrw;
     weft__done_fn on_error;    /* IT_KERNEL: where its failure goes, with cookie (NULL: q->error) */
@@ -266,20 +266,39 @@ struct weft__dqueue {
     weft__vclock *clock;
 };
 
+/* One record of an event, as CUDA has it: a wait queued, or a query
+ * made, after a record is about that record only, the event's newest when
+ * it was made, whatever queue it went on and whatever records come after.
+ * (Records of one event on two queues may be done in either order: a count
+ * of records done, which this replaced, let a later record's completion
+ * stand for an earlier one's.)  Shared by the event, the record item and
+ * each wait item naming it; the last reference frees it. */
+typedef struct vrec {
+    _Atomic unsigned refs;
+    /* Done on its queue.  Sequentially consistent, with the device's
+     * nwait (see vgpu.lock); error and clock are written before it. */
+    _Atomic bool done;
+    _Atomic int error;         /* the queue's error when it was done, or 0 */
+    weft__vclock *clock;       /* checking mode: the queue's clock when it was done */
+} vrec;
+
 struct weft__devent {
     weft__device *dev;
-    /* Records made (counted at the call) and done (on the queue): a wait
-     * waits for the records made before it was queued, as
-     * cudaStreamWaitEvent does, not for later ones; the event has fired
-     * when every record made has (fired == recorded).  Sequentially
-     * consistent, with the device's nwait (see vgpu.lock). */
-    _Atomic uint64_t recorded, fired;
-    _Atomic int error;         /* the error of the queue at the last record done, or 0 */
-    weft__vclock *clock;       /* checking mode: the recording queue's clock at its last record
-                                  (under the device's lock) */
+    /* mu protects `last`, the newest record (NULL: never recorded, which
+     * counts as done, as in CUDA).  Nothing nests under it but weft__alloc. */
+    pthread_mutex_t mu;
+    vrec *last;
 };
 
 static vgpu *V(weft__device *dev) { return dev->impl; }
+
+static void rec_unref(vrec *r)
+{
+    if (r && atomic_fetch_sub(&r->refs, 1) == 1) {
+        weft__free(r->clock);
+        weft__free(r);
+    }
+}
 
 static void sleep_ns(uint64_t ns)
 {
@@ -348,6 +367,7 @@ static size_t vg_spans(weft__dqueue *q, const weft__span **out)
 
 static void free_item(item *it)
 {
+    rec_unref(it->rec);
     weft__free(it->rw);
     weft__free(it->host);
     weft__free(it);
@@ -384,36 +404,34 @@ static bool copy_checked(weft__dqueue *q, const item *it, size_t rows)
     return ok;
 }
 
-/* Wait (on q's thread) until event e has fired `until` records. */
-static void wait_event(weft__dqueue *q, weft__devent *e, uint64_t until)
+/* Wait (on q's thread) until record r of an event of device dev is done. */
+static void wait_event(weft__dqueue *q, weft__device *dev, vrec *r)
 {
-    vgpu *ev = V(e->dev);
-    if (!q->clock && atomic_load(&e->fired) >= until)
+    vgpu *ev = V(dev);
+    if (atomic_load(&r->done) && !q->clock)
         return;
     pthread_mutex_lock(&ev->lock);
     atomic_fetch_add(&ev->nwait, 1);
-    while (atomic_load(&e->fired) < until)
+    while (!atomic_load(&r->done))
         pthread_cond_wait(&ev->fired, &ev->lock);
     atomic_fetch_sub(&ev->nwait, 1);
-    if (q->clock && e->clock) /* ordered after what the record was */
-        weft__vclock_merge(q->clock, e->clock);
     pthread_mutex_unlock(&ev->lock);
+    if (q->clock && r->clock) /* ordered after what the record was */
+        weft__vclock_merge(q->clock, r->clock);
 }
 
-/* A record of e done on q. */
-static void fire(weft__dqueue *q, weft__devent *e)
+/* Record r of e done on q. */
+static void fire(weft__dqueue *q, weft__devent *e, vrec *r)
 {
     vgpu *v = V(q->dev);
-    atomic_store(&e->error, atomic_load_explicit(&q->error, memory_order_relaxed));
+    atomic_store(&r->error, atomic_load_explicit(&q->error, memory_order_relaxed));
     if (q->clock) {
-        pthread_mutex_lock(&v->lock);
-        if (!e->clock)
-            e->clock = weft__alloc(sizeof *e->clock);
-        if (e->clock)
-            *e->clock = *q->clock;
-        pthread_mutex_unlock(&v->lock);
+        if (!r->clock)
+            r->clock = weft__alloc(sizeof *r->clock); /* (none: the wait orders nothing it checks) */
+        if (r->clock)
+            *r->clock = *q->clock;
     }
-    atomic_fetch_add(&e->fired, 1);
+    atomic_store(&r->done, true);
     if (atomic_load(&v->nwait) > 0) {
         pthread_mutex_lock(&v->lock);
         pthread_cond_broadcast(&v->fired);
@@ -432,10 +450,10 @@ static bool run_item(weft__dqueue *q, item *it)
 {
     vgpu *v = V(q->dev);
     if (it->kind == IT_WAIT) {
-        wait_event(q, it->event, it->until);
+        wait_event(q, it->event->dev, it->rec);
         /* an event that fired with its queue's error passes it on (as a
          * CUDA error is sticky): what follows on q relied on that work */
-        int e = atomic_load(&it->event->error);
+        int e = atomic_load(&it->rec->error);
         if (e != 0 && atomic_load_explicit(&q->error, memory_order_relaxed) == 0)
             atomic_store(&q->error, e);
     }
@@ -484,7 +502,7 @@ static bool run_item(weft__dqueue *q, item *it)
         break;
     }
     case IT_RECORD:
-        fire(q, it->event);
+        fire(q, it->event, it->rec);
         break;
     case IT_NOTIFY: {
         int status = atomic_exchange(&q->error, 0);
@@ -677,17 +695,16 @@ static int vg_event_create(weft__device *dev, weft__devent **out)
     if (!e)
         return WEFT_ENOMEM;
     e->dev = dev;
-    atomic_init(&e->recorded, 0);
-    atomic_init(&e->fired, 0);
-    atomic_init(&e->error, 0);
-    e->clock = NULL;
+    pthread_mutex_init(&e->mu, NULL);
+    e->last = NULL;
     *out = e;
     return 0;
 }
 
 static void vg_event_destroy(weft__devent *e)
 {
-    weft__free(e->clock);
+    rec_unref(e->last);
+    pthread_mutex_destroy(&e->mu);
     weft__free(e);
 }
 
@@ -700,56 +717,100 @@ static bool idle(weft__dqueue *q)
     return !q->clock && atomic_load(&q->pending) == 0 && atomic_load(&q->error) == 0;
 }
 
+/* e's newest record, with a reference for the caller (NULL: none). */
+static vrec *last_record(weft__devent *e)
+{
+    pthread_mutex_lock(&e->mu);
+    vrec *r = e->last;
+    if (r)
+        atomic_fetch_add(&r->refs, 1);
+    pthread_mutex_unlock(&e->mu);
+    return r;
+}
+
+/* A new record, e's newest from now on, with a reference for the caller.
+ * The one it replaces is reused when nothing but the event holds it and
+ * it is done (an event recorded again and again on one queue, the usual
+ * case, allocates once).  NULL on ENOMEM. */
+static vrec *new_record(weft__devent *e)
+{
+    pthread_mutex_lock(&e->mu);
+    vrec *r = e->last;
+    if (r && atomic_load(&r->refs) == 1 && atomic_load(&r->done)) {
+        atomic_store(&r->done, false); /* (refs 1 under mu: nobody else can take it meanwhile) */
+        atomic_store(&r->error, 0);
+    } else {
+        vrec *n = weft__alloc(sizeof *n);
+        if (!n) {
+            pthread_mutex_unlock(&e->mu);
+            return NULL;
+        }
+        atomic_init(&n->refs, 1); /* the event's */
+        atomic_init(&n->done, false);
+        atomic_init(&n->error, 0);
+        n->clock = NULL;
+        rec_unref(r);
+        e->last = r = n;
+    }
+    atomic_fetch_add(&r->refs, 1); /* the caller's */
+    pthread_mutex_unlock(&e->mu);
+    return r;
+}
+
 static int vg_event_record(weft__devent *e, weft__dqueue *q)
 {
-    if (idle(q)) {
-        atomic_fetch_add(&e->recorded, 1);
-        fire(q, e);
+    bool now = idle(q);
+    item *it = now ? NULL : new_item(IT_RECORD);
+    if (!now && !it)
+        return WEFT_ENOMEM;
+    vrec *r = new_record(e);
+    if (!r) {
+        if (it)
+            free_item(it);
+        return WEFT_ENOMEM;
+    }
+    if (now) {
+        fire(q, e, r);
+        rec_unref(r);
         return 0;
     }
-    item *it = new_item(IT_RECORD);
-    if (!it)
-        return WEFT_ENOMEM;
     it->event = e;
-    atomic_fetch_add(&e->recorded, 1);
+    it->rec = r;
+    atomic_fetch_add(&r->refs, 1); /* the item's, beside the caller's */
     int rc = push(q, it);
-    if (rc != 0)
-        atomic_fetch_add(&e->fired, 1); /* never queued: nothing to wait for */
+    if (rc != 0) /* never queued: done, with nothing to wait for (a wait on it would never end) */
+        atomic_store(&r->done, true);
+    rec_unref(r);
     return rc;
 }
 
 static int vg_queue_wait(weft__dqueue *q, weft__devent *e)
 {
+    vrec *r = last_record(e);
+    if (!r)
+        return 0; /* never recorded: nothing to wait for */
     item *it = new_item(IT_WAIT);
-    if (!it)
+    if (!it) {
+        rec_unref(r);
         return WEFT_ENOMEM;
+    }
     it->event = e;
-    it->until = atomic_load(&e->recorded);
+    it->rec = r;
     return push(q, it);
 }
 
 static int vg_event_query(weft__devent *e)
 {
-    /* Records made before this call (read first) have all been done. */
-    uint64_t made = atomic_load(&e->recorded);
-    int s = atomic_load(&e->fired) >= made ? 1 : 0;
-    if (s == 1 && atomic_load(&e->error) != 0)
-        s = atomic_load(&e->error);
-    vgpu *v = V(e->dev);
-    if (s != 0 && v->p.check) {
-        /* The host has seen it fire: what it queues from now on is ordered
-         * after the record (checking mode). */
-        weft__vclock c;
-        bool have = false;
-        pthread_mutex_lock(&v->lock);
-        if (e->clock) {
-            c = *e->clock;
-            have = true;
-        }
-        pthread_mutex_unlock(&v->lock);
-        if (have)
-            weft__vcheck_notified(&c);
-    }
+    vrec *r = last_record(e);
+    if (!r)
+        return 1;
+    int s = atomic_load(&r->done) ? 1 : 0;
+    if (s == 1 && atomic_load(&r->error) != 0)
+        s = atomic_load(&r->error);
+    if (s != 0 && r->clock)
+        weft__vcheck_notified(r->clock); /* the host has seen it done: what it queues from now on is
+                                            ordered after the record (checking mode) */
+    rec_unref(r);
     return s;
 }
 

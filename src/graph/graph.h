@@ -186,7 +186,7 @@ struct weft__graph {
     weft__task_stats ext;
     bool trace;                        /* workers record spans */
     bool check_data;                   /* the checking mode: each task's data checked as it starts */
-    bool no_prefetch;                  /* unless WEFT_PREFETCH=1: copies in on the task's stream only */
+    bool no_prefetch;                  /* WEFT_PREFETCH=0: copies in on the task's stream only */
 };
 
 void weft__graph_init(weft__graph *g, weft__sched *s, weft__waitset *ws, int64_t throttle_low);
