@@ -683,10 +683,9 @@ class _Sim:
         self.nloc = self.ngpu if self.ngpu else (chunks if chunks > 0 else rt.workers)
         # cpu_chunks beside the GPUs' (run_weft.c's ncpu): this rank's first
         # ngpu chunks on the GPUs, the rest on the CPU, every halo update on
-        # the host (weft brings the GPU chunks' fields there and back)
+        # the host (weft brings the GPU chunks' fields there and back), and
+        # across ranks the ranks' exchange after it
         self.ncpu = cpu_chunks if (cpu_chunks > 0 and self.ngpu) else 0
-        if self.ncpu and self.nranks > 1:
-            raise ValueError("cloverleaf: chunks on the CPU beside GPU chunks across ranks: not supported yet")
         self.nloc += self.ncpu
         # run_weft.c's split: the halo updates before viscosity and
         # accelerate staged, those kernels split (interior, then border);

@@ -7,8 +7,8 @@
  * --devices  Weft's devices ("cpu", "cpu,vgpu:4"; default: WEFT_DEVICES or
  *            every device found); chunks go one per GPU, or on the CPU
  * --chunks   chunks on the CPU when there is no GPU (default: one per worker)
- * --cpu-chunks  with GPUs, N chunks on the CPU beside one per GPU (one
- *            process; the halo updates then go through the host)
+ * --cpu-chunks  with GPUs, N chunks on the CPU beside one per GPU (on
+ *            each rank; the halo updates then go through the host)
  * --serial   the sequential oracle instead (no Weft; --chunks chunks)
  * --mpi      the mesh over the ranks of MPI_COMM_WORLD (the default when
  *            started by mpirun: OMPI_COMM_WORLD_SIZE or PMI_SIZE above 1);

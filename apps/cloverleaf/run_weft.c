@@ -794,12 +794,9 @@ static int setup(sim *s, const clover_weft_opts *o)
      * rank's being rank * nloc .. (rank + 1) * nloc - 1. */
     s->nloc = s->ngpu ? s->ngpu : (o->chunks > 0 ? o->chunks : (int)weft_runtime_workers(s->rt));
     if (o->cpu_chunks > 0 && s->ngpu > 0) {
-        if (s->nranks > 1) {
-            fprintf(stderr, "cloverleaf: chunks on the CPU beside GPU chunks across ranks: not supported yet\n");
-            return WEFT_EINVAL;
-        }
         /* this rank's first ngpu chunks on the GPUs, the rest on the CPU
-         * (every halo update then one host task: not split) */
+         * (every halo update then one host task, and across ranks the
+         * ranks' exchange after it, as for CPU chunks alone: not split) */
         s->ncpu = o->cpu_chunks;
         s->split = 0;
         s->nloc = s->ngpu + s->ncpu;

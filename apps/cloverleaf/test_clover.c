@@ -24,9 +24,10 @@
  *                             with the oracle's summary to 1e-12 relative
  *                             and every rank gets the oracle's whole
  *                             density and energy fields bit for bit, on cpu
- *                             (1 and 2 chunks a rank) and on cpu,vgpu:2;
- *                             the cut bm deck likewise (2 x 2 chunks: corners
- *                             across ranks), and its picture (--png, rank 0)
+ *                             (1 and 2 chunks a rank), on cpu,vgpu:2, and on
+ *                             cpu,vgpu:1 with a chunk on the CPU beside the
+ *                             GPU's; the cut bm deck likewise (2 x 2 chunks:
+ *                             corners across ranks), and its picture (--png, rank 0)
  *                             is byte for byte the one of the oracle's
  *                             density
  *   test_clover split         clover_split's five parts cover a kernel's
@@ -335,8 +336,8 @@ static unsigned char *slurp(const char *path, size_t *n)
 /* Across ranks: the summaries, and the fields every rank gathers (the
  * oracle's bit for bit); with png, rank 0's picture against the one drawn
  * from the oracle's density. */
-static void mpi_case(const clover_deck *d, const outcome *want, const char *devices, int chunks, int need_pass,
-                     int png)
+static void mpi_case(const clover_deck *d, const outcome *want, const char *devices, int chunks, int cpu_chunks,
+                     int need_pass, int png)
 {
     outcome got;
     outcome_init(&got, d);
@@ -347,13 +348,13 @@ static void mpi_case(const clover_deck *d, const outcome *want, const char *devi
         snprintf(png_path, sizeof png_path, "%s/test_clover_mpi_%ld.png", tmp, (long)getpid());
         snprintf(ref_path, sizeof ref_path, "%s/test_clover_ref_%ld.png", tmp, (long)getpid());
     }
-    clover_weft_opts o = {.devices = devices, .chunks = chunks, .workers = 1, .mpi = 1, .density = got.density,
-                          .energy = got.energy, .png_path = png ? png_path : NULL};
+    clover_weft_opts o = {.devices = devices, .chunks = chunks, .cpu_chunks = cpu_chunks, .workers = 1, .mpi = 1,
+                          .density = got.density, .energy = got.energy, .png_path = png ? png_path : NULL};
     clover_weft_result r;
     int rc = clover_weft_run(d, &o, &r);
-    char what[128];
-    snprintf(what, sizeof what, "rank %d of %d: %s, %d chunk(s) a rank", r.rank, r.nranks, devices,
-             chunks ? chunks : 1);
+    char what[160];
+    snprintf(what, sizeof what, "rank %d of %d: %s, %d chunk(s) a rank%s", r.rank, r.nranks, devices,
+             rc == 0 && r.nranks > 0 ? r.nchunks / r.nranks : 0, cpu_chunks ? " (GPU and CPU chunks)" : "");
     CHECK(rc == 0, "%s: the run failed", what);
     if (rc != 0) {
         outcome_free(&got);
@@ -399,16 +400,18 @@ static int test_mpi(const char *dir)
     load(dir, "clover_tp1.in", &d);
     outcome want;
     oracle(&d, 1, &want);
-    mpi_case(&d, &want, "cpu", 1, 1, 0);
-    mpi_case(&d, &want, "cpu", 2, 1, 0);
-    mpi_case(&d, &want, "cpu,vgpu:2", 0, 1, 0);
+    mpi_case(&d, &want, "cpu", 1, 0, 1, 0);
+    mpi_case(&d, &want, "cpu", 2, 0, 1, 0);
+    mpi_case(&d, &want, "cpu,vgpu:2", 0, 0, 1, 0);
+    mpi_case(&d, &want, "cpu,vgpu:1", 0, 1, 1, 0);
     outcome_free(&want);
     load(dir, "clover_bm_short.in", &d);
     d.end_step = 3;
     d.x_cells = d.y_cells = 120;
     oracle(&d, 1, &want);
-    mpi_case(&d, &want, "cpu", 2, 0, 1);
-    mpi_case(&d, &want, "cpu,vgpu:2", 0, 0, 1);
+    mpi_case(&d, &want, "cpu", 2, 0, 0, 1);
+    mpi_case(&d, &want, "cpu,vgpu:2", 0, 0, 0, 1);
+    mpi_case(&d, &want, "cpu,vgpu:1", 0, 1, 0, 0); /* a GPU chunk and a CPU chunk a rank: 2 x 2 */
     outcome_free(&want);
     if (weft_mpi_finalize() != 0)
         CHECK(0, "MPI_Finalize: %s", weft_last_error());

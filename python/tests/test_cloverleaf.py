@@ -282,8 +282,9 @@ text = re.sub(r"\bend_step\s*=\s*\d+", "end_step=4", text)
 deck = cl.parse_deck(text, "clover_bm_short_cut.in")
 ref, ref4 = cl.serial_run(deck, 1), cl.serial_run(deck, 4)
 png = os.path.join({tmp!r}, "density_%s.png")
-for devices, chunks in (("cpu", 2), ("cpu,vgpu:2", 0)):
-    res = cl.run(deck, devices=devices, chunks=chunks, workers=1, fields=True, mpi=True, png=png % devices)
+for devices, chunks, cpu_chunks in (("cpu", 2, 0), ("cpu,vgpu:2", 0, 0), ("cpu,vgpu:1", 0, 1)):
+    res = cl.run(deck, devices=devices, chunks=chunks, workers=1, fields=True, mpi=True, png=png % devices,
+                 cpu_chunks=cpu_chunks)
     assert (res.nranks, res.nchunks, res.steps) == (2, 4, ref.steps), (res.nranks, res.nchunks, res.steps)
     assert res.density.tobytes() == ref.density.tobytes(), (res.rank, devices, "density")
     assert res.energy.tobytes() == ref.energy.tobytes(), (res.rank, devices, "energy")
@@ -307,7 +308,9 @@ for devices, chunks in (("cpu", 2), ("cpu,vgpu:2", 0)):
 def test_mpi_two_ranks_run_fields_match_oracle(clover, tmp_path):
     """run(mpi=True) on two ranks, two chunks each (the CPU: halos by the
     host task within a rank and by the ranks' exchange between them; two
-    virtual GPUs: their communicator, then the ranks'): every rank gets
+    virtual GPUs: their communicator, then the ranks'; a virtual GPU's
+    chunk and a CPU chunk, cpu_chunks=1: the host task, then the ranks'
+    exchange): every rank gets
     the whole final density and energy, bit for bit the oracle's, and rank
     0's picture (png=) is byte for byte the one of the oracle's density."""
     script = tmp_path / "clover_mpi.py"
@@ -317,5 +320,5 @@ def test_mpi_two_ranks_run_fields_match_oracle(clover, tmp_path):
     out = p.stdout + p.stderr
     assert p.returncode == 0, out
     for r in (0, 1):
-        for devices in ("cpu", "cpu,vgpu:2"):
+        for devices in ("cpu", "cpu,vgpu:2", "cpu,vgpu:1"):
             assert f"rank {r} {devices} ok" in p.stdout, out
