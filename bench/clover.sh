@@ -14,6 +14,15 @@
 #   4 virtual GPUs (one chunk each) and 2 MPI ranks, each with and without
 #   the halo exchange between chunks (--no-exchange):
 #     clover_halo_hidden weft <time with / time without>      (goal <= 1.1)
+#   weak scaling, a 960² chunk per device: 1, 2, 4 virtual GPUs on
+#   clover_bm_short, clover_bm2_short, clover_bm4_short (1920 x 960, 1920²),
+#   and 1 and 2 MPI ranks of one worker on the first two, each with and
+#   without the exchange (CLOVER_BENCH_WEAK=0 leaves it out):
+#     clover_weak_vgpu<N>_cellstep_ns weft <wall / (cells x steps), ns>
+#     clover_weak_halo_hidden_vgpu<N> weft <time with / time without>  (goal <= 1.1)
+#     clover_weak_mpi<N>_cellstep_ns weft, clover_weak_halo_hidden_mpi<N> weft
+#     clover_weak_efficiency_mpi2 weft <1 rank's time / 2 ranks' time> (ideal 1:
+#       each rank has a core of its own; N virtual GPUs share the 2 cores)
 # Medians of CLOVER_BENCH_REPEATS runs (default 3).  Every run but the
 # --no-exchange ones must PASS the deck's verification.
 set -euo pipefail
@@ -104,6 +113,44 @@ if command -v mpirun >/dev/null && ldd "$exe" 2>/dev/null | grep -q libmpi; then
   wo=$(printf '%s\n' "${without[@]}" | median)
   echo "2 MPI ranks (1 worker, 1 chunk each): with exchange ${with[*]} s, without ${without[*]} s"
   echo "clover_halo_hidden_mpi2 weft $(awk -v a="$w" -v b="$wo" 'BEGIN { printf "%.3f", a / b }')"
+fi
+
+# weak NAME DECK CMD...: with and without the exchange, alternated, $reps
+# times; prints the per-cell-step time and the with / without ratio, and
+# leaves the median wall time with the exchange in $weak_t.
+weak() {
+  local name=$1 wdeck=$2
+  shift 2
+  local with=() without=() i
+  for i in $(seq "$reps"); do
+    with+=("$(run "weak_$name" "$i" "$@" "$wdeck")")
+    without+=("$(run "weak_${name}_noex" "$i" "$@" --no-exchange "$wdeck")")
+  done
+  local w wo steps nx ny
+  w=$(printf '%s\n' "${with[@]}" | median)
+  wo=$(printf '%s\n' "${without[@]}" | median)
+  steps=$(sed -n 's/^ \([0-9]*\) steps to time .*/\1/p' "$out/weak_$name.1.txt" | tail -1)
+  nx=$(sed -n 's/.*x_cells *= *\([0-9]*\).*/\1/p' "$wdeck")
+  ny=$(sed -n 's/.*y_cells *= *\([0-9]*\).*/\1/p' "$wdeck")
+  echo "$name ($wdeck): with exchange ${with[*]} s, without ${without[*]} s"
+  awk -v w="$w" -v wo="$wo" -v cs="$((nx * ny * steps))" -v n="$name" 'BEGIN {
+    printf "clover_weak_%s_cellstep_ns weft %.3f\n", n, w / cs * 1e9
+    printf "clover_weak_halo_hidden_%s weft %.3f\n", n, w / wo }'
+  weak_t=$w
+}
+if [ "${CLOVER_BENCH_WEAK:-1}" != 0 ]; then
+  echo "== weak scaling: a 960² chunk per device"
+  d1=apps/cloverleaf/decks/clover_bm_short.in d2=apps/cloverleaf/decks/clover_bm2_short.in
+  d4=apps/cloverleaf/decks/clover_bm4_short.in
+  weak vgpu1 "$d1" "$exe" --devices cpu,vgpu:1
+  weak vgpu2 "$d2" "$exe" --devices cpu,vgpu:2
+  weak vgpu4 "$d4" "$exe" --devices cpu,vgpu:4
+  if command -v mpirun >/dev/null && ldd "$exe" 2>/dev/null | grep -q libmpi; then
+    weak mpi1 "$d1" "$exe" --devices cpu --workers 1
+    t1=$weak_t
+    weak mpi2 "$d2" "${mpi_env[@]}" mpirun -np 2 "$exe" --devices cpu --workers 1
+    echo "clover_weak_efficiency_mpi2 weft $(awk -v a="$t1" -v b="$weak_t" 'BEGIN { printf "%.3f", a / b }')"
+  fi
 fi
 echo "load (1, 5, 15 min) after: $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "clover_halo_hidden weft $vg"

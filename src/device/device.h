@@ -72,9 +72,13 @@ typedef struct weft__device_ops {
     void (*queue_destroy)(weft__dqueue *q);      /* finishes its work first */
     int (*event_create)(weft__device *dev, weft__devent **out);
     void (*event_destroy)(weft__devent *e);
-    /* The event fires once the work queued on q so far has finished. */
+    /* The event fires once the work queued on q so far has finished.  As
+     * in CUDA, each record is its own: an event may be recorded again, on
+     * any queue, before an earlier record fired, and a wait or a query is
+     * about the newest record made before it (never recorded: fired). */
     int (*event_record)(weft__devent *e, weft__dqueue *q);
-    /* Work queued on q from now on starts after e fired.  If e fired with
+    /* Work queued on q from now on starts after e's newest record fired
+     * (a later record does not count).  If e fired with
      * an error (its queue's first error before the record, not yet taken
      * by a report), q takes that error as its own, to give to its next
      * report: the work after the wait relied on the failed work (CUDA's
