@@ -56,6 +56,10 @@ int weft__test_data_source(weft_data *d, unsigned dev);
 /* Make the next n copies of any virtual GPU fail (WEFT_EDEVICE, nothing
  * copied): fault injection for the data layer's tests. */
 void weft__test_vgpu_fail_copies(int n);
+/* Make the next event record on a virtual GPU sleep ns between queueing
+ * the record and making it the event's newest (a recorder held up there,
+ * for test_vgpu). */
+void weft__test_vgpu_record_delay(uint64_t ns);
 
 /* Make the next n tasks released early on GPUs skip the waits for their
  * predecessors' events (a planted missing dependency on the device, for

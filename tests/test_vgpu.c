@@ -2,9 +2,12 @@
  * (weft_config.devices, WEFT_DEVICES), what weft_device_info reports, bad
  * strings refused naming the bad part; each virtual GPU's arena (aligned,
  * private, capacity, reuse after free), events recorded on two queues (a
- * wait is about the newest record when it was queued), and the copy model (a
- * copy takes its modelled time and overlaps a kernel on another queue). */
+ * wait is about the newest record when it was queued; a record is the
+ * newest only once it is queued), and the copy model (a copy takes its
+ * modelled time and overlaps a kernel on another queue). */
+#include <pthread.h>
 #include <stdlib.h>
+#include <time.h>
 
 #include "check.h"
 #include "testing.h"
@@ -368,6 +371,65 @@ static void test_event_records(bool check) {
     weft__device_delete(d);
 }
 
+/* ---- a record is the event's newest only once it is queued ------------- */
+
+/* A thread records e on qu and is held up inside the call (the test hook)
+ * while the main thread makes qs wait for e, records e2 on qs, and makes
+ * qu wait for e2.  Were the record e's newest before it was queued, qs
+ * would wait for a record queued on qu behind qu's wait for e2, which
+ * itself is queued behind qs's wait: each queue waiting for the other for
+ * ever (the placer's pooled events, recorded and waited for on different
+ * threads, could do this). */
+typedef struct {
+    const weft__device_ops *o;
+    weft__devent *e;
+    weft__dqueue *q;
+    int rc;
+} late_record;
+static void *record_late(void *arg) {
+    late_record *a = arg;
+    weft__test_vgpu_record_delay(400 * 1000000ull);
+    a->rc = a->o->event_record(a->e, a->q);
+    return NULL;
+}
+static void test_record_published_once_queued(bool check) {
+    weft__waitset ws;
+    weft__waitset_init(&ws);
+    weft__vgpu_params p;
+    weft__vgpu_params_default(&p);
+    p.capacity = 1u << 20;
+    p.check = check;
+    weft__device *d = weft__vgpu_new(&ws, &p, "w");
+    CHECK(d != NULL);
+    const weft__device_ops *o = d->ops;
+    weft__dqueue *qu, *qs;
+    CHECK_OK(o->queue_create(d, &qu));
+    CHECK_OK(o->queue_create(d, &qs));
+    weft__devent *e, *e2;
+    CHECK_OK(o->event_create(d, &e));
+    CHECK_OK(o->event_create(d, &e2));
+    for (int round = 0; round < 2; round++) { /* never recorded before, then recorded before */
+        late_record a = {o, e, qu, -1};
+        pthread_t t;
+        CHECK(pthread_create(&t, NULL, record_late, &a) == 0);
+        struct timespec ts = {0, 100 * 1000000L}; /* inside the record's call */
+        nanosleep(&ts, NULL);
+        CHECK_OK(o->queue_wait(qs, e));
+        CHECK_OK(o->event_record(e2, qs));
+        CHECK_OK(o->queue_wait(qu, e2));
+        CHECK(pthread_join(t, NULL) == 0);
+        CHECK_OK(a.rc);
+        CHECK_OK(report_of(o, qs)); /* (20 s, then a failure: the queues would wait for ever) */
+        CHECK_OK(report_of(o, qu));
+        CHECK(o->event_query(e) == 1 && o->event_query(e2) == 1);
+    }
+    o->event_destroy(e);
+    o->event_destroy(e2);
+    o->queue_destroy(qu);
+    o->queue_destroy(qs);
+    weft__device_delete(d);
+}
+
 int main(void) {
     test_watchdog(test_pick(60, 200));
     test_step("device strings");
@@ -379,6 +441,9 @@ int main(void) {
     test_step("an event recorded on two queues");
     test_event_records(false);
     test_event_records(true);
+    test_step("a record is the newest only once queued");
+    test_record_published_once_queued(false);
+    test_record_published_once_queued(true);
     test_step("copy model");
     test_copy_model();
     printf("test_vgpu: ok\n");

@@ -1,5 +1,8 @@
+import faulthandler
 import gc
 import os
+import signal
+import subprocess
 import sys
 
 import pytest
@@ -19,7 +22,44 @@ def rt():
         gc.collect()
 
 
+_watchdog = _stderr = None
+WATCHDOG_GRACE = 60   # seconds past a test's pytest-timeout before the watchdog ends it
+
+
 def pytest_configure(config):
     # Every test has a timeout (pytest-timeout), even without the ini file.
     if not config.getoption("timeout", None):
         config.option.timeout = 120
+    # ... and a watchdog behind it, for a test stuck in C (watchdog.py).
+    # The Python stacks go to the stderr pytest started with: a test's own
+    # is captured, and lost when the watchdog kills the process.
+    global _watchdog, _stderr
+    _stderr = os.fdopen(os.dup(2), "w")
+    faulthandler.register(signal.SIGUSR1, file=_stderr, all_threads=True)
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("LD_PRELOAD", "ASAN_OPTIONS", "UBSAN_OPTIONS", "TSAN_OPTIONS")}
+    _watchdog = subprocess.Popen([sys.executable, os.path.join(os.path.dirname(__file__), "watchdog.py"),
+                                  str(os.getpid())], stdin=subprocess.PIPE, env=env)
+
+
+def pytest_unconfigure(config):
+    if _watchdog is not None:
+        _watchdog.stdin.close()
+        _watchdog.wait()
+
+
+def _tell_watchdog(line):
+    try:
+        _watchdog.stdin.write(line.encode() + b"\n")
+        _watchdog.stdin.flush()
+    except (AttributeError, OSError):
+        pass   # no watchdog (it died): the test runs without one
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    mark = item.get_closest_marker("timeout")
+    limit = mark.args[0] if mark is not None and mark.args else item.config.option.timeout
+    _tell_watchdog(f"B {float(limit or 120) + WATCHDOG_GRACE} {item.nodeid}")
+    yield
+    _tell_watchdog("E")

@@ -75,7 +75,9 @@ typedef struct weft__device_ops {
     /* The event fires once the work queued on q so far has finished.  As
      * in CUDA, each record is its own: an event may be recorded again, on
      * any queue, before an earlier record fired, and a wait or a query is
-     * about the newest record made before it (never recorded: fired). */
+     * about the newest record made before it (never recorded: fired).  A
+     * record is made once it is queued: a wait or query made by another
+     * thread while this call runs is about the record before. */
     int (*event_record)(weft__devent *e, weft__dqueue *q);
     /* Work queued on q from now on starts after e's newest record fired
      * (a later record does not count).  If e fired with

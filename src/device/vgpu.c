@@ -728,59 +728,88 @@ static vrec *last_record(weft__devent *e)
     return r;
 }
 
-/* A new record, e's newest from now on, with a reference for the caller.
- * The one it replaces is reused when nothing but the event holds it and
- * it is done (an event recorded again and again on one queue, the usual
- * case, allocates once).  NULL on ENOMEM. */
-static vrec *new_record(weft__devent *e)
+/* A record of e to make, with a reference for the caller; not e's newest
+ * until published.  The newest is taken back for reuse when nothing but
+ * the event holds it and it is done (an event recorded again and again on
+ * one queue, the usual case, allocates once): the event then has no
+ * record, which counts as done, as the one taken was, until the new one is
+ * published.  (Not in the checking mode: a query that saw no record would
+ * not tell the host what the taken one was ordered after.)  NULL on
+ * ENOMEM. */
+static vrec *take_record(weft__devent *e)
 {
     pthread_mutex_lock(&e->mu);
     vrec *r = e->last;
-    if (r && atomic_load(&r->refs) == 1 && atomic_load(&r->done)) {
-        atomic_store(&r->done, false); /* (refs 1 under mu: nobody else can take it meanwhile) */
+    if (r && atomic_load(&r->refs) == 1 && atomic_load(&r->done) && !r->clock) {
+        e->last = NULL; /* the event's reference is the caller's now */
+        pthread_mutex_unlock(&e->mu);
+        atomic_store(&r->done, false);
         atomic_store(&r->error, 0);
-    } else {
-        vrec *n = weft__alloc(sizeof *n);
-        if (!n) {
-            pthread_mutex_unlock(&e->mu);
-            return NULL;
-        }
-        atomic_init(&n->refs, 1); /* the event's */
-        atomic_init(&n->done, false);
-        atomic_init(&n->error, 0);
-        n->clock = NULL;
-        rec_unref(r);
-        e->last = r = n;
+        return r;
     }
-    atomic_fetch_add(&r->refs, 1); /* the caller's */
     pthread_mutex_unlock(&e->mu);
+    r = weft__alloc(sizeof *r);
+    if (r) {
+        atomic_init(&r->refs, 1);
+        atomic_init(&r->done, false);
+        atomic_init(&r->error, 0);
+        r->clock = NULL;
+    }
     return r;
 }
 
+/* Make r e's newest record; the caller's reference becomes the event's. */
+static void publish(weft__devent *e, vrec *r)
+{
+    pthread_mutex_lock(&e->mu);
+    vrec *old = e->last;
+    e->last = r;
+    pthread_mutex_unlock(&e->mu);
+    rec_unref(old);
+}
+
+/* Records still to stretch (weft__test_vgpu_record_delay). */
+static _Atomic uint64_t record_delay_ns;
+
+void weft__test_vgpu_record_delay(uint64_t ns) { atomic_store(&record_delay_ns, ns); }
+
+/* The record is published only once it is in q's inbox.  A wait that
+ * another thread queues while this call runs is then about the record
+ * before (done, or ahead of it in its own queue), never about one not yet
+ * queued: a record published first could be queued behind a wait that
+ * itself waits for work queued after the first wait, and both queues would
+ * wait for each other for ever.  (The placer's events make that possible:
+ * a successor's wait for an event its finished predecessor gave back to
+ * the pool follows whichever task records it next, on another thread.) */
 static int vg_event_record(weft__devent *e, weft__dqueue *q)
 {
     bool now = idle(q);
     item *it = now ? NULL : new_item(IT_RECORD);
     if (!now && !it)
         return WEFT_ENOMEM;
-    vrec *r = new_record(e);
+    vrec *r = take_record(e);
     if (!r) {
         if (it)
             free_item(it);
         return WEFT_ENOMEM;
     }
+    int rc = 0;
     if (now) {
         fire(q, e, r);
-        rec_unref(r);
-        return 0;
+    } else {
+        it->event = e;
+        it->rec = r;
+        atomic_fetch_add(&r->refs, 1); /* the item's, beside the caller's */
+        rc = push(q, it);
     }
-    it->event = e;
-    it->rec = r;
-    atomic_fetch_add(&r->refs, 1); /* the item's, beside the caller's */
-    int rc = push(q, it);
-    if (rc != 0) /* never queued: done, with nothing to wait for (a wait on it would never end) */
-        atomic_store(&r->done, true);
-    rec_unref(r);
+    uint64_t delay = atomic_load_explicit(&record_delay_ns, memory_order_relaxed) ? atomic_exchange(&record_delay_ns, 0)
+                                                                                   : 0;
+    sleep_ns(delay); /* (tests: a recorder held up between the two steps) */
+    if (rc == 0) {
+        publish(e, r);
+    } else {
+        rec_unref(r); /* never queued: no record was made (the event keeps the one before, or none) */
+    }
     return rc;
 }
 
