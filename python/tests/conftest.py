@@ -2,7 +2,6 @@ import faulthandler
 import gc
 import os
 import signal
-import subprocess
 import sys
 
 import pytest
@@ -22,7 +21,7 @@ def rt():
         gc.collect()
 
 
-_watchdog = _stderr = None
+_watchdog = None   # the write end of the watchdog's input
 WATCHDOG_GRACE = 60   # seconds past a test's pytest-timeout before the watchdog ends it
 
 
@@ -31,28 +30,32 @@ def pytest_configure(config):
     if not config.getoption("timeout", None):
         config.option.timeout = 120
     # ... and a watchdog behind it, for a test stuck in C (watchdog.py).
-    # The Python stacks go to the stderr pytest started with: a test's own
-    # is captured, and lost when the watchdog kills the process.
-    global _watchdog, _stderr
-    _stderr = os.fdopen(os.dup(2), "w")
-    faulthandler.register(signal.SIGUSR1, file=_stderr, all_threads=True)
+    # The Python stacks go to the stderr pytest started with (a copy of it:
+    # a test's own is captured, and lost when the watchdog kills the process).
+    global _watchdog
+    faulthandler.register(signal.SIGUSR1, file=os.dup(2), all_threads=True)
     env = {k: v for k, v in os.environ.items()
            if k not in ("LD_PRELOAD", "ASAN_OPTIONS", "UBSAN_OPTIONS", "TSAN_OPTIONS")}
-    _watchdog = subprocess.Popen([sys.executable, os.path.join(os.path.dirname(__file__), "watchdog.py"),
-                                  str(os.getpid())], stdin=subprocess.PIPE, env=env)
+    r, w = os.pipe()   # (not inherited by the tests' own subprocesses)
+    os.posix_spawn(sys.executable, [sys.executable, os.path.join(os.path.dirname(__file__), "watchdog.py"),
+                                    str(os.getpid())], env,
+                   file_actions=[(os.POSIX_SPAWN_DUP2, r, 0), (os.POSIX_SPAWN_CLOSE, w)])
+    os.close(r)
+    _watchdog = w
 
 
 def pytest_unconfigure(config):
+    # The watchdog goes on watching until this process has exited.
+    global _watchdog
     if _watchdog is not None:
-        _watchdog.stdin.close()
-        _watchdog.wait()
+        os.close(_watchdog)
+        _watchdog = None
 
 
 def _tell_watchdog(line):
     try:
-        _watchdog.stdin.write(line.encode() + b"\n")
-        _watchdog.stdin.flush()
-    except (AttributeError, OSError):
+        os.write(_watchdog, line.encode() + b"\n")
+    except (TypeError, OSError):
         pass   # no watchdog (it died): the test runs without one
 
 

@@ -10,8 +10,9 @@ starts ("B <seconds> <test id>") and one as it ends ("E").  When a test
 runs past its seconds, this prints the test's id, every thread's C stack
 (gdb, where it is installed) and every thread's Python stack (the
 faulthandler of the pytest process, on SIGUSR1), then kills the process
-and the processes it started: the suite fails at once, saying where.  The
-pytest process gone (end of input, or this process reparented) ends it.
+and the processes it started: the suite fails at once, saying where.
+Once its input ends (the last test is over), the process has two minutes
+to exit; this ends when it has (this process reparented).
 
     python watchdog.py PID
 """
@@ -74,14 +75,22 @@ def report(pid, test, limit):
             pass
 
 
+EXIT_LIMIT = 120.0   # seconds the pytest process may take to end after its last test
+
+
 def main():
     pid = int(sys.argv[1])
     fd = sys.stdin.fileno()
     buf = b""
     test, deadline, limit = None, None, 0.0
+    reading = True
     while True:
         wait = 5.0 if deadline is None else min(5.0, max(0.0, deadline - time.monotonic()))
-        ready, _, _ = select.select([fd], [], [], wait)
+        if reading:
+            ready, _, _ = select.select([fd], [], [], wait)
+        else:
+            time.sleep(wait)
+            ready = []
         if os.getppid() != pid:
             return    # the pytest process ended (a child of its may hold the pipe open)
         if not ready:
@@ -91,7 +100,12 @@ def main():
             continue
         chunk = os.read(fd, 4096)
         if not chunk:
-            return    # the pytest process ended
+            # The last test ended: the process has EXIT_LIMIT to exit (a
+            # runtime's threads can hold up the interpreter's end too).
+            reading = False
+            test, limit = "the end of the pytest process, after its last test,", EXIT_LIMIT
+            deadline = time.monotonic() + limit
+            continue
         buf += chunk
         while b"\n" in buf:
             line, buf = buf.split(b"\n", 1)
