@@ -235,15 +235,21 @@ static int report_of(const weft__device_ops *o, weft__dqueue *q) {
     return atomic_load(&check_status);
 }
 
-static void test_check_mode(void) {
-    weft__waitset ws;
-    weft__waitset_init(&ws);
+/* A virtual GPU of 1 MiB on its own, checking or not. */
+static weft__device *small_vgpu(weft__waitset *ws, bool check, const char *name) {
     weft__vgpu_params p;
     weft__vgpu_params_default(&p);
     p.capacity = 1u << 20;
-    p.check = true;
-    weft__device *a = weft__vgpu_new(&ws, &p, "a"), *b = weft__vgpu_new(&ws, &p, "b");
-    CHECK(a && b);
+    p.check = check;
+    weft__device *d = weft__vgpu_new(ws, &p, name);
+    CHECK(d != NULL);
+    return d;
+}
+
+static void test_check_mode(void) {
+    weft__waitset ws;
+    weft__waitset_init(&ws);
+    weft__device *a = small_vgpu(&ws, true, "a"), *b = small_vgpu(&ws, true, "b");
     const weft__device_ops *o = a->ops;
     weft__dqueue *qa, *qb;
     CHECK_OK(o->queue_create(a, &qa));
@@ -326,12 +332,7 @@ static int after_b_kernel(void *arg) { /* queued after a wait on record 2 */
 static void test_event_records(bool check) {
     weft__waitset ws;
     weft__waitset_init(&ws);
-    weft__vgpu_params p;
-    weft__vgpu_params_default(&p);
-    p.capacity = 1u << 20;
-    p.check = check;
-    weft__device *d = weft__vgpu_new(&ws, &p, "e");
-    CHECK(d != NULL);
+    weft__device *d = small_vgpu(&ws, check, "e");
     const weft__device_ops *o = d->ops;
     weft__dqueue *qa, *qb, *qc, *qd;
     CHECK_OK(o->queue_create(d, &qa));
@@ -395,12 +396,7 @@ static void *record_late(void *arg) {
 static void test_record_published_once_queued(bool check) {
     weft__waitset ws;
     weft__waitset_init(&ws);
-    weft__vgpu_params p;
-    weft__vgpu_params_default(&p);
-    p.capacity = 1u << 20;
-    p.check = check;
-    weft__device *d = weft__vgpu_new(&ws, &p, "w");
-    CHECK(d != NULL);
+    weft__device *d = small_vgpu(&ws, check, "w");
     const weft__device_ops *o = d->ops;
     weft__dqueue *qu, *qs;
     CHECK_OK(o->queue_create(d, &qu));
