@@ -802,9 +802,8 @@ static int vg_event_record(weft__devent *e, weft__dqueue *q)
         atomic_fetch_add(&r->refs, 1); /* the item's, beside the caller's */
         rc = push(q, it);
     }
-    uint64_t delay = atomic_load_explicit(&record_delay_ns, memory_order_relaxed) ? atomic_exchange(&record_delay_ns, 0)
-                                                                                   : 0;
-    sleep_ns(delay); /* (tests: a recorder held up between the two steps) */
+    if (atomic_load_explicit(&record_delay_ns, memory_order_relaxed)) /* (tests: a recorder held up here) */
+        sleep_ns(atomic_exchange(&record_delay_ns, 0));
     if (rc == 0) {
         publish(e, r);
     } else {
