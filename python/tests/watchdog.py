@@ -36,11 +36,11 @@ def descendants(pid):
             except (OSError, IndexError, ValueError):
                 continue
             kids.setdefault(ppid, []).append(int(name))
-    out, todo = [], [pid]
-    while todo:
-        for k in kids.get(todo.pop(), []):
+    out, pending = [], [pid]
+    while pending:
+        for k in kids.get(pending.pop(), []):
             out.append(k)
-            todo.append(k)
+            pending.append(k)
     return out
 
 
