@@ -147,6 +147,11 @@ typedef struct clover_range {
  * narrower than 2 * margin has an empty interior).  The drivers split
  * viscosity (dx, dy = nx, ny) and accelerate (nx + 1, ny + 1), margin 1. */
 void clover_split(int dx, int dy, int margin, clover_range out[5]);
+/* The same with a margin of its own along each direction: the interior at
+ * least mx indices from the left and right sides, my from the bottom and
+ * top (a margin of 0: the interior spans that direction, and the strips
+ * across it are empty). */
+void clover_split_xy(int dx, int dy, int mx, int my, clover_range out[5]);
 
 /* The kernels over a sub-range of their domain only (intersected with
  * it): every index computed exactly as the whole kernel computes it, so
@@ -172,6 +177,29 @@ void clover_k_advec_cell(const clover_view *v, int dir, int sweep);
 /* vel: CF_XVEL1 or CF_YVEL1. */
 void clover_k_advec_mom(const clover_view *v, int vel, int dir, int sweep);
 void clover_k_reset_field(const clover_view *v);
+
+/* The advection kernels over a sub-range of their domain (cells for
+ * advec_cell, nodes for advec_mom; intersected with it), out of place:
+ * they read v's fields as the whole kernels do and write the updated
+ * density1 and energy1 (advec_cell) or velocity vel (advec_mom) into the
+ * arrays of those fields in out, never v's own (a part reads old values
+ * of cells that another part updates).  advec_cell also writes the mass
+ * flux of the range's faces into v's, as the whole kernel does (a face
+ * between two parts by both, the same value); both use v's work arrays.
+ * Every index is computed exactly as the whole kernel computes it, so
+ * the five parts of clover_advec_split give the whole kernel's values bit
+ * for bit, and the interior part reads no ghost of v's fields (nor of the
+ * volume fluxes and mass fluxes it reads): it may run before the halo
+ * update that the whole kernel follows, the border strips after it. */
+void clover_k_advec_cell_range(const clover_view *v, int dir, int sweep, const clover_range *r,
+                               const clover_view *out);
+void clover_k_advec_mom_range(const clover_view *v, int vel, int dir, int sweep, const clover_range *r,
+                              const clover_view *out);
+/* clover_split_xy for advection (mom 0: advec_cell over the nx x ny
+ * cells; 1: advec_mom over the nodes) along dir (1: x, 2: y), with the
+ * margins that keep the interior's stencil off the ghosts: 2 along the
+ * sweep's direction, across it 0 for advec_cell and 1 for advec_mom. */
+void clover_advec_split(int nx, int ny, int mom, int dir, clover_range out[5]);
 
 /* Sums over the chunk's cells: volume, mass, internal energy, kinetic
  * energy, pressure * volume. */

@@ -259,17 +259,32 @@ CLONES_256 void clover_k_ideal_gas(const clover_view *v, int predict)
 
 /* ---- sub-ranges (clover_split) ------------------------------------------ */
 
-void clover_split(int dx, int dy, int margin, clover_range out[5])
+void clover_split_xy(int dx, int dy, int mx, int my, clover_range out[5])
 {
     /* the interior, clipped so that it stays inside the domain (and is
      * empty, at the domain's middle, when the domain is too narrow) */
-    int j0 = imin2(margin, dx), j1 = imax2(dx - margin, j0);
-    int k0 = imin2(margin, dy), k1 = imax2(dy - margin, k0);
+    int j0 = imin2(mx, dx), j1 = imax2(dx - mx, j0);
+    int k0 = imin2(my, dy), k1 = imax2(dy - my, k0);
     out[0] = (clover_range){j0, j1, k0, k1};
     out[1] = (clover_range){0, dx, 0, k0};      /* bottom rows, whole width */
     out[2] = (clover_range){0, dx, k1, dy};     /* top rows, whole width */
     out[3] = (clover_range){0, j0, k0, k1};     /* left columns between them */
     out[4] = (clover_range){j1, dx, k0, k1};    /* right columns between them */
+}
+
+void clover_split(int dx, int dy, int margin, clover_range out[5]) { clover_split_xy(dx, dy, margin, margin, out); }
+
+void clover_advec_split(int nx, int ny, int mom, int dir, clover_range out[5])
+{
+    /* advec_cell reads cells up to 2 away along its direction (the
+     * upwind of a face's flux) and only its own row or column across it;
+     * advec_mom reads velocities up to 2 away along it and, across it,
+     * the cells on both sides of a node row: 1 */
+    const int along = 2, across = mom ? 1 : 0;
+    if (mom)
+        clover_split_xy(nx + 1, ny + 1, dir == 1 ? along : across, dir == 1 ? across : along, out);
+    else
+        clover_split_xy(nx, ny, dir == 1 ? along : across, dir == 1 ? across : along, out);
 }
 
 void clover_k_viscosity(const clover_view *v)

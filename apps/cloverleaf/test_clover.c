@@ -34,7 +34,11 @@
  *                             domain once, and viscosity and accelerate
  *                             computed part by part give the whole
  *                             kernel's fields bit for bit (meshes down to
- *                             1 x 1, interiors empty) */
+ *                             1 x 1, interiors empty); so do the
+ *                             advection kernels out of place over
+ *                             clover_advec_split's parts, the interior
+ *                             computed while every exchanged field's
+ *                             ghosts hold other values */
 #include "clover.h"
 #include "run_weft.h"
 #include "serial.h"
@@ -228,6 +232,119 @@ static void split_case(int nx, int ny)
     free(parts);
 }
 
+/* Whether (j, k) is a ghost of field f (beyond the cells, nodes or faces
+ * the chunk holds) for a chunk of nx x ny cells. */
+static int is_ghost(int f, int j, int k, int nx, int ny)
+{
+    int jn = nx, kn = ny; /* the last index held */
+    if (f == CF_XVEL1 || f == CF_YVEL1 || f == CF_VOL_FLUX_X || f == CF_MASS_FLUX_X)
+        jn = nx + 1;
+    if (f == CF_XVEL1 || f == CF_YVEL1 || f == CF_VOL_FLUX_Y || f == CF_MASS_FLUX_Y)
+        kn = ny + 1;
+    return j < 0 || j >= jn || k < 0 || k >= kn;
+}
+
+/* One advection kernel (mom 0: advec_cell, 1: advec_mom of vel) on a mesh
+ * of nx x ny cells over made-up fields, whole in place and out of place
+ * part by part (clover_advec_split): the interior first, with the ghosts
+ * of every field a halo update brings replaced by other values, then the
+ * border strips with the ghosts back (as the drivers' split runs them,
+ * across a halo update).  The updated fields, and the mass flux, must be
+ * the whole kernel's bit for bit. */
+static void advec_split_case(int nx, int ny, int mom, int vel, int dir, int sweep)
+{
+    size_t fc = clover_field_count(nx, ny), gc = clover_geom_count(nx, ny), all = CF_NFIELDS * fc + gc;
+    double *base = malloc(all * sizeof(double)), *whole = malloc(all * sizeof(double));
+    double *parts = malloc(all * sizeof(double)), *out = malloc(CF_NFIELDS * fc * sizeof(double));
+    if (!base || !whole || !parts || !out) {
+        CHECK(0, "out of memory");
+        free(base);
+        free(whole);
+        free(parts);
+        free(out);
+        return;
+    }
+    unsigned long long x = (unsigned long long)(nx * 7919 + ny * 31 + mom * 7 + dir * 3 + sweep);
+    for (size_t i = 0; i < all; i++)
+        base[i] = lcg(&x, 0.5, 1.5); /* densities, energies, volumes, cell sizes: positive */
+    static const int signed_fields[] = {CF_XVEL1, CF_YVEL1, CF_VOL_FLUX_X, CF_VOL_FLUX_Y, CF_MASS_FLUX_X,
+                                        CF_MASS_FLUX_Y};
+    for (size_t s = 0; s < sizeof signed_fields / sizeof signed_fields[0]; s++) {
+        int f = signed_fields[s];
+        double scale = f >= CF_VOL_FLUX_X ? 0.1 : 1.0; /* fluxes small beside the volumes */
+        for (size_t i = 0; i < fc; i++)
+            base[(size_t)f * fc + i] = lcg(&x, -scale, scale);
+    }
+    for (size_t i = 0; i < CF_NFIELDS * fc; i++)
+        out[i] = lcg(&x, -9.0, 9.0);
+    memcpy(whole, base, all * sizeof(double));
+    memcpy(parts, base, all * sizeof(double));
+    clover_view vw = {.nx = nx, .ny = ny, .pitch = (size_t)nx + 5, .geom = whole + CF_NFIELDS * fc};
+    clover_view vp = vw, vo = vw;
+    vp.geom = parts + CF_NFIELDS * fc;
+    vo.geom = NULL;
+    for (int f = 0; f < CF_NFIELDS; f++) {
+        vw.f[f] = whole + (size_t)f * fc;
+        vp.f[f] = parts + (size_t)f * fc;
+        vo.f[f] = out + (size_t)f * fc;
+    }
+    /* the ghosts a halo update brings: other values until it "arrives" */
+    static const int halo_fields[] = {CF_DENSITY1,   CF_ENERGY1,    CF_XVEL1,       CF_YVEL1,
+                                      CF_VOL_FLUX_X, CF_VOL_FLUX_Y, CF_MASS_FLUX_X, CF_MASS_FLUX_Y};
+    const size_t nh = sizeof halo_fields / sizeof halo_fields[0];
+    for (size_t h = 0; h < nh; h++)
+        for (int k = -2; k <= ny + 2; k++)
+            for (int j = -2; j <= nx + 2; j++)
+                if (is_ghost(halo_fields[h], j, k, nx, ny))
+                    CLOVER_AT(&vp, halo_fields[h], j, k) = lcg(&x, 2.0, 3.0);
+    clover_range r[5];
+    clover_advec_split(nx, ny, mom, dir, r);
+    if (mom) {
+        clover_k_advec_mom(&vw, vel, dir, sweep);
+        clover_k_advec_mom_range(&vp, vel, dir, sweep, &r[0], &vo);
+    } else {
+        clover_k_advec_cell(&vw, dir, sweep);
+        clover_k_advec_cell_range(&vp, dir, sweep, &r[0], &vo);
+    }
+    for (size_t h = 0; h < nh; h++)
+        for (int k = -2; k <= ny + 2; k++)
+            for (int j = -2; j <= nx + 2; j++)
+                if (is_ghost(halo_fields[h], j, k, nx, ny))
+                    CLOVER_AT(&vp, halo_fields[h], j, k) = CLOVER_AT(&vw, halo_fields[h], j, k);
+    if (!mom) /* the whole kernel's flux on the face past the last (a ghost face) is the border's to make */
+        for (int k = -2; k <= ny + 2; k++)
+            for (int j = -2; j <= nx + 2; j++)
+                if (is_ghost(dir == 1 ? CF_MASS_FLUX_X : CF_MASS_FLUX_Y, j, k, nx, ny))
+                    CLOVER_AT(&vp, dir == 1 ? CF_MASS_FLUX_X : CF_MASS_FLUX_Y, j, k) =
+                        base[(size_t)(dir == 1 ? CF_MASS_FLUX_X : CF_MASS_FLUX_Y) * fc +
+                             (size_t)(k + 2) * vp.pitch + (size_t)(j + 2)];
+    for (int i = 1; i < 5; i++) {
+        if (mom)
+            clover_k_advec_mom_range(&vp, vel, dir, sweep, &r[i], &vo);
+        else
+            clover_k_advec_cell_range(&vp, dir, sweep, &r[i], &vo);
+    }
+    /* the updated fields over the kernel's domain, and every element of the mass flux */
+    int bad = 0;
+    const int upd[2] = {mom ? vel : CF_DENSITY1, mom ? vel : CF_ENERGY1};
+    const int dj = mom ? nx + 1 : nx, dk = mom ? ny + 1 : ny;
+    for (int u = 0; u < 2; u++)
+        for (int k = 0; k < dk; k++)
+            for (int j = 0; j < dj; j++)
+                bad += memcmp(&CLOVER_AT(&vo, upd[u], j, k), &CLOVER_AT(&vw, upd[u], j, k), sizeof(double)) != 0;
+    if (!mom) {
+        int mf = dir == 1 ? CF_MASS_FLUX_X : CF_MASS_FLUX_Y;
+        bad += memcmp(vp.f[mf], vw.f[mf], fc * sizeof(double)) != 0;
+    }
+    CHECK(bad == 0, "%d x %d: %s%s along %s, sweep %d: part by part, %d values differ from the whole kernel's", nx,
+          ny, mom ? "advec_mom of " : "advec_cell", mom ? clover_field_name(vel) : "", dir == 1 ? "x" : "y", sweep,
+          bad);
+    free(base);
+    free(whole);
+    free(parts);
+    free(out);
+}
+
 static int test_split(void)
 {
     /* every index of a domain in exactly one part, the interior at least
@@ -254,6 +371,14 @@ static int test_split(void)
     static const int shapes[][2] = {{1, 1}, {1, 5}, {2, 2}, {3, 2}, {5, 7}, {17, 9}, {300, 4}};
     for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
         split_case(shapes[i][0], shapes[i][1]);
+    static const int adv_shapes[][2] = {{2, 2}, {3, 5}, {4, 4}, {5, 7}, {17, 9}, {9, 17}, {64, 6}};
+    for (size_t i = 0; i < sizeof adv_shapes / sizeof adv_shapes[0]; i++)
+        for (int dir = 1; dir <= 2; dir++)
+            for (int sweep = 1; sweep <= 2; sweep++) {
+                advec_split_case(adv_shapes[i][0], adv_shapes[i][1], 0, 0, dir, sweep);
+                advec_split_case(adv_shapes[i][0], adv_shapes[i][1], 1, CF_XVEL1, dir, sweep);
+                advec_split_case(adv_shapes[i][0], adv_shapes[i][1], 1, CF_YVEL1, dir, sweep);
+            }
     return failures ? 1 : 0;
 }
 
