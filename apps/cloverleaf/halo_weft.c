@@ -104,20 +104,18 @@ static void strip_xfer(const sim *s, int to, int from, unsigned edges, unsigned 
 }
 
 /* In host memory (chunks on the CPU): the block of field f that chunk
- * `to` takes from chunk `from` across `edges` (strip_xfer's, staged into
- * to's staging array), copied row by row.  0, or -1 for a handle without
- * host memory. */
-static int copy_block_host(sim *s, int to, int from, unsigned edges, unsigned ghost, int f, int depth, int staged)
+ * `to` takes from chunk `from` across `edges` (strip_xfer's offsets),
+ * copied row by row from the sender's array src into dst (to's field, or
+ * its staging array).  The arrays are the task's own (weft_ctx_data of
+ * the handles named when it was spawned): the driver may have swapped a
+ * chunk's handles since (split advection). */
+static void copy_block_host(sim *s, int to, int from, unsigned edges, unsigned ghost, int f, int depth, double *dst,
+                            const double *src)
 {
     weft_xfer t;
-    strip_xfer(s, to, from, edges, ghost, f, depth, staged, &t);
-    void *dst, *src;
-    size_t n;
-    if (weft_data_host(t.dst, &dst, &n) != 0 || weft_data_host(t.src, &src, &n) != 0)
-        return -1;
+    strip_xfer(s, to, from, edges, ghost, f, depth, 0, &t);
     for (size_t r = 0; r < t.rows; r++)
-        memcpy((char *)dst + t.dst_off + r * t.dst_pitch, (char *)src + t.src_off + r * t.src_pitch, t.bytes);
-    return 0;
+        memcpy((char *)dst + t.dst_off + r * t.dst_pitch, (const char *)src + t.src_off + r * t.src_pitch, t.bytes);
 }
 
 /* Chunks on the CPU: a host task fills the mesh boundary's ghosts and
@@ -139,20 +137,22 @@ static void host_halo_free(void *arg)
     free(h);
 }
 
+/* The host task's body.  Its accesses are the fields' handles, field by
+ * field, this rank's chunks in order within each. */
 static int host_halo_body(weft_ctx *ctx, void *arg)
 {
-    (void)ctx;
     host_halo *h = arg;
     sim *s = h->s;
+    const int nloc = s->hi - s->lo;
+#define FIELD_OF(fi, c) ((double *)weft_ctx_data(ctx, (size_t)(fi) * (size_t)nloc + (size_t)((c) - s->lo)))
     uint64_t t0 = now_ns();
     for (int c = s->lo; c < s->hi && (h->what & DO_REFLECT); c++) {
         const chunk_rt *me = &s->ch[c];
         if (!me->c.edges)
             continue;
         clover_view v = {.nx = me->c.nx, .ny = me->c.ny, .pitch = (size_t)me->c.nx + 5};
-        size_t fc = clover_field_count(me->c.nx, me->c.ny);
         for (int fi = 0; fi < h->nfields; fi++)
-            v.f[h->fields[fi]] = me->mem + (size_t)h->fields[fi] * fc;
+            v.f[h->fields[fi]] = FIELD_OF(fi, c);
         clover_k_reflect(&v, h->fields, h->nfields, h->depth, me->c.edges);
     }
     uint64_t t1 = now_ns();
@@ -169,9 +169,10 @@ static int host_halo_body(weft_ctx *ctx, void *arg)
             if (nb < 0 || !local(s, nb))
                 continue;
             for (int fi = 0; fi < h->nfields; fi++)
-                if (copy_block_host(s, c, nb, halo_dirs[e], ghost, h->fields[fi], h->depth, 0) != 0)
-                    return -1;
+                copy_block_host(s, c, nb, halo_dirs[e], ghost, h->fields[fi], h->depth, FIELD_OF(fi, c),
+                                FIELD_OF(fi, nb));
         }
+#undef FIELD_OF
     atomic_fetch_add_explicit(&s->ns[K_HALO], now_ns() - t1, memory_order_relaxed);
     atomic_fetch_add_explicit(&s->calls[K_HALO], 1, memory_order_relaxed);
     return 0;
@@ -343,7 +344,8 @@ typedef struct gather_halo {
     sim *s;
     int c;                       /* the receiving chunk */
     halo_upd u;                  /* the update (its field list is static: step_start's, step_rest's) */
-    weft_access *acc;            /* the task's accesses */
+    int nb[8], nnb;              /* the chunks it takes blocks from, each once */
+    weft_access *acc;            /* the task's accesses: per field, c's staging array, then nb's fields */
 } gather_halo;
 
 /* The task's arg_destroy. */
@@ -358,7 +360,6 @@ static void gather_halo_free(void *arg)
  * receiving chunk's staging arrays (host memory: chunks on the CPU). */
 static int gather_halo_body(weft_ctx *ctx, void *arg)
 {
-    (void)ctx;
     gather_halo *g = arg;
     sim *s = g->s;
     uint64_t t0 = now_ns();
@@ -366,9 +367,14 @@ static int gather_halo_body(weft_ctx *ctx, void *arg)
         int nb = across(s, g->c, halo_dirs[e]);
         if (nb < 0 || !local(s, nb))
             continue;
-        for (int fi = 0; fi < g->u.nfields; fi++)
-            if (copy_block_host(s, g->c, nb, halo_dirs[e], 0, g->u.fields[fi], g->u.depth, 1) != 0)
-                return -1;
+        int i = 0;
+        while (g->nb[i] != nb)
+            i++;
+        for (int fi = 0; fi < g->u.nfields; fi++) {
+            size_t base = (size_t)fi * (size_t)(g->nnb + 1);
+            copy_block_host(s, g->c, nb, halo_dirs[e], 0, g->u.fields[fi], g->u.depth, weft_ctx_data(ctx, base),
+                            weft_ctx_data(ctx, base + 1 + (size_t)i));
+        }
     }
     atomic_fetch_add_explicit(&s->ns[K_HALO], now_ns() - t0, memory_order_relaxed);
     atomic_fetch_add_explicit(&s->calls[K_HALO], 1, memory_order_relaxed);
@@ -400,7 +406,8 @@ static int halo_gather(sim *s, int c, const halo_upd *u)
         free(acc);
         return WEFT_ENOMEM;
     }
-    *g = (gather_halo){.s = s, .c = c, .u = *u, .acc = acc};
+    *g = (gather_halo){.s = s, .c = c, .u = *u, .nnb = nnb, .acc = acc};
+    memcpy(g->nb, nb, sizeof nb);
     size_t n = 0;
     for (int fi = 0; fi < u->nfields; fi++) {
         acc[n++] = (weft_access){s->ch[c].stage[u->fields[fi]], WEFT_RW};

@@ -2,7 +2,7 @@
  *
  *   weft-cloverleaf [--devices LIST] [--chunks N] [--cpu-chunks N] [--workers N]
  *                   [--trace FILE] [--png FILE] [--serial] [--mpi]
- *                   [--triad] [--roofline] [--no-exchange] [--split] [--no-split] [--plain-cuda] DECK
+ *                   [--triad] [--roofline] [--no-exchange] [--split] [--no-split] [--split-advection] [--plain-cuda] DECK
  *
  * --devices  Weft's devices ("cpu", "cpu,vgpu:4"; default: WEFT_DEVICES or
  *            every device found); chunks go one per GPU, or on the CPU
@@ -24,6 +24,8 @@
  *            overlapped with those kernels' interiors, or not (the update
  *            writes the ghosts, then the kernel runs whole); default: split
  *            where the chunks are on GPUs (clover_weft_opts.split)
+ * --split-advection  with the split, the advection kernels split as well
+ *            (out of place over their updates; not on CUDA GPUs)
  * --plain-cuda  the hand-written CUDA loop instead (plain_cuda.c: one
  *            chunk, one stream, no Weft), where the CUDA kernels are built
  * Prints the field summary table, the verification line (a deck with a
@@ -48,7 +50,7 @@
 static void usage(void)
 {
     fprintf(stderr, "usage: weft-cloverleaf [--devices LIST] [--chunks N] [--cpu-chunks N] [--workers N] [--trace FILE] "
-                    "[--png FILE] [--serial] [--mpi] [--triad] [--roofline] [--no-exchange] [--split] [--no-split] [--plain-cuda] DECK\n");
+                    "[--png FILE] [--serial] [--mpi] [--triad] [--roofline] [--no-exchange] [--split] [--no-split] [--split-advection] [--plain-cuda] DECK\n");
 }
 
 static int number(const char *opt, const char *s, int *out)
@@ -128,6 +130,8 @@ int main(int argc, char **argv)
             o.split = CLOVER_SPLIT_OFF;
         else if (!strcmp(a, "--split"))
             o.split = CLOVER_SPLIT_ON;
+        else if (!strcmp(a, "--split-advection"))
+            o.split_advection = 1;
         else if (!strcmp(a, "--plain-cuda"))
             plain = 1;
         else if (a[0] == '-' || deck_path) {

@@ -23,9 +23,16 @@ static const char *const kern_name[K_N] = {
     "halo_unpack"};
 
 /* The fields whose halo updates are staged (sim.split): those of the two
- * updates that viscosity and accelerate follow. */
-static const int staged_fields[] = {CF_PRESSURE, CF_ENERGY0, CF_DENSITY0, CF_XVEL0, CF_YVEL0, CF_VISCOSITY};
+ * updates that viscosity and accelerate follow, then (sim.split_adv) the
+ * advection's. */
+static const int staged_fields[] = {CF_PRESSURE,   CF_ENERGY0,    CF_DENSITY0,    CF_XVEL0,      CF_YVEL0,
+                                    CF_VISCOSITY,  CF_DENSITY1,   CF_ENERGY1,     CF_XVEL1,      CF_YVEL1,
+                                    CF_VOL_FLUX_X, CF_VOL_FLUX_Y, CF_MASS_FLUX_X, CF_MASS_FLUX_Y};
+#define NSTAGED_VA 6 /* viscosity's and accelerate's */
 #define NSTAGED ((int)(sizeof staged_fields / sizeof staged_fields[0]))
+/* The fields the advection kernels update (a second array each: chunk_rt.out). */
+static const int advected_fields[] = {CF_DENSITY1, CF_ENERGY1, CF_XVEL1, CF_YVEL1};
+#define NADVECTED ((int)(sizeof advected_fields / sizeof advected_fields[0]))
 
 /* The parts of its kernel's domain a split job computes (the interior, or
  * the four strips of the border ring): *out, returns how many. */
@@ -37,7 +44,10 @@ static int job_ranges(const job *j, clover_range out[4])
         dy++;
     }
     clover_range p[5];
-    clover_split(dx, dy, 1, p);
+    if (j->kern == K_ADVEC_CELL || j->kern == K_ADVEC_MOM)
+        clover_advec_split(j->v.nx, j->v.ny, j->kern == K_ADVEC_MOM, j->b, p);
+    else
+        clover_split(dx, dy, 1, p);
     if (j->part == PART_INTERIOR) {
         out[0] = p[0];
         return 1;
@@ -102,8 +112,18 @@ static int job_run(void *arg)
             clover_k_accelerate_range(v, j->dt, &rg[i]);
         break;
     case K_FLUX_CALC: clover_k_flux_calc(v, j->dt); break;
-    case K_ADVEC_CELL: clover_k_advec_cell(v, j->b, j->c); break;
-    case K_ADVEC_MOM: clover_k_advec_mom(v, j->a, j->b, j->c); break;
+    case K_ADVEC_CELL:
+        if (j->part == PART_WHOLE)
+            clover_k_advec_cell(v, j->b, j->c);
+        for (int i = 0; i < nrg; i++)
+            clover_k_advec_cell_range(v, j->b, j->c, &rg[i], &j->out);
+        break;
+    case K_ADVEC_MOM:
+        if (j->part == PART_WHOLE)
+            clover_k_advec_mom(v, j->a, j->b, j->c);
+        for (int i = 0; i < nrg; i++)
+            clover_k_advec_mom_range(v, j->a, j->b, j->c, &rg[i], &j->out);
+        break;
     case K_RESET: clover_k_reset_field(v); break;
     case K_SUMMARY: {
         double part[CS_N], *acc = j->red;
@@ -123,7 +143,7 @@ static int job_run(void *arg)
 static size_t acc_bytes(const job *j, size_t i)
 {
     const chunk_rt *cr = &j->s->ch[j->chunk];
-    if (j->what[i] >= 0 || j->what[i] <= W_STAGE)
+    if (j->what[i] >= 0 || j->what[i] <= W_STAGE) /* a field, its staging array or its second array */
         return cr->fbytes;
     if (j->what[i] == W_GEOM)
         return cr->gbytes;
@@ -169,8 +189,10 @@ static int job_cuda(job *j, void *stream)
             rc = clover_cu_accelerate_range(v, j->dt, &rg[i], stream);
         break;
     case K_FLUX_CALC: rc = clover_cu_flux_calc(v, j->dt, stream); break;
-    case K_ADVEC_CELL: rc = clover_cu_advec_cell(v, j->b, j->c, stream); break;
-    case K_ADVEC_MOM: rc = clover_cu_advec_mom(v, j->a, j->b, j->c, stream); break;
+    case K_ADVEC_CELL: /* whole only: sim.split_adv is off where a chunk is on CUDA */
+        rc = j->part == PART_WHOLE ? clover_cu_advec_cell(v, j->b, j->c, stream) : -1;
+        break;
+    case K_ADVEC_MOM: rc = j->part == PART_WHOLE ? clover_cu_advec_mom(v, j->a, j->b, j->c, stream) : -1; break;
     case K_RESET: rc = clover_cu_reset_field(v, stream); break;
     case K_SUMMARY: rc = clover_cu_field_summary(v, j->red, stream); break;
     case K_REFLECT: rc = clover_cu_reflect(v, j->fields, j->nfields, j->depth, cr->c.edges, stream); break;
@@ -190,7 +212,9 @@ static int job_body(weft_ctx *ctx, void *arg)
         void *p = weft_ctx_data(ctx, i);
         if (j->what[i] >= 0)
             j->v.f[j->what[i]] = p;
-        else if (j->what[i] <= W_STAGE)
+        else if (w_is_out(j->what[i]))
+            j->out.f[W_OUT - j->what[i]] = p;
+        else if (w_is_stage(j->what[i]))
             j->stage[W_STAGE - j->what[i]] = p;
         else if (j->what[i] == W_GEOM)
             j->v.geom = p;
@@ -226,6 +250,7 @@ static job *job_new(sim *s, int kern, int chunk)
     j->v.nx = cr->c.nx;
     j->v.ny = cr->c.ny;
     j->v.pitch = (size_t)cr->c.nx + 5;
+    j->out = j->v;
     return j;
 }
 
@@ -279,6 +304,25 @@ static void job_unpack(job *j, const int *fields, int nfields, int depth)
         j->acc[j->nacc].mode = WEFT_R;
         j->what[j->nacc++] = (signed char)(W_STAGE - fields[i]);
     }
+}
+
+/* A split advection part's second array of field f, which it writes. */
+static void job_out(job *j, int f)
+{
+    j->acc[j->nacc].data = j->s->ch[j->chunk].out[f];
+    j->acc[j->nacc].mode = WEFT_RW;
+    j->what[j->nacc++] = (signed char)(W_OUT - f);
+}
+
+/* After a split advection kernel's last part on chunk c: field f's
+ * newest values are in its second array, which becomes the field (the
+ * next kernels name it), and the field's array the second. */
+static void swap_out(sim *s, int c, int f)
+{
+    chunk_rt *cr = &s->ch[c];
+    weft_data *t = cr->f[f];
+    cr->f[f] = cr->out[f];
+    cr->out[f] = t;
 }
 
 static void job_red(job *j, weft_data *d, unsigned mode)
@@ -358,11 +402,12 @@ static int k_ideal_gas(sim *s, int c, int predict)
 
 
 /* Before a kernel's accesses: a split kernel's part, the border job's
- * unpack of update u first. */
+ * unpack of update u first (u NULL: an update another border job of the
+ * chunk unpacks before this one). */
 static void job_part(job *j, int part, const halo_upd *u)
 {
     j->part = part;
-    if (part == PART_BORDER)
+    if (part == PART_BORDER && u)
         job_unpack(j, u->fields, u->nfields, u->depth);
 }
 
@@ -430,32 +475,62 @@ static int k_flux_calc(sim *s, int c, double dt)
     return job_spawn(j);
 }
 
-static int k_advec_cell(sim *s, int c, int dir, int sweep)
+/* advec_cell on chunk c: whole (in place), or a split part (PART_*, as
+ * k_viscosity; out of place: the part writes density1's and energy1's
+ * second arrays, and after the border part they become the fields). */
+static int k_advec_cell(sim *s, int c, int dir, int sweep, int part, const halo_upd *u)
 {
     NEWJOB(j, s, K_ADVEC_CELL, c);
     j->b = dir;
     j->c = sweep;
+    job_part(j, part, u);
     job_geom(j, WEFT_R);
     FIELDS(j, WEFT_R, CF_VOLUME, CF_VOL_FLUX_X, CF_VOL_FLUX_Y);
-    FIELDS(j, WEFT_RW, CF_DENSITY1, CF_ENERGY1);
+    if (part == PART_WHOLE) {
+        FIELDS(j, WEFT_RW, CF_DENSITY1, CF_ENERGY1);
+    } else {
+        FIELDS(j, WEFT_R, CF_DENSITY1, CF_ENERGY1);
+        job_out(j, CF_DENSITY1);
+        job_out(j, CF_ENERGY1);
+    }
     job_field(j, dir == 1 ? CF_MASS_FLUX_X : CF_MASS_FLUX_Y, WEFT_RW);
     for (int w = CF_WORK1; w <= CF_WORK7; w++)
         job_field(j, w, WEFT_RW);
-    return job_spawn(j);
+    int rc = job_spawn(j);
+    if (rc == 0 && part == PART_BORDER) {
+        swap_out(s, c, CF_DENSITY1);
+        swap_out(s, c, CF_ENERGY1);
+    }
+    return rc;
 }
 
-static int k_advec_mom(sim *s, int c, int vel, int dir, int sweep)
+/* advec_mom of vel on chunk c: whole, or a split part (as k_advec_cell:
+ * the parts write vel's second array). */
+static int k_advec_mom(sim *s, int c, int vel, int dir, int sweep, int part, const halo_upd *u)
 {
     NEWJOB(j, s, K_ADVEC_MOM, c);
     j->a = vel;
     j->b = dir;
     j->c = sweep;
+    job_part(j, part, u);
     job_geom(j, WEFT_R);
-    FIELDS(j, WEFT_R, CF_VOLUME, CF_VOL_FLUX_X, CF_VOL_FLUX_Y, CF_MASS_FLUX_X, CF_MASS_FLUX_Y, CF_DENSITY1);
-    job_field(j, vel, WEFT_RW);
+    FIELDS(j, WEFT_R, CF_VOLUME, CF_VOL_FLUX_X, CF_VOL_FLUX_Y, CF_DENSITY1);
+    if (part == PART_WHOLE) {
+        FIELDS(j, WEFT_R, CF_MASS_FLUX_X, CF_MASS_FLUX_Y);
+        job_field(j, vel, WEFT_RW);
+    } else {
+        /* only the sweep's own mass flux: the other's is the next
+         * advec_cell's to write, beside this part */
+        job_field(j, dir == 1 ? CF_MASS_FLUX_X : CF_MASS_FLUX_Y, WEFT_R);
+        job_field(j, vel, WEFT_R);
+        job_out(j, vel);
+    }
     for (int w = CF_WORK1; w <= CF_WORK7; w++)
         job_field(j, w, WEFT_RW);
-    return job_spawn(j);
+    int rc = job_spawn(j);
+    if (rc == 0 && part == PART_BORDER)
+        swap_out(s, c, vel);
+    return rc;
 }
 
 static int k_reset(sim *s, int c)
@@ -630,6 +705,47 @@ static const int upd_accel_fields[] = {CF_PRESSURE, CF_VISCOSITY};
 static const halo_upd upd_visc = {upd_visc_fields, 5, 1};
 static const halo_upd upd_accel = {upd_accel_fields, 2, 1};
 
+/* The advection's staged updates (sim.split_adv): before the first
+ * sweep's advec_cell, and after each sweep's advec_cell (its mass flux
+ * only: the other direction's was exchanged when it was last written and
+ * is the next advec_cell's to write, beside the exchange). */
+static const int upd_adv_cell_fields[] = {CF_ENERGY1, CF_DENSITY1, CF_VOL_FLUX_X, CF_VOL_FLUX_Y};
+static const int upd_adv_mom_x_fields[] = {CF_DENSITY1, CF_ENERGY1, CF_XVEL1, CF_YVEL1, CF_MASS_FLUX_X};
+static const int upd_adv_mom_y_fields[] = {CF_DENSITY1, CF_ENERGY1, CF_XVEL1, CF_YVEL1, CF_MASS_FLUX_Y};
+static const halo_upd upd_adv_cell = {upd_adv_cell_fields, 4, 2};
+static const halo_upd upd_adv_mom[2] = {{upd_adv_mom_x_fields, 5, 2}, {upd_adv_mom_y_fields, 5, 2}};
+
+/* The advection split, each kernel's interior beside the update before
+ * it: the first sweep's advec_cell; both momentum sweeps of the first
+ * direction with the second direction's advec_cell (which reads no ghost
+ * that their update brings but density1's and energy1's, and writes the
+ * other mass flux); the second direction's momentum.  Every part writes
+ * second arrays (k_advec_cell, k_advec_mom); each chunk's parts run in
+ * this order, as they all use the chunk's work arrays. */
+static int advect_split(sim *s, int first, int second)
+{
+    int rc;
+    if ((rc = cw_halo_staged(s, &upd_adv_cell)) != 0)
+        return rc;
+    EACH(s, k_advec_cell(s, c, first, 1, PART_INTERIOR, NULL));
+    EACH(s, k_advec_cell(s, c, first, 1, PART_BORDER, &upd_adv_cell));
+    if ((rc = cw_halo_staged(s, &upd_adv_mom[first - 1])) != 0)
+        return rc;
+    EACH(s, k_advec_mom(s, c, CF_XVEL1, first, 1, PART_INTERIOR, NULL));
+    EACH(s, k_advec_mom(s, c, CF_YVEL1, first, 1, PART_INTERIOR, NULL));
+    EACH(s, k_advec_cell(s, c, second, 2, PART_INTERIOR, NULL));
+    EACH(s, k_advec_mom(s, c, CF_XVEL1, first, 1, PART_BORDER, &upd_adv_mom[first - 1]));
+    EACH(s, k_advec_mom(s, c, CF_YVEL1, first, 1, PART_BORDER, NULL));
+    EACH(s, k_advec_cell(s, c, second, 2, PART_BORDER, NULL));
+    if ((rc = cw_halo_staged(s, &upd_adv_mom[second - 1])) != 0)
+        return rc;
+    EACH(s, k_advec_mom(s, c, CF_XVEL1, second, 2, PART_INTERIOR, NULL));
+    EACH(s, k_advec_mom(s, c, CF_YVEL1, second, 2, PART_INTERIOR, NULL));
+    EACH(s, k_advec_mom(s, c, CF_XVEL1, second, 2, PART_BORDER, &upd_adv_mom[second - 1]));
+    EACH(s, k_advec_mom(s, c, CF_YVEL1, second, 2, PART_BORDER, NULL));
+    return 0;
+}
+
 /* The first half of a step, up to the chunks' smallest dt. */
 static int step_start(sim *s)
 {
@@ -674,15 +790,21 @@ static int step_rest(sim *s, double dt, int advect_x)
     EACH(s, k_pdv(s, c, 0, dt));
     EACH(s, k_flux_calc(s, c, dt));
     int first = advect_x ? 1 : 2, second = advect_x ? 2 : 1;
-    HALO(s, 2, CF_ENERGY1, CF_DENSITY1, CF_VOL_FLUX_X, CF_VOL_FLUX_Y);
-    EACH(s, k_advec_cell(s, c, first, 1));
-    HALO(s, 2, CF_DENSITY1, CF_ENERGY1, CF_XVEL1, CF_YVEL1, CF_MASS_FLUX_X, CF_MASS_FLUX_Y);
-    EACH(s, k_advec_mom(s, c, CF_XVEL1, first, 1));
-    EACH(s, k_advec_mom(s, c, CF_YVEL1, first, 1));
-    EACH(s, k_advec_cell(s, c, second, 2));
-    HALO(s, 2, CF_DENSITY1, CF_ENERGY1, CF_XVEL1, CF_YVEL1, CF_MASS_FLUX_X, CF_MASS_FLUX_Y);
-    EACH(s, k_advec_mom(s, c, CF_XVEL1, second, 2));
-    EACH(s, k_advec_mom(s, c, CF_YVEL1, second, 2));
+    if (s->split_adv) {
+        int rc = advect_split(s, first, second);
+        if (rc)
+            return rc;
+    } else {
+        HALO(s, 2, CF_ENERGY1, CF_DENSITY1, CF_VOL_FLUX_X, CF_VOL_FLUX_Y);
+        EACH(s, k_advec_cell(s, c, first, 1, PART_WHOLE, NULL));
+        HALO(s, 2, CF_DENSITY1, CF_ENERGY1, CF_XVEL1, CF_YVEL1, CF_MASS_FLUX_X, CF_MASS_FLUX_Y);
+        EACH(s, k_advec_mom(s, c, CF_XVEL1, first, 1, PART_WHOLE, NULL));
+        EACH(s, k_advec_mom(s, c, CF_YVEL1, first, 1, PART_WHOLE, NULL));
+        EACH(s, k_advec_cell(s, c, second, 2, PART_WHOLE, NULL));
+        HALO(s, 2, CF_DENSITY1, CF_ENERGY1, CF_XVEL1, CF_YVEL1, CF_MASS_FLUX_X, CF_MASS_FLUX_Y);
+        EACH(s, k_advec_mom(s, c, CF_XVEL1, second, 2, PART_WHOLE, NULL));
+        EACH(s, k_advec_mom(s, c, CF_YVEL1, second, 2, PART_WHOLE, NULL));
+    }
     EACH(s, k_reset(s, c));
     return 0;
 }
@@ -801,6 +923,11 @@ static int setup(sim *s, const clover_weft_opts *o)
         s->split = 0;
         s->nloc = s->ngpu + s->ncpu;
     }
+    /* kernels.cu has no parts of the advection kernels: whole there */
+    s->split_adv = s->split && o->split_advection;
+    for (int g = 0; g < s->ngpu && g < 64; g++)
+        if (cuda[g])
+            s->split_adv = 0;
     int n = s->nloc * s->nranks;
     s->lo = s->rank * s->nloc;
     s->hi = s->lo + s->nloc;
@@ -838,13 +965,22 @@ static int setup(sim *s, const clover_weft_opts *o)
         if (rc == 0)
             rc = weft_data_register(s->rt, cr->mem + (size_t)CF_NFIELDS * fc, cr->gbytes, &cr->geom);
         if (rc == 0 && s->split) {
-            if (!(cr->stage_mem = calloc(fc * NSTAGED, sizeof(double)))) {
+            int nst = s->split_adv ? NSTAGED : NSTAGED_VA;
+            if (!(cr->stage_mem = calloc(fc * (size_t)nst, sizeof(double)))) {
                 free(cc);
                 return WEFT_ENOMEM;
             }
-            for (int i = 0; i < NSTAGED && rc == 0; i++)
+            for (int i = 0; i < nst && rc == 0; i++)
                 rc = weft_data_register(s->rt, cr->stage_mem + (size_t)i * fc, cr->fbytes,
                                         &cr->stage[staged_fields[i]]);
+        }
+        if (rc == 0 && s->split_adv) {
+            if (!(cr->out_mem = calloc(fc * NADVECTED, sizeof(double)))) {
+                free(cc);
+                return WEFT_ENOMEM;
+            }
+            for (int i = 0; i < NADVECTED && rc == 0; i++)
+                rc = weft_data_register(s->rt, cr->out_mem + (size_t)i * fc, cr->fbytes, &cr->out[advected_fields[i]]);
         }
         if (rc) {
             free(cc);
@@ -994,6 +1130,8 @@ static int teardown(sim *s)
                 rc = -1;
             if (s->ch[c].stage[f] && weft_data_unregister(s->ch[c].stage[f]) != 0)
                 rc = -1;
+            if (s->ch[c].out[f] && weft_data_unregister(s->ch[c].out[f]) != 0)
+                rc = -1;
         }
         if (s->ch[c].geom && weft_data_unregister(s->ch[c].geom) != 0)
             rc = -1;
@@ -1080,6 +1218,7 @@ int clover_weft_run(const clover_deck *d, const clover_weft_opts *o, clover_weft
     for (int c = 0; s->ch && c < s->n; c++) {
         free(s->ch[c].mem);
         free(s->ch[c].stage_mem);
+        free(s->ch[c].out_mem);
     }
     free(s->ch);
     free(s);

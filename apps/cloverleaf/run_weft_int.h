@@ -21,8 +21,11 @@ enum kern {
 #define MAX_ACC 24
 #define MAX_HALO_FIELDS 10
 /* What a job's access is, beside a field f (>= 0): the geometry, the
- * reduction, or field f's staging handle (W_STAGE - f). */
-enum { W_GEOM = -1, W_RED = -2, W_STAGE = -3 };
+ * reduction, field f's staging handle (W_STAGE - f), or the array a split
+ * advection job writes field f's new values into (W_OUT - f). */
+enum { W_GEOM = -1, W_RED = -2, W_STAGE = -3, W_OUT = W_STAGE - CF_NFIELDS };
+static inline int w_is_stage(int w) { return w <= W_STAGE && w > W_OUT; }
+static inline int w_is_out(int w) { return w <= W_OUT; }
 
 /* The parts of a split kernel (a kernel after a staged halo update): the
  * whole kernel, its interior alone, or its border ring (after the staged
@@ -44,6 +47,14 @@ typedef struct chunk_rt {
      * the others and for other ranks' chunks. */
     double *stage_mem;
     weft_data *stage[CF_NFIELDS];
+    /* Split advection (sim.split_adv): a second array of each field the
+     * advection kernels update (density1, energy1, xvel1, yvel1).  A
+     * split kernel's parts read f[] and write out[] (a part reads old
+     * values of cells another part updates), then the two handles swap
+     * (run_weft.c's swap_out), so f[] always names the field's newest values; twice a
+     * step each, so that after a step f[] is the first array again. */
+    double *out_mem;
+    weft_data *out[CF_NFIELDS];
     size_t fbytes, gbytes;
 } chunk_rt;
 
@@ -61,6 +72,7 @@ typedef struct job {
     weft_access acc[MAX_ACC];
     signed char what[MAX_ACC];   /* field, W_GEOM, W_RED or W_STAGE - field */
     clover_view v;
+    clover_view out;             /* where the body runs: the arrays a split advection part writes */
     double *stage[CF_NFIELDS];   /* where the body runs: the staging arrays it reads (unpack) */
     void *red;                   /* the reduction's private copy */
 } job;
@@ -75,6 +87,8 @@ struct sim {
     int no_exchange;             /* clover_weft_opts' */
     int split;                   /* 1: the halo updates before viscosity and accelerate are staged
                                     and those kernels split (interior, then border) */
+    int split_adv;               /* 1: so are the advection kernels and their updates (split, and
+                                    no chunk on a CUDA GPU: kernels.cu has no parts of them) */
     chunk_rt *ch;                /* every chunk (other ranks': geometry only) */
     weft_comm *comm;             /* the chunks' GPUs (of every rank), or NULL */
     weft_comm *net;              /* the ranks (members in host memory), or NULL */

@@ -53,6 +53,7 @@
 
 static int failures;
 static int split_mode; /* the runs' clover_weft_opts.split */
+static int split_adv;  /* and .split_advection */
 
 #define CHECK(cond, ...)                                                         \
     do {                                                                         \
@@ -117,14 +118,16 @@ static void weft_case_cpu(const clover_deck *d, const outcome *want, const char 
     if (check_mode)
         setenv("WEFT_VGPU_CHECK", "1", 1);
     clover_weft_opts o = {.devices = devices, .chunks = chunks, .cpu_chunks = cpu_chunks, .density = got.density,
-                          .energy = got.energy, .split = split_mode};
+                          .energy = got.energy, .split = split_mode,
+                          .split_advection = split_adv};
     clover_weft_result r;
     int rc = clover_weft_run(d, &o, &r);
     unsetenv("WEFT_VGPU_CHECK");
     char what[160];
-    snprintf(what, sizeof what, "%s, %d chunk(s)%s%s%s", devices, chunks ? chunks : r.nchunks,
+    snprintf(what, sizeof what, "%s, %d chunk(s)%s%s%s%s", devices, chunks ? chunks : r.nchunks,
              cpu_chunks ? " (some on the CPU beside the GPUs')" : "", check_mode ? ", checking mode" : "",
-             split_mode == CLOVER_SPLIT_ON ? ", split" : split_mode == CLOVER_SPLIT_OFF ? ", no split" : "");
+             split_mode == CLOVER_SPLIT_ON ? ", split" : split_mode == CLOVER_SPLIT_OFF ? ", no split" : "",
+             split_adv ? ", advection split" : "");
     CHECK(rc == 0, "%s: the run failed", what);
     if (rc == 0) {
         memcpy(got.sums, r.sums, sizeof got.sums);
@@ -177,6 +180,12 @@ static int test_tp1(const char *dir)
     /* the default splits on GPUs only: the other way round as well */
     split_mode = CLOVER_SPLIT_ON;
     weft_case(&d, &want, "cpu", 2, 0, 1);
+    split_adv = 1; /* the advection kernels split too */
+    weft_case(&d, &want, "cpu", 2, 0, 1);
+    split_mode = CLOVER_SPLIT_AUTO;
+    weft_case(&d, &want, "cpu,vgpu:4", 0, 0, 1);
+    weft_case(&d, &want, "cpu,vgpu:2", 0, 1, 1);
+    split_adv = 0;
     split_mode = CLOVER_SPLIT_OFF;
     weft_case(&d, &want, "cpu,vgpu:4", 0, 1, 1);
     split_mode = CLOVER_SPLIT_AUTO;
@@ -426,6 +435,14 @@ static int test_decomp(const char *dir)
     weft_case(&d, &want, "cpu", 4, 0, 0);
     weft_case(&d, &want, "cpu,vgpu:4", 0, 0, 0);
     weft_case(&d, &want, "vgpu:3", 0, 0, 0);
+    /* the split kernels (advection's too) across chunk corners: 2 x 2 on
+     * the CPU (gather tasks) and on 4 virtual GPUs in the checking mode */
+    split_mode = CLOVER_SPLIT_ON;
+    split_adv = 1;
+    weft_case(&d, &want, "cpu", 4, 0, 0);
+    split_mode = CLOVER_SPLIT_AUTO;
+    weft_case(&d, &want, "cpu,vgpu:4", 0, 1, 0);
+    split_adv = 0;
     weft_case_cpu(&d, &want, "cpu,vgpu:2", 0, 2, 0, 0); /* 2 x 2: GPU and CPU chunks side by side and diagonal */
     weft_case_cpu(&d, &want, "cpu,vgpu:1", 0, 2, 0, 0); /* 3 x 1 */
     outcome_free(&want);
