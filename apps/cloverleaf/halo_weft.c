@@ -82,29 +82,39 @@ static int source(const sim *s, int c, unsigned edges, unsigned *ghost)
     return n;
 }
 
-/* The block of field f that chunk `to` takes across `edges` from chunk
- * `from` (source's, with its ghost faces), as a transfer (handles NULL
- * for chunks of other ranks: their side is not read here); staged: into
- * `to`'s staging array of f, at the same offsets. */
-static void strip_xfer(const sim *s, int to, int from, unsigned edges, unsigned ghost, int f, int depth,
-                       int staged, weft_xfer *t)
+/* Where the block of field f that chunk `to` takes across `edges` from
+ * chunk `from` (source's, with its ghost faces) lies in the two arrays:
+ * the transfer's offsets, pitches and sizes, and no handle (a host task's
+ * body, which must not read chunk_rt's handles: the driver may swap them
+ * meanwhile). */
+static void block_place(const sim *s, int to, int from, unsigned edges, unsigned ghost, int f, int depth,
+                        weft_xfer *t)
 {
     const chunk_rt *me = &s->ch[to], *other = &s->ch[from];
     clover_strip mine, theirs;
     clover_halo_block_ghost(&me->c, f, depth, edges, ghost, &mine);
     clover_halo_block_ghost(&other->c, f, depth, flip(edges & ~ghost) | ghost, ghost, &theirs);
-    t->src = other->f[f];
     t->src_off = theirs.send_off * sizeof(double);
     t->src_pitch = ((size_t)other->c.nx + 5) * sizeof(double);
-    t->dst = staged ? me->stage[f] : me->f[f];
     t->dst_off = mine.recv_off * sizeof(double);
     t->dst_pitch = ((size_t)me->c.nx + 5) * sizeof(double);
     t->bytes = mine.cols * sizeof(double);
     t->rows = mine.rows;
 }
 
+/* That block as a transfer between the handles (NULL for chunks of other
+ * ranks: their side is not read here); staged: into `to`'s staging array
+ * of f, at the same offsets.  Called when the exchange is spawned. */
+static void strip_xfer(const sim *s, int to, int from, unsigned edges, unsigned ghost, int f, int depth,
+                       int staged, weft_xfer *t)
+{
+    block_place(s, to, from, edges, ghost, f, depth, t);
+    t->src = s->ch[from].f[f];
+    t->dst = staged ? s->ch[to].stage[f] : s->ch[to].f[f];
+}
+
 /* In host memory (chunks on the CPU): the block of field f that chunk
- * `to` takes from chunk `from` across `edges` (strip_xfer's offsets),
+ * `to` takes from chunk `from` across `edges` (block_place's offsets),
  * copied row by row from the sender's array src into dst (to's field, or
  * its staging array).  The arrays are the task's own (weft_ctx_data of
  * the handles named when it was spawned): the driver may have swapped a
@@ -113,7 +123,7 @@ static void copy_block_host(sim *s, int to, int from, unsigned edges, unsigned g
                             const double *src)
 {
     weft_xfer t;
-    strip_xfer(s, to, from, edges, ghost, f, depth, 0, &t);
+    block_place(s, to, from, edges, ghost, f, depth, &t);
     for (size_t r = 0; r < t.rows; r++)
         memcpy((char *)dst + t.dst_off + r * t.dst_pitch, (const char *)src + t.src_off + r * t.src_pitch, t.bytes);
 }
