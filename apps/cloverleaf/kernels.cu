@@ -18,6 +18,15 @@
 
 #include <cuda_runtime.h>
 
+/* A launch: kernel<<<grid, block, 0, stream>>>(args) under nvcc.  The
+ * _SYNC form is for kernels that call __syncthreads (the reductions).  The
+ * host emulation that runs this file in the tests (cuda_emu/) defines both
+ * its own way. */
+#ifndef CLOVER_CUDA_EMU
+#define CLOVER_LAUNCH(kernel, grid, block, stream) kernel<<<grid, block, 0, stream>>>
+#define CLOVER_LAUNCH_SYNC(kernel, grid, block, stream) kernel<<<grid, block, 0, stream>>>
+#endif
+
 #include <initializer_list>
 #include <math.h>
 #include <stddef.h>
@@ -100,7 +109,7 @@ int launch2d(const F &f, int j0, int j1, int k0, int k1, cudaStream_t s)
     if (j1 < j0 || k1 < k0)
         return 0;
     const dim3 grid((unsigned)((j1 - j0 + 1 + BX - 1) / BX), grid_y(k0, k1));
-    k2d<F><<<grid, dim3(BX, BY), 0, s>>>(f, j0, j1, k0, k1);
+    CLOVER_LAUNCH(k2d<F>, grid, dim3(BX, BY), s)(f, j0, j1, k0, k1);
     return last_error();
 }
 
@@ -1063,22 +1072,22 @@ int reflect_batch(const ReflectBatch &b, unsigned edges, cudaStream_t s)
     /* bottom and top over the full width, then left and right over the
      * full height, in halo.c's order */
     if (edges & CLOVER_BOTTOM) {
-        k_reflect<PH_BOTTOM><<<dim3(gx, (unsigned)b.n), T, 0, s>>>(b);
+        CLOVER_LAUNCH(k_reflect<PH_BOTTOM>, dim3(gx, (unsigned)b.n), T, s)(b);
         if ((rc = last_error()) != 0)
             return rc;
     }
     if (edges & CLOVER_TOP) {
-        k_reflect<PH_TOP><<<dim3(gx, (unsigned)b.n), T, 0, s>>>(b);
+        CLOVER_LAUNCH(k_reflect<PH_TOP>, dim3(gx, (unsigned)b.n), T, s)(b);
         if ((rc = last_error()) != 0)
             return rc;
     }
     if (edges & CLOVER_LEFT) {
-        k_reflect<PH_LEFT><<<dim3(gy, (unsigned)b.n), T, 0, s>>>(b);
+        CLOVER_LAUNCH(k_reflect<PH_LEFT>, dim3(gy, (unsigned)b.n), T, s)(b);
         if ((rc = last_error()) != 0)
             return rc;
     }
     if (edges & CLOVER_RIGHT) {
-        k_reflect<PH_RIGHT><<<dim3(gy, (unsigned)b.n), T, 0, s>>>(b);
+        CLOVER_LAUNCH(k_reflect<PH_RIGHT>, dim3(gy, (unsigned)b.n), T, s)(b);
         if ((rc = last_error()) != 0)
             return rc;
     }
@@ -1115,7 +1124,7 @@ extern "C" int clover_cu_initialise(const clover_view *v, const clover_deck *d, 
     g.nx = nx;
     g.ny = ny;
     const int n = (nx > ny ? nx : ny) + 5;
-    k_init_geom<<<(unsigned)(n + 127) / 128, 128, 0, s>>>(g);
+    CLOVER_LAUNCH(k_init_geom, (unsigned)(n + 127) / 128, 128, s)(g);
     int rc = last_error();
     if (rc)
         return rc;
@@ -1255,16 +1264,16 @@ extern "C" int clover_cu_calc_dt(const clover_view *v, const clover_deck *d, dou
     c.P = (ptrdiff_t)v->pitch;
     double *work = v->f[CF_WORK1]; /* from its start: scratch, (nx + 5) * (ny + 5) doubles */
     if (!work) {
-        k_calc_dt<<<1, dim3(BX, BY), 0, s>>>(c, nullptr, dt_min);
+        CLOVER_LAUNCH_SYNC(k_calc_dt, 1, dim3(BX, BY), s)(c, nullptr, dt_min);
         return last_error();
     }
     /* gx * gy <= (nx / 64 + 1) * (ny / 4 + 1) partials: fits in WORK1 */
     const dim3 grid((unsigned)(v->nx + BX - 1) / BX, grid_y(0, v->ny - 1));
-    k_calc_dt<<<grid, dim3(BX, BY), 0, s>>>(c, work, dt_min);
+    CLOVER_LAUNCH_SYNC(k_calc_dt, grid, dim3(BX, BY), s)(c, work, dt_min);
     int rc = last_error();
     if (rc)
         return rc;
-    k_min_fold<<<1, dim3(BX, BY), 0, s>>>(work, (int)(grid.x * grid.y), dt_min);
+    CLOVER_LAUNCH_SYNC(k_min_fold, 1, dim3(BX, BY), s)(work, (int)(grid.x * grid.y), dt_min);
     return last_error();
 }
 
@@ -1595,14 +1604,14 @@ extern "C" int clover_cu_field_summary(const clover_view *v, double *sums, void 
     sm.P = (ptrdiff_t)v->pitch;
     double *work = v->f[CF_WORK1]; /* nb * CS_N <= (nx + 5) * (ny + 5) doubles */
     if (!work) {
-        k_summary_one<<<1, SUM_T, 0, s>>>(sm, sums);
+        CLOVER_LAUNCH_SYNC(k_summary_one, 1, SUM_T, s)(sm, sums);
         return last_error();
     }
-    k_summary_runs<<<(unsigned)sm.nb, SUM_T, 0, s>>>(sm, work);
+    CLOVER_LAUNCH_SYNC(k_summary_runs, (unsigned)sm.nb, SUM_T, s)(sm, work);
     int rc = last_error();
     if (rc)
         return rc;
-    k_summary_fold<<<1, SUM_T, 0, s>>>(sm.nb, work, sums);
+    CLOVER_LAUNCH_SYNC(k_summary_fold, 1, SUM_T, s)(sm.nb, work, sums);
     return last_error();
 }
 

@@ -177,7 +177,7 @@ int main(int argc, char **argv)
     }
     if (plain) {
 #ifdef CLOVER_HAVE_CUDA
-        clover_plain_result pr;
+        clover_plain_result pr = {0};
         if (clover_plain_cuda_run(&d, stdout, &pr) != 0)
             return 2;
         printf("\n %d steps to time %.6f, plain CUDA (one chunk, one stream): %.3f s, %.3g cell-steps/s\n",

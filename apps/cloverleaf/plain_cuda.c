@@ -39,7 +39,10 @@ int clover_plain_cuda_run(const clover_deck *d, FILE *out, clover_plain_result *
     clover_chunk c;
     int cx, cy;
     char err[256];
+    double *density_out = res->density, *energy_out = res->energy;
     memset(res, 0, sizeof *res);
+    res->density = density_out;
+    res->energy = energy_out;
     if (clover_decompose(d, 1, &c, &cx, &cy, err, sizeof err) != 0) {
         fprintf(stderr, "plain CUDA: %s\n", err);
         return -1;
@@ -126,6 +129,19 @@ int clover_plain_cuda_run(const clover_deck *d, FILE *out, clover_plain_result *
     CU(cudaMemcpyAsync(sums, sums_d, sizeof sums, cudaMemcpyDeviceToHost, st));
     CU(cudaStreamSynchronize(st));
     memcpy(res->sums, sums, sizeof sums);
+    {
+        /* the cells of density0 and energy0, row by row (ghosts left out) */
+        const size_t P = v.pitch, off = 2 * P + 2;
+        if (density_out)
+            CU(cudaMemcpy2DAsync(density_out, (size_t)c.nx * sizeof(double), v.f[CF_DENSITY0] + off,
+                                 P * sizeof(double), (size_t)c.nx * sizeof(double), (size_t)c.ny,
+                                 cudaMemcpyDeviceToHost, st));
+        if (energy_out)
+            CU(cudaMemcpy2DAsync(energy_out, (size_t)c.nx * sizeof(double), v.f[CF_ENERGY0] + off,
+                                 P * sizeof(double), (size_t)c.nx * sizeof(double), (size_t)c.ny,
+                                 cudaMemcpyDeviceToHost, st));
+        CU(cudaStreamSynchronize(st));
+    }
     res->steps = clk.step;
     res->time = clk.time;
     if (out) {
