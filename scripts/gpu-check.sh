@@ -21,7 +21,9 @@
 #   clover     CloverLeaf (apps/cloverleaf) with the CUDA kernels: test
 #              problem 1 and clover_bm16_short.in on cuda:0, both PASS, and
 #              the same deck by the hand-written CUDA loop (--plain-cuda):
-#              the two wall times and their ratio
+#              the two wall times and their ratio; then with
+#              --split-advection (kernels.cu's advection parts): PASS with
+#              the same kinetic energy, and its time
 #   clover-py  the Python driver on cuda:0 (kernels.cu through
 #              libclover_cuda_kernels.so, queued on the tasks' streams):
 #              tp1 and clover_bm16_short.in PASS, with the C driver's
@@ -155,6 +157,17 @@ clover() {
   tw=$(sed -n 's/.* steps to time .*: \([0-9.]*\) s,.*/\1/p' "$out/clover-weft.txt" | tail -1)
   tp=$(sed -n 's/.* steps to time .*: \([0-9.]*\) s,.*/\1/p' "$out/clover-plain.txt" | tail -1)
   echo "clover_bm16_short: Weft $tw s, plain CUDA $tp s: clover_vs_plain_cuda $(awk -v a="$tp" -v b="$tw" 'BEGIN { printf "%.3f", a / b }') (goal >= 1.0)"
+  # the advection kernels split as well (kernels.cu's parts, out of place):
+  # the same kinetic energy to the last digit printed, and its time
+  "$exe" --devices cpu,cuda:0 --split-advection "$deck" > "$out/clover-splitadv.txt" 2>&1; cat "$out/clover-splitadv.txt"
+  grep -q "PASS" "$out/clover-splitadv.txt" || return 1
+  local kw ks ts
+  kw=$(sed -n 's/.*kinetic energy \([0-9.e+-]*\) against.*/\1/p' "$out/clover-weft.txt")
+  ks=$(sed -n 's/.*kinetic energy \([0-9.e+-]*\) against.*/\1/p' "$out/clover-splitadv.txt")
+  echo "kinetic energy: $kw, with --split-advection $ks"
+  [ -n "$kw" ] && [ "$kw" = "$ks" ] || return 1
+  ts=$(sed -n 's/.* steps to time .*: \([0-9.]*\) s,.*/\1/p' "$out/clover-splitadv.txt" | tail -1)
+  echo "clover_bm16_short: --split-advection $ts s against $tw s: clover_split_advection_ratio $(awk -v a="$tw" -v b="$ts" 'BEGIN { printf "%.3f", a / b }')"
 }
 
 # The Python driver on the GPU: the same deck as clover(), its kinetic

@@ -606,12 +606,14 @@ struct CellFluxY {
     }
 };
 
-/* Pass 3: cells j in [0, nx), k in [0, ny).  (DJ, DK) is the step to the
- * face past the cell: (1, 0) along x, (0, 1) along y. */
+/* Pass 3: cells j in [0, nx), k in [0, ny), from density1 and energy1
+ * into dout and eout (the same arrays in place, the whole kernel; others
+ * for a part).  (DJ, DK) is the step to the face past the cell: (1, 0)
+ * along x, (0, 1) along y. */
 template <int DJ, int DK>
 struct CellUpdate {
-    const double *vf, *mf, *ef, *pre_vol;
-    double *density1, *energy1, *pre_mass, *post_mass, *advec_vol, *post_ener;
+    const double *vf, *mf, *ef, *pre_vol, *density1, *energy1;
+    double *dout, *eout, *pre_mass, *post_mass, *advec_vol, *post_ener;
     ptrdiff_t P;
     __device__ void operator()(int j, int k) const
     {
@@ -624,8 +626,8 @@ struct CellUpdate {
         AT(post_mass, j, k) = qm;
         AT(post_ener, j, k) = pe;
         AT(advec_vol, j, k) = av;
-        AT(density1, j, k) = qm / av;
-        AT(energy1, j, k) = pe;
+        AT(dout, j, k) = qm / av;
+        AT(eout, j, k) = pe;
     }
 };
 
@@ -781,17 +783,18 @@ struct MomFluxY {
     }
 };
 
-/* Velocity update, nodes j in [0, nx], k in [0, ny]; (DJ, DK) the step to
- * the previous node's flux. */
+/* Velocity update, nodes j in [0, nx], k in [0, ny], from vel into vout
+ * (vel itself in place, the whole kernel); (DJ, DK) the step to the
+ * previous node's flux. */
 template <int DJ, int DK>
 struct MomUpdate {
-    const double *mom_flux, *nm_pre, *nm_post;
-    double *vel;
+    const double *mom_flux, *nm_pre, *nm_post, *vel;
+    double *vout;
     ptrdiff_t P;
     __device__ void operator()(int j, int k) const
     {
-        AT(vel, j, k) = (AT(vel, j, k) * AT(nm_pre, j, k) + AT(mom_flux, j - DJ, k - DK) - AT(mom_flux, j, k))
-                      / AT(nm_post, j, k);
+        AT(vout, j, k) = (AT(vel, j, k) * AT(nm_pre, j, k) + AT(mom_flux, j - DJ, k - DK) - AT(mom_flux, j, k))
+                       / AT(nm_post, j, k);
     }
 };
 
@@ -1400,18 +1403,35 @@ extern "C" int clover_cu_flux_calc(const clover_view *v, double dt, void *stream
     return launch2d(f, 0, v->nx, 0, v->ny, (cudaStream_t)stream);
 }
 
-extern "C" int clover_cu_advec_cell(const clover_view *v, int dir, int sweep, void *stream)
+/* advec_cell along dir over the cells of c (already clipped to the chunk,
+ * not empty), from v's density1 and energy1 into dout's and eout's (v's
+ * own for the whole kernel).  Each pass runs over what the next one
+ * reads, as kernels.c's advec_cell_x / _y do: pre_vol of the donor cells
+ * (from c.j0 - 1, and up to nx + 1 when c reaches the last cell), the
+ * fluxes of faces c.j0 .. c.j1 (and the last face, nx + 1, whose flux
+ * the whole kernel stores), then the cells.  Along y the same with j and
+ * k exchanged.  A part's fluxes on a face it shares with a neighbour part
+ * are computed by both, from the same values (cells, not ghosts). */
+static int advec_cell(const clover_view *v, int dir, int sweep, const clover_range &c, double *dout,
+                      double *eout, cudaStream_t s)
 {
-    const int fmf = dir == 1 ? CF_MASS_FLUX_X : CF_MASS_FLUX_Y;
-    if (!have(v, {CF_VOLUME, CF_VOL_FLUX_X, CF_VOL_FLUX_Y, CF_DENSITY1, CF_ENERGY1, fmf, CF_WORK1, CF_WORK2,
-                  CF_WORK3, CF_WORK4, CF_WORK5, CF_WORK6, CF_WORK7},
-              true))
-        return BAD_ARG;
-    cudaStream_t s = (cudaStream_t)stream;
     const int nx = v->nx, ny = v->ny;
     const ptrdiff_t P = (ptrdiff_t)v->pitch;
     int rc;
+    CellUpdate<1, 0> ux; /* the update's operands: the same along y */
+    ux.pre_vol = fld(v, CF_WORK1);
+    ux.ef = fld(v, CF_WORK7);
+    ux.density1 = fld(v, CF_DENSITY1);
+    ux.energy1 = fld(v, CF_ENERGY1);
+    ux.dout = dout;
+    ux.eout = eout;
+    ux.pre_mass = fld(v, CF_WORK3);
+    ux.post_mass = fld(v, CF_WORK4);
+    ux.advec_vol = fld(v, CF_WORK5);
+    ux.post_ener = fld(v, CF_WORK6);
+    ux.P = P;
     if (dir == 1) {
+        const int last = c.j1 == nx ? nx + 1 : c.j1; /* the last face (and donor) */
         CellVols<1> a;
         a.volume = fld(v, CF_VOLUME);
         a.vfx = fld(v, CF_VOL_FLUX_X);
@@ -1420,7 +1440,7 @@ extern "C" int clover_cu_advec_cell(const clover_view *v, int dir, int sweep, vo
         a.post_vol = fld(v, CF_WORK2);
         a.sweep1 = sweep == 1;
         a.P = P;
-        if ((rc = launch2d(a, -2, nx + 1, -2, ny + 1, s)) != 0)
+        if ((rc = launch2d(a, c.j0 - 1, last, c.k0, c.k1 - 1, s)) != 0)
             return rc;
         CellFluxX b;
         b.vertexdx = geo(v, CG_VERTEXDX);
@@ -1432,22 +1452,13 @@ extern "C" int clover_cu_advec_cell(const clover_view *v, int dir, int sweep, vo
         b.ener_flux = fld(v, CF_WORK7);
         b.nx = nx;
         b.P = P;
-        if ((rc = launch2d(b, 0, nx + 1, 0, ny - 1, s)) != 0)
+        if ((rc = launch2d(b, c.j0, last, c.k0, c.k1 - 1, s)) != 0)
             return rc;
-        CellUpdate<1, 0> c;
-        c.vf = fld(v, CF_VOL_FLUX_X);
-        c.mf = fld(v, CF_MASS_FLUX_X);
-        c.ef = fld(v, CF_WORK7);
-        c.pre_vol = fld(v, CF_WORK1);
-        c.density1 = fld(v, CF_DENSITY1);
-        c.energy1 = fld(v, CF_ENERGY1);
-        c.pre_mass = fld(v, CF_WORK3);
-        c.post_mass = fld(v, CF_WORK4);
-        c.advec_vol = fld(v, CF_WORK5);
-        c.post_ener = fld(v, CF_WORK6);
-        c.P = P;
-        return launch2d(c, 0, nx - 1, 0, ny - 1, s);
+        ux.vf = fld(v, CF_VOL_FLUX_X);
+        ux.mf = fld(v, CF_MASS_FLUX_X);
+        return launch2d(ux, c.j0, c.j1 - 1, c.k0, c.k1 - 1, s);
     }
+    const int last = c.k1 == ny ? ny + 1 : c.k1;
     CellVols<2> a;
     a.volume = fld(v, CF_VOLUME);
     a.vfx = fld(v, CF_VOL_FLUX_X);
@@ -1456,7 +1467,7 @@ extern "C" int clover_cu_advec_cell(const clover_view *v, int dir, int sweep, vo
     a.post_vol = fld(v, CF_WORK2);
     a.sweep1 = sweep == 1;
     a.P = P;
-    if ((rc = launch2d(a, -2, nx + 1, -2, ny + 1, s)) != 0)
+    if ((rc = launch2d(a, c.j0, c.j1 - 1, c.k0 - 1, last, s)) != 0)
         return rc;
     CellFluxY b;
     b.vertexdy = geo(v, CG_VERTEXDY);
@@ -1468,32 +1479,66 @@ extern "C" int clover_cu_advec_cell(const clover_view *v, int dir, int sweep, vo
     b.ener_flux = fld(v, CF_WORK7);
     b.ny = ny;
     b.P = P;
-    if ((rc = launch2d(b, 0, nx - 1, 0, ny + 1, s)) != 0)
+    if ((rc = launch2d(b, c.j0, c.j1 - 1, c.k0, last, s)) != 0)
         return rc;
-    CellUpdate<0, 1> c;
-    c.vf = fld(v, CF_VOL_FLUX_Y);
-    c.mf = fld(v, CF_MASS_FLUX_Y);
-    c.ef = fld(v, CF_WORK7);
-    c.pre_vol = fld(v, CF_WORK1);
-    c.density1 = fld(v, CF_DENSITY1);
-    c.energy1 = fld(v, CF_ENERGY1);
-    c.pre_mass = fld(v, CF_WORK3);
-    c.post_mass = fld(v, CF_WORK4);
-    c.advec_vol = fld(v, CF_WORK5);
-    c.post_ener = fld(v, CF_WORK6);
-    c.P = P;
-    return launch2d(c, 0, nx - 1, 0, ny - 1, s);
+    CellUpdate<0, 1> uy;
+    uy.vf = fld(v, CF_VOL_FLUX_Y);
+    uy.mf = fld(v, CF_MASS_FLUX_Y);
+    uy.ef = ux.ef;
+    uy.pre_vol = ux.pre_vol;
+    uy.density1 = ux.density1;
+    uy.energy1 = ux.energy1;
+    uy.dout = dout;
+    uy.eout = eout;
+    uy.pre_mass = ux.pre_mass;
+    uy.post_mass = ux.post_mass;
+    uy.advec_vol = ux.advec_vol;
+    uy.post_ener = ux.post_ener;
+    uy.P = P;
+    return launch2d(uy, c.j0, c.j1 - 1, c.k0, c.k1 - 1, s);
 }
 
-extern "C" int clover_cu_advec_mom(const clover_view *v, int vel, int dir, int sweep, void *stream)
+static bool advec_cell_ok(const clover_view *v, int dir)
 {
-    if (vel < 0 || vel >= CF_NFIELDS
-        || !have(v, {vel, CF_VOLUME, CF_VOL_FLUX_X, CF_VOL_FLUX_Y, dir == 1 ? CF_MASS_FLUX_X : CF_MASS_FLUX_Y,
-                     CF_DENSITY1, CF_WORK1, CF_WORK2, CF_WORK3, CF_WORK5, CF_WORK7},
-                 true))
+    const int fmf = dir == 1 ? CF_MASS_FLUX_X : CF_MASS_FLUX_Y;
+    return (dir == 1 || dir == 2)
+        && have(v, {CF_VOLUME, CF_VOL_FLUX_X, CF_VOL_FLUX_Y, CF_DENSITY1, CF_ENERGY1, fmf, CF_WORK1, CF_WORK2,
+                    CF_WORK3, CF_WORK4, CF_WORK5, CF_WORK6, CF_WORK7},
+                true);
+}
+
+extern "C" int clover_cu_advec_cell(const clover_view *v, int dir, int sweep, void *stream)
+{
+    if (!advec_cell_ok(v, dir))
         return BAD_ARG;
-    cudaStream_t s = (cudaStream_t)stream;
-    const int nx = v->nx, ny = v->ny;
+    const clover_range all = {0, v->nx, 0, v->ny};
+    return advec_cell(v, dir, sweep, all, fld(v, CF_DENSITY1), fld(v, CF_ENERGY1), (cudaStream_t)stream);
+}
+
+extern "C" int clover_cu_advec_cell_range(const clover_view *v, int dir, int sweep, const clover_range *r,
+                                          const clover_view *out, void *stream)
+{
+    if (!r || !advec_cell_ok(v, dir) || !out || !out->f[CF_DENSITY1] || !out->f[CF_ENERGY1]
+        || out->pitch != v->pitch)
+        return BAD_ARG;
+    const clover_range c = clip_range(r, v->nx, v->ny);
+    if (c.j1 <= c.j0 || c.k1 <= c.k0)
+        return 0;
+    return advec_cell(v, dir, sweep, c, fld(out, CF_DENSITY1), fld(out, CF_ENERGY1), (cudaStream_t)stream);
+}
+
+/* advec_mom of vel along dir over the nodes of c (clipped, not empty),
+ * from v's vel into vout (v's own for the whole kernel).  Each pass over
+ * what the next reads: the update of nodes c.j0 .. c.j1 - 1 reads the
+ * momentum fluxes from c.j0 - 1; those read node_flux there and
+ * node_mass_pre at their donors (up to c.j1), which read node_flux one
+ * node further back (recomputed, not read) and the post-sweep volumes of
+ * the cells around each node, c.j0 - 2 .. c.j1.  Across the sweep only
+ * the nodes' own rows (node k reads cells k - 1 and k).  Along y the same
+ * with j and k exchanged. */
+static int advec_mom(const clover_view *v, int vel, int dir, int sweep, const clover_range &c, double *vout,
+                     cudaStream_t s)
+{
     const ptrdiff_t P = (ptrdiff_t)v->pitch;
     int rc;
     MomPostVol pv;
@@ -1503,7 +1548,11 @@ extern "C" int clover_cu_advec_mom(const clover_view *v, int vel, int dir, int s
     pv.post_vol = fld(v, CF_WORK7);
     pv.mom_sweep = dir + 2 * (sweep - 1);
     pv.P = P;
-    if ((rc = launch2d(pv, -2, nx + 1, -2, ny + 1, s)) != 0)
+    if (dir == 1)
+        rc = launch2d(pv, c.j0 - 2, c.j1, c.k0 - 1, c.k1 - 1, s);
+    else
+        rc = launch2d(pv, c.j0 - 1, c.j1 - 1, c.k0 - 2, c.k1, s);
+    if (rc != 0)
         return rc;
     double *node_flux = fld(v, CF_WORK1), *nm_post = fld(v, CF_WORK2), *nm_pre = fld(v, CF_WORK3);
     double *mom_flux = fld(v, CF_WORK5), *vel1 = fld(v, vel);
@@ -1516,7 +1565,7 @@ extern "C" int clover_cu_advec_mom(const clover_view *v, int vel, int dir, int s
         a.nm_post = nm_post;
         a.nm_pre = nm_pre;
         a.P = P;
-        if ((rc = launch2d(a, -2, nx + 1, 0, ny, s)) != 0)
+        if ((rc = launch2d(a, c.j0 - 1, c.j1, c.k0, c.k1 - 1, s)) != 0)
             return rc;
         MomFluxX b;
         b.celldx = geo(v, CG_CELLDX);
@@ -1525,15 +1574,16 @@ extern "C" int clover_cu_advec_mom(const clover_view *v, int vel, int dir, int s
         b.vel = vel1;
         b.mom_flux = mom_flux;
         b.P = P;
-        if ((rc = launch2d(b, -1, nx, 0, ny, s)) != 0)
+        if ((rc = launch2d(b, c.j0 - 1, c.j1 - 1, c.k0, c.k1 - 1, s)) != 0)
             return rc;
-        MomUpdate<1, 0> c;
-        c.mom_flux = mom_flux;
-        c.nm_pre = nm_pre;
-        c.nm_post = nm_post;
-        c.vel = vel1;
-        c.P = P;
-        return launch2d(c, 0, nx, 0, ny, s);
+        MomUpdate<1, 0> u;
+        u.mom_flux = mom_flux;
+        u.nm_pre = nm_pre;
+        u.nm_post = nm_post;
+        u.vel = vel1;
+        u.vout = vout;
+        u.P = P;
+        return launch2d(u, c.j0, c.j1 - 1, c.k0, c.k1 - 1, s);
     }
     MomNodeY a;
     a.mfy = fld(v, CF_MASS_FLUX_Y);
@@ -1543,7 +1593,7 @@ extern "C" int clover_cu_advec_mom(const clover_view *v, int vel, int dir, int s
     a.nm_post = nm_post;
     a.nm_pre = nm_pre;
     a.P = P;
-    if ((rc = launch2d(a, 0, nx, -2, ny + 1, s)) != 0)
+    if ((rc = launch2d(a, c.j0, c.j1 - 1, c.k0 - 1, c.k1, s)) != 0)
         return rc;
     MomFluxY b;
     b.celldy = geo(v, CG_CELLDY);
@@ -1552,15 +1602,43 @@ extern "C" int clover_cu_advec_mom(const clover_view *v, int vel, int dir, int s
     b.vel = vel1;
     b.mom_flux = mom_flux;
     b.P = P;
-    if ((rc = launch2d(b, 0, nx, -1, ny, s)) != 0)
+    if ((rc = launch2d(b, c.j0, c.j1 - 1, c.k0 - 1, c.k1 - 1, s)) != 0)
         return rc;
-    MomUpdate<0, 1> c;
-    c.mom_flux = mom_flux;
-    c.nm_pre = nm_pre;
-    c.nm_post = nm_post;
-    c.vel = vel1;
-    c.P = P;
-    return launch2d(c, 0, nx, 0, ny, s);
+    MomUpdate<0, 1> u;
+    u.mom_flux = mom_flux;
+    u.nm_pre = nm_pre;
+    u.nm_post = nm_post;
+    u.vel = vel1;
+    u.vout = vout;
+    u.P = P;
+    return launch2d(u, c.j0, c.j1 - 1, c.k0, c.k1 - 1, s);
+}
+
+static bool advec_mom_ok(const clover_view *v, int vel, int dir)
+{
+    return vel >= 0 && vel < CF_NFIELDS && (dir == 1 || dir == 2)
+        && have(v, {vel, CF_VOLUME, CF_VOL_FLUX_X, CF_VOL_FLUX_Y, dir == 1 ? CF_MASS_FLUX_X : CF_MASS_FLUX_Y,
+                    CF_DENSITY1, CF_WORK1, CF_WORK2, CF_WORK3, CF_WORK5, CF_WORK7},
+                true);
+}
+
+extern "C" int clover_cu_advec_mom(const clover_view *v, int vel, int dir, int sweep, void *stream)
+{
+    if (!advec_mom_ok(v, vel, dir))
+        return BAD_ARG;
+    const clover_range all = {0, v->nx + 1, 0, v->ny + 1};
+    return advec_mom(v, vel, dir, sweep, all, fld(v, vel), (cudaStream_t)stream);
+}
+
+extern "C" int clover_cu_advec_mom_range(const clover_view *v, int vel, int dir, int sweep, const clover_range *r,
+                                         const clover_view *out, void *stream)
+{
+    if (!r || !advec_mom_ok(v, vel, dir) || !out || !out->f[vel] || out->pitch != v->pitch)
+        return BAD_ARG;
+    const clover_range c = clip_range(r, v->nx + 1, v->ny + 1);
+    if (c.j1 <= c.j0 || c.k1 <= c.k0)
+        return 0;
+    return advec_mom(v, vel, dir, sweep, c, fld(out, vel), (cudaStream_t)stream);
 }
 
 extern "C" int clover_cu_reset_field(const clover_view *v, void *stream)

@@ -70,6 +70,16 @@ int clover_cu_flux_calc(const clover_view *v, double dt, void *stream);
 int clover_cu_advec_cell(const clover_view *v, int dir, int sweep, void *stream);
 /* vel: CF_XVEL1 or CF_YVEL1. */
 int clover_cu_advec_mom(const clover_view *v, int vel, int dir, int sweep, void *stream);
+/* The advection kernels over a sub-range, out of place into out's
+ * density1 and energy1 (vel) (clover_k_advec_cell_range,
+ * clover_k_advec_mom_range; out's arrays device memory of v's shape):
+ * over clover_advec_split's five parts they give the whole kernel's
+ * values bit for bit, and the interior reads no ghost.  They use v's work
+ * arrays, so two parts of one chunk must not run at once. */
+int clover_cu_advec_cell_range(const clover_view *v, int dir, int sweep, const clover_range *r,
+                               const clover_view *out, void *stream);
+int clover_cu_advec_mom_range(const clover_view *v, int vel, int dir, int sweep, const clover_range *r,
+                              const clover_view *out, void *stream);
 int clover_cu_reset_field(const clover_view *v, void *stream);
 /* sums: device pointer to CS_N doubles; sums[i] = sums[i] + chunk_sum[i],
  * the chunk's sums reduced in a fixed tree (no floating-point atomics). */

@@ -25,7 +25,7 @@
  *            writes the ghosts, then the kernel runs whole); default: split
  *            where the chunks are on GPUs (clover_weft_opts.split)
  * --split-advection  with the split, the advection kernels split as well
- *            (out of place over their updates; not on CUDA GPUs)
+ *            (out of place over their updates)
  * --plain-cuda  the hand-written CUDA loop instead (plain_cuda.c: one
  *            chunk, one stream, no Weft), where the CUDA kernels are built
  * Prints the field summary table, the verification line (a deck with a

@@ -189,10 +189,16 @@ static int job_cuda(job *j, void *stream)
             rc = clover_cu_accelerate_range(v, j->dt, &rg[i], stream);
         break;
     case K_FLUX_CALC: rc = clover_cu_flux_calc(v, j->dt, stream); break;
-    case K_ADVEC_CELL: /* whole only: sim.split_adv is off where a chunk is on CUDA */
-        rc = j->part == PART_WHOLE ? clover_cu_advec_cell(v, j->b, j->c, stream) : -1;
+    case K_ADVEC_CELL:
+        rc = j->part == PART_WHOLE ? clover_cu_advec_cell(v, j->b, j->c, stream) : 0;
+        for (int i = 0; i < nrg && rc == 0; i++)
+            rc = clover_cu_advec_cell_range(v, j->b, j->c, &rg[i], &j->out, stream);
         break;
-    case K_ADVEC_MOM: rc = j->part == PART_WHOLE ? clover_cu_advec_mom(v, j->a, j->b, j->c, stream) : -1; break;
+    case K_ADVEC_MOM:
+        rc = j->part == PART_WHOLE ? clover_cu_advec_mom(v, j->a, j->b, j->c, stream) : 0;
+        for (int i = 0; i < nrg && rc == 0; i++)
+            rc = clover_cu_advec_mom_range(v, j->a, j->b, j->c, &rg[i], &j->out, stream);
+        break;
     case K_RESET: rc = clover_cu_reset_field(v, stream); break;
     case K_SUMMARY: rc = clover_cu_field_summary(v, j->red, stream); break;
     case K_REFLECT: rc = clover_cu_reflect(v, j->fields, j->nfields, j->depth, cr->c.edges, stream); break;
@@ -923,11 +929,7 @@ static int setup(sim *s, const clover_weft_opts *o)
         s->split = 0;
         s->nloc = s->ngpu + s->ncpu;
     }
-    /* kernels.cu has no parts of the advection kernels: whole there */
     s->split_adv = s->split && o->split_advection;
-    for (int g = 0; g < s->ngpu && g < 64; g++)
-        if (cuda[g])
-            s->split_adv = 0;
     int n = s->nloc * s->nranks;
     s->lo = s->rank * s->nloc;
     s->hi = s->lo + s->nloc;

@@ -46,8 +46,8 @@ typedef struct clover_weft_opts {
                                     1-8% slower there), CLOVER_SPLIT_ON, CLOVER_SPLIT_OFF.  Never
                                     with no_exchange or cpu_chunks */
     int split_advection;         /* 1 (with the split on): the advection kernels split as well,
-                                    out of place over their updates (not where a chunk is on a
-                                    CUDA GPU: kernels.cu has no parts of them).  Off by default:
+                                    out of place over their updates (on CUDA GPUs kernels.cu's
+                                    parts, tested here on the host emulation only).  Off by default:
                                     on 4 virtual GPUs on 2 cores it measured about 10% slower
                                     (docs/performance.md) */
 } clover_weft_opts;

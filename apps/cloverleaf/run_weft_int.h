@@ -88,7 +88,7 @@ struct sim {
     int split;                   /* 1: the halo updates before viscosity and accelerate are staged
                                     and those kernels split (interior, then border) */
     int split_adv;               /* 1: so are the advection kernels and their updates (split, and
-                                    no chunk on a CUDA GPU: kernels.cu has no parts of them) */
+                                    clover_weft_opts.split_advection) */
     chunk_rt *ch;                /* every chunk (other ranks': geometry only) */
     weft_comm *comm;             /* the chunks' GPUs (of every rank), or NULL */
     weft_comm *net;              /* the ranks (members in host memory), or NULL */

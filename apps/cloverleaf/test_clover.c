@@ -29,7 +29,8 @@
  *                             GPU's; the cut bm deck likewise (2 x 2 chunks:
  *                             corners across ranks), and its picture (--png, rank 0)
  *                             is byte for byte the one of the oracle's
- *                             density
+ *                             density; and with the advection split
+ *                             (cpu, 2 x 2, and cpu,vgpu:2)
  *   test_clover split         clover_split's five parts cover a kernel's
  *                             domain once, and viscosity and accelerate
  *                             computed part by part give the whole
@@ -491,12 +492,14 @@ static void mpi_case(const clover_deck *d, const outcome *want, const char *devi
         snprintf(ref_path, sizeof ref_path, "%s/test_clover_ref_%ld.png", tmp, (long)getpid());
     }
     clover_weft_opts o = {.devices = devices, .chunks = chunks, .cpu_chunks = cpu_chunks, .workers = 1, .mpi = 1,
-                          .density = got.density, .energy = got.energy, .png_path = png ? png_path : NULL};
+                          .density = got.density, .energy = got.energy, .png_path = png ? png_path : NULL,
+                          .split = split_mode, .split_advection = split_adv};
     clover_weft_result r;
     int rc = clover_weft_run(d, &o, &r);
-    char what[160];
-    snprintf(what, sizeof what, "rank %d of %d: %s, %d chunk(s) a rank%s", r.rank, r.nranks, devices,
-             rc == 0 && r.nranks > 0 ? r.nchunks / r.nranks : 0, cpu_chunks ? " (GPU and CPU chunks)" : "");
+    char what[200];
+    snprintf(what, sizeof what, "rank %d of %d: %s, %d chunk(s) a rank%s%s%s", r.rank, r.nranks, devices,
+             rc == 0 && r.nranks > 0 ? r.nchunks / r.nranks : 0, cpu_chunks ? " (GPU and CPU chunks)" : "",
+             split_mode == CLOVER_SPLIT_ON ? ", split" : "", split_adv ? ", advection split" : "");
     CHECK(rc == 0, "%s: the run failed", what);
     if (rc != 0) {
         outcome_free(&got);
@@ -554,6 +557,14 @@ static int test_mpi(const char *dir)
     mpi_case(&d, &want, "cpu", 2, 0, 0, 1);
     mpi_case(&d, &want, "cpu,vgpu:2", 0, 0, 0, 1);
     mpi_case(&d, &want, "cpu,vgpu:1", 0, 1, 0, 0); /* a GPU chunk and a CPU chunk a rank: 2 x 2 */
+    /* the advection kernels split too, across ranks: CPU chunks (2 x 2)
+     * and virtual GPUs */
+    split_mode = CLOVER_SPLIT_ON;
+    split_adv = 1;
+    mpi_case(&d, &want, "cpu", 2, 0, 0, 0);
+    mpi_case(&d, &want, "cpu,vgpu:2", 0, 0, 0, 0);
+    split_mode = CLOVER_SPLIT_AUTO;
+    split_adv = 0;
     outcome_free(&want);
     if (weft_mpi_finalize() != 0)
         CHECK(0, "MPI_Finalize: %s", weft_last_error());

@@ -354,6 +354,110 @@ static void kernels_case(int nx, int ny, int rev)
     pair_free(&p);
 }
 
+/* Whether (j, k) is a ghost of field f of an nx x ny chunk. */
+static int ghost_of(int f, int j, int k, int nx, int ny)
+{
+    const int xn = f == CF_XVEL1 || f == CF_YVEL1 || f == CF_VOL_FLUX_X || f == CF_MASS_FLUX_X;
+    const int yn = f == CF_XVEL1 || f == CF_YVEL1 || f == CF_VOL_FLUX_Y || f == CF_MASS_FLUX_Y;
+    return j < 0 || k < 0 || j >= nx + xn || k >= ny + yn;
+}
+
+/* Field f's ghosts on the device: set from src (a host array of the
+ * field's shape), or (src NULL) made up. */
+static void set_ghosts(const pair *p, int f, const double *src, unsigned long long *x)
+{
+    double *buf = malloc(p->fc * sizeof(double));
+    if (!buf) {
+        CHECK(0, "out of memory");
+        return;
+    }
+    cudaMemcpyAsync(buf, p->d.f[f], p->fc * sizeof(double), cudaMemcpyDeviceToHost, NULL);
+    for (int k = -2; k <= p->ny + 2; k++)
+        for (int j = -2; j <= p->nx + 2; j++)
+            if (ghost_of(f, j, k, p->nx, p->ny)) {
+                const size_t i = (size_t)(k + 2) * p->h.pitch + (size_t)(j + 2);
+                buf[i] = src ? src[i] : lcg(x, 2.0, 3.0);
+            }
+    cudaMemcpyAsync(p->d.f[f], buf, p->fc * sizeof(double), cudaMemcpyHostToDevice, NULL);
+    free(buf);
+}
+
+/* One advection kernel (mom 0: advec_cell; 1: advec_mom of vel) over
+ * clover_advec_split's parts on the device, out of place, against the
+ * host's whole kernel: the interior while the ghosts of every field a
+ * halo update brings hold other values, the border strips after they are
+ * back (as test_clover split does for the host parts). */
+static void advec_parts_case(int nx, int ny, int mom, int vel, int dir, int sweep)
+{
+    pair p;
+    double *out_d = NULL;
+    if (pair_init(&p, nx, ny) != 0 || cudaMalloc((void **)&out_d, 3 * p.fc * sizeof(double)) != cudaSuccess) {
+        CHECK(0, "%d x %d: out of memory", nx, ny);
+        pair_free(&p);
+        return;
+    }
+    fill(&p, (unsigned long long)(nx * 7919 + ny * 31 + mom * 7 + dir * 3 + sweep));
+    upload(&p);
+    clover_view out = p.d; /* density1, energy1 and vel into arrays of their own */
+    out.f[CF_DENSITY1] = out_d;
+    out.f[CF_ENERGY1] = out_d + p.fc;
+    out.f[vel ? vel : CF_XVEL1] = out_d + 2 * p.fc;
+    static const int halo_fields[] = {CF_DENSITY1,   CF_ENERGY1,    CF_XVEL1,       CF_YVEL1,
+                                      CF_VOL_FLUX_X, CF_VOL_FLUX_Y, CF_MASS_FLUX_X, CF_MASS_FLUX_Y};
+    const size_t nh = sizeof halo_fields / sizeof halo_fields[0];
+    unsigned long long x = (unsigned long long)(nx + 3 * ny);
+    for (size_t h = 0; h < nh; h++)
+        set_ghosts(&p, halo_fields[h], NULL, &x);
+    clover_range r[5];
+    clover_advec_split(nx, ny, mom, dir, r);
+    int rc = mom ? clover_cu_advec_mom_range(&p.d, vel, dir, sweep, &r[0], &out, NULL)
+                 : clover_cu_advec_cell_range(&p.d, dir, sweep, &r[0], &out, NULL);
+    CHECK(rc == 0, "%d x %d: the interior part failed: %d", nx, ny, rc);
+    for (size_t h = 0; h < nh; h++)
+        set_ghosts(&p, halo_fields[h], p.h.f[halo_fields[h]], NULL);
+    for (int i = 1; i < 5; i++) {
+        rc = mom ? clover_cu_advec_mom_range(&p.d, vel, dir, sweep, &r[i], &out, NULL)
+                 : clover_cu_advec_cell_range(&p.d, dir, sweep, &r[i], &out, NULL);
+        CHECK(rc == 0, "%d x %d: border part %d failed: %d", nx, ny, i, rc);
+    }
+    if (mom)
+        clover_k_advec_mom(&p.h, vel, dir, sweep);
+    else
+        clover_k_advec_cell(&p.h, dir, sweep);
+    /* the updated fields over the kernel's domain, and every element of the mass flux */
+    double *buf = malloc(p.fc * sizeof(double));
+    int bad = 0;
+    const int upd[2] = {mom ? vel : CF_DENSITY1, mom ? vel : CF_ENERGY1};
+    const int dj = mom ? nx + 1 : nx, dk = mom ? ny + 1 : ny;
+    for (int u = 0; u < 2 && buf; u++) {
+        cudaMemcpyAsync(buf, out.f[upd[u]], p.fc * sizeof(double), cudaMemcpyDeviceToHost, NULL);
+        for (int k = 0; k < dk; k++)
+            for (int j = 0; j < dj; j++) {
+                const size_t i = (size_t)(k + 2) * p.h.pitch + (size_t)(j + 2);
+                bad += memcmp(&buf[i], &p.h.f[upd[u]][i], sizeof(double)) != 0;
+            }
+    }
+    if (!mom && buf) {
+        const int mf = dir == 1 ? CF_MASS_FLUX_X : CF_MASS_FLUX_Y;
+        cudaMemcpyAsync(buf, p.d.f[mf], p.fc * sizeof(double), cudaMemcpyDeviceToHost, NULL);
+        for (int k = -2; k <= ny + 2; k++)
+            for (int j = -2; j <= nx + 2; j++) {
+                const size_t i = (size_t)(k + 2) * p.h.pitch + (size_t)(j + 2);
+                /* the whole kernel also stores the flux on the face past the last (a ghost face) */
+                if (!ghost_of(mf, j, k, nx, ny) || (dir == 1 ? j == nx + 1 && k >= 0 && k < ny
+                                                             : k == ny + 1 && j >= 0 && j < nx))
+                    bad += memcmp(&buf[i], &p.h.f[mf][i], sizeof(double)) != 0;
+            }
+    }
+    CHECK(buf && bad == 0, "%d x %d: %s%s along %s, sweep %d: on the device part by part, %d values differ from "
+                           "the host's whole kernel",
+          nx, ny, mom ? "advec_mom of " : "advec_cell", mom ? clover_field_name(vel) : "", dir == 1 ? "x" : "y",
+          sweep, bad);
+    free(buf);
+    cudaFree(out_d);
+    pair_free(&p);
+}
+
 static int test_kernels(void)
 {
     static const int shapes[][2] = {{1, 1}, {2, 3}, {10, 2}, {64, 4}, {65, 5}, {3, 70}, {130, 97}};
@@ -361,6 +465,14 @@ static int test_kernels(void)
         clover_emu_set_reverse(rev);
         for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
             kernels_case(shapes[i][0], shapes[i][1], rev);
+        static const int adv_shapes[][2] = {{1, 1}, {3, 2}, {4, 4}, {5, 9}, {12, 7}, {66, 5}, {31, 40}};
+        for (size_t i = 0; i < sizeof adv_shapes / sizeof adv_shapes[0]; i++)
+            for (int dir = 1; dir <= 2; dir++)
+                for (int sweep = 1; sweep <= 2; sweep++) {
+                    advec_parts_case(adv_shapes[i][0], adv_shapes[i][1], 0, 0, dir, sweep);
+                    advec_parts_case(adv_shapes[i][0], adv_shapes[i][1], 1, CF_XVEL1, dir, sweep);
+                    advec_parts_case(adv_shapes[i][0], adv_shapes[i][1], 1, CF_YVEL1, dir, sweep);
+                }
     }
     clover_emu_set_reverse(0);
     CHECK(clover_emu_live_bytes() == 0, "%zu bytes left allocated", clover_emu_live_bytes());
