@@ -13,6 +13,17 @@
 #include <ucontext.h>
 #include <vector>
 
+/* Under AddressSanitizer the fibers tell it each switch of stacks
+ * (otherwise it takes a fiber's stack for a wild one). */
+#if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/common_interface_defs.h>
+#define EMU_SWITCH_START(save, bottom, size) __sanitizer_start_switch_fiber(save, bottom, size)
+#define EMU_SWITCH_FINISH(save, bottom, size) __sanitizer_finish_switch_fiber(save, bottom, size)
+#else
+#define EMU_SWITCH_START(save, bottom, size) ((void)(save), (void)(bottom), (void)(size))
+#define EMU_SWITCH_FINISH(save, bottom, size) ((void)(save), (void)(bottom), (void)(size))
+#endif
+
 namespace clover_emu {
 
 thread_local Index idx;
@@ -56,6 +67,8 @@ struct Block {
     void *arg = nullptr;
     int cur = -1;
     bool active = false;
+    const void *sched_bottom = nullptr; /* the scheduler's stack (for the sanitizer's switches) */
+    size_t sched_size = 0;
     ~Block()
     {
         for (void *s : stacks)
@@ -73,9 +86,11 @@ void set_thread(unsigned t, const dim3 &b)
 
 void fiber_main()
 {
+    EMU_SWITCH_FINISH(nullptr, &blk.sched_bottom, &blk.sched_size);
     blk.body(blk.arg);
     blk.done[(size_t)blk.cur] = 1;
-    /* returning resumes blk.sched (uc_link) */
+    /* returning resumes blk.sched (uc_link); this fiber's stack is done with */
+    EMU_SWITCH_START(nullptr, blk.sched_bottom, blk.sched_size);
 }
 
 /* One block's threads as fibers, round by round: in each round every
@@ -112,7 +127,10 @@ bool run_cooperative(unsigned n, const dim3 &b, bool rev)
                 continue;
             blk.cur = (int)t;
             set_thread(t, b);
+            void *fake = nullptr;
+            EMU_SWITCH_START(&fake, blk.stacks[t], FIBER_STACK);
             swapcontext(&blk.sched, &blk.ctx[t]);
+            EMU_SWITCH_FINISH(fake, nullptr, nullptr);
             if (blk.done[t])
                 ended++;
             else
@@ -140,7 +158,10 @@ void syncthreads()
         abort();
     }
     const int t = blk.cur;
+    void *fake = nullptr;
+    EMU_SWITCH_START(&fake, blk.sched_bottom, blk.sched_size);
     swapcontext(&blk.ctx[(size_t)t], &blk.sched);
+    EMU_SWITCH_FINISH(fake, &blk.sched_bottom, &blk.sched_size);
     /* resumed by the next round: the scheduler has set idx again */
 }
 
