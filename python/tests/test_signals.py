@@ -11,6 +11,17 @@ import pytest
 import weft
 
 
+@pytest.fixture(autouse=True)
+def _sigint_raises():
+    # Python makes SIGINT raise KeyboardInterrupt only when it is not
+    # ignored at start-up, and a shell's background job (`make test &`)
+    # starts with it ignored: these tests are about weft, so they set the
+    # handler Python would have installed.
+    old = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, old)
+
+
 def _interrupt_after(delay):
     pid = os.getpid()
     t = threading.Timer(delay, lambda: os.kill(pid, signal.SIGINT))
@@ -57,6 +68,7 @@ def test_ctrl_c_in_a_script_with_runtime_block():
     code = textwrap.dedent(
         """
         import os, signal, threading, time, weft
+        signal.signal(signal.SIGINT, signal.default_int_handler)  # not ignored, as in a background job
         try:
             with weft.Runtime(workers=2):
                 first = weft.spawn(time.sleep, 1.0)
