@@ -8,6 +8,7 @@ task's stream (weft.context().streams) with the task's device replicas.
     python apps/cloverleaf/cloverleaf.py DECK [--devices LIST] [--chunks N]
                                               [--cpu-chunks N] [--workers N] [--trace FILE] [--png FILE]
                                               [--mpi] [--triad] [--no-exchange] [--split | --no-split]
+                                              [--split-advection]
 
 prints what build/apps/cloverleaf/weft-cloverleaf prints: the field summary
 table, the verification line (a deck with a test_problem), the kernel
@@ -64,6 +65,11 @@ beside this one):
     mesh's boundary and computes the border ring (clover_split's strips,
     the kernels' _range versions).  On the CPU the staged update is one
     gather task per receiving chunk instead of one host task for all.
+    --split-advection (off by default): the advection kernels split as well
+    (run_weft.c's advect_split), their parts out of place into second
+    arrays that swap with the fields after each border (_Sim.swapped: jobs
+    and halo plans are made per swap state, which is none again at the end
+    of every step).
   * The chunks' smallest dt (MIN), the PdV check (MAX) and the field
     summary (SUM) are weft reductions (reduces=), read and reset by one
     small host task at a time.
@@ -231,6 +237,9 @@ def kernels():
         "clover_k_flux_calc": (None, [PV, c_double]),
         "clover_k_advec_cell": (None, [PV, c_int, c_int]),
         "clover_k_advec_mom": (None, [PV, c_int, c_int, c_int]),
+        "clover_k_advec_cell_range": (None, [PV, c_int, c_int, POINTER(CloverRange), PV]),
+        "clover_k_advec_mom_range": (None, [PV, c_int, c_int, c_int, POINTER(CloverRange), PV]),
+        "clover_advec_split": (None, [c_int, c_int, c_int, c_int, POINTER(CloverRange)]),
         "clover_k_reset_field": (None, [PV]),
         "clover_k_field_summary": (None, [PV, PD]),
         "clover_k_reflect": (None, [PV, POINTER(c_int), c_int, c_int, c_uint]),
@@ -387,6 +396,7 @@ KERN_NAMES = ("initialise", "generate", "ideal_gas", "viscosity", "calc_dt", "pd
 GEOM = -1       # an access to the chunk's geometry array (in a job's access list)
 RED = -2        # the access to the reduction buffer
 STAGE = -3      # STAGE - f: the access to field f's staging array (a split kernel's border)
+OUT = STAGE - CF_NFIELDS   # OUT - f: the access to field f's second array (a split advection part)
 
 # The parts of a split kernel (run_weft.c's PART_*): whole, its interior
 # alone, or its border ring (after the staged halo update's unpack).
@@ -399,6 +409,19 @@ PART_SUFFIX = ("", ".interior", ".border")
 STAGED_FIELDS = (CF_PRESSURE, CF_ENERGY0, CF_DENSITY0, CF_XVEL0, CF_YVEL0, CF_VISCOSITY)
 UPD_VISC = (CF_PRESSURE, CF_ENERGY0, CF_DENSITY0, CF_XVEL0, CF_YVEL0)
 UPD_ACCEL = (CF_PRESSURE, CF_VISCOSITY)
+# The advection split (run_weft.c's advect_split, --split-advection): its
+# three staged updates (before the first advec_cell; after each advec_cell,
+# that sweep's own mass flux only), the fields they stage, and the fields
+# whose parts write second arrays, in the groups that swap together (after
+# an advec_cell's border part density1 and energy1; after an advec_mom's,
+# its velocity).
+UPD_ADV_CELL = (CF_ENERGY1, CF_DENSITY1, CF_VOL_FLUX_X, CF_VOL_FLUX_Y)
+UPD_ADV_MOM = {1: (CF_DENSITY1, CF_ENERGY1, CF_XVEL1, CF_YVEL1, CF_MASS_FLUX_X),
+               2: (CF_DENSITY1, CF_ENERGY1, CF_XVEL1, CF_YVEL1, CF_MASS_FLUX_Y)}
+STAGED_ADV = (CF_ENERGY1, CF_DENSITY1, CF_VOL_FLUX_X, CF_VOL_FLUX_Y, CF_XVEL1, CF_YVEL1, CF_MASS_FLUX_X,
+              CF_MASS_FLUX_Y)
+SWAP_CELL, SWAP_XVEL, SWAP_YVEL = 1, 2, 4     # bits of _Sim.swapped
+SWAP_FIELDS = {SWAP_CELL: (CF_DENSITY1, CF_ENERGY1), SWAP_XVEL: (CF_XVEL1,), SWAP_YVEL: (CF_YVEL1,)}
 GPU_SHARE = 1.0 - 1.0 / 1024   # a kernel task's share of its GPU (a communication task takes 1/1024)
 
 # What a reducing kernel does with its private copy of the reduction buffer.
@@ -424,7 +447,7 @@ class Result:
 class _Chunk:
     """One chunk: its place in the mesh, its arrays and their weft.Data."""
 
-    def __init__(self, rt, index, c, gpu, split=False, kinds=()):
+    def __init__(self, rt, index, c, gpu, split=False, kinds=(), split_adv=False):
         self.index, self.c, self.gpu = index, c, gpu
         self.cuda = gpu >= 0 and kinds[gpu] == "cuda"   # kernels.cu's kernels, else the C ones
         self.nx, self.ny = c.nx, c.ny
@@ -463,14 +486,56 @@ class _Chunk:
         self.stage_data = [None] * CF_NFIELDS
         sv = CloverView(c.nx, c.ny, self.pitch)
         if split:
-            self.stage_mem = np.zeros(fc * len(STAGED_FIELDS))
-            for i, f in enumerate(STAGED_FIELDS):
+            staged = STAGED_FIELDS + (STAGED_ADV if split_adv else ())
+            self.stage_mem = np.zeros(fc * len(staged))
+            for i, f in enumerate(staged):
                 a = self.stage_mem[i * fc:(i + 1) * fc].reshape(shape)
                 self.stage_arrays[f], self.stage_data[f] = a, rt.data(a)
                 sv.f[f] = a.ctypes.data
         self.stage_view_ptr = ctypes.pointer(sv)
+        # The split advection's second arrays (run_weft.c's chunk_rt.out):
+        # its parts read a field and write its second array; after a
+        # kernel's border part the two swap (swap), so that arrays[f] and
+        # data[f] always name the newest values.  The host views of every
+        # state of the swaps (_Sim.swapped's bits) are made on first use:
+        # a view is never written once made (tasks share it).
+        self.out_arrays = [None] * CF_NFIELDS
+        self.out_data = [None] * CF_NFIELDS
+        self.views = {0: self.view_ptr}
+        self.out_views = {}
+        if split_adv:
+            self.out_mem = np.zeros(fc * 4)
+            for i, f in enumerate((CF_DENSITY1, CF_ENERGY1, CF_XVEL1, CF_YVEL1)):
+                a = self.out_mem[i * fc:(i + 1) * fc].reshape(shape)
+                self.out_arrays[f], self.out_data[f] = a, rt.data(a)
+
+    def swap(self, fields, state):
+        """The fields' arrays and second arrays trade places; the host view
+        of the new state (`state`: _Sim.swapped after the swap)."""
+        for f in fields:
+            self.arrays[f], self.out_arrays[f] = self.out_arrays[f], self.arrays[f]
+            self.data[f], self.out_data[f] = self.out_data[f], self.data[f]
+        if state not in self.views:
+            v = CloverView(self.nx, self.ny, self.pitch)
+            for f, a in enumerate(self.arrays):
+                v.f[f] = a.ctypes.data
+            v.geom = self.geom.ctypes.data
+            self.views[state] = ctypes.pointer(v)
+        self.view_ptr = self.views[state]
+
+    def out_view(self, state):
+        """The host view of the second arrays in swap state `state`."""
+        if state not in self.out_views:
+            v = CloverView(self.nx, self.ny, self.pitch)
+            for f, a in enumerate(self.out_arrays):
+                if a is not None:
+                    v.f[f] = a.ctypes.data
+            self.out_views[state] = ctypes.pointer(v)
+        return self.out_views[state]
 
     def handle(self, what):
+        if what <= OUT:
+            return self.out_data[OUT - what]
         if what <= STAGE:
             return self.stage_data[STAGE - what]
         return self.geom_data if what == GEOM else self.data[what]
@@ -500,7 +565,7 @@ class _Job:
     reflection, which profile themselves)."""
 
     __slots__ = ("chunk", "kern", "name", "fn", "static", "reads", "readwrites", "reduces", "order", "nreads",
-                 "red", "pre", "cu", "cu_static")
+                 "red", "pre", "cu", "cu_static", "view_ptr", "out_ptr")
 
     def __init__(self, chunk, kern, fn, static, reads, readwrites, red=RED_NONE, red_buf=None, red_op=None,
                  part=PART_WHOLE, pre=None):
@@ -515,13 +580,17 @@ class _Job:
         # On a CUDA GPU: kernels.cu's function and its fixed arguments (the
         # C kernel's, but calc_dt takes no chunk); _Sim.job sets them.
         self.cu, self.cu_static = None, self.static
+        # The chunk's host view when the job was made (the swap state is
+        # part of the job's key), and for a split advection part the view of
+        # its second arrays (the kernel's `out`; fn then takes it second).
+        self.view_ptr, self.out_ptr = chunk.view_ptr, None
 
 
 def _cpu_body(sim, job, args):
     """A kernel task on the CPU: the kernel on the chunk's host arrays (the
     reduction's private copy through the task's view of it)."""
     red = weft.context().view(len(job.order) - 1).ptr if job.red != RED_NONE else 0
-    sim.execute(job, job.chunk.view_ptr, args, red, job.chunk.stage_view_ptr)
+    sim.execute(job, job.view_ptr, args, red, job.chunk.stage_view_ptr, job.out_ptr)
 
 
 def _gpu_body(sim, job, args):
@@ -534,10 +603,13 @@ def _gpu_body(sim, job, args):
     c = job.chunk
     v = CloverView(c.nx, c.ny, c.pitch)
     sv = CloverView(c.nx, c.ny, c.pitch)   # the staging arrays' replicas (a border job)
+    ov = CloverView(c.nx, c.ny, c.pitch)   # the second arrays' (a split advection part)
     red = 0
     for what, vw in zip(job.order, views):
         if what >= 0:
             v.f[what] = vw.ptr
+        elif what <= OUT:
+            ov.f[OUT - what] = vw.ptr
         elif what <= STAGE:
             sv.f[STAGE - what] = vw.ptr
         elif what == GEOM:
@@ -546,8 +618,8 @@ def _gpu_body(sim, job, args):
             red = vw.ptr
     # Updated accesses (readwrites, the reduction's copy) are named in both
     # lists: read and written in place.
-    ctx.queue(sim.execute, job, ctypes.pointer(v), args, red, ctypes.pointer(sv), reads=views,
-              writes=views[job.nreads:])
+    ctx.queue(sim.execute, job, ctypes.pointer(v), args, red, ctypes.pointer(sv),
+              ctypes.pointer(ov) if job.out_ptr is not None else None, reads=views, writes=views[job.nreads:])
 
 
 def _cuda_body(sim, job, args):
@@ -667,7 +739,8 @@ class _Sim:
     Every rank has the same devices and options: nloc chunks each, this
     rank's being lo .. hi - 1 of the n = nloc * nranks of the mesh."""
 
-    def __init__(self, rt, deck, chunks, out, net=None, no_exchange=False, cpu_chunks=0, split=None):
+    def __init__(self, rt, deck, chunks, out, net=None, no_exchange=False, cpu_chunks=0, split=None,
+                 split_advection=False):
         self.rt, self.deck, self.out, self.net, self.no_exchange = rt, deck, out, net, bool(no_exchange)
         self.lib = lib = kernels()
         self.deck_ref = byref(deck)
@@ -696,6 +769,9 @@ class _Sim:
         if split is None:
             split = self.ngpu > 0
         self.split = bool(split) and not self.no_exchange and not self.ncpu and self.cu is None
+        # the advection kernels split too (run_weft.c's split_adv; off by default)
+        self.split_adv = self.split and bool(split_advection)
+        self.swapped = 0   # SWAP_* bits: which fields' second arrays are the fields now (0 between steps)
         n = self.nloc * self.nranks
         self.lo, self.hi = self.rank * self.nloc, (self.rank + 1) * self.nloc
         cc = (CloverChunk * n)()
@@ -707,7 +783,8 @@ class _Sim:
         # them: this rank's with their arrays (on GPU c - lo), the others'
         # as places only.
         self.chunks = [_Chunk(rt, i, CloverChunk.from_buffer_copy(cc[i]),
-                              i - self.lo if 0 <= i - self.lo < self.ngpu else -1, self.split, kinds)
+                              i - self.lo if 0 <= i - self.lo < self.ngpu else -1, self.split, kinds,
+                              self.split_adv)
                        if self.lo <= i < self.hi else _Remote(i, CloverChunk.from_buffer_copy(cc[i]))
                        for i in range(n)]
         self.mine = self.chunks[self.lo:self.hi]
@@ -726,16 +803,19 @@ class _Sim:
 
     # -- kernels --------------------------------------------------------
 
-    def execute(self, job, view_ptr, args, red, stage_ptr):
+    def execute(self, job, view_ptr, args, red, stage_ptr, out_ptr=None):
         """Run one kernel (on a worker, or on a GPU stream's thread): a
         border job's unpack and reflection (job.pre, over the staging
-        arrays' view stage_ptr), the C call, the fold into the reduction's
-        private copy at address red, the profile entry."""
+        arrays' view stage_ptr), the C call (a split advection part's with
+        the view of its second arrays, out_ptr), the fold into the
+        reduction's private copy at address red, the profile entry."""
         if job.pre is not None:
             job.pre(view_ptr, stage_ptr)
         t0 = _now()
         r = job.red
-        if r == RED_NONE:
+        if out_ptr is not None:
+            job.fn(view_ptr, out_ptr, *args)
+        elif r == RED_NONE:
             job.fn(view_ptr, *args)
         elif r == RED_DT_MIN:
             dt = job.fn(view_ptr, *args).dt
@@ -756,7 +836,7 @@ class _Sim:
     def job(self, c, key):
         """The job `key` (a kernel and its fixed arguments) on chunk c, made
         on first use.  The access lists are run_weft.c's k_* functions'."""
-        j = self.jobs.get((c, key))
+        j = self.jobs.get((c, key, self.swapped))
         if j is not None:
             return j
         ch, lib = self.chunks[c], self.lib
@@ -815,15 +895,44 @@ class _Sim:
             j = _Job(ch, kind, lib.clover_k_flux_calc, (),
                      (CF_XAREA, CF_YAREA, CF_XVEL0, CF_XVEL1, CF_YVEL0, CF_YVEL1), (CF_VOL_FLUX_X, CF_VOL_FLUX_Y))
         elif kind == K_ADVEC_CELL:
-            _, dr, sweep = key
-            j = _Job(ch, kind, lib.clover_k_advec_cell, (dr, sweep),
-                     (GEOM, CF_VOLUME, CF_VOL_FLUX_X, CF_VOL_FLUX_Y),
-                     (CF_DENSITY1, CF_ENERGY1, CF_MASS_FLUX_X if dr == 1 else CF_MASS_FLUX_Y) + WORK)
+            dr, sweep = key[1:3]
+            mf = CF_MASS_FLUX_X if dr == 1 else CF_MASS_FLUX_Y
+            if len(key) == 3:
+                j = _Job(ch, kind, lib.clover_k_advec_cell, (dr, sweep),
+                         (GEOM, CF_VOLUME, CF_VOL_FLUX_X, CF_VOL_FLUX_Y),
+                         (CF_DENSITY1, CF_ENERGY1, mf) + WORK)
+            else:   # a split part, out of place (run_weft.c's k_advec_cell)
+                part, upd = key[3:]
+                rgs = self._adv_ranges(ch.nx, ch.ny, 0, dr, part)
+                fn = lib.clover_k_advec_cell_range
+
+                def run_parts(v, ov, _rgs=rgs, _fn=fn, _dr=dr, _sweep=sweep):
+                    for r in _rgs:
+                        _fn(v, _dr, _sweep, r, ov)
+                j = self._split_job(ch, kind, run_parts,
+                                    (GEOM, CF_VOLUME, CF_VOL_FLUX_X, CF_VOL_FLUX_Y, CF_DENSITY1, CF_ENERGY1),
+                                    (OUT - CF_DENSITY1, OUT - CF_ENERGY1, mf) + WORK, part, upd)
+                j.out_ptr = ch.out_view(self.swapped)
         elif kind == K_ADVEC_MOM:
-            _, vel, dr, sweep = key
-            j = _Job(ch, kind, lib.clover_k_advec_mom, (vel, dr, sweep),
-                     (GEOM, CF_VOLUME, CF_VOL_FLUX_X, CF_VOL_FLUX_Y, CF_MASS_FLUX_X, CF_MASS_FLUX_Y, CF_DENSITY1),
-                     (vel,) + WORK)
+            vel, dr, sweep = key[1:4]
+            if len(key) == 4:
+                j = _Job(ch, kind, lib.clover_k_advec_mom, (vel, dr, sweep),
+                         (GEOM, CF_VOLUME, CF_VOL_FLUX_X, CF_VOL_FLUX_Y, CF_MASS_FLUX_X, CF_MASS_FLUX_Y,
+                          CF_DENSITY1),
+                         (vel,) + WORK)
+            else:   # a split part: only the sweep's own mass flux (the other is the next advec_cell's)
+                part, upd = key[4:]
+                rgs = self._adv_ranges(ch.nx, ch.ny, 1, dr, part)
+                fn = lib.clover_k_advec_mom_range
+
+                def run_parts(v, ov, _rgs=rgs, _fn=fn, _vel=vel, _dr=dr, _sweep=sweep):
+                    for r in _rgs:
+                        _fn(v, _vel, _dr, _sweep, r, ov)
+                j = self._split_job(ch, kind, run_parts,
+                                    (GEOM, CF_VOLUME, CF_VOL_FLUX_X, CF_VOL_FLUX_Y, CF_DENSITY1,
+                                     CF_MASS_FLUX_X if dr == 1 else CF_MASS_FLUX_Y, vel),
+                                    (OUT - vel,) + WORK, part, upd)
+                j.out_ptr = ch.out_view(self.swapped)
         elif kind == K_RESET:
             j = _Job(ch, kind, lib.clover_k_reset_field, (), (CF_DENSITY1, CF_ENERGY1, CF_XVEL1, CF_YVEL1),
                      (CF_DENSITY0, CF_ENERGY0, CF_XVEL0, CF_YVEL0))
@@ -841,7 +950,7 @@ class _Sim:
             j.cu = getattr(self.cu, j.fn.__name__.replace("clover_k_", "clover_cu_"))
             if kind == K_CALC_DT:
                 j.cu_static = (self.deck_ref,)
-        self.jobs[(c, key)] = j
+        self.jobs[(c, key, self.swapped)] = j
         return j
 
     @staticmethod
@@ -853,13 +962,21 @@ class _Sim:
         kernels().clover_split(dx, dy, 1, r)
         return [byref(r[0])] if part == PART_INTERIOR else [byref(r[i]) for i in range(1, 5)]
 
+    @staticmethod
+    def _adv_ranges(nx, ny, mom, dr, part):
+        """_ranges for an advection kernel (clover_advec_split's margins)."""
+        r = (CloverRange * 5)()
+        kernels().clover_advec_split(nx, ny, mom, dr, r)
+        return [byref(r[0])] if part == PART_INTERIOR else [byref(r[i]) for i in range(1, 5)]
+
     def _split_job(self, ch, kind, fn, reads, writes, part, upd):
         """A split kernel's interior or border job (run_weft.c's job_part):
         the border's job first copies the staged ghosts of the update's
         fields (upd: (fields, depth)) into the fields and reflects on the
         mesh's boundary, so it writes those fields and reads their staging
-        arrays."""
-        if part == PART_INTERIOR:
+        arrays.  A border job with upd None has no update to finish (an
+        advection part after another kernel's border, which did)."""
+        if part == PART_INTERIOR or upd is None:
             return _Job(ch, kind, fn, (), reads, writes, part=part)
         fields, depth = upd
         lib, sim, edges = self.lib, self, ch.c.edges
@@ -879,7 +996,7 @@ class _Sim:
 
     def spawn(self, c, key, *dyn):
         """Spawn job `key` on chunk c (dyn: the arguments that change, dt)."""
-        j = self.jobs.get((c, key)) or self.job(c, key)
+        j = self.jobs.get((c, key, self.swapped)) or self.job(c, key)
         ch = j.chunk
         # On a GPU all but the least share (run_weft.c's job_spawn): one
         # kernel task at a time per GPU, and the halo exchange beside it.
@@ -901,7 +1018,7 @@ class _Sim:
         (faces and corners, in one phase): the blocks between this rank's
         chunks, then those between ranks (run_weft.c's halo, halo_host,
         halo_gpu).  --no-exchange: the reflection alone."""
-        plan = self.halos.get((depth, fields)) or self._halo_plan(depth, fields)
+        plan = self.halos.get((depth, fields, self.swapped)) or self._halo_plan(depth, fields)
         local, net, reflects, handles = plan
         spawn = self.rt.spawn
         if self.gpu_halo:
@@ -928,7 +1045,7 @@ class _Sim:
         jobs unpack them and reflect.  GPUs: the exchange on this rank's
         communicator; the CPU: one gather task per chunk; across ranks then
         the exchange on the ranks' communicator."""
-        key = ("staged", depth, fields)
+        key = ("staged", depth, fields, self.swapped)
         plan = self.halos.get(key) or self._staged_plan(depth, fields)
         local, net = plan
         if self.gpu_halo:
@@ -965,7 +1082,7 @@ class _Sim:
         if not self.gpu_halo:
             local = {c: (copies, tuple(reads), tuple(writes)) for c, (copies, reads, writes) in local.items()}
         plan = (local, net)
-        self.halos[("staged", depth, fields)] = plan
+        self.halos[("staged", depth, fields, self.swapped)] = plan
         return plan
 
     def _blocks(self, depth, fields, staged):
@@ -1043,7 +1160,7 @@ class _Sim:
             reflects = [(ch.view_ptr, arr, len(fields), depth, ch.c.edges) for ch in boundary]
         handles = tuple(ch.data[f] for f in fields for ch in self.mine)
         plan = (local, net, reflects, handles)
-        self.halos[(depth, fields)] = plan
+        self.halos[(depth, fields, self.swapped)] = plan
         return plan
 
     # -- the host's reads of the reductions -------------------------------
@@ -1108,6 +1225,10 @@ class _Sim:
         self.each((K_PDV, 0), dt)
         self.each((K_FLUX_CALC,), dt)
         first, second = (1, 2) if advect_x else (2, 1)
+        if self.split_adv:
+            self.advect_split(first, second)
+            self.each((K_RESET,))
+            return
         self.halo(2, CF_ENERGY1, CF_DENSITY1, CF_VOL_FLUX_X, CF_VOL_FLUX_Y)
         self.each((K_ADVEC_CELL, first, 1))
         self.halo(2, CF_DENSITY1, CF_ENERGY1, CF_XVEL1, CF_YVEL1, CF_MASS_FLUX_X, CF_MASS_FLUX_Y)
@@ -1118,6 +1239,43 @@ class _Sim:
         self.each((K_ADVEC_MOM, CF_XVEL1, second, 2))
         self.each((K_ADVEC_MOM, CF_YVEL1, second, 2))
         self.each((K_RESET,))
+
+    def _swap(self, bit):
+        """After a split advection kernel's border parts: its fields' second
+        arrays become the fields (run_weft.c's swap_out), on every chunk of
+        this rank; the jobs and halo plans made from now on name them."""
+        self.swapped ^= bit
+        for ch in self.mine:
+            ch.swap(SWAP_FIELDS[bit], self.swapped)
+
+    def advect_split(self, first, second):
+        """The advection split (run_weft.c's advect_split): each kernel's
+        interior beside the staged update before it, every part out of
+        place, the fields' second arrays swapped in after each kernel's
+        border; the swaps come back to none by the step's end."""
+        upd_cell, upd1, upd2 = (UPD_ADV_CELL, 2), (UPD_ADV_MOM[first], 2), (UPD_ADV_MOM[second], 2)
+        self.halo_staged(2, UPD_ADV_CELL)
+        self.each((K_ADVEC_CELL, first, 1, PART_INTERIOR, None))
+        self.each((K_ADVEC_CELL, first, 1, PART_BORDER, upd_cell))
+        self._swap(SWAP_CELL)
+        self.halo_staged(2, UPD_ADV_MOM[first])
+        self.each((K_ADVEC_MOM, CF_XVEL1, first, 1, PART_INTERIOR, None))
+        self.each((K_ADVEC_MOM, CF_YVEL1, first, 1, PART_INTERIOR, None))
+        self.each((K_ADVEC_CELL, second, 2, PART_INTERIOR, None))
+        self.each((K_ADVEC_MOM, CF_XVEL1, first, 1, PART_BORDER, upd1))
+        self._swap(SWAP_XVEL)
+        self.each((K_ADVEC_MOM, CF_YVEL1, first, 1, PART_BORDER, None))
+        self._swap(SWAP_YVEL)
+        self.each((K_ADVEC_CELL, second, 2, PART_BORDER, None))
+        self._swap(SWAP_CELL)
+        self.halo_staged(2, UPD_ADV_MOM[second])
+        self.each((K_ADVEC_MOM, CF_XVEL1, second, 2, PART_INTERIOR, None))
+        self.each((K_ADVEC_MOM, CF_YVEL1, second, 2, PART_INTERIOR, None))
+        self.each((K_ADVEC_MOM, CF_XVEL1, second, 2, PART_BORDER, upd2))
+        self._swap(SWAP_XVEL)
+        self.each((K_ADVEC_MOM, CF_YVEL1, second, 2, PART_BORDER, None))
+        self._swap(SWAP_YVEL)
+        assert self.swapped == 0
 
     @staticmethod
     def check_err(err, step):
@@ -1198,7 +1356,7 @@ def profile_text(profile, wall):
 
 
 def run(deck, devices=None, chunks=0, workers=0, trace=None, out=None, fields=False, png=None, mpi=False,
-        no_exchange=False, cpu_chunks=0, split=None):
+        no_exchange=False, cpu_chunks=0, split=None, split_advection=False):
     """Run a deck (a CloverDeck from load_deck/parse_deck, or a path) with
     the Python driver over weft.
 
@@ -1218,7 +1376,10 @@ def run(deck, devices=None, chunks=0, workers=0, trace=None, out=None, fields=Fa
     halo updates before viscosity and accelerate overlapped with those
     kernels' interiors (True), or not (False: the update writes the ghosts,
     then the kernel runs whole); None: where the chunks are on GPUs, whose
-    exchanges run beside the kernels (on the CPU the split only adds tasks).
+    exchanges run beside the kernels (on the CPU the split only adds tasks);
+    split_advection: with the split, the advection kernels split too (out
+    of place over their three updates; off by default: slower on virtual
+    GPUs on 2 cores, as the C driver's --split-advection).
     Returns a Result; raises on an error (a bad deck, a failed task, the
     PdV check, dt below dtmin)."""
     if not isinstance(deck, CloverDeck):
@@ -1239,7 +1400,7 @@ def run(deck, devices=None, chunks=0, workers=0, trace=None, out=None, fields=Fa
             rank = net.rank if net is not None else 0
             if rank != 0:
                 out = None    # across ranks, rank 0 reports
-            sim = _Sim(rt, deck, chunks, out, net, no_exchange, cpu_chunks, split)
+            sim = _Sim(rt, deck, chunks, out, net, no_exchange, cpu_chunks, split, split_advection)
             sim.start()
             sums0, sums, steps, t, wall = sim.loop()
             rt.wait_all()
@@ -1309,6 +1470,8 @@ def main(argv=None):
                     "interiors (the default where the chunks are on GPUs)")
     sp.add_argument("--no-split", dest="split", action="store_const", const=False,
                     help="the halo updates before viscosity and accelerate not overlapped (for comparison)")
+    ap.add_argument("--split-advection", action="store_true", help="with the split, the advection kernels split "
+                    "as well (out of place over their updates; off by default)")
     a = ap.parse_args(argv)
     for opt, v in (("--chunks", a.chunks), ("--workers", a.workers), ("--cpu-chunks", a.cpu_chunks)):
         if v < 0 or v > 4096:
@@ -1342,7 +1505,8 @@ def main(argv=None):
             return 2
     try:
         r = run(deck, devices=a.devices, chunks=a.chunks, workers=a.workers, trace=a.trace, out=out, png=a.png,
-                mpi=mpi, no_exchange=a.no_exchange, cpu_chunks=a.cpu_chunks, split=a.split)
+                mpi=mpi, no_exchange=a.no_exchange, cpu_chunks=a.cpu_chunks, split=a.split,
+                split_advection=a.split_advection)
     except (DeckError, KernelsNotFound, ValueError, RuntimeError, weft.CancelledError) as e:
         sys.stdout.flush()
         print(f"cloverleaf.py: {e}", file=sys.stderr)

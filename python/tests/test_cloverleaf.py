@@ -112,6 +112,43 @@ def test_bm_short_cut_vgpu_matches_oracle(clover, monkeypatch):
     assert rel(res.sums[clover.CS_KE], ref.sums[clover.CS_KE]) <= 1e-12
 
 
+@pytest.mark.parametrize("deck_name,devices,chunks,check", [
+    ("clover_tp1.in", "cpu", 2, False),
+    ("clover_tp1.in", "cpu,vgpu:4", 0, True),      # every queued part names its second arrays
+    ("bm_cut", "cpu", 4, False),                    # 2 x 2: corners between the chunks
+    ("bm_cut", "cpu,vgpu:4", 0, False),
+])
+def test_split_advection_matches_oracle(clover, monkeypatch, deck_name, devices, chunks, check):
+    """split_advection (run_weft.c's advect_split): the advection kernels
+    as interior and border parts out of place over their staged updates,
+    the second arrays swapped in after each border; the oracle's fields bit
+    for bit."""
+    if check:
+        monkeypatch.setenv("WEFT_VGPU_CHECK", "1")
+    else:
+        monkeypatch.delenv("WEFT_VGPU_CHECK", raising=False)
+    if deck_name == "bm_cut":
+        with open(os.path.join(DECKS, "clover_bm_short.in")) as f:
+            text = f.read()
+        text = re.sub(r"\b([xy]_cells)\s*=\s*\d+", r"\1=120", text)
+        text = re.sub(r"\bend_step\s*=\s*\d+", "end_step=4", text)
+        deck = clover.parse_deck(text, "clover_bm_short_cut.in")
+    else:
+        deck = clover.load_deck(os.path.join(DECKS, deck_name))
+    ref = clover.serial_run(deck, 1)
+    res = clover.run(deck, devices=devices, chunks=chunks, workers=2, fields=True, split=True,
+                     split_advection=True)
+    n = res.steps * res.nchunks
+    assert res.profile["advec_cell"][0] == 4 * n   # two kernels a step, an interior and a border each
+    assert res.profile["advec_mom"][0] == 8 * n
+    assert res.steps == ref.steps
+    assert same_bits(res.density, ref.density)
+    assert same_bits(res.energy, ref.energy)
+    if deck_name == "clover_tp1.in":
+        assert res.verified == 1
+    assert res.sums == clover.serial_run(deck, res.nchunks).sums
+
+
 @pytest.mark.parametrize("devices,cpu_chunks,check", [("cpu,vgpu:2", 2, False), ("cpu,vgpu:1", 2, True)])
 def test_cpu_chunks_beside_gpu_chunks_match_oracle(clover, monkeypatch, tmp_path, devices, cpu_chunks, check):
     """Chunks on virtual GPUs and on the CPU in one run (cpu_chunks=; the
