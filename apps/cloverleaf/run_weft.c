@@ -209,6 +209,19 @@ static int job_cuda(job *j, void *stream)
     atomic_fetch_add_explicit(&s->calls[j->kern], 1, memory_order_relaxed);
     return rc;
 }
+
+#ifdef CLOVER_CUDA_ON_VGPU
+/* The tests' build over the CUDA emulation (cuda_emu/; test_clover_cuvgpu):
+ * virtual GPUs stand in for CUDA devices, so that job_cuda, the CUDA
+ * unpack and kernels.cu's kernels (parts included) run in the driver here.
+ * The emulation runs a launch when it is made, so the job's launches are
+ * made by the virtual GPU's stream thread, in the stream's order, as a
+ * GPU would run them. */
+static int job_cuda_queued(void *arg)
+{
+    return job_cuda(arg, NULL);
+}
+#endif
 #endif
 
 static int job_body(weft_ctx *ctx, void *arg)
@@ -229,7 +242,7 @@ static int job_body(weft_ctx *ctx, void *arg)
     }
     if (weft_ctx_gpu_count(ctx) == 0)
         return job_run(j);
-#ifdef CLOVER_HAVE_CUDA
+#if defined(CLOVER_HAVE_CUDA) && !defined(CLOVER_CUDA_ON_VGPU)
     if (j->s->ch[j->chunk].cuda)
         return job_cuda(j, weft_ctx_stream(ctx, 0));
 #endif
@@ -241,6 +254,10 @@ static int job_body(weft_ctx *ctx, void *arg)
         rg[i].bytes = acc_bytes(j, i);
         rg[i].mode = (j->acc[i].mode & WEFT_REDUCE) ? WEFT_RW : (j->acc[i].mode & WEFT_RW);
     }
+#ifdef CLOVER_CUDA_ON_VGPU
+    if (j->s->ch[j->chunk].cuda)
+        return weft_ctx_queue_rw(ctx, 0, job_cuda_queued, j, 0, rg, j->nacc);
+#endif
     return weft_ctx_queue_rw(ctx, 0, job_run, j, 0, rg, j->nacc);
 }
 
@@ -896,7 +913,11 @@ static int setup(sim *s, const clover_weft_opts *o)
     int cuda[65] = {0};
     for (unsigned i = 1; i < ndev && i < 65; i++) {
         weft_device_info di;
+#ifdef CLOVER_CUDA_ON_VGPU
+        if (weft_device_info_get(s->rt, i, &di) == 0 && di.kind == WEFT_DEVICE_VGPU) {
+#else
         if (weft_device_info_get(s->rt, i, &di) == 0 && di.kind == WEFT_DEVICE_CUDA) {
+#endif
 #ifdef CLOVER_HAVE_CUDA
             cuda[i - 1] = 1;
 #else

@@ -46,6 +46,10 @@
 
 #include <weft.h>
 
+#ifdef CLOVER_CUDA_ON_VGPU
+#include <cuda_runtime_api.h> /* the emulation's (cuda_emu/) */
+#endif
+
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -66,10 +70,16 @@ static int split_adv;  /* and .split_advection */
         }                                                                        \
     } while (0)
 
-static int sanitized(void)
+/* Whether this build runs slowly: under a sanitizer, or on the CUDA
+ * emulation (a launch is a loop calling the kernel per thread). */
+static int slow_build(void)
 {
+#ifdef CLOVER_CUDA_ON_VGPU
+    return 1;
+#else
     const char *s = getenv("WEFT_TEST_SCALE");
     return s && !strcmp(s, "sanitizer");
+#endif
 }
 
 static void load(const char *dir, const char *name, clover_deck *d)
@@ -398,7 +408,7 @@ static int test_decomp(const char *dir)
     load(dir, "clover_bm_short.in", &d);
     /* A few steps; a coarser mesh (the same problem) under the sanitizers. */
     d.end_step = 4;
-    if (sanitized()) {
+    if (slow_build()) {
         d.x_cells = 120;
         d.y_cells = 120;
     }
@@ -573,6 +583,11 @@ static int test_mpi(const char *dir)
 
 int main(int argc, char **argv)
 {
+#ifdef CLOVER_CUDA_ON_VGPU
+    /* test_clover_cuvgpu: the virtual GPUs' chunks run kernels.cu on the
+     * CUDA emulation, over the virtual GPUs' replicas */
+    clover_emu_set_any_memory(1);
+#endif
     if (argc == 2 && !strcmp(argv[1], "split")) {
         int rc = test_split();
         if (rc == 0)
@@ -594,6 +609,12 @@ int main(int argc, char **argv)
         fprintf(stderr, "test_clover: unknown part '%s'\n", argv[1]);
         return 2;
     }
+#ifdef CLOVER_CUDA_ON_VGPU
+    if (clover_emu_launches() == 0) {
+        fprintf(stderr, "FAIL test_clover_cuvgpu %s: no chunk ran kernels.cu\n", argv[1]);
+        rc = 1;
+    }
+#endif
     if (rc == 0)
         printf("test_clover %s: all passed\n", argv[1]);
     return rc;

@@ -37,8 +37,12 @@ std::map<uintptr_t, size_t> blocks; /* start -> bytes */
 size_t live;
 
 /* Whether [p, p + n) lies within one live block. */
+std::atomic<int> any_memory{0};
+
 bool on_device(const void *p, size_t n)
 {
+    if (any_memory.load(std::memory_order_relaxed))
+        return p != nullptr;
     std::lock_guard<std::mutex> g(mem_lock);
     const uintptr_t a = (uintptr_t)p;
     auto it = blocks.upper_bound(a);
@@ -358,5 +362,7 @@ size_t clover_emu_live_bytes(void)
 unsigned long long clover_emu_launches(void) { return launches.load(); }
 
 void clover_emu_set_reverse(int reverse) { reverse_order.store(reverse != 0); }
+
+void clover_emu_set_any_memory(int any) { any_memory.store(any != 0); }
 
 } // extern "C"

@@ -21,6 +21,20 @@
 
 #define CLOVER_CUDA_EMU 1
 
+/* Its own names at link time: a program may link the real runtime too
+ * (weft's CUDA device kind links cudart_static). */
+#define cudaMalloc clover_emu_cudaMalloc
+#define cudaFree clover_emu_cudaFree
+#define cudaMemcpyAsync clover_emu_cudaMemcpyAsync
+#define cudaMemcpy2DAsync clover_emu_cudaMemcpy2DAsync
+#define cudaMemsetAsync clover_emu_cudaMemsetAsync
+#define cudaStreamCreateWithFlags clover_emu_cudaStreamCreateWithFlags
+#define cudaStreamDestroy clover_emu_cudaStreamDestroy
+#define cudaStreamSynchronize clover_emu_cudaStreamSynchronize
+#define cudaSetDevice clover_emu_cudaSetDevice
+#define cudaGetLastError clover_emu_cudaGetLastError
+#define cudaGetErrorString clover_emu_cudaGetErrorString
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -68,6 +82,10 @@ unsigned long long clover_emu_launches(void);
 /* Run later launches' blocks, and each block's threads, last first
  * (reverse 1) or first first (0, the default); for every thread. */
 void clover_emu_set_reverse(int reverse);
+/* Take any non-NULL pointer for device memory (1), or only cudaMalloc'd
+ * blocks (0, the default): for kernels run on memory the emulation did
+ * not allocate (a virtual GPU's replicas, test_clover_cuvgpu). */
+void clover_emu_set_any_memory(int any);
 
 #ifdef __cplusplus
 }
