@@ -3,7 +3,7 @@
  *
  * Layers, calls running downward only:
  *   drivers (run_weft.c: tasks over Weft; serial.c: one chunk, no Weft;
- *            the Python driver through clover_py.c)
+ *            the Python driver, cloverleaf.py, through ctypes)
  *     -> control.c (time-step rules, field summary table, verification)
  *     -> kernels.c (one chunk's arithmetic, host C; kernels.cu on CUDA)
  *     -> deck.c (input), decomp.c (chunks), png.c (picture)
