@@ -1417,85 +1417,37 @@ static int advec_cell(const clover_view *v, int dir, int sweep, const clover_ran
 {
     const int nx = v->nx, ny = v->ny;
     const ptrdiff_t P = (ptrdiff_t)v->pitch;
+    const double *volume = fld(v, CF_VOLUME), *vfx = fld(v, CF_VOL_FLUX_X), *vfy = fld(v, CF_VOL_FLUX_Y);
+    const double *density1 = fld(v, CF_DENSITY1), *energy1 = fld(v, CF_ENERGY1);
+    double *pre_vol = fld(v, CF_WORK1), *post_vol = fld(v, CF_WORK2), *ener_flux = fld(v, CF_WORK7);
+    double *pre_mass = fld(v, CF_WORK3), *post_mass = fld(v, CF_WORK4), *advec_vol = fld(v, CF_WORK5);
+    double *post_ener = fld(v, CF_WORK6);
+    const int sweep1 = sweep == 1;
     int rc;
-    CellUpdate<1, 0> ux; /* the update's operands: the same along y */
-    ux.pre_vol = fld(v, CF_WORK1);
-    ux.ef = fld(v, CF_WORK7);
-    ux.density1 = fld(v, CF_DENSITY1);
-    ux.energy1 = fld(v, CF_ENERGY1);
-    ux.dout = dout;
-    ux.eout = eout;
-    ux.pre_mass = fld(v, CF_WORK3);
-    ux.post_mass = fld(v, CF_WORK4);
-    ux.advec_vol = fld(v, CF_WORK5);
-    ux.post_ener = fld(v, CF_WORK6);
-    ux.P = P;
     if (dir == 1) {
         const int last = c.j1 == nx ? nx + 1 : c.j1; /* the last face (and donor) */
-        CellVols<1> a;
-        a.volume = fld(v, CF_VOLUME);
-        a.vfx = fld(v, CF_VOL_FLUX_X);
-        a.vfy = fld(v, CF_VOL_FLUX_Y);
-        a.pre_vol = fld(v, CF_WORK1);
-        a.post_vol = fld(v, CF_WORK2);
-        a.sweep1 = sweep == 1;
-        a.P = P;
+        double *mfx = fld(v, CF_MASS_FLUX_X);
+        const CellVols<1> a{volume, vfx, vfy, pre_vol, post_vol, sweep1, P};
         if ((rc = launch2d(a, c.j0 - 1, last, c.k0, c.k1 - 1, s)) != 0)
             return rc;
-        CellFluxX b;
-        b.vertexdx = geo(v, CG_VERTEXDX);
-        b.vfx = fld(v, CF_VOL_FLUX_X);
-        b.pre_vol = fld(v, CF_WORK1);
-        b.density1 = fld(v, CF_DENSITY1);
-        b.energy1 = fld(v, CF_ENERGY1);
-        b.mfx = fld(v, CF_MASS_FLUX_X);
-        b.ener_flux = fld(v, CF_WORK7);
-        b.nx = nx;
-        b.P = P;
+        const CellFluxX b{geo(v, CG_VERTEXDX), vfx, pre_vol, density1, energy1, mfx, ener_flux, nx, P};
         if ((rc = launch2d(b, c.j0, last, c.k0, c.k1 - 1, s)) != 0)
             return rc;
-        ux.vf = fld(v, CF_VOL_FLUX_X);
-        ux.mf = fld(v, CF_MASS_FLUX_X);
-        return launch2d(ux, c.j0, c.j1 - 1, c.k0, c.k1 - 1, s);
+        const CellUpdate<1, 0> u{vfx,  mfx,  ener_flux, pre_vol,   density1,  energy1,
+                                 dout, eout, pre_mass,  post_mass, advec_vol, post_ener, P};
+        return launch2d(u, c.j0, c.j1 - 1, c.k0, c.k1 - 1, s);
     }
     const int last = c.k1 == ny ? ny + 1 : c.k1;
-    CellVols<2> a;
-    a.volume = fld(v, CF_VOLUME);
-    a.vfx = fld(v, CF_VOL_FLUX_X);
-    a.vfy = fld(v, CF_VOL_FLUX_Y);
-    a.pre_vol = fld(v, CF_WORK1);
-    a.post_vol = fld(v, CF_WORK2);
-    a.sweep1 = sweep == 1;
-    a.P = P;
+    double *mfy = fld(v, CF_MASS_FLUX_Y);
+    const CellVols<2> a{volume, vfx, vfy, pre_vol, post_vol, sweep1, P};
     if ((rc = launch2d(a, c.j0, c.j1 - 1, c.k0 - 1, last, s)) != 0)
         return rc;
-    CellFluxY b;
-    b.vertexdy = geo(v, CG_VERTEXDY);
-    b.vfy = fld(v, CF_VOL_FLUX_Y);
-    b.pre_vol = fld(v, CF_WORK1);
-    b.density1 = fld(v, CF_DENSITY1);
-    b.energy1 = fld(v, CF_ENERGY1);
-    b.mfy = fld(v, CF_MASS_FLUX_Y);
-    b.ener_flux = fld(v, CF_WORK7);
-    b.ny = ny;
-    b.P = P;
+    const CellFluxY b{geo(v, CG_VERTEXDY), vfy, pre_vol, density1, energy1, mfy, ener_flux, ny, P};
     if ((rc = launch2d(b, c.j0, c.j1 - 1, c.k0, last, s)) != 0)
         return rc;
-    CellUpdate<0, 1> uy;
-    uy.vf = fld(v, CF_VOL_FLUX_Y);
-    uy.mf = fld(v, CF_MASS_FLUX_Y);
-    uy.ef = ux.ef;
-    uy.pre_vol = ux.pre_vol;
-    uy.density1 = ux.density1;
-    uy.energy1 = ux.energy1;
-    uy.dout = dout;
-    uy.eout = eout;
-    uy.pre_mass = ux.pre_mass;
-    uy.post_mass = ux.post_mass;
-    uy.advec_vol = ux.advec_vol;
-    uy.post_ener = ux.post_ener;
-    uy.P = P;
-    return launch2d(uy, c.j0, c.j1 - 1, c.k0, c.k1 - 1, s);
+    const CellUpdate<0, 1> u{vfy,  mfy,  ener_flux, pre_vol,   density1,  energy1,
+                             dout, eout, pre_mass,  post_mass, advec_vol, post_ener, P};
+    return launch2d(u, c.j0, c.j1 - 1, c.k0, c.k1 - 1, s);
 }
 
 static bool advec_cell_ok(const clover_view *v, int dir)
@@ -1555,62 +1507,25 @@ static int advec_mom(const clover_view *v, int vel, int dir, int sweep, const cl
     if (rc != 0)
         return rc;
     double *node_flux = fld(v, CF_WORK1), *nm_post = fld(v, CF_WORK2), *nm_pre = fld(v, CF_WORK3);
-    double *mom_flux = fld(v, CF_WORK5), *vel1 = fld(v, vel);
+    double *mom_flux = fld(v, CF_WORK5), *vel1 = fld(v, vel), *post_vol = fld(v, CF_WORK7);
+    const double *density1 = fld(v, CF_DENSITY1);
     if (dir == 1) {
-        MomNodeX a;
-        a.mfx = fld(v, CF_MASS_FLUX_X);
-        a.density1 = fld(v, CF_DENSITY1);
-        a.post_vol = fld(v, CF_WORK7);
-        a.node_flux = node_flux;
-        a.nm_post = nm_post;
-        a.nm_pre = nm_pre;
-        a.P = P;
+        const MomNodeX a{fld(v, CF_MASS_FLUX_X), density1, post_vol, node_flux, nm_post, nm_pre, P};
         if ((rc = launch2d(a, c.j0 - 1, c.j1, c.k0, c.k1 - 1, s)) != 0)
             return rc;
-        MomFluxX b;
-        b.celldx = geo(v, CG_CELLDX);
-        b.node_flux = node_flux;
-        b.nm_pre = nm_pre;
-        b.vel = vel1;
-        b.mom_flux = mom_flux;
-        b.P = P;
+        const MomFluxX b{geo(v, CG_CELLDX), node_flux, nm_pre, vel1, mom_flux, P};
         if ((rc = launch2d(b, c.j0 - 1, c.j1 - 1, c.k0, c.k1 - 1, s)) != 0)
             return rc;
-        MomUpdate<1, 0> u;
-        u.mom_flux = mom_flux;
-        u.nm_pre = nm_pre;
-        u.nm_post = nm_post;
-        u.vel = vel1;
-        u.vout = vout;
-        u.P = P;
+        const MomUpdate<1, 0> u{mom_flux, nm_pre, nm_post, vel1, vout, P};
         return launch2d(u, c.j0, c.j1 - 1, c.k0, c.k1 - 1, s);
     }
-    MomNodeY a;
-    a.mfy = fld(v, CF_MASS_FLUX_Y);
-    a.density1 = fld(v, CF_DENSITY1);
-    a.post_vol = fld(v, CF_WORK7);
-    a.node_flux = node_flux;
-    a.nm_post = nm_post;
-    a.nm_pre = nm_pre;
-    a.P = P;
+    const MomNodeY a{fld(v, CF_MASS_FLUX_Y), density1, post_vol, node_flux, nm_post, nm_pre, P};
     if ((rc = launch2d(a, c.j0, c.j1 - 1, c.k0 - 1, c.k1, s)) != 0)
         return rc;
-    MomFluxY b;
-    b.celldy = geo(v, CG_CELLDY);
-    b.node_flux = node_flux;
-    b.nm_pre = nm_pre;
-    b.vel = vel1;
-    b.mom_flux = mom_flux;
-    b.P = P;
+    const MomFluxY b{geo(v, CG_CELLDY), node_flux, nm_pre, vel1, mom_flux, P};
     if ((rc = launch2d(b, c.j0, c.j1 - 1, c.k0 - 1, c.k1 - 1, s)) != 0)
         return rc;
-    MomUpdate<0, 1> u;
-    u.mom_flux = mom_flux;
-    u.nm_pre = nm_pre;
-    u.nm_post = nm_post;
-    u.vel = vel1;
-    u.vout = vout;
-    u.P = P;
+    const MomUpdate<0, 1> u{mom_flux, nm_pre, nm_post, vel1, vout, P};
     return launch2d(u, c.j0, c.j1 - 1, c.k0, c.k1 - 1, s);
 }
 

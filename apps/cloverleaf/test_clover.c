@@ -60,15 +60,7 @@ static int failures;
 static int split_mode; /* the runs' clover_weft_opts.split */
 static int split_adv;  /* and .split_advection */
 
-#define CHECK(cond, ...)                                                         \
-    do {                                                                         \
-        if (!(cond)) {                                                           \
-            fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);                 \
-            fprintf(stderr, __VA_ARGS__);                                        \
-            fputc('\n', stderr);                                                 \
-            failures++;                                                          \
-        }                                                                        \
-    } while (0)
+#include "test_check.h"
 
 /* Whether this build runs slowly: under a sanitizer, or on the CUDA
  * emulation (a launch is a loop calling the kernel per thread). */

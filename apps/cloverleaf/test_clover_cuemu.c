@@ -46,15 +46,7 @@
 
 static int failures;
 
-#define CHECK(cond, ...)                                                         \
-    do {                                                                         \
-        if (!(cond)) {                                                           \
-            fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);                 \
-            fprintf(stderr, __VA_ARGS__);                                        \
-            fputc('\n', stderr);                                                 \
-            failures++;                                                          \
-        }                                                                        \
-    } while (0)
+#include "test_check.h"
 
 static const char *order_name(int rev) { return rev ? "reverse order" : "in order"; }
 
