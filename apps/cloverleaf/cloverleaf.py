@@ -272,6 +272,14 @@ def kernels():
 
 _CU = None
 
+# Tests only: virtual GPUs stand in for CUDA devices (their chunks take the
+# CUDA path: kernels.cu's functions from libclover_cuda_kernels, which the
+# test builds over the host emulation of CUDA, apps/cloverleaf/cuda_emu/),
+# each chunk's CUDA call queued on the virtual GPU's stream, because the
+# emulation runs a launch when it is made (run_weft.c's
+# CLOVER_CUDA_ON_VGPU, test_clover_cuvgpu).
+_CUDA_ON_VGPU = False
+
 
 def cuda_kernels():
     """The CUDA kernels (libclover_cuda_kernels.so: kernels.cu, built where
@@ -639,10 +647,21 @@ def _cuda_body(sim, job, args):
             v.geom = vw.ptr
         else:
             red = (vw.ptr,)
+    if _CUDA_ON_VGPU:
+        views = ctx.views
+        ctx.queue(_cuda_launch, sim, job, v, args, red, ctx.ordinals[0], None, reads=views,
+                  writes=views[job.nreads:])
+    else:
+        _cuda_launch(sim, job, v, args, red, ctx.ordinals[0], ctx.streams[0])
+
+
+def _cuda_launch(sim, job, v, args, red, ordinal, stream):
+    """kernels.cu's function of the job on view v, queued on `stream` of
+    CUDA device `ordinal`."""
     cu = sim.cu
-    rc = cu.clover_cu_use_device(ctx.ordinals[0])
+    rc = cu.clover_cu_use_device(ordinal)
     if rc == 0:
-        rc = job.cu(byref(v), *job.cu_static, *args[len(job.static):], *red, ctx.streams[0])
+        rc = job.cu(byref(v), *job.cu_static, *args[len(job.static):], *red, stream)
     sim.prof.append((job.kern, 0))  # the time is the device's: calls are counted, as run_weft.c does
     if rc != 0:
         raise RuntimeError(f"cloverleaf: {job.name}: CUDA error {rc}")
@@ -745,6 +764,8 @@ class _Sim:
         self.lib = lib = kernels()
         self.deck_ref = byref(deck)
         kinds = [d["kind"] for d in rt.devices[1:]]
+        if _CUDA_ON_VGPU:
+            kinds = ["cuda" if k == "vgpu" else k for k in kinds]
         # CUDA GPUs run kernels.cu's kernels (libclover_cuda_kernels.so);
         # virtual GPUs the C kernels on their streams.
         self.cu = cuda_kernels() if "cuda" in kinds else None

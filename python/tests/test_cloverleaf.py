@@ -209,6 +209,78 @@ def test_cuda_jobs_have_their_cuda_kernels(clover, tp1):
         assert len({sim.job(0, k).cu.__name__ for k, _ in keys}) == 14
 
 
+@pytest.fixture(scope="module")
+def cuda_emu_lib(tmp_path_factory):
+    """libclover_cuda_kernels built over the host emulation of CUDA
+    (apps/cloverleaf/cuda_emu/: kernels.cu as C++, a launch calling the
+    kernel per thread, a reduction's threads as fibers), by the host's C++
+    compiler; skipped where there is none."""
+    import shutil
+    if os.environ.get("WEFT_PY_SANITIZER") == "address":
+        # ASan warns once about the fibers' swapcontext, and the sanitized
+        # suite counts any report as a failure; the C suite runs the
+        # emulation under ASan (test_clover_cuemu, test_clover_cuvgpu)
+        pytest.skip("the CUDA emulation's fibers make ASan print a warning")
+    cxx = os.environ.get("CXX") or shutil.which("g++") or shutil.which("c++")
+    if not cxx:
+        pytest.skip("no C++ compiler to build kernels.cu over the CUDA emulation")
+    out = str(tmp_path_factory.mktemp("cuemu") / "libclover_cuda_kernels_emu.so")
+    cmd = [cxx, "-std=c++17", "-O1", "-ffp-contract=off", "-shared", "-fPIC", "-D_GNU_SOURCE",
+           "-I" + os.path.join(APP, "cuda_emu"), "-I" + APP, os.path.join(APP, "kernels_cuemu.cpp"),
+           os.path.join(APP, "cuda_emu", "cuda_emu.cpp"), "-o", out]
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    assert p.returncode == 0, p.stderr
+    return out
+
+
+@pytest.mark.parametrize("deck_name,devices,check", [
+    ("clover_tp1.in", "cpu,vgpu:2", False),
+    ("clover_tp1.in", "cpu,vgpu:4", True),   # every queued CUDA call names what it reads and writes
+    ("bm_cut", "cpu,vgpu:4", False),         # 2 x 2
+])
+def test_cuda_path_on_the_emulation_matches_oracle(clover, cuda_emu_lib, monkeypatch, deck_name, devices, check):
+    """The driver's CUDA path (_cuda_body, the jobs' kernels.cu functions
+    and their arguments, the reductions into device copies) on virtual GPUs
+    standing in for CUDA devices, kernels.cu on the host emulation: the
+    oracle's fields bit for bit (the run on a real GPU: gpu-check.sh)."""
+    if check:
+        monkeypatch.setenv("WEFT_VGPU_CHECK", "1")
+    else:
+        monkeypatch.delenv("WEFT_VGPU_CHECK", raising=False)
+    monkeypatch.setenv("CLOVER_CUDA_KERNELS", cuda_emu_lib)
+    monkeypatch.setattr(clover, "_CU", None)      # load the emulated library, not an installed one
+    monkeypatch.setattr(clover, "_CUDA_ON_VGPU", True)
+    cu = clover.cuda_kernels()
+    assert cu is not None
+    import ctypes
+    emu = ctypes.CDLL(cuda_emu_lib)               # the same library (loaded once): its own switches
+    emu.clover_emu_set_any_memory(1)              # the virtual GPUs' replicas count as device memory
+    emu.clover_emu_launches.restype = ctypes.c_ulonglong
+    before = emu.clover_emu_launches()
+    if deck_name == "bm_cut":
+        with open(os.path.join(DECKS, "clover_bm_short.in")) as f:
+            text = f.read()
+        text = re.sub(r"\b([xy]_cells)\s*=\s*\d+", r"\1=120", text)
+        text = re.sub(r"\bend_step\s*=\s*\d+", "end_step=3", text)
+        deck = clover.parse_deck(text, "clover_bm_short_cut.in")
+    else:
+        deck = clover.load_deck(os.path.join(DECKS, deck_name))
+    ref = clover.serial_run(deck, 1)
+    try:
+        res = clover.run(deck, devices=devices, workers=2, fields=True)
+    finally:
+        emu.clover_emu_set_any_memory(0)
+    assert emu.clover_emu_launches() > before, "no chunk took the CUDA path"
+    assert res.steps == ref.steps
+    assert same_bits(res.density, ref.density)
+    assert same_bits(res.energy, ref.energy)
+    if deck_name == "clover_tp1.in":
+        assert res.verified == 1
+    # kernels.cu's summary adds in a tree of its own: equal to 1e-12, not bit for bit
+    for a, b in zip(res.sums, ref.sums):
+        assert rel(a, b) <= 1e-12
+
+
 def test_bad_deck_names_line_and_keyword(clover, tmp_path):
     bad = tmp_path / "clover_bad.in"
     bad.write_text("*clover\n state 1 density=0.2 energy=1.0\n x_cells=ten\n*endclover\n")
