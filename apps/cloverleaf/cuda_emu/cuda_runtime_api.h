@@ -1,9 +1,10 @@
 /* A host emulation of the part of the CUDA runtime API that kernels.cu
  * and plain_cuda.c use, so that both run here, where no GPU is: CUDA's C
- * types and functions over host memory (cuda_emu.cpp).  Built into
- * test_clover_cuemu only, never into a program that runs on a GPU: its
- * include folder comes first there, so <cuda_runtime_api.h> and
- * <cuda_runtime.h> resolve to these files.
+ * types and functions over host memory (cuda_emu.cpp).  Built into the
+ * tests only (test_clover_cuemu, test_clover_cuvgpu, and the library
+ * python/tests/test_cloverleaf.py builds), never into a program that runs
+ * on a GPU: its include folder comes first there, so <cuda_runtime_api.h>
+ * and <cuda_runtime.h> resolve to these files.
  *
  * What it emulates: device memory is host memory (cudaMalloc'd blocks are
  * recorded, and a copy or fill that names a device pointer outside them
