@@ -112,6 +112,18 @@ def test_bm_short_cut_vgpu_matches_oracle(clover, monkeypatch):
     assert rel(res.sums[clover.CS_KE], ref.sums[clover.CS_KE]) <= 1e-12
 
 
+def _deck(clover, name, steps):
+    """A deck of decks/, or ("bm_cut") clover_bm_short.in at 120 x 120
+    cells for `steps` steps."""
+    if name != "bm_cut":
+        return clover.load_deck(os.path.join(DECKS, name))
+    with open(os.path.join(DECKS, "clover_bm_short.in")) as f:
+        text = f.read()
+    text = re.sub(r"\b([xy]_cells)\s*=\s*\d+", r"\1=120", text)
+    text = re.sub(r"\bend_step\s*=\s*\d+", f"end_step={steps}", text)
+    return clover.parse_deck(text, "clover_bm_short_cut.in")
+
+
 @pytest.mark.parametrize("deck_name,devices,chunks,check", [
     ("clover_tp1.in", "cpu", 2, False),
     ("clover_tp1.in", "cpu,vgpu:4", 0, True),      # every queued part names its second arrays
@@ -127,14 +139,7 @@ def test_split_advection_matches_oracle(clover, monkeypatch, deck_name, devices,
         monkeypatch.setenv("WEFT_VGPU_CHECK", "1")
     else:
         monkeypatch.delenv("WEFT_VGPU_CHECK", raising=False)
-    if deck_name == "bm_cut":
-        with open(os.path.join(DECKS, "clover_bm_short.in")) as f:
-            text = f.read()
-        text = re.sub(r"\b([xy]_cells)\s*=\s*\d+", r"\1=120", text)
-        text = re.sub(r"\bend_step\s*=\s*\d+", "end_step=4", text)
-        deck = clover.parse_deck(text, "clover_bm_short_cut.in")
-    else:
-        deck = clover.load_deck(os.path.join(DECKS, deck_name))
+    deck = _deck(clover, deck_name, 4)
     ref = clover.serial_run(deck, 1)
     res = clover.run(deck, devices=devices, chunks=chunks, workers=2, fields=True, split=True,
                      split_advection=True)
@@ -257,14 +262,7 @@ def test_cuda_path_on_the_emulation_matches_oracle(clover, cuda_emu_lib, monkeyp
     emu.clover_emu_set_any_memory(1)              # the virtual GPUs' replicas count as device memory
     emu.clover_emu_launches.restype = ctypes.c_ulonglong
     before = emu.clover_emu_launches()
-    if deck_name == "bm_cut":
-        with open(os.path.join(DECKS, "clover_bm_short.in")) as f:
-            text = f.read()
-        text = re.sub(r"\b([xy]_cells)\s*=\s*\d+", r"\1=120", text)
-        text = re.sub(r"\bend_step\s*=\s*\d+", "end_step=3", text)
-        deck = clover.parse_deck(text, "clover_bm_short_cut.in")
-    else:
-        deck = clover.load_deck(os.path.join(DECKS, deck_name))
+    deck = _deck(clover, deck_name, 3)
     ref = clover.serial_run(deck, 1)
     try:
         res = clover.run(deck, devices=devices, workers=2, fields=True)
