@@ -211,6 +211,7 @@ static int job_cuda(job *j, void *stream)
 }
 
 #ifdef CLOVER_CUDA_ON_VGPU
+#define CUDA_KIND WEFT_DEVICE_VGPU /* the devices whose chunks run kernels.cu */
 /* The tests' build over the CUDA emulation (cuda_emu/; test_clover_cuvgpu):
  * virtual GPUs stand in for CUDA devices, so that job_cuda, the CUDA
  * unpack and kernels.cu's kernels (parts included) run in the driver here.
@@ -221,7 +222,11 @@ static int job_cuda_queued(void *arg)
 {
     return job_cuda(arg, NULL);
 }
+#else
+#define CUDA_KIND WEFT_DEVICE_CUDA
 #endif
+#else
+#define CUDA_KIND WEFT_DEVICE_CUDA
 #endif
 
 static int job_body(weft_ctx *ctx, void *arg)
@@ -913,11 +918,7 @@ static int setup(sim *s, const clover_weft_opts *o)
     int cuda[65] = {0};
     for (unsigned i = 1; i < ndev && i < 65; i++) {
         weft_device_info di;
-#ifdef CLOVER_CUDA_ON_VGPU
-        if (weft_device_info_get(s->rt, i, &di) == 0 && di.kind == WEFT_DEVICE_VGPU) {
-#else
-        if (weft_device_info_get(s->rt, i, &di) == 0 && di.kind == WEFT_DEVICE_CUDA) {
-#endif
+        if (weft_device_info_get(s->rt, i, &di) == 0 && di.kind == CUDA_KIND) {
 #ifdef CLOVER_HAVE_CUDA
             cuda[i - 1] = 1;
 #else
