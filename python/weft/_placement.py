@@ -287,6 +287,37 @@ class Context:
         call = functools.partial(fn, *args) if args else fn
         _weft._queue(gpu, call, int(model_ns), _buffers(reads), _buffers(writes))
 
+    def queue_native(self, fn, arg=None, *, gpu=0, model_ns=0, reads=(), writes=()):
+        """Queue a C function on the stream of the task's GPU number `gpu`,
+        in the stream's order as queue() does a Python callable, but called
+        without Python: the stream's thread runs it without taking the GIL,
+        so kernels that several GPUs queue this way run beside the
+        interpreter and each other.
+
+        fn: `int fn(void *arg)`, as a ctypes function (a CDLL's function, a
+        CFUNCTYPE instance, a Numba cfunc's ctypes) or its address (int).
+        It is called with a pointer to a copy of `arg`, made now (any
+        bytes-like object: a ctypes structure, bytes, an array's bytes;
+        aligned for any C type), or with NULL when arg is None.  A non-zero
+        return fails the task (RuntimeError).  It must not call Weft; a
+        CFUNCTYPE of a Python function takes the GIL itself.
+
+        reads / writes: as queue()'s.  fn's object and the buffers are kept
+        alive until the task ends.  From the body only."""
+        import ctypes
+
+        from . import _weft
+
+        if isinstance(fn, int) and not isinstance(fn, bool):
+            if fn <= 0:
+                raise ValueError(f"queue_native(): fn's address {fn} is not a function's")
+            addr = fn
+        elif isinstance(fn, ctypes._CFuncPtr):
+            addr = ctypes.cast(fn, ctypes.c_void_p).value or 0
+        else:
+            raise TypeError(f"queue_native(): fn is a ctypes function or an address, not {type(fn).__name__!r}")
+        _weft._queue_native(gpu, addr, fn, arg, int(model_ns), _buffers(reads), _buffers(writes))
+
     def each_device(self):
         """Step through the task's GPUs: yields 0, 1, ... with, for CUDA
         devices, CuPy's and PyTorch's current device and stream set to that

@@ -65,6 +65,7 @@
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
@@ -386,6 +387,11 @@ typedef struct cell {
     /* The lifetime of the views its body made (view.c): made by the body on
      * its first view, ended by weft_py_arg_destroy when the task ends. */
     struct weft_py_scope *scope;
+    /* What C functions its body queued with ctx.queue_native point into
+     * (their calls, function objects, buffers): a list made by the body's
+     * thread on first use, strong until the task ended (dropped with
+     * placed, by a thread with a thread state), or NULL. */
+    PyObject *keep;
 } cell;
 
 /* ------------------------------------------------------------------------ */

@@ -125,7 +125,7 @@ weft_py_arg_destroy(void *arg)
         if (!attached) weft_py_gil_give(NULL, g);
     }
     atomic_fetch_sub_explicit(&r->inflight, 1, memory_order_relaxed);
-    if (c->placed) {
+    if (c->placed || c->keep) {
         /* Dropped later by a thread with a thread state: this may be a
          * device's thread. */
         cell *head = atomic_load_explicit(&r->cells, memory_order_relaxed);
@@ -196,7 +196,8 @@ weft_py_release_drain(RuntimeObject *r)
         cell *c = atomic_exchange_explicit(&r->cells, NULL, memory_order_acquire);
         while (c) {
             cell *next = c->next;
-            Py_DECREF(c->placed);
+            Py_XDECREF(c->placed);
+            Py_XDECREF(c->keep);
             free(c);
             c = next;
         }

@@ -2,8 +2,9 @@
  * place.c — placement from Python: a spawn's placement= (device sets, share,
  * memory, variants) turned into weft_placement alternatives, a placed body
  * run through weft/_placement.py's runner (its Context, CuPy's / PyTorch's
- * current device and stream), and ctx.queue(): a Python callable queued on a
- * GPU stream.  Plain CPU tasks never come here.
+ * current device and stream), ctx.queue(): a Python callable queued on a
+ * GPU stream, and ctx.queue_native(): a C function queued there, called
+ * without Python.  Plain CPU tasks never come here.
  */
 #include "_weft.h"
 
@@ -250,6 +251,59 @@ run_queued(void *arg)
     return rc;
 }
 
+/* The running placed body's C context, for work queued on its GPU number
+ * gpu; NULL with an exception naming `what`. */
+static weft_ctx *
+queue_ctx(const char *what, unsigned gpu)
+{
+    weft_ctx *ctx = weft_py_tl_ctx;
+    if (ctx == NULL || weft_py_tl_cur == NULL) {
+        PyErr_Format(PyExc_RuntimeError, "%s: only from the body of a task placed on GPUs", what);
+        return NULL;
+    }
+    if (gpu >= weft_ctx_gpu_count(ctx)) {
+        PyErr_Format(PyExc_ValueError, "%s: gpu=%u of a task on %u GPU%s", what, gpu, weft_ctx_gpu_count(ctx),
+                     weft_ctx_gpu_count(ctx) == 1 ? "" : "s");
+        return NULL;
+    }
+    return ctx;
+}
+
+/* The memory a queued piece of work reads and writes (for the virtual GPUs'
+ * checking mode): the extents of the buffers in the tuples reads and writes,
+ * *rw (PyMem_Calloc'd, NULL when none; the caller frees it), *n of them.
+ * -1 with an exception naming `what` and the buffer at fault. */
+static int
+queue_ranges(const char *what, PyObject *reads, PyObject *writes, weft_range **out, Py_ssize_t *nout)
+{
+    Py_ssize_t nr = PyTuple_GET_SIZE(reads), nw = PyTuple_GET_SIZE(writes), n = nr + nw;
+    weft_range *rw = n ? PyMem_Calloc((size_t)n, sizeof *rw) : NULL;
+    if (n && rw == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *o = i < nr ? PyTuple_GET_ITEM(reads, i) : PyTuple_GET_ITEM(writes, i - nr);
+        Py_buffer view;
+        if (PyObject_GetBuffer(o, &view, PyBUF_ANY_CONTIGUOUS | (i < nr ? 0 : PyBUF_WRITABLE)) < 0) {
+            PyErr_Format(PyExc_TypeError, "%s: %s[%zd] is not a contiguous%s buffer ('%.100s')", what,
+                         i < nr ? "reads" : "writes", i < nr ? i : i - nr, i < nr ? "" : " writable",
+                         Py_TYPE(o)->tp_name);
+            PyMem_Free(rw);
+            return -1;
+        }
+        rw[i] = (weft_range){view.buf, (size_t)view.len, i < nr ? WEFT_R : WEFT_W};
+        PyBuffer_Release(&view);
+        /* Named in both (an update in place): read and written, so the
+         * checking mode does not poison it as only written. */
+        for (Py_ssize_t j = 0; i >= nr && j < nr; j++)
+            if (rw[j].ptr == rw[i].ptr && rw[j].bytes == rw[i].bytes) rw[i].mode = WEFT_RW;
+    }
+    *out = rw;
+    *nout = n;
+    return 0;
+}
+
 static PyObject *
 mod_queue(PyObject *m, PyObject *args)
 {
@@ -260,42 +314,15 @@ mod_queue(PyObject *m, PyObject *args)
     if (!PyArg_ParseTuple(args, "IOKO!O!:_queue", &gpu, &fn, &model_ns, &PyTuple_Type, &reads, &PyTuple_Type,
                           &writes))
         return NULL;
-    weft_ctx *ctx = weft_py_tl_ctx;
-    if (ctx == NULL || weft_py_tl_cur == NULL) {
-        PyErr_SetString(PyExc_RuntimeError, "queue(): only from the body of a task placed on GPUs");
-        return NULL;
-    }
+    weft_ctx *ctx = queue_ctx("queue()", gpu);
+    if (ctx == NULL) return NULL;
     if (!PyCallable_Check(fn)) {
         PyErr_Format(PyExc_TypeError, "queue(): '%.100s' is not callable", Py_TYPE(fn)->tp_name);
         return NULL;
     }
-    if (gpu >= weft_ctx_gpu_count(ctx)) {
-        PyErr_Format(PyExc_ValueError, "queue(): gpu=%u of a task on %u GPU%s", gpu, weft_ctx_gpu_count(ctx),
-                     weft_ctx_gpu_count(ctx) == 1 ? "" : "s");
-        return NULL;
-    }
-    /* The memory it reads and writes (for the virtual GPUs' checking mode):
-     * the buffers' extents, the objects kept alive until it has run. */
-    Py_ssize_t nr = PyTuple_GET_SIZE(reads), nw = PyTuple_GET_SIZE(writes), n = nr + nw;
-    weft_range *rw = n ? PyMem_Calloc((size_t)n, sizeof *rw) : NULL;
-    if (n && rw == NULL) return PyErr_NoMemory();
-    for (Py_ssize_t i = 0; i < n; i++) {
-        PyObject *o = i < nr ? PyTuple_GET_ITEM(reads, i) : PyTuple_GET_ITEM(writes, i - nr);
-        Py_buffer view;
-        if (PyObject_GetBuffer(o, &view, PyBUF_ANY_CONTIGUOUS | (i < nr ? 0 : PyBUF_WRITABLE)) < 0) {
-            PyErr_Format(PyExc_TypeError, "queue(): %s[%zd] is not a contiguous%s buffer ('%.100s')",
-                         i < nr ? "reads" : "writes", i < nr ? i : i - nr, i < nr ? "" : " writable",
-                         Py_TYPE(o)->tp_name);
-            PyMem_Free(rw);
-            return NULL;
-        }
-        rw[i] = (weft_range){view.buf, (size_t)view.len, i < nr ? WEFT_R : WEFT_W};
-        PyBuffer_Release(&view);
-        /* Named in both (an update in place): read and written, so the
-         * checking mode does not poison it as only written. */
-        for (Py_ssize_t j = 0; i >= nr && j < nr; j++)
-            if (rw[j].ptr == rw[i].ptr && rw[j].bytes == rw[i].bytes) rw[i].mode = WEFT_RW;
-    }
+    weft_range *rw;
+    Py_ssize_t n;
+    if (queue_ranges("queue()", reads, writes, &rw, &n) < 0) return NULL;
     queued *q = PyMem_RawMalloc(sizeof *q);
     PyObject *keep = PySequence_Concat(reads, writes);
     if (q == NULL || keep == NULL) {
@@ -322,6 +349,100 @@ mod_queue(PyObject *m, PyObject *args)
         PyMem_RawFree(q);
         return weft_py_err_weft(rc, "queue()");
     }
+    Py_RETURN_NONE;
+}
+
+/* ------------------------------------------------------------------------ */
+/* ctx.queue_native(): a C function as GPU work, called without Python       */
+/* ------------------------------------------------------------------------ */
+
+/* What the stream's thread calls: fn on the copy of the argument.  It lives
+ * in a bytes object in the task's cell (cell.keep), so nothing is freed when
+ * it runs, and nothing leaks if the device skips it (a checking-mode
+ * violation fails the task without calling it). */
+typedef struct native_call {
+    int (*fn)(void *arg);
+    void *arg; /* the copy, after this header in the same bytes object; NULL for none */
+} native_call;
+
+static int
+run_native(void *arg)
+{
+    const native_call *q = arg;
+    return q->fn(q->arg);
+}
+
+static PyObject *
+mod_queue_native(PyObject *m, PyObject *args)
+{
+    (void)m;
+    unsigned int gpu;
+    unsigned long long addr, model_ns;
+    PyObject *fnobj, *argobj, *reads, *writes;
+    if (!PyArg_ParseTuple(args, "IKOOKO!O!:_queue_native", &gpu, &addr, &fnobj, &argobj, &model_ns,
+                          &PyTuple_Type, &reads, &PyTuple_Type, &writes))
+        return NULL;
+    weft_ctx *ctx = queue_ctx("queue_native()", gpu);
+    if (ctx == NULL) return NULL;
+    weft_py_frame *f = weft_py_tl_frame;
+    if (f == NULL || f->ctx != ctx) {
+        PyErr_SetString(PyExc_RuntimeError, "queue_native(): only from the body of a task placed on GPUs");
+        return NULL;
+    }
+    if (addr == 0) {
+        PyErr_SetString(PyExc_ValueError, "queue_native(): fn is a NULL function pointer");
+        return NULL;
+    }
+    Py_buffer a = {0};
+    if (argobj != Py_None && PyObject_GetBuffer(argobj, &a, PyBUF_ANY_CONTIGUOUS) < 0) {
+        PyErr_Format(PyExc_TypeError, "queue_native(): arg is not None or a contiguous buffer ('%.100s')",
+                     Py_TYPE(argobj)->tp_name);
+        return NULL;
+    }
+    /* The header, then the argument's copy aligned for any type. */
+    const size_t align = _Alignof(max_align_t);
+    size_t len = (size_t)a.len, size = sizeof(native_call) + align + len;
+    PyObject *blob = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)size);
+    if (blob == NULL) {
+        if (argobj != Py_None) PyBuffer_Release(&a);
+        return NULL;
+    }
+    char *base = PyBytes_AS_STRING(blob);
+    uintptr_t at = ((uintptr_t)base + align - 1) & ~(uintptr_t)(align - 1);
+    native_call *q = (native_call *)at;
+    char *copy = (char *)at + ((sizeof *q + align - 1) & ~(align - 1));
+    q->fn = (int (*)(void *))(uintptr_t)addr;
+    q->arg = argobj == Py_None ? NULL : copy;
+    if (argobj != Py_None) {
+        memcpy(copy, a.buf, len);
+        PyBuffer_Release(&a);
+    }
+    weft_range *rw;
+    Py_ssize_t n;
+    if (queue_ranges("queue_native()", reads, writes, &rw, &n) < 0) {
+        Py_DECREF(blob);
+        return NULL;
+    }
+    /* Kept until the task ends (weft_py_arg_destroy, drained with a thread
+     * state): the call, the function's object, the buffers its ranges name. */
+    cell *c = f->c;
+    int rc = -1;
+    if (c->keep == NULL) c->keep = PyList_New(0);
+    if (c->keep != NULL && PyList_Append(c->keep, blob) == 0 && PyList_Append(c->keep, fnobj) == 0) {
+        rc = 0;
+        for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(reads) && rc == 0; i++)
+            rc = PyList_Append(c->keep, PyTuple_GET_ITEM(reads, i));
+        for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(writes) && rc == 0; i++)
+            rc = PyList_Append(c->keep, PyTuple_GET_ITEM(writes, i));
+    }
+    Py_DECREF(blob); /* the list's reference keeps it */
+    if (rc != 0) {
+        PyMem_Free(rw);
+        return NULL;
+    }
+    rc = weft_ctx_queue_rw(ctx, gpu, run_native, q, (uint64_t)model_ns, rw, (size_t)n);
+    PyMem_Free(rw);
+    if (rc != 0) return weft_py_err_weft(rc, "queue_native()");
     Py_RETURN_NONE;
 }
 
@@ -355,6 +476,10 @@ PyMethodDef weft_py_place_methods[] = {
     {"_queue", (PyCFunction)mod_queue, METH_VARARGS,
      "_queue(gpu, fn, model_ns, reads, writes): queue fn() on the running placed task's stream of "
      "GPU gpu, naming the buffers it reads and writes (tuples) (weft.Context.queue)."},
+    {"_queue_native", (PyCFunction)mod_queue_native, METH_VARARGS,
+     "_queue_native(gpu, address, fn, arg, model_ns, reads, writes): queue the C function at address "
+     "(int fn(void *)) on the running placed task's stream of GPU gpu, called with a copy of the buffer arg "
+     "(or NULL for None) without Python (weft.Context.queue_native)."},
     {"_set_placement", (PyCFunction)mod_set_placement, METH_VARARGS,
      "_set_placement(normalize, call, Variants, DeviceSet, Context): the helpers of weft/_placement.py."},
     {"_context", (PyCFunction)mod_context, METH_NOARGS,

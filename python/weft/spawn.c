@@ -46,6 +46,7 @@ submit_c(RuntimeObject *r, TaskObject *t, weft_task **deps, size_t ndeps, weft_a
     c->id = 0;
     c->next = NULL;
     c->scope = NULL;
+    c->keep = NULL;
     weft_task_desc desc;
     weft_task_desc_init(&desc);
     desc.body = weft_py_trampoline;
