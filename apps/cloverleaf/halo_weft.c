@@ -167,8 +167,8 @@ static int host_halo_body(weft_ctx *ctx, void *arg)
     }
     uint64_t t1 = now_ns();
     if (h->what & DO_REFLECT) {
-        atomic_fetch_add_explicit(&s->ns[K_REFLECT], t1 - t0, memory_order_relaxed);
-        atomic_fetch_add_explicit(&s->calls[K_REFLECT], 1, memory_order_relaxed);
+        atomic_fetch_add_explicit(&s->prof.ns[K_REFLECT], t1 - t0, memory_order_relaxed);
+        atomic_fetch_add_explicit(&s->prof.calls[K_REFLECT], 1, memory_order_relaxed);
     }
     if (!(h->what & DO_COPY))
         return 0;
@@ -183,8 +183,8 @@ static int host_halo_body(weft_ctx *ctx, void *arg)
                                 FIELD_OF(fi, nb));
         }
 #undef FIELD_OF
-    atomic_fetch_add_explicit(&s->ns[K_HALO], now_ns() - t1, memory_order_relaxed);
-    atomic_fetch_add_explicit(&s->calls[K_HALO], 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&s->prof.ns[K_HALO], now_ns() - t1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&s->prof.calls[K_HALO], 1, memory_order_relaxed);
     return 0;
 }
 
@@ -307,7 +307,7 @@ int cw_halo(sim *s, const int *fields, int nfields, int depth)
  * from their fields, so that it runs beside the next kernel's interior
  * tasks, which only read the fields too, and waits for nothing but the
  * kernels that wrote those fields.  The kernel's border task then copies
- * the staged blocks into the fields' ghost cells (cw_unpack_host,
+ * the staged blocks into the fields' ghost cells (clover_call_run,
  * cw_unpack_cuda), reflects on the mesh's boundary, and computes the border
  * ring.  That is the reference's order, exchange then reflection
  * (clover_halo_recv_blocks says why it gives the same ghosts): no corner
@@ -318,26 +318,17 @@ int cw_halo(sim *s, const int *fields, int nfields, int depth)
  * CPU one gather task per chunk copies the blocks from this rank's
  * chunks, and the exchange with other ranks follows as halo's. */
 
-/* The border job's unpack on the host (or a virtual GPU): every staged
- * block into its field's ghost cells, at the same offsets. */
-void cw_unpack_host(const job *j)
-{
-    clover_view stage = j->v;
-    memcpy(stage.f, j->stage, sizeof stage.f);
-    clover_halo_unpack(&j->v, &stage, &j->s->ch[j->chunk].c, j->fields, j->nfields, j->depth);
-}
-
 #ifdef CLOVER_HAVE_CUDA
 /* The same on a CUDA device, queued on the job's stream. */
 int cw_unpack_cuda(const job *j, void *stream)
 {
-    size_t p = j->v.pitch;
-    for (int fi = 0; fi < j->nfields; fi++) {
-        int f = j->fields[fi];
+    size_t p = j->k.v.pitch;
+    for (int fi = 0; fi < j->k.nfields; fi++) {
+        int f = j->k.fields[fi];
         clover_strip b[8];
-        int n = clover_halo_recv_blocks(&j->s->ch[j->chunk].c, f, j->depth, b, NULL);
+        int n = clover_halo_recv_blocks(&j->s->ch[j->chunk].c, f, j->k.depth, b, NULL);
         for (int k = 0; k < n; k++) {
-            int rc = clover_cu_copy2d(j->v.f[f] + b[k].recv_off, p, j->stage[f] + b[k].recv_off, p, b[k].cols,
+            int rc = clover_cu_copy2d(j->k.v.f[f] + b[k].recv_off, p, j->k.stage.f[f] + b[k].recv_off, p, b[k].cols,
                                       b[k].rows, stream);
             if (rc != 0)
                 return rc;
@@ -386,8 +377,8 @@ static int gather_halo_body(weft_ctx *ctx, void *arg)
                             weft_ctx_data(ctx, base + 1 + (size_t)i));
         }
     }
-    atomic_fetch_add_explicit(&s->ns[K_HALO], now_ns() - t0, memory_order_relaxed);
-    atomic_fetch_add_explicit(&s->calls[K_HALO], 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&s->prof.ns[K_HALO], now_ns() - t0, memory_order_relaxed);
+    atomic_fetch_add_explicit(&s->prof.calls[K_HALO], 1, memory_order_relaxed);
     return 0;
 }
 

@@ -34,110 +34,11 @@ static const int staged_fields[] = {CF_PRESSURE,   CF_ENERGY0,    CF_DENSITY0,  
 static const int advected_fields[] = {CF_DENSITY1, CF_ENERGY1, CF_XVEL1, CF_YVEL1};
 #define NADVECTED ((int)(sizeof advected_fields / sizeof advected_fields[0]))
 
-/* The parts of its kernel's domain a split job computes (the interior, or
- * the four strips of the border ring): *out, returns how many. */
-static int job_ranges(const job *j, clover_range out[4])
-{
-    int dx = j->v.nx, dy = j->v.ny;
-    if (j->kern == K_ACCELERATE) { /* over the nodes */
-        dx++;
-        dy++;
-    }
-    clover_range p[5];
-    if (j->kern == K_ADVEC_CELL || j->kern == K_ADVEC_MOM)
-        clover_advec_split(j->v.nx, j->v.ny, j->kern == K_ADVEC_MOM, j->b, p);
-    else
-        clover_split(dx, dy, 1, p);
-    if (j->part == PART_INTERIOR) {
-        out[0] = p[0];
-        return 1;
-    }
-    memcpy(out, p + 1, 4 * sizeof *out);
-    return 4;
-}
-
+/* A job's body on the host (a CPU task) or a virtual GPU's stream thread:
+ * its call (call.h), which adds its time to the profile. */
 static int job_run(void *arg)
 {
-    job *j = arg;
-    sim *s = j->s;
-    const clover_view *v = &j->v;
-    const chunk_rt *cr = &s->ch[j->chunk];
-    uint64_t t0 = now_ns();
-    if (j->unpack) {
-        /* a staged update's end: the ghosts from other chunks, then the
-         * mesh boundary's (the reference's order) */
-        cw_unpack_host(j);
-        uint64_t t1 = now_ns();
-        atomic_fetch_add_explicit(&s->ns[K_UNPACK], t1 - t0, memory_order_relaxed);
-        atomic_fetch_add_explicit(&s->calls[K_UNPACK], 1, memory_order_relaxed);
-        t0 = t1;
-        if (cr->c.edges) {
-            clover_k_reflect(v, j->fields, j->nfields, j->depth, cr->c.edges);
-            t1 = now_ns();
-            atomic_fetch_add_explicit(&s->ns[K_REFLECT], t1 - t0, memory_order_relaxed);
-            atomic_fetch_add_explicit(&s->calls[K_REFLECT], 1, memory_order_relaxed);
-            t0 = t1;
-        }
-    }
-    clover_range rg[4];
-    int nrg = j->part == PART_WHOLE ? 0 : job_ranges(j, rg);
-    switch (j->kern) {
-    case K_INIT: clover_k_initialise(v, s->d, &cr->c); break;
-    case K_GENERATE: clover_k_generate(v, s->d); break;
-    case K_IDEAL_GAS: clover_k_ideal_gas(v, j->a); break;
-    case K_VISCOSITY:
-        if (j->part == PART_WHOLE)
-            clover_k_viscosity(v);
-        for (int i = 0; i < nrg; i++)
-            clover_k_viscosity_range(v, &rg[i]);
-        break;
-    case K_CALC_DT: {
-        clover_dt r = clover_k_calc_dt(v, s->d, &cr->c);
-        double *m = j->red;
-        if (r.dt < *m)
-            *m = r.dt;
-        break;
-    }
-    case K_PDV: {
-        int32_t *e = j->red;
-        if (clover_k_pdv(v, j->a, j->dt))
-            *e = 1;
-        break;
-    }
-    case K_REVERT: clover_k_revert(v); break;
-    case K_ACCELERATE:
-        if (j->part == PART_WHOLE)
-            clover_k_accelerate(v, j->dt);
-        for (int i = 0; i < nrg; i++)
-            clover_k_accelerate_range(v, j->dt, &rg[i]);
-        break;
-    case K_FLUX_CALC: clover_k_flux_calc(v, j->dt); break;
-    case K_ADVEC_CELL:
-        if (j->part == PART_WHOLE)
-            clover_k_advec_cell(v, j->b, j->c);
-        for (int i = 0; i < nrg; i++)
-            clover_k_advec_cell_range(v, j->b, j->c, &rg[i], &j->out);
-        break;
-    case K_ADVEC_MOM:
-        if (j->part == PART_WHOLE)
-            clover_k_advec_mom(v, j->a, j->b, j->c);
-        for (int i = 0; i < nrg; i++)
-            clover_k_advec_mom_range(v, j->a, j->b, j->c, &rg[i], &j->out);
-        break;
-    case K_RESET: clover_k_reset_field(v); break;
-    case K_SUMMARY: {
-        double part[CS_N], *acc = j->red;
-        clover_k_field_summary(v, part);
-        for (int i = 0; i < CS_N; i++)
-            acc[i] = acc[i] + part[i];
-        break;
-    }
-    case K_REFLECT: clover_k_reflect(v, j->fields, j->nfields, j->depth, cr->c.edges); break;
-    default: return -1;
-    }
-    atomic_fetch_add_explicit(&s->ns[j->kern], now_ns() - t0, memory_order_relaxed);
-    atomic_fetch_add_explicit(&s->calls[j->kern], 1, memory_order_relaxed);
-    return 0;
+    return clover_call_run(&((job *)arg)->k);
 }
 
 static size_t acc_bytes(const job *j, size_t i)
@@ -160,53 +61,53 @@ static size_t acc_bytes(const job *j, size_t i)
 static int job_cuda(job *j, void *stream)
 {
     sim *s = j->s;
-    const clover_view *v = &j->v;
+    const clover_view *v = &j->k.v;
     const chunk_rt *cr = &s->ch[j->chunk];
-    int rc = j->unpack ? cw_unpack_cuda(j, stream) : 0;
-    if (rc == 0 && j->unpack && cr->c.edges) /* then the mesh boundary's ghosts, as job_run */
-        rc = clover_cu_reflect(v, j->fields, j->nfields, j->depth, cr->c.edges, stream);
+    int rc = j->k.unpack ? cw_unpack_cuda(j, stream) : 0;
+    if (rc == 0 && j->k.unpack && cr->c.edges) /* then the mesh boundary's ghosts, as job_run */
+        rc = clover_cu_reflect(v, j->k.fields, j->k.nfields, j->k.depth, cr->c.edges, stream);
     if (rc != 0) {
         fprintf(stderr, "cloverleaf: halo_unpack on chunk %d: CUDA error %d\n", j->chunk, rc);
         return rc;
     }
     clover_range rg[4];
-    int nrg = j->part == PART_WHOLE ? 0 : job_ranges(j, rg);
-    switch (j->kern) {
+    int nrg = j->k.part == PART_WHOLE ? 0 : clover_call_ranges(&j->k, rg);
+    switch (j->k.kern) {
     case K_INIT: rc = clover_cu_initialise(v, s->d, &cr->c, stream); break;
     case K_GENERATE: rc = clover_cu_generate(v, s->d, stream); break;
-    case K_IDEAL_GAS: rc = clover_cu_ideal_gas(v, j->a, stream); break;
+    case K_IDEAL_GAS: rc = clover_cu_ideal_gas(v, j->k.a, stream); break;
     case K_VISCOSITY:
-        rc = j->part == PART_WHOLE ? clover_cu_viscosity(v, stream) : 0;
+        rc = j->k.part == PART_WHOLE ? clover_cu_viscosity(v, stream) : 0;
         for (int i = 0; i < nrg && rc == 0; i++)
             rc = clover_cu_viscosity_range(v, &rg[i], stream);
         break;
-    case K_CALC_DT: rc = clover_cu_calc_dt(v, s->d, j->red, stream); break;
-    case K_PDV: rc = clover_cu_pdv(v, j->a, j->dt, j->red, stream); break;
+    case K_CALC_DT: rc = clover_cu_calc_dt(v, s->d, j->k.red, stream); break;
+    case K_PDV: rc = clover_cu_pdv(v, j->k.a, j->k.dt, j->k.red, stream); break;
     case K_REVERT: rc = clover_cu_revert(v, stream); break;
     case K_ACCELERATE:
-        rc = j->part == PART_WHOLE ? clover_cu_accelerate(v, j->dt, stream) : 0;
+        rc = j->k.part == PART_WHOLE ? clover_cu_accelerate(v, j->k.dt, stream) : 0;
         for (int i = 0; i < nrg && rc == 0; i++)
-            rc = clover_cu_accelerate_range(v, j->dt, &rg[i], stream);
+            rc = clover_cu_accelerate_range(v, j->k.dt, &rg[i], stream);
         break;
-    case K_FLUX_CALC: rc = clover_cu_flux_calc(v, j->dt, stream); break;
+    case K_FLUX_CALC: rc = clover_cu_flux_calc(v, j->k.dt, stream); break;
     case K_ADVEC_CELL:
-        rc = j->part == PART_WHOLE ? clover_cu_advec_cell(v, j->b, j->c, stream) : 0;
+        rc = j->k.part == PART_WHOLE ? clover_cu_advec_cell(v, j->k.b, j->k.c, stream) : 0;
         for (int i = 0; i < nrg && rc == 0; i++)
-            rc = clover_cu_advec_cell_range(v, j->b, j->c, &rg[i], &j->out, stream);
+            rc = clover_cu_advec_cell_range(v, j->k.b, j->k.c, &rg[i], &j->k.out, stream);
         break;
     case K_ADVEC_MOM:
-        rc = j->part == PART_WHOLE ? clover_cu_advec_mom(v, j->a, j->b, j->c, stream) : 0;
+        rc = j->k.part == PART_WHOLE ? clover_cu_advec_mom(v, j->k.a, j->k.b, j->k.c, stream) : 0;
         for (int i = 0; i < nrg && rc == 0; i++)
-            rc = clover_cu_advec_mom_range(v, j->a, j->b, j->c, &rg[i], &j->out, stream);
+            rc = clover_cu_advec_mom_range(v, j->k.a, j->k.b, j->k.c, &rg[i], &j->k.out, stream);
         break;
     case K_RESET: rc = clover_cu_reset_field(v, stream); break;
-    case K_SUMMARY: rc = clover_cu_field_summary(v, j->red, stream); break;
-    case K_REFLECT: rc = clover_cu_reflect(v, j->fields, j->nfields, j->depth, cr->c.edges, stream); break;
+    case K_SUMMARY: rc = clover_cu_field_summary(v, j->k.red, stream); break;
+    case K_REFLECT: rc = clover_cu_reflect(v, j->k.fields, j->k.nfields, j->k.depth, cr->c.edges, stream); break;
     default: rc = -1;
     }
     if (rc != 0)
-        fprintf(stderr, "cloverleaf: %s on chunk %d: CUDA error %d\n", kern_name[j->kern], j->chunk, rc);
-    atomic_fetch_add_explicit(&s->calls[j->kern], 1, memory_order_relaxed);
+        fprintf(stderr, "cloverleaf: %s on chunk %d: CUDA error %d\n", kern_name[j->k.kern], j->chunk, rc);
+    atomic_fetch_add_explicit(&s->prof.calls[j->k.kern], 1, memory_order_relaxed);
     return rc;
 }
 
@@ -235,15 +136,15 @@ static int job_body(weft_ctx *ctx, void *arg)
     for (size_t i = 0; i < j->nacc; i++) {
         void *p = weft_ctx_data(ctx, i);
         if (j->what[i] >= 0)
-            j->v.f[j->what[i]] = p;
+            j->k.v.f[j->what[i]] = p;
         else if (w_is_out(j->what[i]))
-            j->out.f[W_OUT - j->what[i]] = p;
+            j->k.out.f[W_OUT - j->what[i]] = p;
         else if (w_is_stage(j->what[i]))
-            j->stage[W_STAGE - j->what[i]] = p;
+            j->k.stage.f[W_STAGE - j->what[i]] = p;
         else if (j->what[i] == W_GEOM)
-            j->v.geom = p;
+            j->k.v.geom = p;
         else
-            j->red = p;
+            j->k.red = p;
     }
     if (weft_ctx_gpu_count(ctx) == 0)
         return job_run(j);
@@ -273,12 +174,15 @@ static job *job_new(sim *s, int kern, int chunk)
         return NULL;
     const chunk_rt *cr = &s->ch[chunk];
     j->s = s;
-    j->kern = kern;
+    j->k.kern = kern;
     j->chunk = chunk;
-    j->v.nx = cr->c.nx;
-    j->v.ny = cr->c.ny;
-    j->v.pitch = (size_t)cr->c.nx + 5;
-    j->out = j->v;
+    j->k.v.nx = cr->c.nx;
+    j->k.v.ny = cr->c.ny;
+    j->k.v.pitch = (size_t)cr->c.nx + 5;
+    j->k.out = j->k.stage = j->k.v;
+    j->k.d = s->d;
+    j->k.chunk = &cr->c;
+    j->k.prof = &s->prof;
     return j;
 }
 
@@ -321,12 +225,12 @@ static void job_geom(job *j, unsigned mode)
  * ghosts), its staging array read. */
 static void job_unpack(job *j, const int *fields, int nfields, int depth)
 {
-    j->unpack = 1;
-    j->part = PART_BORDER;
-    j->nfields = nfields;
-    j->depth = depth;
+    j->k.unpack = 1;
+    j->k.part = PART_BORDER;
+    j->k.nfields = nfields;
+    j->k.depth = depth;
     for (int i = 0; i < nfields; i++) {
-        j->fields[i] = fields[i];
+        j->k.fields[i] = fields[i];
         job_field(j, fields[i], WEFT_RW);
         j->acc[j->nacc].data = j->s->ch[j->chunk].stage[fields[i]];
         j->acc[j->nacc].mode = WEFT_R;
@@ -368,7 +272,7 @@ static int job_spawn(job *j)
     const chunk_rt *cr = &s->ch[j->chunk];
     char name[40];
     static const char *const part_name[] = {"", ".interior", ".border"};
-    snprintf(name, sizeof name, "%s%s.c%d", kern_name[j->kern], part_name[j->part], j->chunk);
+    snprintf(name, sizeof name, "%s%s.c%d", kern_name[j->k.kern], part_name[j->k.part], j->chunk);
     weft_task_desc td;
     weft_task_desc_init(&td);
     td.body = job_body;
@@ -421,7 +325,7 @@ static int k_generate(sim *s, int c)
 static int k_ideal_gas(sim *s, int c, int predict)
 {
     NEWJOB(j, s, K_IDEAL_GAS, c);
-    j->a = predict;
+    j->k.a = predict;
     job_field(j, predict ? CF_DENSITY1 : CF_DENSITY0, WEFT_R);
     job_field(j, predict ? CF_ENERGY1 : CF_ENERGY0, WEFT_R);
     FIELDS(j, WEFT_RW, CF_PRESSURE, CF_SOUNDSPEED);
@@ -434,7 +338,7 @@ static int k_ideal_gas(sim *s, int c, int predict)
  * chunk unpacks before this one). */
 static void job_part(job *j, int part, const halo_upd *u)
 {
-    j->part = part;
+    j->k.part = part;
     if (part == PART_BORDER && u)
         job_unpack(j, u->fields, u->nfields, u->depth);
 }
@@ -465,8 +369,8 @@ static int k_calc_dt(sim *s, int c)
 static int k_pdv(sim *s, int c, int predict, double dt)
 {
     NEWJOB(j, s, K_PDV, c);
-    j->a = predict;
-    j->dt = dt;
+    j->k.a = predict;
+    j->k.dt = dt;
     FIELDS(j, WEFT_R, CF_XAREA, CF_YAREA, CF_VOLUME, CF_DENSITY0, CF_ENERGY0, CF_PRESSURE, CF_VISCOSITY,
            CF_XVEL0, CF_XVEL1, CF_YVEL0, CF_YVEL1);
     FIELDS(j, WEFT_RW, CF_DENSITY1, CF_ENERGY1, CF_WORK1);
@@ -486,7 +390,7 @@ static int k_revert(sim *s, int c)
 static int k_accelerate(sim *s, int c, double dt, int part, const halo_upd *u)
 {
     NEWJOB(j, s, K_ACCELERATE, c);
-    j->dt = dt;
+    j->k.dt = dt;
     job_part(j, part, u);
     FIELDS(j, WEFT_R, CF_DENSITY0, CF_VOLUME, CF_XAREA, CF_YAREA, CF_PRESSURE, CF_VISCOSITY, CF_XVEL0,
            CF_YVEL0);
@@ -497,7 +401,7 @@ static int k_accelerate(sim *s, int c, double dt, int part, const halo_upd *u)
 static int k_flux_calc(sim *s, int c, double dt)
 {
     NEWJOB(j, s, K_FLUX_CALC, c);
-    j->dt = dt;
+    j->k.dt = dt;
     FIELDS(j, WEFT_R, CF_XAREA, CF_YAREA, CF_XVEL0, CF_XVEL1, CF_YVEL0, CF_YVEL1);
     FIELDS(j, WEFT_RW, CF_VOL_FLUX_X, CF_VOL_FLUX_Y);
     return job_spawn(j);
@@ -509,8 +413,8 @@ static int k_flux_calc(sim *s, int c, double dt)
 static int k_advec_cell(sim *s, int c, int dir, int sweep, int part, const halo_upd *u)
 {
     NEWJOB(j, s, K_ADVEC_CELL, c);
-    j->b = dir;
-    j->c = sweep;
+    j->k.b = dir;
+    j->k.c = sweep;
     job_part(j, part, u);
     job_geom(j, WEFT_R);
     FIELDS(j, WEFT_R, CF_VOLUME, CF_VOL_FLUX_X, CF_VOL_FLUX_Y);
@@ -537,9 +441,9 @@ static int k_advec_cell(sim *s, int c, int dir, int sweep, int part, const halo_
 static int k_advec_mom(sim *s, int c, int vel, int dir, int sweep, int part, const halo_upd *u)
 {
     NEWJOB(j, s, K_ADVEC_MOM, c);
-    j->a = vel;
-    j->b = dir;
-    j->c = sweep;
+    j->k.a = vel;
+    j->k.b = dir;
+    j->k.c = sweep;
     job_part(j, part, u);
     job_geom(j, WEFT_R);
     FIELDS(j, WEFT_R, CF_VOLUME, CF_VOL_FLUX_X, CF_VOL_FLUX_Y, CF_DENSITY1);
@@ -581,10 +485,10 @@ static int k_summary(sim *s, int c)
 int cw_k_reflect(sim *s, int c, const int *fields, int nfields, int depth)
 {
     NEWJOB(j, s, K_REFLECT, c);
-    j->nfields = nfields;
-    j->depth = depth;
+    j->k.nfields = nfields;
+    j->k.depth = depth;
     for (int i = 0; i < nfields; i++) {
-        j->fields[i] = fields[i];
+        j->k.fields[i] = fields[i];
         job_field(j, fields[i], WEFT_RW);
     }
     return job_spawn(j);
@@ -1127,15 +1031,15 @@ static void profile(const sim *s, FILE *out, double wall)
 {
     uint64_t total = 0;
     for (int k = 0; k < K_N; k++)
-        total += s->ns[k];
+        total += s->prof.ns[k];
     fprintf(out, "\n Profile (kernel time summed over chunks; wall %.3f s)\n", wall);
     fprintf(out, " %-16s %10s %12s %8s\n", "kernel", "calls", "seconds", "share");
     for (int k = 0; k < K_N; k++) {
-        if (!s->calls[k])
+        if (!s->prof.calls[k])
             continue;
-        double sec = (double)s->ns[k] * 1e-9;
-        fprintf(out, " %-16s %10llu %12.4f %7.1f%%\n", kern_name[k], (unsigned long long)s->calls[k], sec,
-                total ? 100.0 * (double)s->ns[k] / (double)total : 0.0);
+        double sec = (double)s->prof.ns[k] * 1e-9;
+        fprintf(out, " %-16s %10llu %12.4f %7.1f%%\n", kern_name[k], (unsigned long long)s->prof.calls[k], sec,
+                total ? 100.0 * (double)s->prof.ns[k] / (double)total : 0.0);
     }
 }
 

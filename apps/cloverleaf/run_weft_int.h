@@ -4,33 +4,21 @@
 #ifndef CLOVER_RUN_WEFT_INT_H
 #define CLOVER_RUN_WEFT_INT_H
 
+#include "call.h"
 #include "clover.h"
 
 #include <weft.h>
 
 #include <stdatomic.h>
 #include <stdint.h>
-#include <time.h>
-
-/* The kernels (the profile counts each; run_weft.c names them). */
-enum kern {
-    K_INIT, K_GENERATE, K_IDEAL_GAS, K_VISCOSITY, K_CALC_DT, K_PDV, K_REVERT, K_ACCELERATE,
-    K_FLUX_CALC, K_ADVEC_CELL, K_ADVEC_MOM, K_RESET, K_SUMMARY, K_REFLECT, K_HALO, K_UNPACK, K_N
-};
 
 #define MAX_ACC 24
-#define MAX_HALO_FIELDS 10
 /* What a job's access is, beside a field f (>= 0): the geometry, the
  * reduction, field f's staging handle (W_STAGE - f), or the array a split
  * advection job writes field f's new values into (W_OUT - f). */
 enum { W_GEOM = -1, W_RED = -2, W_STAGE = -3, W_OUT = W_STAGE - CF_NFIELDS };
 static inline int w_is_stage(int w) { return w <= W_STAGE && w > W_OUT; }
 static inline int w_is_out(int w) { return w <= W_OUT; }
-
-/* The parts of a split kernel (a kernel after a staged halo update): the
- * whole kernel, its interior alone, or its border ring (after the staged
- * ghosts are copied into the fields). */
-enum { PART_WHOLE, PART_INTERIOR, PART_BORDER };
 
 typedef struct sim sim;
 
@@ -62,19 +50,13 @@ typedef struct chunk_rt {
  * queues (freed when the task finishes). */
 typedef struct job {
     sim *s;
-    int kern, chunk;
-    int a, b, c;                 /* predict, dir, sweep, vel as the kernel takes them */
-    double dt;
-    int fields[MAX_HALO_FIELDS], nfields, depth; /* the reflection's, or the staged update's (unpack) */
-    int part;                    /* PART_*: what of the kernel's domain this job computes */
-    int unpack;                  /* 1: first copy the staged ghosts of `fields` into the fields */
+    int chunk;
+    /* The call (call.h): the kernel and its arguments; its views, stage
+     * and reduction copy set where the body runs. */
+    clover_call k;
     size_t nacc;
     weft_access acc[MAX_ACC];
     signed char what[MAX_ACC];   /* field, W_GEOM, W_RED or W_STAGE - field */
-    clover_view v;
-    clover_view out;             /* where the body runs: the arrays a split advection part writes */
-    double *stage[CF_NFIELDS];   /* where the body runs: the staging arrays it reads (unpack) */
-    void *red;                   /* the reduction's private copy */
 } job;
 
 struct sim {
@@ -96,7 +78,7 @@ struct sim {
     int32_t err;                 /* REDUCE MAX: a PdV check failed */
     double sums[CS_N];           /* REDUCE SUM: the field summary */
     weft_data *dt_d, *err_d, *sums_d;
-    _Atomic uint64_t ns[K_N], calls[K_N];
+    clover_prof prof;
 };
 
 /* A halo update's fields and depth, as a split kernel's border job
@@ -107,12 +89,7 @@ typedef struct halo_upd {
 } halo_upd;
 
 /* Nanoseconds of a monotonic clock (the profile's kernel times). */
-static inline uint64_t now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
+static inline uint64_t now_ns(void) { return clover_now_ns(); }
 
 /* Whether chunk c is this rank's. */
 static inline int local(const sim *s, int c) { return c >= s->lo && c < s->hi; }
@@ -127,9 +104,9 @@ int cw_halo(sim *s, const int *fields, int nfields, int depth);
 /* halo_weft.c: a staged halo update of u's fields (into the chunks'
  * staging arrays; the next kernel's border jobs unpack it and reflect). */
 int cw_halo_staged(sim *s, const halo_upd *u);
-/* halo_weft.c: a border job's unpack of its staged update, on the host or
- * a virtual GPU (job_run), or queued on a CUDA stream (job_cuda). */
-void cw_unpack_host(const job *j);
+/* halo_weft.c: a border job's unpack of its staged update queued on a
+ * CUDA stream (job_cuda); on the host or a virtual GPU its call does it
+ * (clover_call_run). */
 int cw_unpack_cuda(const job *j, void *stream);
 
 #endif /* CLOVER_RUN_WEFT_INT_H */
