@@ -121,4 +121,34 @@ int clover_call_run(const clover_call *c)
 
 int clover_call_queued(void *arg) { return clover_call_run(arg); }
 
+void clover_call_bind(clover_call *c, const signed char *what, void *const *ptr, int n)
+{
+    for (int i = 0; i < n; i++) {
+        int w = what[i];
+        if (w >= 0)
+            c->v.f[w] = ptr[i];
+        else if (w <= CALL_OUT)
+            c->out.f[CALL_OUT - w] = ptr[i];
+        else if (w <= CALL_STAGE)
+            c->stage.f[CALL_STAGE - w] = ptr[i];
+        else if (w == CALL_GEOM)
+            c->v.geom = ptr[i];
+        else
+            c->red = ptr[i];
+    }
+}
+
+int clover_call_bound_run(void *arg)
+{
+    const clover_bound *b = arg;
+    if (b->n < 0 || b->n > CLOVER_CALL_MAX_ACC)
+        return -1;
+    clover_call c = b->c;
+    c.dt = b->dt;
+    clover_call_bind(&c, b->what, b->ptr, b->n);
+    return clover_call_run(&c);
+}
+
+size_t clover_bound_sizeof(void) { return sizeof(clover_bound); }
+
 size_t clover_call_sizeof(void) { return sizeof(clover_call); }

@@ -52,6 +52,34 @@ typedef struct clover_call {
     clover_prof *prof;           /* where its times go, or NULL */
 } clover_call;
 
+/* What a task's data access is to a call (the drivers' access lists):
+ * field f (>= 0), the geometry, the reduction's private copy, field f's
+ * staging array (CALL_STAGE - f) or its second array (CALL_OUT - f). */
+enum { CALL_GEOM = -1, CALL_RED = -2, CALL_STAGE = -3, CALL_OUT = CALL_STAGE - CF_NFIELDS };
+#define CLOVER_CALL_MAX_ACC 24
+
+/* Point the call's views (and its reduction) at where the task's n
+ * accesses are: ptr[i] is access i, what[i] says which it is. */
+void clover_call_bind(clover_call *c, const signed char *what, void *const *ptr, int n);
+
+/* A call with its accesses, bound where it runs (clover_call_bound_run):
+ * the Python driver's argument, made of bytes (a template, then dt and the
+ * pointers its task's context gives); ptr has n entries. */
+typedef struct clover_bound {
+    clover_call c;
+    int32_t n;
+    signed char what[CLOVER_CALL_MAX_ACC];
+    double dt;                   /* the call's dt (a kernel that takes none ignores it) */
+    void *ptr[];
+} clover_bound;
+
+/* Bind a copy of b's call (clover_call_bind) and run it.  As int (*)(void *)
+ * for ctx.queue_native. */
+int clover_call_bound_run(void *b);
+
+/* sizeof(clover_bound) (where ptr starts), for the Python driver's check. */
+size_t clover_bound_sizeof(void);
+
 /* Run the call.  Returns 0, or -1 (nothing run) for an unknown kernel.
  * Thread-safe for calls on distinct arrays (the profile is atomic). */
 int clover_call_run(const clover_call *c);

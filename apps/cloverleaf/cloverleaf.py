@@ -89,6 +89,7 @@ beside this one):
 import argparse
 import ctypes
 import os
+import struct
 import sys
 import time
 from ctypes import POINTER, byref, c_char_p, c_double, c_int, c_int32, c_size_t, c_uint, c_void_p
@@ -217,6 +218,14 @@ def kernels():
             raise RuntimeError(f"cloverleaf: ctypes lays out {cls.__name__} in {ctypes.sizeof(cls)} bytes, "
                                f"C in {size}: clover.h and this file disagree")
     lib = ctypes.CDLL(path)  # CDLL (not PyDLL): each call releases the GIL
+    if not hasattr(lib, "clover_call_run"):
+        raise RuntimeError(f"cloverleaf: {path} is older than this driver (it has no clover_call_run): rebuild it "
+                           "(cd build && make clover_kernels, or pip install . again)")
+    for cls, size_fn in ((CloverCall, lib.clover_call_sizeof), (CloverBound, lib.clover_bound_sizeof)):
+        size_fn.restype = c_size_t
+        if size_fn() != ctypes.sizeof(cls):
+            raise RuntimeError(f"cloverleaf: ctypes lays out {cls.__name__} in {ctypes.sizeof(cls)} bytes, "
+                               f"C in {size_fn()}: call.h and this file disagree")
     sig = {
         "clover_deck_parse": (c_int, [c_char_p, c_char_p, POINTER(CloverDeck), c_char_p, c_size_t]),
         "clover_deck_load": (c_int, [c_char_p, POINTER(CloverDeck), c_char_p, c_size_t]),
@@ -253,6 +262,10 @@ def kernels():
         "clover_format_verify": (c_int, [c_char_p, c_size_t, POINTER(CloverDeck), c_double]),
         "clover_reference_ke": (c_double, [c_int]),
         "clover_write_png": (c_int, [c_char_p, PD, c_int, c_int, c_size_t]),
+        "clover_call_run": (c_int, [c_void_p]),
+        "clover_call_bound_run": (c_int, [c_char_p]),
+        "clover_call_sizeof": (c_size_t, []),
+        "clover_bound_sizeof": (c_size_t, []),
         "clover_serial_run": (c_int, [POINTER(CloverDeck), c_int, c_void_p, PD, POINTER(CloverSerialOut)]),
     }
     for name, (res, args) in sig.items():
@@ -401,6 +414,34 @@ KERN_NAMES = ("initialise", "generate", "ideal_gas", "viscosity", "calc_dt", "pd
               "flux_calc", "advec_cell", "advec_mom", "reset_field", "field_summary", "halo_reflect",
               "halo_exchange", "halo_unpack")
 
+K_N = len(KERN_NAMES)
+MAX_HALO_FIELDS = 10
+
+
+class CloverProf(ctypes.Structure):
+    _fields_ = [("ns", ctypes.c_uint64 * K_N), ("calls", ctypes.c_uint64 * K_N)]
+
+
+class CloverCall(ctypes.Structure):
+    """call.h's clover_call: one kernel call on one chunk, as both drivers
+    run it (clover_call_run); its size is checked against the library's."""
+    _fields_ = [("kern", c_int), ("part", c_int), ("a", c_int), ("b", c_int), ("c", c_int), ("dt", c_double),
+                ("fields", c_int * MAX_HALO_FIELDS), ("nfields", c_int), ("depth", c_int), ("unpack", c_int),
+                ("v", CloverView), ("out", CloverView), ("stage", CloverView), ("red", c_void_p),
+                ("d", c_void_p), ("chunk", c_void_p), ("prof", c_void_p)]
+
+
+MAX_ACC = 24   # call.h's CLOVER_CALL_MAX_ACC
+
+
+class CloverBound(ctypes.Structure):
+    """call.h's clover_bound without its pointers (they follow it): a call
+    and what each of its task's accesses is to it, bound where it runs."""
+    _fields_ = [("c", CloverCall), ("n", ctypes.c_int32), ("what", ctypes.c_byte * MAX_ACC), ("dt", c_double)]
+
+
+_DT_KERNELS = (K_PDV, K_ACCELERATE, K_FLUX_CALC)   # their last argument is the step's dt
+
 GEOM = -1       # an access to the chunk's geometry array (in a job's access list)
 RED = -2        # the access to the reduction buffer
 STAGE = -3      # STAGE - f: the access to field f's staging array (a split kernel's border)
@@ -477,9 +518,10 @@ class _Chunk:
         self.geom_data = rt.data(self.geom)
         self.placement = weft.gpu(gpu) if gpu >= 0 else None
         self.ref = byref(self.c)
-        # The host view: every field's host array.  Kernels on the CPU run on
-        # it (the host arrays never move); nothing writes the struct after
-        # this, so concurrent tasks of the chunk may share it.
+        # The host view: every field's host array, for the host's halo
+        # reflections (kernel tasks bind their calls to the addresses of
+        # their accesses); nothing writes the struct after this, so
+        # concurrent tasks of the chunk may share it.
         v = CloverView(c.nx, c.ny, self.pitch)
         for f, a in enumerate(self.arrays):
             v.f[f] = a.ctypes.data
@@ -489,28 +531,25 @@ class _Chunk:
         # Split kernels (run_weft.c's chunk_rt.stage): the staged halo
         # updates' ghosts as received, an array of the field's shape per
         # field of STAGED_FIELDS (the same offsets; only the ghost blocks
-        # are written), and a view of them for clover_halo_unpack.
+        # are written).
         self.stage_arrays = [None] * CF_NFIELDS
         self.stage_data = [None] * CF_NFIELDS
-        sv = CloverView(c.nx, c.ny, self.pitch)
         if split:
             staged = STAGED_FIELDS + (STAGED_ADV if split_adv else ())
             self.stage_mem = np.zeros(fc * len(staged))
             for i, f in enumerate(staged):
                 a = self.stage_mem[i * fc:(i + 1) * fc].reshape(shape)
                 self.stage_arrays[f], self.stage_data[f] = a, rt.data(a)
-                sv.f[f] = a.ctypes.data
-        self.stage_view_ptr = ctypes.pointer(sv)
         # The split advection's second arrays (run_weft.c's chunk_rt.out):
         # its parts read a field and write its second array; after a
         # kernel's border part the two swap (swap), so that arrays[f] and
         # data[f] always name the newest values.  The host views of every
-        # state of the swaps (_Sim.swapped's bits) are made on first use:
-        # a view is never written once made (tasks share it).
+        # state of the swaps (_Sim.swapped's bits; the reflections') are
+        # made on first use: a view is never written once made (tasks
+        # share it).
         self.out_arrays = [None] * CF_NFIELDS
         self.out_data = [None] * CF_NFIELDS
         self.views = {0: self.view_ptr}
-        self.out_views = {}
         if split_adv:
             self.out_mem = np.zeros(fc * 4)
             for i, f in enumerate((CF_DENSITY1, CF_ENERGY1, CF_XVEL1, CF_YVEL1)):
@@ -530,16 +569,6 @@ class _Chunk:
             v.geom = self.geom.ctypes.data
             self.views[state] = ctypes.pointer(v)
         self.view_ptr = self.views[state]
-
-    def out_view(self, state):
-        """The host view of the second arrays in swap state `state`."""
-        if state not in self.out_views:
-            v = CloverView(self.nx, self.ny, self.pitch)
-            for f, a in enumerate(self.out_arrays):
-                if a is not None:
-                    v.f[f] = a.ctypes.data
-            self.out_views[state] = ctypes.pointer(v)
-        return self.out_views[state]
 
     def handle(self, what):
         if what <= OUT:
@@ -568,17 +597,22 @@ class _Job:
     the accesses as weft.Data tuples, and for a GPU body the field each
     access is (`order`, in weft's view order: reads, then readwrites, then
     the reduction).  A split kernel's border job also reads staging arrays
-    (STAGE - f in `order`) and has `pre`, called with the fields' view and
-    the staging arrays' view before the kernel (the unpack and the
-    reflection, which profile themselves)."""
+    (STAGE - f in `order`).  The host's and the virtual GPUs' bodies run
+    its call (call.h's clover_bound, made by _Sim._bind: the kernel and its
+    arguments, a border job's unpack and reflection, what each access is):
+    `head`, its bytes up to dt, then `tail` packs dt and the addresses of
+    the task's accesses where it runs.  fn (the C kernel; None for a split
+    part) and its arguments name kernels.cu's function for a CUDA chunk."""
 
     __slots__ = ("chunk", "kern", "name", "fn", "static", "reads", "readwrites", "reduces", "order", "nreads",
-                 "red", "pre", "cu", "cu_static", "view_ptr", "out_ptr")
+                 "red", "part", "cu", "cu_static", "head", "tail", "ridx", "widx", "has_dt")
 
     def __init__(self, chunk, kern, fn, static, reads, readwrites, red=RED_NONE, red_buf=None, red_op=None,
-                 part=PART_WHOLE, pre=None):
+                 part=PART_WHOLE):
         self.chunk, self.kern, self.fn, self.static, self.red = chunk, kern, fn, tuple(static), red
-        self.pre = pre
+        self.part = part
+        self.head = self.tail = None
+        self.has_dt = kern in _DT_KERNELS
         self.name = f"{KERN_NAMES[kern]}{PART_SUFFIX[part]}.c{chunk.index}"
         self.reads = tuple(chunk.handle(w) for w in reads)
         self.readwrites = tuple(chunk.handle(w) for w in readwrites)
@@ -588,46 +622,28 @@ class _Job:
         # On a CUDA GPU: kernels.cu's function and its fixed arguments (the
         # C kernel's, but calc_dt takes no chunk); _Sim.job sets them.
         self.cu, self.cu_static = None, self.static
-        # The chunk's host view when the job was made (the swap state is
-        # part of the job's key), and for a split advection part the view of
-        # its second arrays (the kernel's `out`; fn then takes it second).
-        self.view_ptr, self.out_ptr = chunk.view_ptr, None
+        # A queued call's ranges: every access read, the updated ones written.
+        n = len(self.order)
+        self.ridx, self.widx = tuple(range(n)), tuple(range(self.nreads, n))
 
 
 def _cpu_body(sim, job, args):
-    """A kernel task on the CPU: the kernel on the chunk's host arrays (the
-    reduction's private copy through the task's view of it)."""
-    red = weft.context().view(len(job.order) - 1).ptr if job.red != RED_NONE else 0
-    sim.execute(job, job.view_ptr, args, red, job.chunk.stage_view_ptr, job.out_ptr)
+    """A kernel task on the CPU: the job's call, bound to the chunk's host
+    arrays and the reduction's private copy (the C call releases the GIL)."""
+    arg = job.head + job.tail.pack(args[-1] if job.has_dt else 0.0, *weft.context().addresses)
+    if sim.lib.clover_call_bound_run(arg) != 0:
+        raise RuntimeError(f"cloverleaf: {job.name}: no such kernel")
 
 
 def _gpu_body(sim, job, args):
-    """A kernel task on a GPU: point a clover_view at the task's device
-    replicas and queue the kernel on the task's stream, naming what it reads
-    and writes (the virtual GPUs' checking mode checks them).  The view is
-    the task's own: the queued kernel runs after the body returns."""
+    """A kernel task on a virtual GPU: the job's call, bound to the task's
+    device replicas, queued on its stream (ctx.queue_native: the stream's
+    thread calls it without Python), naming by index what it reads and
+    writes (the virtual GPUs' checking mode checks them; an update in
+    place is named in both)."""
     ctx = weft.context()
-    views = ctx.views
-    c = job.chunk
-    v = CloverView(c.nx, c.ny, c.pitch)
-    sv = CloverView(c.nx, c.ny, c.pitch)   # the staging arrays' replicas (a border job)
-    ov = CloverView(c.nx, c.ny, c.pitch)   # the second arrays' (a split advection part)
-    red = 0
-    for what, vw in zip(job.order, views):
-        if what >= 0:
-            v.f[what] = vw.ptr
-        elif what <= OUT:
-            ov.f[OUT - what] = vw.ptr
-        elif what <= STAGE:
-            sv.f[STAGE - what] = vw.ptr
-        elif what == GEOM:
-            v.geom = vw.ptr
-        else:
-            red = vw.ptr
-    # Updated accesses (readwrites, the reduction's copy) are named in both
-    # lists: read and written in place.
-    ctx.queue(sim.execute, job, ctypes.pointer(v), args, red, ctypes.pointer(sv),
-              ctypes.pointer(ov) if job.out_ptr is not None else None, reads=views, writes=views[job.nreads:])
+    arg = job.head + job.tail.pack(args[-1] if job.has_dt else 0.0, *ctx.addresses)
+    ctx.queue_native(sim.bound_run, arg, reads=job.ridx, writes=job.widx)
 
 
 def _cuda_body(sim, job, args):
@@ -821,38 +837,11 @@ class _Sim:
         self.jobs = {}
         self.halos = {}
         self.prof = []     # (kernel, ns) per call; list.append is atomic, bodies run concurrently
+        self.cprof = CloverProf()   # the kernel calls' times (clover_call_run adds to it)
+        # what a virtual GPU's stream calls (ctx.queue_native), as an address once
+        self.bound_run = ctypes.cast(self.lib.clover_call_bound_run, c_void_p).value
 
     # -- kernels --------------------------------------------------------
-
-    def execute(self, job, view_ptr, args, red, stage_ptr, out_ptr=None):
-        """Run one kernel (on a worker, or on a GPU stream's thread): a
-        border job's unpack and reflection (job.pre, over the staging
-        arrays' view stage_ptr), the C call (a split advection part's with
-        the view of its second arrays, out_ptr), the fold into the
-        reduction's private copy at address red, the profile entry."""
-        if job.pre is not None:
-            job.pre(view_ptr, stage_ptr)
-        t0 = _now()
-        r = job.red
-        if out_ptr is not None:
-            job.fn(view_ptr, out_ptr, *args)
-        elif r == RED_NONE:
-            job.fn(view_ptr, *args)
-        elif r == RED_DT_MIN:
-            dt = job.fn(view_ptr, *args).dt
-            m = c_double.from_address(red)
-            if dt < m.value:
-                m.value = dt
-        elif r == RED_ERR_MAX:
-            if job.fn(view_ptr, *args):
-                c_int32.from_address(red).value = 1
-        else:  # RED_SUM: acc = acc + part, element by element, as run_weft.c
-            part = (c_double * CS_N)()
-            job.fn(view_ptr, part)
-            acc = (c_double * CS_N).from_address(red)
-            for i in range(CS_N):
-                acc[i] = acc[i] + part[i]
-        self.prof.append((job.kern, _now() - t0))
 
     def job(self, c, key):
         """The job `key` (a kernel and its fixed arguments) on chunk c, made
@@ -879,13 +868,7 @@ class _Sim:
             if part == PART_WHOLE:
                 j = _Job(ch, kind, lib.clover_k_viscosity, (), reads, writes)
             else:
-                rgs = self._ranges(ch.nx, ch.ny, part)
-                fn = lib.clover_k_viscosity_range
-
-                def run_parts(v, _rgs=rgs, _fn=fn):
-                    for r in _rgs:
-                        _fn(v, r)
-                j = self._split_job(ch, kind, run_parts, reads, writes, part, key[2:])
+                j = self._split_job(ch, kind, reads, writes, part, key[2:])
         elif kind == K_CALC_DT:
             j = _Job(ch, kind, lib.clover_k_calc_dt, (self.deck_ref, ch.ref),
                      (GEOM, CF_VOLUME, CF_XAREA, CF_YAREA, CF_DENSITY0, CF_ENERGY0, CF_PRESSURE, CF_VISCOSITY,
@@ -905,13 +888,7 @@ class _Sim:
             if part == PART_WHOLE:
                 j = _Job(ch, kind, lib.clover_k_accelerate, (), reads, writes)
             else:
-                rgs = self._ranges(ch.nx + 1, ch.ny + 1, part)   # over the nodes
-                fn = lib.clover_k_accelerate_range
-
-                def run_parts(v, dt, _rgs=rgs, _fn=fn):
-                    for r in _rgs:
-                        _fn(v, dt, r)
-                j = self._split_job(ch, kind, run_parts, reads, writes, part, key[2:])
+                j = self._split_job(ch, kind, reads, writes, part, key[2:])
         elif kind == K_FLUX_CALC:
             j = _Job(ch, kind, lib.clover_k_flux_calc, (),
                      (CF_XAREA, CF_YAREA, CF_XVEL0, CF_XVEL1, CF_YVEL0, CF_YVEL1), (CF_VOL_FLUX_X, CF_VOL_FLUX_Y))
@@ -924,16 +901,9 @@ class _Sim:
                          (CF_DENSITY1, CF_ENERGY1, mf) + WORK)
             else:   # a split part, out of place (run_weft.c's k_advec_cell)
                 part, upd = key[3:]
-                rgs = self._adv_ranges(ch.nx, ch.ny, 0, dr, part)
-                fn = lib.clover_k_advec_cell_range
-
-                def run_parts(v, ov, _rgs=rgs, _fn=fn, _dr=dr, _sweep=sweep):
-                    for r in _rgs:
-                        _fn(v, _dr, _sweep, r, ov)
-                j = self._split_job(ch, kind, run_parts,
+                j = self._split_job(ch, kind,
                                     (GEOM, CF_VOLUME, CF_VOL_FLUX_X, CF_VOL_FLUX_Y, CF_DENSITY1, CF_ENERGY1),
                                     (OUT - CF_DENSITY1, OUT - CF_ENERGY1, mf) + WORK, part, upd)
-                j.out_ptr = ch.out_view(self.swapped)
         elif kind == K_ADVEC_MOM:
             vel, dr, sweep = key[1:4]
             if len(key) == 4:
@@ -943,17 +913,10 @@ class _Sim:
                          (vel,) + WORK)
             else:   # a split part: only the sweep's own mass flux (the other is the next advec_cell's)
                 part, upd = key[4:]
-                rgs = self._adv_ranges(ch.nx, ch.ny, 1, dr, part)
-                fn = lib.clover_k_advec_mom_range
-
-                def run_parts(v, ov, _rgs=rgs, _fn=fn, _vel=vel, _dr=dr, _sweep=sweep):
-                    for r in _rgs:
-                        _fn(v, _vel, _dr, _sweep, r, ov)
-                j = self._split_job(ch, kind, run_parts,
+                j = self._split_job(ch, kind,
                                     (GEOM, CF_VOLUME, CF_VOL_FLUX_X, CF_VOL_FLUX_Y, CF_DENSITY1,
                                      CF_MASS_FLUX_X if dr == 1 else CF_MASS_FLUX_Y, vel),
                                     (OUT - vel,) + WORK, part, upd)
-                j.out_ptr = ch.out_view(self.swapped)
         elif kind == K_RESET:
             j = _Job(ch, kind, lib.clover_k_reset_field, (), (CF_DENSITY1, CF_ENERGY1, CF_XVEL1, CF_YVEL1),
                      (CF_DENSITY0, CF_ENERGY0, CF_XVEL0, CF_YVEL0))
@@ -967,6 +930,7 @@ class _Sim:
             j = _Job(ch, kind, lib.clover_k_reflect, (arr, len(fields), depth, ch.c.edges), (), fields)
         else:
             raise ValueError(f"cloverleaf: no kernel {key!r}")
+        self._bind(ch, key, j)
         if ch.cuda:
             j.cu = getattr(self.cu, j.fn.__name__.replace("clover_k_", "clover_cu_"))
             if kind == K_CALC_DT:
@@ -974,46 +938,59 @@ class _Sim:
         self.jobs[(c, key, self.swapped)] = j
         return j
 
-    @staticmethod
-    def _ranges(dx, dy, part):
-        """The parts of a kernel's domain (dx x dy) a split job computes
-        (clover_split: the interior, or the four strips of the border
-        ring), as CloverRange references."""
-        r = (CloverRange * 5)()
-        kernels().clover_split(dx, dy, 1, r)
-        return [byref(r[0])] if part == PART_INTERIOR else [byref(r[i]) for i in range(1, 5)]
-
-    @staticmethod
-    def _adv_ranges(nx, ny, mom, dr, part):
-        """_ranges for an advection kernel (clover_advec_split's margins)."""
-        r = (CloverRange * 5)()
-        kernels().clover_advec_split(nx, ny, mom, dr, r)
-        return [byref(r[0])] if part == PART_INTERIOR else [byref(r[i]) for i in range(1, 5)]
-
-    def _split_job(self, ch, kind, fn, reads, writes, part, upd):
+    def _split_job(self, ch, kind, reads, writes, part, upd):
         """A split kernel's interior or border job (run_weft.c's job_part):
         the border's job first copies the staged ghosts of the update's
         fields (upd: (fields, depth)) into the fields and reflects on the
-        mesh's boundary, so it writes those fields and reads their staging
-        arrays.  A border job with upd None has no update to finish (an
-        advection part after another kernel's border, which did)."""
+        mesh's boundary (its call's unpack), so it writes those fields and
+        reads their staging arrays.  A border job with upd None has no
+        update to finish (an advection part after another kernel's border,
+        which did)."""
         if part == PART_INTERIOR or upd is None:
-            return _Job(ch, kind, fn, (), reads, writes, part=part)
-        fields, depth = upd
-        lib, sim, edges = self.lib, self, ch.c.edges
-        arr = (c_int * len(fields))(*fields)
-
-        def pre(v, sv):
-            t0 = _now()
-            lib.clover_halo_unpack(v, sv, ch.ref, arr, len(fields), depth)
-            t1 = _now()
-            sim.prof.append((K_UNPACK, t1 - t0))
-            if edges:
-                lib.clover_k_reflect(v, arr, len(fields), depth, edges)
-                sim.prof.append((K_REFLECT, _now() - t1))
+            return _Job(ch, kind, None, (), reads, writes, part=part)
+        fields = upd[0]
         rw = tuple(fields) + tuple(w for w in writes if w not in fields)
         rd = tuple(w for w in reads if w not in fields) + tuple(STAGE - f for f in fields)
-        return _Job(ch, kind, fn, (), rd, rw, part=part, pre=pre)
+        return _Job(ch, kind, None, (), rd, rw, part=part)
+
+    def _bind(self, ch, key, j):
+        """Job j's call (call.h's clover_bound; _Job says how it is used):
+        the kernel, its fixed arguments from the key, its part, a border
+        job's staged update (unpack) or the reflection's fields, and what
+        each access is (j.order)."""
+        kind = key[0]
+        b = CloverBound()
+        c = b.c
+        c.kern, c.part = kind, j.part
+        upd = None
+        if kind in (K_IDEAL_GAS, K_PDV):
+            c.a = key[1]
+        elif kind in (K_VISCOSITY, K_ACCELERATE):
+            upd = key[2:] or None
+        elif kind == K_ADVEC_CELL:
+            c.b, c.c = key[1:3]
+            upd = key[4] if len(key) > 3 else None
+        elif kind == K_ADVEC_MOM:
+            c.a, c.b, c.c = key[1:4]
+            upd = key[5] if len(key) > 4 else None
+        elif kind == K_REFLECT:
+            upd = key[1:3]
+        if upd is not None:
+            fields, depth = upd
+            c.fields[:len(fields)] = fields
+            c.nfields, c.depth = len(fields), depth
+            c.unpack = int(kind != K_REFLECT and j.part == PART_BORDER)
+        c.v = c.out = c.stage = CloverView(ch.nx, ch.ny, ch.pitch)
+        c.d = ctypes.addressof(self.deck)
+        c.chunk = ctypes.addressof(ch.c)
+        c.prof = ctypes.addressof(self.cprof)
+        n = len(j.order)
+        if n > MAX_ACC:
+            raise ValueError(f"cloverleaf: {j.name}: {n} accesses, more than call.h's {MAX_ACC}")
+        b.n = n
+        b.what[:n] = j.order
+        j.head = bytes(b)[:CloverBound.dt.offset]
+        j.tail = struct.Struct(f"=d{n}Q")
 
     def spawn(self, c, key, *dyn):
         """Spawn job `key` on chunk c (dyn: the arguments that change, dt)."""
@@ -1359,7 +1336,7 @@ class _Sim:
 
     def profile(self):
         """kernel name -> (calls, seconds), in run_weft.c's order."""
-        ns, calls = [0] * len(KERN_NAMES), [0] * len(KERN_NAMES)
+        ns, calls = list(self.cprof.ns), list(self.cprof.calls)   # the calls' own (call.h)
         for k, t in self.prof:
             ns[k] += t
             calls[k] += 1

@@ -133,19 +133,10 @@ static int job_cuda_queued(void *arg)
 static int job_body(weft_ctx *ctx, void *arg)
 {
     job *j = arg;
-    for (size_t i = 0; i < j->nacc; i++) {
-        void *p = weft_ctx_data(ctx, i);
-        if (j->what[i] >= 0)
-            j->k.v.f[j->what[i]] = p;
-        else if (w_is_out(j->what[i]))
-            j->k.out.f[W_OUT - j->what[i]] = p;
-        else if (w_is_stage(j->what[i]))
-            j->k.stage.f[W_STAGE - j->what[i]] = p;
-        else if (j->what[i] == W_GEOM)
-            j->k.v.geom = p;
-        else
-            j->k.red = p;
-    }
+    void *ptr[MAX_ACC];
+    for (size_t i = 0; i < j->nacc; i++)
+        ptr[i] = weft_ctx_data(ctx, i);
+    clover_call_bind(&j->k, j->what, ptr, (int)j->nacc);
     if (weft_ctx_gpu_count(ctx) == 0)
         return job_run(j);
 #if defined(CLOVER_HAVE_CUDA) && !defined(CLOVER_CUDA_ON_VGPU)

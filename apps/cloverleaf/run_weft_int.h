@@ -12,13 +12,11 @@
 #include <stdatomic.h>
 #include <stdint.h>
 
-#define MAX_ACC 24
-/* What a job's access is, beside a field f (>= 0): the geometry, the
- * reduction, field f's staging handle (W_STAGE - f), or the array a split
- * advection job writes field f's new values into (W_OUT - f). */
-enum { W_GEOM = -1, W_RED = -2, W_STAGE = -3, W_OUT = W_STAGE - CF_NFIELDS };
-static inline int w_is_stage(int w) { return w <= W_STAGE && w > W_OUT; }
-static inline int w_is_out(int w) { return w <= W_OUT; }
+#define MAX_ACC CLOVER_CALL_MAX_ACC
+/* What a job's access is, beside a field f (>= 0): call.h's CALL_GEOM,
+ * CALL_RED, CALL_STAGE - f (field f's staging handle) or CALL_OUT - f
+ * (the array a split advection job writes field f's new values into). */
+enum { W_GEOM = CALL_GEOM, W_RED = CALL_RED, W_STAGE = CALL_STAGE, W_OUT = CALL_OUT };
 
 typedef struct sim sim;
 

@@ -184,10 +184,36 @@ def test_misuse_is_refused_clearly(lib):
             run(-5)
         with pytest.raises(TypeError, match="arg is not None or a contiguous buffer"):
             run(lib.is_null, 3)
-        with pytest.raises(TypeError, match=r"writes\[0\] is not a contiguous writable buffer"):
+        with pytest.raises(TypeError, match=r"writes\[0\] is not an access index or a contiguous writable buffer"):
             run(lib.is_null, writes=b"x")
         with pytest.raises(ValueError, match="gpu=1 of a task on 1 GPU"):
             run(lib.is_null, gpu=1)
         with pytest.raises(RuntimeError, match="queue_native\\(\\): only from the body of a task placed on GPUs"):
             rt.spawn(lambda: weft.context().queue_native(lib.is_null)).result()
         rt.spawn(lambda: weft.context().queue_native(lib.is_null), placement="gpu").result()  # still usable
+
+
+def test_accesses_named_by_index(lib, monkeypatch):
+    """ctx.addresses gives where each access is (as the views' ptr); reads
+    and writes may name the task's accesses by index: in checking mode an
+    access only written (by index) is filled with 0xDB before the call."""
+    np = pytest.importorskip("numpy")
+    monkeypatch.setenv("WEFT_VGPU_CHECK", "1")
+    rt = weft.Runtime(workers=2, devices="cpu,vgpu:2")
+    monkeypatch.delenv("WEFT_VGPU_CHECK")
+    src, out = np.ones(8), np.zeros(8)
+    with rt:
+        def body():
+            ctx = weft.context()
+            a = ctx.addresses
+            assert a == tuple(v.ptr for v in ctx.views) and a[0] != src.ctypes.data
+            ctx.queue_native(lib.first_byte, First(a[1], a[0]), reads=[1], writes=[0])
+            ctx.queue_native(lib.add, Add(a[1], 8, 2.0), reads=[1], writes=[1])
+            with pytest.raises(IndexError, match="no data access 2 \\(it has 2\\)"):
+                ctx.queue_native(lib.is_null, reads=[2])
+
+        rt.spawn(body, writes=[out], readwrites=[src], placement="gpu:0", device_data=True).result()
+        got = rt.spawn(lambda: (bytes(out.view(np.uint8)[:2]), src.tolist()), reads=[out, src]).result()
+    assert got[1] == [3.0] * 8
+    # byte 0: src's first byte (1.0 is 00 .. f0 3f); byte 1: the checker's fill
+    assert got[0] == b"\x00\xdb"

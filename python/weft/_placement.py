@@ -251,6 +251,15 @@ class Context:
 
         return _weft._views(self._task)
 
+    @property
+    def addresses(self):
+        """Where each of the task's data accesses is, in order, as ints:
+        the address view(i).ptr gives, without making the views (for C code
+        handed pointers, e.g. through queue_native)."""
+        from . import _weft
+
+        return _weft._addresses(self._task)
+
     def array(self, which):
         """view(which) as an array of the library at hand, without a copy: a
         NumPy array for memory the host can address (the host's copy, a
@@ -278,7 +287,8 @@ class Context:
         An exception it raises fails the task.  From the body only.
 
         reads / writes: the buffers (one, or a list) it reads and writes
-        (views from view() too; a buffer in both is updated in place).
+        (views from view() too; a buffer in both is updated in place), or
+        an int i for the task's data access i where it runs (not a tile's).
         Virtual GPUs in checking mode (WEFT_VGPU_CHECK=1) check that what it
         reads was written by work it is ordered after, and fill what it only
         writes with 0xDB first; elsewhere they only document."""
@@ -302,8 +312,10 @@ class Context:
         return fails the task (RuntimeError).  It must not call Weft; a
         CFUNCTYPE of a Python function takes the GIL itself.
 
-        reads / writes: as queue()'s.  fn's object and the buffers are kept
-        alive until the task ends.  From the body only."""
+        reads / writes: as queue()'s (ints naming the task's accesses spare
+        making views: with `addresses`, a body that hands C its pointers
+        makes no Python object per access).  fn's object and the buffers
+        are kept alive until the task ends.  From the body only."""
         import ctypes
 
         from . import _weft

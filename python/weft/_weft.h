@@ -696,6 +696,10 @@ typedef struct weft_py_frame {
 extern _Thread_local weft_py_frame *weft_py_tl_frame WEFT_PY_TLS;
 
 extern PyType_Spec weft_py_view_spec;
+/* The running body's data access i where it runs (weft_ctx_data) and its
+ * size, as a range of this mode (an int in ctx.queue's reads / writes);
+ * -1 with an exception naming `what` (no such access, or a tile's). */
+int weft_py_access_range(Py_ssize_t i, unsigned mode, weft_range *out, const char *what);
 /* The array-interface type ("<f8") of one item of struct format fmt with
  * this itemsize; -1 for what a view does not describe. */
 int weft_py_typestr_of(const char *fmt, Py_ssize_t itemsize, char out[8]);

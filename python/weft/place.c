@@ -270,7 +270,8 @@ queue_ctx(const char *what, unsigned gpu)
 }
 
 /* The memory a queued piece of work reads and writes (for the virtual GPUs'
- * checking mode): the extents of the buffers in the tuples reads and writes,
+ * checking mode): the extents of the buffers in the tuples reads and writes
+ * (an int there: the task's data access of that index, where it runs),
  * *rw (PyMem_Calloc'd, NULL when none; the caller frees it), *n of them.
  * -1 with an exception naming `what` and the buffer at fault. */
 static int
@@ -284,16 +285,25 @@ queue_ranges(const char *what, PyObject *reads, PyObject *writes, weft_range **o
     }
     for (Py_ssize_t i = 0; i < n; i++) {
         PyObject *o = i < nr ? PyTuple_GET_ITEM(reads, i) : PyTuple_GET_ITEM(writes, i - nr);
-        Py_buffer view;
-        if (PyObject_GetBuffer(o, &view, PyBUF_ANY_CONTIGUOUS | (i < nr ? 0 : PyBUF_WRITABLE)) < 0) {
-            PyErr_Format(PyExc_TypeError, "%s: %s[%zd] is not a contiguous%s buffer ('%.100s')", what,
-                         i < nr ? "reads" : "writes", i < nr ? i : i - nr, i < nr ? "" : " writable",
-                         Py_TYPE(o)->tp_name);
-            PyMem_Free(rw);
-            return -1;
+        if (PyLong_Check(o) && !PyBool_Check(o)) { /* the task's access o, where it runs */
+            Py_ssize_t k = PyLong_AsSsize_t(o);
+            if ((k == -1 && PyErr_Occurred()) ||
+                weft_py_access_range(k, i < nr ? WEFT_R : WEFT_W, &rw[i], what) < 0) {
+                PyMem_Free(rw);
+                return -1;
+            }
+        } else {
+            Py_buffer view;
+            if (PyObject_GetBuffer(o, &view, PyBUF_ANY_CONTIGUOUS | (i < nr ? 0 : PyBUF_WRITABLE)) < 0) {
+                PyErr_Format(PyExc_TypeError, "%s: %s[%zd] is not an access index or a contiguous%s buffer "
+                             "('%.100s')", what, i < nr ? "reads" : "writes", i < nr ? i : i - nr,
+                             i < nr ? "" : " writable", Py_TYPE(o)->tp_name);
+                PyMem_Free(rw);
+                return -1;
+            }
+            rw[i] = (weft_range){view.buf, (size_t)view.len, i < nr ? WEFT_R : WEFT_W};
+            PyBuffer_Release(&view);
         }
-        rw[i] = (weft_range){view.buf, (size_t)view.len, i < nr ? WEFT_R : WEFT_W};
-        PyBuffer_Release(&view);
         /* Named in both (an update in place): read and written, so the
          * checking mode does not poison it as only written. */
         for (Py_ssize_t j = 0; i >= nr && j < nr; j++)

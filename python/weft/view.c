@@ -810,6 +810,48 @@ mod_views(PyObject *m, PyObject *args)
 }
 
 static PyObject *
+mod_addresses(PyObject *m, PyObject *args)
+{
+    (void)m;
+    PyObject *task = Py_None;
+    if (!PyArg_ParseTuple(args, "|O:_addresses", &task)) return NULL;
+    weft_py_frame *f = current_frame(task, "addresses");
+    if (f == NULL) return NULL;
+    Py_ssize_t n = f->acc ? PyTuple_GET_SIZE(f->acc) : 0;
+    PyObject *t = PyTuple_New(n);
+    for (Py_ssize_t i = 0; t && i < n; i++) {
+        PyObject *a = PyLong_FromVoidPtr(weft_ctx_data(f->ctx, (size_t)i));
+        if (a == NULL) Py_CLEAR(t);
+        else PyTuple_SET_ITEM(t, i, a);
+    }
+    return t;
+}
+
+int
+weft_py_access_range(Py_ssize_t i, unsigned mode, weft_range *out, const char *what)
+{
+    weft_py_frame *f = weft_py_tl_frame;
+    Py_ssize_t n = f && f->acc ? PyTuple_GET_SIZE(f->acc) : 0;
+    if (i < 0 || i >= n) {
+        PyErr_Format(PyExc_IndexError, "%s: the task has no data access %zd (it has %zd)", what, i, n);
+        return -1;
+    }
+    DataObject *d = (DataObject *)PyTuple_GET_ITEM(f->acc, i);
+    if (d->parent) {
+        PyErr_Format(PyExc_TypeError, "%s: access %zd is a tile's: name its view (ctx.view(%zd)) instead", what, i,
+                     i);
+        return -1;
+    }
+    void *p = weft_ctx_data(f->ctx, (size_t)i);
+    if (p == NULL) {
+        PyErr_Format(PyExc_RuntimeError, "%s: the task has no data access %zd", what, i);
+        return -1;
+    }
+    *out = (weft_range){p, d->has_view ? (size_t)d->view.len : 0, mode};
+    return 0;
+}
+
+static PyObject *
 mod_ctx_data(PyObject *m, PyObject *arg)
 {
     (void)m;
@@ -835,6 +877,8 @@ PyMethodDef weft_py_view_methods[] = {
      "registered object); task: the C id the Context was made for (weft.Context.view)."},
     {"_views", (PyCFunction)mod_views, METH_VARARGS,
      "_views(task=None): a weft.View of each access of the running body (weft.Context.views)."},
+    {"_addresses", (PyCFunction)mod_addresses, METH_VARARGS,
+     "_addresses(task=None): where each access of the running body is, as ints (weft.Context.addresses)."},
     {"_ctx_data", (PyCFunction)mod_ctx_data, METH_O,
      "_ctx_data(i): weft_ctx_data(ctx, i) of the running body as an int, or None (for tests)."},
     {"_frame_task", (PyCFunction)mod_frame_task, METH_NOARGS,
