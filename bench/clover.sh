@@ -11,6 +11,8 @@
 #     clover_roofline_ratio weft <achieved / the kernels' roofline bound>
 #   the Python driver beside the C driver, same deck, same devices, alternated:
 #     clover_py_vs_c weft <C time / Python time>              (goal >= 0.95)
+#   and on 4 virtual GPUs (beside the C driver's runs with the exchange):
+#     clover_py_vs_c_vgpu4 weft <C time / Python time>        (goal >= 0.95)
 #   4 virtual GPUs (one chunk each) and 2 MPI ranks, each with and without
 #   the halo exchange between chunks (--no-exchange):
 #     clover_halo_hidden weft <time with / time without>      (goal <= 1.1)
@@ -93,16 +95,24 @@ else
   echo "# no .venv (make python-venv): no Python driver figure"
 fi
 
-with=() without=()
+with=() without=() py_vg=()
 for i in $(seq "$reps"); do
   with+=("$(run vgpu4 "$i" "$exe" --devices cpu,vgpu:4 "$deck")")
   without+=("$(run vgpu4_noex "$i" "$exe" --devices cpu,vgpu:4 --no-exchange "$deck")")
+  if [ -x "$py" ]; then
+    py_vg+=("$(run py_vgpu4 "$i" "$py" apps/cloverleaf/cloverleaf.py --devices cpu,vgpu:4 "$deck")")
+  fi
 done
 w=$(printf '%s\n' "${with[@]}" | median)
 wo=$(printf '%s\n' "${without[@]}" | median)
 echo "cpu,vgpu:4: with exchange ${with[*]} s, without ${without[*]} s"
 vg=$(awk -v a="$w" -v b="$wo" 'BEGIN { printf "%.3f", a / b }')
 echo "clover_halo_hidden_vgpu4 weft $vg"
+if [ ${#py_vg[@]} -gt 0 ]; then
+  pv=$(printf '%s\n' "${py_vg[@]}" | median)
+  echo "Python driver on cpu,vgpu:4: ${py_vg[*]} s (median $pv s)"
+  echo "clover_py_vs_c_vgpu4 weft $(awk -v c="$w" -v p="$pv" 'BEGIN { printf "%.3f", c / p }')"
+fi
 if command -v mpirun >/dev/null && ldd "$exe" 2>/dev/null | grep -q libmpi; then
   with=() without=()
   for i in $(seq "$reps"); do
