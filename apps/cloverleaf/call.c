@@ -151,4 +151,6 @@ int clover_call_bound_run(void *arg)
 
 size_t clover_bound_sizeof(void) { return sizeof(clover_bound); }
 
+size_t clover_prof_sizeof(void) { return sizeof(clover_prof); }
+
 size_t clover_call_sizeof(void) { return sizeof(clover_call); }

@@ -77,8 +77,10 @@ typedef struct clover_bound {
  * for ctx.queue_native. */
 int clover_call_bound_run(void *b);
 
-/* sizeof(clover_bound) (where ptr starts), for the Python driver's check. */
+/* sizeof(clover_bound) (where ptr starts) and sizeof(clover_prof), for the
+ * Python driver's check of its ctypes layouts. */
 size_t clover_bound_sizeof(void);
+size_t clover_prof_sizeof(void);
 
 /* Run the call.  Returns 0, or -1 (nothing run) for an unknown kernel.
  * Thread-safe for calls on distinct arrays (the profile is atomic). */

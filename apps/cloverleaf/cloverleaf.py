@@ -92,7 +92,7 @@ import os
 import struct
 import sys
 import time
-from ctypes import POINTER, byref, c_char_p, c_double, c_int, c_int32, c_size_t, c_uint, c_void_p
+from ctypes import POINTER, byref, c_char_p, c_double, c_int, c_size_t, c_uint, c_void_p
 
 import numpy as np
 
@@ -221,7 +221,8 @@ def kernels():
     if not hasattr(lib, "clover_call_run"):
         raise RuntimeError(f"cloverleaf: {path} is older than this driver (it has no clover_call_run): rebuild it "
                            "(cd build && make clover_kernels, or pip install . again)")
-    for cls, size_fn in ((CloverCall, lib.clover_call_sizeof), (CloverBound, lib.clover_bound_sizeof)):
+    for cls, size_fn in ((CloverCall, lib.clover_call_sizeof), (CloverBound, lib.clover_bound_sizeof),
+                         (CloverProf, lib.clover_prof_sizeof)):
         size_fn.restype = c_size_t
         if size_fn() != ctypes.sizeof(cls):
             raise RuntimeError(f"cloverleaf: ctypes lays out {cls.__name__} in {ctypes.sizeof(cls)} bytes, "
@@ -266,6 +267,7 @@ def kernels():
         "clover_call_bound_run": (c_int, [c_char_p]),
         "clover_call_sizeof": (c_size_t, []),
         "clover_bound_sizeof": (c_size_t, []),
+        "clover_prof_sizeof": (c_size_t, []),
         "clover_serial_run": (c_int, [POINTER(CloverDeck), c_int, c_void_p, PD, POINTER(CloverSerialOut)]),
     }
     for name, (res, args) in sig.items():
