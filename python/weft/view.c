@@ -792,17 +792,20 @@ mod_view(PyObject *m, PyObject *args)
     return make_view(weft_py_state_of_module(m), f, i);
 }
 
+/* A tuple of item(m, f, i) for each access i of the running body (task:
+ * the C id its Context was made for, or None); NULL with an exception. */
 static PyObject *
-mod_views(PyObject *m, PyObject *args)
+per_access(PyObject *m, PyObject *args, const char *fmt, const char *what,
+           PyObject *(*item)(PyObject *m, weft_py_frame *f, Py_ssize_t i))
 {
     PyObject *task = Py_None;
-    if (!PyArg_ParseTuple(args, "|O:_views", &task)) return NULL;
-    weft_py_frame *f = current_frame(task, "views");
+    if (!PyArg_ParseTuple(args, fmt, &task)) return NULL;
+    weft_py_frame *f = current_frame(task, what);
     if (f == NULL) return NULL;
     Py_ssize_t n = f->acc ? PyTuple_GET_SIZE(f->acc) : 0;
     PyObject *t = PyTuple_New(n);
     for (Py_ssize_t i = 0; t && i < n; i++) {
-        PyObject *v = make_view(weft_py_state_of_module(m), f, i);
+        PyObject *v = item(m, f, i);
         if (v == NULL) Py_CLEAR(t);
         else PyTuple_SET_ITEM(t, i, v);
     }
@@ -810,21 +813,28 @@ mod_views(PyObject *m, PyObject *args)
 }
 
 static PyObject *
-mod_addresses(PyObject *m, PyObject *args)
+view_item(PyObject *m, weft_py_frame *f, Py_ssize_t i)
+{
+    return make_view(weft_py_state_of_module(m), f, i);
+}
+
+static PyObject *
+address_item(PyObject *m, weft_py_frame *f, Py_ssize_t i)
 {
     (void)m;
-    PyObject *task = Py_None;
-    if (!PyArg_ParseTuple(args, "|O:_addresses", &task)) return NULL;
-    weft_py_frame *f = current_frame(task, "addresses");
-    if (f == NULL) return NULL;
-    Py_ssize_t n = f->acc ? PyTuple_GET_SIZE(f->acc) : 0;
-    PyObject *t = PyTuple_New(n);
-    for (Py_ssize_t i = 0; t && i < n; i++) {
-        PyObject *a = PyLong_FromVoidPtr(weft_ctx_data(f->ctx, (size_t)i));
-        if (a == NULL) Py_CLEAR(t);
-        else PyTuple_SET_ITEM(t, i, a);
-    }
-    return t;
+    return PyLong_FromVoidPtr(weft_ctx_data(f->ctx, (size_t)i));
+}
+
+static PyObject *
+mod_views(PyObject *m, PyObject *args)
+{
+    return per_access(m, args, "|O:_views", "views", view_item);
+}
+
+static PyObject *
+mod_addresses(PyObject *m, PyObject *args)
+{
+    return per_access(m, args, "|O:_addresses", "addresses", address_item);
 }
 
 int
