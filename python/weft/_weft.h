@@ -93,7 +93,11 @@
  *  - Task_dealloc releases the memory before freeing it and a new Task
  *    acquires it (the allocator orders reuse);
  *  - a Task published through a runtime dict is released before and
- *    acquired after (the dict's lock orders them).
+ *    acquired after (the dict's lock orders them);
+ *  - a C call queued with ctx.queue_native is released by the stream's
+ *    thread after the call and acquired before its memory is freed (the
+ *    task's end, the cell's drain and biased reference counting order
+ *    them; place.c).
  * No-ops in other builds. */
 #if defined(__SANITIZE_THREAD__)
 #define WEFT_PY_TSAN 1

@@ -366,20 +366,39 @@ mod_queue(PyObject *m, PyObject *args)
 /* ctx.queue_native(): a C function as GPU work, called without Python       */
 /* ------------------------------------------------------------------------ */
 
-/* What the stream's thread calls: fn on the copy of the argument.  It lives
- * in a bytes object in the task's cell (cell.keep), so nothing is freed when
- * it runs, and nothing leaks if the device skips it (a checking-mode
- * violation fails the task without calling it). */
+/* What the stream's thread calls: fn on the copy of the argument.  Raw
+ * memory (the stream's thread touches it without a thread state; TSan sees
+ * malloc's hand-offs, not mimalloc's) owned by a capsule in the task's cell
+ * (cell.keep), so nothing is freed when it runs, and nothing leaks if the
+ * device skips it (a checking-mode violation fails the task without
+ * calling it). */
 typedef struct native_call {
     int (*fn)(void *arg);
-    void *arg; /* the copy, after this header in the same bytes object; NULL for none */
+    void *arg;             /* data, or NULL for no argument */
+    max_align_t data[];    /* the argument's copy, aligned for any type */
 } native_call;
+
+#define NATIVE_CALL "weft.native_call"
+
+/* The capsule's last reference may be dropped on any thread, and its free
+ * may follow through CPython's biased reference counting (a hand-off TSan
+ * cannot see): the stream's thread's use happened before the task ended,
+ * which came before the cell was drained; declared as such. */
+static void
+native_call_free(PyObject *cap)
+{
+    native_call *q = PyCapsule_GetPointer(cap, NATIVE_CALL);
+    WEFT_PY_HANDOFF_ACQUIRE(q);
+    PyMem_RawFree(q);
+}
 
 static int
 run_native(void *arg)
 {
     const native_call *q = arg;
-    return q->fn(q->arg);
+    int rc = q->fn(q->arg);
+    WEFT_PY_HANDOFF_RELEASE(q); /* to native_call_free */
+    return rc;
 }
 
 static PyObject *
@@ -409,28 +428,24 @@ mod_queue_native(PyObject *m, PyObject *args)
                      Py_TYPE(argobj)->tp_name);
         return NULL;
     }
-    /* The header, then the argument's copy aligned for any type. */
-    const size_t align = _Alignof(max_align_t);
-    size_t len = (size_t)a.len, size = sizeof(native_call) + align + len;
-    PyObject *blob = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)size);
-    if (blob == NULL) {
+    size_t len = (size_t)a.len;
+    native_call *q = PyMem_RawMalloc(sizeof *q + len);
+    PyObject *cap = q ? PyCapsule_New(q, NATIVE_CALL, native_call_free) : NULL;
+    if (cap == NULL) {
         if (argobj != Py_None) PyBuffer_Release(&a);
-        return NULL;
+        PyMem_RawFree(q);
+        return q ? NULL : PyErr_NoMemory();
     }
-    char *base = PyBytes_AS_STRING(blob);
-    uintptr_t at = ((uintptr_t)base + align - 1) & ~(uintptr_t)(align - 1);
-    native_call *q = (native_call *)at;
-    char *copy = (char *)at + ((sizeof *q + align - 1) & ~(align - 1));
     q->fn = (int (*)(void *))(uintptr_t)addr;
-    q->arg = argobj == Py_None ? NULL : copy;
+    q->arg = argobj == Py_None ? NULL : q->data;
     if (argobj != Py_None) {
-        memcpy(copy, a.buf, len);
+        memcpy(q->data, a.buf, len);
         PyBuffer_Release(&a);
     }
     weft_range *rw;
     Py_ssize_t n;
     if (queue_ranges("queue_native()", reads, writes, &rw, &n) < 0) {
-        Py_DECREF(blob);
+        Py_DECREF(cap);
         return NULL;
     }
     /* Kept until the task ends (weft_py_arg_destroy, drained with a thread
@@ -438,14 +453,14 @@ mod_queue_native(PyObject *m, PyObject *args)
     cell *c = f->c;
     int rc = -1;
     if (c->keep == NULL) c->keep = PyList_New(0);
-    if (c->keep != NULL && PyList_Append(c->keep, blob) == 0 && PyList_Append(c->keep, fnobj) == 0) {
+    if (c->keep != NULL && PyList_Append(c->keep, cap) == 0 && PyList_Append(c->keep, fnobj) == 0) {
         rc = 0;
         for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(reads) && rc == 0; i++)
             rc = PyList_Append(c->keep, PyTuple_GET_ITEM(reads, i));
         for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(writes) && rc == 0; i++)
             rc = PyList_Append(c->keep, PyTuple_GET_ITEM(writes, i));
     }
-    Py_DECREF(blob); /* the list's reference keeps it */
+    Py_DECREF(cap); /* the list's reference keeps it */
     if (rc != 0) {
         PyMem_Free(rw);
         return NULL;
