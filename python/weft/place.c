@@ -401,6 +401,13 @@ run_native(void *arg)
     return rc;
 }
 
+/* Append o to the list keep unless it is an int; 0, or -1 with an exception. */
+static int
+keep_unless_int(PyObject *keep, PyObject *o)
+{
+    return PyLong_Check(o) ? 0 : PyList_Append(keep, o);
+}
+
 static PyObject *
 mod_queue_native(PyObject *m, PyObject *args)
 {
@@ -449,16 +456,17 @@ mod_queue_native(PyObject *m, PyObject *args)
         return NULL;
     }
     /* Kept until the task ends (weft_py_arg_destroy, drained with a thread
-     * state): the call, the function's object, the buffers its ranges name. */
+     * state): the call, the function's object, the buffers its ranges name
+     * (not ints: an address, an access index). */
     cell *c = f->c;
     int rc = -1;
     if (c->keep == NULL) c->keep = PyList_New(0);
-    if (c->keep != NULL && PyList_Append(c->keep, cap) == 0 && PyList_Append(c->keep, fnobj) == 0) {
-        rc = 0;
+    if (c->keep != NULL && PyList_Append(c->keep, cap) == 0) {
+        rc = keep_unless_int(c->keep, fnobj);
         for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(reads) && rc == 0; i++)
-            rc = PyList_Append(c->keep, PyTuple_GET_ITEM(reads, i));
+            rc = keep_unless_int(c->keep, PyTuple_GET_ITEM(reads, i));
         for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(writes) && rc == 0; i++)
-            rc = PyList_Append(c->keep, PyTuple_GET_ITEM(writes, i));
+            rc = keep_unless_int(c->keep, PyTuple_GET_ITEM(writes, i));
     }
     Py_DECREF(cap); /* the list's reference keeps it */
     if (rc != 0) {
