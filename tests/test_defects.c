@@ -281,10 +281,16 @@ static double readers_cost(int pending) {
     CHECK_OK(spawn_acc(rt, blocker, NULL, d, WEFT_RW, NULL)); /* the writer, held */
     CHECK(wait_flag(&blocker_in, 10000) == 0);
     for (int i = 0; i < pending; i++) CHECK_OK(spawn_acc(rt, test_noop, NULL, d, WEFT_R, NULL));
-    /* The cost of the next 2,000 spawns with `pending` readers waiting. */
-    uint64_t t0 = now_ns();
-    for (int i = 0; i < 2000; i++) CHECK_OK(spawn_acc(rt, test_noop, NULL, d, WEFT_R, NULL));
-    double per = (double)(now_ns() - t0) / 2000.0;
+    /* The cost of a spawn with `pending` readers waiting: the least of 20
+     * batches of 100 (a batch the OS preempted, on a busy machine, counts
+     * for nothing; a cost linear in the pending readers shows in every one). */
+    double per = 1e30;
+    for (int b = 0; b < 20; b++) {
+        uint64_t t0 = now_ns();
+        for (int i = 0; i < 100; i++) CHECK_OK(spawn_acc(rt, test_noop, NULL, d, WEFT_R, NULL));
+        double x = (double)(now_ns() - t0) / 100.0;
+        if (x < per) per = x;
+    }
     atomic_store(&gate, 1);
     CHECK_OK(weft_wait_all(rt));
     CHECK_OK(weft_data_unregister(d));
