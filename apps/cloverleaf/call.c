@@ -119,8 +119,6 @@ int clover_call_run(const clover_call *c)
     return 0;
 }
 
-int clover_call_queued(void *arg) { return clover_call_run(arg); }
-
 void clover_call_bind(clover_call *c, const signed char *what, void *const *ptr, int n)
 {
     for (int i = 0; i < n; i++) {

@@ -91,9 +91,6 @@ int clover_call_run(const clover_call *c);
  * many. */
 int clover_call_ranges(const clover_call *c, clover_range out[4]);
 
-/* The same as int (*)(void *), for a stream: weft_ctx_queue, ctx.queue_native. */
-int clover_call_queued(void *arg);
-
 /* sizeof(clover_call), for the Python driver's check of its ctypes layout. */
 size_t clover_call_sizeof(void);
 
