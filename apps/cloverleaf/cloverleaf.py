@@ -599,21 +599,24 @@ class _Job:
     the accesses as weft.Data tuples, and for a GPU body the field each
     access is (`order`, in weft's view order: reads, then readwrites, then
     the reduction).  A split kernel's border job also reads staging arrays
-    (STAGE - f in `order`).  The host's and the virtual GPUs' bodies run
-    its call (call.h's clover_bound, made by _Sim._bind: the kernel and its
-    arguments, a border job's unpack and reflection, what each access is):
-    `head`, its bytes up to dt, then `tail` packs dt and the addresses of
-    the task's accesses where it runs.  fn (the C kernel; None for a split
+    (STAGE - f in `order`).  On the host and on virtual GPUs the task's
+    body is native (weft.native of call.h's clover_call_bound_run: no
+    Python runs on the worker): its argument is `head`, the bytes of the
+    job's call up to dt (call.h's clover_bound, made by _Sim._bind: the
+    kernel and its arguments, a border job's unpack and reflection, what
+    each access is), then dt; weft appends the addresses of the task's
+    accesses where it runs, clover_bound's pointers.  `arg` is that
+    argument for a job without dt.  fn (the C kernel; None for a split
     part) and its arguments name kernels.cu's function for a CUDA chunk."""
 
     __slots__ = ("chunk", "kern", "name", "fn", "static", "reads", "readwrites", "reduces", "order", "nreads",
-                 "red", "part", "cu", "cu_static", "head", "tail", "ridx", "widx", "has_dt")
+                 "red", "part", "cu", "cu_static", "head", "arg", "has_dt")
 
     def __init__(self, chunk, kern, fn, static, reads, readwrites, red=RED_NONE, red_buf=None, red_op=None,
                  part=PART_WHOLE):
         self.chunk, self.kern, self.fn, self.static, self.red = chunk, kern, fn, tuple(static), red
         self.part = part
-        self.head = self.tail = None
+        self.head = self.arg = None
         self.has_dt = kern in _DT_KERNELS
         self.name = f"{KERN_NAMES[kern]}{PART_SUFFIX[part]}.c{chunk.index}"
         self.reads = tuple(chunk.handle(w) for w in reads)
@@ -624,28 +627,9 @@ class _Job:
         # On a CUDA GPU: kernels.cu's function and its fixed arguments (the
         # C kernel's, but calc_dt takes no chunk); _Sim.job sets them.
         self.cu, self.cu_static = None, self.static
-        # A queued call's ranges: every access read, the updated ones written.
-        n = len(self.order)
-        self.ridx, self.widx = tuple(range(n)), tuple(range(self.nreads, n))
 
 
-def _cpu_body(sim, job, args):
-    """A kernel task on the CPU: the job's call, bound to the chunk's host
-    arrays and the reduction's private copy (the C call releases the GIL)."""
-    arg = job.head + job.tail.pack(args[-1] if job.has_dt else 0.0, *weft.context().addresses)
-    if sim.lib.clover_call_bound_run(arg) != 0:
-        raise RuntimeError(f"cloverleaf: {job.name}: no such kernel")
-
-
-def _gpu_body(sim, job, args):
-    """A kernel task on a virtual GPU: the job's call, bound to the task's
-    device replicas, queued on its stream (ctx.queue_native: the stream's
-    thread calls it without Python), naming by index what it reads and
-    writes (the virtual GPUs' checking mode checks them; an update in
-    place is named in both)."""
-    ctx = weft.context()
-    arg = job.head + job.tail.pack(args[-1] if job.has_dt else 0.0, *ctx.addresses)
-    ctx.queue_native(sim.bound_run, arg, reads=job.ridx, writes=job.widx)
+_DT = struct.Struct("=d")
 
 
 def _cuda_body(sim, job, args):
@@ -840,8 +824,9 @@ class _Sim:
         self.halos = {}
         self.prof = []     # (kernel, ns) per call; list.append is atomic, bodies run concurrently
         self.cprof = CloverProf()   # the kernel calls' times (clover_call_run adds to it)
-        # what a virtual GPU's stream calls (ctx.queue_native), as an address once
-        self.bound_run = ctypes.cast(self.lib.clover_call_bound_run, c_void_p).value
+        # The kernel tasks' body on the host and on virtual GPUs (_Job):
+        # called by the worker, or queued on the task's stream, without Python.
+        self.native = weft.native(self.lib.clover_call_bound_run)
 
     # -- kernels --------------------------------------------------------
 
@@ -992,7 +977,7 @@ class _Sim:
         b.n = n
         b.what[:n] = j.order
         j.head = bytes(b)[:CloverBound.dt.offset]
-        j.tail = struct.Struct(f"=d{n}Q")
+        j.arg = j.head + _DT.pack(0.0)
 
     def spawn(self, c, key, *dyn):
         """Spawn job `key` on chunk c (dyn: the arguments that change, dt)."""
@@ -1000,11 +985,14 @@ class _Sim:
         ch = j.chunk
         # On a GPU all but the least share (run_weft.c's job_spawn): one
         # kernel task at a time per GPU, and the halo exchange beside it.
-        body = _cpu_body if ch.gpu < 0 else _cuda_body if ch.cuda else _gpu_body
-        self.rt.spawn(body, self, j, j.static + dyn, reads=j.reads,
-                      readwrites=j.readwrites,
-                      reduces=j.reduces, name=j.name, placement=ch.placement, device_data=ch.gpu >= 0,
-                      share=GPU_SHARE if ch.gpu >= 0 else None)
+        share = GPU_SHARE if ch.gpu >= 0 else None
+        if ch.cuda:
+            self.rt.spawn(_cuda_body, self, j, j.static + dyn, reads=j.reads, readwrites=j.readwrites,
+                          reduces=j.reduces, name=j.name, placement=ch.placement, device_data=True, share=share)
+        else:
+            self.rt.spawn(self.native, j.head + _DT.pack(dyn[-1]) if j.has_dt else j.arg, reads=j.reads,
+                          readwrites=j.readwrites, reduces=j.reduces, name=j.name, placement=ch.placement,
+                          device_data=ch.gpu >= 0, share=share)
 
     def each(self, key, *dyn):
         for c in range(self.lo, self.hi):

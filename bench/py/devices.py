@@ -5,6 +5,12 @@ beside Ray tasks on declared GPU resources, in the same run.
                                 quarter share each) whose body queues one
                                 zero-cost Python callable on its stream; from
                                 the first spawn to wait_all, per task
+    gpu_task_us weft_py_c <v>   the same, the body queueing a C function that
+                                does nothing (ctx.queue_native)
+    gpu_task_us weft_native <v> the same C function as the task's whole body
+                                (weft.native): no Python on the worker
+                                (both skipped, and said so, without a C
+                                compiler to build that function)
     multidev_task_us weft <v>   independent tasks on weft.gpu * 2 (whole
                                 GPUs, so two run at once on four), empty body;
                                 per task
@@ -23,9 +29,13 @@ Each figure is the median of --reps runs.
     python bench/py/devices.py [--tasks 20000] [--ray-tasks 60] [--reps 5]
 """
 import argparse
+import ctypes
 import os
+import shutil
 import statistics
+import subprocess
 import sys
+import tempfile
 import time
 
 import weft
@@ -51,6 +61,34 @@ def weft_gpu_task_us(n):
         t0 = time.perf_counter()
         for _ in range(n):
             rt.spawn(gpu_body, placement=weft.gpu, share=0.25)
+        rt.wait_all()
+        return (time.perf_counter() - t0) / n * 1e6
+
+
+def c_noop():
+    """A C function int noop(void *) that does nothing, compiled now (None
+    without a compiler)."""
+    cc = shutil.which("cc") or shutil.which("gcc")
+    if cc is None:
+        return None
+    d = tempfile.mkdtemp(prefix="weft-bench-")
+    with open(os.path.join(d, "noop.c"), "w") as f:
+        f.write("int noop(void *p) { (void)p; return 0; }\n")
+    so = os.path.join(d, "libnoop.so")
+    subprocess.run([cc, "-O2", "-shared", "-fPIC", "-o", so, os.path.join(d, "noop.c")], check=True)
+    return ctypes.CDLL(so).noop
+
+
+def weft_gpu_c_task_us(n, fn, native):
+    """gpu_task_us with a C body: queued by a Python body, or native."""
+    body = weft.native(fn) if native else (lambda: weft.context().queue_native(fn))
+    with weft.Runtime(workers=2, devices="cpu,vgpu:4") as rt:
+        for _ in range(200):
+            rt.spawn(body, placement=weft.gpu, share=0.25)
+        rt.wait_all()
+        t0 = time.perf_counter()
+        for _ in range(n):
+            rt.spawn(body, placement=weft.gpu, share=0.25)
         rt.wait_all()
         return (time.perf_counter() - t0) / n * 1e6
 
@@ -100,6 +138,13 @@ def main(argv=None):
     print(f"# Python {sys.version.split()[0]}, {os.cpu_count()} cores, devices cpu,vgpu:4, 2 workers", flush=True)
     g = statistics.median(weft_gpu_task_us(args.tasks) for _ in range(args.reps))
     print(f"gpu_task_us weft_py {g:.2f}", flush=True)
+    fn = c_noop()
+    if fn is None:
+        print("# gpu_task_us weft_py_c, weft_native: skipped (no C compiler)")
+    else:
+        for name, native in (("weft_py_c", False), ("weft_native", True)):
+            v = statistics.median(weft_gpu_c_task_us(args.tasks, fn, native) for _ in range(args.reps))
+            print(f"gpu_task_us {name} {v:.2f}", flush=True)
     m = statistics.median(weft_multidev_us(args.tasks // 2) for _ in range(args.reps))
     print(f"multidev_task_us weft {m:.2f}", flush=True)
     r = None if args.no_ray else ray_multidev_us(args.ray_tasks, args.reps, False)

@@ -61,6 +61,7 @@ from ._weft import (  # noqa: F401
     CancelledError,
     Communicator,
     Data,
+    Native,
     R,
     Runtime,
     Task,
@@ -78,6 +79,7 @@ from ._weft import (  # noqa: F401
 from ._weft import _close_all
 from ._comm import Grid, GridBlock, Transfer  # noqa: F401
 from ._placement import Context, DeviceSet, Variants, context, cpu, gpu, variants
+from ._native import native
 from . import _placement as _placement_mod
 
 _weft._set_placement(_placement_mod._normalize, _placement_mod._call_placed, Variants, DeviceSet, Context)
@@ -91,6 +93,8 @@ __all__ = [
     "TaskSpace",
     "Data",
     "View",
+    "Native",
+    "native",
     "CancelledError",
     "spawn",
     "wait_all",

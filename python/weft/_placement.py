@@ -316,18 +316,10 @@ class Context:
         making views: with `addresses`, a body that hands C its pointers
         makes no Python object per access).  fn's object and the buffers
         are kept alive until the task ends.  From the body only."""
-        import ctypes
-
         from . import _weft
+        from ._native import _c_address
 
-        if isinstance(fn, int) and not isinstance(fn, bool):
-            if fn <= 0:
-                raise ValueError(f"queue_native(): fn's address {fn} is not a function's")
-            addr = fn
-        elif isinstance(fn, ctypes._CFuncPtr):
-            addr = ctypes.cast(fn, ctypes.c_void_p).value or 0
-        else:
-            raise TypeError(f"queue_native(): fn is a ctypes function or an address, not {type(fn).__name__!r}")
+        addr = _c_address(fn, "queue_native()")
         _weft._queue_native(gpu, addr, fn, arg, int(model_ns), _buffers(reads), _buffers(writes))
 
     def each_device(self):

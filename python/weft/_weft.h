@@ -52,6 +52,8 @@
  *   wait.c     timeouts, waiting for a task or for a runtime, Ctrl-C
  *   view.c     weft.View: a task's data on its device (buffer protocol, the
  *              array interfaces, DLPack), valid until the task ends
+ *   place.c    placement, weft.Context's C side, ctx.queue / queue_native
+ *   native.c   weft.Native: a C function as a task's body, run without Python
  */
 #ifndef WEFT_PY_WEFT_H
 #define WEFT_PY_WEFT_H
@@ -147,6 +149,7 @@ typedef struct {
     PyTypeObject *Data_T;
     PyTypeObject *View_T;
     PyTypeObject *Comm_T;
+    PyTypeObject *Native_T;
     PyObject *CancelledError;
     /* MPI was started by weft (weft.mpi_init, or Communicator.mpi with MPI
      * not running): weft._close_all finalizes it at exit, after closing
@@ -396,6 +399,9 @@ typedef struct cell {
      * thread on first use, strong until the task ended (dropped with
      * placed, by a thread with a thread state), or NULL. */
     PyObject *keep;
+    /* A native body's call (native.c): made by the spawn, freed when the
+     * task ends (weft_py_arg_destroy, any thread); NULL for a Python body. */
+    struct weft_py_native_call *native;
 } cell;
 
 /* ------------------------------------------------------------------------ */
@@ -663,6 +669,45 @@ void weft_py_accs_free(weft_py_accs *a);
  * the handles given to weft_comm_post, so a Data with overlapping ranges
  * (relations) is refused. */
 #define WEFT_PY_COMM_ACCESS 0x80000000u
+
+/* ------------------------------------------------------------------------ */
+/* Native calls (native.c)                                                   */
+/* ------------------------------------------------------------------------ */
+
+/* One call of a C function `int fn(void *arg)` without Python: a native
+ * body's (made by its spawn) or one queued with ctx.queue_native.  Raw
+ * memory (PyMem_RawMalloc: a stream's thread touches it without a thread
+ * state), in one block: the ranges, the argument's copy (aligned for any
+ * type), then, 8-aligned after it, the addresses of a native body's
+ * accesses, which its trampoline fills where the task runs. */
+typedef struct weft_py_native_call {
+    int (*fn)(void *arg);
+    void *arg;           /* what fn gets: the argument's copy (the addresses after
+                            it), or NULL with neither */
+    uint64_t model_ns;   /* on a virtual GPU: the modelled time of the call */
+    int rc;              /* what fn returned, once it ran (read after the task ended) */
+    size_t nacc;         /* a native body's accesses (0 for queue_native) */
+    void **addr;         /* nacc: where each access is where the task runs */
+    weft_range *ranges;  /* nacc: each access's extent and mode, for the stream */
+    max_align_t data[];
+} weft_py_native_call;
+
+/* A call of fn on a copy of arg[0, len) (arg NULL: none), with room for
+ * nacc addresses; NULL when out of memory (no exception set).  Freed with
+ * PyMem_RawFree, on any thread. */
+weft_py_native_call *weft_py_native_call_new(int (*fn)(void *arg), uint64_t model_ns, const void *arg, size_t len,
+                                             size_t nacc);
+/* For weft_ctx_queue_rw: call q's function, keep its return. */
+int weft_py_native_run(void *q);
+extern PyType_Spec weft_py_native_spec;
+/* Whether fn is a weft.Native. */
+int weft_py_is_native(modstate *st, PyObject *fn);
+/* The call of a spawn of the weft.Native fn with argument argobj (None or
+ * a contiguous buffer) over the first na accesses of av (whole buffers:
+ * a tile is refused); NULL with an exception. */
+weft_py_native_call *weft_py_native_prepare(PyObject *fn, PyObject *argobj, const weft_py_accs *av, size_t na);
+/* The C body of a native task (the cell's native call). */
+int weft_py_native_trampoline(weft_ctx *ctx, void *arg);
 
 /* ------------------------------------------------------------------------ */
 /* Communication (comm.c)                                                    */

@@ -124,6 +124,13 @@ weft_py_arg_destroy(void *arg)
         weft_py_tl_attached = attached;
         if (!attached) weft_py_gil_give(NULL, g);
     }
+    if (c->native) {
+        /* Its function ran (or never will): on the worker, or on the
+         * stream's thread before the task ended. */
+        WEFT_PY_HANDOFF_ACQUIRE(c->native);
+        PyMem_RawFree(c->native);
+        c->native = NULL;
+    }
     atomic_fetch_sub_explicit(&r->inflight, 1, memory_order_relaxed);
     if (c->placed || c->keep) {
         /* Dropped later by a thread with a thread state: this may be a
@@ -168,9 +175,17 @@ weft_py_on_finish(void *arg, int status)
     weft_py_tl_attached = 1;
     TaskObject *t = c->placed;
     c->placed = NULL;
-    PyObject *exc = PyObject_CallFunction(PyExc_RuntimeError, "s",
-                                          "the weft task failed: its device work failed (WEFT_EDEVICE or a "
-                                          "kernel's error; see the message printed by the device)");
+    PyObject *exc;
+    if (c->native && c->native->rc != 0) { /* a native body, queued (native.c) */
+        PyObject *msg = PyUnicode_FromFormat("the native body %S returned %d on the GPU's stream", t->fn,
+                                             c->native->rc);
+        exc = msg ? PyObject_CallOneArg(PyExc_RuntimeError, msg) : NULL;
+        Py_XDECREF(msg);
+    } else {
+        exc = PyObject_CallFunction(PyExc_RuntimeError, "s",
+                                    "the weft task failed: its device work failed (WEFT_EDEVICE or a "
+                                    "kernel's error; see the message printed by the device)");
+    }
     if (exc == NULL) PyErr_Clear();
     if (weft_py_task_set_exc(t, exc)) weft_py_record_failure(r, t, NULL, exc, c->id);
     Py_DECREF(t);

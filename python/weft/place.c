@@ -366,18 +366,10 @@ mod_queue(PyObject *m, PyObject *args)
 /* ctx.queue_native(): a C function as GPU work, called without Python       */
 /* ------------------------------------------------------------------------ */
 
-/* What the stream's thread calls: fn on the copy of the argument.  Raw
- * memory (the stream's thread touches it without a thread state; TSan sees
- * malloc's hand-offs, not mimalloc's) owned by a capsule in the task's cell
+/* The call (native.c's record) is owned by a capsule in the task's cell
  * (cell.keep), so nothing is freed when it runs, and nothing leaks if the
  * device skips it (a checking-mode violation fails the task without
  * calling it). */
-typedef struct native_call {
-    int (*fn)(void *arg);
-    void *arg;             /* data, or NULL for no argument */
-    max_align_t data[];    /* the argument's copy, aligned for any type */
-} native_call;
-
 #define NATIVE_CALL "weft.native_call"
 
 /* The capsule's last reference may be dropped on any thread, and its free
@@ -387,18 +379,9 @@ typedef struct native_call {
 static void
 native_call_free(PyObject *cap)
 {
-    native_call *q = PyCapsule_GetPointer(cap, NATIVE_CALL);
+    weft_py_native_call *q = PyCapsule_GetPointer(cap, NATIVE_CALL);
     WEFT_PY_HANDOFF_ACQUIRE(q);
     PyMem_RawFree(q);
-}
-
-static int
-run_native(void *arg)
-{
-    const native_call *q = arg;
-    int rc = q->fn(q->arg);
-    WEFT_PY_HANDOFF_RELEASE(q); /* to native_call_free */
-    return rc;
 }
 
 /* Append o to the list keep unless it is an int; 0, or -1 with an exception. */
@@ -435,19 +418,13 @@ mod_queue_native(PyObject *m, PyObject *args)
                      Py_TYPE(argobj)->tp_name);
         return NULL;
     }
-    size_t len = (size_t)a.len;
-    native_call *q = PyMem_RawMalloc(sizeof *q + len);
+    weft_py_native_call *q = weft_py_native_call_new((int (*)(void *))(uintptr_t)addr, (uint64_t)model_ns,
+                                                     argobj == Py_None ? NULL : a.buf, (size_t)a.len, 0);
+    if (argobj != Py_None) PyBuffer_Release(&a);
     PyObject *cap = q ? PyCapsule_New(q, NATIVE_CALL, native_call_free) : NULL;
     if (cap == NULL) {
-        if (argobj != Py_None) PyBuffer_Release(&a);
         PyMem_RawFree(q);
         return q ? NULL : PyErr_NoMemory();
-    }
-    q->fn = (int (*)(void *))(uintptr_t)addr;
-    q->arg = argobj == Py_None ? NULL : q->data;
-    if (argobj != Py_None) {
-        memcpy(q->data, a.buf, len);
-        PyBuffer_Release(&a);
     }
     weft_range *rw;
     Py_ssize_t n;
@@ -473,7 +450,7 @@ mod_queue_native(PyObject *m, PyObject *args)
         PyMem_Free(rw);
         return NULL;
     }
-    rc = weft_ctx_queue_rw(ctx, gpu, run_native, q, (uint64_t)model_ns, rw, (size_t)n);
+    rc = weft_ctx_queue_rw(ctx, gpu, weft_py_native_run, q, q->model_ns, rw, (size_t)n);
     PyMem_Free(rw);
     if (rc != 0) return weft_py_err_weft(rc, "queue_native()");
     Py_RETURN_NONE;

@@ -13,10 +13,12 @@
 #define SMALL 8 /* dependencies and accesses kept on the stack */
 
 /* Submit t to the C runtime with the given C dependencies and accesses; a
- * slot (t->space set) goes into its C space under its key's index. */
+ * slot (t->space set) goes into its C space under its key's index.  nat: a
+ * native body's call (native.c), or NULL for a Python body; the task owns
+ * it from here on, whatever happens. */
 static int
 submit_c(RuntimeObject *r, TaskObject *t, weft_task **deps, size_t ndeps, weft_access *acc,
-         size_t nacc, const weft_placement *pl, size_t npl, int *rcp)
+         size_t nacc, const weft_placement *pl, size_t npl, weft_py_native_call *nat, int *rcp)
 {
     weft_space *space = NULL;
     /* The C runtime, read once: a close on another thread may clear r->rt
@@ -27,17 +29,22 @@ submit_c(RuntimeObject *r, TaskObject *t, weft_task **deps, size_t ndeps, weft_a
     if (rt == NULL && !t->space) {
         *rcp = WEFT_ECLOSED;
         PyErr_SetString(PyExc_RuntimeError, "spawn(): the weft runtime is closed");
+        PyMem_RawFree(nat);
         return -1;
     }
     if (t->space) {
         /* Binds the space to r; a slot cancelled before it was spawned
          * cancels its key's placeholder, which the C space passes on. */
-        if (weft_py_slot_handle(t, r) == NULL) return -1;
+        if (weft_py_slot_handle(t, r) == NULL) {
+            PyMem_RawFree(nat);
+            return -1;
+        }
         space = ((SpaceObject *)t->space)->s;
     }
     cell *c = malloc(sizeof *c);
     if (c == NULL) {
         PyErr_NoMemory();
+        PyMem_RawFree(nat);
         return -1;
     }
     c->t = (TaskObject *)Py_NewRef(t);
@@ -47,9 +54,10 @@ submit_c(RuntimeObject *r, TaskObject *t, weft_task **deps, size_t ndeps, weft_a
     c->next = NULL;
     c->scope = NULL;
     c->keep = NULL;
+    c->native = nat;
     weft_task_desc desc;
     weft_task_desc_init(&desc);
-    desc.body = weft_py_trampoline;
+    desc.body = nat ? weft_py_native_trampoline : weft_py_trampoline;
     desc.arg = c;
     desc.arg_destroy = weft_py_arg_destroy;
     desc.deps = deps;
@@ -465,9 +473,16 @@ spawn_impl(modstate *st, RuntimeObject *r, PyObject *const *args, Py_ssize_t nar
         return res;
     }
     PyObject *fn = args[0];
-    if (!PyCallable_Check(fn)) {
-        PyErr_Format(PyExc_TypeError, "spawn(): the task body must be callable, got '%.100s' object",
-                     Py_TYPE(fn)->tp_name);
+    /* A weft.Native body (native.c) takes one argument, copied now. */
+    int native = weft_py_is_native(st, fn);
+    if (!native && !PyCallable_Check(fn)) {
+        PyErr_Format(PyExc_TypeError, "spawn(): the task body must be callable or a weft.Native, got "
+                     "'%.100s' object", Py_TYPE(fn)->tp_name);
+        return NULL;
+    }
+    if (native && (nargs > 2 || (kw.kwargs && kw.kwargs != Py_None))) {
+        PyErr_Format(PyExc_TypeError, "spawn(): a native body takes one argument (a buffer, or None), "
+                     "not %s", nargs > 2 ? "several" : "kwargs=");
         return NULL;
     }
     if (r == NULL) {
@@ -561,6 +576,11 @@ spawn_impl(modstate *st, RuntimeObject *r, PyObject *const *args, Py_ssize_t nar
         if (weft_py_placement(st, &place_fn, kw.placement, kw.share, kw.memory, &pl, &npl, &bodies) < 0)
             goto done;
         fn = place_fn;
+        if (native && bodies) {
+            PyErr_SetString(PyExc_TypeError, "spawn(): a native body has no variants (spawn weft.variants of "
+                            "Python bodies)");
+            goto done;
+        }
     }
 
     deps = as_seq(kw.deps, st->Task_T, "deps", 0);
@@ -652,7 +672,7 @@ again:
     if (kw.name && kw.name != Py_None) Py_XSETREF(t->name, Py_NewRef(kw.name));
     t->fn = Py_NewRef(fn);
     Py_XSETREF(t->bodies, Py_XNewRef(bodies));
-    if (na > 0) {
+    if (na > 0 && !native) {
         /* For views (view.c): the Data of access i is acc[i]. */
         PyObject *acc = PyTuple_New(na);
         if (acc == NULL) goto undo;
@@ -662,7 +682,7 @@ again:
         t->acc_nreduces = red ? (uint32_t)PySequence_Fast_GET_SIZE(red) : 0; /* the last ones */
     }
     t->device_data = device_data;
-    if (nargs > 1) {
+    if (nargs > 1 && !native) {
         PyObject *a = PyTuple_New(nargs - 1);
         if (a == NULL) goto undo;
         for (Py_ssize_t i = 1; i < nargs; i++) {
@@ -679,8 +699,11 @@ again:
         if (t->kwargs == NULL) goto undo;
     }
 
+    /* A native body's call: its argument's copy, room for the addresses. */
+    weft_py_native_call *nat = NULL;
+    if (native && (nat = weft_py_native_prepare(fn, nargs > 1 ? args[1] : NULL, &av, na)) == NULL) goto undo;
     int src;
-    if (submit_c(r, t, dv, (size_t)nd, av.acc, av.n, pl, npl, &src) < 0) {
+    if (submit_c(r, t, dv, (size_t)nd, av.acc, av.n, pl, npl, nat, &src) < 0) {
         /* A range named only through an overlapping one began to be
          * unregistered while this spawn was on its way (it may block, and
          * let other threads run): its relations are gone now, so look the
