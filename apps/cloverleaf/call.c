@@ -4,6 +4,16 @@
 #include <string.h>
 #include <time.h>
 
+static const char *const kern_names[K_N] = {
+    "initialise", "generate", "ideal_gas", "viscosity", "calc_dt", "pdv", "revert", "accelerate",
+    "flux_calc", "advec_cell", "advec_mom", "reset_field", "field_summary", "halo_reflect", "halo_exchange",
+    "halo_unpack"};
+
+const char *clover_kern_name(int k)
+{
+    return k >= 0 && k < K_N ? kern_names[k] : "unknown";
+}
+
 uint64_t clover_now_ns(void)
 {
     struct timespec ts;

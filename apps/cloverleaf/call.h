@@ -3,9 +3,10 @@
  * where it runs, a split kernel's border job's unpack and reflection first,
  * the fold into a reduction's private copy, the time added to a profile.
  * The C driver's job bodies run it (run_weft.c's job_run); the Python
- * driver's CPU bodies call it through ctypes and its virtual-GPU bodies
- * queue it on their streams (ctx.queue_native: no Python on the stream's
- * thread).  Part of the kernel library (no Weft in it). */
+ * driver's tasks on the CPU and on virtual GPUs have clover_call_bound_run
+ * as their body (weft.native: no Python on the workers or the stream
+ * threads).  On a CUDA device call_cuda.h's clover_cu_call_run queues the
+ * same call.  Part of the kernel library (no Weft in it). */
 #ifndef CLOVER_CALL_H
 #define CLOVER_CALL_H
 
@@ -94,6 +95,8 @@ int clover_call_ranges(const clover_call *c, clover_range out[4]);
 /* sizeof(clover_call), for the Python driver's check of its ctypes layout. */
 size_t clover_call_sizeof(void);
 
+/* The kernel's name in the profile (K_*; "unknown" for another value). */
+const char *clover_kern_name(int k);
 /* Nanoseconds of a monotonic clock (the profile's kernel times). */
 uint64_t clover_now_ns(void);
 

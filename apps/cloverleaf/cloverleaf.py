@@ -1,7 +1,7 @@
 """CloverLeaf's Python driver over weft: the time-step loop of run_weft.c
 (the C driver) written against weft's Python API, calling the same compiled
-C kernels (libclover_kernels.so, through ctypes) on the CPU and on virtual
-GPUs, and on CUDA GPUs the same CUDA kernels as the C driver
+C kernels (libclover_kernels.so, as weft.native task bodies: no Python on
+the workers) on the CPU and on virtual GPUs, and on CUDA GPUs the same CUDA kernels as the C driver
 (libclover_cuda_kernels.so, built where nvcc is found), queued on each
 task's stream (weft.context().streams) with the task's device replicas.
 
@@ -43,10 +43,11 @@ beside this one):
   * Each kernel on each chunk is a task naming the fields it reads
     (reads=) and updates (readwrites=) exactly as run_weft.c's k_* functions
     do, so weft orders the kernels of the chunks by their data.  On the CPU
-    the body calls the C kernel on the host arrays (ctypes releases the GIL
-    for the call, so chunks run in parallel); on a (virtual) GPU the task is
-    placed on its chunk's GPU with device_data=True and its body queues the
-    kernel on the task's stream (ctx.queue) over the device replicas.
+    and on virtual GPUs the body is native, call.h's clover_call_bound_run
+    (weft.native): the worker calls it on the host arrays, or for a task
+    placed on its chunk's GPU with device_data=True queues it on the task's
+    stream over the device replicas, without Python.  On a CUDA GPU the
+    Python body launches kernels.cu's kernel on the task's stream.
   * Halo updates: the chunks on the mesh boundary reflect first, then
     every block a chunk takes from the chunks around it moves in one
     phase, across its faces and its corners (from the diagonal chunk, or
@@ -314,27 +315,11 @@ def cuda_kernels():
         _CU = False
         return None
     lib = ctypes.CDLL(path)
-    vp = c_void_p
-    sig = {
-        "clover_cu_initialise": [PV, POINTER(CloverDeck), POINTER(CloverChunk), vp],
-        "clover_cu_generate": [PV, POINTER(CloverDeck), vp],
-        "clover_cu_ideal_gas": [PV, c_int, vp],
-        "clover_cu_viscosity": [PV, vp],
-        "clover_cu_calc_dt": [PV, POINTER(CloverDeck), vp, vp],
-        "clover_cu_pdv": [PV, c_int, c_double, vp, vp],
-        "clover_cu_revert": [PV, vp],
-        "clover_cu_accelerate": [PV, c_double, vp],
-        "clover_cu_flux_calc": [PV, c_double, vp],
-        "clover_cu_advec_cell": [PV, c_int, c_int, vp],
-        "clover_cu_advec_mom": [PV, c_int, c_int, c_int, vp],
-        "clover_cu_reset_field": [PV, vp],
-        "clover_cu_field_summary": [PV, vp, vp],
-        "clover_cu_reflect": [PV, POINTER(c_int), c_int, c_int, c_uint, vp],
-        "clover_cu_use_device": [c_int],
-    }
-    for name, args in sig.items():
-        fn = getattr(lib, name)
-        fn.restype, fn.argtypes = c_int, args
+    if not hasattr(lib, "clover_cu_bound_run"):
+        raise RuntimeError(f"cloverleaf: {path} is older than this driver (it has no clover_cu_bound_run): "
+                           "rebuild it (cd build && make clover_cuda_kernels, or pip install . again)")
+    lib.clover_cu_bound_run.restype, lib.clover_cu_bound_run.argtypes = c_int, [c_char_p, c_void_p]
+    lib.clover_cu_use_device.restype, lib.clover_cu_use_device.argtypes = c_int, [c_int]
     _CU = lib
     return lib
 
@@ -606,15 +591,15 @@ class _Job:
     kernel and its arguments, a border job's unpack and reflection, what
     each access is), then dt; weft appends the addresses of the task's
     accesses where it runs, clover_bound's pointers.  `arg` is that
-    argument for a job without dt.  fn (the C kernel; None for a split
-    part) and its arguments name kernels.cu's function for a CUDA chunk."""
+    argument for a job without dt.  On a CUDA GPU the body appends them
+    itself (`ptrs`) and queues the call with kernels.cu's functions
+    (call_cuda.h's clover_cu_bound_run)."""
 
-    __slots__ = ("chunk", "kern", "name", "fn", "static", "reads", "readwrites", "reduces", "order", "nreads",
-                 "red", "part", "cu", "cu_static", "head", "arg", "has_dt")
+    __slots__ = ("chunk", "kern", "name", "reads", "readwrites", "reduces", "order", "nreads", "red", "part",
+                 "head", "arg", "has_dt", "ptrs")
 
-    def __init__(self, chunk, kern, fn, static, reads, readwrites, red=RED_NONE, red_buf=None, red_op=None,
-                 part=PART_WHOLE):
-        self.chunk, self.kern, self.fn, self.static, self.red = chunk, kern, fn, tuple(static), red
+    def __init__(self, chunk, kern, reads, readwrites, red=RED_NONE, red_buf=None, red_op=None, part=PART_WHOLE):
+        self.chunk, self.kern, self.red = chunk, kern, red
         self.part = part
         self.head = self.arg = None
         self.has_dt = kern in _DT_KERNELS
@@ -624,47 +609,36 @@ class _Job:
         self.reduces = ((red_buf, red_op),) if red != RED_NONE else ()
         self.order = tuple(reads) + tuple(readwrites) + ((RED,) if red != RED_NONE else ())
         self.nreads = len(reads)
-        # On a CUDA GPU: kernels.cu's function and its fixed arguments (the
-        # C kernel's, but calc_dt takes no chunk); _Sim.job sets them.
-        self.cu, self.cu_static = None, self.static
+        self.ptrs = struct.Struct(f"={len(self.order)}Q")   # on a CUDA GPU: the addresses after arg
 
 
 _DT = struct.Struct("=d")
 
 
-def _cuda_body(sim, job, args):
-    """A kernel task on a CUDA GPU: point a clover_view at the task's
-    device replicas and queue kernels.cu's kernel on the task's stream (the
-    reduction's private copy, a device pointer, is the kernel's target).
-    The host does not wait: the launch is queued when the body returns, and
-    the view is copied into the launch."""
+def _cuda_body(sim, job, arg):
+    """A kernel task on a CUDA GPU: the job's call (arg: its bytes and dt,
+    as a native body's) with the addresses of the task's device replicas
+    appended, queued on the task's stream with kernels.cu's functions
+    (call_cuda.h's clover_cu_bound_run: a border job's unpack and
+    reflection, then the kernel, or its part's ranges).  The host does not
+    wait: the launches are queued when the body returns."""
     ctx = weft.context()
-    c = job.chunk
-    v = CloverView(c.nx, c.ny, c.pitch)
-    red = ()
-    for what, vw in zip(job.order, ctx.views):
-        if what >= 0:
-            v.f[what] = vw.ptr
-        elif what == GEOM:
-            v.geom = vw.ptr
-        else:
-            red = (vw.ptr,)
+    call = arg + job.ptrs.pack(*ctx.addresses)
     if _CUDA_ON_VGPU:
-        views = ctx.views
-        ctx.queue(_cuda_launch, sim, job, v, args, red, ctx.ordinals[0], None, reads=views,
-                  writes=views[job.nreads:])
+        n = len(job.order)
+        ctx.queue(_cuda_launch, sim, job, call, ctx.ordinals[0], None, reads=tuple(range(n)),
+                  writes=tuple(range(job.nreads, n)))
     else:
-        _cuda_launch(sim, job, v, args, red, ctx.ordinals[0], ctx.streams[0])
+        _cuda_launch(sim, job, call, ctx.ordinals[0], ctx.streams[0])
 
 
-def _cuda_launch(sim, job, v, args, red, ordinal, stream):
-    """kernels.cu's function of the job on view v, queued on `stream` of
-    CUDA device `ordinal`."""
+def _cuda_launch(sim, job, call, ordinal, stream):
+    """The job's bound call, queued on `stream` of CUDA device `ordinal`
+    (the calls are counted in the profile; their time is the device's)."""
     cu = sim.cu
     rc = cu.clover_cu_use_device(ordinal)
     if rc == 0:
-        rc = job.cu(byref(v), *job.cu_static, *args[len(job.static):], *red, stream)
-    sim.prof.append((job.kern, 0))  # the time is the device's: calls are counted, as run_weft.c does
+        rc = cu.clover_cu_bound_run(call, stream)
     if rc != 0:
         raise RuntimeError(f"cloverleaf: {job.name}: CUDA error {rc}")
 
@@ -786,12 +760,11 @@ class _Sim:
         # run_weft.c's split: the halo updates before viscosity and
         # accelerate staged, those kernels split (interior, then border);
         # by default (split None) where the chunks are on GPUs, as
-        # run_weft.c's CLOVER_SPLIT_AUTO; not on CUDA GPUs: the border
-        # jobs' unpack and ranges are host code here (libclover_cuda_kernels
-        # has no range kernels yet)
+        # run_weft.c's CLOVER_SPLIT_AUTO (on CUDA GPUs the border jobs'
+        # unpack and ranges are call_cuda.c's)
         if split is None:
             split = self.ngpu > 0
-        self.split = bool(split) and not self.no_exchange and not self.ncpu and self.cu is None
+        self.split = bool(split) and not self.no_exchange and not self.ncpu
         # the advection kernels split too (run_weft.c's split_adv; off by default)
         self.split_adv = self.split and bool(split_advection)
         self.swapped = 0   # SWAP_* bits: which fields' second arrays are the fields now (0 between steps)
@@ -836,55 +809,49 @@ class _Sim:
         j = self.jobs.get((c, key, self.swapped))
         if j is not None:
             return j
-        ch, lib = self.chunks[c], self.lib
+        ch = self.chunks[c]
         kind = key[0]
         if kind == K_INIT:
-            j = _Job(ch, kind, lib.clover_k_initialise, (self.deck_ref, ch.ref), (),
-                     (GEOM, CF_VOLUME, CF_XAREA, CF_YAREA))
+            j = _Job(ch, kind, (), (GEOM, CF_VOLUME, CF_XAREA, CF_YAREA))
         elif kind == K_GENERATE:
-            j = _Job(ch, kind, lib.clover_k_generate, (self.deck_ref,), (GEOM,),
-                     (CF_DENSITY0, CF_ENERGY0, CF_XVEL0, CF_YVEL0))
+            j = _Job(ch, kind, (GEOM,), (CF_DENSITY0, CF_ENERGY0, CF_XVEL0, CF_YVEL0))
         elif kind == K_IDEAL_GAS:
-            predict = key[1]
-            j = _Job(ch, kind, lib.clover_k_ideal_gas, (predict,),
-                     (CF_DENSITY1, CF_ENERGY1) if predict else (CF_DENSITY0, CF_ENERGY0),
+            j = _Job(ch, kind, (CF_DENSITY1, CF_ENERGY1) if key[1] else (CF_DENSITY0, CF_ENERGY0),
                      (CF_PRESSURE, CF_SOUNDSPEED))
         elif kind == K_VISCOSITY:
             reads, writes = (GEOM, CF_DENSITY0, CF_PRESSURE, CF_XVEL0, CF_YVEL0), (CF_VISCOSITY,)
             part = key[1] if len(key) > 1 else PART_WHOLE
             if part == PART_WHOLE:
-                j = _Job(ch, kind, lib.clover_k_viscosity, (), reads, writes)
+                j = _Job(ch, kind, reads, writes)
             else:
                 j = self._split_job(ch, kind, reads, writes, part, key[2:])
         elif kind == K_CALC_DT:
-            j = _Job(ch, kind, lib.clover_k_calc_dt, (self.deck_ref, ch.ref),
+            j = _Job(ch, kind,
                      (GEOM, CF_VOLUME, CF_XAREA, CF_YAREA, CF_DENSITY0, CF_ENERGY0, CF_PRESSURE, CF_VISCOSITY,
                       CF_SOUNDSPEED, CF_XVEL0, CF_YVEL0),
                      (CF_WORK1,), RED_DT_MIN, self.dt_min, weft.MIN)
         elif kind == K_PDV:
-            j = _Job(ch, kind, lib.clover_k_pdv, (key[1],),
+            j = _Job(ch, kind,
                      (CF_XAREA, CF_YAREA, CF_VOLUME, CF_DENSITY0, CF_ENERGY0, CF_PRESSURE, CF_VISCOSITY, CF_XVEL0,
                       CF_XVEL1, CF_YVEL0, CF_YVEL1),
                      (CF_DENSITY1, CF_ENERGY1, CF_WORK1), RED_ERR_MAX, self.err, weft.MAX)
         elif kind == K_REVERT:
-            j = _Job(ch, kind, lib.clover_k_revert, (), (CF_DENSITY0, CF_ENERGY0), (CF_DENSITY1, CF_ENERGY1))
+            j = _Job(ch, kind, (CF_DENSITY0, CF_ENERGY0), (CF_DENSITY1, CF_ENERGY1))
         elif kind == K_ACCELERATE:
             reads = (CF_DENSITY0, CF_VOLUME, CF_XAREA, CF_YAREA, CF_PRESSURE, CF_VISCOSITY, CF_XVEL0, CF_YVEL0)
             writes = (CF_XVEL1, CF_YVEL1, CF_WORK1)
             part = key[1] if len(key) > 1 else PART_WHOLE
             if part == PART_WHOLE:
-                j = _Job(ch, kind, lib.clover_k_accelerate, (), reads, writes)
+                j = _Job(ch, kind, reads, writes)
             else:
                 j = self._split_job(ch, kind, reads, writes, part, key[2:])
         elif kind == K_FLUX_CALC:
-            j = _Job(ch, kind, lib.clover_k_flux_calc, (),
-                     (CF_XAREA, CF_YAREA, CF_XVEL0, CF_XVEL1, CF_YVEL0, CF_YVEL1), (CF_VOL_FLUX_X, CF_VOL_FLUX_Y))
+            j = _Job(ch, kind, (CF_XAREA, CF_YAREA, CF_XVEL0, CF_XVEL1, CF_YVEL0, CF_YVEL1),
+                     (CF_VOL_FLUX_X, CF_VOL_FLUX_Y))
         elif kind == K_ADVEC_CELL:
-            dr, sweep = key[1:3]
-            mf = CF_MASS_FLUX_X if dr == 1 else CF_MASS_FLUX_Y
+            mf = CF_MASS_FLUX_X if key[1] == 1 else CF_MASS_FLUX_Y
             if len(key) == 3:
-                j = _Job(ch, kind, lib.clover_k_advec_cell, (dr, sweep),
-                         (GEOM, CF_VOLUME, CF_VOL_FLUX_X, CF_VOL_FLUX_Y),
+                j = _Job(ch, kind, (GEOM, CF_VOLUME, CF_VOL_FLUX_X, CF_VOL_FLUX_Y),
                          (CF_DENSITY1, CF_ENERGY1, mf) + WORK)
             else:   # a split part, out of place (run_weft.c's k_advec_cell)
                 part, upd = key[3:]
@@ -892,11 +859,10 @@ class _Sim:
                                     (GEOM, CF_VOLUME, CF_VOL_FLUX_X, CF_VOL_FLUX_Y, CF_DENSITY1, CF_ENERGY1),
                                     (OUT - CF_DENSITY1, OUT - CF_ENERGY1, mf) + WORK, part, upd)
         elif kind == K_ADVEC_MOM:
-            vel, dr, sweep = key[1:4]
+            vel, dr = key[1:3]
             if len(key) == 4:
-                j = _Job(ch, kind, lib.clover_k_advec_mom, (vel, dr, sweep),
-                         (GEOM, CF_VOLUME, CF_VOL_FLUX_X, CF_VOL_FLUX_Y, CF_MASS_FLUX_X, CF_MASS_FLUX_Y,
-                          CF_DENSITY1),
+                j = _Job(ch, kind,
+                         (GEOM, CF_VOLUME, CF_VOL_FLUX_X, CF_VOL_FLUX_Y, CF_MASS_FLUX_X, CF_MASS_FLUX_Y, CF_DENSITY1),
                          (vel,) + WORK)
             else:   # a split part: only the sweep's own mass flux (the other is the next advec_cell's)
                 part, upd = key[4:]
@@ -905,23 +871,16 @@ class _Sim:
                                      CF_MASS_FLUX_X if dr == 1 else CF_MASS_FLUX_Y, vel),
                                     (OUT - vel,) + WORK, part, upd)
         elif kind == K_RESET:
-            j = _Job(ch, kind, lib.clover_k_reset_field, (), (CF_DENSITY1, CF_ENERGY1, CF_XVEL1, CF_YVEL1),
+            j = _Job(ch, kind, (CF_DENSITY1, CF_ENERGY1, CF_XVEL1, CF_YVEL1),
                      (CF_DENSITY0, CF_ENERGY0, CF_XVEL0, CF_YVEL0))
         elif kind == K_SUMMARY:
-            j = _Job(ch, kind, lib.clover_k_field_summary, (),
-                     (CF_VOLUME, CF_DENSITY0, CF_ENERGY0, CF_PRESSURE, CF_XVEL0, CF_YVEL0), (),
+            j = _Job(ch, kind, (CF_VOLUME, CF_DENSITY0, CF_ENERGY0, CF_PRESSURE, CF_XVEL0, CF_YVEL0), (),
                      RED_SUM, self.sums, weft.SUM)
         elif kind == K_REFLECT:
-            _, fields, depth = key
-            arr = (c_int * len(fields))(*fields)
-            j = _Job(ch, kind, lib.clover_k_reflect, (arr, len(fields), depth, ch.c.edges), (), fields)
+            j = _Job(ch, kind, (), key[1])
         else:
             raise ValueError(f"cloverleaf: no kernel {key!r}")
         self._bind(ch, key, j)
-        if ch.cuda:
-            j.cu = getattr(self.cu, j.fn.__name__.replace("clover_k_", "clover_cu_"))
-            if kind == K_CALC_DT:
-                j.cu_static = (self.deck_ref,)
         self.jobs[(c, key, self.swapped)] = j
         return j
 
@@ -934,11 +893,11 @@ class _Sim:
         update to finish (an advection part after another kernel's border,
         which did)."""
         if part == PART_INTERIOR or upd is None:
-            return _Job(ch, kind, None, (), reads, writes, part=part)
+            return _Job(ch, kind, reads, writes, part=part)
         fields = upd[0]
         rw = tuple(fields) + tuple(w for w in writes if w not in fields)
         rd = tuple(w for w in reads if w not in fields) + tuple(STAGE - f for f in fields)
-        return _Job(ch, kind, None, (), rd, rw, part=part)
+        return _Job(ch, kind, rd, rw, part=part)
 
     def _bind(self, ch, key, j):
         """Job j's call (call.h's clover_bound; _Job says how it is used):
@@ -986,13 +945,13 @@ class _Sim:
         # On a GPU all but the least share (run_weft.c's job_spawn): one
         # kernel task at a time per GPU, and the halo exchange beside it.
         share = GPU_SHARE if ch.gpu >= 0 else None
+        arg = j.head + _DT.pack(dyn[-1]) if j.has_dt else j.arg
         if ch.cuda:
-            self.rt.spawn(_cuda_body, self, j, j.static + dyn, reads=j.reads, readwrites=j.readwrites,
-                          reduces=j.reduces, name=j.name, placement=ch.placement, device_data=True, share=share)
+            self.rt.spawn(_cuda_body, self, j, arg, reads=j.reads, readwrites=j.readwrites, reduces=j.reduces,
+                          name=j.name, placement=ch.placement, device_data=True, share=share)
         else:
-            self.rt.spawn(self.native, j.head + _DT.pack(dyn[-1]) if j.has_dt else j.arg, reads=j.reads,
-                          readwrites=j.readwrites, reduces=j.reduces, name=j.name, placement=ch.placement,
-                          device_data=ch.gpu >= 0, share=share)
+            self.rt.spawn(self.native, arg, reads=j.reads, readwrites=j.readwrites, reduces=j.reduces, name=j.name,
+                          placement=ch.placement, device_data=ch.gpu >= 0, share=share)
 
     def each(self, key, *dyn):
         for c in range(self.lo, self.hi):

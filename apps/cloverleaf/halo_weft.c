@@ -2,10 +2,6 @@
  * time step that calls them is run_weft.c's). */
 #include "run_weft_int.h"
 
-#ifdef CLOVER_HAVE_CUDA
-#include "kernels_cuda.h"
-#endif
-
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -307,8 +303,8 @@ int cw_halo(sim *s, const int *fields, int nfields, int depth)
  * from their fields, so that it runs beside the next kernel's interior
  * tasks, which only read the fields too, and waits for nothing but the
  * kernels that wrote those fields.  The kernel's border task then copies
- * the staged blocks into the fields' ghost cells (clover_call_run,
- * cw_unpack_cuda), reflects on the mesh's boundary, and computes the border
+ * the staged blocks into the fields' ghost cells (clover_call_run, or
+ * clover_cu_call_run on CUDA), reflects on the mesh's boundary, and computes the border
  * ring.  That is the reference's order, exchange then reflection
  * (clover_halo_recv_blocks says why it gives the same ghosts): no corner
  * from a neighbour's reflected ghosts is needed, so the exchange does
@@ -317,26 +313,6 @@ int cw_halo(sim *s, const int *fields, int nfields, int depth)
  * go as one exchange over the chunks' communicator, as halo_gpu's; on the
  * CPU one gather task per chunk copies the blocks from this rank's
  * chunks, and the exchange with other ranks follows as halo's. */
-
-#ifdef CLOVER_HAVE_CUDA
-/* The same on a CUDA device, queued on the job's stream. */
-int cw_unpack_cuda(const job *j, void *stream)
-{
-    size_t p = j->k.v.pitch;
-    for (int fi = 0; fi < j->k.nfields; fi++) {
-        int f = j->k.fields[fi];
-        clover_strip b[8];
-        int n = clover_halo_recv_blocks(&j->s->ch[j->chunk].c, f, j->k.depth, b, NULL);
-        for (int k = 0; k < n; k++) {
-            int rc = clover_cu_copy2d(j->k.v.f[f] + b[k].recv_off, p, j->k.stage.f[f] + b[k].recv_off, p, b[k].cols,
-                                      b[k].rows, stream);
-            if (rc != 0)
-                return rc;
-        }
-    }
-    return 0;
-}
-#endif
 
 /* Chunks on the CPU: the task copying into chunk c's staging arrays the
  * blocks it takes from this rank's chunks (their fields read); the

@@ -4,7 +4,7 @@
 
 #include <weft.h>
 #ifdef CLOVER_HAVE_CUDA
-#include "kernels_cuda.h"
+#include "call_cuda.h"
 #endif
 
 #include <math.h>
@@ -17,10 +17,6 @@
 /* ---- kernels as jobs ----------------------------------------------------- */
 
 /* The kernels' names (tasks, the profile), in enum kern's order. */
-static const char *const kern_name[K_N] = {
-    "initialise", "generate", "ideal_gas", "viscosity", "calc_dt", "pdv", "revert", "accelerate",
-    "flux_calc", "advec_cell", "advec_mom", "reset_field", "field_summary", "halo_reflect", "halo_exchange",
-    "halo_unpack"};
 
 /* The fields whose halo updates are staged (sim.split): those of the two
  * updates that viscosity and accelerate follow, then (sim.split_adv) the
@@ -56,72 +52,17 @@ static size_t acc_bytes(const job *j, size_t i)
 }
 
 #ifdef CLOVER_HAVE_CUDA
-/* On a CUDA device: the kernel's launches, queued on the task's stream
- * (the calls are counted; their time is on the device, not here). */
-static int job_cuda(job *j, void *stream)
-{
-    sim *s = j->s;
-    const clover_view *v = &j->k.v;
-    const chunk_rt *cr = &s->ch[j->chunk];
-    int rc = j->k.unpack ? cw_unpack_cuda(j, stream) : 0;
-    if (rc == 0 && j->k.unpack && cr->c.edges) /* then the mesh boundary's ghosts, as job_run */
-        rc = clover_cu_reflect(v, j->k.fields, j->k.nfields, j->k.depth, cr->c.edges, stream);
-    if (rc != 0) {
-        fprintf(stderr, "cloverleaf: halo_unpack on chunk %d: CUDA error %d\n", j->chunk, rc);
-        return rc;
-    }
-    clover_range rg[4];
-    int nrg = j->k.part == PART_WHOLE ? 0 : clover_call_ranges(&j->k, rg);
-    switch (j->k.kern) {
-    case K_INIT: rc = clover_cu_initialise(v, s->d, &cr->c, stream); break;
-    case K_GENERATE: rc = clover_cu_generate(v, s->d, stream); break;
-    case K_IDEAL_GAS: rc = clover_cu_ideal_gas(v, j->k.a, stream); break;
-    case K_VISCOSITY:
-        rc = j->k.part == PART_WHOLE ? clover_cu_viscosity(v, stream) : 0;
-        for (int i = 0; i < nrg && rc == 0; i++)
-            rc = clover_cu_viscosity_range(v, &rg[i], stream);
-        break;
-    case K_CALC_DT: rc = clover_cu_calc_dt(v, s->d, j->k.red, stream); break;
-    case K_PDV: rc = clover_cu_pdv(v, j->k.a, j->k.dt, j->k.red, stream); break;
-    case K_REVERT: rc = clover_cu_revert(v, stream); break;
-    case K_ACCELERATE:
-        rc = j->k.part == PART_WHOLE ? clover_cu_accelerate(v, j->k.dt, stream) : 0;
-        for (int i = 0; i < nrg && rc == 0; i++)
-            rc = clover_cu_accelerate_range(v, j->k.dt, &rg[i], stream);
-        break;
-    case K_FLUX_CALC: rc = clover_cu_flux_calc(v, j->k.dt, stream); break;
-    case K_ADVEC_CELL:
-        rc = j->k.part == PART_WHOLE ? clover_cu_advec_cell(v, j->k.b, j->k.c, stream) : 0;
-        for (int i = 0; i < nrg && rc == 0; i++)
-            rc = clover_cu_advec_cell_range(v, j->k.b, j->k.c, &rg[i], &j->k.out, stream);
-        break;
-    case K_ADVEC_MOM:
-        rc = j->k.part == PART_WHOLE ? clover_cu_advec_mom(v, j->k.a, j->k.b, j->k.c, stream) : 0;
-        for (int i = 0; i < nrg && rc == 0; i++)
-            rc = clover_cu_advec_mom_range(v, j->k.a, j->k.b, j->k.c, &rg[i], &j->k.out, stream);
-        break;
-    case K_RESET: rc = clover_cu_reset_field(v, stream); break;
-    case K_SUMMARY: rc = clover_cu_field_summary(v, j->k.red, stream); break;
-    case K_REFLECT: rc = clover_cu_reflect(v, j->k.fields, j->k.nfields, j->k.depth, cr->c.edges, stream); break;
-    default: rc = -1;
-    }
-    if (rc != 0)
-        fprintf(stderr, "cloverleaf: %s on chunk %d: CUDA error %d\n", kern_name[j->k.kern], j->chunk, rc);
-    atomic_fetch_add_explicit(&s->prof.calls[j->k.kern], 1, memory_order_relaxed);
-    return rc;
-}
-
 #ifdef CLOVER_CUDA_ON_VGPU
 #define CUDA_KIND WEFT_DEVICE_VGPU /* the devices whose chunks run kernels.cu */
 /* The tests' build over the CUDA emulation (cuda_emu/; test_clover_cuvgpu):
- * virtual GPUs stand in for CUDA devices, so that job_cuda, the CUDA
- * unpack and kernels.cu's kernels (parts included) run in the driver here.
+ * virtual GPUs stand in for CUDA devices, so that clover_cu_call_run, the
+ * CUDA unpack and kernels.cu's kernels (parts included) run in the driver here.
  * The emulation runs a launch when it is made, so the job's launches are
  * made by the virtual GPU's stream thread, in the stream's order, as a
  * GPU would run them. */
 static int job_cuda_queued(void *arg)
 {
-    return job_cuda(arg, NULL);
+    return clover_cu_call_run(&((job *)arg)->k, NULL);
 }
 #else
 #define CUDA_KIND WEFT_DEVICE_CUDA
@@ -141,7 +82,7 @@ static int job_body(weft_ctx *ctx, void *arg)
         return job_run(j);
 #if defined(CLOVER_HAVE_CUDA) && !defined(CLOVER_CUDA_ON_VGPU)
     if (j->s->ch[j->chunk].cuda)
-        return job_cuda(j, weft_ctx_stream(ctx, 0));
+        return clover_cu_call_run(&j->k, weft_ctx_stream(ctx, 0)); /* call_cuda.h */
 #endif
     /* On a GPU: the kernel runs on the chunk's stream, naming what it
      * touches (checked in the virtual GPUs' checking mode). */
@@ -263,7 +204,7 @@ static int job_spawn(job *j)
     const chunk_rt *cr = &s->ch[j->chunk];
     char name[40];
     static const char *const part_name[] = {"", ".interior", ".border"};
-    snprintf(name, sizeof name, "%s%s.c%d", kern_name[j->k.kern], part_name[j->k.part], j->chunk);
+    snprintf(name, sizeof name, "%s%s.c%d", clover_kern_name(j->k.kern), part_name[j->k.part], j->chunk);
     weft_task_desc td;
     weft_task_desc_init(&td);
     td.body = job_body;
@@ -1029,7 +970,7 @@ static void profile(const sim *s, FILE *out, double wall)
         if (!s->prof.calls[k])
             continue;
         double sec = (double)s->prof.ns[k] * 1e-9;
-        fprintf(out, " %-16s %10llu %12.4f %7.1f%%\n", kern_name[k], (unsigned long long)s->prof.calls[k], sec,
+        fprintf(out, " %-16s %10llu %12.4f %7.1f%%\n", clover_kern_name(k), (unsigned long long)s->prof.calls[k], sec,
                 total ? 100.0 * (double)s->prof.ns[k] / (double)total : 0.0);
     }
 }

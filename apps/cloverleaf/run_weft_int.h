@@ -102,9 +102,5 @@ int cw_halo(sim *s, const int *fields, int nfields, int depth);
 /* halo_weft.c: a staged halo update of u's fields (into the chunks'
  * staging arrays; the next kernel's border jobs unpack it and reflect). */
 int cw_halo_staged(sim *s, const halo_upd *u);
-/* halo_weft.c: a border job's unpack of its staged update queued on a
- * CUDA stream (job_cuda); on the host or a virtual GPU its call does it
- * (clover_call_run). */
-int cw_unpack_cuda(const job *j, void *stream);
 
 #endif /* CLOVER_RUN_WEFT_INT_H */

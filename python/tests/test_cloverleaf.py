@@ -185,41 +185,27 @@ def test_cpu_chunks_beside_gpu_chunks_match_oracle(clover, monkeypatch, tmp_path
     assert rel(res.sums[clover.CS_KE], ref.sums[clover.CS_KE]) <= 1e-12
 
 
-def test_cuda_jobs_have_their_cuda_kernels(clover, tp1):
-    """Every job the loop spawns, on a chunk marked as on a CUDA GPU, finds
-    kernels.cu's function, with as many arguments as the body passes: the
-    view, the fixed ones, the changing ones (dt), the reduction's copy, the
-    stream (the run itself needs a GPU: scripts/gpu-check.sh, clover-py)."""
+def test_cuda_kernels_load_and_refuse_a_bad_call(clover):
+    """libclover_cuda_kernels.so (nvcc's build) loads beside the kernel
+    library it links (call_cuda.c's call.c and halo.c), and its call entry
+    refuses a call with more accesses than call.h allows before touching
+    the device (the run itself needs a GPU: scripts/gpu-check.sh,
+    clover-py; the same call on the emulation: the test below)."""
     cu = clover.cuda_kernels()
     if cu is None:
         pytest.skip("built without nvcc: no libclover_cuda_kernels.so")
-    deck, _ = tp1
-    import weft
-    with weft.Runtime(devices="cpu", workers=1) as rt:
-        sim = clover._Sim(rt, deck, 1, None)
-        sim.cu = cu
-        sim.chunks[0].cuda = True
-        keys = [((clover.K_INIT,), 0), ((clover.K_GENERATE,), 0), ((clover.K_IDEAL_GAS, 1), 0),
-                ((clover.K_VISCOSITY,), 0), ((clover.K_CALC_DT,), 0), ((clover.K_PDV, 1), 1),
-                ((clover.K_REVERT,), 0), ((clover.K_ACCELERATE,), 1), ((clover.K_FLUX_CALC,), 1),
-                ((clover.K_ADVEC_CELL, 2, 1), 0), ((clover.K_ADVEC_MOM, clover.CF_YVEL1, 2, 2), 0),
-                ((clover.K_RESET,), 0), ((clover.K_SUMMARY,), 0),
-                ((clover.K_REFLECT, (clover.CF_DENSITY0, clover.CF_XVEL1), 2), 0)]
-        for key, ndyn in keys:
-            j = sim.job(0, key)
-            assert j.cu is not None, key
-            red = 0 if j.red == clover.RED_NONE else 1
-            assert len(j.cu.argtypes) == 1 + len(j.cu_static) + ndyn + red + 1, (j.cu.__name__, key)
-        # the whole set: one CUDA kernel per C kernel the jobs use
-        assert len({sim.job(0, k).cu.__name__ for k, _ in keys}) == 14
+    b = clover.CloverBound()
+    b.n = clover.MAX_ACC + 1
+    assert cu.clover_cu_bound_run(bytes(b), None) == -1
 
 
 @pytest.fixture(scope="module")
-def cuda_emu_lib(tmp_path_factory):
+def cuda_emu_lib(clover, tmp_path_factory):
     """libclover_cuda_kernels built over the host emulation of CUDA
     (apps/cloverleaf/cuda_emu/: kernels.cu as C++, a launch calling the
     kernel per thread, a reduction's threads as fibers), by the host's C++
-    compiler; skipped where there is none."""
+    compiler, with call_cuda.c (C) over the kernel library the driver
+    loaded, as CMake links it; skipped where there is none."""
     import shutil
     if os.environ.get("WEFT_PY_SANITIZER") == "address":
         # ASan warns once about the fibers' swapcontext, and the sanitized
@@ -229,25 +215,38 @@ def cuda_emu_lib(tmp_path_factory):
     cxx = os.environ.get("CXX") or shutil.which("g++") or shutil.which("c++")
     if not cxx:
         pytest.skip("no C++ compiler to build kernels.cu over the CUDA emulation")
-    out = str(tmp_path_factory.mktemp("cuemu") / "libclover_cuda_kernels_emu.so")
+    cc = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc")
+    if not cc:
+        pytest.skip("no C compiler to build call_cuda.c")
+    d = tmp_path_factory.mktemp("cuemu")
+    out, call_o = str(d / "libclover_cuda_kernels_emu.so"), str(d / "call_cuda.o")
+    kern = clover.kernels()._name   # the kernel library's path: its call.c and halo.c
+    p = subprocess.run([cc, "-std=c11", "-O1", "-fPIC", "-c", "-I" + APP, os.path.join(APP, "call_cuda.c"), "-o",
+                        call_o], capture_output=True, text=True, timeout=600)
+    assert p.returncode == 0, p.stderr
     cmd = [cxx, "-std=c++17", "-O1", "-ffp-contract=off", "-shared", "-fPIC", "-D_GNU_SOURCE",
            "-I" + os.path.join(APP, "cuda_emu"), "-I" + APP, os.path.join(APP, "kernels_cuemu.cpp"),
-           os.path.join(APP, "cuda_emu", "cuda_emu.cpp"), "-o", out]
+           os.path.join(APP, "cuda_emu", "cuda_emu.cpp"), call_o, kern,
+           "-Wl,-rpath," + os.path.dirname(os.path.abspath(kern)), "-o", out]
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
     assert p.returncode == 0, p.stderr
     return out
 
 
-@pytest.mark.parametrize("deck_name,devices,check", [
-    ("clover_tp1.in", "cpu,vgpu:2", False),
-    ("clover_tp1.in", "cpu,vgpu:4", True),   # every queued CUDA call names what it reads and writes
-    ("bm_cut", "cpu,vgpu:4", False),         # 2 x 2
+@pytest.mark.parametrize("deck_name,devices,check,split", [
+    ("clover_tp1.in", "cpu,vgpu:2", False, None),   # split None: the default on GPUs (viscosity, accelerate)
+    ("clover_tp1.in", "cpu,vgpu:4", True, None),    # every queued CUDA call names what it reads and writes
+    ("bm_cut", "cpu,vgpu:4", False, None),          # 2 x 2
+    ("bm_cut", "cpu,vgpu:4", True, "advection"),    # the advection split too: parts out of place
+    ("clover_tp1.in", "cpu,vgpu:4", False, False),  # the halo updates whole
 ])
-def test_cuda_path_on_the_emulation_matches_oracle(clover, cuda_emu_lib, monkeypatch, deck_name, devices, check):
-    """The driver's CUDA path (_cuda_body, the jobs' kernels.cu functions
-    and their arguments, the reductions into device copies) on virtual GPUs
-    standing in for CUDA devices, kernels.cu on the host emulation: the
-    oracle's fields bit for bit (the run on a real GPU: gpu-check.sh)."""
+def test_cuda_path_on_the_emulation_matches_oracle(clover, cuda_emu_lib, monkeypatch, deck_name, devices, check,
+                                                   split):
+    """The driver's CUDA path (_cuda_body, the jobs' calls queued with
+    kernels.cu's functions, call_cuda.c's unpack and split parts, the
+    reductions into device copies) on virtual GPUs standing in for CUDA
+    devices, kernels.cu on the host emulation: the oracle's fields bit for
+    bit (the run on a real GPU: gpu-check.sh)."""
     if check:
         monkeypatch.setenv("WEFT_VGPU_CHECK", "1")
     else:
@@ -265,10 +264,16 @@ def test_cuda_path_on_the_emulation_matches_oracle(clover, cuda_emu_lib, monkeyp
     deck = _deck(clover, deck_name, 3)
     ref = clover.serial_run(deck, 1)
     try:
-        res = clover.run(deck, devices=devices, workers=2, fields=True)
+        res = clover.run(deck, devices=devices, workers=2, fields=True, split=split is not False,
+                         split_advection=split == "advection")
     finally:
         emu.clover_emu_set_any_memory(0)
     assert emu.clover_emu_launches() > before, "no chunk took the CUDA path"
+    # the border jobs unpacked their staged ghosts on the device (call_cuda.c)
+    assert ("halo_unpack" in res.profile) == (split is not False)
+    n = res.steps * res.nchunks
+    assert res.profile["viscosity"][0] == n * (1 if split is False else 2)
+    assert res.profile["advec_cell"][0] == 2 * n * (2 if split == "advection" else 1)
     assert res.steps == ref.steps
     assert same_bits(res.density, ref.density)
     assert same_bits(res.energy, ref.energy)
