@@ -146,15 +146,20 @@ void clover_call_bind(clover_call *c, const signed char *what, void *const *ptr,
     }
 }
 
-int clover_call_bound_run(void *arg)
+int clover_bound_get(const clover_bound *b, clover_call *out)
 {
-    const clover_bound *b = arg;
     if (b->n < 0 || b->n > CLOVER_CALL_MAX_ACC)
         return -1;
-    clover_call c = b->c;
-    c.dt = b->dt;
-    clover_call_bind(&c, b->what, b->ptr, b->n);
-    return clover_call_run(&c);
+    *out = b->c;
+    out->dt = b->dt;
+    clover_call_bind(out, b->what, b->ptr, b->n);
+    return 0;
+}
+
+int clover_call_bound_run(void *arg)
+{
+    clover_call c;
+    return clover_bound_get(arg, &c) == 0 ? clover_call_run(&c) : -1;
 }
 
 size_t clover_bound_sizeof(void) { return sizeof(clover_bound); }

@@ -74,8 +74,11 @@ typedef struct clover_bound {
     void *ptr[];
 } clover_bound;
 
-/* Bind a copy of b's call (clover_call_bind) and run it.  As int (*)(void *)
- * for ctx.queue_native. */
+/* *out: a copy of b's call with its dt, bound to b's pointers
+ * (clover_call_bind).  Returns 0, or -1 for a bad b->n. */
+int clover_bound_get(const clover_bound *b, clover_call *out);
+/* Run b's call (clover_bound_get, clover_call_run): -1 for a bad b.  As
+ * int (*)(void *) for a weft.native body. */
 int clover_call_bound_run(void *b);
 
 /* sizeof(clover_bound) (where ptr starts) and sizeof(clover_prof), for the

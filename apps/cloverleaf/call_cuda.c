@@ -89,13 +89,13 @@ int clover_cu_call_run(const clover_call *k, void *stream)
     return rc;
 }
 
-int clover_cu_bound_run(const void *arg, void *stream)
+int clover_cu_bound_run(const void *b, void *stream)
 {
-    const clover_bound *b = arg;
-    if (b->n < 0 || b->n > CLOVER_CALL_MAX_ACC)
-        return -1;
-    clover_call c = b->c;
-    c.dt = b->dt;
-    clover_call_bind(&c, b->what, b->ptr, b->n);
-    return clover_cu_call_run(&c, stream);
+    clover_call c;
+    return clover_bound_get(b, &c) == 0 ? clover_cu_call_run(&c, stream) : -1;
+}
+
+int clover_cu_bound_run_now(void *b)
+{
+    return clover_cu_bound_run(b, NULL);
 }

@@ -16,7 +16,13 @@
  * profile; its time is the device's, not counted.  Never waits for the
  * device. */
 int clover_cu_call_run(const clover_call *c, void *stream);
-/* Bind a copy of b's call (clover_call_bind, as clover_call_bound_run) and
- * queue it with clover_cu_call_run. */
+/* Queue b's call (clover_bound_get, clover_cu_call_run): -1 for a bad b. */
 int clover_cu_bound_run(const void *b, void *stream);
+/* clover_cu_bound_run on the default stream, as int (*)(void *) for
+ * ctx.queue_native: only for the host emulation of CUDA (cuda_emu/), where
+ * a launch runs when it is made, so that a virtual GPU's stream thread,
+ * standing in for a CUDA device, makes them in its stream's order (the
+ * Python driver's tests; run_weft.c's CLOVER_CUDA_ON_VGPU does the same).
+ * On a GPU a host function may not call CUDA. */
+int clover_cu_bound_run_now(void *b);
 #endif

@@ -625,20 +625,17 @@ def _cuda_body(sim, job, arg):
     ctx = weft.context()
     call = arg + job.ptrs.pack(*ctx.addresses)
     if _CUDA_ON_VGPU:
+        # the emulation's launches made by the stream's thread, on a copy
+        # of the call (queue_native's: raw memory, no Python object)
         n = len(job.order)
-        ctx.queue(_cuda_launch, sim, job, call, ctx.ordinals[0], None, reads=tuple(range(n)),
-                  writes=tuple(range(job.nreads, n)))
-    else:
-        _cuda_launch(sim, job, call, ctx.ordinals[0], ctx.streams[0])
-
-
-def _cuda_launch(sim, job, call, ordinal, stream):
-    """The job's bound call, queued on `stream` of CUDA device `ordinal`
-    (the calls are counted in the profile; their time is the device's)."""
+        ctx.queue_native(sim.cu.clover_cu_bound_run_now, call, reads=tuple(range(n)),
+                         writes=tuple(range(job.nreads, n)))
+        return
+    # (the calls are counted in the profile; their time is the device's)
     cu = sim.cu
-    rc = cu.clover_cu_use_device(ordinal)
+    rc = cu.clover_cu_use_device(ctx.ordinals[0])
     if rc == 0:
-        rc = cu.clover_cu_bound_run(call, stream)
+        rc = cu.clover_cu_bound_run(call, ctx.streams[0])
     if rc != 0:
         raise RuntimeError(f"cloverleaf: {job.name}: CUDA error {rc}")
 

@@ -53,14 +53,14 @@ def empty():
     return None
 
 
-def weft_gpu_task_us(n):
+def weft_gpu_task_us(n, body=gpu_body):
     with weft.Runtime(workers=2, devices="cpu,vgpu:4") as rt:
         for _ in range(200):  # warm up
-            rt.spawn(gpu_body, placement=weft.gpu, share=0.25)
+            rt.spawn(body, placement=weft.gpu, share=0.25)
         rt.wait_all()
         t0 = time.perf_counter()
         for _ in range(n):
-            rt.spawn(gpu_body, placement=weft.gpu, share=0.25)
+            rt.spawn(body, placement=weft.gpu, share=0.25)
         rt.wait_all()
         return (time.perf_counter() - t0) / n * 1e6
 
@@ -77,20 +77,6 @@ def c_noop():
     so = os.path.join(d, "libnoop.so")
     subprocess.run([cc, "-O2", "-shared", "-fPIC", "-o", so, os.path.join(d, "noop.c")], check=True)
     return ctypes.CDLL(so).noop
-
-
-def weft_gpu_c_task_us(n, fn, native):
-    """gpu_task_us with a C body: queued by a Python body, or native."""
-    body = weft.native(fn) if native else (lambda: weft.context().queue_native(fn))
-    with weft.Runtime(workers=2, devices="cpu,vgpu:4") as rt:
-        for _ in range(200):
-            rt.spawn(body, placement=weft.gpu, share=0.25)
-        rt.wait_all()
-        t0 = time.perf_counter()
-        for _ in range(n):
-            rt.spawn(body, placement=weft.gpu, share=0.25)
-        rt.wait_all()
-        return (time.perf_counter() - t0) / n * 1e6
 
 
 def weft_multidev_us(n):
@@ -143,7 +129,8 @@ def main(argv=None):
         print("# gpu_task_us weft_py_c, weft_native: skipped (no C compiler)")
     else:
         for name, native in (("weft_py_c", False), ("weft_native", True)):
-            v = statistics.median(weft_gpu_c_task_us(args.tasks, fn, native) for _ in range(args.reps))
+            body = weft.native(fn) if native else (lambda: weft.context().queue_native(fn))
+            v = statistics.median(weft_gpu_task_us(args.tasks, body) for _ in range(args.reps))
             print(f"gpu_task_us {name} {v:.2f}", flush=True)
     m = statistics.median(weft_multidev_us(args.tasks // 2) for _ in range(args.reps))
     print(f"multidev_task_us weft {m:.2f}", flush=True)

@@ -9,6 +9,26 @@ import pytest
 import weft
 
 
+@pytest.fixture(scope="session")
+def c_library(tmp_path_factory):
+    """build(name, source) -> ctypes.CDLL: C source compiled into a shared
+    library by the machine's C compiler (weft itself is built with one)."""
+    import ctypes
+    import shutil
+    import subprocess
+
+    def build(name, source):
+        cc = shutil.which("cc") or shutil.which("gcc") or shutil.which("clang")
+        assert cc, "no C compiler: weft itself is built with one"
+        d = tmp_path_factory.mktemp(name)
+        (d / "k.c").write_text(source)
+        so = d / "libk.so"
+        subprocess.run([cc, "-O1", "-shared", "-fPIC", "-o", str(so), str(d / "k.c")], check=True)
+        return ctypes.CDLL(str(so))
+
+    return build
+
+
 @pytest.fixture
 def rt():
     """A 2-worker runtime, closed after the test (its tasks finish first)."""

@@ -3,9 +3,7 @@ is handed (a copy of its argument, then where each access is), on the CPU
 and on virtual GPUs, its order among Python tasks, its failures, and
 misuse."""
 import ctypes
-import shutil
 import struct
-import subprocess
 
 import pytest
 
@@ -75,14 +73,8 @@ class Scale(ctypes.Structure):
 
 
 @pytest.fixture(scope="module")
-def lib(tmp_path_factory):
-    cc = shutil.which("cc") or shutil.which("gcc") or shutil.which("clang")
-    assert cc, "no C compiler: weft itself is built with one"
-    d = tmp_path_factory.mktemp("nativebody")
-    (d / "k.c").write_text(C_SOURCE)
-    so = d / "libk.so"
-    subprocess.run([cc, "-O1", "-shared", "-fPIC", "-o", str(so), str(d / "k.c")], check=True)
-    return ctypes.CDLL(str(so))
+def lib(c_library):
+    return c_library("nativebody", C_SOURCE)
 
 
 def test_on_the_cpu_in_order_with_python_tasks(lib, rt):

@@ -2,8 +2,6 @@
 without Python, with a copy of its argument; its order on the stream, its
 failures, what it names for the checking mode, misuse."""
 import ctypes
-import shutil
-import subprocess
 import threading
 
 import pytest
@@ -48,14 +46,8 @@ class First(ctypes.Structure):
 
 
 @pytest.fixture(scope="module")
-def lib(tmp_path_factory):
-    cc = shutil.which("cc") or shutil.which("gcc") or shutil.which("clang")
-    assert cc, "no C compiler: weft itself is built with one"
-    d = tmp_path_factory.mktemp("native")
-    (d / "k.c").write_text(C_SOURCE)
-    so = d / "libk.so"
-    subprocess.run([cc, "-O1", "-shared", "-fPIC", "-o", str(so), str(d / "k.c")], check=True)
-    return ctypes.CDLL(str(so))
+def lib(c_library):
+    return c_library("native", C_SOURCE)
 
 
 def rt4(**kw):

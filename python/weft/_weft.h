@@ -387,7 +387,9 @@ typedef struct cell {
     TaskObject *t;     /* strong until the body ran or the task was dropped */
     RuntimeObject *rt; /* borrowed: an open runtime is kept alive by st->open */
     /* A task placed on GPUs whose body returned: strong until it finished,
-     * since its device work may still fail it (weft_py_on_finish). */
+     * since its device work may still fail it (weft_py_on_finish).  A
+     * native body's task too, wherever it ran: its worker hands the cell's
+     * reference here instead of dropping it without a thread state. */
     TaskObject *placed;
     uint64_t id;       /* its C id (with placed) */
     struct cell *next; /* in r->cells once finished (placed to drop) */
