@@ -46,7 +46,11 @@ case $kind in
   thread)  flags="-g -fsanitize=thread -fno-omit-frame-pointer"
            preload="$(gcc -print-file-name=libtsan.so)"
            tsan_opts="halt_on_error=1:log_path=$logdir/tsan"
-           [ -n "$ft" ] && tsan_opts="$tsan_opts:suppressions=$PWD/python/tsan-ft.supp"
+           # history_size=7 (the most): the other side's stack of a race
+           # must be restored for tsan-ft.supp to match it (a garbage
+           # collection's traversal of a Task, early in a long run, read as
+           # "failed to restore the stack" and went unsuppressed)
+           [ -n "$ft" ] && tsan_opts="$tsan_opts:history_size=7:suppressions=$PWD/python/tsan-ft.supp"
            san_env=(TSAN_OPTIONS="$tsan_opts") ;;
 esac
 venv=.venv-$tag
