@@ -139,6 +139,7 @@ def test_a_non_zero_return_fails_the_task_and_cancels_its_dependents(lib, rt):
     a, b = np.ones(4), np.zeros(4)
     bad = rt.spawn(k, Scale(4, 7, 1.0), reads=[a], writes=[b], name="bad")
     after = rt.spawn(lambda: b.sum(), reads=[b])
+    after_native = rt.spawn(k, Scale(4, 0, 1.0), reads=[b], writes=[a])   # never runs: its call is freed
     with pytest.raises(RuntimeError, match="returned 7"):
         rt.wait_all()
     with pytest.raises(RuntimeError, match=r"the native body <weft.Native scale at 0x[0-9a-f]+> returned 7") as ei:
@@ -146,9 +147,12 @@ def test_a_non_zero_return_fails_the_task_and_cancels_its_dependents(lib, rt):
     assert "raised by weft task 'bad'" in getattr(ei.value, "__notes__", [])
     with pytest.raises(weft.CancelledError):
         after.result()
-    # still usable
-    rt.spawn(k, Scale(4, 0, 3.0), reads=[a], writes=[b]).result()
-    assert rt.spawn(lambda: b.tolist(), reads=[b]).result() == [3.0] * 4
+    with pytest.raises(weft.CancelledError):
+        after_native.result()
+    # still usable (on other buffers: a and b follow the cancelled tasks, and are cancelled with them)
+    c, d = np.ones(4), np.zeros(4)
+    rt.spawn(k, Scale(4, 0, 3.0), reads=[c], writes=[d]).result()
+    assert rt.spawn(lambda: d.tolist(), reads=[d]).result() == [3.0] * 4
 
 
 def test_in_a_task_space(lib, rt):
@@ -202,6 +206,13 @@ def test_misuse_is_refused_clearly(lib, rt):
         weft.native(ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p)())
     with pytest.raises(ValueError, match="model_ns"):
         weft.native(lib.is_null, model_ns=-1)
+    for bad in (0, -1, 1 << 70):
+        with pytest.raises(ValueError, match="not a function's"):
+            weft.Native(bad)
+    with pytest.raises(ValueError, match="model_ns"):
+        weft.Native(k.address, None, -5)
+    with pytest.raises(TypeError):
+        weft.Native("0x10")
     with pytest.raises(TypeError, match="a native body takes one argument"):
         rt.spawn(k, b"a", b"b")
     with pytest.raises(TypeError, match="a native body takes one argument"):

@@ -70,12 +70,23 @@ static PyObject *
 Native_new(PyTypeObject *tp, PyObject *args, PyObject *kwds)
 {
     static char *kwlist[] = {"address", "obj", "model_ns", "name", NULL};
-    unsigned long long addr, model_ns = 0;
-    PyObject *obj = Py_None, *name = NULL;
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "K|OKU:Native", kwlist, &addr, &obj, &model_ns, &name))
+    PyObject *addrobj, *obj = Py_None, *name = NULL, *nsobj = NULL;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "O!|OO!U:Native", kwlist, &PyLong_Type, &addrobj, &obj,
+                                     &PyLong_Type, &nsobj, &name))
         return NULL;
+    /* (not "K": it would take -1 for an address) */
+    unsigned long long addr = PyLong_AsUnsignedLongLong(addrobj), model_ns = 0;
+    if (addr == (unsigned long long)-1 && PyErr_Occurred()) {
+        PyErr_Clear();
+        addr = 0;
+    }
     if (addr == 0 || addr > UINTPTR_MAX) {
-        PyErr_SetString(PyExc_ValueError, "Native(): the address is not a function's (NULL or out of range)");
+        PyErr_SetString(PyExc_ValueError, "Native(): the address is not a function's (NULL, negative or out of "
+                        "range)");
+        return NULL;
+    }
+    if (nsobj && (model_ns = PyLong_AsUnsignedLongLong(nsobj)) == (unsigned long long)-1 && PyErr_Occurred()) {
+        PyErr_SetString(PyExc_ValueError, "Native(): model_ns must be a non-negative int");
         return NULL;
     }
     NativeObject *n = (NativeObject *)tp->tp_alloc(tp, 0);
