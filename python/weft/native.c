@@ -174,8 +174,7 @@ static PyGetSetDef Native_getset[] = {
 
 static PyType_Slot Native_slots[] = {
     {Py_tp_doc, "Native(address, obj=None, model_ns=0, name=None)\n\nA C function `int fn(void *arg)` as a "
-                "task's body "
-                "(made by weft.native): spawn(native, arg, ...) runs it without Python."},
+                "task's body (made by weft.native): spawn(native, arg, ...) runs it without Python."},
     {Py_tp_new, Native_new},
     {Py_tp_dealloc, Native_dealloc},
     {Py_tp_traverse, Native_traverse},
