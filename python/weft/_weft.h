@@ -526,6 +526,9 @@ PyObject *weft_py_err_weft(int rc, const char *what);
 /* ------------------------------------------------------------------------ */
 
 int weft_py_trampoline(weft_ctx *ctx, void *arg);
+/* A body's first step: a task run before weft_spawn returned on the
+ * spawning thread gets its handle published (t->h, then PH_SUBMITTED). */
+void weft_py_task_publish(TaskObject *t, weft_ctx *ctx);
 void weft_py_arg_destroy(void *arg);
 /* on_finish of a task placed on GPUs: a failure of its device work alone
  * (the body returned) becomes the task's exception, for wait_all. */

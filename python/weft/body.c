@@ -6,6 +6,20 @@
 #include "_weft.h"
 
 
+void
+weft_py_task_publish(TaskObject *t, weft_ctx *ctx)
+{
+    if (atomic_load(&t->phase) == PH_SUBMITTED) return;
+    /* The body runs before weft_spawn returned on the spawning thread:
+     * publish the handle here (the same one; the spawner stores it again),
+     * so that the body, and what it spawns, can wait for it. */
+    weft_task *h = weft_ctx_task(ctx), *none = NULL;
+    if (h) {
+        atomic_compare_exchange_strong(&t->h, &none, h);
+        atomic_store(&t->phase, PH_SUBMITTED);
+    }
+}
+
 int
 weft_py_trampoline(weft_ctx *ctx, void *arg)
 {
@@ -18,16 +32,7 @@ weft_py_trampoline(weft_ctx *ctx, void *arg)
 
     TaskObject *t = c->t;
     c->t = NULL; /* we own the reference now */
-    if (atomic_load(&t->phase) != PH_SUBMITTED) {
-        /* The body runs before weft_spawn returned on the spawning thread:
-         * publish the handle here (the same one; the spawner stores it
-         * again), so that the body, and what it spawns, can wait for it. */
-        weft_task *h = weft_ctx_task(ctx), *none = NULL;
-        if (h) {
-            atomic_compare_exchange_strong(&t->h, &none, h);
-            atomic_store(&t->phase, PH_SUBMITTED);
-        }
-    }
+    weft_py_task_publish(t, ctx);
     TaskObject *prev = weft_py_tl_cur;
     weft_py_tl_cur = t;
 

@@ -265,15 +265,7 @@ weft_py_native_trampoline(weft_ctx *ctx, void *arg)
     cell *c = arg;
     TaskObject *t = c->t;
     c->t = NULL; /* the reference moves to c->placed below */
-    if (atomic_load(&t->phase) != PH_SUBMITTED) {
-        /* Run before weft_spawn returned on the spawning thread: publish the
-         * handle (as weft_py_trampoline does). */
-        weft_task *h = weft_ctx_task(ctx), *none = NULL;
-        if (h) {
-            atomic_compare_exchange_strong(&t->h, &none, h);
-            atomic_store(&t->phase, PH_SUBMITTED);
-        }
-    }
+    weft_py_task_publish(t, ctx);
     weft_py_native_call *q = c->native;
     for (size_t i = 0; i < q->nacc; i++) q->ranges[i].ptr = q->addr[i] = weft_ctx_data(ctx, i);
     uint64_t id = weft_ctx_task_id(ctx);
