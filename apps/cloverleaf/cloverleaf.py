@@ -298,11 +298,12 @@ _CUDA_ON_VGPU = False
 
 
 def cuda_kernels():
-    """The CUDA kernels (libclover_cuda_kernels.so: kernels.cu, built where
-    nvcc is found, beside libclover_kernels.so), loaded once with every
-    function's argtypes and restype set; None when there is no such
-    library.  Each clover_cu_* call queues the kernel on the stream it is
-    given and returns 0 or a cudaError_t value (kernels_cuda.h)."""
+    """The CUDA kernels (libclover_cuda_kernels.so: kernels.cu and
+    call_cuda.c, built where nvcc is found, beside libclover_kernels.so),
+    loaded once with the signatures the driver calls set (clover_cu_bound_run,
+    clover_cu_use_device); None when there is no such library.
+    clover_cu_bound_run queues a bound call on the stream it is given and
+    returns 0 or a cudaError_t value (call_cuda.h)."""
     global _CU
     if _CU is not None:
         return _CU or None
