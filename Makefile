@@ -5,7 +5,7 @@ JOBS    ?= $(shell nproc 2>/dev/null || echo 2)
 CMAKE_FLAGS ?=
 CTEST   := ctest --output-on-failure --no-tests=error -j $(JOBS)
 
-.PHONY: all deps build demo test test-release test-asan test-tsan bench python-venv python-test python-test-asan python-test-tsan python-test-ft python-test-tsan-ft clean
+.PHONY: all deps build demo test fuzz test-release test-asan test-tsan bench python-venv python-test python-test-asan python-test-tsan python-test-ft python-test-tsan-ft clean
 
 all: build
 
@@ -73,6 +73,11 @@ python-test-tsan-ft: deps
 bench: build python-venv
 	@.venv/bin/python -m pip install -q -r bench/requirements.txt
 	@bench/run.sh
+
+# A long run of the random-program tester (tests/test_fuzz.c): 100000 seeds
+# over every core (scripts/fuzz.sh SEEDS FEATURES for other counts).
+fuzz: build
+	scripts/fuzz.sh
 
 clean:
 	rm -rf build build-asan build-tsan build-py-asan build-py-tsan build-py-tsan-ft build-ft build-compare

@@ -178,7 +178,8 @@ WEFT_API void weft_config_init(weft_config *cfg);
  * Must not be called from a task. */
 WEFT_API WEFT_NODISCARD int weft_runtime_create(const weft_config *cfg, weft_runtime **out);
 
-/* Finish every outstanding task (they run to completion; once only tasks
+/* Release the data still acquired (weft_data_acquire: the host's copy is
+ * then their value), finish every outstanding task (they run to completion; once only tasks
  * waiting for task-space keys nobody spawned are left, the runtime's task
  * spaces are destroyed, which cancels those), stop and join all workers,
  * write the trace if configured, unregister the data handles still
@@ -296,6 +297,15 @@ WEFT_API WEFT_NODISCARD int weft_device_free(weft_runtime *rt, unsigned i, void 
  * reduction group, when any member failed or was cancelled.  Pure ordering
  * edges — a writer after readers, a WEFT_W writer after a writer or a
  * group — do not cancel: a task that overwrites data makes it valid again.
+ * A writer that fails or is cancelled leaves the data as it was before it
+ * (the value its readers would have seen without it: unregister returns
+ * that, a WEFT_W writer after it starts from scratch), with one exception:
+ * a writer that ran over the only copy of the value before it, in place (a
+ * host task writing the registered memory while no GPU holds a copy; a GPU
+ * task writing the one replica of it), and then failed leaves what it wrote
+ * there — Weft keeps no spare copy of every value; the readers behind it
+ * are cancelled as above, and the value is unspecified until a writer makes
+ * it valid again.  A writer cancelled before it ran never leaves a trace.
  *
  * Access modes: bit flags.  WEFT_COMMUTE may be added to WEFT_RW: tasks that
  * access the same data with WEFT_RW|WEFT_COMMUTE, spawned one after another,
@@ -465,7 +475,16 @@ typedef struct weft_tiling {
  * the tasks on every tile, and sees (makes) the whole array — Weft puts it
  * back together from the tiles, or the tiles from it, through the host, when
  * the task alternates between the two (a phase change, not a step of a
- * loop).  The tiles live as long as d: unregistering d unregisters them
+ * loop).  A task reading d (R, RW) after a tile's writer failed or was
+ * cancelled is cancelled, as for any read after a failed writer (and not
+ * after a failed writer of d whose value tiles' writers have all replaced
+ * since).  A commute group on d (WEFT_RW|WEFT_COMMUTE tasks in a row) is
+ * closed by a task naming any tile, and a tile's group by a task naming d,
+ * as by any other access of the group's data.  One task
+ * may name d and one of its tiles only to read both: a spawn naming them
+ * with a write to either (W, RW, COMMUTE) fails with WEFT_EINVAL (the two
+ * views are brought up to date one from the other between tasks, never
+ * within one).  The tiles live as long as d: unregistering d unregisters them
  * first (waiting for their tasks); a tile cannot be unregistered alone.
  * Errors: WEFT_EINVAL (NULL argument, a bad tiling, with the reason; d is a
  * tile), WEFT_EBUSY (d is partitioned already, or tasks that name d are
@@ -490,9 +509,81 @@ WEFT_API WEFT_NODISCARD int weft_data_tile_info(const weft_data *tile, weft_tile
 
 /* Host address and size of d (while tasks on GPUs write d, the newest value
  * may be on a device, and after reductions in private copies: a task
- * reading it on the CPU, or unregister, brings it back).  Errors:
- * WEFT_EINVAL.  Never blocks. */
+ * reading it on the CPU, or unregister, brings it back; so does
+ * weft_data_acquire, below).  Errors: WEFT_EINVAL.  Never blocks. */
 WEFT_API WEFT_NODISCARD int weft_data_host(const weft_data *d, void **ptr, size_t *n);
+
+/* Acquire d for the calling thread: its host memory (weft_data_host's
+ * pointer: the registered memory; for data registered on a device, Weft's
+ * host copy; for a tile, its span in its parent's memory) may be used
+ * directly until weft_data_release(d), with mode WEFT_R (read it), WEFT_W
+ * (overwrite it: the value before is not brought back) or WEFT_RW.
+ * The acquisition is ordered as a task with the access (d, mode) spawned
+ * at that moment would be: after the writers spawned before it, and for
+ * WEFT_W / WEFT_RW after the readers too (as an access of the host, by an
+ * internal task named "weft_data_acquire" that holds no worker).  The
+ * call blocks until they have finished, then makes the host's copy the
+ * newest value (WEFT_R / WEFT_RW: copied from the device that has it and
+ * waited for; reductions not combined yet are combined into it), and for
+ * WEFT_W / WEFT_RW makes it the only valid copy (what the caller writes is
+ * the data's value; tasks on GPUs get it copied from there).  Tasks
+ * spawned after it that name d are ordered after it as after such a task:
+ * they wait until the release (a tile: also its neighbours' readers,
+ * and tasks on its parent — data/tile ordering applies as for any task).
+ * A held acquisition is not counted as a task in flight: weft_wait_all
+ * does not wait for it (only for the tasks behind it — so a thread that
+ * waits for those before its own release waits forever).
+ * timeout_ns: 0 waits without limit; otherwise WEFT_ETIMEDOUT when the
+ * tasks before it have not finished in time (the timeout does not bound
+ * a wait for backpressure, max_inflight).  On every error nothing is
+ * held, and the data is as if the acquire had never been made.
+ * Errors:
+ *   WEFT_EINVAL     NULL or unregistered d; a mode other than WEFT_R,
+ *                   WEFT_W, WEFT_RW (WEFT_REDUCE, WEFT_COMMUTE, WEFT_HOST,
+ *                   WEFT_ON_GPU are for tasks); d acquired already (by any
+ *                   thread, or being acquired: release it first); called
+ *                   from a task (a task names the data in its accesses
+ *                   instead: acquire is for threads outside the
+ *                   runtime's tasks); d being unregistered;
+ *   WEFT_ECANCELLED R or RW, and the last writer before it (or a task it
+ *                   follows) failed or was cancelled: the data has no
+ *                   valid value, as a reader task would be cancelled (the
+ *                   message names the root cause; a WEFT_W acquire, or a
+ *                   writer task, makes it valid again); also when
+ *                   weft_cancel_pending came while it waited;
+ *   WEFT_ETIMEDOUT  timeout_ns ran out;
+ *   WEFT_ECLOSED    the runtime is destroyed or being destroyed;
+ *   WEFT_ENOMEM, WEFT_EBUSY (d was partitioned meanwhile), or a device's
+ *                   error making the host's copy valid.
+ * Blocks.  Thread safe: any thread may release what another acquired.
+ * Not from a task (WEFT_EINVAL).  Ownership: the caller keeps the memory
+ * as for weft_data_register; Weft does not touch the host copy while it
+ * is held.  In the checking mode (WEFT_VGPU_CHECK=1), the registered memory
+ * is filled with 0xDB whenever a GPU task's write makes it stale, so a read
+ * of it outside an acquisition (or a host task) shows at once; acquire
+ * brings the newest value back first. */
+WEFT_API WEFT_NODISCARD int weft_data_acquire(weft_data *d, unsigned mode, uint64_t timeout_ns);
+
+/* Acquire n data at once, access i with acc[i].mode (WEFT_R, WEFT_W or
+ * WEFT_RW), as one task naming them all would be ordered (so two threads
+ * acquiring overlapping sets cannot deadlock each other half-way, as two
+ * weft_data_acquire calls in a row could).  Each is then released with
+ * weft_data_release; the acquisition ends, and the tasks behind any of
+ * them may start, once every one of them has been released.  Errors: as
+ * weft_data_acquire, and WEFT_EINVAL for NULL acc, n 0, the same data
+ * named twice, or data of two runtimes.  Blocks; not from a task. */
+struct weft_access; /* (Tasks, below: a data handle and a mode) */
+WEFT_API WEFT_NODISCARD int weft_data_acquire_many(const struct weft_access *acc, size_t n, uint64_t timeout_ns);
+
+/* End the calling program's acquisition of d (weft_data_acquire): the
+ * tasks spawned after it that name d may start (with what the host's copy
+ * holds now as the data's value, for WEFT_W / WEFT_RW).  From any thread,
+ * not only the one that acquired it.  Errors: WEFT_EINVAL (NULL or
+ * unregistered d; d not acquired, or still being acquired by another
+ * thread), WEFT_ECLOSED (the runtime was destroyed: destroy released it).
+ * Never blocks (the tasks released are queued, not run here).  May be
+ * called from a task (releasing what an outside thread acquired). */
+WEFT_API WEFT_NODISCARD int weft_data_release(weft_data *d);
 
 /* ------------------------------------------------------------------------ */
 /* Tasks                                                                     */
@@ -1075,15 +1166,16 @@ WEFT_API int weft_ctx_gpu(const weft_ctx *ctx, unsigned i);
  * finished (the body itself returns as soon as it has queued it).
  *
  * GPU to GPU without the host: a task whose every alternative is GPUs only
- * (no "cpu" in any set that can run) is released as soon as the bodies of
+ * (no "cpu" in any set that can run), and that accesses no data on the host
+ * (no WEFT_HOST but a reduction's), is released as soon as the bodies of
  * its GPU dependencies have returned, not when their GPU work has finished:
  * its streams wait for their completion events (on the device, as
  * cudaStreamWaitEvent does), so its body must only queue work on its
  * streams and must not read, on the host, what those dependencies produce.
  * It completes after them; if one of them fails after it started, it ends
  * WEFT_TASK_CANCELLED (and so do its dependents).  A task with a CPU
- * alternative, and every CPU task, starts only once its dependencies have
- * completed. */
+ * alternative or a WEFT_HOST access, and every CPU task, starts only once
+ * its dependencies have completed. */
 WEFT_API void *weft_ctx_stream(const weft_ctx *ctx, unsigned i);
 
 /* Queue fn(arg) on the i-th GPU's stream, after what is queued there: on a

@@ -72,6 +72,9 @@ struct weft__rt {
     pthread_mutex_t data_lock;
     weft__data *data_list;
     weft__space *spaces;
+    /* The data acquired by threads outside tasks (weft_data_acquire), or
+     * being acquired: one record per handle (api/data.c), under data_lock. */
+    struct weft__acq *acquired;
     uint64_t t0_ns;                    /* trace time origin */
     /* Progress steps polled by idle workers and waits (weft__rt_poll);
      * npollers: how many are registered, read first so that a runtime
@@ -156,6 +159,15 @@ weft__rt *weft__spawn_enter(weft_runtime *h, const weft_task_desc *d, const char
 void weft__spawn_leave(weft__rt *rt, int64_t held, bool spawned);
 /* An absolute deadline timeout_ns from now (UINT64_MAX: none; no overflow). */
 uint64_t weft__deadline(uint64_t timeout_ns);
+
+/* api/wait.c: until t has finished or done(arg) holds (outside threads:
+ * no help).  0 or WEFT_ETIMEDOUT.  Ended by a wake on key t. */
+int weft__wait_task_or(weft__rt *rt, weft__task *t, bool (*done)(const void *), const void *arg,
+                       uint64_t deadline);
+
+/* api/data.c: destroy releases the acquisitions still held (not those
+ * being made: their acquire sees the runtime closing). */
+void weft__acquired_release_all(weft__rt *rt);
 
 /* api/space.c */
 void weft__spaces_close_all(weft__rt *rt);

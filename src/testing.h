@@ -46,10 +46,6 @@ size_t weft__test_device_used(weft_runtime *rt, unsigned device);
 /* The virtual GPUs' checking mode (WEFT_VGPU_CHECK): the last violation it
  * reported, "" if none. */
 void weft__test_vcheck_last(char *buf, size_t len);
-/* Mark d's replica on device dev modified without copying anything (a
- * planted coherence bug, for the data checking mode's tests): 0, or
- * WEFT_EINVAL. */
-int weft__test_data_plant_modified(weft_data *d, unsigned dev);
 /* The replica a copy of d to device dev would come from now (the data
  * layer's choice: weft__data_source_for), or -1 for a bad handle. */
 int weft__test_data_source(weft_data *d, unsigned dev);

@@ -49,7 +49,9 @@ static void run_chain(weft__worker *w, weft__qnode *n)
             atomic_store_explicit(&w->depth, atomic_load_explicit(&w->depth, memory_order_relaxed) + 1,
                                   memory_order_relaxed);
             uint64_t t0 = w->rt->graph.trace ? weft__now_ns() : 0;
+            struct weft__guard *guard = w->rt->graph.check_data ? weft__task_guard_begin(t) : NULL;
             int r = weft__place_body(t->place, t->body)(&ctx, t->arg);
+            weft__task_guard_end(t, guard, &r);
             if (w->rt->graph.trace)
                 weft__trace_record(w, t, t0, weft__now_ns());
             atomic_store_explicit(&w->depth, atomic_load_explicit(&w->depth, memory_order_relaxed) - 1,

@@ -225,7 +225,7 @@ static int reader_kernel(void *arg) {
     return p[0] == 7 ? 0 : 6;
 }
 static int launch_rw(const weft__device_ops *o, weft__dqueue *q, weft__kernel_fn fn, void *arg, const weft_range *rw) {
-    weft__launch k = {fn, arg, 0, rw, 1, NULL, NULL};
+    weft__launch k = {fn, arg, 0, rw, 1, NULL, NULL, NULL};
     return o->launch(q, &k);
 }
 static int report_of(const weft__device_ops *o, weft__dqueue *q) {

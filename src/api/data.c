@@ -10,6 +10,7 @@
 #include "testing.h"
 
 #include <stdio.h>
+#include <string.h>
 
 /* Add d to the runtime's list (which destroy frees, newest first). */
 static void list_add(weft__rt *rt, weft__data *d)
@@ -105,6 +106,8 @@ int weft_data_register_device(weft_runtime *h, unsigned i, void *ptr, size_t n, 
     return 0;
 }
 
+static bool acq_listed(weft__rt *rt, const weft__data *d);
+
 static bool used_by_caller(const weft__data *d)
 {
     weft__worker *w = weft__tls_worker;
@@ -136,6 +139,14 @@ int weft_data_unregister(weft_data *h)
     if (!rt)
         return weft__data_get(h) ? err
                                  : weft__error(WEFT_EINVAL, "weft_data_unregister: data is already unregistered");
+    /* Acquired (weft_data_acquire): the wait below would last until the
+     * release, which the caller may be the one to make. */
+    if (acq_listed(rt, d)) {
+        weft__rt_leave(rt, 1);
+        return weft__error(WEFT_EBUSY, "weft_data_unregister: the data (d%u)%s is acquired (weft_data_acquire): "
+                                       "release it first (weft_data_release)", d->id,
+                           atomic_load(&d->fam) ? ", or one of its tiles," : "");
+    }
     /* Pin it ourselves so it cannot be freed between the checks below (the
      * slot may have been reused since the decode above); then close it. */
     weft__data *pinned = weft__data_pin(h);
@@ -282,17 +293,6 @@ int weft_data_tile_info(const weft_data *h, weft_tile_info *out)
     return 0;
 }
 
-int weft__test_data_plant_modified(weft_data *h, unsigned dev)
-{
-    weft__data *d = weft__data_get(h);
-    if (!d || dev >= d->nrep || (dev && !d->rep[dev].ptr))
-        return WEFT_EINVAL; /* a device replica must exist (a task used it there) */
-    pthread_mutex_lock(&d->lock);
-    d->rep[dev].state = WEFT__REP_MODIFIED;
-    pthread_mutex_unlock(&d->lock);
-    return 0;
-}
-
 int weft__test_data_source(weft_data *h, unsigned dev)
 {
     weft__data *d = weft__data_get(h);
@@ -302,4 +302,385 @@ int weft__test_data_source(weft_data *h, unsigned dev)
     int src = weft__data_source_for(d, dev);
     pthread_mutex_unlock(&d->lock);
     return src;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Acquire and release: a thread outside tasks uses the host's copy          */
+/* ------------------------------------------------------------------------ */
+
+/* An acquisition is an internal task with the acquired accesses on the
+ * host, spawned like any other (so it is ordered like one, and the data
+ * layer makes the host's copy valid before its body runs).  Its body
+ * takes an op (graph.h: a task completes when its last op is done) and
+ * returns at once, so no worker is held; the release gives the op back
+ * and the task completes, releasing what follows it.  The acquiring
+ * thread waits until the body ran (state HELD) or the task finished
+ * without running (cancelled: a failed writer before it).  A timed-out
+ * acquire marks the group ABANDONED: a body that runs later gives its op
+ * back at once (a timed WEFT_W acquire is made as WEFT_RW, so that such a
+ * body leaves the data's value as it was). */
+enum { ACQ_WAITING = 0, ACQ_HELD = 1, ACQ_ABANDONED = 2 };
+
+typedef struct acq_group {
+    _Atomic int refs;           /* the task's arg, and the acquiring side's */
+    _Atomic int state;          /* ACQ_* */
+    weft__task *t;              /* its task, referenced by a handle; set under data_lock
+                                   (NULL: being spawned) */
+    size_t left;                /* its records still listed (under data_lock) */
+    struct acq_group *end_next; /* (weft__acquired_release_all's list) */
+} acq_group;
+
+/* One handle acquired (or being acquired), in the runtime's list. */
+struct weft__acq {
+    struct weft__acq *next;
+    weft__data *d;
+    acq_group *g;
+};
+
+static void group_unref(void *arg)
+{
+    acq_group *g = arg;
+    if (atomic_fetch_sub(&g->refs, 1) == 1)
+        weft__free(g);
+}
+
+static int acq_body(weft_ctx *ctx, void *arg)
+{
+    acq_group *g = arg;
+    weft__task *t = ctx->task;
+    weft__task_op_begin(t); /* before HELD is seen: a release may follow at once */
+    int waiting = ACQ_WAITING;
+    if (atomic_compare_exchange_strong(&g->state, &waiting, ACQ_HELD)) {
+        if (atomic_load(&t->waiters) > 0)
+            weft__wake(t->g->ws, t);
+        return 0;
+    }
+    weft__task_op_done(t, 0); /* given up (timed out): nothing is held */
+    return 0;
+}
+
+static bool acq_not_waiting(const void *arg)
+{
+    return atomic_load(&((acq_group *)arg)->state) != ACQ_WAITING;
+}
+
+/* d's record in rt's list, or NULL (data_lock held). */
+static struct weft__acq *acq_find(weft__rt *rt, const weft__data *d)
+{
+    for (struct weft__acq *r = rt->acquired; r; r = r->next)
+        if (r->d == d)
+            return r;
+    return NULL;
+}
+
+/* Take g's records out of rt's list and free them (data_lock held). */
+static void acq_unlink_group(weft__rt *rt, acq_group *g)
+{
+    for (struct weft__acq **p = &rt->acquired; *p;) {
+        struct weft__acq *r = *p;
+        if (r->g == g) {
+            *p = r->next;
+            weft__free(r);
+            g->left--;
+        } else {
+            p = &r->next;
+        }
+    }
+}
+
+/* The last handle of a held acquisition was released: its task gets back
+ * the in-flight count the acquire dropped, and completes (here, or when
+ * its body returns, if it has not yet). */
+static void acq_end(weft__rt *rt, acq_group *g)
+{
+    weft__task *t = g->t;
+    atomic_fetch_add(&rt->graph.inflight, 1);
+    atomic_fetch_sub(&rt->graph.ext.n_done, 1); /* (its completion counts it done now) */
+    weft__task_op_done(t, 0);
+    weft_task_release(weft__handle_encode(t));
+    group_unref(g);
+}
+
+void weft__acquired_release_all(weft__rt *rt)
+{
+    acq_group *ending = NULL;
+    pthread_mutex_lock(&rt->data_lock);
+    for (struct weft__acq **p = &rt->acquired; *p;) {
+        struct weft__acq *r = *p;
+        acq_group *g = r->g;
+        if (g->t && atomic_load(&g->state) == ACQ_HELD) {
+            *p = r->next;
+            weft__free(r);
+            if (--g->left == 0) {
+                g->end_next = ending;
+                ending = g;
+            }
+        } else {
+            p = &r->next;
+        }
+    }
+    pthread_mutex_unlock(&rt->data_lock);
+    while (ending) {
+        acq_group *g = ending;
+        ending = g->end_next;
+        acq_end(rt, g);
+    }
+}
+
+/* Whether d, or one of its tiles, is acquired or being acquired. */
+static bool acq_listed(weft__rt *rt, const weft__data *d)
+{
+    pthread_mutex_lock(&rt->data_lock);
+    bool found = acq_find(rt, d) != NULL;
+    weft__family *f = atomic_load(&d->fam);
+    for (unsigned i = 0; f && f->tiles && !found && f->parent == d && i < f->ntiles; i++)
+        found = acq_find(rt, f->tiles[i]) != NULL;
+    pthread_mutex_unlock(&rt->data_lock);
+    return found;
+}
+
+/* Why task t of an acquisition finished without its body running. */
+static int acq_outcome(const weft__task *t, const char *fn)
+{
+    if (atomic_load(&((weft__task *)t)->state) == WEFT__T_FAILED) {
+        int r = t->result;
+        return weft__error(r < 0 && r >= WEFT_EDEVICE ? r : WEFT_EDEVICE,
+                           "%s: making the host's copy of the data valid failed (%s); nothing is held", fn,
+                           weft_strerror(r));
+    }
+    if (t->cause_kind == WEFT__CAUSE_REQUEST)
+        return weft__error(WEFT_ECANCELLED, "%s: cancelled by request (weft_cancel_pending) while it waited; "
+                                            "nothing is held", fn);
+    if (t->cause_kind == WEFT__CAUSE_UNSPAWNED)
+        return weft__error(WEFT_ECANCELLED, "%s: cancelled because key %s was never spawned; nothing is held",
+                           fn, t->cause_name);
+    return weft__error(WEFT_ECANCELLED, "%s: task %llu '%s', which the acquisition follows (the data's last "
+                                        "writer, or a task it follows), failed or was cancelled: the data has "
+                                        "no valid value to read; nothing is held (a WEFT_W acquire, or a task "
+                                        "that writes the data, makes it valid again)",
+                       fn, (unsigned long long)t->cause_id, t->cause_name);
+}
+
+static int acquire(const weft_access *acc, size_t n, uint64_t timeout_ns, const char *fn)
+{
+    weft__clear_error();
+    int err;
+    if (!acc || n == 0)
+        return weft__error(WEFT_EINVAL, "%s: %s", fn, !acc ? "accesses are NULL" : "no accesses (n is 0)");
+    if (weft__tls_worker)
+        return weft__error(WEFT_EINVAL, "%s: called from a task: a task names the data in its accesses instead "
+                                        "(acquire is for threads outside the runtime's tasks)", fn);
+    if (n > UINT16_MAX)
+        return weft__error(WEFT_EINVAL, "%s: %zu accesses: at most %u", fn, n, UINT16_MAX);
+    char which[32] = "";
+    for (size_t i = 0; i < n; i++) {
+        unsigned m = acc[i].mode;
+        if (n > 1)
+            snprintf(which, sizeof which, " (access %zu)", i);
+        if (m != WEFT_R && m != WEFT_W && m != WEFT_RW) {
+            if (m & (WEFT_REDUCE | WEFT_COMMUTE | WEFT_HOST | WEFT_ON_GPU_MASK))
+                return weft__error(WEFT_EINVAL, "%s: mode 0x%x%s: WEFT_REDUCE, WEFT_COMMUTE, WEFT_HOST and "
+                                                "WEFT_ON_GPU are for tasks' accesses; acquire with WEFT_R, WEFT_W "
+                                                "or WEFT_RW (what is acquired is the host's copy)", fn, m, which);
+            return weft__error(WEFT_EINVAL, "%s: mode 0x%x%s is not an access mode: acquire with WEFT_R, WEFT_W "
+                                            "or WEFT_RW", fn, m, which);
+        }
+        if (!weft__data_get(acc[i].data))
+            return weft__error(WEFT_EINVAL, "%s: data%s is NULL or unregistered", fn, which);
+        for (size_t j = 0; j < i; j++)
+            if (acc[j].data == acc[i].data)
+                return weft__error(WEFT_EINVAL, "%s: accesses %zu and %zu name the same data: name each once, "
+                                                "with WEFT_RW to read and write it", fn, j, i);
+    }
+    weft__data *d0 = weft__data_get(acc[0].data);
+    if (!d0)
+        return weft__error(WEFT_EINVAL, "%s: data is NULL or unregistered", fn);
+    weft_runtime *h = (weft_runtime *)atomic_load_explicit(&d0->rt_handle, memory_order_relaxed);
+
+    /* The internal task's accesses: a timed WEFT_W is made as WEFT_RW (a
+     * body that runs after the acquire gave up then changes nothing). */
+    weft_access small[4], *ta = n <= 4 ? small : weft__alloc(sizeof *ta * n);
+    acq_group *g = weft__alloc(sizeof *g);
+    struct weft__acq **recs = weft__alloc(sizeof *recs * n);
+    bool nomem = !ta || !g || !recs;
+    for (size_t i = 0; i < n && !nomem; i++)
+        nomem = !(recs[i] = weft__alloc(sizeof **recs));
+    if (nomem) {
+        for (size_t i = 0; recs && i < n; i++)
+            weft__free(recs[i]);
+        weft__free(recs);
+        weft__free(g);
+        if (ta != small)
+            weft__free(ta);
+        return weft__error(WEFT_ENOMEM, "%s: out of memory", fn);
+    }
+    for (size_t i = 0; i < n; i++) {
+        ta[i] = acc[i];
+        if (timeout_ns && ta[i].mode == WEFT_W)
+            ta[i].mode = WEFT_RW;
+    }
+    atomic_init(&g->refs, 2);
+    atomic_init(&g->state, ACQ_WAITING);
+    g->t = NULL;
+    g->left = 0;
+    g->end_next = NULL;
+    weft_task_desc desc;
+    weft_task_desc_init(&desc);
+    desc.body = acq_body;
+    desc.arg = g;
+    desc.arg_destroy = group_unref;
+    desc.accesses = ta;
+    desc.naccesses = n;
+    desc.name = "weft_data_acquire";
+
+    int64_t held = 0;
+    weft__rt *rt = weft__spawn_enter(h, &desc, fn, &err, &held);
+    int rc = rt ? 0 : err;
+    size_t listed = 0;
+    if (rt) {
+        /* Listed before the spawn: a second acquire of the same data (from
+         * any thread) is refused rather than queued behind this one. */
+        pthread_mutex_lock(&rt->data_lock);
+        for (size_t i = 0; i < n && rc == 0; i++) {
+            weft__data *d = weft__data_get(acc[i].data);
+            struct weft__acq *other = d ? acq_find(rt, d) : NULL;
+            if (!d)
+                rc = weft__error(WEFT_EINVAL, "%s: data is unregistered", fn);
+            else if (other)
+                rc = weft__error(WEFT_EINVAL, "%s: the data (d%u) is %s already: release it "
+                                              "(weft_data_release) before acquiring it again", fn, d->id,
+                                 other->g->t && atomic_load(&other->g->state) == ACQ_HELD
+                                     ? "acquired"
+                                     : "being acquired (by another thread)");
+        }
+        for (size_t i = 0; i < n && rc == 0; i++) {
+            recs[i]->d = weft__data_get(acc[i].data);
+            recs[i]->g = g;
+            recs[i]->next = rt->acquired;
+            rt->acquired = recs[i];
+            recs[i] = NULL;
+            listed++;
+        }
+        g->left = listed;
+        pthread_mutex_unlock(&rt->data_lock);
+    }
+    for (size_t i = 0; i < n; i++)
+        weft__free(recs[i]); /* (those not listed) */
+    weft__free(recs);
+    weft__task *t = NULL;
+    if (rc == 0)
+        rc = weft__desc_check(h, &desc, fn);
+    if (rc == 0 && (rc = weft__task_spawn(&rt->graph, h, &desc, NULL, true, &t)) != 0) {
+        char msg[256];
+        const char *m = weft_last_error(), *colon = strstr(m, ": ");
+        snprintf(msg, sizeof msg, "%s", colon && !strncmp(m, "weft_spawn", 10) ? colon + 2 : m);
+        rc = weft__error(rc, "%s: %s", fn, msg);
+    }
+    if (ta != small)
+        weft__free(ta);
+    if (rc != 0) {
+        if (listed) {
+            pthread_mutex_lock(&rt->data_lock);
+            acq_unlink_group(rt, g);
+            pthread_mutex_unlock(&rt->data_lock);
+        }
+        if (rt)
+            weft__spawn_leave(rt, held, false);
+        weft__free(g); /* (never handed to a task) */
+        return rc;
+    }
+    pthread_mutex_lock(&rt->data_lock);
+    g->t = t;
+    pthread_mutex_unlock(&rt->data_lock);
+
+    uint64_t deadline = timeout_ns ? weft__deadline(timeout_ns) : UINT64_MAX;
+    bool timed_out = weft__wait_task_or(rt, t, acq_not_waiting, g, deadline) != 0;
+    int st = ACQ_WAITING;
+    if (!atomic_compare_exchange_strong(&g->state, &st, ACQ_ABANDONED) && st == ACQ_HELD) {
+        /* Held: not a task in flight, for weft_wait_all (its count is
+         * dropped below) nor for weft_wait_settled (counted done, until
+         * acq_end takes that back before it completes). */
+        atomic_fetch_add(&rt->graph.ext.n_done, 1);
+        if (!atomic_load(&rt->closing)) {
+            weft__rt_leave(rt, held); /* the task's count too: a held acquisition is not in flight */
+            return 0;
+        }
+        /* Destroy began meanwhile: it releases what is held (this, if it
+         * saw it held), so give it back too. */
+        bool mine;
+        pthread_mutex_lock(&rt->data_lock);
+        mine = acq_find(rt, weft__data_get(acc[0].data)) != NULL;
+        if (mine)
+            acq_unlink_group(rt, g);
+        pthread_mutex_unlock(&rt->data_lock);
+        if (mine)
+            acq_end(rt, g);
+        weft__rt_leave(rt, held);
+        return weft__error(WEFT_ECLOSED, "%s: the runtime is being destroyed (which releases acquired data)", fn);
+    }
+    /* Not held: timed out (its body, if it runs, gives up), or the task
+     * finished without its body (cancelled).  Nothing is held. */
+    pthread_mutex_lock(&rt->data_lock);
+    acq_unlink_group(rt, g);
+    pthread_mutex_unlock(&rt->data_lock);
+    if (weft__state_final(atomic_load(&t->state)))
+        rc = acq_outcome(t, fn);
+    else if (timed_out)
+        rc = weft__error(WEFT_ETIMEDOUT, "%s: not acquired in %llu ns: tasks spawned before it that access the "
+                                         "data have not finished; nothing is held",
+                         fn, (unsigned long long)timeout_ns);
+    else
+        rc = weft__error(WEFT_ECLOSED, "%s: gave up (the runtime is being destroyed)", fn);
+    weft_task_release(weft__handle_encode(t));
+    group_unref(g);
+    weft__spawn_leave(rt, held, true); /* the task keeps its count until it finishes */
+    return rc;
+}
+
+int weft_data_acquire(weft_data *d, unsigned mode, uint64_t timeout_ns)
+{
+    weft_access a = {d, mode};
+    return acquire(&a, 1, timeout_ns, "weft_data_acquire");
+}
+
+int weft_data_acquire_many(const weft_access *acc, size_t n, uint64_t timeout_ns)
+{
+    return acquire(acc, n, timeout_ns, "weft_data_acquire_many");
+}
+
+int weft_data_release(weft_data *h)
+{
+    weft__clear_error();
+    int err;
+    weft__data *d = weft__data_get(h);
+    if (!d)
+        return weft__error(WEFT_EINVAL, "weft_data_release: data is NULL or unregistered");
+    weft__rt *rt = weft__rt_enter(atomic_load_explicit(&d->rt_handle, memory_order_relaxed), "weft_data_release",
+                                  &err, 1, true);
+    if (!rt)
+        return err;
+    int rc = 0;
+    acq_group *end = NULL;
+    pthread_mutex_lock(&rt->data_lock);
+    struct weft__acq **p = &rt->acquired;
+    while (*p && (*p)->d != d)
+        p = &(*p)->next;
+    struct weft__acq *r = *p;
+    if (!r) {
+        rc = weft__error(WEFT_EINVAL, "weft_data_release: the data (d%u) is not acquired (weft_data_release "
+                                      "ends a weft_data_acquire, once)", d->id);
+    } else if (!r->g->t || atomic_load(&r->g->state) != ACQ_HELD) {
+        rc = weft__error(WEFT_EINVAL, "weft_data_release: the data (d%u) is still being acquired (by another "
+                                      "thread): release it once weft_data_acquire has returned", d->id);
+    } else {
+        *p = r->next;
+        if (--r->g->left == 0)
+            end = r->g;
+        weft__free(r);
+    }
+    pthread_mutex_unlock(&rt->data_lock);
+    if (end)
+        acq_end(rt, end);
+    weft__rt_leave(rt, 1);
+    return rc;
 }

@@ -157,7 +157,7 @@ int weft_ctx_queue(const weft_ctx *ctx, unsigned i, int (*fn)(void *arg), void *
         return weft__error(WEFT_EINVAL, "weft_ctx_queue: GPU %u of a task with %u", i, weft_ctx_gpu_count(ctx));
     weft__dqueue *q = ctx->task->place->queue[i];
     weft__device *dev = ctx->rt->placer.gpu[ctx->task->place->gpu[i]];
-    weft__launch k = {fn, arg, model_ns, NULL, 0, weft__task_op_failed, ctx->task};
+    weft__launch k = {fn, arg, model_ns, NULL, 0, weft__task_op_failed, ctx->task, weft__task_skip_work};
     int rc = dev->ops->launch(q, &k);
     return rc ? weft__error(rc, "weft_ctx_queue: could not queue on %s (%s)", dev->name, weft_strerror(rc)) : 0;
 }
@@ -178,27 +178,56 @@ int weft_ctx_queue_rw(const weft_ctx *ctx, unsigned i, int (*fn)(void *arg), voi
                                             "WEFT_R, WEFT_W or WEFT_RW)", k, ranges[k].mode);
     weft__dqueue *q = ctx->task->place->queue[i];
     weft__device *dev = ctx->rt->placer.gpu[ctx->task->place->gpu[i]];
+    weft_range *sealed = NULL; /* (the checking mode: ranges in data the task only reads, marked) */
+    if (ctx->rt->graph.check_data && n) {
+        if (!(sealed = weft__alloc(n * sizeof *sealed)))
+            return weft__error(WEFT_ENOMEM, "weft_ctx_queue_rw: out of memory");
+        memcpy(sealed, ranges, n * sizeof *sealed);
+    }
     if (ctx->rt->graph.check_data) { /* the checking mode: its ranges in its own data there */
         for (size_t r = 0; r < n; r++) {
             const weft__data *d = ranges[r].bytes ? weft__data_at_address(&ctx->rt->mnodes[dev->index],
                                                                          ranges[r].ptr, ranges[r].bytes)
                                                   : NULL;
-            bool own = !d;
-            for (uint32_t a = 0; a < ctx->task->naccess && !own; a++)
-                own = ctx->task->access[a].data == d && !(ctx->task->access[a].mode & WEFT__ORDER_ONLY);
-            if (!own) {
-                char why[300];
+            if (!d)
+                continue;
+            unsigned modes = 0; /* how the task accesses d (WEFT_R, WEFT_W) */
+            bool reduces = false;
+            for (uint32_t a = 0; a < ctx->task->naccess; a++)
+                if (ctx->task->access[a].data == d && !(ctx->task->access[a].mode & WEFT__ORDER_ONLY)) {
+                    modes |= ctx->task->access[a].mode & WEFT_RW;
+                    reduces |= (ctx->task->access[a].mode & WEFT_REDUCE) != 0;
+                }
+            char why[360];
+            why[0] = '\0';
+            if (!modes && !reduces)
                 snprintf(why, sizeof why,
                          "weft_ctx_queue_rw: range %zu [%p, +%zu) lies in the replica of data d%u on %s, which this "
                          "task does not access (a pointer kept from an earlier task, or a missing access)",
                          r, ranges[r].ptr, ranges[r].bytes, d->id, dev->name);
+            else if (modes && (ranges[r].mode & ~modes & WEFT_R))
+                snprintf(why, sizeof why,
+                         "weft_ctx_queue_rw: range %zu [%p, +%zu) is read, but the task accesses data d%u WEFT_W "
+                         "only: its replica on %s holds no value for it (access it WEFT_RW to read it)",
+                         r, ranges[r].ptr, ranges[r].bytes, d->id, dev->name);
+            else if (modes && (ranges[r].mode & ~modes & WEFT_W))
+                snprintf(why, sizeof why,
+                         "weft_ctx_queue_rw: range %zu [%p, +%zu) is written, but the task accesses data d%u WEFT_R "
+                         "only: its replicas would disagree (access it WEFT_RW to write it)",
+                         r, ranges[r].ptr, ranges[r].bytes, d->id);
+            if (why[0]) {
                 weft__vcheck_report(why);
+                weft__free(sealed);
                 return weft__error(WEFT_EINVAL, "%s", why);
             }
+            if (modes == WEFT_R && !reduces)
+                sealed[r].mode |= WEFT__VCHECK_SEALED;
         }
     }
-    weft__launch k = {fn, arg, model_ns, ranges, n, weft__task_op_failed, ctx->task};
+    weft__launch k = {fn,   arg, model_ns, sealed ? sealed : ranges, n, weft__task_op_failed, ctx->task,
+                      weft__task_skip_work};
     int rc = dev->ops->launch(q, &k);
+    weft__free(sealed); /* (launch copies the ranges) */
     return rc ? weft__error(rc, "weft_ctx_queue_rw: could not queue on %s (%s)", dev->name, weft_strerror(rc)) : 0;
 }
 
@@ -211,6 +240,7 @@ int weft_ctx_copy(const weft_ctx *ctx, unsigned i, void *dst, const void *src, s
         return weft__error(WEFT_EINVAL, "weft_ctx_copy: GPU %u of a task with %u", i, weft_ctx_gpu_count(ctx));
     weft__dqueue *q = ctx->task->place->queue[i];
     weft__device *dev = ctx->rt->placer.gpu[ctx->task->place->gpu[i]];
+    ctx->task->body_copied = true;
     int rc = dev->ops->copy(q, dst, src, n);
     return rc ? weft__error(rc, "weft_ctx_copy: could not queue on %s (%s)", dev->name, weft_strerror(rc)) : 0;
 }

@@ -379,6 +379,7 @@ int weft_runtime_destroy(weft_runtime *h)
      * the spaces, which cancels those; let the rest finish; then refuse
      * every call and drain what raced with it. */
     atomic_store(&rt->closing, true);
+    weft__acquired_release_all(rt); /* (they would hold what follows them forever) */
     weft__wait_settled(rt, UINT64_MAX);
     weft__spaces_close_all(rt);
     int rc = weft_wait_all(h);

@@ -84,6 +84,35 @@ static int reduce_check(const weft_task_desc *d, size_t i, const char *fn)
     return rc;
 }
 
+/* A tile (access i of d) and its partitioned parent in one task, one of
+ * them written: 0 or WEFT_EINVAL naming both.  The two are views of one
+ * array that the data layer brings up to date one from the other between
+ * tasks (data/tile.h), never within one: what the task wrote through one
+ * view would be replaced by the other's. */
+static int family_check(const weft_task_desc *d, size_t i, const char *fn)
+{
+    weft__data *x = weft__data_pin(d->accesses[i].data);
+    if (!x)
+        return 0; /* (being unregistered: the spawn fails later) */
+    int rc = 0;
+    for (size_t j = 0; j < d->naccesses && rc == 0 && x->tile; j++) {
+        unsigned both = d->accesses[i].mode | d->accesses[j].mode;
+        if (j == i || !(both & WEFT_W) || (both & WEFT_REDUCE)) /* (a reduction's own rule: reduce_check) */
+            continue;
+        weft__data *e = weft__data_pin(d->accesses[j].data);
+        if (e && e == x->tile->fam->parent)
+            rc = weft__error(WEFT_EINVAL, "%s: access %zu names tile %u of the data that access %zu names, and "
+                                          "one of them writes: a task may use a tile and the data it was "
+                                          "partitioned from together only to read both (write the tiles, or "
+                                          "the whole data, in tasks of their own)",
+                             fn, i, x->tile->index, j);
+        if (e)
+            weft__data_unpin(e);
+    }
+    weft__data_unpin(x);
+    return rc;
+}
+
 /* An access with WEFT_ON_GPU (access i of d): 0 or WEFT_EINVAL naming it. */
 static int on_gpu_check(const weft_task_desc *d, size_t i, const char *fn)
 {
@@ -149,6 +178,11 @@ int weft__desc_check(const weft_runtime *h, const weft_task_desc *d, const char 
             if (rc)
                 return rc;
             m &= ~(unsigned)WEFT_ON_GPU_MASK;
+        }
+        if (d->naccesses > 1 && atomic_load(&dd->fam)) {
+            int rc = family_check(d, i, fn);
+            if (rc)
+                return rc;
         }
         if (m & WEFT_REDUCE) {
             int rc = reduce_check(d, i, fn);

@@ -140,6 +140,26 @@ int weft__wait_task(weft__rt *rt, weft__task *t, uint64_t deadline)
     return weft__wait_until(&rt->waits, &spec);
 }
 
+typedef struct task_or_arg {
+    weft__task *t;
+    bool (*done)(const void *);
+    const void *arg;
+} task_or_arg;
+
+static bool task_final_or(const void *arg)
+{
+    const task_or_arg *a = arg;
+    return a->done(a->arg) || task_final(a->t);
+}
+
+int weft__wait_task_or(weft__rt *rt, weft__task *t, bool (*done)(const void *), const void *arg,
+                       uint64_t deadline)
+{
+    task_or_arg a = {t, done, arg};
+    weft__wait spec = spec_of(rt, t, task_final_or, &a, &t->waiters, deadline);
+    return weft__wait_until(&rt->waits, &spec);
+}
+
 static bool idle(const void *arg)
 {
     const weft__rt *rt = arg;

@@ -119,9 +119,10 @@ weft__data *weft__data_new(weft__waitset *ws, const void *rt_handle, void *ptr, 
     d->rep = rep;
     d->copied = copied;
     for (unsigned i = 0; i < d->nrep; i++)
-        d->rep[i] = (weft__replica){.state = WEFT__REP_INVALID, .owner = d};
+        d->rep[i] = (weft__replica){.tag = WEFT__TAG_GARBAGE, .owner = d};
     d->rep[0].ptr = ptr;
-    d->rep[0].state = WEFT__REP_MODIFIED;
+    d->cur = d->last_tag = 1; /* the user's value */
+    d->rep[0].tag = d->cur;
     atomic_store(&d->users, 0);
     return d;
 }
@@ -129,9 +130,9 @@ weft__data *weft__data_new(weft__waitset *ws, const void *rt_handle, void *ptr, 
 void weft__data_live_on(weft__data *d, unsigned dev, void *p)
 {
     d->user_dev = dev;
-    d->rep[0].state = WEFT__REP_INVALID;
+    d->rep[0].tag = WEFT__TAG_GARBAGE;
     d->rep[dev].ptr = p;
-    d->rep[dev].state = WEFT__REP_MODIFIED;
+    d->rep[dev].tag = d->cur;
     atomic_store(&d->on_devices, true);
     atomic_store(&d->home, dev);
 }
@@ -248,6 +249,15 @@ static int copy_rect_to_host_async(weft__data *d, unsigned src, int which, size_
 {
     weft__device *dev = d->devs[src];
     *e = NULL;
+    /* Every copy is ordered after the last write of its source: a copy
+     * queue waits for copies only, so the replica's writer must have
+     * ended (the graph releases a task reading on the host only after its
+     * predecessors completed).  Refused loudly otherwise. */
+    for (const weft__wrec *w = d->open; w; w = w->next)
+        if (w->tag == d->rep[src].tag)
+            return weft__error(WEFT_EDEVICE, "coherence: a copy of data d%u to the host would read its replica on "
+                                             "%s while a writer still changes it (an ordering error in Weft: "
+                                             "please report it)", d->id, dev->name);
     weft__dqueue *q;
     int rc = host_buffer(d);
     if (rc == 0)
@@ -277,9 +287,13 @@ static int copy_to_host_async(weft__data *d, unsigned src, int which, weft__deve
     return copy_rect_to_host_async(d, src, which, p.r, p.c, p.rows, p.bytes, e);
 }
 
+static void wait_overwritable(weft__data *d, unsigned dev);
+
 int weft__data_parts_to_host(weft__data *d, const weft__rect *parts, unsigned n)
 {
-    if (d->rep[0].state != WEFT__REP_INVALID || n == 0)
+    if (n)
+        wait_overwritable(d, 0); /* the parts overwrite the host's */
+    if (weft__rep_valid(d, 0) || n == 0)
         return 0;
     if (n > 4)
         return WEFT_EINVAL;
@@ -363,7 +377,7 @@ int weft__data_copy_out(weft__data *d, unsigned dev, void *dst, const void *src,
 
 int weft__data_to_host_now(weft__data *d)
 {
-    if (d->rep[0].state != WEFT__REP_INVALID)
+    if (weft__rep_valid(d, 0))
         return 0;
     int src = weft__data_source_for(d, 0);
     if (src <= 0)
@@ -380,20 +394,18 @@ int weft__data_to_host_now(weft__data *d)
  * valid one is on a device of another kind (stage through the host). */
 int weft__data_source_for(const weft__data *d, unsigned dst)
 {
-    int peer = -1, host = d->rep[0].state != WEFT__REP_INVALID ? 0 : -1, other = -1;
+    int peer = -1, host = weft__rep_valid(d, 0) ? 0 : -1, other = -1;
     uint32_t peer_load = 0;
     for (unsigned i = 1; i < d->nrep; i++) {
-        if (i == dst || d->rep[i].state == WEFT__REP_INVALID)
+        if (i == dst || !weft__rep_valid(d, i))
             continue;
         bool same_kind = dst == 0 || ops_of(d, i) == ops_of(d, dst);
         if (!same_kind) {
             other = (int)i;
             continue;
         }
-        if (peer >= 0 && d->rep[peer].state == WEFT__REP_MODIFIED)
-            continue; /* (the only valid one but the host's, if any) */
         uint32_t load = atomic_load_explicit(&d->mnodes[i].sourcing, memory_order_relaxed);
-        if (peer < 0 || d->rep[i].state == WEFT__REP_MODIFIED || load < peer_load) {
+        if (peer < 0 || load < peer_load) {
             peer = (int)i;
             peer_load = load;
         }
@@ -409,8 +421,8 @@ int weft__data_source_for(const weft__data *d, unsigned dst)
 static void set_home(weft__data *d)
 {
     unsigned home = 0;
-    for (unsigned i = 1; i < d->nrep; i++)
-        if (d->rep[i].state == WEFT__REP_MODIFIED || (!home && d->rep[i].state == WEFT__REP_SHARED))
+    for (unsigned i = 1; i < d->nrep && !home; i++)
+        if (weft__rep_valid(d, i))
             home = i;
     atomic_store_explicit(&d->home, home, memory_order_relaxed);
 }
@@ -451,8 +463,7 @@ static int fetch(weft__data *d, unsigned dev, weft__dqueue *q, bool may_prefetch
         int rc = copy_to_host(d, (unsigned)(-1 - src), FETCH_Q);
         if (rc != 0)
             return rc;
-        d->rep[-1 - src].state = WEFT__REP_SHARED;
-        d->rep[0].state = WEFT__REP_SHARED;
+        d->rep[0].tag = d->cur;
         src = 0;
     }
     if (dev == 0) /* the caller waits for it, without the lock (fetch_to_host) */
@@ -481,9 +492,7 @@ static int fetch(weft__data *d, unsigned dev, weft__dqueue *q, bool may_prefetch
     }
     if (rc != 0)
         return rc;
-    if (d->rep[src].state == WEFT__REP_MODIFIED)
-        d->rep[src].state = WEFT__REP_SHARED;
-    d->rep[dev].state = WEFT__REP_SHARED;
+    d->rep[dev].tag = d->cur;
     return 0;
 }
 
@@ -500,6 +509,7 @@ static int start_host_fetch(weft__data *d)
     if (rc != 0)
         return rc;
     d->host_fetch_dev = (unsigned)src;
+    d->host_fetch_tag = d->cur;
     atomic_fetch_add(&d->rep[src].pins, 1); /* not evicted while it is copied from */
     return 0;
 }
@@ -515,6 +525,7 @@ static int fetch_to_host(weft__data *d)
     if (!d->host_fetch && (rc = start_host_fetch(d)) != 0)
         return rc;
     unsigned src = d->host_fetch_dev;
+    uint64_t tag = d->host_fetch_tag;
     weft__devent *e = d->host_fetch;
     d->host_fetch_users++;
     pthread_mutex_unlock(&d->lock);
@@ -529,10 +540,9 @@ static int fetch_to_host(weft__data *d)
     }
     if (rc != 0)
         return rc;
-    /* Only readers ran meanwhile (a writer follows them): the source is as it was. */
-    if (d->rep[src].state == WEFT__REP_MODIFIED)
-        d->rep[src].state = WEFT__REP_SHARED;
-    d->rep[0].state = WEFT__REP_SHARED;
+    /* The value it copied (only readers ran meanwhile: a writer follows
+     * them, so it is still the newest). */
+    d->rep[0].tag = tag;
     return 0;
 }
 
@@ -543,7 +553,7 @@ int weft__data_prefetch_host(weft__data *d, weft__done_fn done, void *cookie)
         return 0;
     int rc = 0;
     pthread_mutex_lock(&d->lock);
-    if (d->rep[0].state == WEFT__REP_INVALID && d->nrep > 1 && (d->host_fetch || start_host_fetch(d) == 0)) {
+    if (!weft__rep_valid(d, 0) && d->nrep > 1 && (d->host_fetch || start_host_fetch(d) == 0)) {
         weft__device *dev = d->devs[d->host_fetch_dev];
         weft__dqueue *q;
         /* Not landed yet: called back once it has (the queue's report
@@ -560,61 +570,132 @@ int weft__data_prefetch_host(weft__data *d, weft__done_fn done, void *cookie)
 void weft__data_prefetch_settle(weft__data *d)
 {
     pthread_mutex_lock(&d->lock);
-    if (d->host_fetch && d->rep[0].state == WEFT__REP_INVALID && fetch_to_host(d) == 0) {
-        d->version = ++d->next_version; /* states changed (as an acquire's would) */
+    if (d->host_fetch && !weft__rep_valid(d, 0) && fetch_to_host(d) == 0)
         set_home(d);
-    }
     pthread_mutex_unlock(&d->lock);
 }
 
 int weft__data_to_host(weft__data *d)
 {
-    return d->rep[0].state != WEFT__REP_INVALID ? 0 : fetch_to_host(d);
+    return weft__rep_valid(d, 0) ? 0 : fetch_to_host(d);
 }
 
 void weft__data_host_copied(weft__data *d, unsigned src)
 {
-    if (d->rep[src].state == WEFT__REP_MODIFIED)
-        d->rep[src].state = WEFT__REP_SHARED;
-    d->rep[0].state = WEFT__REP_SHARED;
+    d->rep[0].tag = d->rep[src].tag;
     set_home(d);
 }
 
 void weft__data_reset_to_host(weft__data *d)
 {
-    for (unsigned i = 1; i < d->nrep; i++)
-        d->rep[i].state = WEFT__REP_INVALID;
-    d->rep[0].state = WEFT__REP_MODIFIED;
-    d->version = ++d->next_version;
+    d->cur = ++d->last_tag;
+    d->rep[0].tag = d->cur;
     set_home(d);
 }
 
+weft__replica_state weft__rep_state(const weft__data *d, unsigned i)
+{
+    if (!weft__rep_valid(d, i))
+        return WEFT__REP_INVALID;
+    for (unsigned j = 0; j < d->nrep; j++)
+        if (j != i && weft__rep_valid(d, j))
+            return WEFT__REP_SHARED;
+    return WEFT__REP_MODIFIED;
+}
+
+/* Whether the value of tag must be kept (the lock held): the newest, or
+ * one that an open write replaces (its abort makes it the newest again). */
+static bool tag_live(const weft__data *d, uint64_t tag)
+{
+    if (tag == WEFT__TAG_GARBAGE)
+        return false;
+    if (tag == d->cur)
+        return true;
+    for (const weft__wrec *w = d->open; w; w = w->next)
+        if (w->prev == tag)
+            return true;
+    return false;
+}
+
+/* Whether replica j holds its value now: the last copy into it has
+ * landed, and did not fail (the host's is filled before its tag is set). */
+static bool landed(const weft__data *d, unsigned j)
+{
+    const weft__replica *r = &d->rep[j];
+    return j == 0 || !r->ready || ops_of(d, j)->event_query(r->ready) == 1;
+}
+
+/* Whether replica i is the last one holding a value that must be kept
+ * (others whose copy of it has not landed do not count: it may fail). */
+static bool last_of_live(const weft__data *d, unsigned i)
+{
+    uint64_t tag = d->rep[i].tag;
+    if (!tag_live(d, tag))
+        return false;
+    for (unsigned j = 0; j < d->nrep; j++)
+        if (j != i && d->rep[j].tag == tag && landed(d, j))
+            return false;
+    return true;
+}
+
+typedef struct ends_wait {
+    weft__data *d;
+    uint64_t seen;
+} ends_wait;
+
+static bool ends_changed(const void *arg)
+{
+    const ends_wait *w = arg;
+    return atomic_load(&w->d->ends) != w->seen;
+}
+
+/* acquire_read and acquire_write overwrite replica dev (the lock held):
+ * if it is the last copy of a value that an open write may fall back to
+ * (not the newest: that one the acquiring task's own write replaces, or
+ * its read fetches), wait until that value is no longer live — the open
+ * writers whose prev it is end; they all precede the acquiring task, so
+ * nothing they wait for waits for it.  The lock is let go meanwhile. */
+static void wait_overwritable(weft__data *d, unsigned dev)
+{
+    while (d->rep[dev].tag != d->cur && last_of_live(d, dev)) {
+        ends_wait ew = {d, atomic_load(&d->ends)};
+        pthread_mutex_unlock(&d->lock);
+        weft__wait w = {.key = &d->ends, .done = ends_changed, .arg = &ew, .deadline = UINT64_MAX, .spin = 64};
+        (void)weft__wait_until(d->ws, &w);
+        pthread_mutex_lock(&d->lock);
+    }
+}
+
+void weft__data_wait_overwritable(weft__data *d, unsigned dev) { wait_overwritable(d, dev); }
+
+/* Whether device replica i of e (not pinned) may be evicted now: it holds
+ * no value that must be kept, or the host's can take it (the host's own is
+ * not the last of one). */
+static bool evictable(const weft__data *e, unsigned i) { return !last_of_live(e, i) || !last_of_live(e, 0); }
+
 /* Give replica r (on device dev) of e back to its device (e's lock held,
- * not pinned): a modified one is copied to the host first (a reducer's
- * private copy, to host memory).  false if that copy failed (nothing is
- * dropped then). */
+ * not pinned, evictable): the last copy of a value that must be kept goes
+ * to the host first (a reducer's private copy, to host memory).  false if
+ * that copy failed (nothing is dropped then). */
 static bool drop_replica(weft__data *e, weft__replica *r, unsigned dev)
 {
     if (r->partial)
         return weft__reduce_evict(e, r, dev);
-    bool only = r->state != WEFT__REP_INVALID;
-    for (unsigned i = 0; i < e->nrep && only; i++)
-        only = i == dev || e->rep[i].state == WEFT__REP_INVALID;
-    if (only) { /* the newest value: to the host first */
+    if (last_of_live(e, dev)) { /* to the host first */
         if (copy_to_host(e, dev, EVICT_Q) != 0)
             return false;
-        e->rep[0].state = WEFT__REP_MODIFIED;
+        e->rep[0].tag = r->tag;
     } else if (r->ready) {
         (void)weft__device_event_wait(e->devs[dev], r->ready); /* its last copy in has landed */
     }
     if (r->ready)
         ops_of(e, dev)->event_destroy(r->ready);
     ops_of(e, dev)->mem_free(e->devs[dev], r->ptr, e->size);
-    atomic_fetch_sub(&e->devs[dev]->replicas, e->size);
+    atomic_fetch_sub(&e->devs[dev]->replicas, weft__device_bytes(e->size));
     r->ptr = NULL;
     r->ready = NULL;
     r->ready_q = NULL;
-    r->state = WEFT__REP_INVALID;
+    r->tag = WEFT__TAG_GARBAGE;
     set_home(e);
     return true;
 }
@@ -634,7 +715,7 @@ static int alloc_evicting(weft__data *d, unsigned dev, void **out)
     weft__mnode *m = &d->mnodes[dev];
     for (;;) {
         if (ops_of(d, dev)->mem_alloc(d->devs[dev], d->size, out) == 0) {
-            atomic_fetch_add(&d->devs[dev]->replicas, d->size);
+            atomic_fetch_add(&d->devs[dev]->replicas, weft__device_bytes(d->size));
             return 0;
         }
         *out = NULL;
@@ -651,7 +732,12 @@ static int alloc_evicting(weft__data *d, unsigned dev, void **out)
                 pinned = true;
                 continue;
             }
-            if (atomic_load(&r->pins)) { /* pinned since (pins rise under e's lock) */
+            /* Pinned since (pins rise under e's lock); or the last copy of
+             * a value an open write may fall back to, which the host
+             * cannot take now (that write's end frees it, as a pin's). */
+            bool keep = atomic_load(&r->pins) || (!r->partial && !evictable(e, dev));
+            if (keep) {
+                pinned = true;
                 if (e != d)
                     pthread_mutex_unlock(&e->lock);
                 continue;
@@ -676,12 +762,12 @@ static int alloc_evicting(weft__data *d, unsigned dev, void **out)
 int weft__data_alloc_evicting(weft__data *d, unsigned dev, void **out) { return alloc_evicting(d, dev, out); }
 
 int weft__data_acquire(weft__data *d, unsigned dev, unsigned mode, uint64_t seq, weft__dqueue *q,
-                       weft__data_hold *hold, weft__data_undo *undo)
+                       weft__data_hold *hold, weft__wrec *rec)
 {
     weft__data_hold_clear(hold);
-    undo->after = 0;
+    weft__wrec_clear(rec);
     if (atomic_load_explicit(&d->fam, memory_order_acquire))
-        return weft__family_acquire(d, dev, mode, seq, q, hold, undo); /* (its reductions there: data/tile.c) */
+        return weft__family_acquire(d, dev, mode, seq, q, hold, rec); /* (its reductions there: data/tile.c) */
     if (atomic_load_explicit(&d->has_partials, memory_order_acquire)) {
         /* Reduction groups spawned before this task: their private copies
          * into the value first (their tasks have finished: the graph orders
@@ -692,11 +778,11 @@ int weft__data_acquire(weft__data *d, unsigned dev, unsigned mode, uint64_t seq,
         if (rc != 0)
             return rc;
     }
-    return weft__data_acquire_one(d, dev, mode, q, hold, undo);
+    return weft__data_acquire_one(d, dev, mode, q, hold, rec);
 }
 
 int weft__data_acquire_one(weft__data *d, unsigned dev, unsigned mode, weft__dqueue *q, weft__data_hold *hold,
-                           weft__data_undo *undo)
+                           weft__wrec *rec)
 {
     if (dev >= d->nrep)
         dev = 0; /* a device added after registration: the task uses the host's copy */
@@ -707,36 +793,41 @@ int weft__data_acquire_one(weft__data *d, unsigned dev, unsigned mode, weft__dqu
     }
     int rc = 0;
     pthread_mutex_lock(&d->lock);
-    weft__data_undo was = {d->version, 0, 0, -1, (mode & WEFT_W) != 0};
-    for (unsigned i = 0; i < d->nrep && i < 64; i++)
-        if (d->rep[i].state != WEFT__REP_INVALID) {
-            was.valid |= (uint64_t)1 << i;
-            if (d->rep[i].state == WEFT__REP_MODIFIED)
-                was.modified = (int8_t)i;
-        }
     weft__replica *r = &d->rep[dev];
+    if (mode & (WEFT_R | WEFT_W))
+        wait_overwritable(d, dev);
     if (dev && !r->ptr && (rc = alloc_evicting(d, dev, &r->ptr)) == 0 && d->tile)
         weft__tile_halo_stale(d, dev); /* a new replica: no halo yet */
     if (dev == 0 && rc == 0)
         rc = host_buffer(d); /* data registered on a device: the host's copy is made now */
     int src = -1;
     bool fetched = false;
-    if (rc == 0 && dev == 0 && (mode & WEFT_R) && r->state == WEFT__REP_INVALID) {
+    /* acquire_read: the newest value into the replica, if it lacks it. */
+    if (rc == 0 && dev == 0 && (mode & WEFT_R) && !weft__rep_valid(d, 0)) {
         hold->src = (int8_t)weft__data_source_for(d, 0);
         rc = fetch_to_host(d);
         fetched = true;
-    } else if (rc == 0 && (mode & WEFT_R) && r->state == WEFT__REP_INVALID) {
+    } else if (rc == 0 && (mode & WEFT_R) && !weft__rep_valid(d, dev)) {
         src = weft__data_source_for(d, dev);
         rc = fetch(d, dev, q, (mode & WEFT__DATA_PREFETCH) != 0);
         fetched = true;
     } else if (rc == 0 && dev && q) {
         rc = weft__data_wait_ready(d, dev, q); /* valid, but maybe filled on another queue */
     }
+    if (rc == 0 && fetched) {
+        rec->fetched = (int16_t)dev;
+        rec->fetched_tag = d->cur;
+    }
+    /* acquire_write: a new value, in this replica only, recorded open. */
     if (rc == 0 && (mode & WEFT_W)) {
-        for (unsigned i = 0; i < d->nrep; i++)
-            if (i != dev)
-                d->rep[i].state = WEFT__REP_INVALID;
-        r->state = WEFT__REP_MODIFIED;
+        rec->tag = ++d->last_tag;
+        rec->prev = d->cur;
+        rec->dev = (int16_t)dev;
+        rec->was = r->tag;
+        rec->status = WEFT__WREC_OPEN;
+        rec->next = d->open;
+        d->open = rec;
+        d->cur = r->tag = rec->tag;
     }
     if (rc == 0 && dev) {
         atomic_fetch_add(&r->pins, 1);
@@ -748,16 +839,11 @@ int weft__data_acquire_one(weft__data *d, unsigned dev, unsigned mode, weft__dqu
         }
         atomic_store_explicit(&d->on_devices, true, memory_order_release);
     }
-    if (rc == 0 && d->nrep <= 64 && ((mode & WEFT_W) || fetched)) {
-        d->version = ++d->next_version;
-        was.after = d->version;
-        *undo = was;
-    }
     set_home(d);
     if (rc == 0) {
         if (fetched && src != -1)
             hold->src = (int8_t)(src < 0 ? 0 : src); /* another kind's: through the host */
-        hold->state = r->state;
+        hold->state = (uint8_t)weft__rep_state(d, dev);
     }
     bool listed = dev && r->ptr && dev != d->user_dev; /* the user's own memory is never evicted */
     pthread_mutex_unlock(&d->lock);
@@ -772,23 +858,18 @@ int weft__data_check(weft__data *d, unsigned dev, unsigned mode, char *why, size
         dev = 0;
     if (dev == 0 && !atomic_load_explicit(&d->on_devices, memory_order_acquire))
         return d->tile ? weft__tile_check(d, 0, mode, why, len) : 0;
-    static const char *const name[] = {"invalid", "shared", "modified"};
     int rc = 0;
     pthread_mutex_lock(&d->lock);
-    const weft__replica *r = &d->rep[dev];
-    if (r->state == WEFT__REP_INVALID) {
+    if (!weft__rep_valid(d, dev)) {
         snprintf(why, len, "its replica on %s is invalid", d->devs[dev]->name);
         rc = WEFT_EDEVICE;
     }
-    for (unsigned i = 0; i < d->nrep && rc == 0; i++) {
-        if (i == dev || d->rep[i].state == WEFT__REP_INVALID)
-            continue;
-        if (d->rep[i].state == WEFT__REP_MODIFIED || (mode & WEFT_W)) {
-            snprintf(why, len, "its replica on %s is %s while the task's on %s is %s", d->devs[i]->name,
-                     name[d->rep[i].state], d->devs[dev]->name, name[r->state]);
+    for (unsigned i = 0; i < d->nrep && rc == 0 && (mode & WEFT_W); i++)
+        if (i != dev && weft__rep_valid(d, i)) {
+            snprintf(why, len, "its replica on %s is valid too while the task writes it on %s", d->devs[i]->name,
+                     d->devs[dev]->name);
             rc = WEFT_EDEVICE;
         }
-    }
     pthread_mutex_unlock(&d->lock);
     return rc == 0 && d->tile ? weft__tile_check(d, dev, mode, why, len) : rc;
 }
@@ -809,39 +890,86 @@ const weft__data *weft__data_at_address(weft__mnode *m, const void *p, size_t n)
 
 unsigned weft__data_home(weft__data *d) { return atomic_load_explicit(&d->home, memory_order_relaxed); }
 
-void weft__data_undo_acquire(weft__data *d, const weft__data_undo *undo)
+/* Replica i holds no value now (the lock held).  A copy into it may have
+ * failed (its `ready` fired with the error, which a queue that waits for
+ * it takes): `ready` is recorded once more on its queue, after the report
+ * that took the error there, so that a later writer there, which waits
+ * for it without copying, does not take the failure of a copy it does not
+ * use. */
+static void garbage(weft__data *d, unsigned i)
 {
-    if (!undo->after)
-        return;
+    weft__replica *r = &d->rep[i];
+    r->tag = WEFT__TAG_GARBAGE;
+    if (i && r->ready && r->ready_q)
+        (void)ops_of(d, i)->event_record(r->ready, r->ready_q);
+}
+
+void weft__data_end(weft__data *d, weft__wrec *rec, bool ok, bool untouched, bool copies_failed, bool poison)
+{
+    if (rec->status != WEFT__WREC_OPEN && (ok || !copies_failed || rec->fetched < 0))
+        return; /* nothing written, nothing to take back */
+    bool restored = false, ended = rec->status == WEFT__WREC_OPEN;
     pthread_mutex_lock(&d->lock);
-    if (d->version == undo->after) {
-        bool any = false;
-        for (unsigned i = 0; i < d->nrep; i++) {
-            bool valid = (undo->valid >> i & 1) && (i == 0 || d->rep[i].ptr);
-            d->rep[i].state = !valid ? WEFT__REP_INVALID
-                              : (int)i == undo->modified ? WEFT__REP_MODIFIED
-                                                         : WEFT__REP_SHARED;
-            any |= valid;
-        }
-        if (!any) /* every copy it had was evicted since: the user's memory is all there is */
-            d->rep[d->user_dev].state = WEFT__REP_MODIFIED;
-        /* A replica invalid again whose last copy in may have failed (its
-         * `ready` fired with the error, which a queue that waits for it
-         * takes): record `ready` once more on that queue, after the report
-         * that took the error there, so that a later writer there, which
-         * waits for it without copying, does not take the failure of a
-         * copy it does not use. */
-        for (unsigned i = 1; i < d->nrep; i++) {
-            weft__replica *r = &d->rep[i];
-            if (r->state == WEFT__REP_INVALID && r->ready && r->ready_q)
-                (void)ops_of(d, i)->event_record(r->ready, r->ready_q);
-        }
-        d->version = undo->before;
-        set_home(d);
+    if (ended) {
+        for (weft__wrec **p = &d->open; *p; p = &(*p)->next) /* out of the open list */
+            if (*p == rec) {
+                *p = rec->next;
+                break;
+            }
+        rec->next = NULL;
+        rec->status = ok ? WEFT__WREC_COMMITTED : WEFT__WREC_ABORTED;
+        /* The checking mode: the user's memory, which holds an older value
+         * no write may fall back to, shows it (the poison fill) until the
+         * newest value is brought back (a host task, acquire, unregister). */
+        if (ok && poison && rec->dev > 0 && !atomic_load(&d->fam) && d->ptr && !d->user_dev &&
+            !tag_live(d, d->rep[0].tag))
+            memset(d->ptr, WEFT__DATA_POISON, d->size);
     }
+    if (rec->status == WEFT__WREC_ABORTED) {
+        /* commit's opposite: no replica holds the aborted value (the one
+         * written holds what the task left there); writes that replaced it
+         * replace what it replaced; if it was the newest, that is again. */
+        for (unsigned i = 0; i < d->nrep; i++)
+            if (d->rep[i].tag == rec->tag) {
+                if (untouched)
+                    d->rep[i].tag = rec->was; /* (a copy of it holds what it held) */
+                else
+                    garbage(d, i);
+            }
+        for (weft__wrec *w = d->open; w; w = w->next)
+            if (w->prev == rec->tag)
+                w->prev = rec->prev;
+        if (d->cur == rec->tag) {
+            d->cur = rec->prev;
+            restored = true;
+            bool held = false;
+            for (unsigned i = 0; i < d->nrep && !held; i++)
+                held = d->rep[i].tag == d->cur;
+            /* No replica holds it (a task on the host wrote over the only
+             * copy, the user's memory): what is there is all there is. */
+            if (!held)
+                d->rep[d->user_dev].tag = d->cur;
+        }
+    }
+    if (!ok && copies_failed && rec->fetched >= 0) {
+        /* A copy into the replica it fetched may have failed: no value
+         * there, unless another task uses the replica (then it took the
+         * copy's error too, and is the last to end), or it is the last
+         * copy of a value that must be kept (lost if the copy failed:
+         * nothing better is left). */
+        unsigned i = (unsigned)rec->fetched;
+        if (i > 0 && d->rep[i].tag == rec->fetched_tag && atomic_load(&d->rep[i].pins) <= 1 && !last_of_live(d, i))
+            garbage(d, i);
+    }
+    set_home(d);
     pthread_mutex_unlock(&d->lock);
-    if (undo->wrote && atomic_load(&d->fam))
-        weft__family_undone(d); /* what was written is gone: tell the rest of the family */
+    rec->fetched = -1;
+    if (ended) { /* acquires waiting to overwrite a value it kept live look again */
+        atomic_fetch_add(&d->ends, 1);
+        weft__wake(d->ws, &d->ends);
+    }
+    if (restored && atomic_load(&d->fam))
+        weft__family_undone(d); /* its value changed back: the rest of the family refreshes from it */
 }
 
 uint64_t weft__data_room_epoch(const weft__data *d, unsigned dev)
@@ -907,7 +1035,7 @@ void weft__data_release(weft__data *d, const weft__data_hold *hold, bool notify)
 static int copy_into_user(weft__data *d)
 {
     unsigned u = d->user_dev;
-    if (d->rep[u].state != WEFT__REP_INVALID)
+    if (weft__rep_valid(d, u))
         return 0;
     int src = weft__data_source_for(d, u), rc = 0;
     if (src < -1) { /* only on a device of another kind: through the host */
@@ -953,13 +1081,13 @@ void weft__data_free(weft__data *d)
          * (unregister has no task). */
         if (d->user_dev) {
             (void)copy_into_user(d);
-        } else if (d->rep[0].state == WEFT__REP_INVALID) {
+        } else if (!weft__rep_valid(d, 0)) {
             int src = -1;
             for (unsigned i = 1; i < d->nrep && src < 0; i++)
-                if (d->rep[i].state != WEFT__REP_INVALID)
+                if (weft__rep_valid(d, i))
                     src = (int)i;
             if (src > 0 && copy_to_host(d, (unsigned)src, EVICT_Q) == 0)
-                d->rep[0].state = WEFT__REP_SHARED;
+                d->rep[0].tag = d->cur;
         }
         for (unsigned i = 1; i < d->nrep; i++) {
             weft__replica *r = &d->rep[i];
@@ -972,9 +1100,9 @@ void weft__data_free(weft__data *d)
             }
             if (r->ptr && i != d->user_dev) {
                 ops_of(d, i)->mem_free(d->devs[i], r->ptr, d->size);
-                atomic_fetch_sub(&d->devs[i]->replicas, d->size);
+                atomic_fetch_sub(&d->devs[i]->replicas, weft__device_bytes(d->size));
             }
-            *r = (weft__replica){.state = WEFT__REP_INVALID, .owner = d};
+            *r = (weft__replica){.tag = WEFT__TAG_GARBAGE, .owner = d};
         }
         pthread_mutex_unlock(&d->lock);
     }

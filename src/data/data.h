@@ -33,13 +33,20 @@ typedef struct weft__copy_counts {
  * the streams. */
 #define WEFT__PREFETCH_QUEUES 4u
 
+/* The MSI view of a replica (derived from the tags: weft__rep_state). */
 typedef enum weft__replica_state { WEFT__REP_INVALID, WEFT__REP_SHARED, WEFT__REP_MODIFIED } weft__replica_state;
 
-/* A copy of the handle's bytes on one device (MSI: invalid; shared, valid
- * and maybe valid elsewhere too; modified, the only valid copy). */
+/* A value's identity (docs/design.md, "Coherence: the replica protocol"):
+ * each write acquire makes a fresh one; a replica holds the value of its
+ * tag, or will once the work already queued into it has run.  GARBAGE is
+ * no value (never allocated, or what an aborted writer left). */
+#define WEFT__TAG_GARBAGE 0u
+
+/* A copy of the handle's bytes on one device.  It is valid when its tag is
+ * the handle's `cur`. */
 typedef struct weft__replica {
     void *ptr;                         /* NULL until allocated there (the host's: the user's memory) */
-    uint8_t state;                     /* weft__replica_state */
+    uint64_t tag;                      /* the value it holds (under the handle's lock) */
     /* Unfinished tasks using it (as theirs, or as the source of their
      * copy): it is not evicted meanwhile.  Raised under the handle's lock,
      * dropped without it (a task finishing on a device's thread never
@@ -146,11 +153,16 @@ typedef struct weft__data {
     unsigned nrep;                     /* one replica per device of the runtime at registration */
     weft__replica *rep;
     weft__copy_counts *copied;         /* the runtime's counts of bytes copied between replicas */
-    /* The replicas' states as of which acquire (under lock): each acquire
-     * that changes them takes a new number, so that a task that fails can
-     * put back the states it found, if nobody changed them since
-     * (weft__data_undo). */
-    uint64_t version, next_version;
+    /* The coherence protocol's state (under lock): the tag of the newest
+     * value as of the acquires made so far, the last tag given out, and
+     * the writer records of writes acquired and not yet committed or
+     * aborted (weft__wrec, newest first). */
+    uint64_t cur, last_tag;
+    struct weft__wrec *open;
+    /* Bumped (and waiters on it woken) by each write record's end: an
+     * acquire waiting to overwrite a value an open write keeps live looks
+     * again (data.c, wait_overwritable). */
+    _Atomic uint64_t ends;
     /* Where the data is (weft__data_home), kept up to date under lock and
      * read without it: mapping may happen on a device's thread, which
      * never takes a handle's lock. */
@@ -162,6 +174,7 @@ typedef struct weft__data {
      * acquire or settle). */
     weft__devent *host_fetch;
     unsigned host_fetch_dev, host_fetch_users;
+    uint64_t host_fetch_tag;           /* the value it brings */
     struct weft__data *list_prev, *list_next; /* the runtime's list (front end, under its data_lock) */
 } weft__data;
 
@@ -188,6 +201,11 @@ static inline bool weft__data_unused(const weft__data *d)
 {
     return atomic_load(&((weft__data *)d)->users) == WEFT__DATA_CLOSING;
 }
+
+/* Whether replica i holds the newest value (the lock held). */
+static inline bool weft__rep_valid(const weft__data *d, unsigned i) { return d->rep[i].tag == d->cur; }
+/* Its MSI view: modified if it is the only valid one. */
+weft__replica_state weft__rep_state(const weft__data *d, unsigned i);
 
 /* Address of d's replica on device dev (the host's: the user's memory;
  * a device added after d was registered: the host's too). */
@@ -231,15 +249,29 @@ typedef struct weft__data_hold {
  * the rest of it, and a tile read gets its halo (data/tile.h).  0, or WEFT_ENOMEM (no room on dev even after
  * eviction), or a device's error.  Safe from any thread (the handle's
  * lock). */
-/* What an acquire changed, to put it back if its task fails. */
-typedef struct weft__data_undo {
-    uint64_t before, after;            /* d->version before and after (after 0: nothing to undo) */
-    uint64_t valid;                    /* replicas valid before (bit i: device i; devices < 64) */
-    int8_t modified;                   /* the one modified before, or -1 */
-    bool wrote;                        /* it was a writer's */
-} weft__data_undo;
+/* What an acquire did (one per access of a task), so that its task's end
+ * commits or aborts exactly that: a write's record (tag, the value it
+ * replaces, the replica written; OPEN in the handle's list until the task
+ * ends), and the replica a read fetched into. */
+enum { WEFT__WREC_NONE = 0, WEFT__WREC_OPEN, WEFT__WREC_COMMITTED, WEFT__WREC_ABORTED };
+typedef struct weft__wrec {
+    uint64_t tag, prev;                /* the value written and the one it replaces */
+    uint64_t was;                      /* what the replica written held before (its content,
+                                          while the task's work has not run) */
+    uint64_t fetched_tag;              /* the value a read copied into replica `fetched` */
+    struct weft__wrec *next;           /* in the handle's open list */
+    int16_t dev, fetched;              /* replica written, replica fetched into (-1: none) */
+    uint8_t status;                    /* WEFT__WREC_* */
+} weft__wrec;
+static inline void weft__wrec_clear(weft__wrec *w)
+{
+    w->tag = w->prev = w->was = w->fetched_tag = 0;
+    w->next = NULL;
+    w->dev = w->fetched = -1;
+    w->status = WEFT__WREC_NONE;
+}
 int weft__data_acquire(weft__data *d, unsigned dev, unsigned mode, uint64_t seq, weft__dqueue *q,
-                       weft__data_hold *hold, weft__data_undo *undo);
+                       weft__data_hold *hold, weft__wrec *rec);
 /* A mode bit for weft__data_acquire: the task's queue q waits for no
  * predecessor's events (its predecessors have finished), so a copy into
  * the device replica may go on one of the device's prefetch queues
@@ -271,12 +303,19 @@ static inline bool weft__data_maybe_on_devices(const weft__data *d)
     return atomic_load_explicit(&((weft__data *)d)->on_devices, memory_order_relaxed);
 }
 void weft__data_prefetch_settle(weft__data *d);
-/* The task whose acquire recorded undo failed or was cancelled after it:
- * the replicas valid before are valid again (those still allocated), so
- * that the last good value is kept and unregister returns it; nothing if
- * a later acquire changed the states since (it is undone first, when its
- * own task fails: successors of a failed task finish before it). */
-void weft__data_undo_acquire(weft__data *d, const weft__data_undo *undo);
+/* The task whose acquire made rec ended, before its successors are
+ * released.  Completed (ok): its write is committed.  Failed or cancelled:
+ * aborted, exactly: the replica it wrote holds no value (untouched: none of
+ * its work ran, so it holds what it held before); if its value is
+ * the newest, the one it replaced is again (and records that replaced the
+ * aborted value now replace that one), whatever other tasks acquired
+ * meanwhile; a fetch whose copy may have failed (copies_failed) leaves no
+ * value in the replica it filled, unless another task uses it.  Nothing a
+ * task that did not write relies on changes. */
+void weft__data_end(weft__data *d, weft__wrec *rec, bool ok, bool untouched, bool copies_failed, bool poison);
+/* (poison: the checking mode; a committed write on a device fills the
+ * user's memory, stale from now on, with this byte) */
+#define WEFT__DATA_POISON 0xDB
 /* The checking mode: after its acquire, is d as a task using it on dev
  * with mode needs it?  Its replica there valid, no other modified (none
  * other valid for a writer), a tile's halo up to date.  0, or WEFT_EDEVICE
@@ -287,7 +326,7 @@ int weft__data_check(weft__data *d, unsigned dev, unsigned mode, char *why, size
 const weft__data *weft__data_at_address(weft__mnode *m, const void *p, size_t n);
 /* The same for one handle alone (data/tile.c calls it for a family's). */
 int weft__data_acquire_one(weft__data *d, unsigned dev, unsigned mode, weft__dqueue *q, weft__data_hold *hold,
-                           weft__data_undo *undo);
+                           weft__wrec *rec);
 /* weft__data_acquire found no room on dev while other tasks' replicas
  * there are pinned: room will come when they finish.  The caller drops its
  * own pins, waits for the node's `unpinned` to change from what it was
@@ -334,6 +373,10 @@ int weft__data_wait_ready(weft__data *d, unsigned i, weft__dqueue *q);
 int weft__data_note_ready(weft__data *d, unsigned i, weft__dqueue *q);
 /* Make the host's replica valid (a copy waited for with the lock let go). */
 int weft__data_to_host(weft__data *d);
+/* Before a copy into replica dev outside acquire (the lock held): while it
+ * is the last copy of a value an open write may fall back to, wait (the
+ * lock let go) until that write ends. */
+void weft__data_wait_overwritable(weft__data *d, unsigned dev);
 /* A part of a replica: rows from r, bytes from c in each. */
 typedef struct weft__rect {
     size_t r, c, rows, bytes;
@@ -352,8 +395,8 @@ int weft__data_copy_rect(const weft__device_ops *ops, weft__dqueue *q, weft__dat
 void weft__data_unpin_replica(weft__data *d, int i, bool notify);
 /* The host's replica was copied from device replica src: valid there. */
 void weft__data_host_copied(weft__data *d, unsigned src);
-/* Every device replica invalid, the host's the only valid one (a new
- * state: pending undos of older acquires do nothing). */
+/* The host's replica the only valid one: its bytes a new value (a new
+ * tag: aborts of older writes pending change nothing). */
 void weft__data_reset_to_host(weft__data *d);
 
 /* ---- for data/reduce.c, under the handle's lock ---- */

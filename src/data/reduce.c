@@ -173,7 +173,7 @@ static void partial_memory_free(weft__data *d, weft__partial *p)
     if (p->dev) {
         weft__data_lru_unlink(d, p->dev, &p->r);
         d->devs[p->dev]->ops->mem_free(d->devs[p->dev], p->r.ptr, d->size);
-        atomic_fetch_sub(&d->devs[p->dev]->replicas, d->size);
+        atomic_fetch_sub(&d->devs[p->dev]->replicas, weft__device_bytes(d->size));
     } else {
         d->devs[0]->ops->mem_free(d->devs[0], p->r.ptr, d->size);
     }
@@ -199,7 +199,7 @@ weft__partial *weft__reduce_new(unsigned mode)
     if (!p)
         return NULL;
     memset(p, 0, sizeof *p);
-    p->r.state = WEFT__REP_INVALID;
+    p->r.tag = WEFT__TAG_GARBAGE;
     p->r.partial = true;
     atomic_init(&p->r.pins, 0);
     atomic_init(&p->state, WEFT__PART_WAITING);
@@ -236,7 +236,7 @@ void weft__reduce_enlist(weft__data *d, weft__partial *p, uint64_t seq)
  * only if may_fetch.  Best effort. */
 static void compact(weft__data *d, bool may_fetch)
 {
-    bool host = d->rep[0].state != WEFT__REP_INVALID, wrote = false;
+    bool host = weft__rep_valid(d, 0), wrote = false;
     if (!host && may_fetch)
         for (weft__partial *p = d->partials; p; p = p->next)
             if (finished(p) && done(p) && p->dev == 0) {
@@ -427,7 +427,7 @@ bool weft__reduce_evict(weft__data *e, weft__replica *r, unsigned dev)
         }
     }
     e->devs[dev]->ops->mem_free(e->devs[dev], r->ptr, e->size);
-    atomic_fetch_sub(&e->devs[dev]->replicas, e->size);
+    atomic_fetch_sub(&e->devs[dev]->replicas, weft__device_bytes(e->size));
     r->ptr = host;
     p->dev = 0;
     return true;

@@ -182,7 +182,8 @@ static int to_host_all(weft__data *const *xs, size_t n, weft__device *qdev, weft
         if (!x)
             continue;
         pthread_mutex_lock(&x->lock);
-        int s = x->rep[0].state == WEFT__REP_INVALID ? weft__data_source_for(x, 0) : 0;
+        weft__data_wait_overwritable(x, 0); /* (the last copy of a value an open write may fall back to) */
+        int s = !weft__rep_valid(x, 0) ? weft__data_source_for(x, 0) : 0;
         if (s > 0 && q && x->devs[s]->ops == qdev->ops) {
             rc = weft__data_wait_ready(x, (unsigned)s, q);
             weft__rect p = {x->in_r0, x->in_c0, x->in_rows, x->in_bytes};
@@ -375,7 +376,7 @@ static int halo(weft__data *d, unsigned dev, uint64_t seq, weft__dqueue *q, weft
             if (*seen == v)
                 continue;
             pthread_mutex_lock(&n->lock);
-            if (n->rep[0].state == WEFT__REP_INVALID && atomic_load(&n->tile->band) != v) {
+            if (!weft__rep_valid(n, 0) && atomic_load(&n->tile->band) != v) {
                 rc = band_to_host(n);
                 if (rc == 0) {
                     atomic_store(&n->tile->band, v);
@@ -397,7 +398,7 @@ static int halo(weft__data *d, unsigned dev, uint64_t seq, weft__dqueue *q, weft
         if (*seen == v)
             continue;
         pthread_mutex_lock(&n->lock);
-        int s = dev < n->nrep && n->rep[dev].state != WEFT__REP_INVALID ? (int)dev : weft__data_source_for(n, dev);
+        int s = dev < n->nrep && weft__rep_valid(n, dev) ? (int)dev : weft__data_source_for(n, dev);
         if (s < -1) { /* only on a device of another kind: through the host */
             rc = weft__data_to_host(n);
             s = 0;
@@ -431,7 +432,7 @@ static int halo(weft__data *d, unsigned dev, uint64_t seq, weft__dqueue *q, weft
 }
 
 int weft__family_acquire(weft__data *d, unsigned dev, unsigned mode, uint64_t seq, weft__dqueue *q,
-                         weft__data_hold *hold, weft__data_undo *undo)
+                         weft__data_hold *hold, weft__wrec *rec)
 {
     weft__family *f = atomic_load_explicit(&d->fam, memory_order_acquire);
     if (dev >= d->nrep || !q)
@@ -451,7 +452,7 @@ int weft__family_acquire(weft__data *d, unsigned dev, unsigned mode, uint64_t se
             rc = sync_parent(f, qdev, q);
     }
     if (rc == 0)
-        rc = weft__data_acquire_one(d, dev, mode, q, hold, undo);
+        rc = weft__data_acquire_one(d, dev, mode, q, hold, rec);
     if (rc == 0 && (mode & WEFT_W)) {
         if (d->tile) {
             atomic_fetch_add(&d->tile->wver, 1);
@@ -480,7 +481,7 @@ int weft__tile_check(weft__data *d, unsigned dev, unsigned mode, char *why, size
         bool fresh = x->seen[dev * x->nnb + k] == v;
         if (fresh && dev == 0) { /* and the cells are there */
             pthread_mutex_lock(&n->lock);
-            fresh = n->rep[0].state != WEFT__REP_INVALID || atomic_load(&n->tile->band) == v;
+            fresh = weft__rep_valid(n, 0) || atomic_load(&n->tile->band) == v;
             pthread_mutex_unlock(&n->lock);
         }
         if (!fresh) {
@@ -503,6 +504,13 @@ void weft__family_undone(weft__data *d)
         atomic_fetch_add(&f->parent_wver, 1);
     }
 }
+
+uint64_t weft__family_tile_spawns(const weft__data *d)
+{
+    return atomic_load(&d->tile->fam->tile_spawns);
+}
+
+void weft__family_tile_spawned(weft__data *d) { atomic_fetch_add(&d->tile->fam->tile_spawns, 1); }
 
 void weft__tile_halo_stale(weft__data *d, unsigned dev)
 {
@@ -598,7 +606,11 @@ size_t weft__family_orders(weft__data *d, unsigned mode, weft__data **out, unsig
         for (unsigned i = 0; i < f->ntiles; i++) {
             if (n < max) {
                 out[n] = f->tiles[i];
-                modes[n] = (mode & WEFT_W) ? WEFT_W : WEFT_R;
+                /* A parent RW reads the tiles too (their failures reach
+                 * it); a commute member commutes on them as on the parent
+                 * (it takes their exclusion too, and does not follow the
+                 * other members). */
+                modes[n] = mode & (WEFT_RW | WEFT_COMMUTE);
             }
             n++;
         }

@@ -78,6 +78,11 @@ typedef struct weft__family {
     /* Bumped (atomically: undo bumps them without the lock) by each write
      * of the parent, of any tile. */
     _Atomic uint64_t parent_wver, tiles_wver;
+    /* Spawns that named a tile itself (not through the parent): each ends
+     * a commute group of the parent's (graph/access.c).  Bumped under that
+     * tile's history lock; read under every tile's (a parent access holds
+     * them all), so it cannot change within such a spawn. */
+    _Atomic uint64_t tile_spawns;
     uint64_t tiles_synced;         /* parent_wver the tiles were last made from */
     uint64_t parent_synced;        /* tiles_wver the parent was last reassembled at */
 } weft__family;
@@ -101,9 +106,12 @@ void weft__family_publish(weft__family *f);
  * read, every tile's for a parent access), under the family's lock, into
  * the tiles made from the parent's newest value. */
 int weft__family_acquire(weft__data *d, unsigned dev, unsigned mode, uint64_t seq, weft__dqueue *q,
-                         weft__data_hold *hold, weft__data_undo *undo);
+                         weft__data_hold *hold, weft__wrec *rec);
 /* A write of d was undone: the rest of the family refreshes from it. */
 void weft__family_undone(weft__data *d);
+/* The family's tile_spawns (d a tile), and a spawn naming tile d itself. */
+uint64_t weft__family_tile_spawns(const weft__data *d);
+void weft__family_tile_spawned(weft__data *d);
 /* The checking mode's look at tile d's halo where a task on dev reads it
  * (weft__data_check). */
 int weft__tile_check(weft__data *d, unsigned dev, unsigned mode, char *why, size_t len);
@@ -122,7 +130,8 @@ void weft__family_leave(weft__data *d);
 
 /* The handles a task accessing d with mode must also be ordered with
  * (order-only, not acquired): a tile read follows its neighbours; a parent
- * access every tile (as a write if it writes).  Returns how many there are;
+ * access every tile with its own R, W and COMMUTE (a parent RW reads them:
+ * a tile writer's failure reaches it; a commute member commutes on them).  Returns how many there are;
  * when at most max, they are in out (modes in modes), each counted as a
  * user (weft__data_unpin) — unless one is being unregistered (*closing
  * set, none counted, 0 returned). */

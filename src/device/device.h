@@ -59,6 +59,11 @@ typedef struct weft__launch {
      * whichever task's report comes next. */
     weft__done_fn on_error;
     void *cookie;
+    /* Asked, when the kernel is about to run, whether its task was
+     * cancelled meanwhile (a predecessor whose events its queue waited for
+     * failed): true, and fn does not run (NULL: it always runs).  A kind
+     * that cannot ask runs it (on CUDA a failure is the context's). */
+    bool (*skip)(void *cookie);
 } weft__launch;
 
 typedef struct weft__device_ops {
@@ -125,11 +130,17 @@ struct weft__device {
     char name[32];
     size_t capacity;               /* bytes; SIZE_MAX for unlimited */
     _Atomic size_t used;
-    _Atomic size_t replicas;       /* of used: data replicas, which the data layer may evict */
+    _Atomic size_t replicas;       /* of used: data replicas, which the data layer may evict
+                                      (each counted as weft__device_bytes of its size) */
     weft__waitset *ws;             /* host waiters on this device's events */
     weft__dqueue *default_queue;   /* made by start */
     void *impl;                    /* the kind's own state */
 };
+
+/* What an allocation of n bytes takes of a GPU's memory, as the placer
+ * counts it: device allocations are 256-byte aligned (cudaMalloc's, the
+ * virtual GPUs' arenas). */
+static inline size_t weft__device_bytes(size_t n) { return (n + 255) / 256 * 256; }
 
 /* Memory in host RAM, charged against dev's capacity (the host's and the
  * test device's mem_alloc/mem_free). */
@@ -144,7 +155,7 @@ void weft__device_uncharge(weft__device *dev, size_t n);
 static inline int weft__device_launch(const weft__device_ops *ops, weft__dqueue *q, weft__kernel_fn fn, void *arg,
                                       uint64_t model_ns)
 {
-    weft__launch k = {fn, arg, model_ns, NULL, 0, NULL, NULL};
+    weft__launch k = {fn, arg, model_ns, NULL, 0, NULL, NULL, NULL};
     return ops->launch(q, &k);
 }
 

@@ -150,3 +150,34 @@ int weft__vcheck_start(int qid, const weft__vclock *q, const char *what, const w
     pthread_mutex_unlock(&check_lock);
     return rc;
 }
+
+/* FNV-1a over the bytes. */
+uint64_t weft__vcheck_digest_of(const void *p, size_t n)
+{
+    const unsigned char *b = p;
+    uint64_t h = 1469598103934665603ull;
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ b[i]) * 1099511628211ull;
+    return h;
+}
+
+void weft__vcheck_digest(const weft_range *rw, size_t n, uint64_t *digest)
+{
+    for (size_t k = 0; k < n; k++)
+        digest[k] = (rw[k].mode & WEFT__VCHECK_SEALED) && rw[k].ptr ? weft__vcheck_digest_of(rw[k].ptr, rw[k].bytes) : 0;
+}
+
+int weft__vcheck_read_only(const char *what, const weft_range *rw, size_t n, const uint64_t *digest, char *why,
+                           size_t len)
+{
+    for (size_t k = 0; k < n; k++)
+        if ((rw[k].mode & WEFT__VCHECK_SEALED) && rw[k].ptr && weft__vcheck_digest_of(rw[k].ptr, rw[k].bytes) != digest[k]) {
+            snprintf(why, len,
+                     "vgpu check: %s changed [%p, +%zu), declared WEFT_R in data its task accesses WEFT_R "
+                     "only: the data's replicas now disagree (declare the range and the access WEFT_RW)",
+                     what, rw[k].ptr, rw[k].bytes);
+            return WEFT_EDEVICE;
+        }
+    return 0;
+}
+

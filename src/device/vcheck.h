@@ -52,4 +52,17 @@ void weft__vcheck_last(char *buf, size_t len);
 int weft__vcheck_start(int qid, const weft__vclock *q, const char *what, const weft_range *rw, size_t n,
                        char *why, size_t len);
 
+/* A range's mode bit of the checking mode's own: the range is in data
+ * its task only reads (so nothing may change it while the work runs). */
+#define WEFT__VCHECK_SEALED 0x100u
+
+/* Work about to start: a digest of each sealed range (0 for the others)
+ * into digest[0 .. n-1]; then, once it ran, whether it left them as they
+ * were: 0, or WEFT_EDEVICE with the reason in why (work that writes what
+ * its task only reads makes the data's replicas disagree). */
+void weft__vcheck_digest(const weft_range *rw, size_t n, uint64_t *digest);
+uint64_t weft__vcheck_digest_of(const void *p, size_t n);
+int weft__vcheck_read_only(const char *what, const weft_range *rw, size_t n, const uint64_t *digest, char *why,
+                           size_t len);
+
 #endif

@@ -217,6 +217,7 @@ typedef struct item {
     weft_range *rw;            /* IT_KERNEL: the memory it names (checking mode) */
     size_t nrw;
     weft__done_fn on_error;    /* IT_KERNEL: where its failure goes, with cookie (NULL: q->error) */
+    bool (*skip)(void *cookie); /* IT_KERNEL: not run if it says so (weft__launch) */
     weft__vclock *host;        /* checking mode: the host's clock when queued */
     weft__done_fn done;
     void *cookie;
@@ -464,7 +465,17 @@ static bool run_item(weft__dqueue *q, item *it)
         uint64_t t0 = weft__now_ns();
         if (v->p.fixed_timing)
             sleep_ns(it->ns ? it->ns : v->p.fixed_delay_ns);
-        int r = checked(q, "a kernel", it->rw, it->nrw) ? it->fn(it->arg) : WEFT_EDEVICE;
+        uint64_t digest[8]; /* of its read-only ranges (the first 8) */
+        size_t ndigest = q->clock ? (it->nrw < 8 ? it->nrw : 8) : 0;
+        weft__vcheck_digest(it->rw, ndigest, digest);
+        int r = it->skip && it->skip(it->cookie) ? 0
+                : checked(q, "a kernel", it->rw, it->nrw) ? it->fn(it->arg)
+                                                          : WEFT_EDEVICE;
+        char why[320];
+        if (r == 0 && ndigest && weft__vcheck_read_only("a kernel", it->rw, ndigest, digest, why, sizeof why)) {
+            weft__vcheck_report(why);
+            r = WEFT_EDEVICE;
+        }
         if (!v->p.fixed_timing)
             stretch_to(t0, it->ns);
         if (r != 0 && it->on_error)
@@ -880,6 +891,7 @@ static int vg_launch(weft__dqueue *q, const weft__launch *k)
     it->ns = k->model_ns;
     it->on_error = k->on_error;
     it->cookie = k->cookie;
+    it->skip = k->skip;
     if (q->clock && k->nrw) { /* only checking mode looks at the ranges */
         it->rw = weft__alloc(k->nrw * sizeof *k->rw);
         if (!it->rw) {

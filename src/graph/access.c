@@ -12,6 +12,7 @@
  */
 #include "graph/graph.h"
 #include "data/reduce.h"
+#include "data/tile.h"
 
 #include <string.h>
 
@@ -25,6 +26,19 @@ typedef struct history {
     uint32_t nwriters, cap_writers;
     bool writers_commute;              /* writers form a commute group */
     bool writers_reduce;               /* writers form a reduction group, of reduce_key */
+    /* On a tile: the writers named its parent (WEFT__VIA_PARENT).  The
+     * parent's and the tile's commute groups are distinct groups, and an
+     * edge from a writer through one view to a task through the other is
+     * late: the family syncs the views on the host (data/tile.h), never
+     * behind work still queued that may yet be undone. */
+    bool writers_parent;
+    uint64_t group_tile_spawns;        /* a parent's commute group on a tile: the family's
+                                          tile_spawns when it opened (another since closes it) */
+    /* Every one of the writers was linked while the data was partitioned
+     * (a parent): each wrote every tile too, so its failure reaches a
+     * reader through the tiles' histories, unless a tile's writer replaced
+     * its value there since — the parent's own edges to them only order. */
+    bool writers_tiled;
     bool group_read;                   /* a reader followed the group: it is closed */
     unsigned reduce_key;               /* operator and type (data/reduce.h) */
     /* Readers since the last writer(s); finished ones are pruned only when
@@ -156,14 +170,20 @@ static void prune_readers(history *h)
 }
 
 /* A commute access joins the open group unless anything but a commute
- * access came after it; a reduction, unless anything but a reduction with
- * the same operator and type came after it.  Decided from what was spawned,
- * never from what has finished, so the graph does not depend on timing. */
-static bool joins_open_group(const history *h, unsigned mode)
+ * access came after it, or the group came through the other view of a
+ * tile (mode with WEFT__VIA_PARENT, or not), or (a parent's group) a task
+ * named any tile of the family itself since; a reduction, unless anything
+ * but a reduction with the same operator and type came after it.  Decided
+ * from what was spawned, never from what has finished, so the graph does
+ * not depend on timing. */
+static bool joins_open_group(const weft__data *d, unsigned mode)
 {
+    const history *h = H(d);
     if (mode & WEFT_REDUCE)
         return h->writers_reduce && !h->group_read && h->reduce_key == weft__red_key(mode);
-    return (mode & WEFT_COMMUTE) && h->writers_commute && !h->group_read;
+    bool via_parent = (mode & WEFT__VIA_PARENT) != 0;
+    return (mode & WEFT_COMMUTE) && h->writers_commute && !h->group_read && h->writers_parent == via_parent &&
+           (!via_parent || h->group_tile_spawns == weft__family_tile_spawns(d));
 }
 
 int weft__access_plan(weft__task_access *sorted, uint32_t n, uint32_t *ninferred)
@@ -171,10 +191,10 @@ int weft__access_plan(weft__task_access *sorted, uint32_t n, uint32_t *ninferred
     uint32_t count = 0;
     for (uint32_t i = 0; i < n; i++) {
         history *h = H(sorted[i].data);
-        unsigned mode = sorted[i].mode;
+        unsigned mode = sorted[i].mode & ~WEFT__VIA_PARENT;
         bool ok;
         if (mode & (WEFT_COMMUTE | WEFT_REDUCE)) {
-            if (joins_open_group(h, mode)) {
+            if (joins_open_group(sorted[i].data, sorted[i].mode)) {
                 count += h->nbase;
                 ok = reserve(&h->writers, &h->cap_writers, h->nwriters + 1);
             } else {
@@ -213,8 +233,8 @@ bool weft__access_check(const weft__task_access *sorted, uint32_t n,
 {
     for (uint32_t i = 0; i < n; i++) {
         history *h = H(sorted[i].data);
-        unsigned mode = sorted[i].mode;
-        if (joins_open_group(h, mode)) {
+        unsigned mode = sorted[i].mode & ~WEFT__VIA_PARENT;
+        if (joins_open_group(sorted[i].data, sorted[i].mode)) {
             for (uint32_t j = 0; j < h->nbase; j++)
                 if (forbidden(arg, h->base[j]))
                     return false;
@@ -231,16 +251,31 @@ bool weft__access_check(const weft__task_access *sorted, uint32_t n,
     return true;
 }
 
+/* Whether d is partitioned into tiles (the parent; its history locked). */
+static bool tiled_parent(const weft__data *d)
+{
+    return !d->tile && atomic_load_explicit(&d->fam, memory_order_acquire) != NULL;
+}
+
 void weft__access_link(weft__task *t, const weft__task_access *sorted, uint32_t n, weft__edge *edges)
 {
     uint32_t k = 0;
     for (uint32_t i = 0; i < n; i++) {
         history *h = H(sorted[i].data);
         unsigned mode = sorted[i].mode;
-        /* Edges from a reduction group's members are late. */
-        bool late = h->writers_reduce;
+        bool tiled = tiled_parent(sorted[i].data);
+        bool via_parent = (mode & WEFT__VIA_PARENT) != 0;
+        mode &= ~WEFT__VIA_PARENT;
+        /* Edges from a reduction group's members are late, and from writers
+         * through the other view of a tile. */
+        bool late = h->writers_reduce || h->writers_parent != via_parent;
+        /* A failed writer cancels its readers through this edge, or (all
+         * linked while partitioned) through the tiles' histories. */
+        bool carries = !h->writers_tiled;
+        if (sorted[i].data->tile && !via_parent)
+            weft__family_tile_spawned(sorted[i].data);
         if (mode & (WEFT_COMMUTE | WEFT_REDUCE)) {
-            if (!joins_open_group(h, mode)) {
+            if (!joins_open_group(sorted[i].data, sorted[i].mode)) {
                 /* Open a group: what came before it becomes its base.  The
                  * references move from writers/readers to base.  Members
                  * follow its writers as readers do (a reduction updates the
@@ -248,7 +283,7 @@ void weft__access_link(weft__task *t, const weft__task_access *sorted, uint32_t 
                 drop_all(h->base, &h->nbase);
                 for (uint32_t j = 0; j < h->nwriters; j++) {
                     h->base[h->nbase] = h->writers[j];
-                    h->base_flags[h->nbase++] = BASE_PROPAGATE | (late ? BASE_LATE : 0);
+                    h->base_flags[h->nbase++] = (carries ? BASE_PROPAGATE : 0) | (late ? BASE_LATE : 0);
                 }
                 for (uint32_t j = 0; j < h->nreaders; j++) {
                     h->base[h->nbase] = h->readers[j];
@@ -260,6 +295,12 @@ void weft__access_link(weft__task *t, const weft__task_access *sorted, uint32_t 
                 h->writers_reduce = (mode & WEFT_REDUCE) != 0;
                 h->reduce_key = weft__red_key(mode);
                 h->group_read = false;
+                h->writers_tiled = tiled;
+                h->writers_parent = via_parent;
+                if (via_parent)
+                    h->group_tile_spawns = weft__family_tile_spawns(sorted[i].data);
+            } else if (!tiled) {
+                h->writers_tiled = false;
             }
             for (uint32_t j = 0; j < h->nbase; j++)
                 weft__edge_add(t, &edges[k++], h->base[j], h->base_flags[j] & BASE_PROPAGATE,
@@ -267,14 +308,14 @@ void weft__access_link(weft__task *t, const weft__task_access *sorted, uint32_t 
             h->writers[h->nwriters++] = t;
         } else if (mode == WEFT_R) {
             for (uint32_t j = 0; j < h->nwriters; j++)
-                weft__edge_add(t, &edges[k++], h->writers[j], true, late);
+                weft__edge_add(t, &edges[k++], h->writers[j], carries, late);
             h->readers[h->nreaders++] = t;
             if (h->writers_commute || h->writers_reduce)
                 h->group_read = true;
         } else {
             bool reads = mode & WEFT_R;
             for (uint32_t j = 0; j < h->nwriters; j++)
-                weft__edge_add(t, &edges[k++], h->writers[j], reads, late);
+                weft__edge_add(t, &edges[k++], h->writers[j], reads && carries, late);
             for (uint32_t j = 0; j < h->nreaders; j++)
                 weft__edge_add(t, &edges[k++], h->readers[j], false, false);
             drop_all(h->writers, &h->nwriters);
@@ -284,6 +325,8 @@ void weft__access_link(weft__task *t, const weft__task_access *sorted, uint32_t 
             h->writers_commute = false;
             h->writers_reduce = false;
             h->group_read = false;
+            h->writers_tiled = tiled;
+            h->writers_parent = via_parent;
         }
     }
 }

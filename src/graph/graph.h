@@ -76,6 +76,13 @@ enum { WEFT__EDGE_OPEN = 0, WEFT__EDGE_EARLY = 1, WEFT__EDGE_DONE = 2 };
 #define WEFT__ORDER_ONLY 0x100u
 _Static_assert((WEFT__ORDER_ONLY & (0x1fu | WEFT_RED_OP_MASK | WEFT_RED_TYPE_MASK)) == 0,
                "WEFT__ORDER_ONLY collides with a public mode bit");
+/* With WEFT__ORDER_ONLY: the access of a tile that an access of its
+ * partitioned parent implies (the parent's view of that tile's history:
+ * graph/access.c keeps the two views' commute groups apart, and never
+ * releases a task early across them). */
+#define WEFT__VIA_PARENT 0x200u
+_Static_assert((WEFT__VIA_PARENT & (WEFT__ORDER_ONLY | 0x1fu | WEFT_RED_OP_MASK | WEFT_RED_TYPE_MASK)) == 0,
+               "WEFT__VIA_PARENT collides with a mode bit");
 
 typedef struct weft__task_access {
     weft__data *data;
@@ -83,8 +90,11 @@ typedef struct weft__task_access {
     weft__data_hold hold;              /* replicas pinned by weft__task_acquire */
     struct weft__partial *part;        /* WEFT_REDUCE: its private copy, from spawn to completion
                                           (data/reduce.h) */
-    weft__data_undo undo;              /* what its acquire changed (put back if the task fails) */
+    weft__wrec rec;                    /* what its acquire did (committed or aborted at its end) */
 } weft__task_access;
+
+/* weft__task.dev_fate. */
+enum { WEFT__FATE_UNKNOWN = 0, WEFT__FATE_RUNS = 1, WEFT__FATE_SKIPPED = 2 };
 
 /* run_gate values: who decides whether the body runs. */
 enum { WEFT__GATE_OPEN = 0, WEFT__GATE_DOOMING = 1, WEFT__GATE_STARTED = 2, WEFT__GATE_DOOMED = 3 };
@@ -120,11 +130,19 @@ struct weft__task {
                                           completion also waits for the early-released
                                           predecessors it holds ops for */
     bool start_cancelled;              /* cancelled at start with ops held (has_ops at spawn) */
+    _Atomic uint8_t dev_fate;          /* WEFT__FATE_*: weft__task_skip_work's answer, once asked */
+    _Atomic bool queue_error;          /* a report on its queues carried an error: a copy failed
+                                          (its own, or one it waited for), not only a kernel */
     _Atomic bool pred_failed;          /* an early-released predecessor failed after this
                                           task started: it ends CANCELLED (cause_* set by
                                           the first such predecessor) */
     bool proxy;                        /* a task-space placeholder: no body, not counted in flight */
+    bool early_ok;                     /* may be released early (set at spawn): every alternative
+                                          that can run is GPUs only and it touches no data on the
+                                          host; its streams wait for its predecessors' events */
     bool has_commute;
+    bool body_copied;                  /* its body queued a copy (weft_ctx_copy), which runs even
+                                          when its kernels are skipped (weft__task_skip_work) */
     bool prefetched;                   /* copies to the host started for it before it started
                                           (weft__data_prefetch_host; worker side only) */
     uint8_t cause_kind;                /* WEFT__CAUSE_* */
@@ -240,6 +258,15 @@ bool weft__task_prepare(weft__task *t);
  * that fails the task instead of running its body (WEFT_ENOMEM: no room for
  * a replica; a device's error). */
 int weft__task_acquire(weft__task *t, bool waited_events);
+/* The checking mode, around the body of a task on virtual GPUs: its
+ * copies in landed, its streams held until the body returns, and then
+ * whether the body changed a replica of its data from the host (the
+ * memory of a virtual GPU is host memory; a real GPU's is not): the task
+ * then fails (*result, if it succeeded) and it is reported.  begin returns
+ * NULL when there is nothing to guard. */
+struct weft__guard;
+struct weft__guard *weft__task_guard_begin(weft__task *t);
+void weft__task_guard_end(weft__task *t, struct weft__guard *g, int *result);
 /* Where access a of t (mapped) is: the device index (0: the host, for
  * WEFT_HOST) and, when q is not NULL, the stream there (NULL on the host):
  * the GPU its WEFT_ON_GPU names, else the task's device. */
@@ -258,6 +285,15 @@ void weft__task_op_done(void *cookie, int status);
  * on_error): the task fails once its work is done.  Called before the
  * task's completion report, so the task is alive. */
 void weft__task_op_failed(void *cookie, int status);
+
+/* A kernel of task `cookie` is about to run on its queue (a device's
+ * thread, weft__launch.skip): whether the task was cancelled meanwhile by
+ * an early-released predecessor that failed (the queue waited for its
+ * events, so its own work has ended and its failure is known), directly
+ * or through such predecessors of its own.  Then none of its kernels runs
+ * (the first one asked decides for all), and an abort of its writes knows
+ * it left the replicas as they were. */
+bool weft__task_skip_work(void *cookie);
 
 /* Mark t as not to run; the first caller wins. */
 bool weft__task_doom(weft__task *t, uint64_t cause_id, const char *cause_name, uint8_t kind);

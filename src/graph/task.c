@@ -16,6 +16,7 @@
 
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 _Thread_local weft__task_stats *weft__tls_stats;
 
@@ -189,7 +190,7 @@ static bool place_task(weft__task *t)
     /* Near the first predecessor whose events order it: its GPU and stream
      * (and its reservation there, which the task may ride on: the
      * predecessor stays pinned until the map). */
-    uint32_t n = t->place->gpu_only ? weft__task_nedges(t) : 0;
+    uint32_t n = t->early_ok ? weft__task_nedges(t) : 0;
     weft__task *near = NULL;
     for (uint32_t i = 0; i < n && !near; i++) {
         const weft__edge *e = &t->edges[i];
@@ -232,12 +233,17 @@ static bool place_task(weft__task *t)
 static void task_queue(weft__task *t, weft__qnode **next);
 static void claim_early(weft__edge *e, weft__qnode **next);
 
-/* Queue the parked tasks a release mapped. */
+/* Queue the parked tasks a release mapped, or gave up on (doomed, as
+ * place_task's). */
 static void place_retry(weft__place *pl, weft__qnode **next)
 {
     while (pl) {
         weft__place *following = pl->parked_next;
-        task_queue(pl->owner, next);
+        pl->parked_next = NULL;
+        weft__task *t = pl->owner;
+        if (pl->chosen < 0)
+            weft__task_doom(t, t->id, t->name, WEFT__CAUSE_REQUEST);
+        task_queue(t, next);
         pl = following;
     }
 }
@@ -316,7 +322,7 @@ void weft__edge_add(weft__task *t, weft__edge *e, weft__task *p, bool propagate,
     }
     /* A GPU-only task linked after p's body returned: its events order it
      * (p's release_early may have seen the edge as well: one claim wins). */
-    if (!late && t->place && t->place->gpu_only && p->place && atomic_load(&p->place->events_ready))
+    if (!late && t->early_ok && p->place && atomic_load(&p->place->events_ready))
         claim_early(e, NULL);
 }
 
@@ -380,12 +386,25 @@ static size_t data_bytes(const weft_task_desc *d)
                        access_gpu(d->accesses[j].mode) == k;
             const weft__data *dd = weft__data_get(a->data);
             if (!seen && dd)
-                sum += (dd->size + 255) / 256 * 256;
+                sum += weft__device_bytes(dd->size);
         }
         if (sum > most)
             most = sum;
     }
     return most;
+}
+
+/* Whether a task touches data on the host (WEFT_HOST; a reduction's
+ * private copy there is its own): then it is never released early, since
+ * nothing orders the host after its predecessors' GPU work but their
+ * completion (a copy to the host would read a replica a kernel in flight
+ * is still writing). */
+static bool touches_host(const weft_task_desc *d)
+{
+    for (size_t i = 0; i < d->naccesses; i++)
+        if ((d->accesses[i].mode & (WEFT_HOST | WEFT_REDUCE)) == WEFT_HOST)
+            return true;
+    return false;
 }
 
 /* Append to t's accesses the order-only ones its tiles and partitioned
@@ -430,10 +449,10 @@ static int add_family_orders(weft__task *t, size_t *extra)
         for (size_t j = 0; j < m && rc == 0; j++, k++) {
             weft__task_access *a = &t->access[t->naccess];
             a->data = data[j];
-            a->mode = modes[j] | WEFT__ORDER_ONLY;
+            a->mode = modes[j] | WEFT__ORDER_ONLY | (t->access[i].data->tile ? 0 : WEFT__VIA_PARENT);
             weft__data_hold_clear(&a->hold);
             a->part = NULL;
-            a->undo.after = 0;
+            weft__wrec_clear(&a->rec);
             t->naccess++;
         }
     }
@@ -468,7 +487,8 @@ int weft__task_spawn(weft__graph *g, const void *rt_handle, const weft_task_desc
             task_free(t);
             return prc;
         }
-        if (t->place->gpu_only) {
+        t->early_ok = t->place->gpu_only && !touches_host(d);
+        if (t->early_ok) {
             /* It may be released before its GPU predecessors finish (their
              * events order its streams), holding one op for each: its
              * completion waits for theirs.  ops starts as the body's guard. */
@@ -501,7 +521,7 @@ int weft__task_spawn(weft__graph *g, const void *rt_handle, const weft_task_desc
         t->access[i].mode = d->accesses[i].mode;
         weft__data_hold_clear(&t->access[i].hold);
         t->access[i].part = NULL;
-        t->access[i].undo.after = 0;
+        weft__wrec_clear(&t->access[i].rec);
         t->naccess = (uint16_t)(i + 1);
         /* A reduction's record, enlisted at the link: the order of the
          * private copies is the spawn order (data/reduce.h). */
@@ -542,7 +562,10 @@ int weft__task_spawn(weft__graph *g, const void *rt_handle, const weft_task_desc
         }
     }
     memcpy(sorted, t->access, sizeof(weft__task_access) * na);
-    for (uint32_t i = 0; i < na; i++) /* where and whether it is used changes nothing in the order */
+    /* Where and whether it is used changes nothing in the order; through
+     * which view of a tile (its own, its parent's) it is accessed does
+     * (weft__access_link). */
+    for (uint32_t i = 0; i < na; i++)
         sorted[i].mode &= ~(unsigned)(WEFT_HOST | WEFT__ORDER_ONLY | WEFT_ON_GPU_MASK);
     if (na > 1)
         qsort(sorted, na, sizeof *sorted, cmp_access);
@@ -551,7 +574,7 @@ int weft__task_spawn(weft__graph *g, const void *rt_handle, const weft_task_desc
         if (nu && sorted[nu - 1].data == sorted[i].data) {
             unsigned a = sorted[nu - 1].mode, b = sorted[i].mode;
             unsigned commute = a & b & WEFT_COMMUTE; /* commutes only if every access does */
-            sorted[nu - 1].mode = ((a | b) & WEFT_RW) | commute;
+            sorted[nu - 1].mode = ((a | b) & WEFT_RW) | commute | (a & b & WEFT__VIA_PARENT);
         } else {
             sorted[nu++] = sorted[i];
         }
@@ -732,14 +755,21 @@ static bool prefetch_host(weft__task *t)
 
 int weft__task_start(weft__task *t)
 {
-    /* What it reads on the host, from devices, first (not for a task that
-     * will not run). */
-    if (t->naccess && prefetch_host(t))
-        return WEFT__START_DEFER;
-    /* Commuting tasks first take their data's exclusion; if another member
-     * holds it, the task waits on that data and is requeued later. */
-    if (t->has_commute && !weft__commute_acquire(t))
-        return WEFT__START_DEFER;
+    /* A task that will not run takes no exclusion and moves no data.  (One
+     * doomed after this look may have started copies: each is ordered
+     * after the last write of its source and the task holds its
+     * exclusions, so they hold the current value: weft__task_cancelled.) */
+    if (atomic_load_explicit(&t->run_gate, memory_order_acquire) == WEFT__GATE_OPEN) {
+        /* Exclusion before movement: commuting tasks first take their
+         * data's exclusion (if another member holds it, the task waits on
+         * that data and is requeued later), so that no copy for it reads
+         * what a member running now still changes. */
+        if (t->has_commute && !weft__commute_acquire(t))
+            return WEFT__START_DEFER;
+        /* Then what it reads on the host, from devices. */
+        if (t->naccess && prefetch_host(t))
+            return WEFT__START_DEFER;
+    }
     int gate = WEFT__GATE_OPEN;
     if (!atomic_compare_exchange_strong(&t->run_gate, &gate, WEFT__GATE_STARTED)) {
         while (atomic_load_explicit(&t->run_gate, memory_order_acquire) == WEFT__GATE_DOOMING)
@@ -828,7 +858,7 @@ static void release_early(weft__task *t, weft__qnode **next)
         return;
     for (; e; e = e->next) {
         weft__task *s = e->succ;
-        if (s->place && s->place->gpu_only && !e->late)
+        if (s->early_ok && !e->late)
             claim_early(e, next);
     }
 }
@@ -836,7 +866,7 @@ static void release_early(weft__task *t, weft__qnode **next)
 bool weft__task_prepare(weft__task *t)
 {
     weft__place *pl = t->place;
-    if (!pl->gpu_only || !pl->ngpu)
+    if (!t->early_ok || !pl->ngpu)
         return false;
     bool waited = false;
     uint32_t n = weft__task_nedges(t);
@@ -861,9 +891,13 @@ bool weft__task_prepare(weft__task *t)
     return waited;
 }
 
+static bool early_pred_failed(weft__task *t, unsigned depth);
+
 /* The checking mode: t's data as t needs it, now that it is acquired?  A
  * violation is reported like the virtual GPUs' (device/vcheck.h) and fails
- * the task. */
+ * the task — unless a predecessor it was released early behind failed
+ * meanwhile: its abort took back the replica t found, and t, whose work
+ * will be skipped, ends cancelled. */
 static int check_data(weft__task *t)
 {
     for (uint32_t i = 0; i < t->naccess; i++) {
@@ -873,6 +907,8 @@ static int check_data(weft__task *t)
         char why[200], msg[320];
         unsigned dev = weft__task_access_dev(t, a, NULL);
         if (weft__data_check(a->data, dev, a->mode & ~(unsigned)WEFT_ON_GPU_MASK, why, sizeof why) != 0) {
+            if (t->early_ok && early_pred_failed(t, 0))
+                return 0;
             snprintf(msg, sizeof msg, "data check: task '%s' (%llu), access %u (data d%u): %s", t->name,
                      (unsigned long long)t->id, i, a->data->id, why);
             weft__vcheck_report(msg);
@@ -880,6 +916,33 @@ static int check_data(weft__task *t)
         }
     }
     return 0;
+}
+
+static int poison_body(void *arg)
+{
+    (void)arg;
+    return 0;
+}
+
+/* The checking mode: what t only writes on a virtual GPU holds no value
+ * for it: poisoned (0xDB) on its stream ahead of its body's work, by the
+ * virtual GPU's check of a write-only range, so that a kernel reading it
+ * before writing it reads the poison, not a value that looks right. */
+static int poison_write_only(weft__task *t)
+{
+    int rc = 0;
+    for (uint32_t i = 0; i < t->naccess && rc == 0; i++) {
+        weft__task_access *a = &t->access[i];
+        weft__dqueue *q;
+        unsigned dev = weft__task_access_dev(t, a, &q);
+        if ((a->mode & (WEFT_R | WEFT_REDUCE | WEFT__ORDER_ONLY)) || !dev || !q || a->data->tile ||
+            a->data->devs[dev]->kind != WEFT_DEVICE_VGPU)
+            continue;
+        weft_range r = {weft__data_replica(a->data, dev), a->data->size, WEFT_W};
+        weft__launch k = {poison_body, NULL, 0, &r, 1, weft__task_op_failed, t, NULL};
+        rc = a->data->devs[dev]->ops->launch(q, &k);
+    }
+    return rc;
 }
 
 unsigned weft__task_access_dev(const weft__task *t, const weft__task_access *a, weft__dqueue **q)
@@ -924,6 +987,138 @@ static int retry_drain(weft__task *t)
     return 0;
 }
 
+/* What weft__task_guard_begin saw: each access's replica digest, and the
+ * gate its streams wait at (open once the body returned).  Freed by the
+ * last of the body and the gates. */
+typedef struct weft__guard {
+    _Atomic bool open;
+    _Atomic bool expired;              /* a gate gave up waiting: the check is off */
+    _Atomic unsigned users;
+    uint64_t digest[];
+} weft__guard;
+
+static void guard_unref(weft__guard *g)
+{
+    if (atomic_fetch_sub(&g->users, 1) == 1)
+        weft__free(g);
+}
+
+/* A stream waits here while the body runs, 200 ms at most: a body that
+ * waits for work queued behind it on its own stream (a child task there)
+ * must not wait for ever because of the check, which it turns off. */
+static int gate_kernel(void *arg)
+{
+    weft__guard *g = arg;
+    struct timespec tick = {0, 20000};
+    for (unsigned i = 0; i < 10000 && !atomic_load(&g->open); i++)
+        nanosleep(&tick, NULL);
+    if (!atomic_load(&g->open))
+        atomic_store(&g->expired, true);
+    guard_unref(g);
+    return 0;
+}
+
+/* Whether what is queued on t's streams (on virtual GPUs) so far, its
+ * copies in among it, runs within 100 ms: a stream held longer by other
+ * work is not waited for (the check is skipped: it must not change what
+ * the program does, beyond its timing). */
+static bool guard_drain(weft__task *t)
+{
+    weft__devent *e[8] = {NULL};
+    weft__device *dev[8] = {NULL};
+    unsigned n = t->place->ngpu < 8 ? t->place->ngpu : 0; /* (more GPUs: unchecked) */
+    bool ok = n > 0;
+    for (unsigned k = 0; k < n && ok; k++) {
+        dev[k] = weft__place_gpu(t->g->placer, t->place, k);
+        ok = dev[k]->ops->event_create(dev[k], &e[k]) == 0;
+        if (!ok)
+            e[k] = NULL;
+        ok = ok && dev[k]->ops->event_record(e[k], t->place->queue[k]) == 0;
+    }
+    struct timespec tick = {0, 50000};
+    for (unsigned k = 0, waited = 0; k < n && ok;) {
+        int q = dev[k]->ops->event_query(e[k]);
+        if (q < 0)
+            ok = false;
+        else if (q > 0)
+            k++;
+        else if (++waited > 2000)
+            ok = false;
+        else
+            nanosleep(&tick, NULL);
+    }
+    for (unsigned k = 0; k < n; k++) /* (a virtual GPU's record outlives its event) */
+        if (e[k])
+            dev[k]->ops->event_destroy(e[k]);
+    return ok;
+}
+
+/* The replica access a of t uses, on a virtual GPU (NULL otherwise). */
+static void *guarded_replica(const weft__task *t, const weft__task_access *a)
+{
+    unsigned dev = weft__task_access_dev(t, a, NULL);
+    if ((a->mode & (WEFT_REDUCE | WEFT__ORDER_ONLY)) || !dev || dev >= a->data->nrep ||
+        a->data->devs[dev]->kind != WEFT_DEVICE_VGPU)
+        return NULL;
+    return weft__data_replica(a->data, dev);
+}
+
+weft__guard *weft__task_guard_begin(weft__task *t)
+{
+    if (!t->g->check_data || !t->place || !t->place->ngpu || !t->naccess)
+        return NULL;
+    bool any = false;
+    for (uint32_t i = 0; i < t->naccess && !any; i++)
+        any = guarded_replica(t, &t->access[i]) != NULL;
+    for (unsigned k = 0; k < t->place->ngpu && any; k++)
+        any = weft__place_gpu(t->g->placer, t->place, k)->kind == WEFT_DEVICE_VGPU;
+    weft__guard *g = any ? weft__alloc(sizeof *g + t->naccess * sizeof g->digest[0]) : NULL;
+    if (!g || !guard_drain(t)) { /* (no guard: unchecked, as outside the checking mode) */
+        weft__free(g);
+        return NULL;
+    }
+    atomic_init(&g->open, false);
+    atomic_init(&g->expired, false);
+    atomic_init(&g->users, 1);
+    for (uint32_t i = 0; i < t->naccess; i++) {
+        void *p = guarded_replica(t, &t->access[i]);
+        g->digest[i] = p ? weft__vcheck_digest_of(p, t->access[i].data->size) : 0;
+    }
+    for (unsigned k = 0; k < t->place->ngpu; k++) {
+        weft__device *dev = weft__place_gpu(t->g->placer, t->place, k);
+        weft__launch gate = {gate_kernel, g, 0, NULL, 0, weft__task_op_failed, t, NULL};
+        atomic_fetch_add(&g->users, 1);
+        if (dev->ops->launch(t->place->queue[k], &gate) != 0)
+            atomic_fetch_sub(&g->users, 1);
+    }
+    return g;
+}
+
+void weft__task_guard_end(weft__task *t, weft__guard *g, int *result)
+{
+    if (!g)
+        return;
+    for (uint32_t i = 0; i < t->naccess && !atomic_load(&g->expired); i++) {
+        const weft__task_access *a = &t->access[i];
+        void *p = guarded_replica(t, a);
+        if (!p || weft__vcheck_digest_of(p, a->data->size) == g->digest[i])
+            continue;
+        char msg[360];
+        snprintf(msg, sizeof msg,
+                 "data check: the body of task '%s' (%llu) changed access %u (data d%u) on the host, in its replica "
+                 "on %s: that is GPU memory (a real GPU's is not the host's), which the task's own work and "
+                 "copies change on its stream: queue the work there (weft_ctx_queue)",
+                 t->name, (unsigned long long)t->id, i, a->data->id,
+                 a->data->devs[weft__task_access_dev(t, a, NULL)]->name);
+        weft__vcheck_report(msg);
+        if (*result == 0)
+            *result = WEFT_EDEVICE;
+        break;
+    }
+    atomic_store(&g->open, true);
+    guard_unref(g);
+}
+
 /* Waits of 20 ms with no room made while other tasks hold memory on the
  * device, before a task gives up (a deadlock's end: 60 s). */
 #define ROOM_HELD_WAITS 3000
@@ -952,7 +1147,7 @@ int weft__task_acquire(weft__task *t, bool waited_events)
                 rc = weft__reduce_acquire(a->data, dev, a->part);
             else
                 rc = weft__data_acquire(a->data, dev, (a->mode & ~(unsigned)WEFT_ON_GPU_MASK) | prefetch, t->id, aq,
-                                        &a->hold, &a->undo);
+                                        &a->hold, &a->rec);
         }
         /* Everything held: the private copies get their identity, ahead
          * of the body's work (a retry would have had to take it back). */
@@ -965,6 +1160,8 @@ int weft__task_acquire(weft__task *t, bool waited_events)
             }
         if (rc == 0 && t->g->check_data)
             rc = check_data(t);
+        if (rc == 0 && t->g->check_data && t->place && t->place->ngpu)
+            rc = poison_write_only(t);
         if (rc != WEFT__DATA_RETRY)
             return rc;
         /* No room now for access i-1, while running tasks' data fill the
@@ -978,8 +1175,9 @@ int weft__task_acquire(weft__task *t, bool waited_events)
                 weft__reduce_drop(t->access[j].data, t->access[j].part);
                 continue;
             }
-            weft__data_undo_acquire(t->access[j].data, &t->access[j].undo);
-            t->access[j].undo.after = 0;
+            /* (its streams drained: its copies are good) */
+            weft__data_end(t->access[j].data, &t->access[j].rec, false, true, false, false); /* (nothing ran) */
+            weft__wrec_clear(&t->access[j].rec);
             weft__data_release(t->access[j].data, &t->access[j].hold, false);
             weft__data_hold_clear(&t->access[j].hold);
         }
@@ -1021,6 +1219,54 @@ void weft__task_cancelled(weft__task *t, weft__qnode **next)
     t->start_cancelled = true;
     if (atomic_fetch_sub_explicit(&t->ops, 1, memory_order_acq_rel) == 1)
         ops_finished(t, next);
+}
+
+/* Whether task p, an early-released predecessor whose queued work has
+ * ended, failed or was cancelled on its devices, itself or through such
+ * predecessors of its own (depth bounded: a chain of tasks that queued no
+ * kernel, whose fates nobody asked). */
+static bool failed_on_device(weft__task *p, unsigned depth)
+{
+    if (atomic_load(&p->op_error) != 0 || atomic_load(&p->pred_failed))
+        return true;
+    int s = atomic_load(&p->state);
+    if (weft__state_final(s))
+        return s != WEFT__T_COMPLETED;
+    uint8_t f = atomic_load(&p->dev_fate);
+    if (f != WEFT__FATE_UNKNOWN)
+        return f == WEFT__FATE_SKIPPED;
+    return depth < 64 && early_pred_failed(p, depth + 1);
+}
+
+static bool early_pred_failed(weft__task *t, unsigned depth)
+{
+    bool failed = false;
+    uint32_t n = weft__task_nedges(t);
+    for (uint32_t i = 0; i < n && !failed; i++) {
+        const weft__edge *e = &t->edges[i];
+        if (!e->propagate ||
+            atomic_load_explicit(&((weft__edge *)e)->claim, memory_order_acquire) != WEFT__EDGE_EARLY ||
+            !weft__edge_pin_pred(e))
+            continue;
+        failed = failed_on_device(e->pred, depth);
+        weft__task_unref(e->pred);
+    }
+    return failed;
+}
+
+bool weft__task_skip_work(void *cookie)
+{
+    weft__task *t = cookie;
+    if (!t->early_ok)
+        return false; /* released only once its predecessors completed */
+    uint8_t f = atomic_load(&t->dev_fate);
+    if (f == WEFT__FATE_UNKNOWN) {
+        uint8_t none = WEFT__FATE_UNKNOWN;
+        f = early_pred_failed(t, 0) ? WEFT__FATE_SKIPPED : WEFT__FATE_RUNS;
+        if (!atomic_compare_exchange_strong(&t->dev_fate, &none, f))
+            f = none;
+    }
+    return f == WEFT__FATE_SKIPPED;
 }
 
 void weft__task_body_returned(weft__task *t, int result, weft__qnode **next)
@@ -1074,6 +1320,7 @@ void weft__task_op_done(void *cookie, int status)
     if (status != 0) {
         int none = 0;
         atomic_compare_exchange_strong(&t->op_error, &none, status);
+        atomic_store(&t->queue_error, true); /* (a kernel's failure comes by weft__task_op_failed) */
     }
     if (atomic_fetch_sub_explicit(&t->ops, 1, memory_order_acq_rel) == 1)
         ops_finished(t, NULL);
@@ -1092,6 +1339,17 @@ void weft__task_complete(weft__task *t, int final, weft__qnode **next)
 {
     weft__graph *g = t->g;
     WEFT__CHECK(!weft__state_final(atomic_load_explicit(&t->state, memory_order_relaxed)));
+    /* Its data first: what it wrote committed, or aborted exactly (the last
+     * good value is the data's again), and its replicas unpinned, before
+     * anything that follows it may acquire: the members of its commute
+     * groups and its successors. */
+    bool copies_failed = atomic_load(&t->queue_error);
+    bool untouched = atomic_load(&t->dev_fate) == WEFT__FATE_SKIPPED && !t->body_copied;
+    for (uint32_t i = t->naccess; i-- > 0;)
+        weft__data_end(t->access[i].data, &t->access[i].rec, final == WEFT__T_COMPLETED, untouched, copies_failed,
+                       g->check_data);
+    for (uint32_t i = 0; i < t->naccess; i++)
+        weft__data_release(t->access[i].data, &t->access[i].hold, true);
     if (t->has_commute)
         weft__commute_release(t, next);
     if (final == WEFT__T_FAILED)
@@ -1151,13 +1409,8 @@ void weft__task_complete(weft__task *t, int final, weft__qnode **next)
         }
         e = following;
     }
-    if (final != WEFT__T_COMPLETED) /* what it wrote is not the data's value: the last good one is */
-        for (uint32_t i = t->naccess; i-- > 0;)
-            weft__data_undo_acquire(t->access[i].data, &t->access[i].undo);
-    for (uint32_t i = 0; i < t->naccess; i++) {
-        weft__data_release(t->access[i].data, &t->access[i].hold, true);
+    for (uint32_t i = 0; i < t->naccess; i++)
         weft__data_unpin(t->access[i].data);
-    }
     if (t->place)
         place_retry(weft__place_release(g->placer, t->place), next);
     if (!t->proxy)

@@ -528,6 +528,13 @@ weft__place *weft__place_release(weft__placer *p, weft__place *pl)
         *tail = m;
         tail = &m->parked_next;
     }
+    bool held = false;
+    for (unsigned g = 0; g < p->ngpu && !held; g++)
+        held = p->load[g] > 0;
+    if (!held && p->parked) { /* what the devices hold now is held outside any task */
+        *tail = p->parked;
+        p->parked = NULL;
+    }
     if (!p->parked)
         p->parked_tail = NULL;
     pthread_mutex_unlock(&p->lock);

@@ -150,7 +150,9 @@ static inline weft__device *weft__place_gpu(const weft__placer *p, const weft__p
 int weft__place_map(weft__placer *p, weft__place *pl);
 /* Give pl's reservation and its events back (if it was mapped), then map the parked
  * placements in the order they parked until one does not fit.  Returns
- * those it mapped (linked by parked_next) for the caller to queue. */
+ * those it mapped (linked by parked_next) for the caller to queue — and,
+ * when no task holds a GPU any more, the rest too, unmapped (chosen < 0):
+ * no release will come to map them (as weft__place_map's -1). */
 weft__place *weft__place_release(weft__placer *p, weft__place *pl);
 
 /* The body of the chosen alternative (or dflt). */
