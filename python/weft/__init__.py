@@ -54,6 +54,7 @@ except ImportError:
 
 from ._weft import (  # noqa: F401
     COMMUTE,
+    Acquired,
     MAX,
     MIN,
     SUM,
@@ -77,6 +78,17 @@ from ._weft import (  # noqa: F401
     wait_all,
 )
 from ._weft import _close_all
+
+
+def acquire(obj, mode="r", timeout=None):
+    """rt.acquire(obj, mode, timeout) on the current runtime (see python/README.md, Data)."""
+    return current_runtime().acquire(obj, mode, timeout)
+
+
+def fetch(obj, timeout=None):
+    """rt.fetch(obj, timeout) on the current runtime: obj's host memory made the newest value."""
+    return current_runtime().fetch(obj, timeout)
+
 from ._comm import Grid, GridBlock, Transfer  # noqa: F401
 from ._placement import Context, DeviceSet, Variants, context, cpu, gpu, variants
 from ._native import native
@@ -99,6 +111,9 @@ __all__ = [
     "spawn",
     "wait_all",
     "data",
+    "acquire",
+    "fetch",
+    "Acquired",
     "current_runtime",
     "current_task",
     "bench",

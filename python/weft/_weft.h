@@ -150,6 +150,7 @@ typedef struct {
     PyTypeObject *View_T;
     PyTypeObject *Comm_T;
     PyTypeObject *Native_T;
+    PyTypeObject *Acquired_T;
     PyObject *CancelledError;
     /* MPI was started by weft (weft.mpi_init, or Communicator.mpi with MPI
      * not running): weft._close_all finalizes it at exit, after closing
@@ -358,6 +359,7 @@ typedef struct DataObject {
     int closing;       /* unregister in progress: no new task names it, no new range may
                           overlap it */
     int spawning;      /* spawns between their lookup of it and the C spawn */
+    int acquired;      /* acquisitions holding its handle (acquire.c): unregister refuses */
     struct DataObject **lower;   /* overlapping ranges below it (smaller): its tasks name them too */
     size_t nlower, caplower;
     struct DataObject **pending; /* overlapping ranges above it whose earlier tasks its tasks
@@ -668,6 +670,24 @@ int weft_py_accs_stale(const weft_py_accs *a);
  * the last); keeps the storage. */
 void weft_py_accs_clear(weft_py_accs *a);
 void weft_py_accs_free(weft_py_accs *a);
+
+/* Whether obj (a Data, or a buffer object) has anything registered to
+ * acquire: a Data, an object or memory registered, or memory overlapping a
+ * registered range (1); 0 for memory Weft never saw; -1 with an exception
+ * (not a buffer). */
+int weft_py_data_known(RuntimeObject *r, PyObject *obj, const char *what);
+/* Add `by` to the `acquired` count of each Data in the tuple dats. */
+void weft_py_data_count_acquired(RuntimeObject *r, PyObject *dats, int by);
+
+/* ------------------------------------------------------------------------ */
+/* Acquire (acquire.c)                                                       */
+/* ------------------------------------------------------------------------ */
+
+extern PyType_Spec weft_py_acquired_spec;
+/* rt.acquire(obj, mode="r", timeout=None) -> weft.Acquired; rt.fetch(obj,
+ * timeout=None) -> obj. */
+PyObject *weft_py_runtime_acquire(RuntimeObject *r, PyObject *args, PyObject *kwds);
+PyObject *weft_py_runtime_fetch(RuntimeObject *r, PyObject *args, PyObject *kwds);
 
 /* A mode bit of the extension's own (never passed to the C core): the
  * access of a communication operation (comm.c), whose C task names only

@@ -653,6 +653,7 @@ data_new(RuntimeObject *r, PyObject *obj, Py_buffer *view, int readonly)
     if (view->buf == NULL || view->len == 0) d->lo = d->hi = 0;
     d->closing = 0;
     d->spawning = 0;
+    d->acquired = 0;
     d->lower = d->pending = NULL;
     d->nlower = d->caplower = d->npending = d->cappending = 0;
     tile_fields_init(d);
@@ -1011,6 +1012,49 @@ weft_py_accs_free(weft_py_accs *a)
 /* Unregistering                                                             */
 /* ------------------------------------------------------------------------ */
 
+/* Part of a step: d, or one of its tiles, is held by an acquisition. */
+static int
+data_acquired(const DataObject *d)
+{
+    if (d->acquired) return 1;
+    if (d->tiles != NULL && PyTuple_Check(d->tiles))
+        for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(d->tiles); i++)
+            if (((DataObject *)PyTuple_GET_ITEM(d->tiles, i))->acquired) return 1;
+    return 0;
+}
+
+int
+weft_py_data_known(RuntimeObject *r, PyObject *obj, const char *what)
+{
+    if (Py_IS_TYPE(obj, r->st->Data_T)) return 1;
+    reg_lock(r);
+    int known = objs_find(&r->reg, obj) != NULL;
+    reg_unlock(r);
+    if (known) return 1;
+    Py_buffer view;
+    int readonly;
+    if (get_buffer(obj, &view, &readonly, what) < 0) return -1;
+    uintptr_t lo = (uintptr_t)view.buf, hi = lo + (uintptr_t)view.len;
+    if (view.buf != NULL && view.len > 0) {
+        weft_py_registry *g = &r->reg;
+        reg_lock(r);
+        for (size_t i = spans_scan_start(g, lo); i < g->nspans && g->spans[i]->lo < hi && !known; i++)
+            known = overlap(g->spans[i], lo, hi);
+        reg_unlock(r);
+    }
+    PyBuffer_Release(&view);
+    return known;
+}
+
+void
+weft_py_data_count_acquired(RuntimeObject *r, PyObject *dats, int by)
+{
+    reg_lock(r);
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(dats); i++)
+        ((DataObject *)PyTuple_GET_ITEM(dats, i))->acquired += by;
+    reg_unlock(r);
+}
+
 int
 weft_py_data_unregister(DataObject *d)
 {
@@ -1028,6 +1072,8 @@ weft_py_data_unregister(DataObject *d)
     if (d->d != NULL && r->rt != NULL) {
         if (d->partitioning) {
             busy = 2;
+        } else if (data_acquired(d)) {
+            busy = 3;
         } else if (d->closing) {
             busy = 1;
         } else {
@@ -1036,6 +1082,11 @@ weft_py_data_unregister(DataObject *d)
         }
     }
     reg_unlock(r);
+    if (busy == 3) {
+        PyErr_SetString(PyExc_RuntimeError, "unregister(): this data is acquired (rt.acquire): release it "
+                        "first (leave the `with` block, or call release())");
+        goto fail;
+    }
     if (busy) {
         PyErr_SetString(PyExc_ValueError, busy == 2 ? "unregister(): this data is being partitioned (on "
                         "another thread); unregister it once partition() returned"
@@ -1220,6 +1271,7 @@ tile_new(DataObject *p, weft_data *h, int ndim, Py_ssize_t elem, const char *for
     d->lo = d->hi = 0;
     d->closing = 0;
     d->spawning = 0;
+    d->acquired = 0;
     d->lower = d->pending = NULL;
     d->nlower = d->caplower = d->npending = d->cappending = 0;
     tile_fields_init(d);

@@ -228,6 +228,7 @@ module_exec(PyObject *m)
     ADD_TYPE(View_T, weft_py_view_spec);
     ADD_TYPE(Comm_T, weft_py_comm_spec);
     ADD_TYPE(Native_T, weft_py_native_spec);
+    ADD_TYPE(Acquired_T, weft_py_acquired_spec);
 #undef ADD_TYPE
     atomic_init(&st->mpi_started, 0);
     PyObject *cf = PyImport_ImportModule("concurrent.futures");
@@ -291,6 +292,7 @@ module_traverse(PyObject *m, visitproc visit, void *arg)
     Py_VISIT(st->View_T);
     Py_VISIT(st->Comm_T);
     Py_VISIT(st->Native_T);
+    Py_VISIT(st->Acquired_T);
     Py_VISIT(st->CancelledError);
     Py_VISIT(st->stack);
     Py_VISIT(st->open);
@@ -314,6 +316,7 @@ module_clear(PyObject *m)
     Py_CLEAR(st->View_T);
     Py_CLEAR(st->Comm_T);
     Py_CLEAR(st->Native_T);
+    Py_CLEAR(st->Acquired_T);
     Py_CLEAR(st->CancelledError);
     Py_CLEAR(st->stack);
     Py_CLEAR(st->open);

@@ -528,6 +528,13 @@ static PyMethodDef Runtime_methods[] = {
     {"partition", (PyCFunction)(void (*)(void))Runtime_partition, METH_VARARGS | METH_KEYWORDS,
      "partition(obj, grid, halo=0, *, cols=None) -> tiles\n\nrt.data(obj).partition(grid, halo, cols=cols): "
      "split the registered array obj into tiles (see weft.Data.partition)."},
+    {"acquire", (PyCFunction)(void (*)(void))weft_py_runtime_acquire, METH_VARARGS | METH_KEYWORDS,
+     "acquire(obj, mode=\"r\", timeout=None) -> weft.Acquired: after the tasks spawned before it that "
+     "write obj (\"w\"/\"rw\": that use it), its host memory is the newest value and the caller's "
+     "until release(); use as `with rt.acquire(buf, \"rw\"):`."},
+    {"fetch", (PyCFunction)(void (*)(void))weft_py_runtime_fetch, METH_VARARGS | METH_KEYWORDS,
+     "fetch(obj, timeout=None) -> obj: make obj's host memory the newest value (acquire \"r\" and "
+     "release)."},
     {"unregister", (PyCFunction)Runtime_unregister, METH_O,
      "unregister(obj)\n\nWait for the tasks using the memory obj covers (directly or through an "
      "overlapping range), then release its buffer.  obj: a weft.Data, or any object over "
