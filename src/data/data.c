@@ -392,14 +392,27 @@ int weft__data_to_host_now(weft__data *d)
  * shared one on a device of dst's kind (a peer; among several, the one
  * whose links out are least loaded), then the host's; -1 if the only
  * valid one is on a device of another kind (stage through the host). */
+/* Whether the last copy into device replica i failed (its `ready` fired
+ * with the error): its tag may still say valid while a task that shares it
+ * has not ended, but it holds no value. */
+static bool copy_in_failed(const weft__data *d, unsigned i)
+{
+    const weft__replica *r = &d->rep[i];
+    return i > 0 && r->ready && ops_of(d, i)->event_query(r->ready) < 0;
+}
+
 int weft__data_source_for(const weft__data *d, unsigned dst)
 {
-    int peer = -1, host = weft__rep_valid(d, 0) ? 0 : -1, other = -1;
+    int peer = -1, host = weft__rep_valid(d, 0) ? 0 : -1, other = -1, failed = -1;
     uint32_t peer_load = 0;
     for (unsigned i = 1; i < d->nrep; i++) {
         if (i == dst || !weft__rep_valid(d, i))
             continue;
         bool same_kind = dst == 0 || ops_of(d, i) == ops_of(d, dst);
+        if (copy_in_failed(d, i)) { /* the last resort: a copy from it fails in turn */
+            failed = same_kind ? (int)i : -1 - (int)i;
+            continue;
+        }
         if (!same_kind) {
             other = (int)i;
             continue;
@@ -414,7 +427,9 @@ int weft__data_source_for(const weft__data *d, unsigned dst)
         return peer;
     if (host >= 0)
         return host;
-    return other >= 0 ? -1 - other : -1; /* -(1 + the other-kind replica) */
+    if (other >= 0)
+        return -1 - other; /* -(1 + the other-kind replica) */
+    return failed;
 }
 
 /* Note where the data is now (the lock held): see weft__data.home. */
@@ -671,7 +686,16 @@ void weft__data_wait_overwritable(weft__data *d, unsigned dev) { wait_overwritab
 /* Whether device replica i of e (not pinned) may be evicted now: it holds
  * no value that must be kept, or the host's can take it (the host's own is
  * not the last of one). */
-static bool evictable(const weft__data *e, unsigned i) { return !last_of_live(e, i) || !last_of_live(e, 0); }
+static bool evictable(const weft__data *e, unsigned i)
+{
+    if (!last_of_live(e, i))
+        return true;
+    /* The host can take it, unless a fetch to the host is in flight: that
+     * copy lands after this one, over it (from a replica whose own copy in
+     * may yet fail). */
+    bool fetching = e->host_fetch && ops_of(e, e->host_fetch_dev)->event_query(e->host_fetch) != 1;
+    return !fetching && !last_of_live(e, 0);
+}
 
 /* Give replica r (on device dev) of e back to its device (e's lock held,
  * not pinned, evictable): the last copy of a value that must be kept goes
@@ -1082,10 +1106,7 @@ void weft__data_free(weft__data *d)
         if (d->user_dev) {
             (void)copy_into_user(d);
         } else if (!weft__rep_valid(d, 0)) {
-            int src = -1;
-            for (unsigned i = 1; i < d->nrep && src < 0; i++)
-                if (weft__rep_valid(d, i))
-                    src = (int)i;
+            int src = weft__data_source_for(d, 0);
             if (src > 0 && copy_to_host(d, (unsigned)src, EVICT_Q) == 0)
                 d->rep[0].tag = d->cur;
         }
