@@ -321,10 +321,14 @@ inline data_end(t, ok, untouched, cf) {
                     cur = rec_prev[t];
                     if
                     :: !(tag[0] == cur || tag[1] == cur || tag[2] == cur) ->
-                        /* no replica holds it: the user's memory is all there
-                         * is -- only after a failed in-place writer (weft.h) */
+                        /* no replica holds it: what the failed in-place
+                         * writer left is all there is (weft.h), in the replica
+                         * it wrote if that held the value, else the user's */
                         assert(UNSV(cur));
-                        tag[0] = cur
+                        if
+                        :: rec_was[t] == cur -> tag[node[t]] = cur
+                        :: else -> tag[0] = cur
+                        fi
                     :: else
                     fi
                 :: else

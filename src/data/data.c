@@ -969,10 +969,14 @@ void weft__data_end(weft__data *d, weft__wrec *rec, bool ok, bool untouched, boo
             bool held = false;
             for (unsigned i = 0; i < d->nrep && !held; i++)
                 held = d->rep[i].tag == d->cur;
-            /* No replica holds it (a task on the host wrote over the only
-             * copy, the user's memory): what is there is all there is. */
-            if (!held)
-                d->rep[d->user_dev].tag = d->cur;
+            /* No replica holds it: the task wrote over the only copy in
+             * place.  What it left there is all there is (the value is
+             * unspecified, weft.h): that replica holds it — the one it
+             * wrote, if it held the value, else the user's memory. */
+            if (!held) {
+                bool wrote_it = rec->was == d->cur && rec->dev >= 0 && (unsigned)rec->dev < d->nrep;
+                d->rep[wrote_it ? (unsigned)rec->dev : d->user_dev].tag = d->cur;
+            }
         }
     }
     if (!ok && copies_failed && rec->fetched >= 0) {
