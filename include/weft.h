@@ -457,8 +457,15 @@ WEFT_API WEFT_NODISCARD int weft_data_unregister(weft_data *d);
  * at the edges of the array, corners included): a task reading a tile sees
  * its neighbours' newest values there, copied by Weft from wherever they
  * are (halo exchange), and is ordered after their writers; the halo is
- * read-only (a task writing a tile writes its interior only; what it writes
- * into its halo is lost).  A tile's replica on a device is packed: rows of
+ * read-only: a task writing a tile must write its interior only.  On a
+ * GPU, what it writes into its halo is lost; on the host (a CPU task, a
+ * WEFT_HOST access, weft_data_acquire) the tile's memory is its span in
+ * the parent's memory, whose halo cells are its neighbours' interiors, so
+ * a write there changes a neighbour's value unordered with that
+ * neighbour's tasks — a race that nothing detects: never write the halo.
+ * A tile's address (weft_ctx_data, weft_data_host) is its span's first
+ * element, halo included; weft_tile_info says where the interior lies in
+ * it.  A tile's replica on a device is packed: rows of
  * its own width (weft_ctx_pitch says the pitch where the body runs).  A
  * tile may be reduced (WEFT_REDUCE: its interior, through a private copy);
  * the data partitioned may not. */
@@ -565,9 +572,13 @@ WEFT_API WEFT_NODISCARD int weft_data_host(const weft_data *d, void **ptr, size_
 WEFT_API WEFT_NODISCARD int weft_data_acquire(weft_data *d, unsigned mode, uint64_t timeout_ns);
 
 /* Acquire n data at once, access i with acc[i].mode (WEFT_R, WEFT_W or
- * WEFT_RW), as one task naming them all would be ordered (so two threads
- * acquiring overlapping sets cannot deadlock each other half-way, as two
- * weft_data_acquire calls in a row could).  Each is then released with
+ * WEFT_RW), as one task naming them all would be ordered (so the thread
+ * waits for all of them together, holding none meanwhile, where two
+ * weft_data_acquire calls in a row hold the first while waiting for the
+ * second).  Acquisitions do not queue behind one another: a datum that
+ * any thread holds or is acquiring is refused at once (WEFT_EINVAL, as
+ * for weft_data_acquire), so threads sharing data serialise their
+ * acquisitions themselves.  Each is then released with
  * weft_data_release; the acquisition ends, and the tasks behind any of
  * them may start, once every one of them has been released.  Errors: as
  * weft_data_acquire, and WEFT_EINVAL for NULL acc, n 0, the same data
