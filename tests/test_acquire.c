@@ -6,9 +6,11 @@
  * timed-out WEFT_W leaves the value alone); every misuse refused with its
  * message; a failed writer before acquire(R) reported, nothing held; the
  * runtime usable after each error; acquire from a task refused; several
- * handles at once; wait_all and destroy with data held. */
+ * handles at once; wait_all and destroy with data held; an acquisition
+ * cancelled by weft_cancel_pending while it waits leaves no trace. */
 #include "check.h"
 
+#include <pthread.h>
 #include <sched.h>
 #include <stdbool.h>
 #include <stdlib.h>
@@ -308,11 +310,65 @@ static void run(const char *devices) {
     weft_task_release(t);
 }
 
+/* ---- cancelled by weft_cancel_pending while it waits: as if never made ----- */
+
+typedef struct acq_arg {
+    weft_data *h;
+    unsigned mode;
+    int rc;
+} acq_arg;
+static void *acquirer(void *arg) {
+    acq_arg *a = arg;
+    a->rc = weft_data_acquire(a->h, a->mode, 0);
+    if (a->rc == 0) CHECK_OK(weft_data_release(a->h)); /* (it came after the request: acquired) */
+    return NULL;
+}
+
+static void cancelled_while_waiting(const char *devices, unsigned mode) {
+    weft_runtime *rt = make(devices);
+    bool gpu = strstr(devices, "vgpu") != NULL;
+    static double a[N];
+    for (int i = 0; i < N; i++) a[i] = 1;
+    weft_data *h;
+    CHECK_OK(weft_data_register(rt, a, sizeof a, &h));
+    _Atomic int gate = 0;
+    job w = {.val = 6, .gate = &gate};
+    weft_task *t = spawn(rt, gpu, fill_body, &w, h, WEFT_W, "writer");
+    while (!atomic_load(&w.ran)) sched_yield(); /* started: the request does not cancel it */
+    acq_arg arg = {h, mode, -1};
+    pthread_t th;
+    CHECK(pthread_create(&th, NULL, acquirer, &arg) == 0);
+    sleep_ns(20 * 1000 * 1000); /* (the acquisition waits for the writer by now, almost always) */
+    CHECK_OK(weft_cancel_pending(rt));
+    atomic_store(&gate, 1);
+    CHECK(pthread_join(th, NULL) == 0);
+    CHECKF(arg.rc == 0 || arg.rc == WEFT_ECANCELLED, "acquire: %d", arg.rc);
+    CHECK_OK(weft_task_wait(t));
+    weft_task_release(t);
+    /* the data is as if that acquisition had never been made */
+    CHECK_OK(weft_data_acquire(h, WEFT_R, 0));
+    CHECK(all(a, 6));
+    CHECK_OK(weft_data_release(h));
+    job r = {.val = 6};
+    t = spawn(rt, gpu, check_body, &r, h, WEFT_R, "reader");
+    CHECK_OK(weft_task_wait(t));
+    CHECK(atomic_load(&r.ok) == 1);
+    weft_task_release(t);
+    CHECK_OK(weft_data_unregister(h));
+    CHECK(all(a, 6));
+    CHECK_OK(weft_runtime_destroy(rt));
+}
+
 int main(int argc, char **argv) {
     (void)argc;
     (void)argv;
     run("cpu");
     run("cpu,vgpu:2");
+    static const unsigned modes[] = {WEFT_R, WEFT_W, WEFT_RW};
+    for (int m = 0; m < 3; m++) {
+        cancelled_while_waiting("cpu", modes[m]);
+        cancelled_while_waiting("cpu,vgpu:2", modes[m]);
+    }
     printf("test_acquire: ok\n");
     return 0;
 }

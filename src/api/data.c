@@ -570,7 +570,12 @@ static int acquire(const weft_access *acc, size_t n, uint64_t timeout_ns, const 
     weft__task *t = NULL;
     if (rc == 0)
         rc = weft__desc_check(h, &desc, fn);
-    if (rc == 0 && (rc = weft__task_spawn(&rt->graph, h, &desc, NULL, true, &t)) != 0) {
+    /* Cancelled by a request of its own (weft_cancel_pending while it
+     * waits), the acquisition is as if never made: what follows it is not
+     * cancelled for it (it acquired nothing, as any task cancelled before
+     * it ran). */
+    weft__spawn_extra transparent = {.transparent = true};
+    if (rc == 0 && (rc = weft__task_spawn(&rt->graph, h, &desc, &transparent, true, &t)) != 0) {
         char msg[256];
         const char *m = weft_last_error(), *colon = strstr(m, ": ");
         snprintf(msg, sizeof msg, "%s", colon && !strncmp(m, "weft_spawn", 10) ? colon + 2 : m);

@@ -148,6 +148,9 @@ struct weft__task {
     uint8_t cause_kind;                /* WEFT__CAUSE_* */
     _Atomic bool handle_live;          /* the user still holds the handle */
     _Atomic bool space_owned;          /* a task space lends out the handle */
+    bool transparent;                  /* (set at spawn) an acquisition's: cancelled by request, it
+                                          is as if never made — its successors are not cancelled
+                                          for it (weft__task_fails_successors) */
     uint32_t epoch;                    /* g->cancel_epoch at spawn */
     unsigned device;                   /* where it runs (MAPPED) */
     int result;
@@ -226,6 +229,7 @@ typedef struct weft__spawn_extra {
     const char *forbidden_what;       /* for the error message */
     weft__task *fulfil;               /* placeholder to complete with the new task */
     bool space_owned;
+    bool transparent;                 /* weft__task.transparent */
 } weft__spawn_extra;
 
 /* Spawn a validated descriptor (the front end checked handles and modes, and

@@ -150,6 +150,18 @@ bool weft__task_doom(weft__task *t, uint64_t cause_id, const char *cause_name, u
 }
 
 /* The cause a finished, unsuccessful task passes on to its dependents. */
+/* Whether p, ended in state final, cancels the successors whose edges
+ * carry failure: unless it completed, or it is an acquisition cancelled by
+ * a request of its own (weft_cancel_pending while it waited), which the
+ * program sees as never made. */
+static bool fails_successors(const weft__task *p, int final)
+{
+    if (final == WEFT__T_COMPLETED)
+        return false;
+    return !(p->transparent && final == WEFT__T_CANCELLED && p->cause_kind == WEFT__CAUSE_REQUEST &&
+             p->cause_id == p->id);
+}
+
 static void cause_of(const weft__task *p, int final, uint64_t *id, const char **name, uint8_t *kind)
 {
     if (final == WEFT__T_FAILED) {
@@ -292,7 +304,7 @@ static bool link_edge(weft__task *p, weft__edge *e)
     for (;;) {
         if (head == WEFT__CLOSED) {
             int final = atomic_load_explicit(&p->state, memory_order_acquire);
-            if (final != WEFT__T_COMPLETED && e->propagate) {
+            if (fails_successors(p, final) && e->propagate) {
                 uint64_t id;
                 const char *name;
                 uint8_t kind;
@@ -628,6 +640,7 @@ int weft__task_spawn(weft__graph *g, const void *rt_handle, const weft_task_desc
                           memory_order_relaxed);
     atomic_init(&t->handle_live, want_handle);
     atomic_init(&t->space_owned, space_owned);
+    t->transparent = x && x->transparent;
     t->id = atomic_fetch_add_explicit(&g->next_id, 1, memory_order_relaxed);
     t->qn.priority = d->priority;
     t->qn.seq = t->id;
@@ -1381,7 +1394,8 @@ void weft__task_complete(weft__task *t, int final, weft__qnode **next)
     uint64_t cid = 0;
     const char *cname = NULL;
     uint8_t ckind = 0;
-    if (final != WEFT__T_COMPLETED)
+    bool fails = fails_successors(t, final);
+    if (fails)
         cause_of(t, final, &cid, &cname, &ckind);
     while (e) {
         /* Read the edge before releasing its owner: once pending reaches
@@ -1391,7 +1405,7 @@ void weft__task_complete(weft__task *t, int final, weft__qnode **next)
         uint8_t open = WEFT__EDGE_OPEN;
         if (events && !atomic_compare_exchange_strong(&e->claim, &open, WEFT__EDGE_DONE)) {
             /* Released when this task's body returned: it may have started. */
-            if (final != WEFT__T_COMPLETED && e->propagate && !weft__task_doom(s, cid, cname, ckind)) {
+            if (fails && e->propagate && !weft__task_doom(s, cid, cname, ckind)) {
                 bool no = false;
                 if (atomic_load_explicit(&s->run_gate, memory_order_acquire) == WEFT__GATE_STARTED &&
                     atomic_compare_exchange_strong(&s->pred_failed, &no, true)) {
@@ -1402,7 +1416,7 @@ void weft__task_complete(weft__task *t, int final, weft__qnode **next)
             }
             weft__task_op_done(s, 0); /* the last touch: s may complete now */
         } else {
-            if (final != WEFT__T_COMPLETED && e->propagate)
+            if (fails && e->propagate)
                 weft__task_doom(s, cid, cname, ckind);
             if (atomic_fetch_sub_explicit(&s->pending, 1, memory_order_acq_rel) == 1)
                 task_ready(s, next);
