@@ -50,8 +50,13 @@ static void run_chain(weft__worker *w, weft__qnode *n)
                                   memory_order_relaxed);
             uint64_t t0 = w->rt->graph.trace ? weft__now_ns() : 0;
             struct weft__guard *guard = w->rt->graph.check_data ? weft__task_guard_begin(t) : NULL;
+            weft__halo_guard halo;
+            if (w->rt->graph.check_data)
+                weft__task_halo_begin(t, &halo);
             int r = weft__place_body(t->place, t->body)(&ctx, t->arg);
             weft__task_guard_end(t, guard, &r);
+            if (w->rt->graph.check_data)
+                weft__task_halo_end(t, &halo, &r);
             if (w->rt->graph.trace)
                 weft__trace_record(w, t, t0, weft__now_ns());
             atomic_store_explicit(&w->depth, atomic_load_explicit(&w->depth, memory_order_relaxed) - 1,

@@ -543,6 +543,68 @@ static void failed_copy_shared(int rounds) {
     }
 }
 
+/* The checking mode: a CPU task writing a tile writes its interior only;
+ * its halo cells in the user's memory are its neighbours' interiors (a
+ * write there changed the neighbour's value, unordered, and nothing said
+ * so).  Reported, and the task fails; a task writing only its interior
+ * passes, beside a neighbour's writer running at the same time. */
+typedef struct halo_job {
+    int64_t v;
+    bool over;      /* also write the cell just past the interior (the halo) */
+    weft_data *tile;
+} halo_job;
+static int halo_body(weft_ctx *ctx, void *arg) {
+    halo_job *j = arg;
+    int64_t *p = weft_ctx_data(ctx, 0);
+    weft_tile_info ti;
+    if (weft_data_tile_info(j->tile, &ti) != 0) return 9;
+    size_t in0 = ti.in_col0 - ti.col0;
+    for (size_t c = 0; c < ti.in_cols; c++) p[in0 + c] = j->v;
+    if (j->over && in0 > 0) p[in0 - 1] = j->v; /* (the left neighbour's last cell) */
+    sleep_ns(2 * 1000 * 1000);
+    return 0;
+}
+static weft_task *spawn_cpu(weft_runtime *rt, halo_job *j, const char *name) {
+    weft_access a = {j->tile, WEFT_W};
+    weft_task_desc desc;
+    weft_task_desc_init(&desc);
+    desc.body = halo_body;
+    desc.arg = j;
+    desc.accesses = &a;
+    desc.naccesses = 1;
+    desc.name = name;
+    weft_task *t;
+    CHECK_OK(weft_spawn(rt, &desc, &t));
+    return t;
+}
+static void halo_write(int rounds) {
+    for (int round = 0; round < rounds; round++) {
+        weft_runtime *rt = make_checked();
+        int64_t x[20];
+        fill(x, 1);
+        weft_data *d, *t[2];
+        CHECK_OK(weft_data_register(rt, x, sizeof x, &d));
+        weft_tiling tl = {.elem = sizeof(int64_t), .rows = 1, .cols = 20, .grid_rows = 1, .grid_cols = 2, .halo = 1};
+        CHECK_OK(weft_data_partition(d, &tl, t));
+        halo_job a = {.v = 100, .tile = t[0]}, b = {.v = 200, .tile = t[1]};
+        halo_job bad = {.v = 999, .over = true, .tile = t[1]};
+        weft_task *ta = spawn_cpu(rt, &a, "left");
+        weft_task *tb = spawn_cpu(rt, &b, "right");
+        CHECK_OK(weft_task_wait(ta));
+        CHECK_OK(weft_task_wait(tb));
+        weft_task *tc = spawn_cpu(rt, &bad, "over the halo");
+        CHECK_ERR(weft_task_wait(tc), WEFT_ETASKFAILED);
+        char why[400];
+        weft__test_vcheck_last(why, sizeof why);
+        CHECKF(strstr(why, "over the halo") && strstr(why, "wrote the halo"), "%s", why);
+        weft_task_release(ta);
+        weft_task_release(tb);
+        weft_task_release(tc);
+        (void)!weft_wait_all(rt);
+        CHECK_OK(weft_runtime_destroy(rt));
+    }
+}
+
 static void check_holes(void) {
     weft_runtime *rt = make_checked();
     char why[400];
@@ -627,6 +689,7 @@ int main(int argc, char **argv) {
     CASE("reader-undo", defect10(rounds * 10));
     CASE("check-holes", check_holes());
     CASE("failed-copy-shared", failed_copy_shared(rounds / 4 + 1));
+    CASE("halo-write", halo_write(rounds / 4 + 1));
     printf("test_coherence %s: ok\n", which);
     return 0;
 }

@@ -512,6 +512,44 @@ uint64_t weft__family_tile_spawns(const weft__data *d)
 
 void weft__family_tile_spawned(weft__data *d) { atomic_fetch_add(&d->tile->fam->tile_spawns, 1); }
 
+uint64_t weft__tile_halo_digest(const weft__data *d)
+{
+    if (!d->tile || !d->tile->nnb || !d->ptr)
+        return 0;
+    uint64_t h = 1469598103934665603ull; /* FNV-1a over the halo's bytes, row by row */
+    for (size_t r = 0; r < d->rows; r++) {
+        const unsigned char *row = (const unsigned char *)d->ptr + r * d->hpitch;
+        bool inner = r >= d->in_r0 && r < d->in_r0 + d->in_rows;
+        for (size_t c = 0; c < d->row_bytes; c++) {
+            if (inner && c == d->in_c0) {
+                c += d->in_bytes - 1; /* (the interior: the tile's own) */
+                continue;
+            }
+            h = (h ^ row[c]) * 1099511628211ull;
+        }
+    }
+    return h;
+}
+
+uint64_t weft__tile_neighbours_now(const weft__data *d)
+{
+    const weft__tile *x = d->tile;
+    weft__family *f = x->fam;
+    uint64_t v = 0;
+    pthread_mutex_lock(&f->lock);
+    for (unsigned k = 0; k < x->nnb && v != UINT64_MAX; k++) {
+        weft__data *n = f->tiles[x->nb[k].tile];
+        if (!n)
+            continue;
+        pthread_mutex_lock(&n->lock);
+        bool open = n->open != NULL;
+        pthread_mutex_unlock(&n->lock);
+        v = open ? UINT64_MAX : v * 1000003u + atomic_load(&n->tile->wver);
+    }
+    pthread_mutex_unlock(&f->lock);
+    return v == UINT64_MAX - 1 ? 0 : v; /* (UINT64_MAX only for an open write) */
+}
+
 void weft__tile_halo_stale(weft__data *d, unsigned dev)
 {
     weft__tile *x = d->tile;

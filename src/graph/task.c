@@ -1076,6 +1076,45 @@ static void *guarded_replica(const weft__task *t, const weft__task_access *a)
     return weft__data_replica(a->data, dev);
 }
 
+/* Whether access i of t writes a tile with a halo on the host. */
+static bool halo_guarded(const weft__task *t, uint32_t i)
+{
+    const weft__task_access *a = &t->access[i];
+    return !(a->mode & (WEFT__ORDER_ONLY | WEFT_REDUCE)) && (a->mode & WEFT_W) && a->data->tile &&
+           a->data->tile->nnb && weft__task_access_dev(t, a, NULL) == 0;
+}
+
+void weft__task_halo_begin(const weft__task *t, weft__halo_guard *g)
+{
+    for (uint32_t i = 0; i < WEFT__HALO_GUARDS; i++) {
+        bool on = i < t->naccess && halo_guarded(t, i);
+        g->around[i] = on ? weft__tile_neighbours_now(t->access[i].data) : UINT64_MAX;
+        g->digest[i] = on ? weft__tile_halo_digest(t->access[i].data) : 0;
+    }
+}
+
+void weft__task_halo_end(weft__task *t, const weft__halo_guard *g, int *result)
+{
+    for (uint32_t i = 0; i < WEFT__HALO_GUARDS && i < t->naccess; i++) {
+        if (g->around[i] == UINT64_MAX || !halo_guarded(t, i))
+            continue;
+        weft__data *d = t->access[i].data;
+        uint64_t digest = weft__tile_halo_digest(d);
+        if (digest == g->digest[i] || weft__tile_neighbours_now(d) != g->around[i])
+            continue; /* (unchanged; or a neighbour's task may have changed it) */
+        char msg[360];
+        snprintf(msg, sizeof msg,
+                 "data check: the body of task '%s' (%llu) wrote the halo of access %u (tile %u of data d%u) on "
+                 "the host: those cells are its neighbours' interiors; write the tile's interior only "
+                 "(weft_tile_info)",
+                 t->name, (unsigned long long)t->id, i, d->tile->index, d->tile->fam->parent_id);
+        weft__vcheck_report(msg);
+        if (*result == 0)
+            *result = WEFT_EDEVICE;
+        return;
+    }
+}
+
 weft__guard *weft__task_guard_begin(weft__task *t)
 {
     if (!t->g->check_data || !t->place || !t->place->ngpu || !t->naccess)
