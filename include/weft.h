@@ -58,7 +58,8 @@ typedef enum weft_error {
     WEFT_EINVAL = -1,      /* misuse: bad argument, released or foreign handle */
     WEFT_ENOMEM = -2,      /* an internal allocation failed; nothing was changed */
     WEFT_ECLOSED = -3,     /* the runtime was destroyed (or is being destroyed) */
-    WEFT_EBUSY = -4,       /* the operation would wait for the calling task itself */
+    WEFT_EBUSY = -4,       /* busy: the call would wait for what the caller itself holds (its own
+                              task, an acquisition), or the data is in use (the message says which) */
     WEFT_ETASKFAILED = -5, /* the task's body returned non-zero */
     WEFT_ECANCELLED = -6,  /* the task never ran: an ancestor failed, or it was cancelled */
     WEFT_ETIMEDOUT = -7,   /* a timed wait ran out of time; the task is still pending */

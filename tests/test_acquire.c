@@ -359,11 +359,28 @@ static void cancelled_while_waiting(const char *devices, unsigned mode) {
     CHECK_OK(weft_runtime_destroy(rt));
 }
 
+/* Partition while the data is acquired: refused, and the message says so. */
+static void partition_while_acquired(void) {
+    weft_runtime *rt = make("cpu");
+    static double a[N];
+    weft_data *h, *tiles[2];
+    CHECK_OK(weft_data_register(rt, a, sizeof a, &h));
+    CHECK_OK(weft_data_acquire(h, WEFT_RW, 0));
+    weft_tiling tl = {.elem = sizeof(double), .rows = 1, .cols = N, .grid_rows = 1, .grid_cols = 2};
+    CHECK_ERR(weft_data_partition(h, &tl, tiles), WEFT_EBUSY);
+    CHECK_MSG("acquired");
+    CHECK_OK(weft_data_release(h));
+    CHECK_OK(weft_data_partition(h, &tl, tiles));
+    CHECK_OK(weft_data_unregister(h));
+    CHECK_OK(weft_runtime_destroy(rt));
+}
+
 int main(int argc, char **argv) {
     (void)argc;
     (void)argv;
     run("cpu");
     run("cpu,vgpu:2");
+    partition_while_acquired();
     static const unsigned modes[] = {WEFT_R, WEFT_W, WEFT_RW};
     for (int m = 0; m < 3; m++) {
         cancelled_while_waiting("cpu", modes[m]);

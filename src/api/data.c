@@ -242,7 +242,10 @@ int weft_data_partition(weft_data *h, const weft_tiling *t, weft_data **tiles)
          * the tiles). */
         weft__history_lock(d);
         int64_t users = atomic_load(&d->users);
-        if (users != 1) { /* ours */
+        if (users != 1 && acq_listed(rt, d)) {
+            rc = weft__error(WEFT_EBUSY, "weft_data_partition: the data (d%u) is acquired (weft_data_acquire): "
+                                         "release it first (weft_data_release)", d->id);
+        } else if (users != 1) { /* ours */
             rc = weft__error(WEFT_EBUSY, "weft_data_partition: %lld task(s) naming the data are pending; "
                                          "partition it before spawning on it, or once they finished",
                              (long long)(users - 1));

@@ -41,7 +41,7 @@ const char *weft_strerror(int code)
     case WEFT_EINVAL: return "WEFT_EINVAL: invalid argument or handle";
     case WEFT_ENOMEM: return "WEFT_ENOMEM: out of memory";
     case WEFT_ECLOSED: return "WEFT_ECLOSED: the runtime was destroyed";
-    case WEFT_EBUSY: return "WEFT_EBUSY: the calling task would wait for itself";
+    case WEFT_EBUSY: return "WEFT_EBUSY: busy: the call would wait for what the caller itself holds, or the data is in use";
     case WEFT_ETASKFAILED: return "WEFT_ETASKFAILED: a task body returned an error";
     case WEFT_ECANCELLED: return "WEFT_ECANCELLED: the task was cancelled";
     case WEFT_ETIMEDOUT: return "WEFT_ETIMEDOUT: the wait timed out";
