@@ -464,9 +464,10 @@ WEFT_API WEFT_NODISCARD int weft_data_unregister(weft_data *d);
  * the parent's memory, whose halo cells are its neighbours' interiors, so
  * a write there changes a neighbour's value unordered with that
  * neighbour's tasks: never write the halo.  The checking mode
- * (WEFT_VGPU_CHECK=1) reports such a write by a task's body on the host
- * (the task fails with WEFT_EDEVICE), not one made under
- * weft_data_acquire.
+ * (WEFT_VGPU_CHECK=1) reports such a write by the body of a task on the
+ * host that accesses the tile with WEFT_RW (the task fails with
+ * WEFT_EDEVICE); not one by a WEFT_W task (its neighbours' writers may run
+ * beside it) nor one made under weft_data_acquire.
  * A tile's address (weft_ctx_data, weft_data_host) is its span's first
  * element, halo included; weft_tile_info says where the interior lies in
  * it.  A tile's replica on a device is packed: rows of

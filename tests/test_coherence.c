@@ -543,11 +543,10 @@ static void failed_copy_shared(int rounds) {
     }
 }
 
-/* The checking mode: a CPU task writing a tile writes its interior only;
- * its halo cells in the user's memory are its neighbours' interiors (a
- * write there changed the neighbour's value, unordered, and nothing said
- * so).  Reported, and the task fails; a task writing only its interior
- * passes, beside a neighbour's writer running at the same time. */
+/* The checking mode: a CPU task updating a tile (RW) writes its interior
+ * only; its halo cells in the user's memory are its neighbours' interiors
+ * (a write there changed the neighbour's value, and nothing said so).
+ * Reported, and the task fails; tasks writing only their interiors pass. */
 typedef struct halo_job {
     int64_t v;
     bool over;      /* also write the cell just past the interior (the halo) */
@@ -565,7 +564,7 @@ static int halo_body(weft_ctx *ctx, void *arg) {
     return 0;
 }
 static weft_task *spawn_cpu(weft_runtime *rt, halo_job *j, const char *name) {
-    weft_access a = {j->tile, WEFT_W};
+    weft_access a = {j->tile, WEFT_RW};
     weft_task_desc desc;
     weft_task_desc_init(&desc);
     desc.body = halo_body;

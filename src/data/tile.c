@@ -531,25 +531,6 @@ uint64_t weft__tile_halo_digest(const weft__data *d)
     return h;
 }
 
-uint64_t weft__tile_neighbours_now(const weft__data *d)
-{
-    const weft__tile *x = d->tile;
-    weft__family *f = x->fam;
-    uint64_t v = 0;
-    pthread_mutex_lock(&f->lock);
-    for (unsigned k = 0; k < x->nnb && v != UINT64_MAX; k++) {
-        weft__data *n = f->tiles[x->nb[k].tile];
-        if (!n)
-            continue;
-        pthread_mutex_lock(&n->lock);
-        bool open = n->open != NULL;
-        pthread_mutex_unlock(&n->lock);
-        v = open ? UINT64_MAX : v * 1000003u + atomic_load(&n->tile->wver);
-    }
-    pthread_mutex_unlock(&f->lock);
-    return v == UINT64_MAX - 1 ? 0 : v; /* (UINT64_MAX only for an open write) */
-}
-
 void weft__tile_halo_stale(weft__data *d, unsigned dev)
 {
     weft__tile *x = d->tile;

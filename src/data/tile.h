@@ -118,10 +118,7 @@ int weft__tile_check(weft__data *d, unsigned dev, unsigned mode, char *why, size
 /* A digest of tile d's halo cells in the user's memory (its neighbours'
  * interiors there), for the checking mode: 0 for a tile with no halo. */
 uint64_t weft__tile_halo_digest(const weft__data *d);
-/* What tile d's neighbours' interiors are now: their versions combined,
- * or UINT64_MAX while one has a write open (then it may change them at any
- * moment); a halo digest is comparable only between two equal values. */
-uint64_t weft__tile_neighbours_now(const weft__data *d);
+
 /* The part of tile d's interior a copy to the host brings (its lock
  * held): all of it, or without the border band already there. */
 void weft__tile_host_part(const weft__data *d, weft__rect *p);

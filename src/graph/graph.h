@@ -271,15 +271,15 @@ int weft__task_acquire(weft__task *t, bool waited_events);
 struct weft__guard;
 struct weft__guard *weft__task_guard_begin(weft__task *t);
 void weft__task_guard_end(weft__task *t, struct weft__guard *g, int *result);
-/* The checking mode, around a body that writes a tile with a halo on the
- * host: its halo cells there are its neighbours' interiors.  begin notes
- * their digest and the neighbours' state (of the first WEFT__HALO_GUARDS
- * accesses); end, if no neighbour was written meanwhile or had a write
- * open (a reader of the tile is ordered with them: always so), reports a
- * change and fails the task (*result, if it succeeded). */
+/* The checking mode, around a body that reads and writes (RW) a tile with
+ * a halo on the host: its halo cells there are its neighbours' interiors,
+ * which no task but it can change meanwhile (their writers are ordered
+ * with it).  begin notes their digest (of the first WEFT__HALO_GUARDS
+ * accesses); end reports a change and fails the task (*result, if it
+ * succeeded). */
 #define WEFT__HALO_GUARDS 8
 typedef struct weft__halo_guard {
-    uint64_t digest[WEFT__HALO_GUARDS], around[WEFT__HALO_GUARDS];
+    uint64_t digest[WEFT__HALO_GUARDS];
 } weft__halo_guard;
 void weft__task_halo_begin(const weft__task *t, weft__halo_guard *g);
 void weft__task_halo_end(weft__task *t, const weft__halo_guard *g, int *result);

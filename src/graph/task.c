@@ -1076,32 +1076,32 @@ static void *guarded_replica(const weft__task *t, const weft__task_access *a)
     return weft__data_replica(a->data, dev);
 }
 
-/* Whether access i of t writes a tile with a halo on the host. */
+/* Whether access i of t reads and writes (RW) a tile with a halo on the
+ * host: ordered with its neighbours' writers both ways, so that nothing
+ * but its own body changes the halo cells while it runs.  (A tile's W
+ * alone is not: a neighbour's writer may run beside it, and a digest of
+ * cells it writes would race with it.) */
 static bool halo_guarded(const weft__task *t, uint32_t i)
 {
     const weft__task_access *a = &t->access[i];
-    return !(a->mode & (WEFT__ORDER_ONLY | WEFT_REDUCE)) && (a->mode & WEFT_W) && a->data->tile &&
+    return !(a->mode & (WEFT__ORDER_ONLY | WEFT_REDUCE)) && (a->mode & WEFT_RW) == WEFT_RW && a->data->tile &&
            a->data->tile->nnb && weft__task_access_dev(t, a, NULL) == 0;
 }
 
 void weft__task_halo_begin(const weft__task *t, weft__halo_guard *g)
 {
-    for (uint32_t i = 0; i < WEFT__HALO_GUARDS; i++) {
-        bool on = i < t->naccess && halo_guarded(t, i);
-        g->around[i] = on ? weft__tile_neighbours_now(t->access[i].data) : UINT64_MAX;
-        g->digest[i] = on ? weft__tile_halo_digest(t->access[i].data) : 0;
-    }
+    for (uint32_t i = 0; i < WEFT__HALO_GUARDS; i++)
+        g->digest[i] = i < t->naccess && halo_guarded(t, i) ? weft__tile_halo_digest(t->access[i].data) : 0;
 }
 
 void weft__task_halo_end(weft__task *t, const weft__halo_guard *g, int *result)
 {
     for (uint32_t i = 0; i < WEFT__HALO_GUARDS && i < t->naccess; i++) {
-        if (g->around[i] == UINT64_MAX || !halo_guarded(t, i))
+        if (!halo_guarded(t, i))
             continue;
         weft__data *d = t->access[i].data;
-        uint64_t digest = weft__tile_halo_digest(d);
-        if (digest == g->digest[i] || weft__tile_neighbours_now(d) != g->around[i])
-            continue; /* (unchanged; or a neighbour's task may have changed it) */
+        if (weft__tile_halo_digest(d) == g->digest[i])
+            continue;
         char msg[360];
         snprintf(msg, sizeof msg,
                  "data check: the body of task '%s' (%llu) wrote the halo of access %u (tile %u of data d%u) on "
