@@ -199,7 +199,7 @@ WEFT_API unsigned weft_runtime_workers(const weft_runtime *rt);
 
 typedef struct weft_stats {
     uint64_t tasks_spawned;   /* tasks accepted by weft_spawn */
-    uint64_t tasks_run;       /* bodies executed */
+    uint64_t tasks_run;       /* bodies executed (a weft_data_acquire counts one: its internal task) */
     uint64_t tasks_failed;    /* bodies that returned non-zero */
     uint64_t tasks_cancelled; /* tasks that never ran */
     uint64_t steals;          /* tasks a worker took from another worker's queue */
