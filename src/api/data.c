@@ -9,6 +9,7 @@
 #include "data/tile.h"
 #include "testing.h"
 
+#include <sched.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -609,6 +610,12 @@ static int acquire(const weft_access *acc, size_t n, uint64_t timeout_ns, const 
          * dropped below) nor for weft_wait_settled (counted done, until
          * acq_end takes that back before it completes). */
         atomic_fetch_add(&rt->graph.ext.n_done, 1);
+        /* Its body returns at once: wait for that (a few instructions on a
+         * worker), so that the release completes the acquisition then and
+         * there — a call right after it that needs the data idle (a
+         * partition) finds it so. */
+        while (atomic_load(&t->ops) > 1)
+            sched_yield();
         if (!atomic_load(&rt->closing)) {
             weft__rt_leave(rt, held); /* the task's count too: a held acquisition is not in flight */
             return 0;
