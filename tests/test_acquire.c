@@ -18,15 +18,7 @@
 
 enum { N = 1000 };
 
-static weft_runtime *make(const char *devices) {
-    weft_config cfg;
-    weft_config_init(&cfg);
-    cfg.workers = 2;
-    cfg.devices = devices;
-    weft_runtime *rt = NULL;
-    CHECKF(weft_runtime_create(&cfg, &rt) == 0, "%s: %s", devices, weft_last_error());
-    return rt;
-}
+static weft_runtime *make(const char *devices) { return test_make_devices(devices, 2, 0, false); }
 
 #define CHECK_MSG(has) CHECKF(strstr(weft_last_error(), has) != NULL, "message \"%s\" lacks \"%s\"", \
                               weft_last_error(), has)

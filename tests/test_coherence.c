@@ -16,15 +16,7 @@
 
 enum { N = 8 }; /* int64 elements of each datum */
 
-static weft_runtime *make(const char *devices) {
-    weft_config cfg;
-    weft_config_init(&cfg);
-    cfg.workers = 2;
-    cfg.devices = devices;
-    weft_runtime *rt = NULL;
-    CHECKF(weft_runtime_create(&cfg, &rt) == 0, "%s: %s", devices, weft_last_error());
-    return rt;
-}
+static weft_runtime *make(const char *devices) { return test_make_devices(devices, 2, 0, false); }
 
 /* What a task does to its first access: set it to a value or add one to
  * it, after sleeping; or fail (in its body, or in its kernel). */
@@ -414,12 +406,7 @@ static void defect10(int rounds) {
 
 /* ---- the checking mode's holes ------------------------------------------ */
 
-static weft_runtime *make_checked(void) {
-    setenv("WEFT_VGPU_CHECK", "1", 1);
-    weft_runtime *rt = make("cpu,vgpu:2");
-    unsetenv("WEFT_VGPU_CHECK");
-    return rt;
-}
+static weft_runtime *make_checked(void) { return test_make_devices("cpu,vgpu:2", 2, 0, true); }
 
 /* A kernel that writes, or declares it writes, what its task only reads;
  * a kernel that reads (declared, or not) what its task only writes. */
@@ -495,21 +482,8 @@ static int fc_read_body(weft_ctx *ctx, void *arg) {
 }
 static weft_task *fc_spawn(weft_runtime *rt, const char *where, weft_body_fn body, void *arg, weft_data *h,
                            unsigned mode) {
-    weft_placement p;
-    CHECK_OK(weft_placement_parse(where, &p));
-    p.share = 0.3;
     weft_access acc = {h, mode};
-    weft_task_desc d;
-    weft_task_desc_init(&d);
-    d.body = body;
-    d.arg = arg;
-    d.accesses = &acc;
-    d.naccesses = 1;
-    d.placements = &p;
-    d.nplacements = 1;
-    weft_task *t;
-    CHECK_OK(weft_spawn(rt, &d, &t));
-    return t;
+    return test_spawn_at(rt, where, 0.3, body, arg, &acc, 1, true);
 }
 static void failed_copy_shared(int rounds) {
     for (int round = 0; round < rounds; round++) {
