@@ -152,7 +152,14 @@ typedef struct weft_config {
      * goes on the GPU's copy queue, beside the kernels queued there before,
      * when the task's stream is busy (weft_stats.bytes_prefetched);
      * WEFT_PREFETCH=0 (read at weft_runtime_create) puts every copy on the
-     * stream of the task that needs it instead. */
+     * stream of the task that needs it instead.  WEFT_VGPU_SCHEDULE=<seed>
+     * (a number, read when a virtual GPU is made) runs the virtual GPUs in
+     * a seeded schedule, to chase a race: one kernel, copy, record or wait
+     * at a time across all of them, in an order the seed chooses with
+     * modelled (not slept) durations, seeded stragglers and seeded pauses
+     * that let the host run ahead; the same seed and the same work queued
+     * give the same order.  Kernels must then not wait for other device
+     * work (the virtual communicator's collectives do: not in this mode). */
     size_t vgpu_memory;
     /* The mapping policy of tasks with placements (weft_placement), by name:
      *   "load"         (the default) the first alternative, in the order

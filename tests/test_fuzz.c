@@ -20,8 +20,17 @@
  *
  * --seed S replays one seed verbosely.  LIST is comma-separated: "all",
  * "none", a feature name (tiles, reduce, commute, host, fail, cancel,
- * evict, multi-gpu, checkmode, invalid, deps, sleep), "-name" to remove
- * one: e.g. --features all,-host,-cancel.  Exit status 1 on any mismatch.
+ * evict, multi-gpu, checkmode, invalid, deps, sleep, schedule), "-name" to
+ * remove one: e.g. --features all,-host,-cancel.  Exit status 1 on any
+ * mismatch.
+ *
+ * With "schedule", half the programs run in the virtual GPUs' seeded
+ * schedule (WEFT_VGPU_SCHEDULE set to the program's seed, device/vsched.h):
+ * the order in which the GPUs' queues progress, copies land and events fire
+ * is then the seed's choice, with modelled time and seeded stragglers and
+ * pauses, rather than the machine's timing — the tester explores
+ * interleavings the machine rarely produces, and a seed replays the same
+ * device schedule (given the same order of work queued by the host).
  *
  * The model (weft.h, "Dependencies inferred from data accesses"):
  *   - a task is cancelled when an explicit dependency failed or was
@@ -68,10 +77,12 @@ enum {
     F_INVALID = 1 << 9,
     F_DEPS = 1 << 10,
     F_SLEEP = 1 << 11,
-    F_ALL = (1 << 12) - 1
+    F_SCHED = 1 << 12,
+    F_ALL = (1 << 13) - 1
 };
 static const char *const feat_names[] = {"tiles", "reduce", "commute",   "host",    "fail", "cancel",
-                                         "evict", "multi-gpu", "checkmode", "invalid", "deps", "sleep"};
+                                         "evict", "multi-gpu", "checkmode", "invalid", "deps", "sleep",
+                                         "schedule"};
 enum { NFEAT = sizeof feat_names / sizeof feat_names[0] };
 
 #define RED_MODE (WEFT_REDUCE | WEFT_RED_SUM | WEFT_RED_I64)
@@ -137,6 +148,7 @@ typedef struct prog {
     int ngpu;
     size_t vgpu_mem; /* 0: the default */
     int check;
+    int sched; /* the virtual GPUs' seeded schedule (WEFT_VGPU_SCHEDULE=seed) */
     int nroots;
     root_spec roots[MAXR];
     int ntasks;
@@ -584,6 +596,7 @@ static void gen(prog *p, uint64_t seed, unsigned feat) {
         }
         p->vgpu_mem = 256 * (size_t)(most + 1 + (int)rnd(3));
     }
+    p->sched = (feat & F_SCHED) && rnd(2); /* drawn last: the other features' programs do not change */
 }
 
 /* ---- listing ----------------------------------------------------------- */
@@ -632,8 +645,9 @@ static size_t listing(const prog *p, const int *status, const int *expect, char 
 #define PUT(...) (o += (size_t)snprintf(buf + o, o < cap ? cap - o : 0, __VA_ARGS__), o = o < cap ? o : cap)
     char fs[160];
     feat_str(p->feat, fs, sizeof fs);
-    PUT("program of seed %llu (features %s): devices cpu,vgpu:%d, 2 workers, vgpu_memory %zu%s\n",
-        (unsigned long long)p->seed, fs, p->ngpu, p->vgpu_mem, p->check ? ", WEFT_VGPU_CHECK=1" : "");
+    PUT("program of seed %llu (features %s): devices cpu,vgpu:%d, 2 workers, vgpu_memory %zu%s%s\n",
+        (unsigned long long)p->seed, fs, p->ngpu, p->vgpu_mem, p->check ? ", WEFT_VGPU_CHECK=1" : "",
+        p->sched ? ", WEFT_VGPU_SCHEDULE=seed" : "");
     for (int r = 0; r < p->nroots; r++) {
         const root_spec *rs = &p->roots[r];
         PUT("  d%d: %d x %d int64", r, rs->rows, rs->cols);
@@ -890,11 +904,16 @@ static int run_prog(const prog *p, result *res) {
     cfg.vgpu_memory = p->vgpu_mem;
     if (p->check) setenv("WEFT_VGPU_CHECK", "1", 1);
     else unsetenv("WEFT_VGPU_CHECK");
+    char sched[24];
+    snprintf(sched, sizeof sched, "%llu", (unsigned long long)p->seed);
+    if (p->sched) setenv("WEFT_VGPU_SCHEDULE", sched, 1);
+    else unsetenv("WEFT_VGPU_SCHEDULE");
     weft_runtime *rt = NULL;
     mem = calloc(MAXR, sizeof *mem);
     CHECK(mem != NULL);
     CHECKF(weft_runtime_create(&cfg, &rt) == 0, "%s", weft_last_error());
     unsetenv("WEFT_VGPU_CHECK");
+    unsetenv("WEFT_VGPU_SCHEDULE");
     weft_data *h[MAXR], *tiles[MAXR][MAXTL];
     for (int r = 0; r < p->nroots; r++) {
         const root_spec *rs = &p->roots[r];

@@ -178,6 +178,9 @@ typedef struct weft__vgpu_params {
     uint64_t fixed_delay_ns;
     bool check;               /* checking mode (device/vcheck.h); the default reads WEFT_VGPU_CHECK */
     bool trace;               /* record each kernel and copy (weft__span) for the trace */
+    bool scheduled;           /* the seeded schedule (device/vsched.h), from schedule_seed; the
+                                 default reads WEFT_VGPU_SCHEDULE */
+    uint64_t schedule_seed;
 } weft__vgpu_params;
 void weft__vgpu_params_default(weft__vgpu_params *p);
 /* A started virtual GPU (NULL on ENOMEM or if a thread could not start). */

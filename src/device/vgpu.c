@@ -15,9 +15,15 @@
  *
  * The test device of Weft's own tests (src/testing.h) is a virtual GPU
  * whose every kernel and copy takes a fixed delay.
+ *
+ * In the seeded schedule (WEFT_VGPU_SCHEDULE, device/vsched.h) each queue
+ * thread runs an item only when the schedule grants it the turn, one item
+ * at a time across every virtual GPU, and durations are modelled, not
+ * slept: the order of the devices' work is then the seed's choice.
  */
 #include "device/device.h"
 #include "device/vcheck.h"
+#include "device/vsched.h"
 #include "testing.h"
 
 #include <sched.h>
@@ -265,6 +271,8 @@ struct weft__dqueue {
     size_t nspans, capspans;
     int qid;                   /* checking mode: its identity, clock its finished work */
     weft__vclock *clock;
+    bool scheduled;            /* the seeded schedule: sched is its place in it */
+    weft__vsched_q sched;
 };
 
 /* One record of an event, as CUDA has it: a wait queued, or a query
@@ -463,7 +471,8 @@ static bool run_item(weft__dqueue *q, item *it)
     switch (it->kind) {
     case IT_KERNEL: {
         uint64_t t0 = weft__now_ns();
-        if (v->p.fixed_timing)
+        bool slept = !q->scheduled; /* (the schedule models time) */
+        if (slept && v->p.fixed_timing)
             sleep_ns(it->ns ? it->ns : v->p.fixed_delay_ns);
         uint64_t digest[8]; /* of its read-only ranges (the first 8) */
         size_t ndigest = q->clock ? (it->nrw < 8 ? it->nrw : 8) : 0;
@@ -476,7 +485,7 @@ static bool run_item(weft__dqueue *q, item *it)
             weft__vcheck_report(why);
             r = WEFT_EDEVICE;
         }
-        if (!v->p.fixed_timing)
+        if (slept && !v->p.fixed_timing)
             stretch_to(t0, it->ns);
         if (r != 0 && it->on_error)
             it->on_error(it->cookie, r);
@@ -496,7 +505,7 @@ static bool run_item(weft__dqueue *q, item *it)
             span(q, t0, true, it->n);
             break;
         }
-        if (v->p.fixed_timing)
+        if (!q->scheduled && v->p.fixed_timing)
             sleep_ns(v->p.fixed_delay_ns);
         size_t rows = it->rows ? it->rows : 1;
         if (copy_checked(q, it, rows)) {
@@ -505,7 +514,7 @@ static bool run_item(weft__dqueue *q, item *it)
         } else if (atomic_load_explicit(&q->error, memory_order_relaxed) == 0) {
             atomic_store(&q->error, WEFT_EDEVICE);
         }
-        if (!v->p.fixed_timing)
+        if (!q->scheduled && !v->p.fixed_timing)
             stretch_to(t0, weft__vgpu_copy_ns(&v->p, q->dev, it->dst, it->src, it->n * rows));
         if (q->clock)
             q->clock->c[q->qid]++;
@@ -554,6 +563,22 @@ static item *take(weft__dqueue *q)
     return fifo;
 }
 
+static bool record_done(void *rec) { return atomic_load(&((vrec *)rec)->done); }
+
+/* Wait for q's turn to run `it` (the seeded schedule), offering it with its
+ * modelled duration; a wait is ready once its record is done. */
+static void scheduled_turn(weft__dqueue *q, const item *it)
+{
+    vgpu *v = V(q->dev);
+    uint64_t ns = 0;
+    if (it->kind == IT_KERNEL)
+        ns = it->ns ? it->ns : v->p.fixed_timing ? v->p.fixed_delay_ns : 0;
+    else if (it->kind == IT_COPY)
+        ns = weft__vgpu_copy_ns(&v->p, q->dev, it->dst, it->src, it->n * (it->rows ? it->rows : 1));
+    bool waits = it->kind == IT_WAIT;
+    weft__vsched_turn(&q->sched, ns, waits ? record_done : NULL, waits ? it->rec : NULL);
+}
+
 static void *serve(void *arg)
 {
     weft__dqueue *q = arg;
@@ -570,9 +595,20 @@ static void *serve(void *arg)
         item *it = take(q);
         while (it) {
             item *n = it->next;
+            /* In the seeded schedule an item runs on its turn, and gives the
+             * turn back once it ran; a completion report gives it back
+             * before its callback, the host's work, which runs beside the
+             * devices (and may queue more). */
+            bool turn = q->scheduled && it->kind != IT_STOP;
+            if (turn)
+                scheduled_turn(q, it);
+            if (turn && it->kind == IT_NOTIFY)
+                weft__vsched_report(&q->sched);
             if (!run_item(q, it))
                 return NULL; /* the stop item is the last ever queued */
             atomic_fetch_sub(&q->pending, 1);
+            if (turn)
+                weft__vsched_done(&q->sched);
             it = n;
         }
     }
@@ -647,6 +683,7 @@ static int vg_queue_create(weft__device *dev, weft__dqueue **out)
     memset(q, 0, sizeof *q);
     q->dev = dev;
     q->qid = -1;
+    q->scheduled = V(dev)->p.scheduled;
     if (V(dev)->p.check && (q->qid = weft__vcheck_queue_id()) >= 0) {
         q->clock = weft__alloc(sizeof *q->clock);
         if (!q->clock) {
@@ -657,11 +694,15 @@ static int vg_queue_create(weft__device *dev, weft__dqueue **out)
     }
     atomic_init(&q->inbox, NULL);
     atomic_init(&q->pending, 0);
+    if (q->scheduled)
+        weft__vsched_add(&q->sched, &q->pending);
     atomic_init(&q->error, 0);
     atomic_init(&q->sleeping, false);
     pthread_mutex_init(&q->mu, NULL);
     pthread_cond_init(&q->more, NULL);
     if (pthread_create(&q->thread, NULL, serve, q) != 0) {
+        if (q->scheduled)
+            weft__vsched_remove(&q->sched);
         pthread_cond_destroy(&q->more);
         pthread_mutex_destroy(&q->mu);
         weft__free(q->clock);
@@ -676,6 +717,8 @@ static void vg_queue_destroy(weft__dqueue *q)
 {
     item *it = new_item(IT_STOP);
     WEFT__CHECK(it != NULL); /* cannot report: a leaked thread would be worse */
+    if (q->scheduled)
+        weft__vsched_remove(&q->sched); /* (its stop is not offered) */
     push(q, it);
     pthread_join(q->thread, NULL);
     pthread_cond_destroy(&q->more);
@@ -693,6 +736,8 @@ static void vg_stop(weft__device *dev)
         vg_queue_destroy(dev->default_queue);
     dev->default_queue = NULL;
     vgpu *v = V(dev);
+    if (v->p.scheduled)
+        weft__vsched_leave();
     arena_fini(&v->mem);
     pthread_mutex_destroy(&v->lock);
     pthread_cond_destroy(&v->fired);
@@ -722,10 +767,10 @@ static void vg_event_destroy(weft__devent *e)
 /* Whether q is idle with no error to report, so that a record or a
  * report may be done by the caller at once: everything queued before has
  * finished.  Not in checking mode, whose clocks belong to the queue's
- * thread. */
+ * thread, nor in the seeded schedule, which decides when records fire. */
 static bool idle(weft__dqueue *q)
 {
-    return !q->clock && atomic_load(&q->pending) == 0 && atomic_load(&q->error) == 0;
+    return !q->clock && !q->scheduled && atomic_load(&q->pending) == 0 && atomic_load(&q->error) == 0;
 }
 
 /* e's newest record, with a reference for the caller (NULL: none). */
@@ -960,6 +1005,7 @@ void weft__vgpu_params_default(weft__vgpu_params *p)
     p->peer_bw = 50e9;      /* device <-> device: a peer link */
     p->local_bw = 1000e9;   /* within one device: its memory */
     p->check = weft__vcheck_wanted();
+    p->scheduled = weft__vsched_wanted(&p->schedule_seed);
     /* The environment may model another machine (weft.h, vgpu_memory). */
     double v;
     if ((v = env_number("WEFT_VGPU_LATENCY_US")) > 0)
@@ -997,6 +1043,8 @@ weft__device *weft__vgpu_new(weft__waitset *ws, const weft__vgpu_params *p, cons
     pthread_mutex_init(&v->lock, NULL);
     pthread_cond_init(&v->fired, NULL);
     atomic_init(&v->nwait, 0);
+    if (v->p.scheduled)
+        weft__vsched_join(v->p.schedule_seed);
     dev->ops = &vgpu_ops;
     dev->capacity = v->p.capacity;
     dev->ws = ws;
@@ -1005,6 +1053,8 @@ weft__device *weft__vgpu_new(weft__waitset *ws, const weft__vgpu_params *p, cons
     dev->kind = WEFT_DEVICE_VGPU;
     dev->ordinal = 0;
     if (vg_start(dev) != 0) {
+        if (v->p.scheduled)
+            weft__vsched_leave();
         arena_fini(&v->mem);
         pthread_mutex_destroy(&v->lock);
         pthread_cond_destroy(&v->fired);
