@@ -66,7 +66,10 @@ typedef enum weft_error {
     WEFT_EDEADLK = -8,     /* waiting here could never finish (e.g. wait_all inside a task) */
     WEFT_ESYSTEM = -9,     /* the operating system refused (e.g. a thread could not start) */
     WEFT_EAGAIN = -10,     /* not now: the spawn would block (WEFT_SPAWN_NOWAIT) */
-    WEFT_EDEVICE = -11     /* a device failed (the message names the device API's error) */
+    WEFT_EDEVICE = -11,    /* a device failed (the message names the device API's error) */
+    WEFT_ENODEV = -12      /* no device of this runtime can do it: a task's placements ask for GPUs
+                              (or GPU memory) the runtime does not have, a communicator on a runtime
+                              without GPUs (the message names each alternative and what it lacks) */
 } weft_error;
 
 /* A static, human-readable name for an error code ("WEFT_EINVAL: invalid
@@ -111,7 +114,9 @@ typedef struct weft_config {
      * bodies are not executing) and sleeps, running nothing nested, until the
      * backlog drops or until no other worker could drain it (every other
      * worker idle with nothing queued, or itself blocked in a wait): then the
-     * spawn goes ahead rather than wait for itself.  0 means the default
+     * spawn goes ahead rather than wait for itself.  A spawn from an
+     * on_finish callback never waits (weft_task_desc.on_finish: the
+     * thread finishing tasks must not stop).  0 means the default
      * (65536 per worker).  Env: WEFT_MAX_INFLIGHT. */
     size_t max_inflight;
     /* A body that waits for a task (or an unregister) runs, meanwhile, the
@@ -198,7 +203,8 @@ WEFT_API WEFT_NODISCARD int weft_runtime_create(const weft_config *cfg, weft_run
  * returns 0.  Returns 0, or WEFT_ETASKFAILED when some task failed since the
  * last weft_wait_all (the runtime is destroyed either way), WEFT_ECLOSED for
  * an already destroyed runtime, WEFT_EDEADLK if called from one of this
- * runtime's tasks (nothing is destroyed then).  Blocks. */
+ * runtime's tasks or from an on_finish callback (nothing is destroyed
+ * then).  Blocks. */
 WEFT_API int weft_runtime_destroy(weft_runtime *rt);
 
 /* Number of worker threads, or 0 for an invalid runtime.  Never blocks. */
@@ -452,7 +458,8 @@ WEFT_API WEFT_NODISCARD int weft_data_register_device(weft_runtime *rt, unsigned
  * handles still registered).  A partitioned d's tiles are unregistered
  * with it, first.  Errors: WEFT_EINVAL (NULL, already unregistered),
  * WEFT_EBUSY (the calling task itself accesses d: waiting would never end;
- * d is a tile: unregister its parent; nothing changes).
+ * d is a tile: unregister its parent; nothing changes), WEFT_EDEADLK (from
+ * an on_finish callback).
  * May be called from a task (it then helps run other tasks while it waits). */
 WEFT_API WEFT_NODISCARD int weft_data_unregister(weft_data *d);
 
@@ -508,8 +515,8 @@ typedef struct weft_tiling {
  * Errors: WEFT_EINVAL (NULL argument, a bad tiling, with the reason; d is a
  * tile), WEFT_EBUSY (d is partitioned already, or tasks that name d are
  * pending: partition before spawning on it, or after they finished),
- * WEFT_ENOMEM, or a device's error combining d's reductions.  Nothing
- * changes on error.  Reductions of d not combined yet are combined first
+ * WEFT_ENOMEM, WEFT_EDEADLK (from an on_finish callback), or a device's
+ * error combining d's reductions.  Nothing changes on error.  Reductions of d not combined yet are combined first
  * (the tiles are made from the result): then the call blocks while private
  * copies are brought from devices; otherwise it never blocks.  Thread safe
  * (a spawn naming d from another thread meanwhile fails with WEFT_EBUSY or
@@ -571,6 +578,7 @@ WEFT_API WEFT_NODISCARD int weft_data_host(const weft_data *d, void **ptr, size_
  *                   writer task, makes it valid again); also when
  *                   weft_cancel_pending came while it waited;
  *   WEFT_ETIMEDOUT  timeout_ns ran out;
+ *   WEFT_EDEADLK    called from an on_finish callback;
  *   WEFT_ECLOSED    the runtime is destroyed or being destroyed;
  *   WEFT_ENOMEM, WEFT_EBUSY (d was partitioned meanwhile), or a device's
  *                   error making the host's copy valid.
@@ -661,8 +669,10 @@ WEFT_API void weft_placement_init(weft_placement *p);
 WEFT_API WEFT_NODISCARD int weft_placement_parse(const char *s, weft_placement *p);
 
 typedef struct weft_task_desc {
-    weft_body_fn body;                /* required (with placements: the body of the
-                                         alternatives that have none of their own) */
+    weft_body_fn body;                /* the task's body: required, but for a task whose every
+                                         placement alternative has a body of its own (then
+                                         NULL is fine); with placements, the body of the
+                                         alternatives that have none */
     void *arg;                        /* passed to body; owned by the task if arg_destroy is set */
     void (*arg_destroy)(void *arg);   /* called exactly once, after the body ran or the
                                          task was cancelled (on some worker or in
@@ -678,22 +688,50 @@ typedef struct weft_task_desc {
     unsigned flags;                   /* WEFT_SPAWN_* */
     /* Where the task may run (weft_placement), in order of preference; NULL
      * with nplacements 0: the CPU, as a plain task.  A spawn whose every
-     * alternative no device set of this runtime could ever satisfy (more
-     * GPUs than there are, a GPU that does not exist, more memory than the
-     * GPU has — its `memory` plus the bytes of the data it accesses without
-     * WEFT_HOST, which are reserved on its GPUs too — a share outside
-     * (0, 1]) fails with WEFT_EINVAL and a message
-     * saying why for each; alternatives that could never run are otherwise
-     * skipped.  Copied during the call. */
+     * alternative no device set of this runtime could ever satisfy fails,
+     * with a message saying why for each alternative: WEFT_ENODEV when the
+     * runtime lacks what they ask for (more GPUs than there are — any GPU
+     * on a runtime without GPUs —, a GPU that does not exist, more memory
+     * than the GPU has: its `memory` plus the bytes of the data it
+     * accesses without WEFT_HOST, which are reserved on its GPUs too);
+     * WEFT_EINVAL when one of them is malformed (a share outside (0, 1],
+     * an empty set, a GPU number or set that contradicts `gpus`).
+     * Alternatives that could never run are otherwise skipped.  Copied
+     * during the call. */
     const weft_placement *placements;
     size_t nplacements;
-    /* If set, called once when the task finishes (the task's own outcome:
-     * 0, WEFT_ETASKFAILED — its body returned non-zero or its device work
-     * failed — or WEFT_ECANCELLED), with arg, just before arg_destroy and
-     * before any wait on the task returns; on the thread that finishes the
-     * task (a worker, a device's thread).  Not called when the spawn
-     * fails.  It must not block or call Weft. */
+    /* If set, called once when the task finishes, with finish_arg (or, when
+     * finish_arg is NULL, with arg: code that sets only on_finish gets the
+     * body's arg) and the task's own outcome: 0, WEFT_ETASKFAILED (its
+     * body returned non-zero or its device work failed) or WEFT_ECANCELLED.
+     * It runs before arg_destroy and before any wait on the task returns
+     * (and before weft_wait_all can see the task finished), on the thread
+     * that finishes the task: a worker, or for a task on GPUs perhaps a
+     * device's thread (a virtual GPU's queue thread, a CUDA callback
+     * thread).  Not called when the spawn fails (the caller then keeps
+     * finish_arg).
+     * What it may call: weft_spawn, weft_space_spawn, weft_comm_post and
+     * weft_comm_exchange (the completion callback that submits the next
+     * task, StarPU's idiom): from a callback they never wait for
+     * backpressure (max_inflight; nor return WEFT_EAGAIN for
+     * WEFT_SPAWN_NOWAIT) — the task finishing makes room for what its
+     * callback spawns; a callback that spawns several tasks per finish
+     * grows the tasks in flight past max_inflight, and bounds them itself.
+     * Also the calls that never block (task status, info, cancel, release;
+     * data register; weft_last_error ...).  Not the calls that wait:
+     * weft_task_wait, weft_task_timedwait, weft_wait_all(_timed),
+     * weft_wait_settled_timed, weft_data_acquire(_many),
+     * weft_data_unregister, weft_data_partition, weft_comm_destroy,
+     * weft_runtime_destroy return WEFT_EDEADLK at once from a callback
+     * (the thread it runs on may be the one the wait needs); look with
+     * weft_task_status_get instead, or wait from the program's own thread.
+     * It must not block otherwise (on its own locks with threads that wait
+     * for tasks, say): the thread finishing tasks waits for it. */
     void (*on_finish)(void *arg, int status);
+    /* The argument on_finish receives (StarPU's callback_arg); NULL: arg.
+     * Not owned by the task: arg_destroy does not see it (on_finish may
+     * free it; it is called exactly once when the spawn succeeded). */
+    void *finish_arg;
 } weft_task_desc;
 
 /* Flags of weft_task_desc. */
@@ -703,7 +741,8 @@ enum weft_spawn_flags {
     WEFT_SPAWN_NOWAIT = 1u
 };
 
-/* Zero *d (no deps, no data, priority 0, no name).  Never fails. */
+/* Zero *d (no deps, no data, priority 0, no name, no on_finish).  Never
+ * fails. */
 WEFT_API void weft_task_desc_init(weft_task_desc *d);
 
 /* Spawn a task.  If out is non-NULL it receives a handle the caller must
@@ -713,16 +752,22 @@ WEFT_API void weft_task_desc_init(weft_task_desc *d);
  * failed is accepted and finishes as cancelled.
  * Errors (nothing is spawned; arg_destroy, if set, has been called, except
  * for WEFT_EAGAIN):
- *   WEFT_EINVAL  NULL rt/desc/body, a NULL/released dependency or one of
- *                another runtime, an invalid mode or flag (a reduction's:
- *                see WEFT_REDUCE), an unregistered data handle or one of
- *                another runtime;
+ *   WEFT_EINVAL  NULL rt/desc, no body (desc->body NULL and some
+ *                placement alternative without a body of its own), a
+ *                NULL/released dependency or one of another runtime, an
+ *                invalid mode or flag (a reduction's: see WEFT_REDUCE), an
+ *                unregistered data handle or one of another runtime, a
+ *                malformed placement (weft_task_desc.placements);
+ *   WEFT_ENODEV  no device set of this runtime can ever run the task (its
+ *                placements ask for GPUs or memory it does not have);
  *   WEFT_ECLOSED the runtime was destroyed (or is being destroyed and the
- *                caller is not one of its tasks);
+ *                caller is not one of its tasks, nor an on_finish of one);
  *   WEFT_ENOMEM;
  *   WEFT_EAGAIN  only with WEFT_SPAWN_NOWAIT: backpressure would apply.
  * Blocks only when max_inflight tasks are in flight (from a task it then helps
- * run other tasks instead).  May be called from a task. */
+ * run other tasks instead; from an on_finish callback it never blocks: see
+ * weft_task_desc.on_finish).  May be called from a task and from
+ * on_finish. */
 WEFT_API WEFT_NODISCARD int weft_spawn(weft_runtime *rt, const weft_task_desc *desc,
                                        weft_task **out);
 
@@ -752,7 +797,8 @@ typedef enum weft_task_status {
  * suspended, lower on the same worker's stack, under the caller, or it
  * depends — through unfinished predecessors, as far as a bounded walk of the
  * graph shows — on the caller or on a task suspended under it: it could only
- * finish after this wait returns).  A wait ends when the task finishes (the
+ * finish after this wait returns; and from an on_finish callback, always:
+ * see weft_task_desc.on_finish).  A wait ends when the task finishes (the
  * finishing thread wakes it), never by polling.  Blocks.  From a task, the waiting
  * worker runs the awaited task itself if it is queued, or one of its queued
  * predecessors, so a parent waiting for its children never starves the pool;
@@ -795,7 +841,7 @@ WEFT_API void weft_task_release(weft_task *t);
  * while waiting).  Returns 0, or WEFT_ETASKFAILED if any task failed since the
  * previous weft_wait_all (cancelled dependents of a failure do not count
  * twice), WEFT_EINVAL/WEFT_ECLOSED for a bad runtime, WEFT_EDEADLK from inside
- * one of its tasks.  Blocks. */
+ * one of its tasks or from an on_finish callback.  Blocks. */
 WEFT_API WEFT_NODISCARD int weft_wait_all(weft_runtime *rt);
 
 /* As weft_wait_all with a timeout (WEFT_ETIMEDOUT). */
@@ -806,8 +852,8 @@ WEFT_API WEFT_NODISCARD int weft_wait_all_timed(weft_runtime *rt, uint64_t timeo
  * no body is running, none is ready, no device work is in flight — the point
  * where only a spawn (of those keys) can move anything.  Unlike weft_wait_all it does not
  * report or reset failures.  Returns 0, WEFT_ETIMEDOUT, WEFT_EINVAL /
- * WEFT_ECLOSED for a bad runtime, WEFT_EDEADLK from inside one of its tasks.
- * Blocks. */
+ * WEFT_ECLOSED for a bad runtime, WEFT_EDEADLK from inside one of its tasks
+ * or from an on_finish callback.  Blocks. */
 WEFT_API WEFT_NODISCARD int weft_wait_settled_timed(weft_runtime *rt, uint64_t timeout_ns);
 
 /* Cancel every task of the runtime that has not started yet (running tasks
@@ -922,9 +968,10 @@ typedef struct weft_comm_config {
 WEFT_API void weft_comm_config_init(weft_comm_config *c);
 
 /* Create a communicator over GPUs of rt (cfg NULL: every GPU).  Errors:
- * WEFT_EINVAL (NULL rt or out, no GPUs, a GPU out of range or named twice,
- * members of different kinds, CUDA members without NCCL: the message says
- * which), WEFT_ECLOSED, WEFT_ENOMEM, WEFT_EDEVICE (NCCL refused).  Never
+ * WEFT_ENODEV (rt has no GPUs, or not the GPU a member names), WEFT_EINVAL
+ * (NULL rt or out, a GPU named twice, members of different kinds, CUDA
+ * members without NCCL: the message says which), WEFT_ECLOSED,
+ * WEFT_ENOMEM, WEFT_EDEVICE (NCCL refused).  Never
  * blocks on tasks; thread-safe. */
 WEFT_API WEFT_NODISCARD int weft_comm_create(weft_runtime *rt, const weft_comm_config *cfg, weft_comm **out);
 
@@ -1001,7 +1048,8 @@ WEFT_API WEFT_NODISCARD int weft_comm_create(weft_runtime *rt, const weft_comm_c
  * Destroy such a communicator (weft_comm_destroy) before MPI_Finalize.
  * Collective over mpi_comm (every rank calls it).  Errors: WEFT_EINVAL
  * (NULL rt or out, a bad GPU list, MPI not initialised or without
- * MPI_THREAD_MULTIPLE, Weft built without MPI), WEFT_ECLOSED, WEFT_ENOMEM,
+ * MPI_THREAD_MULTIPLE, Weft built without MPI), WEFT_ENODEV (this rank
+ * lacks a GPU its list names), WEFT_ECLOSED, WEFT_ENOMEM,
  * WEFT_EDEVICE (MPI refused), WEFT_ESYSTEM. */
 WEFT_API WEFT_NODISCARD int weft_comm_create_mpi(weft_runtime *rt, const void *mpi_comm,
                                                  const weft_comm_config *cfg, weft_comm **out);
@@ -1022,7 +1070,8 @@ WEFT_API unsigned weft_comm_rank(const weft_comm *c);
 
 /* Wait until every operation posted on c has finished, then free it.  The
  * handle is invalid afterwards.  Errors: WEFT_EINVAL (NULL, stale), WEFT_EBUSY
- * (called from one of c's own operations).  Call it before destroying the
+ * (called from one of c's own operations), WEFT_EDEADLK (from an on_finish
+ * callback).  Call it before destroying the
  * runtime (afterwards it only frees c).  Thread-safe; not concurrently
  * with posts on c. */
 WEFT_API int weft_comm_destroy(weft_comm *c);

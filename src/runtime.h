@@ -114,6 +114,15 @@ static inline bool weft__on_own_worker(const weft__rt *rt)
     return weft__tls_worker && weft__tls_worker->rt == rt;
 }
 
+/* Is the calling thread running an on_finish callback (of any runtime's
+ * task)?  Its spawns do not wait for backpressure; its waits are refused. */
+static inline bool weft__in_callback(void) { return weft__tls_finishing != NULL; }
+
+/* api/runtime.c: 0, or WEFT_EDEADLK with a message naming fn when the
+ * calling thread runs an on_finish callback: fn would block the thread that
+ * finishes tasks, which the wait may need. */
+int weft__refuse_in_callback(const char *fn);
+
 /* api/wait.c: the runtime's waits, built on the wait engine. */
 int weft__wait_task(weft__rt *rt, weft__task *t, uint64_t deadline);
 int weft__wait_idle(weft__rt *rt, uint64_t deadline);           /* inflight == 0 (outside threads) */

@@ -108,23 +108,24 @@ static void test_refused(void) {
         double share;
         size_t memory;
         const char *why;
-    } bad[] = {{"4*gpu", 0, 0, "4 GPUs asked for, this runtime has 2"},
-               {"gpu:2", 0, 0, "GPU 2 asked for"},
-               {"gpu", 1.5, 0, "share 1.5"},
-               {"gpu", -0.5, 0, "share -0.5"},
-               {"gpu", 0, 2u << 20, "bytes of memory"}};
+        int code; /* WEFT_ENODEV: the runtime lacks it; WEFT_EINVAL: malformed */
+    } bad[] = {{"4*gpu", 0, 0, "4 GPUs asked for, this runtime has 2", WEFT_ENODEV},
+               {"gpu:2", 0, 0, "GPU 2 asked for", WEFT_ENODEV},
+               {"gpu", 1.5, 0, "share 1.5", WEFT_EINVAL},
+               {"gpu", -0.5, 0, "share -0.5", WEFT_EINVAL},
+               {"gpu", 0, 2u << 20, "bytes of memory", WEFT_ENODEV}};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         p[0] = parsed(bad[i].set);
         p[0].share = bad[i].share;
         p[0].memory = bad[i].memory;
-        CHECK_ERR(spawn_placed(rt, p, 1, body_a, &s, NULL), WEFT_EINVAL);
+        CHECK_ERR(spawn_placed(rt, p, 1, body_a, &s, NULL), bad[i].code);
         CHECKF(strstr(weft_last_error(), bad[i].why) && strstr(weft_last_error(), "alternative 0"), "%s: %s",
                bad[i].set, weft_last_error());
     }
     /* both impossible: both named */
     p[0] = parsed("4*gpu");
     p[1] = parsed("gpu:7");
-    CHECK_ERR(spawn_placed(rt, p, 2, body_a, &s, NULL), WEFT_EINVAL);
+    CHECK_ERR(spawn_placed(rt, p, 2, body_a, &s, NULL), WEFT_ENODEV);
     CHECK(strstr(weft_last_error(), "alternative 0") && strstr(weft_last_error(), "alternative 1"));
     CHECK_ERR(spawn_placed(rt, NULL, 1, body_a, &s, NULL), WEFT_EINVAL);
     /* one possible: accepted, and that one runs */
@@ -136,7 +137,7 @@ static void test_refused(void) {
     /* a CPU-only runtime: any GPU set is impossible */
     rt = make_dev("cpu", NULL);
     p[0] = parsed("gpu");
-    CHECK_ERR(spawn_placed(rt, p, 1, body_a, &s, NULL), WEFT_EINVAL);
+    CHECK_ERR(spawn_placed(rt, p, 1, body_a, &s, NULL), WEFT_ENODEV);
     CHECK(strstr(weft_last_error(), "this runtime has 0"));
     CHECK_OK(weft_runtime_destroy(rt));
     /* unknown policy */

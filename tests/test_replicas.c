@@ -140,7 +140,7 @@ static void test_no_room(void) {
     d.naccesses = 1;
     d.placements = &p;
     d.nplacements = 1;
-    CHECK_ERR(weft_spawn(rt, &d, NULL), WEFT_EINVAL);
+    CHECK_ERR(weft_spawn(rt, &d, NULL), WEFT_ENODEV);
     CHECKF(strstr(weft_last_error(), "131072 bytes of data") != NULL, "%s", weft_last_error());
     /* with the host's copy (WEFT_HOST) it runs on the GPU */
     double want = 3;

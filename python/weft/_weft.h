@@ -519,7 +519,8 @@ PyObject *weft_py_fetch_exc(void);
 /* Raise e again (e is not stolen). */
 void weft_py_raise_exc(PyObject *e);
 /* Raise the Python exception for a Weft error code (MemoryError for
- * WEFT_ENOMEM, ValueError for WEFT_EINVAL, RuntimeError for the others,
+ * WEFT_ENOMEM, ValueError for WEFT_EINVAL and WEFT_ENODEV — an argument
+ * asking for devices the runtime lacks —, RuntimeError for the others,
  * WEFT_EDEADLK included), with the core's message; returns NULL. */
 PyObject *weft_py_err_weft(int rc, const char *what);
 

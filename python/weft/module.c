@@ -51,7 +51,7 @@ weft_py_err_weft(int rc, const char *what)
 {
     PyObject *exc = PyExc_RuntimeError;
     if (rc == WEFT_ENOMEM) exc = PyExc_MemoryError;
-    else if (rc == WEFT_EINVAL) exc = PyExc_ValueError;
+    else if (rc == WEFT_EINVAL || rc == WEFT_ENODEV) exc = PyExc_ValueError;
     const char *msg = weft_last_error();
     if (msg && *msg)
         PyErr_Format(exc, "%s: %s (%s)", what, msg, weft_strerror(rc));

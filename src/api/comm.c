@@ -111,8 +111,9 @@ int weft__comm_new(weft_runtime *h, const weft_comm_config *cfg, weft__comm **ou
     int rc = 0;
     if (cfg->gpus && (cfg->ngpus == 0 || cfg->ngpus > WEFT__COMM_MAX))
         rc = weft__error(WEFT_EINVAL, "weft_comm_create: %u GPUs named (1 .. %u)", cfg->ngpus, WEFT__COMM_MAX);
-    else if (n == 0)
-        rc = weft__error(WEFT_EINVAL, "weft_comm_create: this runtime has no GPUs (devices such as \"vgpu:4\")");
+    else if (ngpu == 0)
+        rc = weft__error(WEFT_ENODEV, "weft_comm_create: this runtime has no GPUs: create it with some "
+                                      "(weft_config.devices such as \"cpu,vgpu:4\" or \"cpu,cuda\")");
     weft__comm *c = NULL;
     if (rc == 0 && !(c = weft__slot_alloc(WEFT__POOL_COMM, sizeof *c)))
         rc = weft__error(WEFT_ENOMEM, "weft_comm_create: out of memory");
@@ -128,7 +129,8 @@ int weft__comm_new(weft_runtime *h, const weft_comm_config *cfg, weft__comm **ou
     for (unsigned k = 0; k < n && rc == 0; k++) {
         unsigned g = cfg->gpus ? cfg->gpus[k] : k;
         if (g >= ngpu) {
-            rc = weft__error(WEFT_EINVAL, "weft_comm_create: member %u is GPU %u, this runtime has %u", k, g, ngpu);
+            rc = weft__error(WEFT_ENODEV, "weft_comm_create: member %u is GPU %u, this runtime has %u (name GPUs "
+                                          "0 .. %u)", k, g, ngpu, ngpu - 1);
         } else if (c->set >> g & 1) {
             rc = weft__error(WEFT_EINVAL, "weft_comm_create: GPU %u is named twice (member %u)", g, k);
         } else {
@@ -252,6 +254,9 @@ int weft_comm_destroy(weft_comm *h)
     weft__comm *c = comm_get(h);
     if (!c)
         return weft__error(WEFT_EINVAL, "weft_comm_destroy: communicator is NULL or was destroyed");
+    int rc = weft__refuse_in_callback("weft_comm_destroy");
+    if (rc)
+        return rc;
     weft__comm_free(c);
     return 0;
 }

@@ -128,6 +128,8 @@ int weft_data_unregister(weft_data *h)
     weft__data *d = weft__data_get(h);
     if (!d)
         return weft__error(WEFT_EINVAL, "weft_data_unregister: data is NULL or already unregistered");
+    if ((err = weft__refuse_in_callback("weft_data_unregister")) != 0)
+        return err;
     if (used_by_caller(d))
         return weft__error(WEFT_EBUSY, "weft_data_unregister: the calling task accesses this data itself");
     if (d->tile)
@@ -199,6 +201,8 @@ int weft_data_partition(weft_data *h, const weft_tiling *t, weft_data **tiles)
     int err;
     if (!t || !tiles)
         return weft__error(WEFT_EINVAL, "weft_data_partition: %s is NULL", t ? "tiles" : "tiling");
+    if ((err = weft__refuse_in_callback("weft_data_partition")) != 0)
+        return err;
     weft__data *d = weft__data_pin(h);
     if (!d)
         return weft__error(WEFT_EINVAL, "weft_data_partition: data is NULL, unregistered or being unregistered");
@@ -471,6 +475,8 @@ static int acquire(const weft_access *acc, size_t n, uint64_t timeout_ns, const 
     int err;
     if (!acc || n == 0)
         return weft__error(WEFT_EINVAL, "%s: %s", fn, !acc ? "accesses are NULL" : "no accesses (n is 0)");
+    if ((err = weft__refuse_in_callback(fn)) != 0)
+        return err;
     if (weft__tls_worker)
         return weft__error(WEFT_EINVAL, "%s: called from a task: a task names the data in its accesses instead "
                                         "(acquire is for threads outside the runtime's tasks)", fn);

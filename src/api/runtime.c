@@ -19,7 +19,7 @@
 /* Errors                                                                    */
 /* ------------------------------------------------------------------------ */
 
-static _Thread_local char last_error[256];
+static _Thread_local char last_error[512];
 
 int weft__error(int code, const char *fmt, ...)
 {
@@ -31,6 +31,16 @@ int weft__error(int code, const char *fmt, ...)
 }
 
 void weft__clear_error(void) { last_error[0] = '\0'; }
+
+int weft__refuse_in_callback(const char *fn)
+{
+    if (!weft__in_callback())
+        return 0;
+    return weft__error(WEFT_EDEADLK, "%s: called from an on_finish callback, which must not wait: it runs on the "
+                                     "thread that finishes tasks, which the wait may need (spawn the next task "
+                                     "from the callback, look with weft_task_status_get, or wait from the "
+                                     "program's own thread)", fn);
+}
 
 const char *weft_last_error(void) { return last_error; }
 
@@ -49,6 +59,7 @@ const char *weft_strerror(int code)
     case WEFT_ESYSTEM: return "WEFT_ESYSTEM: the operating system refused";
     case WEFT_EAGAIN: return "WEFT_EAGAIN: the spawn would block (backpressure)";
     case WEFT_EDEVICE: return "WEFT_EDEVICE: a device failed";
+    case WEFT_ENODEV: return "WEFT_ENODEV: no device of this runtime can do it";
     default: return "unknown Weft error code";
     }
 }
@@ -371,6 +382,8 @@ int weft_runtime_destroy(weft_runtime *h)
     weft__rt *rt = weft__rt_get(h, "weft_runtime_destroy", &err);
     if (!rt)
         return err;
+    if ((err = weft__refuse_in_callback("weft_runtime_destroy")) != 0)
+        return err;
     if (weft__on_own_worker(rt))
         return weft__error(WEFT_EDEADLK, "weft_runtime_destroy: called from one of the runtime's own tasks");
     /* Refuse spawns from outside; let outstanding tasks (and what they
@@ -472,6 +485,8 @@ int weft_wait_all_timed(weft_runtime *h, uint64_t timeout_ns)
     weft__rt *rt = weft__rt_get(h, "weft_wait_all", &err);
     if (!rt)
         return err;
+    if ((err = weft__refuse_in_callback("weft_wait_all")) != 0)
+        return err;
     if (weft__on_own_worker(rt))
         return weft__error(WEFT_EDEADLK, "weft_wait_all: called from inside one of the runtime's tasks, "
                                          "which would wait for itself");
@@ -491,6 +506,8 @@ int weft_wait_settled_timed(weft_runtime *h, uint64_t timeout_ns)
     int err;
     weft__rt *rt = weft__rt_get(h, "weft_wait_settled", &err);
     if (!rt)
+        return err;
+    if ((err = weft__refuse_in_callback("weft_wait_settled")) != 0)
         return err;
     if (weft__on_own_worker(rt))
         return weft__error(WEFT_EDEADLK, "weft_wait_settled: called from inside one of the runtime's tasks, "

@@ -140,14 +140,34 @@ static int on_gpu_check(const weft_task_desc *d, size_t i, const char *fn)
     return 0;
 }
 
+/* Every alternative of d has a body to run: d's own, or the alternative's
+ * (then d->body may be NULL).  0 or WEFT_EINVAL saying what to set. */
+static int body_check(const weft_task_desc *d, const char *fn)
+{
+    if (d->body)
+        return 0;
+    if (!d->nplacements)
+        return weft__error(WEFT_EINVAL, "%s: descriptor has no body: set desc.body (or give it placements whose "
+                                        "every alternative has a body of its own)", fn);
+    if (!d->placements)
+        return 0; /* (refused below, as NULL placements) */
+    for (size_t i = 0; i < d->nplacements; i++)
+        if (!d->placements[i].body)
+            return weft__error(WEFT_EINVAL, "%s: descriptor has no body, and placement alternative %zu has none "
+                                            "of its own: set desc.body (the body of the alternatives without "
+                                            "one) or placements[%zu].body", fn, i, i);
+    return 0;
+}
+
 /* Validate a descriptor against runtime handle h: 0 or an error (with a
  * message; arg_destroy not called). */
 int weft__desc_check(const weft_runtime *h, const weft_task_desc *d, const char *fn)
 {
     if (!d)
         return weft__error(WEFT_EINVAL, "%s: descriptor is NULL", fn);
-    if (!d->body)
-        return weft__error(WEFT_EINVAL, "%s: descriptor has no body", fn);
+    int rc = body_check(d, fn);
+    if (rc)
+        return rc;
     if (d->ndeps && !d->deps)
         return weft__error(WEFT_EINVAL, "%s: ndeps is %zu but deps is NULL", fn, d->ndeps);
     if (d->naccesses && !d->accesses)
@@ -223,10 +243,19 @@ weft__rt *weft__spawn_enter(weft_runtime *h, const weft_task_desc *d, const char
     const weft__rt *guess = weft__handle_decode(h);
     bool outside = !(guess && weft__on_own_worker(guess));
     *held = outside ? 2 : 1;
-    weft__rt *rt = weft__rt_enter(h, fn, err, *held, false);
+    /* An on_finish callback of one of the runtime's tasks may spawn while
+     * destroy drains, as the task's body might have: the finishing task's
+     * count keeps the runtime open until the callback has returned. */
+    bool callback = weft__in_callback();
+    bool own_callback = callback && guess && weft__tls_finishing->g == &guess->graph;
+    weft__rt *rt = weft__rt_enter(h, fn, err, *held, own_callback);
     if (!rt)
         return NULL;
-    if (d && atomic_load_explicit(&rt->graph.inflight, memory_order_relaxed) - *held >= (int64_t)rt->max_inflight &&
+    /* A callback never waits for backpressure: the thread running it
+     * finishes tasks (a device's queue thread, perhaps the only one that
+     * can finish those in flight), and its task's finish makes room. */
+    if (d && !callback &&
+        atomic_load_explicit(&rt->graph.inflight, memory_order_relaxed) - *held >= (int64_t)rt->max_inflight &&
         pressure(rt, *held) >= (int64_t)rt->max_inflight) {
         if (d->flags & WEFT_SPAWN_NOWAIT) {
             weft__rt_leave(rt, *held);
@@ -326,6 +355,9 @@ int weft_task_timedwait(weft_task *h, uint64_t timeout_ns)
     weft__task *t = weft__task_get(h);
     if (!t)
         return weft__error(WEFT_EINVAL, "weft_task_wait: task is NULL or was released");
+    int rc = weft__refuse_in_callback("weft_task_wait");
+    if (rc)
+        return rc;
     if (weft__state_final(atomic_load(&t->state)))
         return outcome(t);
     weft__worker *w = weft__tls_worker;

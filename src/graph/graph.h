@@ -162,6 +162,7 @@ struct weft__task {
     void *arg;
     void (*arg_destroy)(void *);
     void (*on_finish)(void *, int);
+    void *finish_arg;                  /* what on_finish receives: weft_task_desc's finish_arg, or arg */
     uint64_t cause_id;
     char cause_name[32];
     char name[32];
@@ -292,6 +293,11 @@ void weft__task_cancelled(weft__task *t, weft__qnode **next);
 void weft__task_body_returned(weft__task *t, int result, weft__qnode **next);
 /* The one completion function (any thread, after the body returned). */
 void weft__task_complete(weft__task *t, int final, weft__qnode **next);
+/* The task whose on_finish callback the calling thread is running (NULL:
+ * none; the innermost one if a callback's spawn completes another task).
+ * The front end reads it: a spawn from a callback never waits for
+ * backpressure, and a wait from one is refused (api/). */
+extern _Thread_local const weft__task *weft__tls_finishing;
 
 /* Device work queued by a body: op_begin on the body's thread before handing
  * op_done (a weft__done_fn, cookie = t) to the device. */

@@ -629,6 +629,7 @@ int weft__task_spawn(weft__graph *g, const void *rt_handle, const weft_task_desc
     t->arg = d->arg;
     t->arg_destroy = d->arg_destroy;
     t->on_finish = d->on_finish;
+    t->finish_arg = d->finish_arg ? d->finish_arg : d->arg;
     copy_name(t->name, d->name);
     t->epoch = atomic_load_explicit(&g->cancel_epoch, memory_order_acquire);
     atomic_init(&t->successors, NULL);
@@ -1387,6 +1388,25 @@ static void count_final(weft__graph *g, int final)
     count_here(g, offsetof(weft__task_stats, n_done));
 }
 
+_Thread_local const weft__task *weft__tls_finishing;
+
+/* Call t's on_finish (if any) with its own outcome, marking the thread as
+ * inside t's callback meanwhile (weft__tls_finishing).  The mark nests: a
+ * callback's spawn may complete another task (a placeholder) on this
+ * thread. */
+static void run_on_finish(weft__task *t, int final)
+{
+    if (!t->on_finish)
+        return;
+    const weft__task *outer = weft__tls_finishing;
+    weft__tls_finishing = t;
+    t->on_finish(t->finish_arg, final == WEFT__T_COMPLETED ? 0
+                                : final == WEFT__T_FAILED  ? WEFT_ETASKFAILED
+                                                           : WEFT_ECANCELLED);
+    weft__tls_finishing = outer;
+    t->on_finish = NULL;
+}
+
 void weft__task_complete(weft__task *t, int final, weft__qnode **next)
 {
     weft__graph *g = t->g;
@@ -1406,13 +1426,9 @@ void weft__task_complete(weft__task *t, int final, weft__qnode **next)
         weft__commute_release(t, next);
     if (final == WEFT__T_FAILED)
         atomic_fetch_add(&g->failures, 1); /* before inflight drops: wait_all must see it */
-    /* Before the state is final: a wait that returns has seen arg destroyed. */
-    if (t->on_finish) {
-        t->on_finish(t->arg, final == WEFT__T_COMPLETED ? 0
-                             : final == WEFT__T_FAILED  ? WEFT_ETASKFAILED
-                                                        : WEFT_ECANCELLED);
-        t->on_finish = NULL;
-    }
+    /* Before the state is final: a wait that returns has seen the callback
+     * return and arg destroyed. */
+    run_on_finish(t, final);
     if (t->arg_destroy) {
         t->arg_destroy(t->arg);
         t->arg_destroy = NULL;

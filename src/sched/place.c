@@ -181,18 +181,16 @@ static void describe(const weft_placement *a, char *buf, size_t len)
     snprintf(buf, len, "%s", set);
 }
 
-/* Why alternative a could never run here ("" if it could). */
-static void impossible(const weft__placer *p, const weft_placement *a, size_t data, char *why, size_t len)
+/* Whether alternative a could never run here, and why: 0 (it could; why
+ * ""), WEFT_EINVAL (it is malformed) or WEFT_ENODEV (well formed, but it
+ * asks for GPUs or GPU memory this runtime lacks). */
+static int impossible(const weft__placer *p, const weft_placement *a, size_t data, char *why, size_t len)
 {
     why[0] = '\0';
     if (!(a->share >= 0 && a->share <= 1)) { /* NaN too */
         snprintf(why, len, "share %g is not in (0, 1]", a->share);
     } else if (a->gpus == 0 && !a->cpu) {
         snprintf(why, len, "an empty device set (no cpu, no gpu)");
-    } else if (a->gpus > p->ngpu) {
-        snprintf(why, len, "%u GPU%s asked for, this runtime has %u", a->gpus, a->gpus == 1 ? "" : "s", p->ngpu);
-    } else if (a->gpus == 1 && a->gpu >= (int)p->ngpu) {
-        snprintf(why, len, "GPU %d asked for, this runtime has %u", a->gpu, p->ngpu);
     } else if (a->gpus > 1 && a->gpu >= 0) {
         snprintf(why, len, "a GPU number (%d) with %u GPUs", a->gpu, a->gpus);
     } else if (a->gpu < -1) {
@@ -203,6 +201,13 @@ static void impossible(const weft__placer *p, const weft_placement *a, size_t da
     } else if (a->gpu_set && (unsigned)__builtin_popcountll(a->gpu_set) != a->gpus) {
         snprintf(why, len, "a GPU set (0x%llx) of %d GPUs with gpus = %u", (unsigned long long)a->gpu_set,
                  __builtin_popcountll(a->gpu_set), a->gpus);
+    }
+    if (why[0])
+        return WEFT_EINVAL;
+    if (a->gpus > p->ngpu) {
+        snprintf(why, len, "%u GPU%s asked for, this runtime has %u", a->gpus, a->gpus == 1 ? "" : "s", p->ngpu);
+    } else if (a->gpus == 1 && a->gpu >= (int)p->ngpu) {
+        snprintf(why, len, "GPU %d asked for, this runtime has %u", a->gpu, p->ngpu);
     } else if (a->gpu_set && p->ngpu < 64 && (a->gpu_set >> p->ngpu)) {
         snprintf(why, len, "GPU %d in its set, this runtime has %u", 63 - __builtin_clzll(a->gpu_set), p->ngpu);
     } else if (a->gpus && (a->memory || data)) {
@@ -225,6 +230,7 @@ static void impossible(const weft__placer *p, const weft_placement *a, size_t da
             snprintf(why, len, "%zu bytes of memory on each of %u GPU%s, the largest has %zu", a->memory, a->gpus,
                      a->gpus == 1 ? "" : "s", most);
     }
+    return why[0] ? WEFT_ENODEV : 0;
 }
 
 int weft__place_new(const weft__placer *p, const weft_placement *alts, size_t n, size_t data, void *owner,
@@ -236,10 +242,12 @@ int weft__place_new(const weft__placer *p, const weft_placement *alts, size_t n,
     char msg[400];
     size_t at = 0;
     unsigned possible = 0, maxgpu = 0;
+    bool malformed = false;
     for (size_t i = 0; i < n; i++) {
         char why[160], set[32];
-        impossible(p, &alts[i], data, why, sizeof why);
-        if (!why[0]) {
+        int kind = impossible(p, &alts[i], data, why, sizeof why);
+        malformed |= kind == WEFT_EINVAL;
+        if (!kind) {
             possible++;
             if (alts[i].gpus > maxgpu)
                 maxgpu = alts[i].gpus;
@@ -248,9 +256,16 @@ int weft__place_new(const weft__placer *p, const weft_placement *alts, size_t n,
             at += (size_t)snprintf(msg + at, sizeof msg - at, "%salternative %zu (%s): %s", at ? "; " : "", i, set, why);
         }
     }
-    if (!possible)
-        return weft__error(WEFT_EINVAL, "%s: no device set of this runtime can run the task: %s", fn,
+    /* None can run: a malformed alternative is the caller's to fix first;
+     * otherwise the runtime lacks the devices they all ask for. */
+    if (!possible && (malformed || !n))
+        return weft__error(WEFT_EINVAL, "%s: no device set of this runtime can run the task: %s (correct the "
+                                        "placement: weft_placement_parse makes well-formed ones)", fn,
                            n ? msg : "no placements");
+    if (!possible)
+        return weft__error(WEFT_ENODEV, "%s: no device of this runtime can run the task: %s (add an alternative "
+                                        "this runtime has, such as \"cpu\", or create the runtime with the "
+                                        "devices asked for: weft_config.devices, vgpu_memory)", fn, msg);
     size_t bytes = sizeof(weft__place) + n * sizeof(weft__alt) +
                    maxgpu * (sizeof(weft__dqueue *) + sizeof(weft__pevent *) + 1);
     weft__place *pl = weft__alloc(bytes);
@@ -267,9 +282,8 @@ int weft__place_new(const weft__placer *p, const weft_placement *alts, size_t n,
     pl->near_gpu = -1;
     for (size_t i = 0; i < n; i++) {
         char why[160];
-        impossible(p, &alts[i], data, why, sizeof why);
         weft__alt *a = &pl->alt[i];
-        a->possible = !why[0];
+        a->possible = impossible(p, &alts[i], data, why, sizeof why) == 0;
         a->cpu = alts[i].cpu || alts[i].gpus == 0;
         a->gpus = (uint16_t)(a->possible ? alts[i].gpus : 0);
         a->gpu = (int16_t)(alts[i].gpus == 1 && !alts[i].gpu_set ? alts[i].gpu : -1);
