@@ -964,8 +964,12 @@ static int run_prog(const prog *p, result *res) {
         d.name = name;
         int rcode = weft_spawn(rt, &d, &th[i]);
         if (t->invalid) {
-            /* a placement the runtime lacks the devices for: WEFT_ENODEV */
-            int want = t->invalid == INV_NOGPU || t->invalid == INV_MEMORY ? WEFT_ENODEV : WEFT_EINVAL;
+            /* a placement the runtime lacks the devices for: WEFT_ENODEV;
+             * but a malformed request comes first (an access ON_GPU(1) of
+             * the one-GPU placement that asks for what the runtime lacks) */
+            bool malformed = false;
+            for (int k = 0; k < t->nacc; k++) malformed |= on_gpu_index(t->acc[k].mode) >= 1;
+            int want = (t->invalid == INV_NOGPU || t->invalid == INV_MEMORY) && !malformed ? WEFT_ENODEV : WEFT_EINVAL;
             if (rcode != want)
                 fail_msg(res, "T%d (%s) spawned with %s, weft.h says %s", t->id, inv_names[t->invalid],
                          weft_strerror(rcode), weft_strerror(want));
