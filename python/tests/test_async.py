@@ -218,14 +218,14 @@ def test_failure_recorded_for_wait_all(rt):
 
 
 def test_cancel_suspended_task(rt):
-    gate = threading.Event()
+    T = weft.TaskSpace("T")
     reached = threading.Event()
     finished = []
 
     async def body():
         reached.set()
         try:
-            await weft.spawn(gate.wait, T_OUT)
+            await T["later"]             # nobody has spawned into it yet: suspends
             finished.append("resumed")
         finally:
             finished.append("finally")
@@ -238,13 +238,17 @@ def test_cancel_suspended_task(rt):
         time.sleep(0.001)
     assert t.status == "waiting"
     assert t.cancel() is True
-    gate.set()
+    rt.spawn(sq, 1, task=T["later"])
     e = t.exception(timeout=T_OUT)
     assert isinstance(e, weft.CancelledError) and e.cause_id == t.id
     assert t.status == "cancelled"
     d = dep.exception(timeout=T_OUT)
     assert isinstance(d, weft.CancelledError) and d.cause_name == "susp"
     assert "resumed" not in finished
+    deadline = time.monotonic() + T_OUT      # (dropped, hence closed, as its continuation ends)
+    while "finally" not in finished and time.monotonic() < deadline:
+        time.sleep(0.001)
+    assert finished == ["finally"]
     rt.wait_all(timeout=T_OUT)   # a cancellation is no failure
 
 
@@ -320,3 +324,26 @@ def test_plain_body_waiting_for_child_on_its_own_gpu():
 
         assert rt.spawn(parent2, placement=weft.gpu(0), memory=1 << 20).result(timeout=T_OUT) == [0, 1, 4]
         assert rt.devices[1]["memory_used"] == 0
+
+
+def test_status_while_resumed_and_cancel_too_late(rt):
+    T = weft.TaskSpace("T")
+    resumed = threading.Event()
+    go = threading.Event()
+
+    async def body():
+        await T["k"]
+        resumed.set()
+        go.wait(T_OUT)      # the second segment runs (holding a worker)
+        return "done"
+
+    t = rt.spawn(body)
+    deadline = time.monotonic() + T_OUT
+    while t.status != "waiting" and time.monotonic() < deadline:
+        time.sleep(0.001)
+    rt.spawn(sq, 1, task=T["k"])
+    assert resumed.wait(T_OUT)
+    assert t.status == "running"
+    assert t.cancel() is False          # it runs again: too late
+    go.set()
+    assert t.result(timeout=T_OUT) == "done"

@@ -44,6 +44,8 @@
  *   module.c   module state, init, module-level functions, error helpers
  *   gil.c      thread-locals, clock, GIL hand-off between workers, worker hooks
  *   body.c     the task body trampoline, its argument destructor, failure records
+ *   coro.c     `async def` bodies: the coroutine driver (suspending a task in a C
+ *              continuation, weft_ctx_continue), and what a coroutine may await
  *   runtime.c  weft.Runtime, and which runtime weft.spawn & co. mean
  *   task.c     weft.Task, and the exceptions of failed/cancelled tasks
  *   space.c    weft.TaskSpace

@@ -336,11 +336,20 @@ suspend(RuntimeObject *r, TaskObject *t, weft_ctx *ctx, weft_task **deps, size_t
         }
     }
     atomic_fetch_add_explicit(&r->inflight, 1, memory_order_relaxed);
-    int rc;
-    /* It may wait (help) under backpressure: without the GIL. */
-    BEGIN_NOGIL_W
-    rc = weft_ctx_continue(ctx, &desc, NULL);
-    END_NOGIL_W
+    /* As a spawn (spawn.c): with the GIL held where it cannot block; only
+     * under backpressure (WEFT_EAGAIN, the cell kept) without it, since it
+     * then waits and helps run other tasks. */
+    desc.flags = WEFT_SPAWN_NOWAIT;
+    int prev = weft_py_tl_attached;
+    weft_py_tl_attached = 1;
+    int rc = weft_ctx_continue(ctx, &desc, NULL);
+    weft_py_tl_attached = prev;
+    desc.flags = 0;
+    if (rc == WEFT_EAGAIN) {
+        BEGIN_NOGIL_W
+        rc = weft_ctx_continue(ctx, &desc, NULL);
+        END_NOGIL_W
+    }
     if (rc != 0) { /* weft_py_arg_destroy ran: the cell and its reference are gone */
         weft_py_err_weft(rc, "await");
         return -1;
@@ -378,7 +387,24 @@ weft_py_drive(RuntimeObject *r, TaskObject *t, weft_ctx *ctx, int placed, PyObje
         size_t ndeps;
         int rc = await_deps(r, t, (AwaitObject *)out, &deps, &ndeps);
         Py_DECREF(out);
-        if (rc == 0 && ndeps == 0) continue; /* all finished: the await answers at once */
+        if (rc == 0 && ndeps == 1 && !placed) {
+            /* One task, perhaps still queued (a child just spawned): run it
+             * here if it is — what a wait from a task helps with (it, or a
+             * queued predecessor of it), never unrelated work — which costs
+             * less than a continuation.  Without the GIL, as any wait. */
+            int hrc;
+            BEGIN_NOGIL_W
+            hrc = weft_task_timedwait(deps[0], 1);
+            END_NOGIL_W
+            /* Finished (how: the await answers).  Anything else (still
+             * running, or the wait refused: it depends on a body suspended
+             * under this one, which a continuation frees) suspends. */
+            if (hrc == 0 || hrc == WEFT_ETASKFAILED || hrc == WEFT_ECANCELLED) ndeps = 0;
+        }
+        if (rc == 0 && ndeps == 0) { /* all finished: the await answers at once */
+            PyMem_Free(deps);
+            continue;
+        }
         if (rc == 0) {
             /* Stored first: the continuation may run (on another worker)
              * as soon as it is spawned, before suspend returns. */

@@ -322,13 +322,19 @@ int weft_ctx_continue(weft_ctx *ctx, const weft_task_desc *next, weft_task **out
     int rc = weft__desc_check(h, next, "weft_ctx_continue");
     weft__task *c = NULL;
     if (rc == 0) {
-        /* The root's op for the continuation, before it can run and end. */
+        /* The root's op for the continuation, before it can run and end;
+         * and its state as its users see it: waiting, until the
+         * continuation starts (weft__task_start), from now on (it must not
+         * overwrite the continuation's RUNNING, which may come at once). */
         weft__task_op_begin(root);
+        atomic_store_explicit(&root->state, WEFT__T_WAITING, memory_order_relaxed);
         weft__spawn_extra x = {0};
         x.cont_of = root;
         rc = weft__task_spawn(&rt->graph, h, next, &x, out != NULL, &c);
-        if (rc != 0) /* (never the last op: this body's guard, or this continuation's, holds one) */
+        if (rc != 0) { /* (never the last op: this body's guard, or this continuation's, holds one) */
             atomic_fetch_sub(&root->ops, 1);
+            atomic_store_explicit(&root->state, WEFT__T_RUNNING, memory_order_relaxed); /* (this body runs) */
+        }
     }
     weft__spawn_leave(rt, held, rc == 0);
     if (rc != 0)

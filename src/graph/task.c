@@ -811,6 +811,8 @@ int weft__task_start(weft__task *t)
         return WEFT__START_CANCEL;
     }
     atomic_store_explicit(&t->state, WEFT__T_RUNNING, memory_order_relaxed);
+    if (t->cont_of) /* the task it continues runs again, as its users see it */
+        atomic_store_explicit(&t->cont_of->state, WEFT__T_RUNNING, memory_order_relaxed);
     return WEFT__START_RUN;
 }
 
@@ -1380,8 +1382,9 @@ void weft__task_body_returned(weft__task *t, int result, weft__qnode **next)
             place_retry(weft__place_release(t->g->placer, t->place), next);
             t->place_returned = true;
         }
-        atomic_store_explicit(&t->state, WEFT__T_WAITING, memory_order_relaxed);
-        /* Not ready nor running any more: what settles the graph
+        /* (Its state is WAITING already: weft_ctx_continue; and RUNNING
+         * while a continuation runs, which may have started by now.)  Not
+         * ready nor running any more: what settles the graph
          * (weft_wait_settled_timed) is its continuation's, from here. */
         count_here(t->g, offsetof(weft__task_stats, n_done));
     } else {
