@@ -129,7 +129,9 @@ struct weft__task {
                                           set at spawn, a GPU-only placed task: its
                                           completion also waits for the early-released
                                           predecessors it holds ops for */
-    bool start_cancelled;              /* cancelled at start with ops held (has_ops at spawn) */
+    bool start_cancelled;              /* cancelled at start with ops held (has_ops at spawn), or a
+                                          continued task whose continuation was cancelled: it
+                                          ends CANCELLED (final_of) */
     _Atomic uint8_t dev_fate;          /* WEFT__FATE_*: weft__task_skip_work's answer, once asked */
     _Atomic bool queue_error;          /* a report on its queues carried an error: a copy failed
                                           (its own, or one it waited for), not only a kernel */
