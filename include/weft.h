@@ -805,6 +805,11 @@ typedef enum weft_task_status {
  * it does not run unrelated tasks (one of those could wait for the caller,
  * which no scheduler could then untangle).  The handle stays valid. */
 WEFT_API WEFT_NODISCARD int weft_task_wait(weft_task *t);
+/* (From a body placed on GPUs, a wait that may block lends the task's
+ * compute share and memory reservation to tasks waiting for them — its own
+ * child placed on the same GPU among them — and takes them back when it
+ * returns, even if the GPU is then over-committed until a task finishes.
+ * Without that the child could never start.) */
 
 /* As weft_task_wait, but gives up after timeout_ns nanoseconds with
  * WEFT_ETIMEDOUT.  timeout_ns == 0 polls. */
@@ -828,7 +833,10 @@ typedef struct weft_task_info {
 WEFT_API WEFT_NODISCARD int weft_task_info_get(const weft_task *t, weft_task_info *out);
 
 /* Ask that the task not run: if it has not started, it finishes as
- * cancelled (naming itself as the cause) and so do its dependents.  A running or finished
+ * cancelled (naming itself as the cause) and so do its dependents.  A task
+ * suspended in a continuation (weft_ctx_continue) that has not started is
+ * cancelled the same way: its continuation never runs and the task ends
+ * cancelled.  A running or finished
  * task is unaffected.  Errors: WEFT_EINVAL.  Never blocks. */
 WEFT_API WEFT_NODISCARD int weft_task_cancel(weft_task *t);
 
@@ -1218,6 +1226,42 @@ WEFT_API uint64_t weft_ctx_task_id(const weft_ctx *ctx);
  * (perhaps not yet, on the spawner's side), lent, not to be released.  NULL
  * if ctx is NULL or the spawner asked for no handle. */
 WEFT_API weft_task *weft_ctx_task(const weft_ctx *ctx);
+
+/* Suspend the calling task without holding a worker: continue it in a new
+ * task, `next`, that runs once the tasks in next->deps have finished.  For
+ * bodies that wait for other tasks in steps (a coroutine: the Python front
+ * end's `async def` bodies) instead of blocking in weft_task_wait.
+ *
+ * Called from a task's body (ctx its own), at most once per body.  Spawns
+ * `next` as weft_spawn would — its body, arg and arg_destroy, deps, name,
+ * priority, placements, on_finish, flags; *out a handle to release, as
+ * weft_spawn's — with two differences: its deps carry no failure (it runs
+ * once each has finished, completed, failed or cancelled: its body asks
+ * how they ended), and it names no data (naccesses must be 0).  The calling
+ * task is then tied to it:
+ *   - when the calling body returns, its task does not finish: it gives its
+ *     worker back, and its GPUs' compute share and memory reservation (its
+ *     streams' work still in flight is waited for before it finishes), and
+ *     its status is WEFT_TASK_WAITING.  Its data stay its own: tasks that
+ *     follow it, explicitly or through its data, wait for its end;
+ *   - it finishes when `next` does (and its own device work): COMPLETED if
+ *     next completed; FAILED if next failed (its result: next's); CANCELLED
+ *     if next was cancelled (weft_task_cancel of either, weft_cancel_pending;
+ *     the cause is the task itself, by request).  If its own body returned
+ *     non-zero, it fails with that result all the same, once next ends;
+ *   - next's body may continue in turn (weft_ctx_continue from next): the
+ *     original task then finishes with the newest continuation, and next
+ *     finishes as soon as its body returns.  A wait for the original task,
+ *     from a task, helps with its continuation and what that waits for.
+ * Errors (nothing is spawned; arg_destroy, if set, has been called, except
+ * for WEFT_EAGAIN): those of weft_spawn; WEFT_EINVAL also when called
+ * outside the body of ctx's task, a second time in one body, or with data
+ * accesses; WEFT_EDEADLK when one of next->deps is the continued task, or
+ * depends on it (as far as a bounded walk of the graph shows): the
+ * continued task would wait for itself.  May block (help) under
+ * backpressure, as weft_spawn does from a task.  Thread-safety: as
+ * weft_spawn; only the body's own thread may call it. */
+WEFT_API WEFT_NODISCARD int weft_ctx_continue(weft_ctx *ctx, const weft_task_desc *next, weft_task **out);
 
 /* The alternative of weft_task_desc.placements the task runs (0 for a task
  * without placements).  Never fails. */

@@ -79,7 +79,8 @@ static bool help_with(weft__worker *w, weft__task *t)
     return true;
 }
 
-/* A bounded depth-first walk over the unfinished predecessors of `from`
+/* A bounded depth-first walk over the unfinished predecessors (and
+ * continuations) of `from`
  * (which the caller keeps alive): visit decides, for each predecessor
  * (pinned during the call), whether the walk stops there (found), goes on
  * through it, or passes it by.  Returns whether a visit said stop. */
@@ -93,11 +94,19 @@ static bool walk_preds(weft__task *from, int (*visit)(weft__task *p, void *arg),
     weft__task *x = from;
     bool found = false;
     for (;;) {
-        for (uint32_t i = 0; i < weft__task_nedges(x) && !found && visits < max_visits; i++, visits++) {
-            const weft__edge *e = &x->edges[i];
-            if (!weft__edge_pin_pred(e))
+        /* Its predecessors, then its continuation (weft_ctx_continue): a
+         * continued task finishes after it as after a predecessor. */
+        uint32_t n = weft__task_nedges(x);
+        for (uint32_t i = 0; i <= n && !found && visits < max_visits; i++, visits++) {
+            weft__task *p = NULL;
+            if (i < n) {
+                const weft__edge *e = &x->edges[i];
+                if (!weft__edge_pin_pred(e))
+                    continue;
+                p = e->pred;
+            } else if ((p = weft__task_cont_pin(x)) == NULL) {
                 continue;
-            weft__task *p = e->pred;
+            }
             int v = visit(p, arg);
             if (v == WALK_STOP)
                 found = true;
@@ -149,6 +158,15 @@ static int cycle_visit(weft__task *p, void *arg)
 }
 
 bool weft__depends_on_suspended(weft__worker *w, weft__task *t) { return walk_preds(t, cycle_visit, w, 4096); }
+
+static int is_visit(weft__task *p, void *arg)
+{
+    if (p == arg)
+        return WALK_STOP;
+    return weft__state_final(atomic_load(&p->state)) ? WALK_SKIP : WALK_EXPAND;
+}
+
+bool weft__depends_on(weft__task *t, weft__task *on) { return t == on || walk_preds(t, is_visit, on, 4096); }
 
 bool weft__others_can_progress(weft__rt *rt, const weft__worker *me)
 {

@@ -51,6 +51,9 @@ bool weft__help_task(weft__worker *w, weft__task *awaited, bool with_predecessor
 /* Does `t` (transitively, through unfinished predecessors) depend on a task
  * suspended on w's stack?  Then waiting for it from there can never end. */
 bool weft__depends_on_suspended(weft__worker *w, weft__task *t);
+/* Is `t` `on`, or does it (transitively, through unfinished predecessors
+ * and continuations, as far as a bounded walk shows) depend on it? */
+bool weft__depends_on(weft__task *t, weft__task *on);
 /* Could the runtime's tasks still make progress without the calling worker
  * (another worker running a body, or free to run queued work)? */
 bool weft__others_can_progress(weft__rt *rt, const weft__worker *me);

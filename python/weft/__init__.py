@@ -72,6 +72,7 @@ from ._weft import (  # noqa: F401
     current_runtime,
     current_task,
     data,
+    gather,
     mpi_finalize,
     mpi_init,
     spawn,

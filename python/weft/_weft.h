@@ -44,6 +44,8 @@
  *   module.c   module state, init, module-level functions, error helpers
  *   gil.c      thread-locals, clock, GIL hand-off between workers, worker hooks
  *   body.c     the task body trampoline, its argument destructor, failure records
+ *   coro.c     `async def` bodies: the coroutine driver (suspending a task in a C
+ *              continuation, weft_ctx_continue), and what a coroutine may await
  *   runtime.c  weft.Runtime, and which runtime weft.spawn & co. mean
  *   task.c     weft.Task, and the exceptions of failed/cancelled tasks
  *   space.c    weft.TaskSpace
@@ -151,6 +153,7 @@ typedef struct {
     PyTypeObject *Comm_T;
     PyTypeObject *Native_T;
     PyTypeObject *Acquired_T;
+    PyTypeObject *Await_T;
     PyObject *CancelledError;
     /* MPI was started by weft (weft.mpi_init, or Communicator.mpi with MPI
      * not running): weft._close_all finalizes it at exit, after closing
@@ -327,6 +330,18 @@ typedef struct TaskObject {
      * -1 unknown.  Atomic: recorded by whichever thread prunes it. */
     _Atomic int cstatus;
     struct TaskObject *release_next; /* in rt->released */
+    /* An `async def` body (coro.c).  coro: its coroutine while the task is
+     * suspended in an await (strong), handed from the segment that
+     * suspended it to the continuation that resumes it (the C runtime
+     * orders the two: the continuation is spawned after coro is stored);
+     * NULL otherwise.  cont_pl / cont_npl: the spawn's placements (PyMem,
+     * owned), for the continuations of a placed task; NULL / 0 without.
+     * cid: the C id of its first segment, under which a failure in a later
+     * segment is recorded (its dependents' CancelledError names it). */
+    PyObject *coro;
+    weft_placement *cont_pl;
+    size_t cont_npl;
+    uint64_t cid;
     PyObject *weakreflist;
 } TaskObject;
 
@@ -406,6 +421,9 @@ typedef struct cell {
     /* A native body's call (native.c): made by the spawn, freed when the
      * task ends (weft_py_arg_destroy, any thread); NULL for a Python body. */
     struct weft_py_native_call *native;
+    /* A continuation's cell (coro.c): its body resumes t->coro instead of
+     * calling t->fn. */
+    int resume;
 } cell;
 
 /* ------------------------------------------------------------------------ */
@@ -430,6 +448,9 @@ extern _Thread_local int weft_py_tl_attached WEFT_PY_TLS;
 extern _Thread_local weft_ctx *weft_py_tl_ctx WEFT_PY_TLS;
 /* Its weft.Context, made when first asked for (weft.context()), or NULL. */
 extern _Thread_local PyObject *weft_py_tl_ctxobj WEFT_PY_TLS;
+/* The task whose coroutine weft's driver is stepping on this thread now
+ * (coro.c): awaiting a weft task anywhere else is refused. */
+extern _Thread_local TaskObject *weft_py_tl_driving WEFT_PY_TLS;
 
 /* ------------------------------------------------------------------------ */
 /* Placement (place.c)                                                       */
@@ -782,6 +803,26 @@ extern PyMethodDef weft_py_view_methods[];
 /* The task of cell c ended: its views refuse use from now on (any thread,
  * no GIL needed: an atomic store and a reference dropped). */
 void weft_py_views_end(cell *c);
+
+/* ------------------------------------------------------------------------ */
+/* Coroutine bodies (coro.c)                                                 */
+/* ------------------------------------------------------------------------ */
+
+extern PyType_Spec weft_py_await_spec;
+/* Task.__await__ / TaskSpace.__await__ (am_await): the awaitable of one
+ * task (its result), or of a space's spawned tasks (None). */
+PyObject *weft_py_task_await(PyObject *self);
+PyObject *weft_py_space_await(PyObject *self);
+/* weft.gather(*tasks) / weft.gather(iterable): awaiting it gives the list
+ * of their results. */
+PyObject *weft_py_gather(PyObject *module, PyObject *args);
+/* Run coro (borrowed) on this worker until it returns (its value), raises
+ * (NULL with the exception), or awaits unfinished tasks: then t is
+ * suspended in a continuation that will resume it, t->coro holds it, and
+ * *suspended is set (NULL returned, no exception).  placed: step it through
+ * the placement runner (weft_py_call_placed). */
+PyObject *weft_py_drive(RuntimeObject *r, TaskObject *t, weft_ctx *ctx, int placed, PyObject *coro,
+                        int *suspended);
 
 /* ------------------------------------------------------------------------ */
 /* Spawning (spawn.c)                                                        */

@@ -36,14 +36,25 @@ weft_py_trampoline(weft_ctx *ctx, void *arg)
     TaskObject *prev = weft_py_tl_cur;
     weft_py_tl_cur = t;
 
-    PyObject *fn = t->fn, *args = t->args, *kwargs = t->kwargs, *bodies = t->bodies, *acc = t->acc;
-    t->fn = t->args = t->kwargs = t->bodies = t->acc = NULL;
+    /* A continuation (c->resume) takes nothing: the first segment took
+     * them (and, without the GIL, may still be handing them over). */
+    PyObject *fn = NULL, *args = NULL, *kwargs = NULL, *bodies = NULL, *acc = NULL, *coro = NULL;
+    if (!c->resume) {
+        fn = t->fn, args = t->args, kwargs = t->kwargs, bodies = t->bodies, acc = t->acc;
+        t->fn = t->args = t->kwargs = t->bodies = t->acc = NULL;
+    }
     /* What the body's views are made of (view.c). */
     weft_py_frame frame = {ctx, c, acc, t->acc_nreads, t->acc_nreduces, t->device_data};
     weft_py_frame *prev_frame = weft_py_tl_frame;
     weft_py_tl_frame = &frame;
     PyObject *res;
-    if (bodies || weft_ctx_gpu_count(ctx) || weft_py_tl_ctx) {
+    int placed = bodies || weft_ctx_gpu_count(ctx) || weft_py_tl_ctx, suspended = 0;
+    if (c->resume) {
+        /* A continuation: the coroutine goes on where its await left it. */
+        coro = t->coro;
+        t->coro = NULL;
+        res = weft_py_drive(r, t, ctx, placed, coro, &suspended);
+    } else if (placed) {
         /* Placed: the chosen alternative's body, with its Context.  (So is
          * a plain task run nested inside a placed body, which must not see
          * that body's Context as its own.) */
@@ -58,13 +69,21 @@ weft_py_trampoline(weft_ctx *ctx, void *arg)
         res = PyObject_Vectorcall(fn, &PyTuple_GET_ITEM(args, 0), PyTuple_GET_SIZE(args), NULL);
     else
         res = PyObject_Call(fn, args, kwargs);
+    if (!c->resume) t->cid = weft_ctx_task_id(ctx);
+    if (res != NULL && PyCoro_CheckExact(res) && !c->resume) { /* an `async def` body: run it here */
+        coro = res;
+        res = weft_py_drive(r, t, ctx, placed, coro, &suspended);
+    }
     int rc = 0;
-    if (res != NULL) {
+    if (suspended) {
+        /* Awaiting: its continuation holds the coroutine; the task's
+         * result, exception and `ran` wait for the segment that ends it. */
+    } else if (res != NULL) {
         t->result = res;
         t->ran = 1;
         if (weft_ctx_gpu_count(ctx)) { /* its device work may fail it yet */
             c->placed = (TaskObject *)Py_NewRef(t);
-            c->id = weft_ctx_task_id(ctx);
+            c->id = t->cid ? t->cid : weft_ctx_task_id(ctx);
         }
     } else {
         PyObject *exc = weft_py_fetch_exc();
@@ -74,12 +93,19 @@ weft_py_trampoline(weft_ctx *ctx, void *arg)
          * thread may read the list at once (found by TSan). */
         int first = weft_py_task_set_exc(t, exc);
         t->ran = 1;
-        if (first) weft_py_record_failure(r, t, fn, exc, weft_ctx_task_id(ctx));
+        /* (Under the id of its first segment, which its dependents name.) */
+        if (first) weft_py_record_failure(r, t, fn ? fn : coro, exc, t->cid ? t->cid : weft_ctx_task_id(ctx));
     }
+    Py_XDECREF(coro); /* (a suspended one is held by t->coro too) */
     weft_py_tl_cur = prev;
     weft_py_tl_frame = prev_frame;
     Py_XDECREF(bodies);
-    if (r->gil_off) {
+    if (c->resume) {
+        /* A continuation took no references but the cell's (the list of
+         * r->released may hold t for its first segment still). */
+        WEFT_PY_HANDOFF_RELEASE(t);
+        Py_DECREF(t);
+    } else if (r->gil_off) {
         /* Without the GIL, the references this worker drops here belong to
          * objects the spawning thread made: each drop would queue the object
          * to that thread's biased-refcount list, under a lock all workers
@@ -91,7 +117,7 @@ weft_py_trampoline(weft_ctx *ctx, void *arg)
         t->acc = acc;
         weft_py_release_defer(r, t);
     } else {
-        Py_DECREF(fn);
+        Py_XDECREF(fn); /* (NULL in a continuation) */
         Py_XDECREF(args);
         Py_XDECREF(kwargs);
         Py_XDECREF(acc);
@@ -119,6 +145,12 @@ weft_py_arg_destroy(void *arg)
         c->t = NULL;
         PyObject *fn = t->fn, *args = t->args, *kwargs = t->kwargs;
         t->fn = t->args = t->kwargs = NULL;
+        /* A continuation that will not run (cancelled, or its spawn
+         * failed): its coroutine is dropped (closed when freed, which runs
+         * its `finally` blocks). */
+        PyObject *coro = c->resume ? t->coro : NULL;
+        if (coro) t->coro = NULL;
+        Py_XDECREF(coro);
         Py_CLEAR(t->bodies);
         Py_CLEAR(t->acc);
         Py_XDECREF(fn);

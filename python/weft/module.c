@@ -197,6 +197,10 @@ static PyMethodDef module_methods[] = {
      "task exception since the previous wait_all.  Ctrl-C cancels what has not started."},
     {"current_runtime", (PyCFunction)mod_current_runtime, METH_NOARGS,
      "The runtime weft.spawn would use now, or None."},
+    {"gather", (PyCFunction)weft_py_gather, METH_VARARGS,
+     "gather(*tasks) or gather(iterable of tasks): in an `async def` body, `await weft.gather(a, b)` "
+     "suspends the task until every one has finished and gives the list of their results (the first "
+     "failure is raised)."},
     {"current_task", (PyCFunction)mod_current_task, METH_NOARGS,
      "The task whose body is running on this thread, or None."},
     {"data", (PyCFunction)mod_data, METH_O,
@@ -229,6 +233,7 @@ module_exec(PyObject *m)
     ADD_TYPE(Comm_T, weft_py_comm_spec);
     ADD_TYPE(Native_T, weft_py_native_spec);
     ADD_TYPE(Acquired_T, weft_py_acquired_spec);
+    ADD_TYPE(Await_T, weft_py_await_spec);
 #undef ADD_TYPE
     atomic_init(&st->mpi_started, 0);
     PyObject *cf = PyImport_ImportModule("concurrent.futures");
@@ -292,6 +297,7 @@ module_traverse(PyObject *m, visitproc visit, void *arg)
     Py_VISIT(st->View_T);
     Py_VISIT(st->Comm_T);
     Py_VISIT(st->Native_T);
+    Py_VISIT(st->Await_T);
     Py_VISIT(st->Acquired_T);
     Py_VISIT(st->CancelledError);
     Py_VISIT(st->stack);
@@ -316,6 +322,7 @@ module_clear(PyObject *m)
     Py_CLEAR(st->View_T);
     Py_CLEAR(st->Comm_T);
     Py_CLEAR(st->Native_T);
+    Py_CLEAR(st->Await_T);
     Py_CLEAR(st->Acquired_T);
     Py_CLEAR(st->CancelledError);
     Py_CLEAR(st->stack);

@@ -374,6 +374,7 @@ static PyType_Slot Space_slots[] = {
     {Py_tp_methods, Space_methods},
     {Py_tp_getset, Space_getset},
     {Py_tp_repr, Space_repr},
+    {Py_am_await, weft_py_space_await},
     {0, NULL}};
 
 PyType_Spec weft_py_space_spec = {"weft.TaskSpace", sizeof(SpaceObject), 0,

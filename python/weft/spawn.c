@@ -55,6 +55,21 @@ submit_c(RuntimeObject *r, TaskObject *t, weft_task **deps, size_t ndeps, weft_a
     c->scope = NULL;
     c->keep = NULL;
     c->native = nat;
+    c->resume = 0;
+    if (npl && t->cont_pl == NULL) {
+        /* Kept for the continuations of an `async def` body (coro.c): the
+         * rest of it is placed as its spawn said. */
+        t->cont_pl = PyMem_Malloc(sizeof *pl * npl);
+        if (t->cont_pl == NULL) {
+            Py_DECREF(t);
+            free(c);
+            PyMem_RawFree(nat);
+            PyErr_NoMemory();
+            return -1;
+        }
+        memcpy(t->cont_pl, pl, sizeof *pl * npl);
+        t->cont_npl = npl;
+    }
     weft_task_desc desc;
     weft_task_desc_init(&desc);
     desc.body = nat ? weft_py_native_trampoline : weft_py_trampoline;

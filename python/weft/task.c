@@ -27,6 +27,10 @@ weft_py_task_new(modstate *st)
     t->index = -1;
     t->ph = NULL;
     t->release_next = NULL;
+    t->coro = NULL;
+    t->cont_pl = NULL;
+    t->cont_npl = 0;
+    t->cid = 0;
     t->weakreflist = NULL;
     PyObject_GC_Track(t);
     return t;
@@ -181,6 +185,7 @@ Task_traverse(TaskObject *t, visitproc visit, void *arg)
     Py_VISIT(t->exc);
     Py_VISIT(t->space);
     Py_VISIT(t->key);
+    Py_VISIT(t->coro);
     return 0;
 }
 
@@ -200,6 +205,8 @@ Task_clear(TaskObject *t)
         Py_CLEAR(t->args);
         Py_CLEAR(t->kwargs);
     }
+    /* (A suspended task's coroutine is its continuation's to resume: a task
+     * in flight is never collected, its cells own it.) */
     return 0;
 }
 
@@ -226,6 +233,9 @@ Task_dealloc(TaskObject *t)
     Py_CLEAR(t->kwargs);
     Py_CLEAR(t->name);
     Py_CLEAR(t->rt);
+    Py_CLEAR(t->coro);
+    PyMem_Free(t->cont_pl);
+    t->cont_pl = NULL;
     WEFT_PY_HANDOFF_RELEASE(t);
     tp->tp_free(t);
     Py_DECREF(tp);
@@ -438,6 +448,7 @@ static PyType_Slot Task_slots[] = {
     {Py_tp_getset, Task_getset},
     {Py_tp_members, Task_members},
     {Py_tp_repr, Task_repr},
+    {Py_am_await, weft_py_task_await},
     {0, NULL}};
 
 PyType_Spec weft_py_task_spec = {"weft.Task", sizeof(TaskObject), 0,

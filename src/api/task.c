@@ -316,6 +316,64 @@ int weft_spawn(weft_runtime *h, const weft_task_desc *d, weft_task **out)
     return 0;
 }
 
+int weft_ctx_continue(weft_ctx *ctx, const weft_task_desc *next, weft_task **out)
+{
+    weft__clear_error();
+    if (!ctx || !next)
+        return weft__error(WEFT_EINVAL, "weft_ctx_continue: %s is NULL", ctx ? "next" : "ctx");
+    weft__task *t = ctx->task;
+    if (weft__tls_worker != ctx->worker || ctx->worker->current != t)
+        return spawn_fail(next, weft__error(WEFT_EINVAL, "weft_ctx_continue: called outside the body of "
+                                                         "task %llu '%s'", (unsigned long long)t->id, t->name));
+    if (t->continued)
+        return spawn_fail(next, weft__error(WEFT_EINVAL, "weft_ctx_continue: the body of task %llu '%s' has "
+                                                         "continued already", (unsigned long long)t->id, t->name));
+    if (next->naccesses)
+        return spawn_fail(next, weft__error(WEFT_EINVAL, "weft_ctx_continue: a continuation names no data "
+                                                         "(task %llu '%s' holds its data until it finishes)",
+                                            (unsigned long long)t->id, t->name));
+    weft__task *root = weft__task_cont_root(t);
+    for (size_t i = 0; i < next->ndeps; i++) {
+        weft__task *d = weft__task_get(next->deps[i]);
+        if (d && weft__depends_on(d, root))
+            return spawn_fail(next, weft__error(WEFT_EDEADLK, "weft_ctx_continue: task %llu '%s' would wait "
+                                                              "for dependency %zu, task %llu '%s', which cannot "
+                                                              "finish before it (it is that task, or depends on it)",
+                                                (unsigned long long)root->id, root->name, i,
+                                                (unsigned long long)d->id, d->name));
+    }
+    int err;
+    int64_t held;
+    weft_runtime *h = weft__handle_encode(ctx->rt);
+    weft__rt *rt = weft__spawn_enter(h, next, "weft_ctx_continue", &err, &held);
+    if (!rt)
+        return err == WEFT_EAGAIN ? err : spawn_fail(next, err);
+    int rc = weft__desc_check(h, next, "weft_ctx_continue");
+    weft__task *c = NULL;
+    if (rc == 0) {
+        /* The root's op for the continuation, before it can run and end;
+         * and its state as its users see it: waiting, until the
+         * continuation starts (weft__task_start), from now on (it must not
+         * overwrite the continuation's RUNNING, which may come at once). */
+        weft__task_op_begin(root);
+        atomic_store_explicit(&root->state, WEFT__T_WAITING, memory_order_relaxed);
+        weft__spawn_extra x = {0};
+        x.cont_of = root;
+        rc = weft__task_spawn(&rt->graph, h, next, &x, out != NULL, &c);
+        if (rc != 0) { /* (never the last op: this body's guard, or this continuation's, holds one) */
+            atomic_fetch_sub(&root->ops, 1);
+            atomic_store_explicit(&root->state, WEFT__T_RUNNING, memory_order_relaxed); /* (this body runs) */
+        }
+    }
+    weft__spawn_leave(rt, held, rc == 0);
+    if (rc != 0)
+        return spawn_fail(next, rc);
+    t->continued = true;
+    if (out)
+        *out = weft__handle_encode(c);
+    return 0;
+}
+
 int weft_spawn_simple(weft_runtime *rt, weft_body_fn body, void *arg, weft_task **out)
 {
     weft_task_desc d;
@@ -378,7 +436,15 @@ int weft_task_timedwait(weft_task *h, uint64_t timeout_ns)
                                              "(or a task suspended under it), which cannot finish first",
                                (unsigned long long)t->id, t->name);
     }
-    if (weft__wait_task(rt, t, weft__deadline(timeout_ns)) != 0)
+    /* A body placed on GPUs lends its reservation while it waits: the task
+     * it waits for may need that very GPU (its own child placed there). */
+    weft__task *lender = w && w->rt == rt && timeout_ns ? w->current : NULL;
+    if (lender)
+        weft__task_lend(lender);
+    int timed_out = weft__wait_task(rt, t, weft__deadline(timeout_ns));
+    if (lender)
+        weft__task_unlend(lender);
+    if (timed_out != 0)
         return weft__error(WEFT_ETIMEDOUT, "weft_task_wait: task %llu '%s' not finished in time",
                            (unsigned long long)t->id, t->name);
     return outcome(t);
@@ -422,7 +488,15 @@ int weft_task_cancel(weft_task *h)
     weft__task *t = weft__task_get(h);
     if (!t)
         return weft__error(WEFT_EINVAL, "weft_task_cancel: task is NULL or was released");
-    weft__task_doom(t, t->id, t->name, WEFT__CAUSE_REQUEST);
+    if (!weft__task_doom(t, t->id, t->name, WEFT__CAUSE_REQUEST)) {
+        /* Started: if it is suspended in a continuation that has not
+         * started, that one does not run, and the task ends cancelled. */
+        weft__task *c = weft__task_cont_pin(t);
+        if (c) {
+            (void)weft__task_doom(c, t->id, t->name, WEFT__CAUSE_REQUEST);
+            weft__task_unref(c);
+        }
+    }
     return 0;
 }
 

@@ -129,7 +129,9 @@ struct weft__task {
                                           set at spawn, a GPU-only placed task: its
                                           completion also waits for the early-released
                                           predecessors it holds ops for */
-    bool start_cancelled;              /* cancelled at start with ops held (has_ops at spawn) */
+    bool start_cancelled;              /* cancelled at start with ops held (has_ops at spawn), or a
+                                          continued task whose continuation was cancelled: it
+                                          ends CANCELLED (final_of) */
     _Atomic uint8_t dev_fate;          /* WEFT__FATE_*: weft__task_skip_work's answer, once asked */
     _Atomic bool queue_error;          /* a report on its queues carried an error: a copy failed
                                           (its own, or one it waited for), not only a kernel */
@@ -152,6 +154,20 @@ struct weft__task {
                                           is as if never made — its successors are not cancelled
                                           for it (weft__task_fails_successors) */
     uint32_t epoch;                    /* g->cancel_epoch at spawn */
+    /* Continuations (weft_ctx_continue).  A task whose body continued ends
+     * with its last continuation, not with its body: */
+    bool continued;                    /* this body run called weft_ctx_continue (body thread) */
+    bool place_returned;               /* its reservation was given back when its body returned
+                                          (a continued task): completion does not give it again */
+    weft__task *cont_of;               /* a continuation: the task it continues (its root; kept
+                                          alive by the op this task holds on it until it finishes) */
+    _Atomic(weft__task *) cont;        /* a root: its newest continuation (not referenced: pin it
+                                          with weft__task_cont_pin), NULL if none */
+    _Atomic uint32_t cont_gen;         /* that continuation's slot generation */
+    _Atomic int cont_final;            /* a root: the first continuation that failed or was
+                                          cancelled (its final state), 0 if none */
+    int cont_result;                   /* that continuation's result (written by the CAS winner
+                                          of cont_final, read once every op of the root is done) */
     unsigned device;                   /* where it runs (MAPPED) */
     int result;
     _Atomic(weft__edge *) successors;  /* WEFT__CLOSED once finished */
@@ -228,6 +244,9 @@ typedef struct weft__spawn_extra {
     bool (*forbidden)(void *arg, const weft__task *pred);
     void *arg;
     const char *forbidden_what;       /* for the error message */
+    weft__task *cont_of;              /* a continuation of this task (weft_ctx_continue): its
+                                         explicit dependencies carry no failure, and the root
+                                         holds one op for it (taken by the caller) */
     weft__task *fulfil;               /* placeholder to complete with the new task */
     bool space_owned;
     bool transparent;                 /* weft__task.transparent */
@@ -316,6 +335,21 @@ void weft__task_op_failed(void *cookie, int status);
  * (the first one asked decides for all), and an abort of its writes knows
  * it left the replicas as they were. */
 bool weft__task_skip_work(void *cookie);
+
+/* t's newest continuation, referenced, if it is still alive; else NULL. */
+weft__task *weft__task_cont_pin(weft__task *t);
+/* The task a continuation spawned from t's body continues: t's root if t
+ * is a continuation itself, else t.  The caller takes an op on it
+ * (weft__task_op_begin) before spawning the continuation with
+ * weft__spawn_extra.cont_of set to it, and drops it if the spawn fails. */
+static inline weft__task *weft__task_cont_root(weft__task *t) { return t->cont_of ? t->cont_of : t; }
+
+/* While t's body waits (weft_task_wait from inside it): lend its GPUs'
+ * compute share and memory reservation to the tasks parked for them
+ * (queued here), and take them back (even beyond what fits, for a while)
+ * when the wait returns.  No-ops for a task without a mapped GPU set. */
+void weft__task_lend(weft__task *t);
+void weft__task_unlend(weft__task *t);
 
 /* Mark t as not to run; the first caller wins. */
 bool weft__task_doom(weft__task *t, uint64_t cause_id, const char *cause_name, uint8_t kind);

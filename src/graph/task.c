@@ -642,14 +642,28 @@ int weft__task_spawn(weft__graph *g, const void *rt_handle, const weft_task_desc
     atomic_init(&t->handle_live, want_handle);
     atomic_init(&t->space_owned, space_owned);
     t->transparent = x && x->transparent;
+    t->continued = false;
+    t->place_returned = false;
+    t->cont_of = NULL;
+    atomic_store_explicit(&t->cont, NULL, memory_order_relaxed);
+    atomic_store_explicit(&t->cont_final, 0, memory_order_relaxed);
+    t->cont_result = 0;
     t->id = atomic_fetch_add_explicit(&g->next_id, 1, memory_order_relaxed);
     t->qn.priority = d->priority;
     t->qn.seq = t->id;
     if (extra)
         atomic_fetch_add_explicit(&g->extra_bytes, extra, memory_order_relaxed);
 
+    /* A continuation's explicit dependencies are what its task awaits:
+     * their failure is for its body to see, not a cancellation. */
+    bool carry = !(x && x->cont_of);
+    if (x && x->cont_of) {
+        t->cont_of = x->cont_of;
+        atomic_store(&x->cont_of->cont_gen, atomic_load_explicit(&t->slot.gen, memory_order_relaxed));
+        atomic_store(&x->cont_of->cont, t);
+    }
     for (size_t i = 0; i < d->ndeps; i++)
-        weft__edge_add(t, &t->edges[i], weft__task_get(d->deps[i]), true, false);
+        weft__edge_add(t, &t->edges[i], weft__task_get(d->deps[i]), carry, false);
     weft__access_link(t, sorted, nu, t->edges + d->ndeps);
     for (uint32_t i = 0; i < nuser; i++)
         if (t->access[i].part)
@@ -798,6 +812,8 @@ int weft__task_start(weft__task *t)
         return WEFT__START_CANCEL;
     }
     atomic_store_explicit(&t->state, WEFT__T_RUNNING, memory_order_relaxed);
+    if (t->cont_of) /* the task it continues runs again, as its users see it */
+        atomic_store_explicit(&t->cont_of->state, WEFT__T_RUNNING, memory_order_relaxed);
     return WEFT__START_RUN;
 }
 
@@ -820,6 +836,20 @@ static void ops_finished(weft__task *t, weft__qnode **next)
     int err = atomic_load(&t->op_error);
     if (err && t->result == 0)
         t->result = err;
+    /* A continued task ends as its continuations did: failed with the
+     * result of the one that failed, or cancelled (by request, naming
+     * itself: its continuation was cancelled) — unless its own body
+     * failed first. */
+    int cf = atomic_load(&t->cont_final);
+    if (cf == WEFT__T_FAILED && t->result == 0) {
+        t->result = t->cont_result ? t->cont_result : WEFT_ETASKFAILED;
+    } else if (cf == WEFT__T_CANCELLED && t->result == 0 && !t->start_cancelled &&
+               !atomic_load(&t->pred_failed)) {
+        t->cause_id = t->id;
+        t->cause_kind = WEFT__CAUSE_REQUEST;
+        copy_name(t->cause_name, t->name);
+        t->start_cancelled = true;
+    }
     if (tl_completing) {
         t->done_next = tl_done_head;
         tl_done_head = t;
@@ -1327,8 +1357,9 @@ void weft__task_body_returned(weft__task *t, int result, weft__qnode **next)
     t->result = result;
     /* Its events are recorded before its completion reports are queued, so
      * that no queue touches an event after the task completed (and gave its
-     * events back). */
-    if (t->place && t->place->ngpu && result == 0)
+     * events back).  A continued task records none: its successors follow
+     * its last continuation, not this body. */
+    if (t->place && t->place->ngpu && result == 0 && !t->continued)
         release_early(t, next);
     /* A task on GPUs completes once the work queued on its streams has. */
     for (unsigned k = 0; t->place && k < t->place->ngpu; k++) {
@@ -1343,9 +1374,25 @@ void weft__task_body_returned(weft__task *t, int result, weft__qnode **next)
         weft__task_complete(t, final_of(t), next);
         return;
     }
-    /* Device work is in flight: the last report completes the task (maybe
-     * this very call, if everything finished already). */
-    atomic_store_explicit(&t->state, WEFT__T_ENQUEUED, memory_order_relaxed);
+    if (t->continued) {
+        /* Suspended until its continuation ends (which holds an op): the
+         * worker is free now, and so is its reservation, for other tasks
+         * (its data stay its own until it finishes).  It waits, as it did
+         * for its dependencies. */
+        if (t->place) {
+            place_retry(weft__place_release(t->g->placer, t->place), next);
+            t->place_returned = true;
+        }
+        /* (Its state is WAITING already: weft_ctx_continue; and RUNNING
+         * while a continuation runs, which may have started by now.)  Not
+         * ready nor running any more: what settles the graph
+         * (weft_wait_settled_timed) is its continuation's, from here. */
+        count_here(t->g, offsetof(weft__task_stats, n_done));
+    } else {
+        /* Device work is in flight: the last report completes the task
+         * (maybe this very call, if everything finished already). */
+        atomic_store_explicit(&t->state, WEFT__T_ENQUEUED, memory_order_relaxed);
+    }
     if (atomic_fetch_sub_explicit(&t->ops, 1, memory_order_acq_rel) == 1)
         ops_finished(t, next);
 }
@@ -1367,6 +1414,37 @@ void weft__task_op_failed(void *cookie, int status)
     atomic_compare_exchange_strong(&t->op_error, &none, status);
 }
 
+weft__task *weft__task_cont_pin(weft__task *t)
+{
+    weft__task *c = atomic_load(&t->cont);
+    if (!c)
+        return NULL;
+    uint32_t gen = atomic_load(&t->cont_gen);
+    int32_t r = atomic_load(&c->refs);
+    do {
+        if (r <= 0)
+            return NULL;
+    } while (!atomic_compare_exchange_weak(&c->refs, &r, r + 1));
+    if (atomic_load(&c->slot.gen) != gen || c->cont_of != t) {
+        weft__task_unref(c); /* a newer task in the same slot */
+        return NULL;
+    }
+    return c;
+}
+
+void weft__task_lend(weft__task *t)
+{
+    if (!t->place || t->place->chosen < 0 || !t->place->ngpu)
+        return;
+    place_retry(weft__place_lend(t->g->placer, t->place), NULL); /* queued for any worker */
+}
+
+void weft__task_unlend(weft__task *t)
+{
+    if (t->place && t->place->ngpu)
+        weft__place_unlend(t->g->placer, t->place);
+}
+
 void weft__task_op_done(void *cookie, int status)
 {
     weft__task *t = cookie;
@@ -1379,13 +1457,16 @@ void weft__task_op_done(void *cookie, int status)
         ops_finished(t, NULL);
 }
 
-static void count_final(weft__graph *g, int final)
+/* done: count it in n_done too (a continued root was counted there when
+ * its body returned). */
+static void count_final(weft__graph *g, int final, bool done)
 {
     if (final == WEFT__T_FAILED)
         count_here(g, offsetof(weft__task_stats, n_failed));
     else if (final == WEFT__T_CANCELLED)
         count_here(g, offsetof(weft__task_stats, n_cancelled));
-    count_here(g, offsetof(weft__task_stats, n_done));
+    if (done)
+        count_here(g, offsetof(weft__task_stats, n_done));
 }
 
 _Thread_local const weft__task *weft__tls_finishing;
@@ -1480,15 +1561,26 @@ void weft__task_complete(weft__task *t, int final, weft__qnode **next)
     }
     for (uint32_t i = 0; i < t->naccess; i++)
         weft__data_unpin(t->access[i].data);
-    if (t->place)
+    if (t->place && !t->place_returned)
         place_retry(weft__place_release(g->placer, t->place), next);
+    /* A continuation: the first one to fail or be cancelled decides how
+     * its root ends (weft_ctx_continue); the root's op it held goes last,
+     * below, after everything else here touched this task. */
+    weft__task *root = t->cont_of;
+    if (root && final != WEFT__T_COMPLETED) {
+        int none = 0;
+        if (atomic_compare_exchange_strong(&root->cont_final, &none, final))
+            root->cont_result = t->result;
+    }
     if (!t->proxy)
-        count_final(g, final);
+        count_final(g, final, !(t->continued && !t->cont_of));
     if (atomic_load(&t->waiters) > 0)
         weft__wake(g->ws, t);
     if (atomic_load(&g->sleepers_settle) > 0)
         weft__wake(g->ws, &weft__key_settle);
     if (!t->proxy)
-        weft__graph_leave(g, 1);
+        weft__graph_leave(g, 1); /* (the root still counts: the runtime stays open) */
     weft__task_unref(t);
+    if (root && atomic_fetch_sub_explicit(&root->ops, 1, memory_order_acq_rel) == 1)
+        ops_finished(root, next);
 }

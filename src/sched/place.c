@@ -487,6 +487,8 @@ int weft__place_map(weft__placer *p, weft__place *pl)
     return 0;
 }
 
+static weft__place *map_parked(weft__placer *p);
+
 weft__place *weft__place_release(weft__placer *p, weft__place *pl)
 {
     pthread_mutex_lock(&p->lock);
@@ -531,9 +533,54 @@ weft__place *weft__place_release(weft__placer *p, weft__place *pl)
         pl->ride_on = NULL;
     }
     pl->released = true;
-    /* The parked tasks in order, until one does not fit: each release maps
-     * what it made room for, at O(1) per task mapped, and a task needing
-     * much is not passed over by later ones needing less. */
+    return map_parked(p);
+}
+
+weft__place *weft__place_lend(weft__placer *p, weft__place *pl)
+{
+    pthread_mutex_lock(&p->lock);
+    if (pl->chosen < 0 || pl->released || pl->lent || !pl->ngpu) {
+        pthread_mutex_unlock(&p->lock);
+        return NULL;
+    }
+    const weft__alt *a = &pl->alt[pl->chosen];
+    for (unsigned k = 0; k < pl->ngpu; k++) {
+        unsigned g = pl->gpu[k];
+        /* (riding, it holds no share of its own there) */
+        p->share_used[g] -= k == 0 && pl->riding ? 0u : a->share;
+        p->reserved[g] -= a->memory + a->data;
+        p->quota[g] -= a->memory;
+        if (a->memory)
+            weft__device_uncharge(p->gpu[g], a->memory);
+    }
+    pl->lent = true;
+    return map_parked(p);
+}
+
+void weft__place_unlend(weft__placer *p, weft__place *pl)
+{
+    pthread_mutex_lock(&p->lock);
+    if (pl->lent) {
+        const weft__alt *a = &pl->alt[pl->chosen];
+        for (unsigned k = 0; k < pl->ngpu; k++) {
+            unsigned g = pl->gpu[k];
+            p->share_used[g] += k == 0 && pl->riding ? 0u : a->share;
+            p->reserved[g] += a->memory + a->data;
+            p->quota[g] += a->memory;
+            if (a->memory) /* unconditionally: what release gives back */
+                atomic_fetch_add(&p->gpu[g]->used, a->memory);
+        }
+        pl->lent = false;
+    }
+    pthread_mutex_unlock(&p->lock);
+}
+
+/* The parked placements in order, until one does not fit (the lock held;
+ * released here): each release maps what it made room for, at O(1) per
+ * task mapped, and a task needing much is not passed over by later ones
+ * needing less. */
+static weft__place *map_parked(weft__placer *p)
+{
     weft__place *mapped = NULL, **tail = &mapped;
     while (p->parked && try_map(p, p->parked)) {
         weft__place *m = p->parked;

@@ -59,6 +59,8 @@ typedef struct weft__place {
     struct weft__place *ride_on, *rider;
     bool riding;
     bool released;              /* its reservation was given back (under the lock) */
+    bool lent;                  /* its share and memory are lent while its body waits
+                                   (weft__place_lend; under the lock) */
     uint16_t nalt;
     int16_t chosen;             /* alternative mapped, -1 before */
     uint16_t ngpu;              /* GPUs of the chosen set */
@@ -154,6 +156,15 @@ int weft__place_map(weft__placer *p, weft__place *pl);
  * when no task holds a GPU any more, the rest too, unmapped (chosen < 0):
  * no release will come to map them (as weft__place_map's -1). */
 weft__place *weft__place_release(weft__placer *p, weft__place *pl);
+
+/* Lend pl's compute share and memory reservation (mapped, not released)
+ * while its task's body waits: the placement stays pl's (its GPUs, streams
+ * and load), but the parked placements that now fit are mapped and
+ * returned, as weft__place_release's.  NULL if there was nothing to lend.
+ * unlend takes them back unconditionally (the GPU may be over-committed
+ * until a task finishes). */
+weft__place *weft__place_lend(weft__placer *p, weft__place *pl);
+void weft__place_unlend(weft__placer *p, weft__place *pl);
 
 /* The body of the chosen alternative (or dflt). */
 static inline weft_body_fn weft__place_body(const weft__place *pl, weft_body_fn dflt)
