@@ -1334,6 +1334,28 @@ WEFT_API WEFT_NODISCARD int weft_ctx_queue_rw(const weft_ctx *ctx, unsigned i, i
  * WEFT_ENOMEM, WEFT_EDEVICE.  Never blocks; from the body only. */
 WEFT_API WEFT_NODISCARD int weft_ctx_copy(const weft_ctx *ctx, unsigned i, void *dst, const void *src, size_t n);
 
+/* Wait, from the body, until the work queued so far on each of the task's
+ * GPU streams has run: the copies of its data in, and what the body
+ * queued.  Then the body may compute on its data where it is, itself:
+ *   - on a virtual GPU, whose memory is host memory, the replicas
+ *     (weft_ctx_data) hold the task's inputs, and what the body writes
+ *     there is its output (work it queues later, and its successors, are
+ *     ordered after the body) — the stand-in, in tests, for a body that
+ *     computes with a GPU library on a real GPU;
+ *   - on CUDA the replicas are device memory, which the host cannot touch:
+ *     a body computes there with a GPU library on the task's stream
+ *     (weft_ctx_stream), which needs no weft_ctx_sync (the stream orders
+ *     it after the copies in); weft_ctx_sync then only waits.
+ * In the checking mode (WEFT_VGPU_CHECK=1) a GPU body that changes a
+ * replica on the host without calling weft_ctx_sync first is reported and
+ * fails the task (WEFT_EDEVICE); after it, it is the body's to change.
+ * Returns 0; WEFT_EINVAL (NULL ctx, or called outside the body of ctx's
+ * task); WEFT_EDEVICE or another device error when work of the task on
+ * its GPUs failed (the task then fails, whatever the body returns).  A
+ * CPU task returns 0 at once.  Blocks (the worker waits; it runs no other
+ * task meanwhile).  Only the body's own thread may call it. */
+WEFT_API int weft_ctx_sync(const weft_ctx *ctx);
+
 /* Address, on the device this body runs on, of the task's i-th data access
  * (in descriptor order): for a task on GPUs, Weft's copy of the data on its
  * first GPU (valid for the access's mode once the work queued on that GPU's

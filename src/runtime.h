@@ -131,6 +131,10 @@ int weft__wait_idle(weft__rt *rt, uint64_t deadline);           /* inflight == 0
 int weft__wait_settled(weft__rt *rt, uint64_t deadline);
 void weft__wait_throttle(weft__rt *rt, int64_t self);            /* backpressure */
 void weft__wait_data_unused(weft__rt *rt, weft__data *d);        /* every task using d finished */
+/* Until done(arg), ended by a wake on key (no help: a body waiting for its
+ * own streams, weft_ctx_sync). */
+void weft__wait_cond(weft__rt *rt, const void *key, bool (*done)(const void *), const void *arg,
+                     _Atomic int32_t *interest);
 void weft__rt_progress(void *rt);  /* poll every device's progress and every registered poller */
 
 /* api/wait.c: register fn(arg) as a progress step of rt: 0, with its slot

@@ -35,7 +35,7 @@ static void run_chain(weft__worker *w, weft__qnode *n)
             weft__task_cancelled(t, &next);
             break;
         default: {
-            struct weft_ctx ctx = {w->rt, w, t};
+            struct weft_ctx ctx = {w->rt, w, t, NULL};
             bool waited = t->place && weft__task_prepare(t);
             if (t->naccess) {
                 int rc = weft__task_acquire(t, waited);
@@ -50,6 +50,7 @@ static void run_chain(weft__worker *w, weft__qnode *n)
                                   memory_order_relaxed);
             uint64_t t0 = w->rt->graph.trace ? weft__now_ns() : 0;
             struct weft__guard *guard = w->rt->graph.check_data ? weft__task_guard_begin(t) : NULL;
+            ctx.guard = guard;
             weft__halo_guard halo;
             if (w->rt->graph.check_data)
                 weft__task_halo_begin(t, &halo);

@@ -36,6 +36,7 @@ struct weft_ctx {
     weft__rt *rt;
     weft__worker *worker;
     weft__task *task;
+    struct weft__guard *guard; /* the checking mode's guard of the body (NULL: none) */
 };
 
 /* The worker the calling thread is, if any. */

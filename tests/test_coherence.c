@@ -640,6 +640,66 @@ static void check_holes(void) {
     CHECK_OK(weft_runtime_destroy(rt));
 }
 
+
+/* A GPU body that computes on its data itself, after weft_ctx_sync (Parla's
+ * and CuPy's idiom, with the host standing in for the GPU on a virtual
+ * one): it sees what the slow kernel before it wrote, and what it writes is
+ * the task's output; in the checking mode that is not reported.  Without
+ * weft_ctx_sync the checking mode reports it (check_holes). */
+static int sync_body(weft_ctx *ctx, void *arg) {
+    job *j = arg;
+    int rc = weft_ctx_sync(ctx);
+    if (rc != 0) return rc;
+    j->p = weft_ctx_data(ctx, 0);
+    apply(j);
+    return 0;
+}
+static void body_computes(bool check, int rounds) {
+    if (check) setenv("WEFT_VGPU_CHECK", "1", 1);
+    weft_runtime *rt = make("cpu,vgpu:2");
+    unsetenv("WEFT_VGPU_CHECK");
+    for (int round = 0; round < rounds; round++) {
+        int64_t x[N];
+        fill(x, 1);
+        weft_data *d;
+        CHECK_OK(weft_data_register(rt, x, sizeof x, &d));
+        job w = {.op = OP_SET, .v = 42, .sleep_us = 3000};
+        spawn(rt, "gpu:0", &w, d, WEFT_W, NULL, 0, "slow writer");
+        job r = {.op = OP_ADD, .v = 1};
+        weft_placement p;
+        CHECK_OK(weft_placement_parse(round % 2 ? "gpu:1" : "gpu:0", &p));
+        weft_access a = {d, WEFT_RW};
+        weft_task_desc desc;
+        weft_task_desc_init(&desc);
+        desc.body = sync_body;
+        desc.arg = &r;
+        desc.accesses = &a;
+        desc.naccesses = 1;
+        desc.placements = &p;
+        desc.nplacements = 1;
+        desc.name = "body computes";
+        weft_task *t;
+        CHECK_OK(weft_spawn(rt, &desc, &t));
+        CHECKF(weft_task_wait(t) == 0, "round %d: %s", round, weft_last_error());
+        weft_task_release(t);
+        CHECK_OK(weft_wait_all(rt));
+        CHECK_OK(weft_data_unregister(d));
+        all_equal(x, 43, "X after a body computed on its replica", round);
+    }
+    /* from a CPU task: returns at once */
+    job c = {.op = OP_NONE};
+    weft_task_desc desc;
+    weft_task_desc_init(&desc);
+    desc.body = sync_body;
+    desc.arg = &c;
+    weft_task *t;
+    CHECK_OK(weft_spawn(rt, &desc, &t));
+    CHECK_OK(weft_task_wait(t));
+    weft_task_release(t);
+    CHECK_ERR(weft_ctx_sync(NULL), WEFT_EINVAL);
+    CHECK_OK(weft_runtime_destroy(rt));
+}
+
 int main(int argc, char **argv) {
     test_watchdog(120);
     const char *which = argc > 1 ? argv[1] : "all";
@@ -663,6 +723,8 @@ int main(int argc, char **argv) {
     CASE("check-holes", check_holes());
     CASE("failed-copy-shared", failed_copy_shared(rounds / 4 + 1));
     CASE("halo-write", halo_write(rounds / 4 + 1));
+    CASE("body-computes", body_computes(false, rounds / 2 + 1));
+    CASE("body-computes-checked", body_computes(true, rounds / 4 + 1));
     printf("test_coherence %s: ok\n", which);
     return 0;
 }

@@ -321,6 +321,43 @@ def test_vgpu_writes_through_the_replica_reach_later_tasks(monkeypatch, check):
     assert a.tolist() == [10.0 * i for i in range(8)]
 
 
+@pytest.mark.parametrize("check", [False, True])
+def test_vgpu_body_computes_on_its_views(monkeypatch, check):
+    """Parla's idiom (CuPy computing in the body, on the current stream),
+    with NumPy standing in on a virtual GPU: the body computes on the array
+    it asks for.  The array holds the task's inputs though the predecessor's
+    kernel is slow (the body waits for its stream before it gets the view),
+    and what the body writes is the task's output, on that GPU and after."""
+    np = pytest.importorskip("numpy")
+    import time
+    if check:
+        monkeypatch.setenv("WEFT_VGPU_CHECK", "1")
+    for rnd in range(4):
+        a = np.zeros(64)
+        with vgpus() as rt:
+            def slow_fill():
+                ctx = weft.context()
+                v = ctx.view(a)
+
+                def kernel():
+                    time.sleep(0.005)
+                    np.asarray(v)[:] = 42.0
+
+                ctx.queue(kernel, writes=[v])
+
+            def add_one():
+                x = weft.context().array(a)  # the replica, inputs in
+                assert float(x[0]) == 42.0 and float(x[-1]) == 42.0, x[:4]
+                x += 1.0
+                return float(x.sum())
+
+            rt.spawn(slow_fill, writes=[a], placement=weft.gpu(0), device_data=True)
+            t = rt.spawn(add_one, readwrites=[a], placement=weft.gpu(rnd % 2), device_data=True)
+            assert t.result(timeout=30) == 43.0 * 64
+            assert rt.spawn(lambda: float(a[5]), reads=[a]).result(timeout=30) == 43.0
+        assert a.tolist() == [43.0] * 64
+
+
 def test_vgpu_chain_and_unregister_bring_the_newest_value_back():
     buf = bytearray(4)
     with vgpus(1) as rt:

@@ -245,6 +245,21 @@ view_finish(weft_py_frame *f, ViewObject *v, DataObject *d, char *ptr, Py_ssize_
             return weft_py_err_weft(WEFT_EINVAL, "view()");
         }
         v->at = info.kind == WEFT_DEVICE_CUDA ? AT_CUDA : AT_VGPU;
+        if (v->at == AT_VGPU) {
+            /* A virtual GPU's replica is host memory the body may compute
+             * on itself (NumPy standing in for CuPy): it gets the view once
+             * the copies in (and what it queued) have run, and what it
+             * writes there is the task's output (weft_ctx_sync). */
+            int rc;
+            BEGIN_NOGIL_W
+            rc = weft_ctx_sync(f->ctx);
+            END_NOGIL_W
+            if (rc != 0) {
+                v->scope = NULL;
+                Py_DECREF(v);
+                return weft_py_err_weft(rc, "view()");
+            }
+        }
         v->ordinal = info.ordinal;
         memcpy(v->device, info.name, sizeof v->device);
         v->device[sizeof v->device - 1] = 0;

@@ -231,6 +231,69 @@ int weft_ctx_queue_rw(const weft_ctx *ctx, unsigned i, int (*fn)(void *arg), voi
     return rc ? weft__error(rc, "weft_ctx_queue_rw: could not queue on %s (%s)", dev->name, weft_strerror(rc)) : 0;
 }
 
+/* weft_ctx_sync: the reports of the task's streams, counted. */
+typedef struct stream_sync {
+    weft__rt *rt;
+    weft__task *task;
+    unsigned want;
+    _Atomic unsigned reported;
+} stream_sync;
+
+static bool streams_reported(const void *arg)
+{
+    const stream_sync *s = arg;
+    return atomic_load(&((stream_sync *)s)->reported) == s->want;
+}
+
+/* A stream's report: the error of its work since the last report (a copy's,
+ * which no kernel's on_error took) is the task's, as its completion report
+ * would have made it. */
+static void stream_reported(void *cookie, int status)
+{
+    stream_sync *s = cookie;
+    weft__rt *rt = s->rt;
+    if (status != 0)
+        weft__task_op_failed(s->task, status);
+    atomic_fetch_add(&s->reported, 1);
+    /* s (the body's) may be gone from here: the wake names it, no more
+     * (at worst a spurious wake of a later wait at the same address). */
+    weft__wake(&rt->waits, s);
+}
+
+int weft_ctx_sync(const weft_ctx *ctx)
+{
+    weft__clear_error();
+    if (!ctx)
+        return weft__error(WEFT_EINVAL, "weft_ctx_sync: ctx is NULL");
+    weft__task *t = ctx->task;
+    if (weft__tls_worker != ctx->worker || ctx->worker->current != t)
+        return weft__error(WEFT_EINVAL, "weft_ctx_sync: called outside the body of task %llu '%s'",
+                           (unsigned long long)t->id, t->name);
+    int result = 0;
+    weft__task_guard_sync(t, ctx->guard, &result); /* (the checking mode: before, the host was not the body's) */
+    unsigned n = weft_ctx_gpu_count(ctx);
+    stream_sync s = {ctx->rt, t, n, 0};
+    for (unsigned i = 0; i < n; i++) {
+        weft__device *dev = ctx->rt->placer.gpu[t->place->gpu[i]];
+        int rc = dev->ops->notify(t->place->queue[i], stream_reported, &s);
+        if (rc != 0) {
+            weft__task_op_failed(t, rc);
+            s.want = i; /* (wait for those queued) */
+            if (result == 0)
+                result = rc;
+            break;
+        }
+    }
+    weft__wait_cond(ctx->rt, &s, streams_reported, &s, NULL);
+    if (result == 0 && atomic_load(&t->op_error) != 0)
+        result = atomic_load(&t->op_error);
+    if (result != 0)
+        return weft__error(result == WEFT_EDEVICE ? WEFT_EDEVICE : result,
+                           "weft_ctx_sync: the work of task %llu '%s' on its GPUs failed (%s); the task fails",
+                           (unsigned long long)t->id, t->name, weft_strerror(result));
+    return 0;
+}
+
 int weft_ctx_copy(const weft_ctx *ctx, unsigned i, void *dst, const void *src, size_t n)
 {
     weft__clear_error();

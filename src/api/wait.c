@@ -126,6 +126,16 @@ static weft__wait spec_of(weft__rt *rt, const void *key, bool (*done)(const void
     return w;
 }
 
+void weft__wait_cond(weft__rt *rt, const void *key, bool (*done)(const void *), const void *arg,
+                     _Atomic int32_t *interest)
+{
+    weft__wait spec = spec_of(rt, key, done, arg, interest, UINT64_MAX);
+    weft__worker *w = weft__tls_worker;
+    if (w && w->rt == rt)
+        spec.blocked = &w->blocked;
+    (void)weft__wait_until(&rt->waits, &spec);
+}
+
 int weft__wait_task(weft__rt *rt, weft__task *t, uint64_t deadline)
 {
     weft__worker *w = weft__tls_worker;

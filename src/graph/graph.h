@@ -291,6 +291,11 @@ int weft__task_acquire(weft__task *t, bool waited_events);
 struct weft__guard;
 struct weft__guard *weft__task_guard_begin(weft__task *t);
 void weft__task_guard_end(weft__task *t, struct weft__guard *g, int *result);
+/* The body synchronised with its streams (weft_ctx_sync): what it changed
+ * in its replicas on the host until now is reported (*result as
+ * guard_end's), and from now on the replicas are the body's to use on the
+ * host — the check is over for this body, and its streams run on. */
+void weft__task_guard_sync(weft__task *t, struct weft__guard *g, int *result);
 /* The checking mode, around a body that reads and writes (RW) a tile with
  * a halo on the host: its halo cells there are its neighbours' interiors,
  * which no task but it can change meanwhile (their writers are ordered

@@ -1037,6 +1037,7 @@ static int retry_drain(weft__task *t)
 typedef struct weft__guard {
     _Atomic bool open;
     _Atomic bool expired;              /* a gate gave up waiting: the check is off */
+    bool synced;                       /* the body synchronised (weft_ctx_sync): checked then (body's) */
     _Atomic unsigned users;
     uint64_t digest[];
 } weft__guard;
@@ -1162,6 +1163,7 @@ weft__guard *weft__task_guard_begin(weft__task *t)
     }
     atomic_init(&g->open, false);
     atomic_init(&g->expired, false);
+    g->synced = false;
     atomic_init(&g->users, 1);
     for (uint32_t i = 0; i < t->naccess; i++) {
         void *p = guarded_replica(t, &t->access[i]);
@@ -1177,20 +1179,21 @@ weft__guard *weft__task_guard_begin(weft__task *t)
     return g;
 }
 
-void weft__task_guard_end(weft__task *t, weft__guard *g, int *result)
+/* Report a replica of t that its body changed on the host since the guard
+ * began (the first one found). */
+static void guard_compare(weft__task *t, weft__guard *g, int *result)
 {
-    if (!g)
-        return;
     for (uint32_t i = 0; i < t->naccess && !atomic_load(&g->expired); i++) {
         const weft__task_access *a = &t->access[i];
         void *p = guarded_replica(t, a);
         if (!p || weft__vcheck_digest_of(p, a->data->size) == g->digest[i])
             continue;
-        char msg[360];
+        char msg[600];
         snprintf(msg, sizeof msg,
                  "data check: the body of task '%s' (%llu) changed access %u (data d%u) on the host, in its replica "
                  "on %s: that is GPU memory (a real GPU's is not the host's), which the task's own work and "
-                 "copies change on its stream: queue the work there (weft_ctx_queue)",
+                 "copies change on its stream: queue the work there (weft_ctx_queue), or call weft_ctx_sync "
+                 "first (a virtual GPU's replica is then the body's to use on the host)",
                  t->name, (unsigned long long)t->id, i, a->data->id,
                  a->data->devs[weft__task_access_dev(t, a, NULL)]->name);
         weft__vcheck_report(msg);
@@ -1198,6 +1201,23 @@ void weft__task_guard_end(weft__task *t, weft__guard *g, int *result)
             *result = WEFT_EDEVICE;
         break;
     }
+}
+
+void weft__task_guard_sync(weft__task *t, weft__guard *g, int *result)
+{
+    if (!g || g->synced)
+        return;
+    guard_compare(t, g, result);
+    g->synced = true;
+    atomic_store(&g->open, true); /* (its gates let the streams run on) */
+}
+
+void weft__task_guard_end(weft__task *t, weft__guard *g, int *result)
+{
+    if (!g)
+        return;
+    if (!g->synced)
+        guard_compare(t, g, result);
     atomic_store(&g->open, true);
     guard_unref(g);
 }
