@@ -649,9 +649,16 @@ typedef struct weft_placement {
     int gpu;           /* with gpus == 1: this GPU, or -1 for any (weft_placement_init) */
     double share;      /* compute share of each GPU of the set, in (0, 1]; 0 means 1,
                           the whole GPU.  Tasks whose shares add up to at most 1 run
-                          on one GPU at once (as Parla's vcus) */
+                          on one GPU at once (as Parla's vcus).  On "cpu" alone (gpus
+                          0): a share of the CPU as one whole, which tasks on "cpu"
+                          with a share split in the same way (two of 0.75 never run
+                          at once); 0 there reserves nothing (a plain CPU task's) */
     size_t memory;     /* bytes reserved on each GPU of the set (counted in
-                          weft_device_info.memory_used while the task holds them) */
+                          weft_device_info.memory_used while the task holds them); on
+                          "cpu" alone, bytes of the host's physical memory, which the
+                          tasks on "cpu" holding some never exceed together (more
+                          than the host has: WEFT_ENODEV).  A task on a set with GPUs
+                          reserves nothing on the CPU */
     weft_body_fn body; /* this alternative's body; NULL: the task's body */
     uint64_t gpu_set;  /* 0: any GPUs (or `gpu`); else exactly these: bit g for GPU g,
                           as many bits as `gpus`, `gpu` -1.  The set's k-th GPU

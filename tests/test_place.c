@@ -8,6 +8,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static weft_runtime *make_dev(const char *devices, const char *policy) {
     weft_config cfg;
@@ -294,6 +295,63 @@ static void test_shares_and_memory(void) {
     CHECK(wa == 0 || wa == WEFT_ECANCELLED);
     CHECK_OK(weft_device_info_get(rt, 1, &info));
     CHECK(info.memory_used == 0);
+    CHECK_OK(weft_runtime_destroy(rt));
+}
+
+
+/* Shares and memory of the CPU (a placement on "cpu" alone): two tasks of
+ * 0.75 never run at once, two of 0.5 may; a plain "cpu" placement reserves
+ * nothing; memory beyond the host's is refused; a body that waits for a
+ * child needing its share lends it meanwhile (no hang). */
+static int cpu_busy_body(weft_ctx *ctx, void *arg) {
+    (void)ctx;
+    return busy_kernel(arg);
+}
+static int cpu_parent_body(weft_ctx *ctx, void *arg) {
+    (void)arg;
+    weft_placement p = parsed("cpu");
+    p.share = 0.75;
+    weft_task *child;
+    if (spawn_placed(weft_ctx_runtime(ctx), &p, 1, cpu_busy_body, NULL, &child) != 0) return 9;
+    int rc = weft_task_wait(child);
+    weft_task_release(child);
+    return rc;
+}
+static void test_cpu_shares(void) {
+    weft_runtime *rt = make_dev("cpu", NULL); /* 2 workers */
+    struct { double share; int most; } cases[] = {{0.75, 1}, {0.5, 2}, {0, 2}};
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        atomic_store(&max_running, 0);
+        atomic_store(&kernels_done, 0);
+        weft_placement p = parsed("cpu");
+        p.share = cases[c].share;
+        for (int i = 0; i < 12; i++) CHECK_OK(spawn_placed(rt, &p, 1, cpu_busy_body, NULL, NULL));
+        CHECK_OK(weft_wait_all(rt));
+        CHECK(atomic_load(&kernels_done) == 12);
+        if (cases[c].most == 1)
+            CHECKF(atomic_load(&max_running) == 1, "share %g: %d at once", cases[c].share, atomic_load(&max_running));
+        else
+            CHECKF(atomic_load(&max_running) <= 2, "share %g: %d at once", cases[c].share, atomic_load(&max_running));
+    }
+    /* memory: two tasks of 60% of the host's never at once */
+    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
+    size_t host = (size_t)pages * (size_t)page;
+    atomic_store(&max_running, 0);
+    weft_placement m = parsed("cpu");
+    m.memory = host / 10 * 6;
+    for (int i = 0; i < 6; i++) CHECK_OK(spawn_placed(rt, &m, 1, cpu_busy_body, NULL, NULL));
+    CHECK_OK(weft_wait_all(rt));
+    CHECKF(atomic_load(&max_running) == 1, "%d tasks of 60%% of the host's memory at once", atomic_load(&max_running));
+    m.memory = host + 1;
+    CHECK_ERR(spawn_placed(rt, &m, 1, cpu_busy_body, NULL, NULL), WEFT_ENODEV);
+    CHECKF(strstr(weft_last_error(), "memory on the CPU"), "%s", weft_last_error());
+    /* a parent of 0.75 waiting for its child of 0.75 */
+    weft_placement pp = parsed("cpu");
+    pp.share = 0.75;
+    weft_task *parent;
+    CHECK_OK(spawn_placed(rt, &pp, 1, cpu_parent_body, NULL, &parent));
+    CHECK_OK(weft_task_wait(parent));
+    weft_task_release(parent);
     CHECK_OK(weft_runtime_destroy(rt));
 }
 
@@ -900,6 +958,8 @@ int main(int argc, char **argv) {
     test_sets();
     test_step("shares and memory");
     test_shares_and_memory();
+    test_step("shares and memory of the CPU");
+    test_cpu_shares();
     test_step("variants and policies");
     test_variants_and_policies();
     test_step("event order");

@@ -269,3 +269,34 @@ def test_queue_outside_a_placed_body():
 
         with pytest.raises(RuntimeError, match="placed on GPUs"):
             rt.spawn(plain).result()
+
+
+def test_cpu_share_and_memory():
+    """share= and memory= on the CPU alone: two tasks of 0.75 never run at
+    once, two of 0.5 may; memory beyond the host's is refused; a parent
+    waiting for a child that needs its share lends it (no hang)."""
+    lock = threading.Lock()
+    state = {"now": 0, "most": 0}
+
+    def busy():
+        with lock:
+            state["now"] += 1
+            state["most"] = max(state["most"], state["now"])
+        time.sleep(0.005)
+        with lock:
+            state["now"] -= 1
+
+    with weft.Runtime(workers=2) as rt:
+        for share, most in ((0.75, 1), (0.5, 2)):
+            state["most"] = 0
+            for _ in range(10):
+                rt.spawn(busy, placement=weft.cpu, share=share)
+            rt.wait_all()
+            assert state["most"] <= most and (most == 2 or state["most"] == 1), (share, state)
+        with pytest.raises(ValueError, match="memory on the CPU"):
+            rt.spawn(busy, placement=weft.cpu, memory=1 << 62)
+
+        def parent():
+            return rt.spawn(lambda: 7, placement=weft.cpu, share=0.75).result(timeout=30)
+
+        assert rt.spawn(parent, placement=weft.cpu, share=0.75).result(timeout=60) == 7

@@ -350,9 +350,10 @@ weft__task *weft__task_cont_pin(weft__task *t);
 static inline weft__task *weft__task_cont_root(weft__task *t) { return t->cont_of ? t->cont_of : t; }
 
 /* While t's body waits (weft_task_wait from inside it): lend its GPUs'
- * compute share and memory reservation to the tasks parked for them
- * (queued here), and take them back (even beyond what fits, for a while)
- * when the wait returns.  No-ops for a task without a mapped GPU set. */
+ * (or, on the CPU alone, the CPU's) compute share and memory reservation
+ * to the tasks parked for them (queued here), and take them back (even
+ * beyond what fits, for a while) when the wait returns.  No-ops for a task
+ * that reserved nothing. */
 void weft__task_lend(weft__task *t);
 void weft__task_unlend(weft__task *t);
 

@@ -1454,14 +1454,14 @@ weft__task *weft__task_cont_pin(weft__task *t)
 
 void weft__task_lend(weft__task *t)
 {
-    if (!t->place || t->place->chosen < 0 || !t->place->ngpu)
+    if (!t->place || t->place->chosen < 0)
         return;
     place_retry(weft__place_lend(t->g->placer, t->place), NULL); /* queued for any worker */
 }
 
 void weft__task_unlend(weft__task *t)
 {
-    if (t->place && t->place->ngpu)
+    if (t->place)
         weft__place_unlend(t->g->placer, t->place);
 }
 

@@ -9,6 +9,7 @@
 
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 /* ------------------------------------------------------------------------ */
 /* Policies                                                                  */
@@ -125,6 +126,8 @@ int weft__placer_init(weft__placer *p, weft__device *const *dev, unsigned ndev, 
     memset(p, 0, sizeof *p);
     pthread_mutex_init(&p->lock, NULL);
     p->policy = policy ? policy : &policies[0];
+    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
+    p->cpu_capacity = pages > 0 && page > 0 ? (size_t)pages * (size_t)page : SIZE_MAX;
     for (unsigned i = 1; i < ndev; i++) {
         unsigned g = p->ngpu;
         p->gpu[g] = dev[i];
@@ -210,6 +213,8 @@ static int impossible(const weft__placer *p, const weft_placement *a, size_t dat
         snprintf(why, len, "GPU %d asked for, this runtime has %u", a->gpu, p->ngpu);
     } else if (a->gpu_set && p->ngpu < 64 && (a->gpu_set >> p->ngpu)) {
         snprintf(why, len, "GPU %d in its set, this runtime has %u", 63 - __builtin_clzll(a->gpu_set), p->ngpu);
+    } else if (a->gpus == 0 && a->memory > p->cpu_capacity) {
+        snprintf(why, len, "%zu bytes of memory on the CPU, the host has %zu", a->memory, p->cpu_capacity);
     } else if (a->gpus && (a->memory || data)) {
         /* enough GPUs with the capacity */
         size_t need = a->memory + data;
@@ -293,6 +298,10 @@ int weft__place_new(const weft__placer *p, const weft_placement *alts, size_t n,
         a->share = (uint16_t)(units < 1 ? 1 : units > WEFT__SHARE_UNITS ? WEFT__SHARE_UNITS : units);
         a->memory = alts[i].memory;
         a->data = a->gpus ? data : 0;
+        if (alts[i].gpus == 0) { /* the CPU's share and memory: none unless asked for */
+            a->cpu_share = alts[i].share == 0 ? 0 : a->share;
+            a->cpu_memory = alts[i].memory;
+        }
         a->body = alts[i].body;
         if (a->possible && (a->cpu || a->gpus == 0))
             pl->gpu_only = false;
@@ -402,6 +411,40 @@ static bool reserve(weft__placer *p, const weft__alt *a, const uint8_t *out)
     return true;
 }
 
+/* Reserve a CPU-only alternative's share of the CPU and host memory, if
+ * it asks for any and they are free; false if they are not. */
+static bool reserve_cpu(weft__placer *p, const weft__alt *a)
+{
+    if (!a->cpu_share && !a->cpu_memory)
+        return true;
+    if (p->cpu_share_used + a->cpu_share > WEFT__SHARE_UNITS || a->cpu_memory > p->cpu_capacity - p->cpu_reserved)
+        return false;
+    p->cpu_share_used += a->cpu_share;
+    p->cpu_reserved += a->cpu_memory;
+    p->cpu_load++;
+    return true;
+}
+
+/* Give a CPU-only alternative's reservation back. */
+static void unreserve_cpu(weft__placer *p, const weft__alt *a)
+{
+    if (!a->gpus && (a->cpu_share || a->cpu_memory)) {
+        p->cpu_share_used -= a->cpu_share;
+        p->cpu_reserved -= a->cpu_memory;
+        p->cpu_load--;
+    }
+}
+
+/* Whether any task holds a reservation: one may be given back, and a
+ * parked task may fit then. */
+static bool any_held(const weft__placer *p)
+{
+    for (unsigned g = 0; g < p->ngpu; g++)
+        if (p->load[g] > 0)
+            return true;
+    return p->cpu_load > 0;
+}
+
 /* Whether a may ride on pred's reservation of its first GPU (see
  * weft__place.ride_on): pred holds it still, nobody rides on it yet, and it
  * is as large. */
@@ -439,6 +482,8 @@ static bool try_map(weft__placer *p, weft__place *pl)
             near = true;
         } else if (a->gpus && ((!near && !p->policy->choose(p, a, out)) || !reserve(p, a, out))) {
             continue;
+        } else if (!a->gpus && !reserve_cpu(p, a)) {
+            continue;
         }
         pl->chosen = (int16_t)i;
         pl->ngpu = a->gpus;
@@ -470,10 +515,7 @@ int weft__place_map(weft__placer *p, weft__place *pl)
         pthread_mutex_unlock(&p->lock);
         return 1;
     }
-    bool held = false;
-    for (unsigned g = 0; g < p->ngpu && !held; g++)
-        held = p->load[g] > 0;
-    if (!held) {
+    if (!any_held(p)) {
         pthread_mutex_unlock(&p->lock);
         return -1;
     }
@@ -503,6 +545,7 @@ weft__place *weft__place_release(weft__placer *p, weft__place *pl)
     }
     if (pl->chosen >= 0) {
         const weft__alt *a = &pl->alt[pl->chosen];
+        unreserve_cpu(p, a);
         for (unsigned k = 0; k < pl->ngpu; k++) {
             unsigned g = pl->gpu[k];
             p->load[g]--;
@@ -539,11 +582,15 @@ weft__place *weft__place_release(weft__placer *p, weft__place *pl)
 weft__place *weft__place_lend(weft__placer *p, weft__place *pl)
 {
     pthread_mutex_lock(&p->lock);
-    if (pl->chosen < 0 || pl->released || pl->lent || !pl->ngpu) {
+    const weft__alt *a = pl->chosen >= 0 ? &pl->alt[pl->chosen] : NULL;
+    if (!a || pl->released || pl->lent || (!pl->ngpu && !a->cpu_share && !a->cpu_memory)) {
         pthread_mutex_unlock(&p->lock);
         return NULL;
     }
-    const weft__alt *a = &pl->alt[pl->chosen];
+    if (!pl->ngpu) { /* the CPU's share and memory */
+        p->cpu_share_used -= a->cpu_share;
+        p->cpu_reserved -= a->cpu_memory;
+    }
     for (unsigned k = 0; k < pl->ngpu; k++) {
         unsigned g = pl->gpu[k];
         /* (riding, it holds no share of its own there) */
@@ -562,6 +609,10 @@ void weft__place_unlend(weft__placer *p, weft__place *pl)
     pthread_mutex_lock(&p->lock);
     if (pl->lent) {
         const weft__alt *a = &pl->alt[pl->chosen];
+        if (!pl->ngpu) { /* (even beyond the CPU's whole, for a while) */
+            p->cpu_share_used += a->cpu_share;
+            p->cpu_reserved += a->cpu_memory;
+        }
         for (unsigned k = 0; k < pl->ngpu; k++) {
             unsigned g = pl->gpu[k];
             p->share_used[g] += k == 0 && pl->riding ? 0u : a->share;
@@ -589,10 +640,7 @@ static weft__place *map_parked(weft__placer *p)
         *tail = m;
         tail = &m->parked_next;
     }
-    bool held = false;
-    for (unsigned g = 0; g < p->ngpu && !held; g++)
-        held = p->load[g] > 0;
-    if (!held && p->parked) { /* what the devices hold now is held outside any task */
+    if (!any_held(p) && p->parked) { /* what the devices hold now is held outside any task */
         *tail = p->parked;
         p->parked = NULL;
     }

@@ -29,6 +29,9 @@ typedef struct weft__alt {
     size_t memory;              /* bytes per GPU */
     size_t data;                /* bytes of the task's data (its accesses not WEFT_HOST), reserved
                                    on each GPU like memory: its replicas fit there */
+    uint16_t cpu_share;         /* a CPU-only alternative: units of the CPU it reserves (0: none;
+                                   share is then the CPU's, not a GPU's) */
+    size_t cpu_memory;          /* a CPU-only alternative: bytes of host memory it reserves */
     weft_body_fn body;          /* NULL: the task's */
 } weft__alt;
 
@@ -100,6 +103,12 @@ struct weft__placer {
      * the placer.  Replicas of no mapped task can be evicted, so they never
      * keep a task from fitting. */
     size_t reserved[WEFT__MAX_DEVICES - 1], quota[WEFT__MAX_DEVICES - 1];
+    /* The CPU's reservations by CPU-only alternatives that ask for a share
+     * or memory (weft_placement on "cpu"): units of the CPU's one whole,
+     * bytes of the host's physical memory (cpu_capacity), tasks holding
+     * them. */
+    uint32_t cpu_share_used, cpu_load;
+    size_t cpu_reserved, cpu_capacity;
     uint32_t rr;
     weft__place *parked, *parked_tail;          /* waiting for resources, oldest first */
     weft__pevent *events[WEFT__MAX_DEVICES - 1]; /* spare events of each GPU */
