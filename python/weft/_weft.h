@@ -451,6 +451,9 @@ extern _Thread_local PyObject *weft_py_tl_ctxobj WEFT_PY_TLS;
 /* The task whose coroutine weft's driver is stepping on this thread now
  * (coro.c): awaiting a weft task anywhere else is refused. */
 extern _Thread_local TaskObject *weft_py_tl_driving WEFT_PY_TLS;
+/* The continuation cell being spawned by this thread's driver (coro.c): a
+ * spawn that fails destroys it there, and its coroutine is not closed. */
+extern _Thread_local void *weft_py_tl_suspending WEFT_PY_TLS;
 
 /* ------------------------------------------------------------------------ */
 /* Placement (place.c)                                                       */

@@ -145,11 +145,19 @@ weft_py_arg_destroy(void *arg)
         c->t = NULL;
         PyObject *fn = t->fn, *args = t->args, *kwargs = t->kwargs;
         t->fn = t->args = t->kwargs = NULL;
-        /* A continuation that will not run (cancelled, or its spawn
-         * failed): its coroutine is dropped (closed when freed, which runs
-         * its `finally` blocks). */
+        /* A continuation that will not run because it was cancelled: its
+         * coroutine is closed now (GeneratorExit at its await, which runs
+         * its `finally` blocks), not whenever the last reference goes (a
+         * cycle, or a free-threaded build's deferred counts, could keep it
+         * for long), then dropped.  One whose spawn failed only drops it. */
         PyObject *coro = c->resume ? t->coro : NULL;
-        if (coro) t->coro = NULL;
+        if (coro) {
+            t->coro = NULL;
+            /* (A spawn that failed: the driver throws its error in instead.) */
+            PyObject *res = weft_py_tl_suspending == c ? Py_NewRef(Py_None) : PyObject_CallMethod(coro, "close", NULL);
+            if (res == NULL) PyErr_WriteUnraisable(coro);
+            Py_XDECREF(res);
+        }
         Py_XDECREF(coro);
         Py_CLEAR(t->bodies);
         Py_CLEAR(t->acc);

@@ -18,6 +18,7 @@
 #include "_weft.h"
 
 _Thread_local TaskObject *weft_py_tl_driving WEFT_PY_TLS;
+_Thread_local void *weft_py_tl_suspending WEFT_PY_TLS;
 
 /* ------------------------------------------------------------------------ */
 /* The awaitable: weft._Await                                                */
@@ -342,6 +343,7 @@ suspend(RuntimeObject *r, TaskObject *t, weft_ctx *ctx, weft_task **deps, size_t
     desc.flags = WEFT_SPAWN_NOWAIT;
     int prev = weft_py_tl_attached;
     weft_py_tl_attached = 1;
+    weft_py_tl_suspending = c; /* (a failed spawn destroys c here: the coroutine stays ours) */
     int rc = weft_ctx_continue(ctx, &desc, NULL);
     weft_py_tl_attached = prev;
     desc.flags = 0;
@@ -350,6 +352,7 @@ suspend(RuntimeObject *r, TaskObject *t, weft_ctx *ctx, weft_task **deps, size_t
         rc = weft_ctx_continue(ctx, &desc, NULL);
         END_NOGIL_W
     }
+    weft_py_tl_suspending = NULL;
     if (rc != 0) { /* weft_py_arg_destroy ran: the cell and its reference are gone */
         weft_py_err_weft(rc, "await");
         return -1;
