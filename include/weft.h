@@ -335,7 +335,10 @@ enum weft_access_mode {
      * WEFT_REDUCE: the task's private copy is in host memory. */
     WEFT_HOST = 8u,
     /* A reduction: WEFT_REDUCE | one operator | one element type (below),
-     * optionally | WEFT_HOST, e.g. WEFT_REDUCE | WEFT_RED_SUM | WEFT_RED_F64.
+     * optionally | WEFT_HOST, e.g. WEFT_REDUCE | WEFT_RED_SUM | WEFT_RED_F64;
+     * or WEFT_REDUCE | op, op a user reduction's operator, of elements of
+     * any size (weft_reduction_register, below: its identity and combine
+     * stand for the operator's, its element for the type).
      * The data is an array of elements of that type.  The task does not see
      * the data's value: weft_ctx_data gives it a private copy of its own,
      * on its device, every element set to the operator's identity (0 for
@@ -394,11 +397,14 @@ enum weft_access_mode {
     WEFT_REDUCE = 16u
 };
 
-/* The operator of a WEFT_REDUCE access (bits 12-15 of the mode). */
+/* The operator of a WEFT_REDUCE access (bits 12-15 of the mode).
+ * WEFT_RED_USER: a user reduction; weft_reduction_register (below) gives
+ * the whole operator, WEFT_RED_USER with the reduction's number. */
 enum weft_reduce_op {
     WEFT_RED_SUM = 1u << 12,
     WEFT_RED_MIN = 2u << 12,
-    WEFT_RED_MAX = 3u << 12
+    WEFT_RED_MAX = 3u << 12,
+    WEFT_RED_USER = 4u << 12
 };
 #define WEFT_RED_OP_MASK 0xF000u
 
@@ -412,6 +418,82 @@ enum weft_reduce_type {
     WEFT_RED_F64 = 6u << 16   /* double */
 };
 #define WEFT_RED_TYPE_MASK 0xF0000u
+
+/* User-defined reductions (StarPU's init and redux codelets, MPI_Op_create):
+ * an identity and an associative combine over elements of any fixed size —
+ * argmin over (value, index) pairs, complex sums, a struct's fields.
+ * weft_reduction_register gives an operator `op`; a task reduces with it
+ * through the access {d, WEFT_REDUCE | op} (optionally | WEFT_HOST), as
+ * with a built-in operator and type.  Everything said of WEFT_REDUCE above
+ * holds for it (groups, private copies, spawn order, failure and
+ * cancellation, tiles, memory), with these for the operator:
+ *   - a group is a run of reducers with the same op (two registrations
+ *     of equal descriptions are two operators);
+ *   - a private copy starts as the identity: a host image of it (the
+ *     identity bytes in every element, or init over all of them) made
+ *     when a group starts reducing the data, copied into each reducer's
+ *     copy — on a GPU, on its stream ahead of the body, as a built-in
+ *     identity is;
+ *   - the copies are combined on the host, in spawn order, by combine
+ *     (value = value OP copy_1, then OP copy_2 ...), a GPU reducer's copy
+ *     brought to host memory first (one copy per reducer, as for the
+ *     built-in operators): combine is host code on every kind of device,
+ *     CUDA included, never queued on a GPU.  So the result is the
+ *     sequential fold in spawn order for any associative combine, even
+ *     one that does not commute, bit for bit the same on every run and
+ *     any placement.  Copies are never combined out of spawn order (the
+ *     built-in integer operators may be: they commute).
+ * Misuse is refused at spawn (WEFT_EINVAL, the message naming the
+ * access): WEFT_RED_USER without a registered reduction's number (write
+ * WEFT_REDUCE | op, op as registered), a number registered with another
+ * runtime, WEFT_RED_USER with WEFT_RED_SUM, WEFT_RED_MIN or WEFT_RED_MAX,
+ * or with type bits (the reduction gives the element size); data whose
+ * size (a tile: a row of its interior) is not a whole number of the
+ * reduction's elements.  (An op carries its number in bits 20-30: the
+ * bits of WEFT_ON_GPU, which does not apply to reductions; a number
+ * unregistered or of another runtime is detected, as a stale handle is:
+ * a safety net — numbers of destroyed runtimes are reused.) */
+#define WEFT_RED_USER_ID_MASK 0x7FF00000u
+
+/* combine: inout[i] = inout[i] OP in[i] for i in 0 .. count-1, on
+ * elements of elem_size bytes: one call per private copy (a tile's: per
+ * row of its interior), count elements at once.  inout points into the
+ * data's host memory (the registered memory; a tile's row in its
+ * parent's), in to a private copy in host memory (as aligned as
+ * malloc's); the two never overlap.  Called on the host by whichever
+ * thread combines (a worker starting a task, the thread of an acquire,
+ * an unregister or destroy), with the data's lock held: calls for
+ * different data may run at once on several threads, never two for the
+ * same data.  It must not call Weft.  arg: the description's. */
+typedef void (*weft_reduction_combine_fn)(void *inout, const void *in, size_t count, void *arg);
+/* init: each of the count elements at out (host memory) set to the
+ * identity.  Called on the host as combine is, when a group starts
+ * reducing a data handle. */
+typedef void (*weft_reduction_init_fn)(void *out, size_t count, void *arg);
+
+typedef struct weft_reduction_desc {
+    size_t elem_size;                  /* bytes of one element: > 0 */
+    const void *identity;              /* elem_size bytes, the identity element (copied
+                                          during the call); or NULL, and init */
+    weft_reduction_init_fn init;       /* or: fills elements with the identity (identity NULL) */
+    weft_reduction_combine_fn combine; /* required: associative (it need not commute) */
+    void *arg;                         /* passed to combine and init; the caller's, used
+                                          until the runtime is destroyed */
+    const char *name;                  /* for messages; copied (first 31 bytes); may be NULL */
+} weft_reduction_desc;
+
+/* Register a user reduction with rt: *op is its operator, for the
+ * accesses {d, WEFT_REDUCE | *op} of rt's tasks (WEFT_RED_USER and the
+ * reduction's number: see above), on data of elements of
+ * desc->elem_size bytes.  Register once, at set-up, and use it as often
+ * as needed: it is rt's until weft_runtime_destroy (there is no
+ * unregister); at most 2047 are registered at once in a process.
+ * Errors: WEFT_EINVAL (NULL rt, desc or op; elem_size 0; combine NULL;
+ * neither identity nor init, or both: the message says which),
+ * WEFT_ECLOSED, WEFT_ENOMEM (also: 2047 registered already).  Never
+ * blocks; thread-safe; may be called from a task. */
+WEFT_API WEFT_NODISCARD int weft_reduction_register(weft_runtime *rt, const weft_reduction_desc *desc,
+                                                    unsigned *op);
 
 /* Where an access of a task on several GPUs is (bits 20-25 of the mode):
  * WEFT_ON_GPU(k) puts it on the k-th GPU of the task's device set (as
@@ -630,7 +712,8 @@ typedef int (*weft_body_fn)(weft_ctx *ctx, void *arg);
 typedef struct weft_access {
     weft_data *data;
     unsigned mode; /* WEFT_R, WEFT_W, WEFT_RW, optionally | WEFT_COMMUTE; or
-                      WEFT_REDUCE | an operator | a type; any | WEFT_HOST;
+                      WEFT_REDUCE | an operator | a type, or
+                      WEFT_REDUCE | a user reduction's op; any | WEFT_HOST;
                       or WEFT_R/W/RW | WEFT_ON_GPU(k) */
 } weft_access;
 

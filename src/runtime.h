@@ -67,11 +67,14 @@ struct weft__rt {
                                           GPUs' queue threads and MPI communicators' progress
                                           threads need it (set with the device, or the first
                                           communicator across ranks; never cleared) */
-    /* data_lock protects data_list, spaces and adding to dev (devices are
-     * added before the tasks and data that use them).  Taken alone. */
+    /* data_lock protects data_list, spaces, reductions and adding to dev
+     * (devices are added before the tasks and data that use them).  Taken
+     * alone. */
     pthread_mutex_t data_lock;
     weft__data *data_list;
     weft__space *spaces;
+    struct weft__reduction *reductions; /* user reductions (weft_reduction_register), newest first;
+                                          freed with the runtime, after its data */
     /* The data acquired by threads outside tasks (weft_data_acquire), or
      * being acquired: one record per handle (api/data.c), under data_lock. */
     struct weft__acq *acquired;

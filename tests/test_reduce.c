@@ -461,7 +461,8 @@ static void test_bad(void) {
         {WEFT_REDUCE | WEFT_RW | WEFT_RED_SUM | WEFT_RED_F64, 0, "cannot be combined"},
         {WEFT_REDUCE | WEFT_COMMUTE | WEFT_RED_SUM | WEFT_RED_F64, 0, "cannot be combined"},
         {WEFT_REDUCE | WEFT_RED_F64, 0, "operator 0x0"},
-        {WEFT_REDUCE | (4u << 12) | WEFT_RED_F64, 0, "operator 0x4000"},
+        {WEFT_REDUCE | (8u << 12) | WEFT_RED_F64, 0, "operator 0x8000"},
+        {WEFT_REDUCE | WEFT_RED_USER, 0, "names no reduction"}, /* (test_user_reduce: the rest) */
         {WEFT_REDUCE | WEFT_RED_SUM, 0, "type 0x0"},
         {WEFT_REDUCE | WEFT_RED_SUM | (7u << 16), 0, "type 0x70000"},
         {WEFT_REDUCE | WEFT_RED_SUM | 0x4000000u, 0, "unknown bits 0x4000000"},

@@ -92,7 +92,7 @@ def fetch(obj, timeout=None):
 
 from ._comm import Grid, GridBlock, Transfer  # noqa: F401
 from ._placement import Context, DeviceSet, Variants, context, cpu, gpu, variants
-from ._native import native
+from ._native import Reduction, native
 from . import _placement as _placement_mod
 
 _weft._set_placement(_placement_mod._normalize, _placement_mod._call_placed, Variants, DeviceSet, Context)
@@ -108,6 +108,7 @@ __all__ = [
     "View",
     "Native",
     "native",
+    "Reduction",
     "CancelledError",
     "spawn",
     "wait_all",

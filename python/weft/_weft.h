@@ -291,6 +291,9 @@ typedef struct RuntimeObject {
     _Atomic int closing;        /* set once nothing runs any more, before destroy */
     PyObject *comms;            /* list: its open weft.Communicators (strong; comm.c), closed
                                    with it */
+    PyObject *reductions;       /* dict weft.Reduction -> int, its operator in this runtime
+                                   (spawn.c; strong: the C functions it names stay alive until
+                                   the runtime is freed, after its destroy) */
     PyObject *weakreflist;
 } RuntimeObject;
 
@@ -656,6 +659,11 @@ PyObject *weft_py_data_partition(DataObject *d, PyObject *args, PyObject *kwds);
  * a weft.Data) from its buffer's format; -1 with a TypeError naming the
  * type when it is none of int32, int64, uint32, uint64, float32, float64. */
 int weft_py_reduce_type(modstate *st, PyObject *obj, const char *what, unsigned *type);
+/* A user reduction (weft.Reduction) of `itemsize`-byte elements named
+ * `name` reducing obj: 0 if obj's elements are of that size (or bytes), -1
+ * with a TypeError saying what the buffer's are. */
+int weft_py_reduce_user_check(modstate *st, PyObject *obj, const char *what, Py_ssize_t itemsize,
+                              PyObject *name);
 /* The operator of a reduction: weft.SUM / weft.MIN / weft.MAX (their C
  * values), or "sum" / "min" / "max"; 0 if op is none of them (no error is
  * left set). */

@@ -856,7 +856,7 @@ static void
 accs_push(weft_py_accs *a, DataObject *d, unsigned mode)
 {
     a->acc[a->n].data = d->d;
-    a->acc[a->n].mode = mode;
+    a->acc[a->n].mode = mode; /* (a user reduction's operator included: its number in bits 20-30) */
     a->dat[a->n] = (DataObject *)Py_NewRef(d);
     d->spawning++;
     a->n++;
@@ -1523,6 +1523,40 @@ weft_py_reduce_type(modstate *st, PyObject *obj, const char *what, unsigned *typ
     if (ty == 0) return -1;
     *type = ty;
     return 0;
+}
+
+int
+weft_py_reduce_user_check(modstate *st, PyObject *obj, const char *what, Py_ssize_t itemsize, PyObject *name)
+{
+    Py_ssize_t have;
+    char fmtbuf[64] = "B";
+    if (Py_IS_TYPE(obj, st->Data_T) && ((DataObject *)obj)->parent) {
+        DataObject *x = (DataObject *)obj; /* a tile: its parent's element */
+        have = x->elem;
+        snprintf(fmtbuf, sizeof fmtbuf, "%s", x->format);
+    } else {
+        PyObject *o = Py_IS_TYPE(obj, st->Data_T) ? ((DataObject *)obj)->obj : obj;
+        Py_buffer b;
+        if (!PyObject_CheckBuffer(o)) {
+            PyErr_Format(PyExc_TypeError, "%s: expected a weft.Data or an object supporting the buffer "
+                         "protocol (a NumPy array, array.array...), got '%.100s'", what, Py_TYPE(o)->tp_name);
+            return -1;
+        }
+        if (PyObject_GetBuffer(o, &b, PyBUF_RECORDS_RO) < 0) {
+            PyErr_Clear();
+            if (PyObject_GetBuffer(o, &b, PyBUF_FORMAT | PyBUF_ANY_CONTIGUOUS) < 0) return -1;
+        }
+        have = b.itemsize;
+        snprintf(fmtbuf, sizeof fmtbuf, "%s", b.format ? b.format : "B");
+        PyBuffer_Release(&b);
+    }
+    /* Bytes are any elements (the core checks that the size is a whole
+     * number of them). */
+    if (have == itemsize || have == 1) return 0;
+    PyErr_Format(PyExc_TypeError, "%s: reduction %R combines %zd-byte elements, but this buffer's are %zd bytes "
+                 "(struct format '%.40s'): reduce a buffer of the reduction's dtype (or of bytes)",
+                 what, name, itemsize, have, fmtbuf);
+    return -1;
 }
 
 /* ------------------------------------------------------------------------ */

@@ -138,6 +138,7 @@ Runtime_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
     r->failed = PyDict_New();
     r->spaces = PyDict_New();
     r->comms = PyList_New(0);
+    r->reductions = PyDict_New();
     r->next_space = 0;
     r->spin_gil_ns = gil_spin;
     r->gil_off = 0;
@@ -156,7 +157,7 @@ Runtime_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
     atomic_init(&r->closing, 0);
     r->weakreflist = NULL;
     PyObject_GC_Track(r);
-    if (!r->failures || !r->failed || !r->spaces || !r->comms) goto fail;
+    if (!r->failures || !r->failed || !r->spaces || !r->comms || !r->reductions) goto fail;
 
     cfg.on_worker_start = weft_py_on_worker_start;
     cfg.on_worker_stop = weft_py_on_worker_stop;
@@ -281,6 +282,7 @@ Runtime_traverse(RuntimeObject *r, visitproc visit, void *arg)
     Py_VISIT(r->failures);
     Py_VISIT(r->spaces);
     Py_VISIT(r->comms);
+    Py_VISIT(r->reductions);
     return weft_py_registry_traverse(r, visit, arg);
 }
 
@@ -292,6 +294,7 @@ Runtime_clear(RuntimeObject *r)
     Py_CLEAR(r->spaces);
     Py_CLEAR(r->comms);
     Py_CLEAR(r->failed);
+    if (r->rt == NULL) Py_CLEAR(r->reductions); /* (their C functions serve its runtime until destroyed) */
     return 0;
 }
 

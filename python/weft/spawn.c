@@ -248,13 +248,104 @@ weft_py_reduce_op(PyObject *op)
     return 0;
 }
 
+/* Whether op is a user reduction (a weft.Reduction: what it describes is
+ * its _weft_reduction tuple, _native.py). */
+static int
+is_user_reduction(PyObject *op)
+{
+    if (PyLong_Check(op) || PyUnicode_Check(op)) return 0;
+    return PyObject_HasAttrString(op, "_weft_reduction");
+}
+
+/* PyDict_GetItemRef and PyDict_SetDefaultRef before Python 3.13. */
+#if PY_VERSION_HEX < 0x030D0000
+static int
+PyDict_GetItemRef(PyObject *d, PyObject *k, PyObject **out)
+{
+    PyObject *v = PyDict_GetItemWithError(d, k);
+    *out = Py_XNewRef(v);
+    return v ? 1 : PyErr_Occurred() ? -1 : 0;
+}
+
+static int
+PyDict_SetDefaultRef(PyObject *d, PyObject *k, PyObject *v, PyObject **out)
+{
+    PyObject *x = PyDict_SetDefault(d, k, v);
+    *out = Py_XNewRef(x);
+    return x ? (x == v ? 0 : 1) : -1;
+}
+#endif
+
+/* The operator of user reduction red in runtime r (registered with it on
+ * first use, then kept in r->reductions), with its element's size and its
+ * name (borrowed from red's description, which red keeps); 0, or -1 with
+ * an exception. */
+static int
+user_reduction_op(RuntimeObject *r, PyObject *red, const char *what, unsigned *op, Py_ssize_t *itemsize,
+                  PyObject **name)
+{
+    PyObject *desc = PyObject_GetAttrString(red, "_weft_reduction");
+    if (desc == NULL) return -1;
+    unsigned long long combine, init, arg;
+    Py_ssize_t size;
+    PyObject *identity, *nm;
+    int ok = PyTuple_Check(desc) &&
+             PyArg_ParseTuple(desc, "KKOnKU", &combine, &init, &identity, &size, &arg, &nm) && size > 0 &&
+             (identity == Py_None || (PyBytes_Check(identity) && PyBytes_GET_SIZE(identity) == size));
+    if (!ok) {
+        if (!PyErr_Occurred())
+            PyErr_Format(PyExc_TypeError, "%s: %R is not a well-formed weft.Reduction", what, red);
+        Py_DECREF(desc);
+        return -1;
+    }
+    *itemsize = size;
+    *name = nm; /* (alive while red is: red holds desc) */
+    PyObject *have;
+    int found = PyDict_GetItemRef(r->reductions, red, &have);
+    if (found < 0) {
+        Py_DECREF(desc);
+        return -1;
+    }
+    if (found == 0) {
+        weft_reduction_desc d = {0};
+        d.elem_size = (size_t)size;
+        d.identity = identity == Py_None ? NULL : PyBytes_AS_STRING(identity);
+        d.init = (weft_reduction_init_fn)(uintptr_t)init;
+        d.combine = (weft_reduction_combine_fn)(uintptr_t)combine;
+        d.arg = (void *)(uintptr_t)arg;
+        d.name = PyUnicode_AsUTF8(nm);
+        unsigned fresh = 0;
+        weft_runtime *rt = atomic_load(&r->rt);
+        int rc = d.name && rt ? weft_reduction_register(rt, &d, &fresh) : WEFT_ECLOSED;
+        if (rc != 0) {
+            if (!PyErr_Occurred()) weft_py_err_weft(rc, what);
+            Py_DECREF(desc);
+            return -1;
+        }
+        /* Two threads registering it at once: the first stored is used (the
+         * other's number stays unused until the runtime is destroyed). */
+        PyObject *v = PyLong_FromUnsignedLong(fresh);
+        if (v == NULL || PyDict_SetDefaultRef(r->reductions, red, v, &have) < 0) {
+            Py_XDECREF(v);
+            Py_DECREF(desc);
+            return -1;
+        }
+        Py_DECREF(v);
+    }
+    *op = (unsigned)PyLong_AsUnsignedLong(have);
+    Py_DECREF(have);
+    Py_DECREF(desc);
+    return 0;
+}
+
 /* reduces=: None, one (buffer, op) pair, or a list/tuple of pairs; a new
  * reference to a list or tuple of pairs (NULL with no error for None). */
 static PyObject *
 reduces_seq(PyObject *v)
 {
     if (v == NULL || v == Py_None) return NULL;
-    if (PyTuple_Check(v) && PyTuple_GET_SIZE(v) == 2 && weft_py_reduce_op(PyTuple_GET_ITEM(v, 1)) != 0)
+    if (PyTuple_Check(v) && PyTuple_GET_SIZE(v) == 2 &&
+        (weft_py_reduce_op(PyTuple_GET_ITEM(v, 1)) != 0 || is_user_reduction(PyTuple_GET_ITEM(v, 1))))
         return PyTuple_Pack(1, v);
     if (PyList_CheckExact(v) || PyTuple_CheckExact(v)) return Py_NewRef(v);
     PyObject *it = PySequence_Fast(v, "");
@@ -266,10 +357,11 @@ reduces_seq(PyObject *v)
     return it;
 }
 
-/* One item of reduces=: *obj (borrowed) and its operator; 0, or -1 with a
+/* One item of reduces=: *obj (borrowed) and its operator (a built-in one
+ * in *op, or a weft.Reduction in *user, borrowed); 0, or -1 with a
  * TypeError / ValueError naming what is wrong. */
 static int
-reduce_pair(modstate *st, PyObject *pair, const char *what, PyObject **obj, unsigned *op)
+reduce_pair(modstate *st, PyObject *pair, const char *what, PyObject **obj, unsigned *op, PyObject **user)
 {
     (void)st;
     if (!(PyTuple_Check(pair) || PyList_Check(pair)) || PySequence_Fast_GET_SIZE(pair) != 2) {
@@ -279,9 +371,14 @@ reduce_pair(modstate *st, PyObject *pair, const char *what, PyObject **obj, unsi
     }
     *obj = PySequence_Fast_GET_ITEM(pair, 0);
     PyObject *o = PySequence_Fast_GET_ITEM(pair, 1);
-    if ((*op = weft_py_reduce_op(o)) == 0) {
+    *user = NULL;
+    if ((*op = weft_py_reduce_op(o)) == 0 && is_user_reduction(o)) {
+        *user = o;
+        return 0;
+    }
+    if (*op == 0) {
         PyErr_Format(PyExc_ValueError, "%s: unknown reduction operator %R: use weft.SUM, weft.MIN or "
-                     "weft.MAX (or 'sum', 'min', 'max')", what, o);
+                     "weft.MAX (or 'sum', 'min', 'max'), or a weft.Reduction", what, o);
         return -1;
     }
     return 0;
@@ -660,13 +757,19 @@ again:
     for (Py_ssize_t i = 0; red && i < PySequence_Fast_GET_SIZE(red); i++) {
         char what[48];
         snprintf(what, sizeof what, "spawn(): reduces[%zd]", i);
-        PyObject *pair = PySequence_Fast_GET_ITEM(red, i), *obj;
-        unsigned op, type;
-        if (reduce_pair(st, pair, what, &obj, &op) < 0)
+        PyObject *pair = PySequence_Fast_GET_ITEM(red, i), *obj, *user, *uname;
+        unsigned op, type = 0;
+        Py_ssize_t usize;
+        if (reduce_pair(st, pair, what, &obj, &op, &user) < 0)
+            goto finish;
+        /* The element: the buffer's type for a built-in operator; a user
+         * reduction's size (its operator carries it). */
+        if (user ? user_reduction_op(r, user, what, &op, &usize, &uname) < 0 ||
+                       weft_py_reduce_user_check(st, obj, what, usize, uname) < 0
+                 : weft_py_reduce_type(st, obj, what, &type) < 0)
             goto finish;
         /* (A tile's private copy is its interior, rows packed: view.c.) */
-        if (weft_py_reduce_type(st, obj, what, &type) < 0 ||
-            weft_py_data_accesses(r, obj, what, WEFT_REDUCE | op | type | (device_data ? 0u : (unsigned)WEFT_HOST),
+        if (weft_py_data_accesses(r, obj, what, WEFT_REDUCE | op | type | (device_data ? 0u : (unsigned)WEFT_HOST),
                                   &av, &rel) < 0)
             goto finish;
     }

@@ -107,6 +107,77 @@ int weft_data_register_device(weft_runtime *h, unsigned i, void *ptr, size_t n, 
     return 0;
 }
 
+/* A user reduction from desc for runtime handle h, not numbered yet;
+ * NULL on ENOMEM. */
+static weft__reduction *reduction_new(const void *h, const weft_reduction_desc *desc)
+{
+    weft__reduction *u = weft__alloc(sizeof *u);
+    if (!u)
+        return NULL;
+    memset(u, 0, sizeof *u);
+    if (desc->identity) {
+        if (!(u->identity = weft__alloc(desc->elem_size))) {
+            weft__free(u);
+            return NULL;
+        }
+        memcpy(u->identity, desc->identity, desc->elem_size);
+    }
+    u->rt_handle = h;
+    u->elem = desc->elem_size;
+    u->init = desc->init;
+    u->combine = desc->combine;
+    u->arg = desc->arg;
+    snprintf(u->name, sizeof u->name, "%s", desc->name ? desc->name : "unnamed");
+    return u;
+}
+
+/* What is wrong with a reduction's description, or NULL. */
+static const char *reduction_desc_problem(const weft_reduction_desc *desc)
+{
+    if (desc->elem_size == 0)
+        return "elem_size is 0 (the bytes of one element)";
+    if (!desc->combine)
+        return "combine is NULL (it is the operator: inout[i] = inout[i] OP in[i])";
+    if (!desc->identity && !desc->init)
+        return "neither identity (one element's bytes) nor init is set: a private copy starts as the identity";
+    if (desc->identity && desc->init)
+        return "both identity and init are set: give one of them";
+    return NULL;
+}
+
+int weft_reduction_register(weft_runtime *h, const weft_reduction_desc *desc, unsigned *op)
+{
+    weft__clear_error();
+    int err;
+    if (!desc || !op)
+        return weft__error(WEFT_EINVAL, "weft_reduction_register: %s is NULL", !desc ? "desc" : "op");
+    const char *why = reduction_desc_problem(desc);
+    if (why)
+        return weft__error(WEFT_EINVAL, "weft_reduction_register: %s", why);
+    weft__rt *rt = weft__rt_enter(h, "weft_reduction_register", &err, 1, false); /* destroy waits for us */
+    if (!rt)
+        return err;
+    weft__reduction *u = reduction_new(h, desc);
+    if (!u || weft__reduction_number(u) != 0) {
+        bool full = u != NULL;
+        if (u)
+            weft__free(u->identity);
+        weft__free(u);
+        weft__rt_leave(rt, 1);
+        return weft__error(WEFT_ENOMEM, "weft_reduction_register: %s",
+                           full ? "2047 user reductions are registered already in this process (register each "
+                                  "once per runtime, at set-up)"
+                                : "out of memory");
+    }
+    pthread_mutex_lock(&rt->data_lock);
+    u->next = rt->reductions;
+    rt->reductions = u;
+    pthread_mutex_unlock(&rt->data_lock);
+    *op = WEFT_RED_USER | (u->id << 20);
+    weft__rt_leave(rt, 1);
+    return 0;
+}
+
 static bool acq_listed(weft__rt *rt, const weft__data *d);
 
 static bool used_by_caller(const weft__data *d)

@@ -3,6 +3,7 @@
  * wait_all.
  */
 #include "runtime.h"
+#include "data/reduce.h"
 #include "device/vcheck.h"
 #include "device/cuda.h"
 #include "testing.h"
@@ -250,6 +251,8 @@ static void rt_free(weft__rt *rt)
     for (unsigned i = rt->ndev; i-- > 0;)
         weft__device_delete(rt->dev[i]);
     rt->ndev = 0;
+    weft__reduction_free_all(rt->reductions); /* (after the data: unregister combines with them) */
+    rt->reductions = NULL;
     weft__free(rt->trace_path);
     weft__free(rt->comm_spans);
     rt->comm_spans = NULL;

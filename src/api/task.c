@@ -7,6 +7,7 @@
 #include "data/reduce.h"
 #include "data/tile.h"
 
+#include <stdio.h>
 #include <string.h>
 
 void weft_task_desc_init(weft_task_desc *d)
@@ -22,24 +23,72 @@ static int spawn_fail(const weft_task_desc *d, int code)
     return code;
 }
 
-/* A reduction access (access i of d): 0 or WEFT_EINVAL naming it. */
-static int reduce_check(const weft_task_desc *d, size_t i, const char *fn)
+/* Whether a mode names a user reduction (rightly or not: WEFT_RED_USER
+ * among its operator bits), so that its bits 20-30 are a number. */
+static bool names_user(unsigned m) { return (m & WEFT_REDUCE) && (m & WEFT_RED_USER); }
+
+/* The operator and element type of reduction access i of d, a task of
+ * runtime h: *elem, the bytes of its element, and *what, the operator's
+ * name for messages; 0 or WEFT_EINVAL naming the access. */
+static int reduce_op_check(const weft_task_desc *d, size_t i, const void *h, const char *fn, size_t *elem,
+                           const char **what)
+{
+    const weft_access *a = &d->accesses[i];
+    unsigned m = a->mode, op = m & WEFT_RED_OP_MASK;
+    if (op == WEFT_RED_USER) {
+        unsigned id = weft__red_user_id(m);
+        const weft__reduction *u = weft__reduction_find(h, id);
+        if (!id)
+            return weft__error(WEFT_EINVAL, "%s: access %zu reduces with WEFT_RED_USER but names no reduction: "
+                                            "use WEFT_REDUCE | op, with the op weft_reduction_register gave", fn, i);
+        if (!u)
+            return weft__error(WEFT_EINVAL, "%s: access %zu reduces with user reduction number %u, which this "
+                                            "runtime did not register (another runtime's, or a stale op): a "
+                                            "reduction is registered with the runtime whose tasks use it", fn, i, id);
+        if (m & WEFT_RED_TYPE_MASK)
+            return weft__error(WEFT_EINVAL, "%s: access %zu has type bits 0x%x with user reduction \"%s\": it gives "
+                                            "its element size (%zu bytes) itself; drop the type",
+                               fn, i, m & WEFT_RED_TYPE_MASK, u->name, u->elem);
+        *elem = u->elem;
+        *what = u->name;
+        return 0;
+    }
+    if (op > WEFT_RED_USER && op <= (WEFT_RED_USER | WEFT_RED_MAX))
+        return weft__error(WEFT_EINVAL, "%s: access %zu reduces with operator 0x%x: WEFT_RED_USER (a user "
+                                        "reduction, whose combine is the operator) cannot be combined with "
+                                        "WEFT_RED_SUM, WEFT_RED_MIN or WEFT_RED_MAX", fn, i, op);
+    if (!weft__red_op_known(m))
+        return weft__error(WEFT_EINVAL, "%s: access %zu reduces with operator 0x%x: add WEFT_RED_SUM, WEFT_RED_MIN, "
+                                        "WEFT_RED_MAX, or WEFT_RED_USER with a weft_access.reduction", fn, i, op);
+    if (!(*elem = weft__red_elem(m)))
+        return weft__error(WEFT_EINVAL, "%s: access %zu reduces elements of type 0x%x: add WEFT_RED_I32, "
+                                        "WEFT_RED_I64, WEFT_RED_U32, WEFT_RED_U64, WEFT_RED_F32 or WEFT_RED_F64",
+                           fn, i, m & WEFT_RED_TYPE_MASK);
+    *what = NULL;
+    return 0;
+}
+
+/* A reduction access (access i of d, a task of runtime h): 0 or
+ * WEFT_EINVAL naming it. */
+static int reduce_check(const weft_task_desc *d, size_t i, const void *h, const char *fn)
 {
     unsigned m = d->accesses[i].mode;
     if (m & (WEFT_RW | WEFT_COMMUTE))
         return weft__error(WEFT_EINVAL, "%s: access %zu has mode 0x%x: WEFT_REDUCE cannot be combined with "
                                         "WEFT_R, WEFT_W or WEFT_COMMUTE", fn, i, m);
-    if (m & ~(unsigned)(WEFT_REDUCE | WEFT_HOST | WEFT_RED_OP_MASK | WEFT_RED_TYPE_MASK))
+    unsigned known = WEFT_REDUCE | WEFT_HOST | WEFT_RED_OP_MASK | WEFT_RED_TYPE_MASK |
+                     (names_user(m) ? WEFT_RED_USER_ID_MASK : 0u);
+    if (m & ~known)
         return weft__error(WEFT_EINVAL, "%s: access %zu has mode 0x%x: unknown bits 0x%x with WEFT_REDUCE", fn, i,
-                           m, m & ~(unsigned)(WEFT_REDUCE | WEFT_HOST | WEFT_RED_OP_MASK | WEFT_RED_TYPE_MASK));
-    if (!weft__red_op_known(m))
-        return weft__error(WEFT_EINVAL, "%s: access %zu reduces with operator 0x%x: add WEFT_RED_SUM, WEFT_RED_MIN "
-                                        "or WEFT_RED_MAX", fn, i, m & WEFT_RED_OP_MASK);
-    size_t elem = weft__red_elem(m);
-    if (!elem)
-        return weft__error(WEFT_EINVAL, "%s: access %zu reduces elements of type 0x%x: add WEFT_RED_I32, "
-                                        "WEFT_RED_I64, WEFT_RED_U32, WEFT_RED_U64, WEFT_RED_F32 or WEFT_RED_F64",
-                           fn, i, m & WEFT_RED_TYPE_MASK);
+                           m, m & ~known);
+    size_t elem = 0;
+    const char *user = NULL;
+    int orc = reduce_op_check(d, i, h, fn, &elem, &user);
+    if (orc)
+        return orc;
+    char by[64] = "";
+    if (user)
+        snprintf(by, sizeof by, " (user reduction \"%s\")", user);
     for (size_t j = 0; j < d->naccesses; j++)
         if (j != i && d->accesses[j].data == d->accesses[i].data)
             return weft__error(WEFT_EINVAL, "%s: access %zu reduces data that access %zu names too: a reduction "
@@ -51,11 +100,11 @@ static int reduce_check(const weft_task_desc *d, size_t i, const char *fn)
         return 0;
     int rc = 0;
     if (!x->tile && x->size % elem)
-        rc = weft__error(WEFT_EINVAL, "%s: access %zu reduces %zu-byte elements, but its data's %zu bytes are not "
-                                      "a whole number of them", fn, i, elem, x->size);
+        rc = weft__error(WEFT_EINVAL, "%s: access %zu reduces %zu-byte elements%s, but its data's %zu bytes are "
+                                      "not a whole number of them", fn, i, elem, by, x->size);
     else if (x->tile && x->in_bytes % elem)
-        rc = weft__error(WEFT_EINVAL, "%s: access %zu reduces %zu-byte elements, but the rows of its tile's "
-                                      "interior are %zu bytes, not a whole number of them", fn, i, elem,
+        rc = weft__error(WEFT_EINVAL, "%s: access %zu reduces %zu-byte elements%s, but the rows of its tile's "
+                                      "interior are %zu bytes, not a whole number of them", fn, i, elem, by,
                          x->in_bytes);
     else if (!x->tile && atomic_load(&x->fam))
         rc = weft__error(WEFT_EINVAL, "%s: access %zu reduces data partitioned into tiles: reduce its tiles (or "
@@ -129,7 +178,7 @@ static int on_gpu_check(const weft_task_desc *d, size_t i, const char *fn)
                                fn, i, k, j, d->placements[j].gpus, d->placements[j].gpus == 1 ? "" : "s");
     for (size_t j = 0; j < d->naccesses; j++) {
         const weft_access *b = &d->accesses[j];
-        unsigned kb = (b->mode & WEFT_ON_GPU_MASK) >> 20;
+        unsigned kb = (weft__red_task_mode(b->mode) & WEFT_ON_GPU_MASK) >> 20;
         kb = kb ? kb - 1 : 0;
         if (j != i && b->data == d->accesses[i].data && (kb != k || (b->mode & WEFT_HOST)) &&
             ((m | b->mode) & WEFT_W))
@@ -193,7 +242,7 @@ int weft__desc_check(const weft_runtime *h, const weft_task_desc *d, const char 
         if (atomic_load_explicit(&dd->rt_handle, memory_order_relaxed) != (const void *)h)
             return weft__error(WEFT_EINVAL, "%s: data of access %zu belongs to another runtime", fn, i);
         unsigned m = a->mode;
-        if (m & WEFT_ON_GPU_MASK) {
+        if ((m & WEFT_ON_GPU_MASK) && !names_user(m)) { /* (a user reduction's number is in those bits) */
             int rc = on_gpu_check(d, i, fn);
             if (rc)
                 return rc;
@@ -205,7 +254,7 @@ int weft__desc_check(const weft_runtime *h, const weft_task_desc *d, const char 
                 return rc;
         }
         if (m & WEFT_REDUCE) {
-            int rc = reduce_check(d, i, fn);
+            int rc = reduce_check(d, i, h, fn);
             if (rc)
                 return rc;
             continue;
@@ -215,7 +264,7 @@ int weft__desc_check(const weft_runtime *h, const weft_task_desc *d, const char 
             return weft__error(WEFT_EINVAL, "%s: access %zu has invalid mode 0x%x "
                                             "(WEFT_R, WEFT_W, WEFT_RW, or WEFT_RW|WEFT_COMMUTE; "
                                             "any of them | WEFT_HOST; or WEFT_REDUCE | an operator | "
-                                            "a type)", fn, i, m);
+                                            "a type, or WEFT_REDUCE | a user reduction's op)", fn, i, m);
     }
     return 0;
 }

@@ -139,6 +139,7 @@ typedef struct weft__data {
      * a host image of an operator's identity to fill new ones from. */
     struct weft__partial *partials, *partials_tail;
     unsigned image_key;
+    const struct weft__reduction *image_user; /* image_key WEFT_RED_USER: whose identity */
     void *image;
     _Atomic bool has_partials;         /* partials != NULL (read without the lock) */
     /* lock protects rep[] (states, allocations, ready events).  Taken by

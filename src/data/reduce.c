@@ -32,11 +32,73 @@ bool weft__red_op_known(unsigned mode)
 
 /* Whether partials may be combined in any order with the same result
  * (integers: wrapping sums, min, max).  Floating point follows the spawn
- * order (sums round, NaN payloads differ). */
+ * order (sums round, NaN payloads differ), and so do user reductions
+ * (associative, perhaps not commutative). */
 static bool any_order(unsigned key)
 {
     unsigned t = key & WEFT_RED_TYPE_MASK;
-    return t != WEFT_RED_F32 && t != WEFT_RED_F64;
+    return (key & WEFT_RED_OP_MASK) != WEFT_RED_USER && t != WEFT_RED_F32 && t != WEFT_RED_F64;
+}
+
+/* Whether partials p and q reduce with the same operator (and type). */
+static bool same_op(const weft__partial *p, const weft__partial *q)
+{
+    return p->key == q->key && p->user == q->user;
+}
+
+/* ------------------------------------------------------------------------ */
+/* User reductions' numbers                                                  */
+/* ------------------------------------------------------------------------ */
+
+/* The process's user reductions by number.  numbers_lock protects claiming
+ * and giving back a number (owner from NULL and back); a lookup reads
+ * without it: owner (acquire) first, and rec only when owner is the
+ * caller's runtime, which is alive while it calls. */
+static pthread_mutex_t numbers_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct {
+    const void *_Atomic owner;         /* the runtime handle, or NULL: free */
+    weft__reduction *_Atomic rec;
+} numbers[WEFT__RED_MAX_USER + 1];
+static unsigned numbers_next = 1;      /* where the search for a free one starts (under the lock) */
+
+int weft__reduction_number(weft__reduction *u)
+{
+    int rc = WEFT_ENOMEM;
+    pthread_mutex_lock(&numbers_lock);
+    for (unsigned k = 0; k < WEFT__RED_MAX_USER; k++) {
+        unsigned id = 1 + (numbers_next - 1 + k) % WEFT__RED_MAX_USER;
+        if (atomic_load_explicit(&numbers[id].owner, memory_order_relaxed))
+            continue;
+        u->id = id;
+        atomic_store_explicit(&numbers[id].rec, u, memory_order_relaxed);
+        atomic_store_explicit(&numbers[id].owner, u->rt_handle, memory_order_release);
+        numbers_next = id % WEFT__RED_MAX_USER + 1; /* (numbers are reused last: a stale one is caught longer) */
+        rc = 0;
+        break;
+    }
+    pthread_mutex_unlock(&numbers_lock);
+    return rc;
+}
+
+const weft__reduction *weft__reduction_find(const void *h, unsigned id)
+{
+    if (id == 0 || id > WEFT__RED_MAX_USER || atomic_load_explicit(&numbers[id].owner, memory_order_acquire) != h)
+        return NULL;
+    return atomic_load_explicit(&numbers[id].rec, memory_order_relaxed);
+}
+
+void weft__reduction_free_all(weft__reduction *list)
+{
+    while (list) {
+        weft__reduction *next = list->next;
+        pthread_mutex_lock(&numbers_lock);
+        atomic_store_explicit(&numbers[list->id].owner, NULL, memory_order_relaxed);
+        atomic_store_explicit(&numbers[list->id].rec, NULL, memory_order_relaxed);
+        pthread_mutex_unlock(&numbers_lock);
+        weft__free(list->identity);
+        weft__free(list);
+        list = next;
+    }
 }
 
 /* ------------------------------------------------------------------------ */
@@ -80,8 +142,14 @@ static bool any_order(unsigned key)
         }                                                                                                    \
     } while (0)
 
-static void combine(unsigned key, void *dst, const void *src, size_t n)
+/* dst = dst OP src over n bytes: a user reduction's combine (user set),
+ * or the built-in operator and type of key. */
+static void combine(unsigned key, const weft__reduction *user, void *dst, const void *src, size_t n)
 {
+    if (user) {
+        user->combine(dst, src, n / user->elem, user->arg);
+        return;
+    }
     switch (key & WEFT_RED_TYPE_MASK) {
     case WEFT_RED_I32:
         BY_OP(int32_t, uint32_t, IMIN, IMAX);
@@ -111,9 +179,24 @@ static void combine(unsigned key, void *dst, const void *src, size_t n)
             memcpy((char *)dst + i, &x, sizeof x);                                                           \
     } while (0)
 
-/* The operator's identity in every element of dst (n bytes). */
-static void fill_identity(unsigned key, void *dst, size_t n)
+/* A user reduction's identity in every element of dst (n bytes). */
+static void fill_user_identity(const weft__reduction *user, void *dst, size_t n)
 {
+    if (!user->identity) {
+        user->init(dst, n / user->elem, user->arg);
+        return;
+    }
+    for (size_t i = 0; i + user->elem <= n; i += user->elem)
+        memcpy((char *)dst + i, user->identity, user->elem);
+}
+
+/* The operator's identity in every element of dst (n bytes). */
+static void fill_identity(unsigned key, const weft__reduction *user, void *dst, size_t n)
+{
+    if (user) {
+        fill_user_identity(user, dst, n);
+        return;
+    }
     unsigned op = key & WEFT_RED_OP_MASK;
     bool sum = op == WEFT_RED_SUM, min = op == WEFT_RED_MIN;
     switch (key & WEFT_RED_TYPE_MASK) {
@@ -149,10 +232,10 @@ static void fill_identity(unsigned key, void *dst, size_t n)
 static size_t pbytes(const weft__data *d) { return d->in_rows * d->in_bytes; }
 
 /* value OP partial, row by row, into the interior of d's host copy. */
-static void combine_into(weft__data *d, unsigned key, const void *src)
+static void combine_into(weft__data *d, const weft__partial *p, const void *src)
 {
     for (size_t r = 0; r < d->in_rows; r++)
-        combine(key, weft__data_at(d, 0, d->in_r0 + r, d->in_c0), (const char *)src + r * d->in_bytes,
+        combine(p->key, p->user, weft__data_at(d, 0, d->in_r0 + r, d->in_c0), (const char *)src + r * d->in_bytes,
                 d->in_bytes);
 }
 
@@ -193,7 +276,7 @@ static void partial_remove(weft__data *d, weft__partial **pp, weft__partial *pre
     atomic_store_explicit(&d->has_partials, d->partials != NULL, memory_order_release);
 }
 
-weft__partial *weft__reduce_new(unsigned mode)
+weft__partial *weft__reduce_new(unsigned mode, const weft__reduction *user)
 {
     weft__partial *p = weft__alloc(sizeof *p);
     if (!p)
@@ -204,6 +287,8 @@ weft__partial *weft__reduce_new(unsigned mode)
     atomic_init(&p->r.pins, 0);
     atomic_init(&p->state, WEFT__PART_WAITING);
     p->key = weft__red_key(mode);
+    p->user = user;
+    WEFT__CHECK((p->key & WEFT_RED_OP_MASK) != WEFT_RED_USER || user); /* (the spawn checked its number) */
     return p;
 }
 
@@ -252,9 +337,9 @@ static void compact(weft__data *d, bool may_fetch)
             partial_remove(d, pp, prev);
             continue;
         }
-        bool turn = !first_left || (any_order(p->key) && !mixed && first_left->key == p->key);
+        bool turn = !first_left || (any_order(p->key) && !mixed && same_op(first_left, p));
         if (fin && p->dev == 0 && host && turn) {
-            combine_into(d, p->key, p->r.ptr);
+            combine_into(d, p, p->r.ptr);
             wrote = true;
             partial_remove(d, pp, prev);
             continue;
@@ -262,7 +347,7 @@ static void compact(weft__data *d, bool may_fetch)
         if (!first_left)
             first_left = p;
         else
-            mixed |= p->key != first_left->key;
+            mixed |= !same_op(p, first_left);
         prev = p;
         pp = &p->next;
     }
@@ -276,17 +361,18 @@ int weft__reduce_acquire(weft__data *d, unsigned dev, weft__partial *p)
         dev = 0; /* a device added after registration: host memory */
     pthread_mutex_lock(&d->lock);
     int rc = 0;
-    if (!d->image || d->image_key != p->key) {
+    if (!d->image || d->image_key != p->key || d->image_user != p->user) {
         /* (The old image is no longer read: the tasks that filled from it
          * have finished, as this one follows them.) */
         void *img = weft__alloc(pbytes(d));
         if (!img) {
             rc = WEFT_ENOMEM;
         } else {
-            fill_identity(p->key, img, pbytes(d));
+            fill_identity(p->key, p->user, img, pbytes(d));
             weft__free(d->image);
             d->image = img;
             d->image_key = p->key;
+            d->image_user = p->user;
         }
     }
     if (rc == 0 && !d->tile) /* (a tile's value is its family's: combined under its lock, data/tile.c) */
@@ -387,10 +473,10 @@ int weft__reduce_fold(weft__data *d, uint64_t upto)
                     break; /* the next round's */
                 if ((rc = err[p->dev]) != 0)
                     break;
-                combine_into(d, p->key, tmp[k++]);
+                combine_into(d, p, tmp[k++]);
                 wrote = true;
             } else if (done(p)) {
-                combine_into(d, p->key, p->r.ptr);
+                combine_into(d, p, p->r.ptr);
                 wrote = true;
             }
             partial_remove(d, &d->partials, NULL);
@@ -433,4 +519,4 @@ bool weft__reduce_evict(weft__data *e, weft__replica *r, unsigned dev)
     return true;
 }
 
-void weft__red_combine(unsigned key, void *dst, const void *src, size_t n) { combine(key, dst, src, n); }
+void weft__red_combine(unsigned key, void *dst, const void *src, size_t n) { combine(key, NULL, dst, src, n); }

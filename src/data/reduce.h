@@ -18,6 +18,12 @@
  * wait for their completion (no early release), so that when a partial is
  * combined its task has finished and its state (done or failed) is known.
  *
+ * The operator is a built-in one (sum, min, max of one of six types), or
+ * a user reduction (weft_reduction_register): its identity fills the image
+ * the partials start from, and its combine replaces the built-in loops,
+ * called once per partial (per row of a tile's interior) with the count of
+ * elements.  User partials are never combined out of spawn order.
+ *
  * A partial has the shape of the handle's interior, rows packed: a tile's
  * interior (its halo is not reduced), or all the bytes of other data.  A
  * tile's partials are combined by data/tile.c, under its family's lock,
@@ -33,11 +39,31 @@
  * then DONE or FAILED (its task finished: never touched by it again). */
 enum { WEFT__PART_WAITING = 0, WEFT__PART_RUNNING = 1, WEFT__PART_DONE = 2, WEFT__PART_FAILED = 3 };
 
+/* A user reduction (weft_reduction_register): immutable once registered,
+ * owned by its runtime (api/data.c lists them, under data_lock) and freed
+ * with it, after its data.  Its number (1 .. WEFT__RED_MAX_USER, in the
+ * operator's bits WEFT_RED_USER_ID_MASK) is unique in the process while
+ * it lives. */
+#define WEFT__RED_MAX_USER 2047u
+typedef struct weft__reduction {
+    unsigned id;                       /* its number */
+    const void *rt_handle;             /* the public handle of its runtime */
+    size_t elem;                       /* bytes of an element */
+    void *identity;                    /* elem bytes, or NULL: init fills */
+    weft_reduction_init_fn init;
+    weft_reduction_combine_fn combine;
+    void *arg;
+    char name[32];
+    struct weft__reduction *next;      /* in its runtime's list */
+} weft__reduction;
+_Static_assert((WEFT_RED_USER_ID_MASK >> 20) == WEFT__RED_MAX_USER, "a user reduction's number fits its bits");
+
 typedef struct weft__partial {
     weft__replica r;                   /* must be first: its memory (r.ptr), pins, place in the LRU;
                                           r.partial is set */
     unsigned dev;                      /* where r.ptr is: a device, or 0 (host memory) */
     unsigned key;                      /* operator | type */
+    const weft__reduction *user;       /* key WEFT_RED_USER: the user reduction; else NULL */
     uint64_t seq;                      /* its task's id: the spawn order */
     _Atomic uint8_t state;             /* WEFT__PART_* */
     struct weft__partial *next;        /* in d->partials, by seq */
@@ -47,17 +73,41 @@ typedef struct weft__partial {
 static inline unsigned weft__red_key(unsigned mode) { return mode & (WEFT_RED_OP_MASK | WEFT_RED_TYPE_MASK); }
 /* Bytes of an element of a reduction mode's type, 0 if unknown. */
 size_t weft__red_elem(unsigned mode);
-/* Whether the operator of mode is known (sum, min, max). */
+/* Whether the operator of mode is a built-in one (sum, min, max). */
 bool weft__red_op_known(unsigned mode);
+/* Whether mode reduces with a user reduction. */
+static inline bool weft__red_is_user(unsigned mode)
+{
+    return (mode & WEFT_REDUCE) && (mode & WEFT_RED_OP_MASK) == WEFT_RED_USER;
+}
+/* The number of mode's user reduction (0: none given). */
+static inline unsigned weft__red_user_id(unsigned mode) { return (mode & WEFT_RED_USER_ID_MASK) >> 20; }
+/* What a task keeps of an access's mode: a user reduction's number taken
+ * out (its record holds the reduction), so that no layer reads it as
+ * WEFT_ON_GPU bits. */
+static inline unsigned weft__red_task_mode(unsigned mode)
+{
+    return weft__red_is_user(mode) ? mode & ~(unsigned)WEFT_RED_USER_ID_MASK : mode;
+}
+/* Number u (filled but for its id) for runtime handle h: 0, or
+ * WEFT_ENOMEM when every number is taken. */
+int weft__reduction_number(weft__reduction *u);
+/* The user reduction with number id if runtime handle h registered it,
+ * else NULL (a number of another runtime, or none).  Lock-free; the
+ * result lives as long as h's runtime. */
+const weft__reduction *weft__reduction_find(const void *h, unsigned id);
+/* Give back the numbers of a runtime's user reductions and free them
+ * (its list; nothing uses them any more). */
+void weft__reduction_free_all(weft__reduction *list);
 /* dst = dst OP src elementwise over n bytes of key's type (key: an
  * operator | a type; the communicators' reductions use it too). */
 void weft__red_combine(unsigned key, void *dst, const void *src, size_t n);
 
-/* Spawn: a record for a reducing access (NULL on ENOMEM), put in its
- * handle's list, in spawn order, when the task is linked (its history's
- * lock held: enlist takes the handle's lock under it), or discarded if the
- * spawn fails before. */
-weft__partial *weft__reduce_new(unsigned mode);
+/* Spawn: a record for a reducing access (mode; user: its user reduction,
+ * or NULL) (NULL on ENOMEM), put in its handle's list, in spawn order,
+ * when the task is linked (its history's lock held: enlist takes the
+ * handle's lock under it), or discarded if the spawn fails before. */
+weft__partial *weft__reduce_new(unsigned mode, const weft__reduction *user);
 void weft__reduce_discard(weft__partial *p);
 void weft__reduce_enlist(weft__data *d, weft__partial *p, uint64_t seq);
 

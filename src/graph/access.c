@@ -41,6 +41,7 @@ typedef struct history {
     bool writers_tiled;
     bool group_read;                   /* a reader followed the group: it is closed */
     unsigned reduce_key;               /* operator and type (data/reduce.h) */
+    const weft__reduction *reduce_user; /* reduce_key WEFT_RED_USER: the user reduction */
     /* Readers since the last writer(s); finished ones are pruned only when
      * the array is full or a writer comes, so a spawn costs O(1) amortised. */
     weft__task **readers;
@@ -169,6 +170,12 @@ static void prune_readers(history *h)
     h->nreaders = k;
 }
 
+/* The user reduction of a reducing access (its record's), or NULL. */
+static const weft__reduction *reduce_user(const weft__task_access *a)
+{
+    return (a->mode & WEFT_REDUCE) && a->part ? a->part->user : NULL;
+}
+
 /* A commute access joins the open group unless anything but a commute
  * access came after it, or the group came through the other view of a
  * tile (mode with WEFT__VIA_PARENT, or not), or (a parent's group) a task
@@ -176,11 +183,14 @@ static void prune_readers(history *h)
  * but a reduction with the same operator and type came after it.  Decided
  * from what was spawned, never from what has finished, so the graph does
  * not depend on timing. */
-static bool joins_open_group(const weft__data *d, unsigned mode)
+static bool joins_open_group(const weft__task_access *a)
 {
+    const weft__data *d = a->data;
+    unsigned mode = a->mode;
     const history *h = H(d);
     if (mode & WEFT_REDUCE)
-        return h->writers_reduce && !h->group_read && h->reduce_key == weft__red_key(mode);
+        return h->writers_reduce && !h->group_read && h->reduce_key == weft__red_key(mode) &&
+               h->reduce_user == reduce_user(a);
     bool via_parent = (mode & WEFT__VIA_PARENT) != 0;
     return (mode & WEFT_COMMUTE) && h->writers_commute && !h->group_read && h->writers_parent == via_parent &&
            (!via_parent || h->group_tile_spawns == weft__family_tile_spawns(d));
@@ -194,7 +204,7 @@ int weft__access_plan(weft__task_access *sorted, uint32_t n, uint32_t *ninferred
         unsigned mode = sorted[i].mode & ~WEFT__VIA_PARENT;
         bool ok;
         if (mode & (WEFT_COMMUTE | WEFT_REDUCE)) {
-            if (joins_open_group(sorted[i].data, sorted[i].mode)) {
+            if (joins_open_group(&sorted[i])) {
                 count += h->nbase;
                 ok = reserve(&h->writers, &h->cap_writers, h->nwriters + 1);
             } else {
@@ -234,7 +244,7 @@ bool weft__access_check(const weft__task_access *sorted, uint32_t n,
     for (uint32_t i = 0; i < n; i++) {
         history *h = H(sorted[i].data);
         unsigned mode = sorted[i].mode & ~WEFT__VIA_PARENT;
-        if (joins_open_group(sorted[i].data, sorted[i].mode)) {
+        if (joins_open_group(&sorted[i])) {
             for (uint32_t j = 0; j < h->nbase; j++)
                 if (forbidden(arg, h->base[j]))
                     return false;
@@ -275,7 +285,7 @@ void weft__access_link(weft__task *t, const weft__task_access *sorted, uint32_t 
         if (sorted[i].data->tile && !via_parent)
             weft__family_tile_spawned(sorted[i].data);
         if (mode & (WEFT_COMMUTE | WEFT_REDUCE)) {
-            if (!joins_open_group(sorted[i].data, sorted[i].mode)) {
+            if (!joins_open_group(&sorted[i])) {
                 /* Open a group: what came before it becomes its base.  The
                  * references move from writers/readers to base.  Members
                  * follow its writers as readers do (a reduction updates the
@@ -294,6 +304,7 @@ void weft__access_link(weft__task *t, const weft__task_access *sorted, uint32_t 
                 h->writers_commute = (mode & WEFT_COMMUTE) != 0;
                 h->writers_reduce = (mode & WEFT_REDUCE) != 0;
                 h->reduce_key = weft__red_key(mode);
+                h->reduce_user = reduce_user(&sorted[i]);
                 h->group_read = false;
                 h->writers_tiled = tiled;
                 h->writers_parent = via_parent;

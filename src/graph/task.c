@@ -370,7 +370,7 @@ static int cmp_access(const void *a, const void *b)
  * 0 without), capped at 63. */
 static unsigned access_gpu(unsigned mode)
 {
-    unsigned k = (mode & WEFT_ON_GPU_MASK) >> 20;
+    unsigned k = (weft__red_task_mode(mode) & WEFT_ON_GPU_MASK) >> 20;
     return k ? (k - 1 < 63 ? k - 1 : 63) : 0;
 }
 
@@ -484,6 +484,13 @@ static uint32_t count_families(const weft__task *t, uint32_t nuser)
     return n;
 }
 
+/* The user reduction of a reducing access's mode in runtime rt_handle
+ * (the spawn checked it is there), or NULL for a built-in operator. */
+static const weft__reduction *reduce_user(const void *rt_handle, unsigned mode)
+{
+    return weft__red_is_user(mode) ? weft__reduction_find(rt_handle, weft__red_user_id(mode)) : NULL;
+}
+
 int weft__task_spawn(weft__graph *g, const void *rt_handle, const weft_task_desc *d,
                      const weft__spawn_extra *x, bool want_handle, weft__task **out)
 {
@@ -530,14 +537,15 @@ int weft__task_spawn(weft__graph *g, const void *rt_handle, const weft_task_desc
             return weft__error(WEFT_EINVAL, "weft_spawn: data of access %u is being unregistered", i);
         }
         t->access[i].data = dd;
-        t->access[i].mode = d->accesses[i].mode;
+        t->access[i].mode = weft__red_task_mode(d->accesses[i].mode);
         weft__data_hold_clear(&t->access[i].hold);
         t->access[i].part = NULL;
         weft__wrec_clear(&t->access[i].rec);
         t->naccess = (uint16_t)(i + 1);
         /* A reduction's record, enlisted at the link: the order of the
          * private copies is the spawn order (data/reduce.h). */
-        if ((d->accesses[i].mode & WEFT_REDUCE) && !(t->access[i].part = weft__reduce_new(d->accesses[i].mode))) {
+        if ((d->accesses[i].mode & WEFT_REDUCE) && !(t->access[i].part = weft__reduce_new(d->accesses[i].mode,
+                                                                     reduce_user(rt_handle, d->accesses[i].mode)))) {
             task_free(t);
             return weft__error(WEFT_ENOMEM, "weft_spawn: out of memory");
         }
