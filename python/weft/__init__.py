@@ -67,6 +67,7 @@ from ._weft import (  # noqa: F401
     Runtime,
     Task,
     TaskSpace,
+    TaskWarning,
     View,
     W,
     current_runtime,
@@ -96,6 +97,10 @@ from ._native import Reduction, native
 from . import _placement as _placement_mod
 
 _weft._set_placement(_placement_mod._normalize, _placement_mod._call_placed, Variants, DeviceSet, Context)
+from ._space import TaskList
+from . import _space as _space_mod
+
+_weft._set_space(_space_mod._expand, TaskList, _space_mod._flatten_deps)
 from . import bench  # noqa: F401
 
 __version__ = "0.1.0"
@@ -104,6 +109,8 @@ __all__ = [
     "Runtime",
     "Task",
     "TaskSpace",
+    "TaskList",
+    "TaskWarning",
     "Data",
     "View",
     "Native",

@@ -141,8 +141,21 @@ class Variants:
 
         return register
 
+    def body_for(self, placement):
+        """The body that runs on `placement` (a device set): the variant
+        registered for exactly that set; else one registered for any GPU(s)
+        of the kind asked for — a variant for weft.gpu serves weft.gpu(1)
+        and, failing a closer one, several GPUs (weft.gpu * 2), as Parla's
+        variant for an architecture serves every device of it; else the
+        default body."""
+        return _best(self, _as_set(placement))
+
     def __call__(self, *args, **kwargs):
-        return self.default(*args, **kwargs)
+        # Inside a task, the variant of the device the task runs on (a body
+        # on GPUs calls the GPU variant, a CPU body the CPU one), as Parla's
+        # specialized functions dispatch on the current device; elsewhere
+        # the CPU's.
+        return _best(self, _current_set())(*args, **kwargs)
 
     def __repr__(self):
         names = ", ".join(f"{ds!r}: {getattr(f, '__name__', f)}" for ds, f in self.variants)
@@ -161,10 +174,63 @@ def variants(fn=None, *, placement=None):
         rt.spawn(step, x)                # the mapper picks: one GPU if free, else the CPU
 
     Spawning it without placement= offers its variants in registration
-    order, then the default body on `placement` (the CPU unless given)."""
+    order, then the default body on `placement` (the CPU unless given).
+    With placement=, each alternative runs the variant that fits it best
+    (Variants.body_for: a variant for weft.gpu serves weft.gpu(1) too).
+    Called inside a running body it dispatches on the body's device: the
+    GPU variant in a body on a GPU, the CPU's in a CPU body."""
     if fn is None:
         return lambda f: Variants(f, placement)
     return Variants(fn, placement)
+
+
+def _rank(v, p):
+    """How well a variant registered for device set v fits a placement p
+    (lower is better), or None if it does not: the exact set; then a
+    variant for any GPU(s) (v.gpu == -1) of the same count and CPU part;
+    then the same with the CPU part differing; then a one-GPU variant for
+    several GPUs.  A CPU-only placement takes only a CPU-only variant."""
+    if v == p:
+        return 0
+    if (v.gpus == 0) != (p.gpus == 0) or v.gpu not in (-1, p.gpu):
+        return None
+    if p.gpus == 0:
+        return 1 if v.cpu == p.cpu else None
+    if v.gpus == p.gpus:
+        return 1 if v.cpu == p.cpu else 2
+    if v.gpus == 1:
+        return 3 if v.cpu == p.cpu else 4
+    return None
+
+
+def _best(fn, p):
+    """The body of Variants fn for device set p (see Variants.body_for)."""
+    best, body = None, None
+    for ds, f in fn.variants + [(fn.default_placement, fn.default)]:
+        r = _rank(ds, p)
+        if r is not None and (best is None or r < best):
+            best, body = r, f
+    return fn.default if body is None else body
+
+
+def _current_set():
+    """The device set the calling code runs on: the running task's GPUs
+    (a specific one for a one-GPU task), or the CPU (a CPU task, or not in
+    a task)."""
+    from . import _weft
+
+    ctx = _weft._context()
+    if ctx is None or not ctx.devices:
+        return cpu
+    if len(ctx.devices) == 1:
+        return DeviceSet(False, 1, _gpu_number(ctx.devices[0]))
+    return DeviceSet(False, len(ctx.devices), -1)
+
+
+def _gpu_number(index):
+    """The GPU number (0..G-1) of runtime device `index` (the CPU is
+    device 0, the GPUs follow)."""
+    return index - 1
 
 
 def _alt(ds, share, memory, body):
@@ -180,12 +246,11 @@ def _normalize(fn, placement, share, memory):
     if not isinstance(memory, int) or isinstance(memory, bool) or memory < 0:
         raise ValueError(f"spawn(): memory= takes a number of bytes >= 0, not {memory!r}")
     if isinstance(fn, Variants):
-        table = dict((ds, f) for ds, f in reversed(fn.variants))
         if placement is None:
             sets = [ds for ds, _ in fn.variants] + [fn.default_placement]
         else:
             sets = [_as_set(p) for p in (placement if isinstance(placement, list) else [placement])]
-        alts = [_alt(ds, share, memory, table.get(ds)) for ds in sets]
+        alts = [_alt(ds, share, memory, _best(fn, ds)) for ds in sets]
         return fn.default, alts
     if placement is None:
         return fn, []

@@ -34,7 +34,10 @@
  *     before that, it stands for the C space's placeholder of its key, so
  *     every task enters the C runtime when it is spawned (nothing is held
  *     back in Python), cycles are refused by the C space, and keys never
- *     spawned cancel their dependents when the runtime closes (space.c).
+ *     spawned cancel their dependents when the runtime closes (space.c),
+ *     which reports them as a weft.TaskWarning (runtime.c).  A key with a
+ *     slice, range, list or negative int in it names a weft.TaskList of
+ *     slots instead (weft/_space.py).
  *
  * Module state holds every type and object; the only static storage is three
  * thread-local pointers describing the thread the code runs on (a worker
@@ -155,6 +158,16 @@ typedef struct {
     PyTypeObject *Acquired_T;
     PyTypeObject *Await_T;
     PyObject *CancelledError;
+    /* weft.TaskWarning (a RuntimeWarning): what closing a runtime reports
+     * that nobody saw — keys depended on but never spawned, task exceptions
+     * never retrieved (runtime.c). */
+    PyObject *TaskWarning;
+    /* Task-space helpers of weft/_space.py (registered at import by
+     * weft/__init__.py through _set_space): the expansion of a key naming
+     * several slots (T[0:4], T[-1]) into a weft.TaskList, that class, and
+     * the flattening of a deps= value holding lists, TaskLists or whole
+     * spaces into a list of Tasks. */
+    PyObject *space_expand, *TaskList_cls, *deps_flatten;
     /* MPI was started by weft (weft.mpi_init, or Communicator.mpi with MPI
      * not running): weft._close_all finalizes it at exit, after closing
      * every runtime (and so every communicator).  Atomic: any thread may
@@ -294,6 +307,11 @@ typedef struct RuntimeObject {
     PyObject *reductions;       /* dict weft.Reduction -> int, its operator in this runtime
                                    (spawn.c; strong: the C functions it names stay alive until
                                    the runtime is freed, after its destroy) */
+    PyObject *unobserved;       /* dict PyLong(C task id) -> str: the failures nobody has seen
+                                   yet (no result()/exception()/wait() on the task, no
+                                   wait_all raised it), each as "task 'f' raised ValueError(...)";
+                                   reported as a weft.TaskWarning when the runtime closes.
+                                   Single dict operations (they lock the dict). */
     PyObject *weakreflist;
 } RuntimeObject;
 
@@ -326,6 +344,9 @@ typedef struct TaskObject {
     int cancel_requested;  /* cancel() on a slot of an unbound space (critical section on the space) */
     int ran;               /* the body finished (result/exc are final) */
     _Atomic int retrieved; /* its exception was handed to the user */
+    _Atomic int depended;  /* a slot some task (or await) followed while it was declared:
+                              reported at close if nobody ever spawned into it */
+    _Atomic uint64_t unobs_id; /* its key in rt->unobserved while its failure is unseen (0: none) */
     uint64_t fail_id;      /* its C id, under which rt->failed lists it (0: not listed) */
     /* A task without a Python body (a communication operation, comm.c):
      * its final C status (weft_task_status), recorded while the runtime is
@@ -571,6 +592,13 @@ void weft_py_release_defer(RuntimeObject *r, TaskObject *t);
 void weft_py_release_drain(RuntimeObject *r);
 /* The program has seen t's exception: wait_all no longer raises it. */
 void weft_py_task_retrieved(TaskObject *t);
+/* The program has seen t's failure (a wait on it, or a wait_all that raised
+ * it): closing the runtime does not report it as never retrieved. */
+void weft_py_task_observed(TaskObject *t);
+/* A short name for an unnamed task's messages: the body's function name
+ * (fn.__name__ of a function or method, a builtin's name, a class's name),
+ * as a C string borrowed from fn (valid while fn lives), or NULL. */
+const char *weft_py_fn_label(PyObject *fn);
 /* t is being freed: forget it as a failed task. */
 void weft_py_task_forget_failure(TaskObject *t);
 /* The exception of the live failed task with this C id (new ref), or NULL. */

@@ -315,8 +315,11 @@ weft_py_record_failure(RuntimeObject *r, TaskObject *t, PyObject *fn, PyObject *
     /* A note naming the task, shown under the traceback. */
     if (PyExceptionInstance_Check(exc) && !has_weft_note(exc)) {
         PyObject *note;
+        const char *fl = fn ? weft_py_fn_label(fn) : NULL;
         if (t->name)
             note = PyUnicode_FromFormat("raised by weft task %R", t->name);
+        else if (fl)
+            note = PyUnicode_FromFormat("raised by a weft task running %s()", fl);
         else if (fn)
             note = PyUnicode_FromFormat("raised by a weft task running %R", fn);
         else
@@ -333,6 +336,30 @@ weft_py_record_failure(RuntimeObject *r, TaskObject *t, PyObject *fn, PyObject *
      * one entry per failure nobody has looked at yet. */
     WEFT_PY_HANDOFF_RELEASE(t);
     if (r->failures && PyDict_SetItem(r->failures, (PyObject *)t, Py_None) < 0) PyErr_Clear();
+    /* For the report at close of failures nobody looked at (weft_py_task_observed
+     * removes it): a line naming the task and the exception, not the exception
+     * itself (the runtime does not keep it alive for this). */
+    if (r->unobserved && id != 0 && atomic_load(&t->unobs_id) == 0) {
+        PyObject *er = PyObject_Repr(exc);
+        if (er == NULL) PyErr_Clear();
+        else if (PyUnicode_GET_LENGTH(er) > 200) {
+            PyObject *cut = PyUnicode_Substring(er, 0, 197);
+            Py_SETREF(er, cut ? PyUnicode_FromFormat("%U...", cut) : NULL);
+            Py_XDECREF(cut);
+            if (er == NULL) PyErr_Clear();
+        }
+        const char *fl = fn ? weft_py_fn_label(fn) : NULL;
+        PyObject *line = NULL;
+        if (er && t->name) line = PyUnicode_FromFormat("task %R raised %U", t->name, er);
+        else if (er && fl) line = PyUnicode_FromFormat("task '%s' (id %llu) raised %U", fl, (unsigned long long)id, er);
+        else if (er) line = PyUnicode_FromFormat("task id %llu raised %U", (unsigned long long)id, er);
+        PyObject *k = line ? PyLong_FromUnsignedLongLong(id) : NULL;
+        if (k && PyDict_SetItem(r->unobserved, k, line) == 0) atomic_store(&t->unobs_id, id);
+        else PyErr_Clear();
+        Py_XDECREF(k);
+        Py_XDECREF(line);
+        Py_XDECREF(er);
+    }
     /* For the CancelledError of its dependents, as long as the Task lives. */
     if (r->failed && t->fail_id == 0 && id != 0) {
         PyObject *k = PyLong_FromUnsignedLongLong(id);
@@ -349,11 +376,46 @@ weft_py_record_failure(RuntimeObject *r, TaskObject *t, PyObject *fn, PyObject *
 void
 weft_py_task_retrieved(TaskObject *t)
 {
+    weft_py_task_observed(t);
     if (atomic_exchange(&t->retrieved, 1)) return;
     RuntimeObject *r = t->rt;
     if (r == NULL || r->failures == NULL) return;
     /* One dict operation (it locks the dict): racing wait_all's clear is fine. */
     if (PyDict_DelItem(r->failures, (PyObject *)t) < 0) PyErr_Clear();
+}
+
+void
+weft_py_task_observed(TaskObject *t)
+{
+    uint64_t id = atomic_exchange(&t->unobs_id, 0);
+    RuntimeObject *r = t->rt;
+    if (id == 0 || r == NULL || r->unobserved == NULL) return;
+    PyObject *saved = weft_py_fetch_exc();
+    PyObject *k = PyLong_FromUnsignedLongLong(id);
+    if (k == NULL || PyDict_DelItem(r->unobserved, k) < 0) PyErr_Clear();
+    Py_XDECREF(k);
+    if (saved) {
+        weft_py_raise_exc(saved);
+        Py_DECREF(saved);
+    }
+}
+
+const char *
+weft_py_fn_label(PyObject *fn)
+{
+    if (PyMethod_Check(fn)) fn = PyMethod_GET_FUNCTION(fn);
+    if (PyFunction_Check(fn)) {
+        PyObject *n = ((PyFunctionObject *)fn)->func_name; /* its UTF-8 is cached in the str */
+        const char *s = n && PyUnicode_Check(n) ? PyUnicode_AsUTF8(n) : NULL;
+        if (s == NULL) PyErr_Clear();
+        return s;
+    }
+    if (PyCFunction_Check(fn)) return ((PyCFunctionObject *)fn)->m_ml->ml_name;
+    if (PyType_Check(fn)) {
+        const char *s = ((PyTypeObject *)fn)->tp_name, *dot = strrchr(s, '.');
+        return dot ? dot + 1 : s;
+    }
+    return NULL;
 }
 
 /* A failed task is being freed: drop its entry in rt->failed (first thing

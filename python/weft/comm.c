@@ -709,6 +709,7 @@ deps_arg(CommObject *co, PyObject *deps, const char *fn, weft_task ***dv, size_t
             PyErr_Format(PyExc_ValueError, "%s: deps[%zd] belongs to another weft runtime", fn, i);
             goto fail;
         }
+        if (atomic_load(&dep->phase) != PH_SUBMITTED) atomic_store_explicit(&dep->depended, 1, memory_order_relaxed);
         v[i] = atomic_load(&dep->phase) == PH_SUBMITTED ? atomic_load(&dep->h) : weft_py_slot_handle(dep, co->rt);
         if (v[i] == NULL) goto fail;
     }

@@ -282,7 +282,8 @@ await_deps(RuntimeObject *r, TaskObject *self, AwaitObject *a, weft_task ***deps
                                                "for the others)", t->name ? t->name : Py_None);
                 return -1;
             }
-        } else if ((h = weft_py_slot_handle(t, r)) == NULL) { /* a slot: its key's placeholder */
+        } else if (atomic_store_explicit(&t->depended, 1, memory_order_relaxed),
+                   (h = weft_py_slot_handle(t, r)) == NULL) { /* a slot: its key's placeholder */
             PyMem_Free(d);
             return -1;
         }

@@ -119,6 +119,18 @@ mod_data(PyObject *m, PyObject *obj)
 }
 
 static PyObject *
+mod_set_space(PyObject *m, PyObject *args)
+{
+    modstate *st = weft_py_state_of_module(m);
+    PyObject *expand, *cls, *flatten;
+    if (!PyArg_ParseTuple(args, "OOO:_set_space", &expand, &cls, &flatten)) return NULL;
+    Py_XSETREF(st->space_expand, Py_NewRef(expand));
+    Py_XSETREF(st->TaskList_cls, Py_NewRef(cls));
+    Py_XSETREF(st->deps_flatten, Py_NewRef(flatten));
+    Py_RETURN_NONE;
+}
+
+static PyObject *
 mod_close_all(PyObject *m, PyObject *Py_UNUSED(ignored))
 {
     modstate *st = weft_py_state_of_module(m);
@@ -207,6 +219,8 @@ static PyMethodDef module_methods[] = {
      "data(obj) -> Data: the current runtime's weft.Data of the memory obj's buffer covers "
      "(registered on first use)."},
     {"_close_all", (PyCFunction)mod_close_all, METH_NOARGS, "Close every open runtime (atexit)."},
+    {"_set_space", (PyCFunction)mod_set_space, METH_VARARGS,
+     "_set_space(expand, TaskList, flatten_deps): the task-space helpers of weft/_space.py."},
     {"_busy", (PyCFunction)mod_busy, METH_O,
      "_busy(us): spin for us microseconds with the GIL released."},
     {"_inflight", (PyCFunction)mod_inflight, METH_O, "tasks of a runtime in the C runtime now"},
@@ -250,6 +264,15 @@ module_exec(PyObject *m)
     Py_DECREF(base);
     if (st->CancelledError == NULL) return -1;
     if (PyModule_AddObjectRef(m, "CancelledError", st->CancelledError) < 0) return -1;
+    st->TaskWarning = PyErr_NewExceptionWithDoc(
+        "weft.TaskWarning",
+        "What a closing runtime reports that the program never saw: task-space keys that tasks "
+        "depended on but nobody spawned (their dependents were cancelled), and task exceptions "
+        "never retrieved (no result(), exception() or wait() on the task, and no wait_all() "
+        "raised them).",
+        PyExc_RuntimeWarning, NULL);
+    if (st->TaskWarning == NULL) return -1;
+    if (PyModule_AddObjectRef(m, "TaskWarning", st->TaskWarning) < 0) return -1;
     st->stack = PyList_New(0);
     st->open = PyList_New(0);
     st->empty_tuple = PyTuple_New(0);
@@ -300,6 +323,10 @@ module_traverse(PyObject *m, visitproc visit, void *arg)
     Py_VISIT(st->Await_T);
     Py_VISIT(st->Acquired_T);
     Py_VISIT(st->CancelledError);
+    Py_VISIT(st->TaskWarning);
+    Py_VISIT(st->space_expand);
+    Py_VISIT(st->TaskList_cls);
+    Py_VISIT(st->deps_flatten);
     Py_VISIT(st->stack);
     Py_VISIT(st->open);
     Py_VISIT(st->place_normalize);
@@ -325,6 +352,10 @@ module_clear(PyObject *m)
     Py_CLEAR(st->Await_T);
     Py_CLEAR(st->Acquired_T);
     Py_CLEAR(st->CancelledError);
+    Py_CLEAR(st->TaskWarning);
+    Py_CLEAR(st->space_expand);
+    Py_CLEAR(st->TaskList_cls);
+    Py_CLEAR(st->deps_flatten);
     Py_CLEAR(st->stack);
     Py_CLEAR(st->open);
     Py_CLEAR(st->empty_tuple);

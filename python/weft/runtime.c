@@ -139,6 +139,7 @@ Runtime_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
     r->spaces = PyDict_New();
     r->comms = PyList_New(0);
     r->reductions = PyDict_New();
+    r->unobserved = PyDict_New();
     r->next_space = 0;
     r->spin_gil_ns = gil_spin;
     r->gil_off = 0;
@@ -157,7 +158,7 @@ Runtime_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
     atomic_init(&r->closing, 0);
     r->weakreflist = NULL;
     PyObject_GC_Track(r);
-    if (!r->failures || !r->failed || !r->spaces || !r->comms || !r->reductions) goto fail;
+    if (!r->failures || !r->failed || !r->spaces || !r->comms || !r->reductions || !r->unobserved) goto fail;
 
     cfg.on_worker_start = weft_py_on_worker_start;
     cfg.on_worker_stop = weft_py_on_worker_stop;
@@ -219,6 +220,101 @@ weft_py_runtime_close(RuntimeObject *r)
     return rc;
 }
 
+/* The labels (a list of str, new ref) of the task-space slots of r that a
+ * task followed while they were declared and that nobody spawned into (nor
+ * cancelled): once nothing runs any more, their dependents are left waiting
+ * for them, and destroying the runtime cancels those.  NULL (no error) if
+ * there are none or on an error. */
+static PyObject *
+never_spawned(RuntimeObject *r)
+{
+    PyObject *out = NULL, *spaces = r->spaces ? PyDict_Values(r->spaces) : NULL;
+    for (Py_ssize_t j = 0; spaces && j < PyList_GET_SIZE(spaces); j++) {
+        SpaceObject *sp = (SpaceObject *)PyList_GET_ITEM(spaces, j);
+        PyObject *vals = NULL;
+        /* (cancel_requested changes in a critical section on the space.) */
+        WEFT_PY_CS_BEGIN(sp)
+        vals = sp->rt == r && sp->tasks ? PyDict_Values(sp->tasks) : NULL;
+        for (Py_ssize_t i = 0; vals && i < PyList_GET_SIZE(vals); i++) {
+            TaskObject *t = (TaskObject *)PyList_GET_ITEM(vals, i);
+            if (atomic_load(&t->phase) != PH_DECLARED || !atomic_load(&t->depended) || t->cancel_requested ||
+                t->name == NULL)
+                continue;
+            if (out == NULL && (out = PyList_New(0)) == NULL) break;
+            if (PyList_Append(out, t->name) < 0) break;
+        }
+        WEFT_PY_CS_END();
+        Py_XDECREF(vals);
+    }
+    Py_XDECREF(spaces);
+    if (PyErr_Occurred()) {
+        PyErr_Clear();
+        Py_CLEAR(out);
+    }
+    return out;
+}
+
+/* "a, b, c" of the first 10 items of a list of str, "and N more" after. */
+static PyObject *
+join_some(PyObject *items, const char *sep)
+{
+    Py_ssize_t n = PyList_GET_SIZE(items), show = n > 10 ? 10 : n;
+    PyObject *head = PyList_GetSlice(items, 0, show), *s = PyUnicode_FromString(sep);
+    PyObject *res = head && s ? PyUnicode_Join(s, head) : NULL;
+    Py_XDECREF(head);
+    Py_XDECREF(s);
+    if (res && n > show) Py_SETREF(res, PyUnicode_FromFormat("%U%sand %zd more", res, sep, n - show));
+    return res;
+}
+
+/* What closing r found that nobody saw, as weft.TaskWarnings: the keys
+ * never spawned (`never`, a list of labels, or NULL) and the failures never
+ * retrieved (r->unobserved, emptied).  0, or -1 with the exception a
+ * warning filter turned a warning into. */
+static int
+close_report(RuntimeObject *r, PyObject *never)
+{
+    int rc = 0;
+    PyObject *msg = NULL;
+    if (never && PyList_GET_SIZE(never) > 0) {
+        PyObject *keys = join_some(never, ", ");
+        Py_ssize_t n = PyList_GET_SIZE(never);
+        msg = keys ? PyUnicode_FromFormat(
+                         "weft: the runtime closed with tasks waiting for %s that nobody spawned: %U; "
+                         "those tasks were cancelled (weft.CancelledError: ... was never spawned). Spawn a task "
+                         "into %s, or leave %s out of deps= (a negative index such as T[-1] names no key and is no "
+                         "dependency, as in Parla)",
+                         n == 1 ? "a task-space key" : "task-space keys", keys, n == 1 ? "it" : "each", n == 1 ? "it" : "them")
+                   : NULL;
+        Py_XDECREF(keys);
+        if (msg && PyErr_WarnEx(r->st->TaskWarning, PyUnicode_AsUTF8(msg), 1) < 0) rc = -1;
+        Py_CLEAR(msg);
+        if (PyErr_Occurred() && rc == 0) PyErr_Clear();
+    }
+    PyObject *lines = NULL;
+    if (r->unobserved && PyDict_GET_SIZE(r->unobserved) > 0) {
+        WEFT_PY_CS_BEGIN(r->unobserved)
+        lines = PyDict_Values(r->unobserved);
+        PyDict_Clear(r->unobserved);
+        WEFT_PY_CS_END();
+    }
+    if (rc == 0 && lines && PyList_GET_SIZE(lines) > 0) {
+        PyObject *all = join_some(lines, "; ");
+        Py_ssize_t n = PyList_GET_SIZE(lines);
+        msg = all ? PyUnicode_FromFormat(
+                        "weft: %zd task exception%s never retrieved: %U (call result(), exception() or wait() on "
+                        "a task, or wait_all(), to see its failure)",
+                        n, n == 1 ? " was" : "s were", all)
+                  : NULL;
+        Py_XDECREF(all);
+        if (msg && PyErr_WarnEx(r->st->TaskWarning, PyUnicode_AsUTF8(msg), 1) < 0) rc = -1;
+        Py_XDECREF(msg);
+        if (PyErr_Occurred() && rc == 0) PyErr_Clear();
+    }
+    Py_XDECREF(lines);
+    return rc;
+}
+
 static int
 close_locked(RuntimeObject *r)
 {
@@ -242,6 +338,8 @@ close_locked(RuntimeObject *r)
     /* Communication operations have no Python body: how they ended is
      * recorded now, while their handles can still tell. */
     weft_py_comms_settle(r);
+    /* What destroy is about to cancel for want of a spawn, said afterwards. */
+    PyObject *never = never_spawned(r);
     r->closing = 1;
     weft_runtime *rt = r->rt;
     int rc;
@@ -265,7 +363,10 @@ close_locked(RuntimeObject *r)
             PyList_SetSlice(st->stack, i, i + 1, NULL) < 0)
             PyErr_Clear();
     if (list_remove_obj(st->open, (PyObject *)r) < 0) PyErr_Clear();
+    int reported = interrupt ? 0 : close_report(r, never);
+    Py_XDECREF(never);
     Py_DECREF(r);
+    if (reported < 0) return -1;
     if (interrupt) {
         weft_py_raise_exc(interrupt);
         Py_DECREF(interrupt);
@@ -283,6 +384,7 @@ Runtime_traverse(RuntimeObject *r, visitproc visit, void *arg)
     Py_VISIT(r->spaces);
     Py_VISIT(r->comms);
     Py_VISIT(r->reductions);
+    Py_VISIT(r->unobserved);
     return weft_py_registry_traverse(r, visit, arg);
 }
 
@@ -295,6 +397,7 @@ Runtime_clear(RuntimeObject *r)
     Py_CLEAR(r->comms);
     Py_CLEAR(r->failed);
     if (r->rt == NULL) Py_CLEAR(r->reductions); /* (their C functions serve its runtime until destroyed) */
+    Py_CLEAR(r->unobserved);
     return 0;
 }
 

@@ -93,9 +93,42 @@ space_label(SpaceObject *s, PyObject *key)
     return PyUnicode_FromFormat("%U[%R]", s->name, key);
 }
 
+/* Does key name several slots, or none, rather than one: a slice, a range
+ * or a list (T[0:4], T[range(4)], T[[1, 3]]), a negative int (T[-1]: no
+ * slot, as in Parla), or a tuple with one of those (T[0:4, 1])? */
+static int
+one_part_expands(PyObject *k)
+{
+    if (PyLong_CheckExact(k)) {
+        int ovf = 0;
+        long v = PyLong_AsLongAndOverflow(k, &ovf); /* (an exact int: cannot fail) */
+        return v < 0 || ovf < 0;
+    }
+    return PySlice_Check(k) || PyRange_Check(k) || PyList_Check(k);
+}
+
+static int
+key_expands(PyObject *key)
+{
+    if (!PyTuple_CheckExact(key)) return one_part_expands(key);
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(key); i++)
+        if (one_part_expands(PyTuple_GET_ITEM(key, i))) return 1;
+    return 0;
+}
+
 static PyObject *
 Space_getitem(SpaceObject *s, PyObject *key)
 {
+    if (key_expands(key)) {
+        /* A weft.TaskList of the slots named (weft/_space.py). */
+        modstate *st = weft_py_state_of_type(Py_TYPE(s));
+        if (st == NULL) return NULL;
+        if (st->space_expand == NULL) {
+            PyErr_SetString(PyExc_RuntimeError, "TaskSpace: slices need the weft package (import weft)");
+            return NULL;
+        }
+        return PyObject_CallFunctionObjArgs(st->space_expand, (PyObject *)s, key, NULL);
+    }
     PyObject *t = PyDict_GetItemWithError(s->tasks, key);
     if (t) {
         WEFT_PY_HANDOFF_ACQUIRE(t); /* published by the thread that made it (below) */
@@ -218,6 +251,7 @@ weft_py_slot_cancel(TaskObject *t)
     } else {
         int rc = weft_space_cancel(s->s, &t->index, 1);
         res = rc >= 0 ? rc : 2; /* an error: the C space is gone with its runtime */
+        if (rc >= 0) t->cancel_requested = 1; /* (not "never spawned" at close: cancelled) */
     }
     WEFT_PY_CS_END();
     return res;
@@ -362,7 +396,9 @@ static PyType_Slot Space_slots[] = {
                 "(any hashable key, e.g. T[t, i]) names a task whether it has been spawned yet or "
                 "not.  Spawn into a slot with spawn(fn, ..., task=T[i]); a task that depends on "
                 "a slot nobody spawned into yet waits in the runtime until that slot's task "
-                "finishes.  A space is bound to the runtime it is first used with."},
+                "finishes.  T[0:4], T[0:4, 1], T[range(4)] name several slots (a weft.TaskList), "
+                "T[-1] none (indices start at 0); deps=T follows the tasks spawned into T so far.  "
+                "A space is bound to the runtime it is first used with."},
     {Py_tp_new, Space_new},
     {Py_tp_dealloc, Space_dealloc},
     {Py_tp_traverse, Space_traverse},

@@ -18,7 +18,8 @@
  * it from here on, whatever happens. */
 static int
 submit_c(RuntimeObject *r, TaskObject *t, weft_task **deps, size_t ndeps, weft_access *acc,
-         size_t nacc, const weft_placement *pl, size_t npl, weft_py_native_call *nat, int *rcp)
+         size_t nacc, const weft_placement *pl, size_t npl, weft_py_native_call *nat, int *rcp,
+         char *why, size_t whylen)
 {
     weft_space *space = NULL;
     /* The C runtime, read once: a close on another thread may clear r->rt
@@ -95,6 +96,10 @@ submit_c(RuntimeObject *r, TaskObject *t, weft_task **deps, size_t ndeps, weft_a
             namebuf[len] = 0;
             desc.name = namebuf;
         }
+    } else if (t->fn) {
+        /* An unnamed task goes by its function's name in traces and in the
+         * messages about it (a dependent's CancelledError names it). */
+        desc.name = weft_py_fn_label(t->fn);
     }
     atomic_fetch_add_explicit(&r->inflight, 1, memory_order_relaxed);
     weft_task *h = NULL;
@@ -120,13 +125,15 @@ submit_c(RuntimeObject *r, TaskObject *t, weft_task **deps, size_t ndeps, weft_a
     if (rc != 0) {
         /* weft_py_arg_destroy ran: the cell is gone, its reference dropped. */
         *rcp = rc;
+        snprintf(why, whylen, "%s", weft_last_error());
         if (rc == WEFT_ECLOSED) {
             PyErr_SetString(PyExc_RuntimeError, "spawn(): the weft runtime is closed");
             return -1;
         }
         if (rc == WEFT_EDEADLK) {
-            PyErr_Format(PyExc_ValueError, "spawn(): dependency cycle: a task %R would follow already "
-                         "waits for it (%s)", t->name ? t->name : Py_None, weft_last_error());
+            /* (spawn_impl says through which dependency or data access.) */
+            PyErr_Format(PyExc_ValueError, "spawn(): dependency cycle: spawning %R would close a cycle (%s)",
+                         t->name ? t->name : Py_None, why);
             return -1;
         }
         if (rc == WEFT_EINVAL && space && strstr(weft_last_error(), "already spawned")) {
@@ -192,6 +199,22 @@ parse_kw(modstate *st, PyObject *const *args, Py_ssize_t nargs, PyObject *kwname
                 }
             }
             if (PyErr_Occurred()) return -1;
+            /* Parla's keywords: say weft's. */
+            static const char *const parla[][2] = {
+                {"dependencies", "deps=[...] (tasks, slots T[i], slices T[0:i], or a whole TaskSpace)"},
+                {"taskid", "task=T[i]"},
+                {"vcus", "share= (a fraction of each GPU)"},
+                {"input", "reads=[...] (buffers)"},
+                {"output", "writes=[...] (buffers)"},
+                {"inout", "readwrites=[...] (buffers)"},
+                {"ndevices", "placement=weft.gpu * n"},
+            };
+            for (size_t j = 0; slot == NULL && j < sizeof parla / sizeof *parla; j++)
+                if (PyUnicode_CompareWithASCIIString(k, parla[j][0]) == 0) {
+                    PyErr_Format(PyExc_TypeError, "spawn() got an unexpected keyword argument %R: "
+                                 "weft's is %s", k, parla[j][1]);
+                    return -1;
+                }
             if (slot == NULL) {
                 PyErr_Format(PyExc_TypeError,
                              "spawn() got an unexpected keyword argument %R (the body's own keyword "
@@ -447,6 +470,49 @@ tile_reduce_check(const weft_py_accs *av, PyObject *const accs[4], Py_ssize_t nr
     return 0;
 }
 
+/* A cycle refused by the C space (why: its message, "... spawning #1[0]
+ * would close a cycle: its dependency 2 (task 'T[1]' (id 5)) already
+ * waits ..." or "...: its data access 0 follows task 'T[1]' (id 5), a
+ * writer of that data, which already waits ..."): the ValueError again,
+ * naming the slot, the spawn's own argument (deps[2], reads[0]) and the
+ * task it would follow. */
+static void
+cycle_message(RuntimeObject *r, TaskObject *t, PyObject *deps, PyObject *const accs[4], size_t na,
+              const char *why)
+{
+    if (t->name == NULL) return; /* (a cycle goes through a slot: it has a name) */
+    PyObject *me = t->name;
+    const char *d = strstr(why, "its dependency "), *a = strstr(why, "its data access ");
+    unsigned long k = 0;
+    char who[96] = "";
+    PyObject *msg = NULL;
+    if (d && sscanf(d, "its dependency %lu (%95[^)])", &k, who) >= 1) {
+        if (strchr(who, '(')) strncat(who, ")", sizeof who - strlen(who) - 1); /* "task 'x' (id 5" */
+        PyObject *dep = deps && (Py_ssize_t)k < PySequence_Fast_GET_SIZE(deps) ? PySequence_Fast_GET_ITEM(deps, k) : NULL;
+        PyObject *dn = dep && Py_IS_TYPE(dep, Py_TYPE(t)) ? ((TaskObject *)dep)->name : NULL;
+        PyObject *that = dn ? Py_NewRef(dn) : PyUnicode_FromString("that task");
+        msg = that ? PyUnicode_FromFormat("spawn(): dependency cycle: %U cannot follow deps[%lu] (%s): %U already "
+                                          "waits, directly or not, for %U. Drop that dependency, or make the tasks "
+                                          "follow only tasks before them", me, k, who, that, me)
+                   : NULL;
+        Py_XDECREF(that);
+    } else if (a && sscanf(a, "its data access %lu follows %95[^,], a", &k, who) >= 1) {
+        char arg[40];
+        const char *role = strstr(a, "a writer of") ? "writes" : "reads";
+        if (k < na) access_label(arg, sizeof arg, accs, k);
+        else snprintf(arg, sizeof arg, "an overlapping range of its data");
+        msg = PyUnicode_FromFormat("spawn(): dependency cycle through data: %U's %s would follow %s, which %s the "
+                                   "same data and was spawned before it, and that task already waits, directly "
+                                   "or not, for %U (its deps=). Data accesses are ordered in spawn order: spawn "
+                                   "%U before the task that waits for it, or leave the data out of one of the two",
+                                   me, arg, who, role, me, me);
+    }
+    (void)r;
+    if (msg == NULL) return; /* keep the ValueError submit_c made */
+    PyErr_SetObject(PyExc_ValueError, msg);
+    Py_DECREF(msg);
+}
+
 static PyObject *spawn_impl(modstate *st, RuntimeObject *r, PyObject *const *args,
                             Py_ssize_t nargs, PyObject *kwnames, PyObject *self_callable);
 
@@ -585,6 +651,18 @@ spawn_impl(modstate *st, RuntimeObject *r, PyObject *const *args, Py_ssize_t nar
         return res;
     }
     PyObject *fn = args[0];
+    if (Py_IS_TYPE(fn, st->Task_T) || (st->TaskList_cls && PyObject_TypeCheck(fn, (PyTypeObject *)st->TaskList_cls))) {
+        /* Parla's @spawn(T[0], [deps]) names the task first. */
+        PyObject *what = Py_IS_TYPE(fn, st->Task_T) ? Py_XNewRef(((TaskObject *)fn)->name)
+                                                    : PyObject_GetAttrString(fn, "label");
+        if (what == NULL) PyErr_Clear();
+        PyErr_Format(PyExc_TypeError, "spawn(%U, ...): weft takes the function first and the task-space slot as "
+                     "task=: write weft.spawn(fn, *args, task=%U, deps=[...]), or @weft.spawn(task=%U, deps=[...]) "
+                     "above the def (Parla's @spawn(T[i], [deps]) puts the slot first)",
+                     what ? what : Py_None, what ? what : Py_None, what ? what : Py_None);
+        Py_XDECREF(what);
+        return NULL;
+    }
     /* A weft.Native body (native.c) takes one argument, copied now. */
     int native = weft_py_is_native(st, fn);
     if (!native && !PyCallable_Check(fn)) {
@@ -642,6 +720,21 @@ spawn_impl(modstate *st, RuntimeObject *r, PyObject *const *args, Py_ssize_t nar
     if (kw.device_data && (device_data = PyObject_IsTrue(kw.device_data)) < 0) return NULL;
     TaskObject *slot = NULL;
     if (kw.task && kw.task != Py_None) {
+        if (st->TaskList_cls && PyObject_TypeCheck(kw.task, (PyTypeObject *)st->TaskList_cls)) {
+            /* T[0:4], or T[-1]: not one slot. */
+            PyObject *label = PyObject_GetAttrString(kw.task, "label");
+            if (label == NULL) return NULL;
+            Py_ssize_t n = PyTuple_GET_SIZE(kw.task);
+            if (n == 0)
+                PyErr_Format(PyExc_ValueError, "spawn(): task=%U names no slot: a negative index names no task in "
+                             "a task space (indices start at 0; as in Parla, deps=[T[i-1]] at i=0 is no "
+                             "dependency); spawn into T[i] with i >= 0", label);
+            else
+                PyErr_Format(PyExc_ValueError, "spawn(): task=%U names %zd slots: a task goes into one slot, "
+                             "task=T[i] (a slice names several, for deps= and waits)", label, n);
+            Py_DECREF(label);
+            return NULL;
+        }
         if (!Py_IS_TYPE(kw.task, st->Task_T)) {
             PyErr_Format(PyExc_TypeError, "spawn(): task= expects a task-space slot such as T[i], "
                          "got '%.100s'", Py_TYPE(kw.task)->tp_name);
@@ -695,9 +788,25 @@ spawn_impl(modstate *st, RuntimeObject *r, PyObject *const *args, Py_ssize_t nar
         }
     }
 
-    deps = as_seq(kw.deps, st->Task_T, "deps", 0);
-    if (deps == NULL && PyErr_Occurred()) goto done;
+    if (kw.deps && st->deps_flatten && Py_IS_TYPE(kw.deps, st->Space_T)) {
+        /* deps=T: the tasks spawned into T so far. */
+        deps = PyObject_CallOneArg(st->deps_flatten, kw.deps);
+        if (deps == NULL) goto done;
+    } else {
+        deps = as_seq(kw.deps, st->Task_T, "deps", 0);
+        if (deps == NULL && PyErr_Occurred()) goto done;
+    }
     nd = deps ? PySequence_Fast_GET_SIZE(deps) : 0;
+    for (Py_ssize_t i = 0; i < nd && st->deps_flatten; i++)
+        if (!Py_IS_TYPE(PySequence_Fast_GET_ITEM(deps, i), st->Task_T)) {
+            /* Slices (T[0:4]), whole spaces, nested lists: flattened into
+             * Tasks, or refused naming the item. */
+            PyObject *flat = PyObject_CallOneArg(st->deps_flatten, deps);
+            if (flat == NULL) goto done;
+            Py_SETREF(deps, flat);
+            nd = PySequence_Fast_GET_SIZE(deps);
+            break;
+        }
     for (int m = 0; m < 4; m++) {
         accs[m] = as_seq(accv[m], st->Data_T, mode_names[m], 1);
         if (accs[m] == NULL && PyErr_Occurred()) goto done;
@@ -732,7 +841,12 @@ again:
         }
         /* A slot nobody spawned into yet stands for its key's placeholder
          * in the C space (binding the space to r). */
-        dv[i] = atomic_load(&dep->phase) == PH_SUBMITTED ? atomic_load(&dep->h) : weft_py_slot_handle(dep, r);
+        if (atomic_load(&dep->phase) == PH_SUBMITTED) {
+            dv[i] = atomic_load(&dep->h);
+        } else {
+            dv[i] = weft_py_slot_handle(dep, r);
+            atomic_store_explicit(&dep->depended, 1, memory_order_relaxed); /* reported at close if never spawned */
+        }
         if (dv[i] == NULL) goto finish;
     }
     /* Each buffer names the Data of the memory it covers (data.c): those
@@ -821,7 +935,9 @@ again:
     weft_py_native_call *nat = NULL;
     if (native && (nat = weft_py_native_prepare(fn, nargs > 1 ? args[1] : NULL, &av, na)) == NULL) goto undo;
     int src;
-    if (submit_c(r, t, dv, (size_t)nd, av.acc, av.n, pl, npl, nat, &src) < 0) {
+    char why[512];
+    if (submit_c(r, t, dv, (size_t)nd, av.acc, av.n, pl, npl, nat, &src, why, sizeof why) < 0) {
+        if (src == WEFT_EDEADLK) cycle_message(r, t, deps, accs, na, why);
         /* A range named only through an overlapping one began to be
          * unregistered while this spawn was on its way (it may block, and
          * let other threads run): its relations are gone now, so look the

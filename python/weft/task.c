@@ -22,6 +22,8 @@ weft_py_task_new(modstate *st)
     t->cancel_requested = 0;
     t->ran = 0;
     atomic_init(&t->retrieved, 0);
+    atomic_init(&t->depended, 0);
+    atomic_init(&t->unobs_id, 0);
     t->fail_id = 0;
     atomic_init(&t->cstatus, -1);
     t->index = -1;
@@ -93,8 +95,10 @@ weft_py_make_cancelled(TaskObject *t, const char *why)
         cause_name = PyUnicode_DecodeUTF8(info.cause_name, strnlen(info.cause_name, sizeof info.cause_name), "replace");
         if (cause_name == NULL) goto done;
         if (cause_id && cause_id != own_id && t->rt) cause = weft_py_find_failure(t->rt, cause_id);
-        PyObject *who = t->name ? PyUnicode_FromFormat("%R (id %llu)", t->name, own_id)
-                                : PyUnicode_FromFormat("id %llu", own_id);
+        /* An unnamed task by its function's name (its C name, spawn.c). */
+        PyObject *who = t->name    ? PyUnicode_FromFormat("%R (id %llu)", t->name, own_id)
+                        : info.name[0] ? PyUnicode_FromFormat("'%.31s' (id %llu)", info.name, own_id)
+                                       : PyUnicode_FromFormat("id %llu", own_id);
         PyObject *by = PyUnicode_GET_LENGTH(cause_name) > 0
                            ? PyUnicode_FromFormat("'%U' (id %llu)", cause_name, cause_id)
                            : PyUnicode_FromFormat("id %llu", cause_id);

@@ -107,7 +107,10 @@ weft_py_raise_outcome(TaskObject *t, int rc, int for_result)
         PyErr_SetString(PyExc_TimeoutError, "timed out waiting for the weft task");
         return -1;
     case WEFT_ETASKFAILED:
-        if (!for_result) return 0;
+        if (!for_result) {
+            weft_py_task_observed(t); /* wait() saw it fail: not "never retrieved" */
+            return 0;
+        }
         weft_py_task_retrieved(t);
         if (t->exc) weft_py_raise_exc(t->exc);
         else if (t->fn == NULL && !t->ran) {
@@ -251,7 +254,10 @@ weft_py_runtime_wait_all(RuntimeObject *r, uint64_t deadline)
         for (Py_ssize_t i = 0; pick == NULL && i < PyList_GET_SIZE(failed); i++) {
             TaskObject *f = (TaskObject *)PyList_GET_ITEM(failed, i);
             WEFT_PY_HANDOFF_ACQUIRE(f);
-            if (!atomic_load(&f->retrieved) && f->exc) pick = Py_NewRef(f->exc);
+            if (!atomic_load(&f->retrieved) && f->exc) {
+                pick = Py_NewRef(f->exc);
+                weft_py_task_observed(f); /* raised here: seen (the others are not) */
+            }
         }
         for (Py_ssize_t i = 0; i < PyList_GET_SIZE(failed); i++)
             WEFT_PY_HANDOFF_RELEASE(PyList_GET_ITEM(failed, i)); /* before the list lets go */

@@ -362,8 +362,14 @@ int weft_space_spawn(weft_space *h, const int64_t *key, size_t nkey, const weft_
     weft__spawn_extra x = {0};
     x.space_owned = true; /* the space lends out t's handle */
     x.forbidden_what = fn;
+    char what[80];
     if (rc == 0 && e) {
-        /* Someone depends on this key already: refuse a cycle. */
+        /* Someone depends on this key already: refuse a cycle (the graph
+         * layer's message says through which dependency or access). */
+        char name[32];
+        label(s, key, nkey, name);
+        snprintf(what, sizeof what, "%s: spawning %s would close a cycle", fn, name);
+        x.forbidden_what = what;
         r.target = e->task;
         x.forbidden = leads_to_target;
         x.arg = &r;
@@ -379,12 +385,6 @@ int weft_space_spawn(weft_space *h, const int64_t *key, size_t nkey, const weft_
         rc = weft__task_spawn(&rt->graph, s->rt_handle, d, &x, out != NULL, &t);
         if (rc == WEFT_EDEADLK && r.oom)
             rc = weft__error(WEFT_ENOMEM, "%s: out of memory", fn);
-        else if (rc == WEFT_EDEADLK) {
-            char name[32];
-            label(s, key, nkey, name);
-            rc = weft__error(WEFT_EDEADLK, "%s: spawning %s would close a cycle: a task it must follow "
-                                           "already waits for %s", fn, name, name);
-        }
     }
     if (rc == 0) {
         if (e) {

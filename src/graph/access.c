@@ -237,28 +237,41 @@ int weft__access_plan(weft__task_access *sorted, uint32_t n, uint32_t *ninferred
 }
 
 /* Would any task this spawn is about to follow through its data be
- * forbidden?  (Same choice of predecessors as weft__access_link.) */
+ * forbidden?  (Same choice of predecessors as weft__access_link.)  The one
+ * that is goes to *hit, *hit_i, *hit_writer for the caller's message. */
 bool weft__access_check(const weft__task_access *sorted, uint32_t n,
-                        bool (*forbidden)(void *arg, const weft__task *pred), void *arg)
+                        bool (*forbidden)(void *arg, const weft__task *pred), void *arg,
+                        const weft__task **hit, uint32_t *hit_i, bool *hit_writer)
 {
-    for (uint32_t i = 0; i < n; i++) {
+    const weft__task *p = NULL;
+    bool writer = false;
+    uint32_t i;
+    for (i = 0; i < n && !p; i++) {
         history *h = H(sorted[i].data);
         unsigned mode = sorted[i].mode & ~WEFT__VIA_PARENT;
         if (joins_open_group(&sorted[i])) {
-            for (uint32_t j = 0; j < h->nbase; j++)
+            for (uint32_t j = 0; j < h->nbase && !p; j++)
                 if (forbidden(arg, h->base[j]))
-                    return false;
+                    p = h->base[j], writer = true;
             continue;
         }
-        for (uint32_t j = 0; j < h->nwriters; j++)
+        for (uint32_t j = 0; j < h->nwriters && !p; j++)
             if (forbidden(arg, h->writers[j]))
-                return false;
+                p = h->writers[j], writer = true;
         if (mode != WEFT_R)
-            for (uint32_t j = 0; j < h->nreaders; j++)
+            for (uint32_t j = 0; j < h->nreaders && !p; j++)
                 if (forbidden(arg, h->readers[j]))
-                    return false;
+                    p = h->readers[j], writer = false;
     }
-    return true;
+    if (!p)
+        return true;
+    if (hit)
+        *hit = p;
+    if (hit_i)
+        *hit_i = i - 1;
+    if (hit_writer)
+        *hit_writer = writer;
+    return false;
 }
 
 /* Whether d is partitioned into tiles (the parent; its history locked). */

@@ -381,8 +381,13 @@ void weft__history_lock(weft__data *d);
 void weft__history_unlock(weft__data *d);
 void weft__history_free(void *hist);        /* drops its references */
 int weft__access_plan(weft__task_access *sorted, uint32_t n, uint32_t *ninferred);
+/* Would any task this spawn is about to follow through its data be
+ * forbidden?  false if one is: *hit (if not NULL) is then sorted[*hit_i]'s
+ * forbidden predecessor (alive while the histories are locked), and
+ * *hit_writer whether it writes that data. */
 bool weft__access_check(const weft__task_access *sorted, uint32_t n,
-                        bool (*forbidden)(void *arg, const weft__task *pred), void *arg);
+                        bool (*forbidden)(void *arg, const weft__task *pred), void *arg,
+                        const weft__task **hit, uint32_t *hit_i, bool *hit_writer);
 void weft__access_link(weft__task *t, const weft__task_access *sorted, uint32_t n, weft__edge *edges);
 bool weft__commute_acquire(weft__task *t);
 void weft__commute_release(weft__task *t, weft__qnode **next);

@@ -473,6 +473,16 @@ static int add_family_orders(weft__task *t, size_t *extra)
     return rc;
 }
 
+/* "task 'name' (id N)", or "task id N" for a task without a name: for
+ * error messages. */
+static void task_label(const weft__task *p, char *buf, size_t len)
+{
+    if (p->name[0])
+        snprintf(buf, len, "task '%.31s' (id %llu)", p->name, (unsigned long long)p->id);
+    else
+        snprintf(buf, len, "task id %llu", (unsigned long long)p->id);
+}
+
 /* Of t's first nuser accesses, how many name a handle of a family (its
  * histories locked, a partition cannot change it: weft_data_partition
  * publishes under the parent's). */
@@ -563,12 +573,16 @@ int weft__task_spawn(weft__graph *g, const void *rt_handle, const weft_task_desc
     }
     na = t->naccess;
     if (x && x->forbidden)
-        for (size_t i = 0; i < d->ndeps; i++)
-            if (x->forbidden(x->arg, weft__task_get(d->deps[i]))) {
+        for (size_t i = 0; i < d->ndeps; i++) {
+            const weft__task *p = weft__task_get(d->deps[i]);
+            if (x->forbidden(x->arg, p)) {
+                char who[80];
+                task_label(p, who, sizeof who);
                 task_free(t);
-                return weft__error(WEFT_EDEADLK, "%s: dependency %zu %s", x->forbidden_what, i,
-                                   "already depends on the key being spawned (a cycle)");
+                return weft__error(WEFT_EDEADLK, "%s: its dependency %zu (%s) already waits, directly or "
+                                   "not, for the key being spawned", x->forbidden_what, i, who);
             }
+        }
 
     /* Unique data in address order (modes merged): the order in which the
      * histories are locked, so concurrent spawns cannot deadlock. */
@@ -603,8 +617,24 @@ int weft__task_spawn(weft__graph *g, const void *rt_handle, const weft_task_desc
     weft__access_lock_all(sorted, nu);
     uint32_t ninferred = 0;
     int rc = count_families(t, nuser) != nfam ? WEFT_EBUSY : weft__access_plan(sorted, nu, &ninferred);
-    if (rc == 0 && x && x->forbidden && !weft__access_check(sorted, nu, x->forbidden, x->arg))
-        rc = WEFT_EDEADLK;
+    char cycle[192] = "";
+    if (rc == 0 && x && x->forbidden) {
+        const weft__task *p = NULL;
+        uint32_t hi = 0;
+        bool writer = false;
+        if (!weft__access_check(sorted, nu, x->forbidden, x->arg, &p, &hi, &writer)) {
+            /* Named while the histories are locked (p is alive): which of
+             * the spawn's own accesses, and which task it would follow. */
+            uint32_t j = 0;
+            while (j + 1 < nuser && t->access[j].data != sorted[hi].data)
+                j++;
+            char who[80];
+            task_label(p, who, sizeof who);
+            snprintf(cycle, sizeof cycle, "its data access %u follows %s, a %s of that data,", j, who,
+                     writer ? "writer" : "reader");
+            rc = WEFT_EDEADLK;
+        }
+    }
     uint32_t nedges = (uint32_t)d->ndeps + ninferred;
     t->edges = t->edge_inline;
     if (rc == 0 && nedges > WEFT__INLINE_EDGES) {
@@ -621,8 +651,8 @@ int weft__task_spawn(weft__graph *g, const void *rt_handle, const weft_task_desc
             weft__free(sorted);
         task_free(t);
         if (rc == WEFT_EDEADLK)
-            return weft__error(rc, "%s: a task it must follow through its data already depends on "
-                                   "the key being spawned (a cycle)", x->forbidden_what);
+            return weft__error(rc, "%s: %s which already waits, directly or not, for the key being spawned",
+                               x->forbidden_what, cycle);
         if (rc == WEFT_EBUSY)
             return weft__error(rc, "weft_spawn: data it names was partitioned into tiles meanwhile");
         return weft__error(rc, "weft_spawn: out of memory");

@@ -210,7 +210,13 @@ static int impossible(const weft__placer *p, const weft_placement *a, size_t dat
     if (a->gpus > p->ngpu) {
         snprintf(why, len, "%u GPU%s asked for, this runtime has %u", a->gpus, a->gpus == 1 ? "" : "s", p->ngpu);
     } else if (a->gpus == 1 && a->gpu >= (int)p->ngpu) {
-        snprintf(why, len, "GPU %d asked for, this runtime has %u", a->gpu, p->ngpu);
+        if (p->ngpu == 0)
+            snprintf(why, len, "GPU %d asked for, this runtime has no GPU", a->gpu);
+        else if (p->ngpu == 1)
+            snprintf(why, len, "GPU %d asked for, this runtime has 1 GPU, numbered 0", a->gpu);
+        else
+            snprintf(why, len, "GPU %d asked for, this runtime has %u GPUs, numbered 0 to %u", a->gpu, p->ngpu,
+                     p->ngpu - 1);
     } else if (a->gpu_set && p->ngpu < 64 && (a->gpu_set >> p->ngpu)) {
         snprintf(why, len, "GPU %d in its set, this runtime has %u", 63 - __builtin_clzll(a->gpu_set), p->ngpu);
     } else if (a->gpus == 0 && a->memory > p->cpu_capacity) {
