@@ -695,14 +695,17 @@ int weft__task_spawn(weft__graph *g, const void *rt_handle, const weft_task_desc
     /* A continuation's explicit dependencies are what its task awaits:
      * their failure is for its body to see, not a cancellation. */
     bool carry = !(x && x->cont_of);
-    if (x && x->cont_of) {
+    if (x && x->cont_of)
         t->cont_of = x->cont_of;
-        atomic_store(&x->cont_of->cont_gen, atomic_load_explicit(&t->slot.gen, memory_order_relaxed));
-        atomic_store(&x->cont_of->cont, t);
-    }
     for (size_t i = 0; i < d->ndeps; i++)
         weft__edge_add(t, &t->edges[i], weft__task_get(d->deps[i]), carry, false);
     weft__access_link(t, sorted, nu, t->edges + d->ndeps);
+    if (x && x->cont_of) {
+        /* Its root's newest continuation, once its edges are written: a
+         * walk of the root's predecessors (weft__task_cont_pin) reads them. */
+        atomic_store(&x->cont_of->cont_gen, atomic_load_explicit(&t->slot.gen, memory_order_relaxed));
+        atomic_store(&x->cont_of->cont, t);
+    }
     for (uint32_t i = 0; i < nuser; i++)
         if (t->access[i].part)
             weft__reduce_enlist(t->access[i].data, t->access[i].part, t->id);
