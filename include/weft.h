@@ -173,6 +173,12 @@ typedef struct weft_config {
      *                  not finished), then the ones with most free memory
      *   "round-robin"  the first alternative that fits now; within it the
      *                  GPUs in turn
+     *   "balance"      of the alternatives that fit now, the least loaded
+     *                  (Parla's mapper: a list such as cpu, gpu:0 .. gpu:3
+     *                  spreads its tasks): a GPU set by the tasks mapped on
+     *                  its most loaded GPU, the CPU alone by the tasks
+     *                  mapped on CPU alternatives per worker; the earlier
+     *                  of equals; within it as "load"
      * NULL means "load".  An unknown name makes weft_runtime_create fail
      * with WEFT_EINVAL.  Read during weft_runtime_create only.
      * Env: WEFT_POLICY. */

@@ -355,6 +355,19 @@ static void test_cpu_shares(void) {
     CHECK_OK(weft_runtime_destroy(rt));
 }
 
+static atomic_int ran_on[5]; /* tasks run on the CPU (0) and on each GPU, by device index */
+static int where_kernel(void *arg) { (void)arg; sleep_ms(2); return 0; }
+static int where_body(weft_ctx *ctx, void *arg) {
+    (void)arg;
+    if (weft_ctx_gpu_count(ctx) == 0) {
+        sleep_ms(2);
+        atomic_fetch_add(&ran_on[0], 1);
+        return 0;
+    }
+    atomic_fetch_add(&ran_on[weft_ctx_gpu(ctx, 0)], 1);
+    return weft_ctx_queue(ctx, 0, where_kernel, NULL, 0);
+}
+
 static void test_variants_and_policies(void) {
     weft_runtime *rt = g_rt = make_dev("cpu,vgpu:2", NULL);
     /* [2*gpu, cpu]: the GPUs while free, else the CPU body */
@@ -398,6 +411,31 @@ static void test_variants_and_policies(void) {
     CHECK_OK(weft_wait_all(rt));
     CHECK(atomic_load(&kernels_done) == 4);
     CHECK_OK(weft_runtime_destroy(rt));
+    /* Parla's list [cpu, gpu:0 .. gpu:3]: under "load" the CPU, first and
+     * always free, takes every task; under "balance" they spread */
+    for (int balance = 0; balance < 2; balance++) {
+        rt = g_rt = make_dev("cpu,vgpu:4", balance ? "balance" : NULL);
+        weft_placement list[5];
+        list[0] = parsed("cpu");
+        for (int i = 0; i < 4; i++) {
+            char gs[8];
+            snprintf(gs, sizeof gs, "gpu:%d", i);
+            list[1 + i] = parsed(gs);
+            list[1 + i].share = 0.05; /* (room for all forty at once) */
+        }
+        for (int i = 0; i < 40; i++) CHECK_OK(spawn_placed(rt, list, 5, where_body, NULL, NULL));
+        CHECK_OK(weft_wait_all(rt));
+        int on[5];
+        for (int d = 0; d < 5; d++) on[d] = atomic_exchange(&ran_on[d], 0);
+        if (!balance) {
+            CHECKF(on[0] == 40, "load: %d of 40 on the CPU", on[0]);
+        } else {
+            for (int d = 0; d < 5; d++) CHECKF(on[d] > 0, "balance: none on device %d (%d %d %d %d %d)", d, on[0],
+                                               on[1], on[2], on[3], on[4]);
+            CHECKF(on[0] < 20, "balance: %d of 40 on the CPU", on[0]);
+        }
+        CHECK_OK(weft_runtime_destroy(rt));
+    }
 }
 
 static atomic_int multi_done[2];

@@ -300,3 +300,34 @@ def test_cpu_share_and_memory():
             return rt.spawn(lambda: 7, placement=weft.cpu, share=0.75).result(timeout=30)
 
         assert rt.spawn(parent, placement=weft.cpu, share=0.75).result(timeout=60) == 7
+
+
+def test_pinned_gpu_set_and_balance():
+    """(weft.gpu(0), weft.gpu(2)) is exactly those GPUs (C's gpu_set); a
+    GPU named twice, or an unpinned GPU beside pinned ones, is refused;
+    under policy="balance" Parla's list [cpu, gpu(0) .. gpu(3)] spreads."""
+    with weft.Runtime(workers=2, devices="cpu,vgpu:4") as rt:
+        for placement, want in (((weft.gpu(0), weft.gpu(2)), (1, 3)), (weft.gpu(3) + weft.gpu(1), (2, 4)),
+                                ((weft.cpu, weft.gpu(1), weft.gpu(2)), (2, 3))):
+            assert rt.spawn(lambda: weft.context().devices, placement=placement).result(timeout=30) == want
+        with pytest.raises(ValueError, match="GPU 0 is named twice"):
+            rt.spawn(lambda: 0, placement=(weft.gpu(0), weft.gpu(0)))
+        with pytest.raises(ValueError, match=r"name each GPU"):
+            rt.spawn(lambda: 0, placement=(weft.gpu, weft.gpu(1)))
+        with pytest.raises(ValueError, match="GPU 7 in its set"):
+            rt.spawn(lambda: 0, placement=(weft.gpu(0), weft.gpu(7)))
+    for policy in (None, "balance"):
+        with weft.Runtime(workers=2, devices="cpu,vgpu:4", policy=policy) as rt:
+            def where():
+                time.sleep(0.002)
+                d = weft.context().devices
+                return d[0] if d else 0
+
+            tasks = [rt.spawn(where, placement=[weft.cpu] + [weft.gpu(i) for i in range(4)], share=0.05)
+                     for _ in range(40)]
+            on = [t.result(timeout=60) for t in tasks]
+        if policy is None:  # the first that fits: the CPU, until its share is spent (20 x 0.05)
+            assert on.count(0) >= 19, on
+        else:
+            assert all(on.count(d) > 0 for d in range(5)), on
+            assert on.count(0) < 20, on

@@ -8,6 +8,7 @@ on GPUs; nothing here runs for a plain CPU task.
     weft.gpu(1)              GPU 1 (GPUs are numbered 0..G-1, every device but the CPU)
     weft.gpu * 2             any two distinct GPUs
     (weft.cpu, weft.gpu)     the CPU and one GPU (also weft.cpu + weft.gpu)
+    (weft.gpu(0), weft.gpu(2))  exactly GPUs 0 and 2 (also weft.gpu(0) + weft.gpu(2))
     "gpu:1", "2*gpu", ...    the same as strings
 
 No array library is imported here: CuPy and PyTorch are used only when the
@@ -21,12 +22,13 @@ import sys
 class DeviceSet:
     """A set of devices a task may run on (see the module docstring)."""
 
-    __slots__ = ("cpu", "gpus", "gpu")
+    __slots__ = ("cpu", "gpus", "gpu", "gset")
 
-    def __init__(self, cpu=False, gpus=0, gpu=-1):
+    def __init__(self, cpu=False, gpus=0, gpu=-1, gset=0):
         object.__setattr__(self, "cpu", bool(cpu))
         object.__setattr__(self, "gpus", int(gpus))
         object.__setattr__(self, "gpu", int(gpu))
+        object.__setattr__(self, "gset", int(gset))  # exactly these GPUs (bit g: GPU g), or 0
 
     def __setattr__(self, name, value):
         raise AttributeError("weft device sets are immutable")
@@ -47,24 +49,41 @@ class DeviceSet:
 
     __rmul__ = __mul__
 
+    def _pinned(self):
+        """The GPUs this set names one by one, as a bit mask, or None."""
+        if self.gset:
+            return self.gset
+        return 1 << self.gpu if self.gpus == 1 and self.gpu >= 0 else None
+
     def __add__(self, other):
         other = _as_set(other)
         if self.gpus and other.gpus:
-            raise ValueError(f"{self!r} + {other!r}: write the GPU count once (weft.gpu * 2)")
+            a, b = self._pinned(), other._pinned()
+            if a is None or b is None:
+                raise ValueError(f"{self!r} + {other!r}: write the GPU count once (weft.gpu * 2), or name "
+                                 "each GPU: (weft.gpu(0), weft.gpu(2))")
+            if a & b:
+                raise ValueError(f"{self!r} + {other!r}: GPU {(a & b).bit_length() - 1} is named twice")
+            m = a | b
+            return DeviceSet(self.cpu or other.cpu, bin(m).count("1"), -1, m)
         g = self if self.gpus else other
-        return DeviceSet(self.cpu or other.cpu, g.gpus, g.gpu)
+        return DeviceSet(self.cpu or other.cpu, g.gpus, g.gpu, g.gset)
 
     __radd__ = __add__
 
     def __eq__(self, other):
-        return isinstance(other, DeviceSet) and (self.cpu, self.gpus, self.gpu) == (other.cpu, other.gpus, other.gpu)
+        return isinstance(other, DeviceSet) and (self.cpu, self.gpus, self.gpu, self.gset) == (
+            other.cpu, other.gpus, other.gpu, other.gset)
 
     def __hash__(self):
-        return hash((self.cpu, self.gpus, self.gpu))
+        return hash((self.cpu, self.gpus, self.gpu, self.gset))
 
     def __repr__(self):
         if not self.gpus:
             return "weft.cpu"
+        if self.gset:
+            gs = [f"weft.gpu({i})" for i in range(self.gset.bit_length()) if self.gset >> i & 1]
+            return "(" + ", ".join((["weft.cpu"] if self.cpu else []) + gs) + ")"
         g = f"weft.gpu({self.gpu})" if self.gpu >= 0 else ("weft.gpu" if self.gpus == 1 else f"weft.gpu * {self.gpus}")
         return f"weft.cpu + {g}" if self.cpu else g
 
@@ -192,7 +211,7 @@ def _rank(v, p):
     several GPUs.  A CPU-only placement takes only a CPU-only variant."""
     if v == p:
         return 0
-    if (v.gpus == 0) != (p.gpus == 0) or v.gpu not in (-1, p.gpu):
+    if (v.gpus == 0) != (p.gpus == 0) or v.gpu not in (-1, p.gpu) or (v.gset and v.gset != p.gset):
         return None
     if p.gpus == 0:
         return 1 if v.cpu == p.cpu else None
@@ -234,7 +253,7 @@ def _gpu_number(index):
 
 
 def _alt(ds, share, memory, body):
-    return (int(ds.cpu), ds.gpus, ds.gpu, float(share), int(memory), body)
+    return (int(ds.cpu), ds.gpus, ds.gpu, float(share), int(memory), body, ds.gset)
 
 
 def _normalize(fn, placement, share, memory):

@@ -187,7 +187,7 @@ typedef struct {
      * libraries' current device and stream), the Variants, DeviceSet and
      * Context classes, and the names of a DeviceSet's fields. */
     PyObject *place_normalize, *place_call, *Variants_cls, *DeviceSet_cls, *Context_cls;
-    PyObject *s_cpu, *s_gpus, *s_gpu;
+    PyObject *s_cpu, *s_gpus, *s_gpu, *s_gset;
 } modstate;
 
 extern struct PyModuleDef weft_py_module;

@@ -383,6 +383,7 @@ module_clear(PyObject *m)
     Py_CLEAR(st->s_cpu);
     Py_CLEAR(st->s_gpus);
     Py_CLEAR(st->s_gpu);
+    Py_CLEAR(st->s_gset);
     return 0;
 }
 

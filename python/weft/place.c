@@ -34,17 +34,20 @@ fast_placement(modstate *st, PyObject *fn, PyObject *placement, PyObject *share,
         mem = PyLong_AsUnsignedLongLong(memory);
     }
     PyObject *cpu = PyObject_GetAttr(placement, st->s_cpu), *gpus = PyObject_GetAttr(placement, st->s_gpus),
-             *gpu = PyObject_GetAttr(placement, st->s_gpu);
+             *gpu = PyObject_GetAttr(placement, st->s_gpu), *gset = PyObject_GetAttr(placement, st->s_gset);
     long g = -1, k = 0;
+    unsigned long long set = 0;
     int c = -1;
-    if (cpu && gpus && gpu) {
+    if (cpu && gpus && gpu && gset) {
         c = PyObject_IsTrue(cpu);
         k = PyLong_AsLong(gpus);
         g = PyLong_AsLong(gpu);
+        set = PyLong_AsUnsignedLongLong(gset);
     }
     Py_XDECREF(cpu);
     Py_XDECREF(gpus);
     Py_XDECREF(gpu);
+    Py_XDECREF(gset);
     weft_placement *pl = NULL;
     if (PyErr_Occurred() || c < 0 || k < 0 || k > 65535 || g < INT_MIN || g > INT_MAX ||
         (pl = PyMem_Calloc(1, sizeof *pl)) == NULL) {
@@ -55,6 +58,7 @@ fast_placement(modstate *st, PyObject *fn, PyObject *placement, PyObject *share,
     pl->cpu = (unsigned)c;
     pl->gpus = (unsigned)k;
     pl->gpu = (int)g;
+    pl->gpu_set = set;
     pl->share = sh;
     pl->memory = (size_t)mem;
     *out = pl;
@@ -100,9 +104,9 @@ weft_py_placement(modstate *st, PyObject **fn, PyObject *placement, PyObject *sh
         PyObject *a = PyList_GET_ITEM(alts, i);
         int cpu, gpus, gpu;
         double sh;
-        unsigned long long mem;
+        unsigned long long mem, set;
         PyObject *body;
-        if (!PyArg_ParseTuple(a, "iiidKO", &cpu, &gpus, &gpu, &sh, &mem, &body)) goto fail;
+        if (!PyArg_ParseTuple(a, "iiidKOK", &cpu, &gpus, &gpu, &sh, &mem, &body, &set)) goto fail;
         if (gpus < 0) {
             PyErr_Format(PyExc_ValueError, "spawn(): placement %zd asks for %d GPUs", i, gpus);
             goto fail;
@@ -111,6 +115,7 @@ weft_py_placement(modstate *st, PyObject **fn, PyObject *placement, PyObject *sh
         pl[i].cpu = (unsigned)cpu;
         pl[i].gpus = (unsigned)gpus;
         pl[i].gpu = gpu;
+        pl[i].gpu_set = set;
         pl[i].share = sh;
         pl[i].memory = (size_t)mem;
         if (body != Py_None) any_body = 1;
@@ -464,16 +469,18 @@ mod_set_placement(PyObject *m, PyObject *args)
     if (!PyArg_ParseTuple(args, "OOOOO:_set_placement", &normalize, &call, &variants, &devset, &context))
         return NULL;
     PyObject *cpu = PyUnicode_InternFromString("cpu"), *gpus = PyUnicode_InternFromString("gpus"),
-             *gpu = PyUnicode_InternFromString("gpu");
-    if (!cpu || !gpus || !gpu) {
+             *gpu = PyUnicode_InternFromString("gpu"), *gset = PyUnicode_InternFromString("gset");
+    if (!cpu || !gpus || !gpu || !gset) {
         Py_XDECREF(cpu);
         Py_XDECREF(gpus);
         Py_XDECREF(gpu);
+        Py_XDECREF(gset);
         return NULL;
     }
     Py_XSETREF(st->s_cpu, cpu);
     Py_XSETREF(st->s_gpus, gpus);
     Py_XSETREF(st->s_gpu, gpu);
+    Py_XSETREF(st->s_gset, gset);
     Py_XSETREF(st->place_normalize, Py_NewRef(normalize));
     Py_XSETREF(st->place_call, Py_NewRef(call));
     Py_XSETREF(st->Variants_cls, Py_NewRef(variants));

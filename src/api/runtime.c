@@ -335,6 +335,7 @@ int weft_runtime_create(const weft_config *cfg_in, weft_runtime **out)
         rt_free(rt);
         return weft__error(drc, "weft_runtime_create: could not create the GPUs' streams");
     }
+    rt->placer.cpu_slots = rt->nworkers;
     rt->placer_ready = true;
     rt->graph.placer = &rt->placer;
     rt->cfg.policy = policy->name;

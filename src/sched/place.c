@@ -103,8 +103,9 @@ static bool choose_rr(weft__placer *p, const weft__alt *a, uint8_t *out)
 }
 
 static const weft__policy policies[] = {
-    {"load", choose_load},
-    {"round-robin", choose_rr},
+    {"load", choose_load, false},
+    {"round-robin", choose_rr, false},
+    {"balance", choose_load, true},
 };
 
 const weft__policy *weft__policy_find(const char *name)
@@ -170,10 +171,13 @@ void weft__placer_fini(weft__placer *p)
 
 static void describe(const weft_placement *a, char *buf, size_t len)
 {
-    char set[32];
-    if (a->gpus && a->gpu_set)
-        snprintf(set, sizeof set, "%sgpus 0x%llx", a->cpu ? "cpu+" : "", (unsigned long long)a->gpu_set);
-    else if (a->gpus == 0)
+    char set[96];
+    if (a->gpus && a->gpu_set) { /* its GPUs one by one: "gpu:0+gpu:2" */
+        size_t at = (size_t)snprintf(set, sizeof set, "%s", a->cpu ? "cpu+" : "");
+        for (unsigned g = 0; g < 64 && at < sizeof set; g++)
+            if (a->gpu_set >> g & 1)
+                at += (size_t)snprintf(set + at, sizeof set - at, "%sgpu:%u", at > (a->cpu ? 4u : 0u) ? "+" : "", g);
+    } else if (a->gpus == 0)
         snprintf(set, sizeof set, "cpu");
     else if (a->gpus == 1 && a->gpu >= 0)
         snprintf(set, sizeof set, "%sgpu:%d", a->cpu ? "cpu+" : "", a->gpu);
@@ -255,7 +259,7 @@ int weft__place_new(const weft__placer *p, const weft_placement *alts, size_t n,
     unsigned possible = 0, maxgpu = 0;
     bool malformed = false;
     for (size_t i = 0; i < n; i++) {
-        char why[160], set[32];
+        char why[160], set[96];
         int kind = impossible(p, &alts[i], data, why, sizeof why);
         malformed |= kind == WEFT_EINVAL;
         if (!kind) {
@@ -462,44 +466,92 @@ static bool can_ride(const weft__placer *p, const weft__place *pred, const weft_
     return pa->share >= a->share && fits_room(p, pred->gpu[0], a);
 }
 
-/* Map pl if some alternative fits now (the placer's lock held). */
-static bool try_map(weft__placer *p, weft__place *pl)
+/* Map pl on its alternative i if that fits now (the placer's lock held). */
+static bool map_alt(weft__placer *p, weft__place *pl, unsigned i)
 {
     uint8_t out[WEFT__MAX_DEVICES - 1];
-    for (unsigned i = 0; i < pl->nalt; i++) {
-        const weft__alt *a = &pl->alt[i];
-        if (!a->possible)
-            continue;
-        bool near_ok = a->gpus == 1 && pl->near_gpu >= 0 && (a->gpu < 0 || a->gpu == pl->near_gpu);
-        bool near = near_ok && weft__placer_fits(p, (unsigned)pl->near_gpu, a);
-        bool ride = near_ok && !near && can_ride(p, pl->ride_on, a);
-        if (near || ride)
-            out[0] = (uint8_t)pl->near_gpu;
-        if (ride) {
-            /* only the compute share is ridden on: the rider's memory and
-             * data are its own (both tasks' replicas are held at once) */
-            pl->riding = true;
-            pl->ride_on->rider = pl;
-            p->load[out[0]]++;
-            p->reserved[out[0]] += a->memory + a->data;
-            p->quota[out[0]] += a->memory;
-            if (a->memory) /* fits_room saw it free; the placer's lock holds */
-                (void)weft__device_charge(p->gpu[out[0]], a->memory);
-            near = true;
-        } else if (a->gpus && ((!near && !p->policy->choose(p, a, out)) || !reserve(p, a, out))) {
-            continue;
-        } else if (!a->gpus && !reserve_cpu(p, a)) {
-            continue;
-        }
-        pl->chosen = (int16_t)i;
-        pl->ngpu = a->gpus;
-        for (unsigned k = 0; k < a->gpus; k++) {
-            unsigned g = out[k];
-            pl->gpu[k] = (uint8_t)g;
-            pl->queue[k] = near && pl->near_queue ? pl->near_queue : p->streams[g][p->next_stream[g]++ % WEFT__STREAMS];
-        }
-        return true;
+    const weft__alt *a = &pl->alt[i];
+    if (!a->possible)
+        return false;
+    bool near_ok = a->gpus == 1 && pl->near_gpu >= 0 && (a->gpu < 0 || a->gpu == pl->near_gpu);
+    bool near = near_ok && weft__placer_fits(p, (unsigned)pl->near_gpu, a);
+    bool ride = near_ok && !near && can_ride(p, pl->ride_on, a);
+    if (near || ride)
+        out[0] = (uint8_t)pl->near_gpu;
+    if (ride) {
+        /* only the compute share is ridden on: the rider's memory and
+         * data are its own (both tasks' replicas are held at once) */
+        pl->riding = true;
+        pl->ride_on->rider = pl;
+        p->load[out[0]]++;
+        p->reserved[out[0]] += a->memory + a->data;
+        p->quota[out[0]] += a->memory;
+        if (a->memory) /* fits_room saw it free; the placer's lock holds */
+            (void)weft__device_charge(p->gpu[out[0]], a->memory);
+        near = true;
+    } else if (a->gpus && ((!near && !p->policy->choose(p, a, out)) || !reserve(p, a, out))) {
+        return false;
+    } else if (!a->gpus && !reserve_cpu(p, a)) {
+        return false;
     }
+    if (!a->gpus)
+        p->cpu_mapped++;
+    pl->chosen = (int16_t)i;
+    pl->ngpu = a->gpus;
+    for (unsigned k = 0; k < a->gpus; k++) {
+        unsigned g = out[k];
+        pl->gpu[k] = (uint8_t)g;
+        pl->queue[k] = near && pl->near_queue ? pl->near_queue : p->streams[g][p->next_stream[g]++ % WEFT__STREAMS];
+    }
+    return true;
+}
+
+/* How loaded alternative a's devices are now, if it fits: tasks mapped per
+ * device — its most loaded GPU's count, or for the CPU alone the tasks
+ * mapped there per worker.  Negative if it does not fit. */
+static double alt_load(weft__placer *p, const weft__alt *a)
+{
+    if (!a->possible)
+        return -1;
+    if (!a->gpus) {
+        if (p->cpu_share_used + a->cpu_share > WEFT__SHARE_UNITS || a->cpu_memory > p->cpu_capacity - p->cpu_reserved)
+            return -1;
+        return (double)p->cpu_mapped / (p->cpu_slots ? p->cpu_slots : 1);
+    }
+    uint8_t out[WEFT__MAX_DEVICES - 1];
+    if (!p->policy->choose(p, a, out))
+        return -1;
+    unsigned most = 0;
+    for (unsigned k = 0; k < a->gpus; k++)
+        if (p->load[out[k]] > most)
+            most = p->load[out[k]];
+    return most;
+}
+
+/* Map pl if some alternative fits now (the placer's lock held): the first
+ * in the order given; under a policy that balances, the least loaded (the
+ * earlier of equals). */
+static bool try_map(weft__placer *p, weft__place *pl)
+{
+    if (p->policy->balance) {
+        int best = -1;
+        double least = 0;
+        for (unsigned i = 0; i < pl->nalt; i++) {
+            double l = alt_load(p, &pl->alt[i]);
+            if (l >= 0 && (best < 0 || l < least)) {
+                best = (int)i;
+                least = l;
+            }
+        }
+        if (best < 0)
+            return false;
+        if (map_alt(p, pl, (unsigned)best))
+            return true;
+        /* (its memory was taken outside the placer meanwhile: the first that fits) */
+    }
+    for (unsigned i = 0; i < pl->nalt; i++)
+        if (map_alt(p, pl, i))
+            return true;
     return false;
 }
 
@@ -552,6 +604,8 @@ weft__place *weft__place_release(weft__placer *p, weft__place *pl)
     if (pl->chosen >= 0) {
         const weft__alt *a = &pl->alt[pl->chosen];
         unreserve_cpu(p, a);
+        if (!a->gpus)
+            p->cpu_mapped--;
         for (unsigned k = 0; k < pl->ngpu; k++) {
             unsigned g = pl->gpu[k];
             p->load[g]--;

@@ -82,6 +82,7 @@ typedef struct weft__placer weft__placer;
 typedef struct weft__policy {
     const char *name;
     bool (*choose)(weft__placer *p, const weft__alt *a, uint8_t *out);
+    bool balance; /* among a task's alternatives that fit, the least loaded (else the first) */
 } weft__policy;
 
 struct weft__placer {
@@ -109,6 +110,9 @@ struct weft__placer {
      * them. */
     uint32_t cpu_share_used, cpu_load;
     size_t cpu_reserved, cpu_capacity;
+    /* Tasks mapped on CPU-only alternatives, and the workers that run them
+     * (cpu_slots, set by the runtime): the CPU's load for "balance". */
+    uint32_t cpu_mapped, cpu_slots;
     uint32_t rr;
     weft__place *parked, *parked_tail;          /* waiting for resources, oldest first */
     weft__pevent *events[WEFT__MAX_DEVICES - 1]; /* spare events of each GPU */
