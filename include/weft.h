@@ -555,7 +555,10 @@ WEFT_API WEFT_NODISCARD int weft_data_unregister(weft_data *d);
  * of its own, so that tasks on different devices work on different parts of
  * it (a stencil, a blocked factorization).  The data is seen as rows x cols
  * elements of elem bytes, rows pitch bytes apart (a 1-D array: rows 1); the
- * grid_rows x grid_cols blocks have near-equal sizes.  With halo > 0 each
+ * grid_rows x grid_cols blocks have near-equal sizes, as weft_grid's: the
+ * first rows % grid_rows block rows get one row more than the others, and
+ * the first cols % grid_cols block columns one column more (10 rows in 4:
+ * 3, 3, 2, 2).  With halo > 0 each
  * tile also spans `halo` elements of its neighbours on each side (clipped
  * at the edges of the array, corners included): a task reading a tile sees
  * its neighbours' newest values there, copied by Weft from wherever they

@@ -179,7 +179,9 @@ static uint32_t rnd(uint32_t n) { return n ? rng_below(&R, n) : 0; }
 
 /* ---- geometry ---------------------------------------------------------- */
 
-static int split(int len, int n, int k) { return (int)((long)len * k / n); }
+/* Block k's first cell of len split in n (weft.h: the first len % n blocks
+ * get one more). */
+static int split(int len, int n, int k) { return k * (len / n) + (k < len % n ? k : len % n); }
 
 static void make_tiles(root_spec *r) {
     int h = r->halo, nt = 0;

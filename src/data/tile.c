@@ -14,7 +14,9 @@
 /* ------------------------------------------------------------------------ */
 
 /* Start of block k of n over len. */
-static size_t split(size_t len, unsigned n, unsigned k) { return (size_t)((unsigned __int128)len * k / n); }
+/* Where block k of len cells split in n near-equal blocks begins (k == n:
+ * len): the first len % n blocks get one cell more, as weft_grid's. */
+static size_t split(size_t len, unsigned n, unsigned k) { return k * (len / n) + (k < len % n ? k : len % n); }
 
 static size_t min_sz(size_t a, size_t b) { return a < b ? a : b; }
 static size_t max_sz(size_t a, size_t b) { return a > b ? a : b; }
