@@ -22,6 +22,39 @@
  *     alias; treat detection as a safety net, not as an API.)
  *   - All functions are thread-safe unless noted.
  *   - "May be called from a task" means from inside a task body.
+ *
+ * Coming from StarPU — its idiom, then Weft's, and what differs:
+ *   starpu_init / starpu_shutdown      weft_runtime_create / weft_runtime_destroy
+ *                                      (devices by string: "cpu,cuda", "cpu,vgpu:4")
+ *   a codelet's cpu_funcs, cuda_funcs  weft_task_desc.placements: alternatives
+ *                                      ("cpu", "gpu", "2*gpu", "gpu:1"), each with
+ *                                      its own body if it needs one; the policy
+ *                                      picks one ("load", "balance")
+ *   STARPU_CUDA_ASYNC, the worker's    weft_ctx_queue / weft_ctx_copy on
+ *   stream                             weft_ctx_stream(ctx, i): the body queues, the
+ *                                      task ends when its stream work has
+ *   starpu_vector_data_register ...    weft_data_register(ptr, bytes): one range;
+ *                                      shapes are the program's
+ *   STARPU_R / W / RW, STARPU_COMMUTE  WEFT_R / W / RW, WEFT_RW | WEFT_COMMUTE
+ *   STARPU_REDUX + reduction methods   WEFT_REDUCE | a built-in operator and type,
+ *                                      or weft_reduction_register (identity or
+ *                                      init, combine): combined in spawn order
+ *   starpu_task_submit                 weft_spawn (dependencies inferred from the
+ *                                      accesses in spawn order, plus desc.deps)
+ *   callback_func / callback_arg       on_finish / finish_arg: may spawn the next
+ *                                      task (never blocks), may not wait
+ *   tags, starpu_tag_declare_deps      task spaces (weft_space_*): a task depends
+ *                                      on a key before it is spawned
+ *   starpu_task_wait(_for_all)         weft_task_wait, weft_wait_all
+ *   starpu_data_acquire / release      weft_data_acquire / weft_data_release
+ *   starpu_data_partition (filters)    weft_data_partition: tiles, with halos;
+ *                                      the whole stays usable
+ *   starpu_data_unregister             weft_data_unregister: the newest value is
+ *                                      back in the program's memory
+ *   a failed task                      its dependents, and readers of what it
+ *                                      wrote, are cancelled; its writes undone
+ * Not here yet: STARPU_SCRATCH, starpu_data_wont_use, turning sequential
+ * consistency off for a handle, performance models (dmda).
  */
 #ifndef WEFT_H
 #define WEFT_H
