@@ -53,8 +53,9 @@
  *                                      back in the program's memory
  *   a failed task                      its dependents, and readers of what it
  *                                      wrote, are cancelled; its writes undone
- * Not here yet: STARPU_SCRATCH, starpu_data_wont_use, turning sequential
- * consistency off for a handle, performance models (dmda).
+ *   starpu_data_wont_use               weft_data_wont_use: evicted from GPUs first
+ * Not here yet: STARPU_SCRATCH, turning sequential consistency off for a
+ * handle, performance models (dmda).
  */
 #ifndef WEFT_H
 #define WEFT_H
@@ -729,6 +730,16 @@ WEFT_API WEFT_NODISCARD int weft_data_acquire(weft_data *d, unsigned mode, uint6
  * named twice, or data of two runtimes.  Blocks; not from a task. */
 struct weft_access; /* (Tasks, below: a data handle and a mode) */
 WEFT_API WEFT_NODISCARD int weft_data_acquire_many(const struct weft_access *acc, size_t n, uint64_t timeout_ns);
+
+/* A hint (StarPU's starpu_data_wont_use): d will not be used again soon,
+ * so its copies on GPUs are the first evicted when a GPU needs room for
+ * other data (a GPU copy holding the newest value is written back first,
+ * as any evicted one).  Nothing moves now; the next task that uses d on a
+ * GPU makes its copy there recent again.  A partitioned d's tiles each
+ * have their own copies: give the hint for each.  Returns 0, or
+ * WEFT_EINVAL (NULL or unregistered d).  Never blocks (brief locks);
+ * thread-safe, from a task too. */
+WEFT_API WEFT_NODISCARD int weft_data_wont_use(weft_data *d);
 
 /* End the calling program's acquisition of d (weft_data_acquire): the
  * tasks spawned after it that name d may start (with what the host's copy

@@ -59,6 +59,22 @@ static int check_body(weft_ctx *ctx, void *arg) { /* on the CPU: every element i
     return 0;
 }
 
+/* On a GPU: reads its replica in a kernel (every element is *arg). */
+typedef struct gcheck { const double *p; double want; int bad; } gcheck;
+static int gcheck_kernel(void *arg) {
+    gcheck *g = arg;
+    for (int i = 0; i < 16; i++)
+        if (g->p[i] != g->want) g->bad = 1;
+    return g->bad;
+}
+static int check_body_gpu(weft_ctx *ctx, void *arg) {
+    static gcheck g[64];
+    static _Atomic int next;
+    gcheck *k = &g[atomic_fetch_add(&next, 1) % 64];
+    *k = (gcheck){weft_ctx_data(ctx, 0), *(double *)arg, 0};
+    return weft_ctx_queue(ctx, 0, gcheck_kernel, k, 0);
+}
+
 static double g_share; /* share of spawn_on's placements (0: whole GPUs) */
 static void spawn_on(weft_runtime *rt, const char *where, weft_body_fn body, void *arg, weft_data *h,
                      unsigned mode, weft_task **out) {
@@ -178,6 +194,47 @@ static void test_no_room(void) {
     CHECK_OK(weft_device_info_get(rt, 1, &info));
     CHECK(info.memory_used == 0);
     CHECK_OK(weft_runtime_destroy(rt));
+}
+
+
+/* ---- weft_data_wont_use: evicted first ----------------------------------- */
+
+/* A GPU of room for two 24 KiB arrays: A then B read there (B the most
+ * recent).  Without the hint, C evicts A; with wont_use(B), C evicts B —
+ * seen by which of A and B a later reader on the GPU must copy again. */
+static void test_wont_use(void) {
+    for (int hint = 0; hint < 2; hint++) {
+        weft_runtime *rt = make("cpu,vgpu:1", 64u << 10);
+        enum { M = 3072 };
+        static double arr[3][M];
+        weft_data *h[3];
+        for (int k = 0; k < 3; k++) {
+            for (int i = 0; i < M; i++) arr[k][i] = k;
+            CHECK_OK(weft_data_register(rt, arr[k], sizeof arr[k], &h[k]));
+        }
+        double want[3] = {0, 1, 2};
+        for (int k = 0; k < 2; k++) {
+            spawn_on(rt, "gpu", check_body_gpu, &want[k], h[k], WEFT_R, NULL);
+            CHECK_OK(weft_wait_all(rt));
+        }
+        if (hint) CHECK_OK(weft_data_wont_use(h[1]));
+        spawn_on(rt, "gpu", check_body_gpu, &want[2], h[2], WEFT_R, NULL);
+        CHECK_OK(weft_wait_all(rt));
+        /* the one kept is read again without a copy */
+        int kept = hint ? 0 : 1;
+        uint64_t b0 = copied(rt);
+        spawn_on(rt, "gpu", check_body_gpu, &want[kept], h[kept], WEFT_R, NULL);
+        CHECK_OK(weft_wait_all(rt));
+        CHECKF(copied(rt) == b0, "hint %d: %llu bytes copied to read the array that should have stayed", hint,
+               (unsigned long long)(copied(rt) - b0));
+        b0 = copied(rt);
+        spawn_on(rt, "gpu", check_body_gpu, &want[1 - kept], h[1 - kept], WEFT_R, NULL);
+        CHECK_OK(weft_wait_all(rt));
+        CHECKF(copied(rt) == b0 + sizeof arr[0], "hint %d: the evicted array was not copied again", hint);
+        CHECK_ERR(weft_data_wont_use(NULL), WEFT_EINVAL);
+        for (int k = 0; k < 3; k++) CHECK_OK(weft_data_unregister(h[k]));
+        CHECK_OK(weft_runtime_destroy(rt));
+    }
 }
 
 /* ---- a failed copy keeps the last good value ------------------------------ */
@@ -780,6 +837,8 @@ int main(int argc, char **argv) {
     test_step("random graphs");
     int seeds = test_pick(16, 6), ntasks = test_pick(250, 120);
     for (int s = 0; s < seeds; s++) random_graph(0x9e3779b97f4a7c15ull * (uint64_t)(s + 1), ntasks, false, 0);
+    test_step("wont_use");
+    test_wont_use();
     test_step("random graphs, small GPUs (eviction)");
     for (int s = 0; s < seeds; s++) random_graph(0x51ed270b27cd9e5bull * (uint64_t)(s + 3), ntasks, false, 56u << 10);
     test_step("random graphs, checked");

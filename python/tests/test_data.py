@@ -157,3 +157,18 @@ def test_numpy_arrays(rt):
     # Non-contiguous views are refused with a clear message.
     with pytest.raises(ValueError, match="contiguous"):
         weft.spawn(total, a[::2], reads=[a[::2]])
+
+
+def test_wont_use_hint():
+    """Data.wont_use(): a hint that never blocks nor changes the value; refused
+    once the data is unregistered.  (Which copy a GPU evicts first is tested
+    in C, tests/test_replicas.c.)"""
+    a = bytearray(b"abcd")
+    with weft.Runtime(workers=2, devices="cpu,vgpu:1") as rt:
+        d = rt.data(a)
+        d.wont_use()
+        assert rt.spawn(lambda x: bytes(x), a, reads=[a]).result(timeout=30) == b"abcd"
+        d.wont_use()
+        d.unregister()
+        with pytest.raises(ValueError, match="unregistered"):
+            d.wont_use()

@@ -1571,6 +1571,20 @@ Data_unregister(DataObject *d, PyObject *Py_UNUSED(ignored))
 }
 
 static PyObject *
+Data_wont_use(DataObject *d, PyObject *Py_UNUSED(ignored))
+{
+    RuntimeObject *r = d->rt;
+    reg_lock(r);
+    int rc = d->d ? weft_data_wont_use(d->d) : WEFT_EINVAL; /* (brief locks of its own: none of Python's) */
+    reg_unlock(r);
+    if (rc != 0) {
+        PyErr_SetString(PyExc_ValueError, "wont_use(): the data was unregistered");
+        return NULL;
+    }
+    Py_RETURN_NONE;
+}
+
+static PyObject *
 Data_enter(DataObject *d, PyObject *Py_UNUSED(ignored))
 {
     return Py_NewRef(d);
@@ -1809,6 +1823,9 @@ static PyMethodDef Data_methods[] = {
      "the data (unregister the whole array)."},
     {"unregister", (PyCFunction)Data_unregister, METH_NOARGS,
      "Wait for the tasks that use it, then release the buffer."},
+    {"wont_use", (PyCFunction)Data_wont_use, METH_NOARGS,
+     "A hint (StarPU's starpu_data_wont_use): it will not be used again soon, so its copies on GPUs "
+     "are the first evicted when a GPU needs room.  Never blocks."},
     {"__enter__", (PyCFunction)Data_enter, METH_NOARGS, NULL},
     {"__exit__", (PyCFunction)Data_exit, METH_VARARGS, NULL},
     {NULL, NULL, 0, NULL}};

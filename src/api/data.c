@@ -740,6 +740,17 @@ int weft_data_acquire_many(const weft_access *acc, size_t n, uint64_t timeout_ns
     return acquire(acc, n, timeout_ns, "weft_data_acquire_many");
 }
 
+int weft_data_wont_use(weft_data *h)
+{
+    weft__clear_error();
+    weft__data *d = weft__data_pin(h);
+    if (!d)
+        return weft__error(WEFT_EINVAL, "weft_data_wont_use: data is NULL, unregistered or being unregistered");
+    weft__data_wont_use(d);
+    weft__data_unpin(d);
+    return 0;
+}
+
 int weft_data_release(weft_data *h)
 {
     weft__clear_error();

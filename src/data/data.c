@@ -80,6 +80,28 @@ static void lru_touch(weft__mnode *m, weft__replica *r)
 
 void weft__data_lru_touch(weft__data *d, unsigned dev, weft__replica *r) { lru_touch(&d->mnodes[dev], r); }
 
+void weft__data_wont_use(weft__data *d)
+{
+    pthread_mutex_lock(&d->lock);
+    for (unsigned dev = 1; dev < d->nrep; dev++) {
+        weft__replica *r = &d->rep[dev];
+        weft__mnode *m = &d->mnodes[dev];
+        pthread_mutex_lock(&m->lock);
+        if (r->in_lru) { /* the least recently used of its node: evicted first */
+            lru_unlink(m, r);
+            r->lru_next = m->head;
+            if (m->head)
+                m->head->lru_prev = r;
+            else
+                m->tail = r;
+            m->head = r;
+            r->in_lru = true;
+        }
+        pthread_mutex_unlock(&m->lock);
+    }
+    pthread_mutex_unlock(&d->lock);
+}
+
 void weft__data_lru_unlink(weft__data *d, unsigned dev, weft__replica *r)
 {
     weft__mnode *m = &d->mnodes[dev];

@@ -409,6 +409,9 @@ int weft__data_alloc_evicting(weft__data *d, unsigned dev, void **out);
 /* r (a replica or private copy on device dev, dev > 0) was used / is
  * given back: its place in dev's list of allocations by age. */
 void weft__data_lru_touch(weft__data *d, unsigned dev, weft__replica *r);
+/* d will not be used again soon (weft_data_wont_use): its device replicas
+ * become the least recently used of their nodes, the first evicted. */
+void weft__data_wont_use(weft__data *d);
 void weft__data_lru_unlink(weft__data *d, unsigned dev, weft__replica *r);
 /* Copy n bytes at src on device dev (> 0) into host memory dst, on dev's
  * queue for write-backs (which waits for nothing pending), and wait for
