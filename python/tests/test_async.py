@@ -347,3 +347,39 @@ def test_status_while_resumed_and_cancel_too_late(rt):
     assert t.cancel() is False          # it runs again: too late
     go.set()
     assert t.result(timeout=T_OUT) == "done"
+
+
+def test_device_data_coroutine_waits_in_place():
+    """A coroutine whose data is on its GPU (device_data=True) never
+    suspends: an await waits in place, so its views stay valid and what it
+    writes through them after the await is the task's output (an outsider's
+    port lost this write when the coroutine suspended).  After an await in
+    a host-data coroutine that did suspend, view() says why it has none."""
+    np = pytest.importorskip("numpy")
+    for _ in range(5):
+        out = np.zeros(4)
+        with weft.Runtime(workers=2, devices="cpu,vgpu:2") as r:
+            async def body():
+                x = weft.context().array(out)
+                x[:] = 1.0
+                v = await weft.gather(weft.spawn(lambda: 40), weft.spawn(lambda: 1))
+                weft.context().array(out)[:] = sum(v) + x[0]
+                return "ok"
+
+            assert r.spawn(body, writes=[out], placement=weft.gpu, device_data=True).result(timeout=T_OUT) == "ok"
+            assert r.spawn(lambda: out.tolist(), reads=[out]).result(timeout=T_OUT) == [42.0] * 4
+
+    with weft.Runtime(workers=2) as r:
+        T = weft.TaskSpace("T")
+
+        async def host_body():
+            await T["later"]  # suspends: nobody has spawned it yet
+            weft.context().array(out)
+
+        t = r.spawn(host_body, writes=[out])
+        deadline = time.monotonic() + T_OUT
+        while t.status != "waiting" and time.monotonic() < deadline:  # suspended at the await
+            time.sleep(0.001)
+        r.spawn(sq, 1, task=T["later"])
+        with pytest.raises(RuntimeError, match="segment after an await"):
+            t.result(timeout=T_OUT)

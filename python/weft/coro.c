@@ -361,6 +361,15 @@ suspend(RuntimeObject *r, TaskObject *t, weft_ctx *ctx, weft_task **deps, size_t
     return 1;
 }
 
+/* Whether the running segment's task holds data on its GPU (spawned with
+ * device_data=True, accesses, placed on GPUs): it never suspends. */
+static int
+holds_device_data(weft_ctx *ctx)
+{
+    const weft_py_frame *f = weft_py_tl_frame;
+    return f && f->device_data && f->acc && PyTuple_GET_SIZE(f->acc) > 0 && weft_ctx_gpu_count(ctx) > 0;
+}
+
 PyObject *
 weft_py_drive(RuntimeObject *r, TaskObject *t, weft_ctx *ctx, int placed, PyObject *coro, int *suspended)
 {
@@ -404,6 +413,26 @@ weft_py_drive(RuntimeObject *r, TaskObject *t, weft_ctx *ctx, int placed, PyObje
              * running, or the wait refused: it depends on a body suspended
              * under this one, which a continuation frees) suspends. */
             if (hrc == 0 || hrc == WEFT_ETASKFAILED || hrc == WEFT_ECANCELLED) ndeps = 0;
+        }
+        if (rc == 0 && ndeps && holds_device_data(ctx)) {
+            /* Its data is on its GPU (device_data=True): a later segment
+             * would have no views, and the buffers are not the data's value
+             * while the task holds it there (a write to them would be
+             * lost).  So it waits here, holding its worker, as a plain body
+             * does (lending its GPU reservation meanwhile: weft_task_wait). */
+            for (size_t i = 0; i < ndeps && rc == 0; i++) {
+                int wrc;
+                BEGIN_NOGIL_W
+                wrc = weft_task_wait(deps[i]);
+                END_NOGIL_W
+                if (wrc != 0 && wrc != WEFT_ETASKFAILED && wrc != WEFT_ECANCELLED) {
+                    rc = -1;
+                    PyErr_Format(PyExc_RuntimeError, "await: task %R, which holds its data on its GPU "
+                                 "(device_data=True) and so waits in place, cannot wait for this task: %s",
+                                 t->name ? t->name : Py_None, weft_last_error());
+                }
+            }
+            if (rc == 0) ndeps = 0;
         }
         if (rc == 0 && ndeps == 0) { /* all finished: the await answers at once */
             PyMem_Free(deps);
