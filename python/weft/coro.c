@@ -126,33 +126,62 @@ await_one(TaskObject *t, int for_result)
     return Py_NewRef(for_result && t->result ? t->result : Py_None);
 }
 
+/* The value of the await (the tasks have finished: the driver resumed
+ * the coroutine), or NULL with the exception it raises. */
+static PyObject *
+await_value(AwaitObject *a)
+{
+    Py_ssize_t n = PyTuple_GET_SIZE(a->tasks);
+    if (a->mode == AW_ONE) return await_one((TaskObject *)PyTuple_GET_ITEM(a->tasks, 0), 1);
+    PyObject *res = a->mode == AW_MANY ? PyList_New(n) : Py_NewRef(Py_None);
+    for (Py_ssize_t i = 0; res && i < n; i++) {
+        PyObject *r = await_one((TaskObject *)PyTuple_GET_ITEM(a->tasks, i), a->mode == AW_MANY);
+        if (r == NULL) Py_CLEAR(res);
+        else if (a->mode == AW_MANY) PyList_SET_ITEM(res, i, r);
+        else Py_DECREF(r);
+    }
+    return res;
+}
+
+/* The first step hands the marker to the driver (only weft's driver takes
+ * it); the second answers. */
+static int
+await_first(AwaitObject *a)
+{
+    if (weft_py_tl_driving == NULL) {
+        PyErr_SetString(PyExc_RuntimeError,
+                        "a weft.Task (or weft.gather(), or a TaskSpace) can be awaited only in an `async def` "
+                        "body that weft runs: spawn the coroutine function itself (weft.spawn(fn, ...), "
+                        "not asyncio); in a plain body or another thread, call task.result() instead");
+        return -1;
+    }
+    a->yielded = 1;
+    return 0;
+}
+
+/* The await's protocol without an exception for its value (am_send: what
+ * `await` calls when the awaitable has it). */
+static PySendResult
+Await_send(AwaitObject *a, PyObject *arg, PyObject **result)
+{
+    (void)arg;
+    *result = NULL;
+    if (!a->yielded) {
+        if (await_first(a) < 0) return PYGEN_ERROR;
+        *result = Py_NewRef(a); /* the marker: the driver reads a->tasks */
+        return PYGEN_NEXT;
+    }
+    *result = await_value(a);
+    return *result ? PYGEN_RETURN : PYGEN_ERROR;
+}
+
+/* The same as an iterator (a caller that does not use am_send). */
 static PyObject *
 Await_iternext(AwaitObject *a)
 {
-    if (!a->yielded) {
-        if (weft_py_tl_driving == NULL) {
-            PyErr_SetString(PyExc_RuntimeError,
-                            "a weft.Task (or weft.gather(), or a TaskSpace) can be awaited only in an `async def` "
-                            "body that weft runs: spawn the coroutine function itself (weft.spawn(fn, ...), "
-                            "not asyncio); in a plain body or another thread, call task.result() instead");
-            return NULL;
-        }
-        a->yielded = 1;
-        return Py_NewRef(a); /* the marker: the driver reads a->tasks */
-    }
-    PyObject *res;
-    Py_ssize_t n = PyTuple_GET_SIZE(a->tasks);
-    if (a->mode == AW_ONE) {
-        res = await_one((TaskObject *)PyTuple_GET_ITEM(a->tasks, 0), 1);
-    } else {
-        res = a->mode == AW_MANY ? PyList_New(n) : Py_NewRef(Py_None);
-        for (Py_ssize_t i = 0; res && i < n; i++) {
-            PyObject *r = await_one((TaskObject *)PyTuple_GET_ITEM(a->tasks, i), a->mode == AW_MANY);
-            if (r == NULL) Py_CLEAR(res);
-            else if (a->mode == AW_MANY) PyList_SET_ITEM(res, i, r);
-            else Py_DECREF(r);
-        }
-    }
+    if (!a->yielded)
+        return await_first(a) < 0 ? NULL : Py_NewRef(a);
+    PyObject *res = await_value(a);
     if (res == NULL) return NULL;
     /* The value of the await: StopIteration(value), wrapped so that a tuple
      * or an exception as the value is not taken apart. */
@@ -210,6 +239,7 @@ static PyType_Slot Await_slots[] = {
     {Py_tp_iter, PyObject_SelfIter},
     {Py_tp_iternext, Await_iternext},
     {Py_am_await, Await_await},
+    {Py_am_send, Await_send},
     {Py_tp_repr, Await_repr},
     {0, NULL}};
 
