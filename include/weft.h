@@ -54,6 +54,8 @@
  *   a failed task                      its dependents, and readers of what it
  *                                      wrote, are cancelled; its writes undone
  *   starpu_data_wont_use               weft_data_wont_use: evicted from GPUs first
+ *   STARPU_VECTOR_GET_PTR / _NX        weft_ctx_data / weft_ctx_bytes (bytes, not
+ *                                      elements: a data handle has no type)
  * Not here yet: STARPU_SCRATCH, turning sequential consistency off for a
  * handle, performance models (dmda).
  */
@@ -684,7 +686,9 @@ WEFT_API WEFT_NODISCARD int weft_data_host(const weft_data *d, void **ptr, size_
  * A held acquisition is not counted as a task in flight: weft_wait_all
  * does not wait for it (only for the tasks behind it — so a thread that
  * waits for those before its own release waits forever).
- * timeout_ns: 0 waits without limit; otherwise WEFT_ETIMEDOUT when the
+ * timeout_ns: 0 waits without limit (unlike weft_task_timedwait, whose 0
+ * polls: an acquisition that could not wait would be of little use);
+ * otherwise WEFT_ETIMEDOUT when the
  * tasks before it have not finished in time (the timeout does not bound
  * a wait for backpressure, max_inflight).  On every error nothing is
  * held, and the data is as if the acquire had never been made.
@@ -955,7 +959,8 @@ WEFT_API WEFT_NODISCARD int weft_task_wait(weft_task *t);
  * Without that the child could never start.) */
 
 /* As weft_task_wait, but gives up after timeout_ns nanoseconds with
- * WEFT_ETIMEDOUT.  timeout_ns == 0 polls. */
+ * WEFT_ETIMEDOUT.  timeout_ns == 0 polls (unlike weft_data_acquire's,
+ * whose 0 waits without limit). */
 WEFT_API WEFT_NODISCARD int weft_task_timedwait(weft_task *t, uint64_t timeout_ns);
 
 /* Current status.  Errors: WEFT_EINVAL.  Never blocks. */
@@ -1520,6 +1525,13 @@ WEFT_API void *weft_ctx_data(const weft_ctx *ctx, size_t i);
  * reduction's private copy of it) is one row (its size).  0 if i is out of
  * range.  Never blocks. */
 WEFT_API size_t weft_ctx_pitch(const weft_ctx *ctx, size_t i);
+
+/* Bytes of the task's i-th data access (StarPU's STARPU_VECTOR_GET_NX times
+ * the element size): the registered size of the data; of a tile, its span
+ * (halo included: rows times its width, whatever the pitch); of a
+ * reduction's private copy of a tile, its interior.  0 if i is out of
+ * range.  Never blocks. */
+WEFT_API size_t weft_ctx_bytes(const weft_ctx *ctx, size_t i);
 
 #ifdef __cplusplus
 }

@@ -455,6 +455,13 @@ static void run(const prog *pg) {
 
 /* ---- geometry ------------------------------------------------------------- */
 
+static int bytes_body(weft_ctx *ctx, void *arg) {
+    size_t *seen = arg;
+    seen[0] = weft_ctx_bytes(ctx, 0);
+    seen[1] = weft_ctx_bytes(ctx, 1);
+    return weft_ctx_bytes(ctx, 2) == 0 ? 0 : 1;
+}
+
 static void test_geometry(void) {
     weft_runtime *rt = test_make_devices("cpu", 2, 0, false);
     static double a[10 * 12];
@@ -477,6 +484,33 @@ static void test_geometry(void) {
     CHECKF(strstr(weft_last_error(), "not a tile") != NULL, "%s", weft_last_error());
     CHECK_OK(weft_data_unregister(h));
     CHECK_ERR(weft_data_tile_info(tl[0], &in), WEFT_EINVAL); /* gone with it */
+    /* the remainder goes to the first blocks, as weft_grid's: 10 rows in 3
+     * are 4, 3, 3; 11 columns in 4 are 3, 3, 3, 2 */
+    static double b[10 * 11];
+    weft_data *tb[12];
+    CHECK_OK(weft_data_register(rt, b, sizeof b, &h));
+    weft_tiling t2 = {sizeof(double), 10, 11, 0, 3, 4, 0};
+    CHECK_OK(weft_data_partition(h, &t2, tb));
+    size_t want_r[3] = {4, 3, 3}, want_c[4] = {3, 3, 3, 2};
+    for (unsigned k = 0; k < 12; k++) {
+        CHECK_OK(weft_data_tile_info(tb[k], &in));
+        CHECKF(in.rows == want_r[k / 4] && in.cols == want_c[k % 4], "tile %u: %zu x %zu", k, in.rows, in.cols);
+    }
+    /* weft_ctx_bytes: a tile's span, the whole's size */
+    size_t seen[2] = {0, 0};
+    weft_access acc[2] = {{tb[5], WEFT_R}, {h, WEFT_R}};
+    weft_task_desc d;
+    weft_task_desc_init(&d);
+    d.body = bytes_body;
+    d.arg = seen;
+    d.accesses = acc;
+    d.naccesses = 2;
+    weft_task *tk;
+    CHECK_OK(weft_spawn(rt, &d, &tk));
+    CHECK_OK(weft_task_wait(tk));
+    weft_task_release(tk);
+    CHECKF(seen[0] == 3 * 3 * sizeof(double) && seen[1] == sizeof b, "%zu %zu", seen[0], seen[1]);
+    CHECK_OK(weft_data_unregister(h));
     CHECK_OK(weft_runtime_destroy(rt));
 }
 

@@ -592,6 +592,18 @@ void *weft_ctx_data(const weft_ctx *ctx, size_t i)
     return weft__data_replica(a->data, weft__task_access_dev(ctx->task, a, NULL));
 }
 
+size_t weft_ctx_bytes(const weft_ctx *ctx, size_t i)
+{
+    if (!ctx || i >= ctx->task->naccess)
+        return 0;
+    const weft__task_access *a = &ctx->task->access[i];
+    if (a->mode & WEFT__ORDER_ONLY)
+        return 0;
+    if ((a->mode & WEFT_REDUCE) && a->data->tile) /* its private copy: the interior */
+        return a->data->in_rows * a->data->in_bytes;
+    return a->data->size;
+}
+
 size_t weft_ctx_pitch(const weft_ctx *ctx, size_t i)
 {
     if (!ctx || i >= ctx->task->naccess)
