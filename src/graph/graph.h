@@ -299,11 +299,9 @@ void weft__task_guard_sync(weft__task *t, struct weft__guard *g, int *result);
 /* The checking mode, around a body that reads and writes (RW) a tile with
  * a halo on the host: its halo cells there are its neighbours' interiors,
  * which no task but it can change meanwhile (their writers are ordered
- * with it); and around the body of a task on GPUs that writes data on its
- * GPU (no WEFT_HOST): the data's host memory (the registered buffer) is
- * not its value while the task runs, and a write there would be lost.
- * begin notes their digest (of the first WEFT__HALO_GUARDS accesses); end
- * reports a change and fails the task (*result, if it succeeded). */
+ * with it).  begin notes their digest (of the first WEFT__HALO_GUARDS
+ * accesses); end reports a change and fails the task (*result, if it
+ * succeeded). */
 #define WEFT__HALO_GUARDS 8
 typedef struct weft__halo_guard {
     uint64_t digest[WEFT__HALO_GUARDS];

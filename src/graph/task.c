@@ -1161,49 +1161,15 @@ static bool halo_guarded(const weft__task *t, uint32_t i)
            a->data->tile->nnb && weft__task_access_dev(t, a, NULL) == 0;
 }
 
-/* The host memory of access i of t, if t writes it on a GPU: the data's
- * registered buffer, which no one else changes while t holds the write
- * (not a tile's, whose halo cells are its neighbours', nor a partitioned
- * one's); NULL otherwise. */
-static const void *host_shadow(const weft__task *t, uint32_t i)
-{
-    const weft__task_access *a = &t->access[i];
-    const weft__data *d = a->data;
-    if ((a->mode & (WEFT__ORDER_ONLY | WEFT_REDUCE)) || !(a->mode & WEFT_W) || d->tile ||
-        atomic_load_explicit(&((weft__data *)d)->fam, memory_order_relaxed) || !t->place || !t->place->ngpu ||
-        weft__task_access_dev(t, a, NULL) == 0)
-        return NULL;
-    return weft__data_replica((weft__data *)d, 0);
-}
-
 void weft__task_halo_begin(const weft__task *t, weft__halo_guard *g)
 {
-    for (uint32_t i = 0; i < WEFT__HALO_GUARDS; i++) {
-        const void *p = i < t->naccess ? host_shadow(t, i) : NULL;
-        g->digest[i] = i >= t->naccess ? 0
-                       : halo_guarded(t, i) ? weft__tile_halo_digest(t->access[i].data)
-                       : p                 ? weft__vcheck_digest_of(p, t->access[i].data->size)
-                                           : 0;
-    }
+    for (uint32_t i = 0; i < WEFT__HALO_GUARDS; i++)
+        g->digest[i] = i < t->naccess && halo_guarded(t, i) ? weft__tile_halo_digest(t->access[i].data) : 0;
 }
 
 void weft__task_halo_end(weft__task *t, const weft__halo_guard *g, int *result)
 {
     for (uint32_t i = 0; i < WEFT__HALO_GUARDS && i < t->naccess; i++) {
-        const void *p = host_shadow(t, i);
-        if (p && weft__vcheck_digest_of(p, t->access[i].data->size) != g->digest[i]) {
-            char msg[420];
-            snprintf(msg, sizeof msg,
-                     "data check: the body of task '%s' (%llu) wrote the host memory of access %u (data d%u), "
-                     "which it writes on its GPU: the registered buffer is not the data's value while the "
-                     "task runs, and that write is lost; write the task's copy where it runs (weft_ctx_data, "
-                     "a view), or access the data with WEFT_HOST",
-                     t->name, (unsigned long long)t->id, i, t->access[i].data->id);
-            weft__vcheck_report(msg);
-            if (*result == 0)
-                *result = WEFT_EDEVICE;
-            return;
-        }
         if (!halo_guarded(t, i))
             continue;
         weft__data *d = t->access[i].data;
