@@ -56,8 +56,10 @@
  *   starpu_data_wont_use               weft_data_wont_use: evicted from GPUs first
  *   STARPU_VECTOR_GET_PTR / _NX        weft_ctx_data / weft_ctx_bytes (bytes, not
  *                                      elements: a data handle has no type)
- * Not here yet: STARPU_SCRATCH, turning sequential consistency off for a
- * handle, performance models (dmda).
+ *   starpu_data_set_sequential_       WEFT_UNORDERED on each access (R, W or RW):
+ *   consistency_flag(h, 0)             no order among such accesses; the tasks
+ *                                      still never overlap on the data at run time
+ * Not here yet: STARPU_SCRATCH, performance models (dmda).
  */
 #ifndef WEFT_H
 #define WEFT_H
@@ -341,6 +343,12 @@ WEFT_API WEFT_NODISCARD int weft_device_free(weft_runtime *rt, unsigned i, void 
  *   - WEFT_RW|WEFT_COMMUTE tasks spawned in a row form a group: each follows
  *     what came before the group, they exclude each other at run time, and
  *     the next non-commuting access follows the whole group;
+ *   - WEFT_UNORDERED accesses (R, W or RW) spawned in a row form such a group
+ *     too (WEFT_RW|WEFT_UNORDERED is WEFT_RW|WEFT_COMMUTE, and they join
+ *     one group): the data orders nothing among them — order them with
+ *     desc.deps as needed — while each still sees a whole value (at run
+ *     time one member at a time, readers included: several readers that
+ *     should overlap read with plain WEFT_R);
  *   - WEFT_REDUCE tasks spawned in a row with the same operator and type form
  *     a reduction group: each follows what came before the group, they run
  *     concurrently (on any devices), and the next access of any other kind
@@ -365,7 +373,9 @@ WEFT_API WEFT_NODISCARD int weft_device_free(weft_runtime *rt, unsigned i, void 
  *
  * Access modes: bit flags.  WEFT_COMMUTE may be added to WEFT_RW: tasks that
  * access the same data with WEFT_RW|WEFT_COMMUTE, spawned one after another,
- * run in any order but never two at once (an accumulation, say). */
+ * run in any order but never two at once (an accumulation, say).
+ * WEFT_UNORDERED may be added to WEFT_R, WEFT_W or WEFT_RW (StarPU's
+ * sequential consistency turned off for a handle): see the rules above. */
 enum weft_access_mode {
     WEFT_R = 1u,
     WEFT_W = 2u,
@@ -436,7 +446,15 @@ enum weft_access_mode {
      * names the tile's parent, or reads (WEFT_R, WEFT_RW) a tile whose halo
      * covers part of the reduced one (a task does not read what it
      * reduces). */
-    WEFT_REDUCE = 16u
+    WEFT_REDUCE = 16u,
+    /* The access orders nothing against the other WEFT_UNORDERED (and
+     * WEFT_RW|WEFT_COMMUTE) accesses of the same data spawned in a row (the
+     * rules above): tasks that the program orders itself, by desc.deps or
+     * task-space keys, or not at all.  Failure flows as for any access:
+     * after the group, a reader is cancelled when a member that wrote
+     * failed.  Not with WEFT_REDUCE or WEFT_ON_GPU (WEFT_EINVAL at spawn);
+     * not for weft_data_acquire. */
+    WEFT_UNORDERED = 64u
 };
 
 /* The operator of a WEFT_REDUCE access (bits 12-15 of the mode).
@@ -768,7 +786,8 @@ typedef int (*weft_body_fn)(weft_ctx *ctx, void *arg);
 
 typedef struct weft_access {
     weft_data *data;
-    unsigned mode; /* WEFT_R, WEFT_W, WEFT_RW, optionally | WEFT_COMMUTE; or
+    unsigned mode; /* WEFT_R, WEFT_W, WEFT_RW, optionally | WEFT_UNORDERED;
+                      WEFT_RW | WEFT_COMMUTE; or
                       WEFT_REDUCE | an operator | a type, or
                       WEFT_REDUCE | a user reduction's op; any | WEFT_HOST;
                       or WEFT_R/W/RW | WEFT_ON_GPU(k) */

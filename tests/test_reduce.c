@@ -456,7 +456,7 @@ static void test_bad(void) {
         int on_odd;
         const char *msg;
     } bad[] = {
-        {WEFT_REDUCE | WEFT_R | WEFT_RED_SUM | WEFT_RED_F64, 0, "cannot be combined with WEFT_R, WEFT_W or WEFT_COMMUTE"},
+        {WEFT_REDUCE | WEFT_R | WEFT_RED_SUM | WEFT_RED_F64, 0, "cannot be combined with WEFT_R, WEFT_W, WEFT_COMMUTE or WEFT_UNORDERED"},
         {WEFT_REDUCE | WEFT_W | WEFT_RED_SUM | WEFT_RED_F64, 0, "cannot be combined"},
         {WEFT_REDUCE | WEFT_RW | WEFT_RED_SUM | WEFT_RED_F64, 0, "cannot be combined"},
         {WEFT_REDUCE | WEFT_COMMUTE | WEFT_RED_SUM | WEFT_RED_F64, 0, "cannot be combined"},

@@ -101,6 +101,9 @@ from ._space import TaskList
 from . import _space as _space_mod
 
 _weft._set_space(_space_mod._expand, TaskList, _space_mod._flatten_deps)
+from ._access import unordered
+
+_weft._set_access(unordered)
 from . import bench  # noqa: F401
 
 __version__ = "0.1.0"
@@ -130,6 +133,7 @@ __all__ = [
     "W",
     "RW",
     "COMMUTE",
+    "unordered",
     "SUM",
     "MIN",
     "MAX",

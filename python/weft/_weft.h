@@ -168,6 +168,10 @@ typedef struct {
      * the flattening of a deps= value holding lists, TaskLists or whole
      * spaces into a list of Tasks. */
     PyObject *space_expand, *TaskList_cls, *deps_flatten;
+    /* weft.unordered (weft/_access.py, registered at import through
+     * _set_access): an access that the data does not order against the
+     * other unordered ones (WEFT_UNORDERED); its `obj` is the buffer. */
+    PyObject *Unordered_cls;
     /* MPI was started by weft (weft.mpi_init, or Communicator.mpi with MPI
      * not running): weft._close_all finalizes it at exit, after closing
      * every runtime (and so every communicator).  Atomic: any thread may

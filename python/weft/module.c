@@ -131,6 +131,13 @@ mod_set_space(PyObject *m, PyObject *args)
 }
 
 static PyObject *
+mod_set_access(PyObject *m, PyObject *cls)
+{
+    Py_XSETREF(weft_py_state_of_module(m)->Unordered_cls, Py_NewRef(cls));
+    Py_RETURN_NONE;
+}
+
+static PyObject *
 mod_close_all(PyObject *m, PyObject *Py_UNUSED(ignored))
 {
     modstate *st = weft_py_state_of_module(m);
@@ -221,6 +228,8 @@ static PyMethodDef module_methods[] = {
     {"_close_all", (PyCFunction)mod_close_all, METH_NOARGS, "Close every open runtime (atexit)."},
     {"_set_space", (PyCFunction)mod_set_space, METH_VARARGS,
      "_set_space(expand, TaskList, flatten_deps): the task-space helpers of weft/_space.py."},
+    {"_set_access", (PyCFunction)mod_set_access, METH_O,
+     "_set_access(unordered): the class of weft.unordered (weft/_access.py)."},
     {"_busy", (PyCFunction)mod_busy, METH_O,
      "_busy(us): spin for us microseconds with the GIL released."},
     {"_inflight", (PyCFunction)mod_inflight, METH_O, "tasks of a runtime in the C runtime now"},
@@ -327,6 +336,7 @@ module_traverse(PyObject *m, visitproc visit, void *arg)
     Py_VISIT(st->space_expand);
     Py_VISIT(st->TaskList_cls);
     Py_VISIT(st->deps_flatten);
+    Py_VISIT(st->Unordered_cls);
     Py_VISIT(st->stack);
     Py_VISIT(st->open);
     Py_VISIT(st->place_normalize);
@@ -356,6 +366,7 @@ module_clear(PyObject *m)
     Py_CLEAR(st->space_expand);
     Py_CLEAR(st->TaskList_cls);
     Py_CLEAR(st->deps_flatten);
+    Py_CLEAR(st->Unordered_cls);
     Py_CLEAR(st->stack);
     Py_CLEAR(st->open);
     Py_CLEAR(st->empty_tuple);

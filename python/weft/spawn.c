@@ -247,6 +247,29 @@ as_seq(PyObject *v, PyTypeObject *single_t, const char *what, int single_ok_any_
     return it;
 }
 
+/* Whether v is a weft.unordered(...) access. */
+static int
+is_unordered(const modstate *st, PyObject *v)
+{
+    return v && st->Unordered_cls && PyObject_TypeCheck(v, (PyTypeObject *)st->Unordered_cls);
+}
+
+/* The buffer of weft.unordered(buf) (a new reference), WEFT_UNORDERED
+ * added to *mode; NULL with an exception. */
+static PyObject *
+unordered_obj(const modstate *st, PyObject *u, const char *what, unsigned *mode)
+{
+    PyObject *obj = PyObject_GetAttrString(u, "obj");
+    if (obj == NULL) return NULL;
+    if (is_unordered(st, obj)) {
+        Py_DECREF(obj);
+        PyErr_Format(PyExc_TypeError, "%s: weft.unordered(weft.unordered(...)): wrap the buffer once", what);
+        return NULL;
+    }
+    *mode |= WEFT_UNORDERED;
+    return obj;
+}
+
 unsigned
 weft_py_reduce_op(PyObject *op)
 {
@@ -808,7 +831,7 @@ spawn_impl(modstate *st, RuntimeObject *r, PyObject *const *args, Py_ssize_t nar
             break;
         }
     for (int m = 0; m < 4; m++) {
-        accs[m] = as_seq(accv[m], st->Data_T, mode_names[m], 1);
+        accs[m] = is_unordered(st, accv[m]) ? PyTuple_Pack(1, accv[m]) : as_seq(accv[m], st->Data_T, mode_names[m], 1);
         if (accs[m] == NULL && PyErr_Occurred()) goto done;
     }
     if ((red = reduces_seq(kw.reduces)) == NULL && PyErr_Occurred()) goto done;
@@ -861,9 +884,13 @@ again:
         for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(accs[m]); i++) {
             char what[48];
             snprintf(what, sizeof what, "spawn(): %s[%zd]", mode_names[m], i);
-            if (weft_py_data_accesses(r, PySequence_Fast_GET_ITEM(accs[m], i), what,
-                                      modes[m] | (device_data ? 0u : (unsigned)WEFT_HOST), &av, &rel) < 0)
+            PyObject *obj = PySequence_Fast_GET_ITEM(accs[m], i);
+            unsigned mode = modes[m] | (device_data ? 0u : (unsigned)WEFT_HOST);
+            if (is_unordered(st, obj) ? (obj = unordered_obj(st, obj, what, &mode)) == NULL : (Py_INCREF(obj), 0))
                 goto finish;
+            int rc = weft_py_data_accesses(r, obj, what, mode, &av, &rel);
+            Py_DECREF(obj);
+            if (rc < 0) goto finish;
         }
     }
 

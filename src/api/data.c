@@ -559,8 +559,9 @@ static int acquire(const weft_access *acc, size_t n, uint64_t timeout_ns, const 
         if (n > 1)
             snprintf(which, sizeof which, " (access %zu)", i);
         if (m != WEFT_R && m != WEFT_W && m != WEFT_RW) {
-            if (m & (WEFT_REDUCE | WEFT_COMMUTE | WEFT_HOST | WEFT_ON_GPU_MASK))
-                return weft__error(WEFT_EINVAL, "%s: mode 0x%x%s: WEFT_REDUCE, WEFT_COMMUTE, WEFT_HOST and "
+            if (m & (WEFT_REDUCE | WEFT_COMMUTE | WEFT_UNORDERED | WEFT_HOST | WEFT_ON_GPU_MASK))
+                return weft__error(WEFT_EINVAL, "%s: mode 0x%x%s: WEFT_REDUCE, WEFT_COMMUTE, WEFT_UNORDERED, "
+                                                "WEFT_HOST and "
                                                 "WEFT_ON_GPU are for tasks' accesses; acquire with WEFT_R, WEFT_W "
                                                 "or WEFT_RW (what is acquired is the host's copy)", fn, m, which);
             return weft__error(WEFT_EINVAL, "%s: mode 0x%x%s is not an access mode: acquire with WEFT_R, WEFT_W "

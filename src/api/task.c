@@ -73,9 +73,10 @@ static int reduce_op_check(const weft_task_desc *d, size_t i, const void *h, con
 static int reduce_check(const weft_task_desc *d, size_t i, const void *h, const char *fn)
 {
     unsigned m = d->accesses[i].mode;
-    if (m & (WEFT_RW | WEFT_COMMUTE))
+    if (m & (WEFT_RW | WEFT_COMMUTE | WEFT_UNORDERED))
         return weft__error(WEFT_EINVAL, "%s: access %zu has mode 0x%x: WEFT_REDUCE cannot be combined with "
-                                        "WEFT_R, WEFT_W or WEFT_COMMUTE", fn, i, m);
+                                        "WEFT_R, WEFT_W, WEFT_COMMUTE or WEFT_UNORDERED (a reduction group "
+                                        "is unordered already)", fn, i, m);
     unsigned known = WEFT_REDUCE | WEFT_HOST | WEFT_RED_OP_MASK | WEFT_RED_TYPE_MASK |
                      (names_user(m) ? WEFT_RED_USER_ID_MASK : 0u);
     if (m & ~known)
@@ -166,9 +167,10 @@ static int family_check(const weft_task_desc *d, size_t i, const char *fn)
 static int on_gpu_check(const weft_task_desc *d, size_t i, const char *fn)
 {
     unsigned m = d->accesses[i].mode, k = ((m & WEFT_ON_GPU_MASK) >> 20) - 1;
-    if ((m & (WEFT_HOST | WEFT_COMMUTE | WEFT_REDUCE)) || !(m & WEFT_RW))
+    if ((m & (WEFT_HOST | WEFT_COMMUTE | WEFT_UNORDERED | WEFT_REDUCE)) || !(m & WEFT_RW))
         return weft__error(WEFT_EINVAL, "%s: access %zu has mode 0x%x: WEFT_ON_GPU goes with WEFT_R, WEFT_W or "
-                                        "WEFT_RW only (not WEFT_HOST, WEFT_COMMUTE or WEFT_REDUCE)", fn, i, m);
+                                        "WEFT_RW only (not WEFT_HOST, WEFT_COMMUTE, WEFT_UNORDERED or "
+                                        "WEFT_REDUCE)", fn, i, m);
     if (!d->nplacements)
         return weft__error(WEFT_EINVAL, "%s: access %zu is on the task's GPU %u, but the task runs on the CPU "
                                         "(no placements)", fn, i, k);
@@ -259,12 +261,16 @@ int weft__desc_check(const weft_runtime *h, const weft_task_desc *d, const char 
                 return rc;
             continue;
         }
-        if ((m & ~(unsigned)(WEFT_RW | WEFT_COMMUTE | WEFT_HOST)) || !(m & WEFT_RW) ||
-            ((m & WEFT_COMMUTE) && (m & WEFT_RW) != WEFT_RW))
+        if ((m & WEFT_COMMUTE) && (m & WEFT_RW) != WEFT_RW)
+            return weft__error(WEFT_EINVAL, "%s: access %zu has mode 0x%x: WEFT_COMMUTE goes with WEFT_RW only "
+                                            "(for reads or writes the data does not order, add WEFT_UNORDERED "
+                                            "to WEFT_R or WEFT_W)", fn, i, m);
+        if ((m & ~(unsigned)(WEFT_RW | WEFT_COMMUTE | WEFT_UNORDERED | WEFT_HOST)) || !(m & WEFT_RW))
             return weft__error(WEFT_EINVAL, "%s: access %zu has invalid mode 0x%x "
-                                            "(WEFT_R, WEFT_W, WEFT_RW, or WEFT_RW|WEFT_COMMUTE; "
-                                            "any of them | WEFT_HOST; or WEFT_REDUCE | an operator | "
-                                            "a type, or WEFT_REDUCE | a user reduction's op)", fn, i, m);
+                                            "(WEFT_R, WEFT_W or WEFT_RW, optionally | WEFT_UNORDERED; "
+                                            "WEFT_RW|WEFT_COMMUTE; any of them | WEFT_HOST; or "
+                                            "WEFT_REDUCE | an operator | a type, or WEFT_REDUCE | a user "
+                                            "reduction's op)", fn, i, m);
     }
     return 0;
 }

@@ -1,6 +1,6 @@
 /*
  * graph/access.c — dependencies inferred from data access modes, in spawn
- * order, and the run-time exclusion of commuting tasks.
+ * order, and the run-time exclusion of commuting (and unordered) tasks.
  *
  * Per data handle the graph keeps an access history: the last writer(s), the
  * readers since them and, for an open commute or reduction group, what came
@@ -176,6 +176,20 @@ static const weft__reduction *reduce_user(const weft__task_access *a)
     return (a->mode & WEFT_REDUCE) && a->part ? a->part->user : NULL;
 }
 
+/* Whether h's writer j changes d's value: a commute group may hold
+ * unordered readers (WEFT_R|WEFT_UNORDERED), whose failure cancels nobody.
+ * (A member's accesses were fixed at its spawn.) */
+static bool writes(const history *h, uint32_t j, const weft__data *d)
+{
+    if (!h->writers_commute)
+        return true;
+    const weft__task *m = h->writers[j];
+    for (uint32_t i = 0; i < m->naccess; i++)
+        if (m->access[i].data == d && (m->access[i].mode & WEFT_W))
+            return true;
+    return false;
+}
+
 /* A commute access joins the open group unless anything but a commute
  * access came after it, or the group came through the other view of a
  * tile (mode with WEFT__VIA_PARENT, or not), or (a parent's group) a task
@@ -306,7 +320,8 @@ void weft__access_link(weft__task *t, const weft__task_access *sorted, uint32_t 
                 drop_all(h->base, &h->nbase);
                 for (uint32_t j = 0; j < h->nwriters; j++) {
                     h->base[h->nbase] = h->writers[j];
-                    h->base_flags[h->nbase++] = (carries ? BASE_PROPAGATE : 0) | (late ? BASE_LATE : 0);
+                    h->base_flags[h->nbase++] = (carries && writes(h, j, sorted[i].data) ? BASE_PROPAGATE : 0) |
+                                                (late ? BASE_LATE : 0);
                 }
                 for (uint32_t j = 0; j < h->nreaders; j++) {
                     h->base[h->nbase] = h->readers[j];
@@ -326,20 +341,24 @@ void weft__access_link(weft__task *t, const weft__task_access *sorted, uint32_t 
             } else if (!tiled) {
                 h->writers_tiled = false;
             }
+            /* (A member that only writes starts from scratch, as a WEFT_W
+             * writer does: it is not cancelled by the value's writer.) */
+            bool uses_value = (mode & (WEFT_R | WEFT_REDUCE)) != 0;
             for (uint32_t j = 0; j < h->nbase; j++)
-                weft__edge_add(t, &edges[k++], h->base[j], h->base_flags[j] & BASE_PROPAGATE,
+                weft__edge_add(t, &edges[k++], h->base[j], uses_value && (h->base_flags[j] & BASE_PROPAGATE),
                                h->base_flags[j] & BASE_LATE);
             h->writers[h->nwriters++] = t;
         } else if (mode == WEFT_R) {
             for (uint32_t j = 0; j < h->nwriters; j++)
-                weft__edge_add(t, &edges[k++], h->writers[j], carries, late);
+                weft__edge_add(t, &edges[k++], h->writers[j], carries && writes(h, j, sorted[i].data), late);
             h->readers[h->nreaders++] = t;
             if (h->writers_commute || h->writers_reduce)
                 h->group_read = true;
         } else {
             bool reads = mode & WEFT_R;
             for (uint32_t j = 0; j < h->nwriters; j++)
-                weft__edge_add(t, &edges[k++], h->writers[j], reads && carries, late);
+                weft__edge_add(t, &edges[k++], h->writers[j], reads && carries && writes(h, j, sorted[i].data),
+                               late);
             for (uint32_t j = 0; j < h->nreaders; j++)
                 weft__edge_add(t, &edges[k++], h->readers[j], false, false);
             drop_all(h->writers, &h->nwriters);

@@ -501,6 +501,17 @@ static const weft__reduction *reduce_user(const void *rt_handle, unsigned mode)
     return weft__red_is_user(mode) ? weft__reduction_find(rt_handle, weft__red_user_id(mode)) : NULL;
 }
 
+/* An access's mode as the layers below see it: an unordered access is a
+ * member of a commute group (graph/access.c: it joins, and excludes, as
+ * WEFT_COMMUTE does; its R/W bits say what it does with the value), and a
+ * user reduction's number is in its record, not in the mode. */
+static unsigned task_mode(unsigned mode)
+{
+    if (mode & WEFT_UNORDERED)
+        mode = (mode & ~(unsigned)WEFT_UNORDERED) | WEFT_COMMUTE;
+    return weft__red_task_mode(mode);
+}
+
 int weft__task_spawn(weft__graph *g, const void *rt_handle, const weft_task_desc *d,
                      const weft__spawn_extra *x, bool want_handle, weft__task **out)
 {
@@ -547,7 +558,7 @@ int weft__task_spawn(weft__graph *g, const void *rt_handle, const weft_task_desc
             return weft__error(WEFT_EINVAL, "weft_spawn: data of access %u is being unregistered", i);
         }
         t->access[i].data = dd;
-        t->access[i].mode = weft__red_task_mode(d->accesses[i].mode);
+        t->access[i].mode = task_mode(d->accesses[i].mode);
         weft__data_hold_clear(&t->access[i].hold);
         t->access[i].part = NULL;
         weft__wrec_clear(&t->access[i].rec);
@@ -559,7 +570,7 @@ int weft__task_spawn(weft__graph *g, const void *rt_handle, const weft_task_desc
             task_free(t);
             return weft__error(WEFT_ENOMEM, "weft_spawn: out of memory");
         }
-        if (d->accesses[i].mode & WEFT_COMMUTE)
+        if (t->access[i].mode & WEFT_COMMUTE)
             t->has_commute = true;
         nfam += atomic_load_explicit(&dd->fam, memory_order_acquire) != NULL;
     }
@@ -607,7 +618,7 @@ int weft__task_spawn(weft__graph *g, const void *rt_handle, const weft_task_desc
     for (uint32_t i = 0; i < na; i++) {
         if (nu && sorted[nu - 1].data == sorted[i].data) {
             unsigned a = sorted[nu - 1].mode, b = sorted[i].mode;
-            unsigned commute = a & b & WEFT_COMMUTE; /* commutes only if every access does */
+            unsigned commute = a & b & WEFT_COMMUTE; /* in the group only if every access is */
             sorted[nu - 1].mode = ((a | b) & WEFT_RW) | commute | (a & b & WEFT__VIA_PARENT);
         } else {
             sorted[nu++] = sorted[i];
