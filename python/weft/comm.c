@@ -772,177 +772,231 @@ op_posted(CommObject *co, TaskObject *t, weft_task *h, post_ctx *p)
 /* Collectives                                                               */
 /* ------------------------------------------------------------------------ */
 
-static PyObject *
-collective(CommObject *co, unsigned which, PyObject *args, PyObject *kwds)
+/* A collective's arguments, parsed and checked (coll_parse). */
+typedef struct {
+    unsigned which, op, root;
+    int in_place, have_count;
+    size_t count;
+    PyObject *recv, *send, *name, *deps; /* borrowed from the call */
+    const char *opname;                  /* "allreduce": an unnamed task's name */
+    char fn[32];                         /* "allreduce()", for messages */
+} coll_args;
+
+/* The members' buffers of a collective and the handles they name. */
+typedef struct {
+    PyObject *robj[64], *sobj[64], *rkeep, *skeep;
+    weft_data *rh[64], *sh[64];
+    size_t rbytes[64], sbytes[64];
+} coll_bufs;
+
+/* The signatures: (recv, send=None, op=SUM, count=None, *, name, deps)
+ * with root after send for the rooted ones; no op for the others.  0, or
+ * -1 with an exception. */
+static int
+coll_parse(CommObject *co, unsigned which, PyObject *args, PyObject *kwds, coll_args *a)
 {
     static const char *names[] = {"", "allreduce", "broadcast", "reduce", "allgather", "reduce_scatter"};
-    char fn[32];
-    snprintf(fn, sizeof fn, "%s()", names[which]);
+    a->opname = names[which];
+    snprintf(a->fn, sizeof a->fn, "%s()", names[which]);
+    const char *fn = a->fn;
     int reduces = which == WEFT_COLL_ALLREDUCE || which == WEFT_COLL_REDUCE || which == WEFT_COLL_REDUCE_SCATTER;
     int rooted = which == WEFT_COLL_BROADCAST || which == WEFT_COLL_REDUCE;
-    PyObject *recv = NULL, *send = Py_None, *opo = NULL, *counto = Py_None, *rooto = NULL, *name = Py_None,
-             *deps = Py_None;
-    /* The signatures: (recv, send=None, op=SUM, count=None, *, name, deps)
-     * with root after send for the rooted ones; no op for the others. */
+    PyObject *opo = NULL, *counto = Py_None, *rooto = NULL;
+    a->which = which;
+    a->recv = NULL;
+    a->send = a->name = a->deps = Py_None;
     int ok;
     if (which == WEFT_COLL_ALLREDUCE || which == WEFT_COLL_REDUCE_SCATTER) {
         static char *kw[] = {"recv", "send", "op", "count", "name", "deps", NULL};
-        ok = PyArg_ParseTupleAndKeywords(args, kwds, "O|OOO$OO", kw, &recv, &send, &opo, &counto, &name, &deps);
+        ok = PyArg_ParseTupleAndKeywords(args, kwds, "O|OOO$OO", kw, &a->recv, &a->send, &opo, &counto, &a->name,
+                                         &a->deps);
     } else if (which == WEFT_COLL_REDUCE) {
         static char *kw[] = {"recv", "send", "op", "root", "count", "name", "deps", NULL};
-        ok = PyArg_ParseTupleAndKeywords(args, kwds, "O|OOOO$OO", kw, &recv, &send, &opo, &rooto, &counto, &name,
-                                         &deps);
+        ok = PyArg_ParseTupleAndKeywords(args, kwds, "O|OOOO$OO", kw, &a->recv, &a->send, &opo, &rooto, &counto,
+                                         &a->name, &a->deps);
     } else if (which == WEFT_COLL_BROADCAST) {
         static char *kw[] = {"recv", "send", "root", "count", "name", "deps", NULL};
-        ok = PyArg_ParseTupleAndKeywords(args, kwds, "O|OOO$OO", kw, &recv, &send, &rooto, &counto, &name, &deps);
+        ok = PyArg_ParseTupleAndKeywords(args, kwds, "O|OOO$OO", kw, &a->recv, &a->send, &rooto, &counto, &a->name,
+                                         &a->deps);
     } else {
         static char *kw[] = {"recv", "send", "count", "name", "deps", NULL};
-        ok = PyArg_ParseTupleAndKeywords(args, kwds, "OO|O$OO", kw, &recv, &send, &counto, &name, &deps);
+        ok = PyArg_ParseTupleAndKeywords(args, kwds, "OO|O$OO", kw, &a->recv, &a->send, &counto, &a->name,
+                                         &a->deps);
     }
-    if (!ok) return NULL;
-    if (name != Py_None && !PyUnicode_Check(name)) {
-        PyErr_Format(PyExc_TypeError, "%s: name= expects a str, got '%.100s'", fn, Py_TYPE(name)->tp_name);
-        return NULL;
+    if (!ok) return -1;
+    if (a->name != Py_None && !PyUnicode_Check(a->name)) {
+        PyErr_Format(PyExc_TypeError, "%s: name= expects a str, got '%.100s'", fn, Py_TYPE(a->name)->tp_name);
+        return -1;
     }
-    unsigned op = 0;
+    a->op = 0;
     if (reduces) {
-        if (opo == NULL) op = WEFT_RED_SUM;
-        else if ((op = weft_py_reduce_op(opo)) == 0) {
+        if (opo == NULL) a->op = WEFT_RED_SUM;
+        else if ((a->op = weft_py_reduce_op(opo)) == 0) {
             PyErr_Format(PyExc_ValueError, "%s: unknown reduction operator %R: use weft.SUM, weft.MIN or weft.MAX "
                          "(or 'sum', 'min', 'max')", fn, opo);
-            return NULL;
+            return -1;
         }
     }
-    unsigned root = 0;
+    a->root = 0;
     if (rooted && rooto && rooto != Py_None) {
         long v = PyLong_AsLong(rooto);
-        if (v == -1 && PyErr_Occurred()) return NULL;
+        if (v == -1 && PyErr_Occurred()) return -1;
         if (v < 0 || v >= (long)co->size) {
             PyErr_Format(PyExc_ValueError, "%s: root %ld is not a member (the communicator has %u)", fn, v,
                          co->size);
-            return NULL;
+            return -1;
         }
-        root = (unsigned)v;
+        a->root = (unsigned)v;
     }
-    int have_count = counto != Py_None;
-    size_t count = 0;
-    if (have_count) {
-        count = PyLong_AsSize_t(counto);
-        if (count == (size_t)-1 && PyErr_Occurred()) {
+    a->have_count = counto != Py_None;
+    a->count = 0;
+    if (a->have_count) {
+        a->count = PyLong_AsSize_t(counto);
+        if (a->count == (size_t)-1 && PyErr_Occurred()) {
             PyErr_Clear();
             PyErr_Format(PyExc_ValueError, "%s: count= expects a number of elements >= 0 or None, got %R", fn,
                          counto);
-            return NULL;
+            return -1;
         }
     }
-    int in_place = send == Py_None;
-    if (in_place && (which == WEFT_COLL_ALLGATHER || which == WEFT_COLL_REDUCE_SCATTER)) {
+    a->in_place = a->send == Py_None;
+    if (a->in_place && (which == WEFT_COLL_ALLGATHER || which == WEFT_COLL_REDUCE_SCATTER)) {
         PyErr_Format(PyExc_ValueError, "%s needs send buffers (no in-place form)", fn);
-        return NULL;
+        return -1;
     }
-    if (post_enter(co, fn) < 0) return NULL;
-    unsigned n = co->size;
-    PyObject *robj[64], *sobj[64], *rkeep = NULL, *skeep = NULL;
-    weft_data *rh[64], *sh[64];
-    size_t rbytes[64], sbytes[64];
-    post_ctx p = {co, fn, {0}, {0}, 0, NULL};
+    return 0;
+}
+
+/* Each local member's buffers named as accesses of the post p: recv read
+ * and/or written, send read, as the collective uses them.  0, or -1 with
+ * an exception. */
+static int
+coll_buffers(CommObject *co, const coll_args *a, post_ctx *p, coll_bufs *b)
+{
+    const char *fn = a->fn;
+    unsigned which = a->which, root = a->root;
+    for (unsigned k = 0; k < co->size; k++) {
+        b->rh[k] = b->sh[k] = NULL;
+        b->rbytes[k] = b->sbytes[k] = 0;
+    }
+    /* recv may be None at members other than the root of a reduce. */
+    if (member_objs(co, a->recv, fn, "recv", which == WEFT_COLL_REDUCE, b->robj, &b->rkeep) < 0 ||
+        member_objs(co, a->send, fn, "send", which == WEFT_COLL_BROADCAST, b->sobj, &b->skeep) < 0)
+        return -1;
+    for (unsigned k = 0; k < co->size; k++) {
+        if (!is_local(co, k)) continue;
+        char what[64];
+        int reads = which != WEFT_COLL_BROADCAST || k == root;
+        int writes = which == WEFT_COLL_BROADCAST ? !(a->in_place && k == root)
+                                                  : which != WEFT_COLL_REDUCE || k == root;
+        if (b->robj[k] == NULL && (writes || a->in_place)) {
+            if (co->ranks)
+                PyErr_Format(PyExc_ValueError, "%s: recv is None, but this rank (%u) needs a buffer", fn, k);
+            else
+                PyErr_Format(PyExc_ValueError, "%s: recv[%u] is None, but member %u needs a buffer", fn, k, k);
+            return -1;
+        }
+        if (b->robj[k]) {
+            snprintf(what, sizeof what, co->ranks && b->rkeep == NULL ? "%s: recv" : "%s: recv[%u]", fn, k);
+            if (buffer_use(p, b->robj[k], what, (a->in_place && reads) || writes ? WEFT_RW : WEFT_R, 1, &b->rh[k],
+                           &b->rbytes[k]) < 0)
+                return -1;
+        }
+        if (!a->in_place && reads) {
+            if (b->sobj[k] == NULL) {
+                if (co->ranks)
+                    PyErr_Format(PyExc_ValueError, "%s: send is None, but this rank (%u) is read", fn, k);
+                else
+                    PyErr_Format(PyExc_ValueError, "%s: send[%u] is None, but member %u's input is read", fn, k, k);
+                return -1;
+            }
+            snprintf(what, sizeof what, co->ranks && b->skeep == NULL ? "%s: send" : "%s: send[%u]", fn, k);
+            if (buffer_use(p, b->sobj[k], what, WEFT_R, 1, &b->sh[k], &b->sbytes[k]) < 0) return -1;
+        }
+    }
+    return 0;
+}
+
+/* Without count=: the elements of the first buffer that says — send's
+ * (recv's in place) for allreduce, reduce and allgather; recv's for
+ * broadcast and reduce_scatter.  0, or -1 with an exception. */
+static int
+coll_count(CommObject *co, const coll_args *a, const post_ctx *p, const coll_bufs *b, size_t *count)
+{
+    unsigned which = a->which;
+    size_t el = p->type ? elem_size(p->type) : 1, by = 0;
+    int found = 0;
+    for (unsigned k = 0; k < co->size && !found; k++) {
+        if (which == WEFT_COLL_ALLREDUCE || which == WEFT_COLL_REDUCE || which == WEFT_COLL_ALLGATHER) {
+            if (!a->in_place && b->sh[k]) by = b->sbytes[k], found = 1;
+            else if (a->in_place && b->rh[k]) by = b->rbytes[k], found = 1;
+        } else if (b->rh[k]) {
+            by = b->rbytes[k], found = 1;
+        } else if (b->sh[k]) {
+            by = b->sbytes[k], found = 1;
+        }
+    }
+    if (!found) {
+        PyErr_Format(PyExc_ValueError, "%s: no buffer to take count from", a->fn);
+        return -1;
+    }
+    if (by % el) {
+        PyErr_Format(PyExc_ValueError, "%s: a buffer of %zu bytes is not a whole number of %zu-byte elements",
+                     a->fn, by, el);
+        return -1;
+    }
+    *count = by / el;
+    return 0;
+}
+
+/* t's name as the C runtime takes it (its first 31 bytes) in buf; NULL
+ * with an exception. */
+static const char *
+op_c_name(const TaskObject *t, char buf[32])
+{
+    Py_ssize_t len;
+    const char *s = PyUnicode_AsUTF8AndSize(t->name, &len);
+    if (s == NULL) return NULL;
+    if (len > 31) len = 31;
+    memcpy(buf, s, (size_t)len);
+    buf[len] = 0;
+    return buf;
+}
+
+/* comm.allreduce(...), broadcast, reduce, allgather, reduce_scatter: the
+ * arguments checked, each member's buffers named, the count found, then
+ * one weft_comm_post. */
+static PyObject *
+collective(CommObject *co, unsigned which, PyObject *args, PyObject *kwds)
+{
+    coll_args a;
+    if (coll_parse(co, which, args, kwds, &a) < 0) return NULL;
+    if (post_enter(co, a.fn) < 0) return NULL;
+    coll_bufs b;
+    b.rkeep = b.skeep = NULL;
+    post_ctx p = {co, a.fn, {0}, {0}, 0, NULL};
     weft_py_accs_init(&p.av);
     weft_py_accs_init(&p.rel);
     weft_task **dv = NULL;
     size_t nd = 0;
     TaskObject *t = NULL;
     PyObject *res = NULL;
-    for (unsigned k = 0; k < n; k++) {
-        rh[k] = sh[k] = NULL;
-        rbytes[k] = sbytes[k] = 0;
-    }
-    /* recv may be None at members other than the root of a reduce. */
-    if (member_objs(co, recv, fn, "recv", which == WEFT_COLL_REDUCE, robj, &rkeep) < 0 ||
-        member_objs(co, send, fn, "send", which == WEFT_COLL_BROADCAST, sobj, &skeep) < 0)
+    char namebuf[32];
+    if (coll_buffers(co, &a, &p, &b) < 0 || (!a.have_count && coll_count(co, &a, &p, &b, &a.count) < 0) ||
+        deps_arg(co, a.deps, a.fn, &dv, &nd) < 0 || (t = op_task(co, a.name, a.opname)) == NULL)
         goto done;
-    for (unsigned k = 0; k < n; k++) {
-        if (!is_local(co, k)) continue;
-        char what[64];
-        int reads = which != WEFT_COLL_BROADCAST || k == root;
-        int writes = which == WEFT_COLL_BROADCAST ? !(in_place && k == root)
-                                                  : which != WEFT_COLL_REDUCE || k == root;
-        if (robj[k] == NULL && (writes || in_place)) {
-            if (co->ranks)
-                PyErr_Format(PyExc_ValueError, "%s: recv is None, but this rank (%u) needs a buffer", fn, k);
-            else
-                PyErr_Format(PyExc_ValueError, "%s: recv[%u] is None, but member %u needs a buffer", fn, k, k);
-            goto done;
-        }
-        if (robj[k]) {
-            snprintf(what, sizeof what, co->ranks && rkeep == NULL ? "%s: recv" : "%s: recv[%u]", fn, k);
-            if (buffer_use(&p, robj[k], what, (in_place && reads) || writes ? WEFT_RW : WEFT_R, 1, &rh[k],
-                           &rbytes[k]) < 0)
-                goto done;
-        }
-        if (!in_place && reads) {
-            if (sobj[k] == NULL) {
-                if (co->ranks)
-                    PyErr_Format(PyExc_ValueError, "%s: send is None, but this rank (%u) is read", fn, k);
-                else
-                    PyErr_Format(PyExc_ValueError, "%s: send[%u] is None, but member %u's input is read", fn, k, k);
-                goto done;
-            }
-            snprintf(what, sizeof what, co->ranks && skeep == NULL ? "%s: send" : "%s: send[%u]", fn, k);
-            if (buffer_use(&p, sobj[k], what, WEFT_R, 1, &sh[k], &sbytes[k]) < 0) goto done;
-        }
-    }
-    if (!have_count) {
-        /* The elements of the first buffer that says: send's (recv's in
-         * place) for allreduce, reduce and allgather; recv's for broadcast
-         * and reduce_scatter. */
-        size_t el = p.type ? elem_size(p.type) : 1, by = 0;
-        int found = 0;
-        for (unsigned k = 0; k < n && !found; k++) {
-            if (which == WEFT_COLL_ALLREDUCE || which == WEFT_COLL_REDUCE || which == WEFT_COLL_ALLGATHER) {
-                if (!in_place && sh[k]) by = sbytes[k], found = 1;
-                else if (in_place && rh[k]) by = rbytes[k], found = 1;
-            } else if (rh[k]) {
-                by = rbytes[k], found = 1;
-            } else if (sh[k]) {
-                by = sbytes[k], found = 1;
-            }
-        }
-        if (!found) {
-            PyErr_Format(PyExc_ValueError, "%s: no buffer to take count from", fn);
-            goto done;
-        }
-        if (by % el) {
-            PyErr_Format(PyExc_ValueError, "%s: a buffer of %zu bytes is not a whole number of %zu-byte elements",
-                         fn, by, el);
-            goto done;
-        }
-        count = by / el;
-    }
-    if (deps_arg(co, deps, fn, &dv, &nd) < 0) goto done;
-    t = op_task(co, name, names[which]);
-    if (t == NULL) goto done;
     weft_coll c;
     weft_coll_init(&c);
     c.op = which;
-    c.type = p.type | op;
-    c.count = count;
-    c.root = root;
-    c.recv = rh;
-    c.send = in_place ? NULL : sh;
+    /* (p.type is set: recv is always named somewhere) */
+    c.type = (p.type ? p.type : WEFT_RED_U32) | a.op;
+    c.count = a.count;
+    c.root = a.root;
+    c.recv = b.rh;
+    c.send = a.in_place ? NULL : b.sh;
     c.deps = dv;
     c.ndeps = nd;
-    c.name = NULL;
-    char namebuf[32];
-    if (t->name) {
-        Py_ssize_t len;
-        const char *s = PyUnicode_AsUTF8AndSize(t->name, &len);
-        if (s == NULL) goto done;
-        if (len > 31) len = 31;
-        memcpy(namebuf, s, (size_t)len);
-        namebuf[len] = 0;
-        c.name = namebuf;
-    }
-    if (p.type == 0) c.type = WEFT_RED_U32 | op; /* no buffer of ours (cannot happen: recv is needed) */
+    if ((c.name = op_c_name(t, namebuf)) == NULL) goto done;
     weft_task *h = NULL;
     int rc;
     weft_comm *cc = co->c; /* stays while we are counted as posting */
@@ -950,7 +1004,7 @@ collective(CommObject *co, unsigned which, PyObject *args, PyObject *kwds)
     rc = weft_comm_post(cc, &c, &h);
     END_NOGIL_W
     if (rc != 0) {
-        weft_py_err_weft(rc, fn);
+        weft_py_err_weft(rc, a.fn);
         goto done;
     }
     res = op_posted(co, t, h, &p);
@@ -960,8 +1014,8 @@ done:
     weft_py_accs_clear(&p.av);
     weft_py_accs_free(&p.av);
     weft_py_accs_free(&p.rel);
-    Py_XDECREF(rkeep);
-    Py_XDECREF(skeep);
+    Py_XDECREF(b.rkeep);
+    Py_XDECREF(b.skeep);
     PyMem_Free(dv);
     post_exit(co);
     return res;
@@ -1025,6 +1079,80 @@ xfer_size(PyObject *x, const char *key, size_t dflt, int required, size_t *out, 
     return 0;
 }
 
+/* Transfer i of an exchange (a weft.Transfer or a dict; a misspelt key
+ * refused) into *u, its local buffers named as accesses of p: the source
+ * read, the destination written.  0, or -1 with an exception. */
+static int
+exchange_transfer(CommObject *co, post_ctx *p, PyObject *it, Py_ssize_t i, weft_xfer *u)
+{
+    const char *fn = p->fn;
+    if (PyDict_Check(it)) {
+        /* A misspelt key would be silently ignored: refuse it. */
+        PyObject *k;
+        Py_ssize_t pos = 0;
+        while (PyDict_Next(it, &pos, &k, NULL)) {
+            int known = 0;
+            const char *ks = PyUnicode_Check(k) ? PyUnicode_AsUTF8(k) : NULL;
+            if (ks == NULL) PyErr_Clear();
+            for (int j = 0; ks && xfer_keys[j]; j++) known |= strcmp(ks, xfer_keys[j]) == 0;
+            if (ks && strcmp(ks, "from") == 0) known = 1;
+            if (!known) {
+                PyErr_Format(PyExc_ValueError, "%s: transfers[%zd] has an unknown key %R (known: from_ (or "
+                             "from), to, src, dst, nbytes, src_offset, dst_offset, rows, src_pitch, dst_pitch)",
+                             fn, i, k);
+                return -1;
+            }
+        }
+    }
+    size_t from, to, rows;
+    if (xfer_size(it, "from_", 0, 1, &from, fn, i) < 0 || xfer_size(it, "to", 0, 1, &to, fn, i) < 0 ||
+        xfer_size(it, "nbytes", 0, 1, &u->bytes, fn, i) < 0 ||
+        xfer_size(it, "src_offset", 0, 0, &u->src_off, fn, i) < 0 ||
+        xfer_size(it, "dst_offset", 0, 0, &u->dst_off, fn, i) < 0 ||
+        xfer_size(it, "rows", 1, 0, &rows, fn, i) < 0 ||
+        xfer_size(it, "src_pitch", 0, 0, &u->src_pitch, fn, i) < 0 ||
+        xfer_size(it, "dst_pitch", 0, 0, &u->dst_pitch, fn, i) < 0)
+        return -1;
+    if (from >= co->size || to >= co->size) {
+        PyErr_Format(PyExc_ValueError, "%s: transfers[%zd] is from member %zu to %zu, the communicator has %u",
+                     fn, i, from, to, co->size);
+        return -1;
+    }
+    u->from = (unsigned)from;
+    u->to = (unsigned)to;
+    u->rows = rows;
+    for (int side = 0; side < 2; side++) {
+        const char *key = side ? "dst" : "src";
+        int local = is_local(co, side ? u->to : u->from);
+        PyObject *b = xfer_field(it, key);
+        if (b == NULL && PyErr_Occurred()) return -1;
+        if (b == NULL || b == Py_None) {
+            Py_XDECREF(b);
+            if (local) {
+                PyErr_Format(PyExc_ValueError, "%s: transfers[%zd] has no '%s' (member %u's %s)", fn, i, key,
+                             side ? u->to : u->from, side ? "destination" : "source");
+                return -1;
+            }
+            continue; /* another rank's side: not read */
+        }
+        if (!local) {
+            Py_DECREF(b);
+            continue;
+        }
+        char what[64];
+        snprintf(what, sizeof what, "%s: transfers[%zd].%s", fn, i, key);
+        size_t bytes;
+        weft_data *h;
+        /* Any buffer: an exchange moves bytes. */
+        int rc = buffer_use(p, b, what, side ? WEFT_RW : WEFT_R, 0, &h, &bytes);
+        Py_DECREF(b);
+        if (rc < 0) return -1;
+        if (side) u->dst = h;
+        else u->src = h;
+    }
+    return 0;
+}
+
 static PyObject *
 Comm_exchange(CommObject *co, PyObject *args, PyObject *kwds)
 {
@@ -1063,83 +1191,12 @@ Comm_exchange(CommObject *co, PyObject *args, PyObject *kwds)
         PyErr_NoMemory();
         goto done;
     }
-    for (Py_ssize_t i = 0; i < n; i++) {
-        PyObject *it = PySequence_Fast_GET_ITEM(seq, i);
-        if (PyDict_Check(it)) {
-            /* A misspelt key would be silently ignored: refuse it. */
-            PyObject *k;
-            Py_ssize_t pos = 0;
-            while (PyDict_Next(it, &pos, &k, NULL)) {
-                int known = 0;
-                const char *ks = PyUnicode_Check(k) ? PyUnicode_AsUTF8(k) : NULL;
-                if (ks == NULL) PyErr_Clear();
-                for (int j = 0; ks && xfer_keys[j]; j++) known |= strcmp(ks, xfer_keys[j]) == 0;
-                if (ks && strcmp(ks, "from") == 0) known = 1;
-                if (!known) {
-                    PyErr_Format(PyExc_ValueError, "%s: transfers[%zd] has an unknown key %R (known: from_ (or "
-                                 "from), to, src, dst, nbytes, src_offset, dst_offset, rows, src_pitch, dst_pitch)",
-                                 fn, i, k);
-                    goto done;
-                }
-            }
-        }
-        size_t from, to, rows;
-        weft_xfer *u = &x[i];
-        if (xfer_size(it, "from_", 0, 1, &from, fn, i) < 0 || xfer_size(it, "to", 0, 1, &to, fn, i) < 0 ||
-            xfer_size(it, "nbytes", 0, 1, &u->bytes, fn, i) < 0 ||
-            xfer_size(it, "src_offset", 0, 0, &u->src_off, fn, i) < 0 ||
-            xfer_size(it, "dst_offset", 0, 0, &u->dst_off, fn, i) < 0 ||
-            xfer_size(it, "rows", 1, 0, &rows, fn, i) < 0 ||
-            xfer_size(it, "src_pitch", 0, 0, &u->src_pitch, fn, i) < 0 ||
-            xfer_size(it, "dst_pitch", 0, 0, &u->dst_pitch, fn, i) < 0)
-            goto done;
-        if (from >= co->size || to >= co->size) {
-            PyErr_Format(PyExc_ValueError, "%s: transfers[%zd] is from member %zu to %zu, the communicator has %u",
-                         fn, i, from, to, co->size);
-            goto done;
-        }
-        u->from = (unsigned)from;
-        u->to = (unsigned)to;
-        u->rows = rows;
-        for (int side = 0; side < 2; side++) {
-            const char *key = side ? "dst" : "src";
-            int local = is_local(co, side ? u->to : u->from);
-            PyObject *b = xfer_field(it, key);
-            if (b == NULL && PyErr_Occurred()) goto done;
-            if (b == NULL || b == Py_None) {
-                Py_XDECREF(b);
-                if (local) {
-                    PyErr_Format(PyExc_ValueError, "%s: transfers[%zd] has no '%s' (member %u's %s)", fn, i, key,
-                                 side ? u->to : u->from, side ? "destination" : "source");
-                    goto done;
-                }
-                continue; /* another rank's side: not read */
-            }
-            if (!local) {
-                Py_DECREF(b);
-                continue;
-            }
-            char what[64];
-            snprintf(what, sizeof what, "%s: transfers[%zd].%s", fn, i, key);
-            size_t bytes;
-            weft_data *h;
-            /* Any buffer: an exchange moves bytes. */
-            int rc = buffer_use(&p, b, what, side ? WEFT_RW : WEFT_R, 0, &h, &bytes);
-            Py_DECREF(b);
-            if (rc < 0) goto done;
-            if (side) u->dst = h;
-            else u->src = h;
-        }
-    }
+    for (Py_ssize_t i = 0; i < n; i++)
+        if (exchange_transfer(co, &p, PySequence_Fast_GET_ITEM(seq, i), i, &x[i]) < 0) goto done;
     t = op_task(co, name, "exchange");
     if (t == NULL) goto done;
     char namebuf[32];
-    Py_ssize_t len;
-    const char *s = PyUnicode_AsUTF8AndSize(t->name, &len);
-    if (s == NULL) goto done;
-    if (len > 31) len = 31;
-    memcpy(namebuf, s, (size_t)len);
-    namebuf[len] = 0;
+    if (op_c_name(t, namebuf) == NULL) goto done;
     weft_task *h = NULL;
     int rc;
     weft_comm *cc = co->c;
