@@ -61,67 +61,80 @@ parse_size(PyObject *o, const char *what, unsigned long long *out)
     return 1;
 }
 
-static PyObject *
-Runtime_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
+/* Runtime()'s keywords, checked: the C configuration, and what the
+ * extension keeps of its own.  trace_b owns the bytes cfg.trace_path
+ * points into. */
+typedef struct {
+    weft_config cfg;
+    int spawn_mode;
+    uint64_t gil_spin;
+    PyObject *trace_b;
+} runtime_args;
+
+/* 0, or -1 with an exception (a->trace_b then NULL). */
+static int
+runtime_parse(PyObject *args, PyObject *kwds, runtime_args *a)
 {
     static char *kwlist[] = {"workers", "trace", "spin_ns", "max_inflight", "gil_spin_ns",
                              "spawn_gil", "devices", "vgpu_memory", "policy", NULL};
     PyObject *workers = NULL, *trace = NULL, *spin = NULL, *maxin = NULL, *gspin = NULL;
     PyObject *vgpu_mem = NULL;
     const char *spawn_gil = NULL, *devices = NULL, *policy = NULL;
+    a->trace_b = NULL;
     if (!PyArg_ParseTupleAndKeywords(args, kwds, "|O$OOOOzzOz:Runtime", kwlist, &workers, &trace, &spin,
                                      &maxin, &gspin, &spawn_gil, &devices, &vgpu_mem, &policy))
-        return NULL;
+        return -1;
     if (spawn_gil == NULL) spawn_gil = getenv("WEFT_PY_SPAWN_GIL");
-    int spawn_mode = SPAWN_HOLD;
+    a->spawn_mode = SPAWN_HOLD;
     if (spawn_gil && *spawn_gil) {
-        if (strcmp(spawn_gil, "hold") == 0) spawn_mode = SPAWN_HOLD;
-        else if (strcmp(spawn_gil, "release") == 0) spawn_mode = SPAWN_RELEASE;
-        else if (strcmp(spawn_gil, "yield") == 0) spawn_mode = SPAWN_YIELD;
+        if (strcmp(spawn_gil, "hold") == 0) a->spawn_mode = SPAWN_HOLD;
+        else if (strcmp(spawn_gil, "release") == 0) a->spawn_mode = SPAWN_RELEASE;
+        else if (strcmp(spawn_gil, "yield") == 0) a->spawn_mode = SPAWN_YIELD;
         else {
             PyErr_Format(PyExc_ValueError, "Runtime(): spawn_gil= must be 'hold', 'release' or "
                          "'yield', not '%.50s'", spawn_gil);
-            return NULL;
+            return -1;
         }
     }
-    modstate *st = weft_py_state_of_type(type);
-    if (st == NULL) return NULL;
-    weft_config cfg;
-    weft_config_init(&cfg);
+    weft_config *cfg = &a->cfg;
+    weft_config_init(cfg);
     unsigned long long v;
     int has;
-    if ((has = parse_size(workers, "workers", &v)) < 0) return NULL;
+    if ((has = parse_size(workers, "workers", &v)) < 0) return -1;
     if (has) {
         if (v > 4096) {
             PyErr_Format(PyExc_ValueError, "Runtime(): workers=%llu is too many", v);
-            return NULL;
+            return -1;
         }
-        cfg.workers = (unsigned)v;
+        cfg->workers = (unsigned)v;
     }
-    if ((has = parse_size(spin, "spin_ns", &v)) < 0) return NULL;
-    if (has) cfg.spin_ns = v;
-    if ((has = parse_size(maxin, "max_inflight", &v)) < 0) return NULL;
-    if (has) cfg.max_inflight = (size_t)v;
-    if (devices) cfg.devices = devices; /* read by weft_runtime_create only */
-    if (policy) cfg.policy = policy;    /* likewise */
-    if ((has = parse_size(vgpu_mem, "vgpu_memory", &v)) < 0) return NULL;
-    if (has) cfg.vgpu_memory = (size_t)v;
-    uint64_t gil_spin = 20000; /* 20 us */
+    if ((has = parse_size(spin, "spin_ns", &v)) < 0) return -1;
+    if (has) cfg->spin_ns = v;
+    if ((has = parse_size(maxin, "max_inflight", &v)) < 0) return -1;
+    if (has) cfg->max_inflight = (size_t)v;
+    if (devices) cfg->devices = devices; /* read by weft_runtime_create only */
+    if (policy) cfg->policy = policy;    /* likewise */
+    if ((has = parse_size(vgpu_mem, "vgpu_memory", &v)) < 0) return -1;
+    if (has) cfg->vgpu_memory = (size_t)v;
+    a->gil_spin = 20000; /* 20 us */
     const char *env = getenv("WEFT_GIL_SPIN_NS");
-    if (env && *env) gil_spin = strtoull(env, NULL, 10);
-    if ((has = parse_size(gspin, "gil_spin_ns", &v)) < 0) return NULL;
-    if (has) gil_spin = v;
-    PyObject *trace_b = NULL;
+    if (env && *env) a->gil_spin = strtoull(env, NULL, 10);
+    if ((has = parse_size(gspin, "gil_spin_ns", &v)) < 0) return -1;
+    if (has) a->gil_spin = v;
     if (trace && trace != Py_None) {
-        if (!PyUnicode_FSConverter(trace, &trace_b)) return NULL;
-        cfg.trace_path = PyBytes_AS_STRING(trace_b);
+        if (!PyUnicode_FSConverter(trace, &a->trace_b)) return -1;
+        cfg->trace_path = PyBytes_AS_STRING(a->trace_b);
     }
+    return 0;
+}
 
+/* A Runtime object with no C runtime yet (r->rt NULL), tracked by the GC;
+ * NULL with an exception. */
+static RuntimeObject *
+runtime_object(PyTypeObject *type, modstate *st, const runtime_args *a)
+{
     RuntimeObject *r = PyObject_GC_New(RuntimeObject, type);
-    if (r == NULL) {
-        Py_XDECREF(trace_b);
-        return NULL;
-    }
+    if (r == NULL) return NULL;
     r->rt = NULL;
     pthread_mutex_init(&r->close_lock, NULL);
     weft_py_registry_init(r);
@@ -133,7 +146,7 @@ Runtime_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
     atomic_init(&r->dev_gil_wait, 0);
     atomic_init(&r->released, NULL);
     atomic_init(&r->cells, NULL);
-    r->spawn_gil = spawn_mode;
+    r->spawn_gil = a->spawn_mode;
     r->failures = PyDict_New();
     r->failed = PyDict_New();
     r->spaces = PyDict_New();
@@ -141,7 +154,7 @@ Runtime_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
     r->reductions = PyDict_New();
     r->unobserved = PyDict_New();
     r->next_space = 0;
-    r->spin_gil_ns = gil_spin;
+    r->spin_gil_ns = a->gil_spin;
     r->gil_off = 0;
 #ifdef Py_GIL_DISABLED
     {
@@ -158,17 +171,38 @@ Runtime_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
     atomic_init(&r->closing, 0);
     r->weakreflist = NULL;
     PyObject_GC_Track(r);
-    if (!r->failures || !r->failed || !r->spaces || !r->comms || !r->reductions || !r->unobserved) goto fail;
+    if (!r->failures || !r->failed || !r->spaces || !r->comms || !r->reductions || !r->unobserved) {
+        Py_DECREF(r);
+        return NULL;
+    }
+    return r;
+}
 
-    cfg.on_worker_start = weft_py_on_worker_start;
-    cfg.on_worker_stop = weft_py_on_worker_stop;
-    cfg.hook_arg = r;
+/* weft.Runtime(...): the keywords, the object, then the C runtime (its
+ * workers attach to the interpreter through the worker hooks). */
+static PyObject *
+Runtime_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
+{
+    runtime_args a;
+    if (runtime_parse(args, kwds, &a) < 0) {
+        Py_XDECREF(a.trace_b);
+        return NULL;
+    }
+    modstate *st = weft_py_state_of_type(type);
+    RuntimeObject *r = st ? runtime_object(type, st, &a) : NULL;
+    if (r == NULL) {
+        Py_XDECREF(a.trace_b);
+        return NULL;
+    }
+    a.cfg.on_worker_start = weft_py_on_worker_start;
+    a.cfg.on_worker_stop = weft_py_on_worker_stop;
+    a.cfg.hook_arg = r;
     int rc;
     weft_runtime *rt = NULL;
     BEGIN_NOGIL_W
-    rc = weft_runtime_create(&cfg, &rt);
+    rc = weft_runtime_create(&a.cfg, &rt);
     END_NOGIL_W
-    Py_CLEAR(trace_b);
+    Py_CLEAR(a.trace_b);
     if (rc != 0) {
         weft_py_err_weft(rc, "Runtime()");
         goto fail;
@@ -184,7 +218,6 @@ Runtime_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
     }
     return (PyObject *)r;
 fail:
-    Py_XDECREF(trace_b);
     Py_DECREF(r);
     return NULL;
 }
