@@ -599,6 +599,14 @@ void weft_py_task_observed(TaskObject *t);
  * (fn.__name__ of a function or method, a builtin's name, a class's name),
  * as a C string borrowed from fn (valid while fn lives), or NULL. */
 const char *weft_py_fn_label(PyObject *fn);
+/* The room a task's name takes in a weft_task_desc (the core copies the
+ * first 31 bytes). */
+#define WEFT_PY_DESC_NAME 32
+/* t's name (a str) for a weft_task_desc's name, as a spawn and a
+ * coroutine's continuation pass it: its UTF-8, cut to the first 31 bytes,
+ * in buf.  Returns buf, or NULL when t has no name or its UTF-8 is refused
+ * (no exception is left set). */
+const char *weft_py_desc_name(TaskObject *t, char buf[WEFT_PY_DESC_NAME]);
 /* t is being freed: forget it as a failed task. */
 void weft_py_task_forget_failure(TaskObject *t);
 /* The exception of the live failed task with this C id (new ref), or NULL. */
