@@ -79,8 +79,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "weft.h"
-#include "internal.h" /* weft__now_ns, weft__cpu_relax */
+#include "weft.h" /* the core's public API: the extension includes nothing else of it */
 
 #if PY_VERSION_HEX < 0x030B0000
 #error "weft needs CPython 3.11 or newer"
@@ -138,10 +137,27 @@ void __tsan_release(void *addr);
  * locally: no PLT, local-dynamic TLS). */
 #pragma GCC visibility push(hidden)
 
-/* The clock and the pause instruction are the core's (src/internal.h: the
- * extension links the static core, so its internal names resolve here). */
-#define weft_py_cpu_relax() weft__cpu_relax()
-#define weft_py_now_ns() weft__now_ns()
+/* The extension's own clock and pause instruction.  Its times never cross
+ * into the core: what it hands weft.h is a duration (timeout_ns), so its
+ * clock need not be the core's (both read CLOCK_MONOTONIC anyway). */
+static inline uint64_t
+weft_py_now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* One spin of a busy wait: the CPU's pause (x86) or yield (Arm) hint. */
+static inline void
+weft_py_cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    __asm__ __volatile__("yield");
+#endif
+}
 
 /* ------------------------------------------------------------------------ */
 /* Module state (module.c)                                                   */
