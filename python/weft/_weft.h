@@ -79,8 +79,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "weft.h"
-#include "internal.h" /* weft__now_ns, weft__cpu_relax */
+#include "weft.h" /* the core's public API: the extension includes nothing else of it */
 
 #if PY_VERSION_HEX < 0x030B0000
 #error "weft needs CPython 3.11 or newer"
@@ -138,10 +137,27 @@ void __tsan_release(void *addr);
  * locally: no PLT, local-dynamic TLS). */
 #pragma GCC visibility push(hidden)
 
-/* The clock and the pause instruction are the core's (src/internal.h: the
- * extension links the static core, so its internal names resolve here). */
-#define weft_py_cpu_relax() weft__cpu_relax()
-#define weft_py_now_ns() weft__now_ns()
+/* The extension's own clock and pause instruction.  Its times never cross
+ * into the core: what it hands weft.h is a duration (timeout_ns), so its
+ * clock need not be the core's (both read CLOCK_MONOTONIC anyway). */
+static inline uint64_t
+weft_py_now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* One spin of a busy wait: the CPU's pause (x86) or yield (Arm) hint. */
+static inline void
+weft_py_cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    __asm__ __volatile__("yield");
+#endif
+}
 
 /* ------------------------------------------------------------------------ */
 /* Module state (module.c)                                                   */
@@ -603,6 +619,14 @@ void weft_py_task_observed(TaskObject *t);
  * (fn.__name__ of a function or method, a builtin's name, a class's name),
  * as a C string borrowed from fn (valid while fn lives), or NULL. */
 const char *weft_py_fn_label(PyObject *fn);
+/* The room a task's name takes in a weft_task_desc (the core copies the
+ * first 31 bytes). */
+#define WEFT_PY_DESC_NAME 32
+/* t's name (a str) for a weft_task_desc's name, as a spawn and a
+ * coroutine's continuation pass it: its UTF-8, cut to the first 31 bytes,
+ * in buf.  Returns buf, or NULL when t has no name or its UTF-8 is refused
+ * (no exception is left set). */
+const char *weft_py_desc_name(TaskObject *t, char buf[WEFT_PY_DESC_NAME]);
 /* t is being freed: forget it as a failed task. */
 void weft_py_task_forget_failure(TaskObject *t);
 /* The exception of the live failed task with this C id (new ref), or NULL. */

@@ -418,6 +418,22 @@ weft_py_fn_label(PyObject *fn)
     return NULL;
 }
 
+const char *
+weft_py_desc_name(TaskObject *t, char buf[WEFT_PY_DESC_NAME])
+{
+    if (t->name == NULL) return NULL;
+    Py_ssize_t len;
+    const char *s = PyUnicode_AsUTF8AndSize(t->name, &len);
+    if (s == NULL) {
+        PyErr_Clear();
+        return NULL;
+    }
+    if (len > WEFT_PY_DESC_NAME - 1) len = WEFT_PY_DESC_NAME - 1;
+    memcpy(buf, s, (size_t)len);
+    buf[len] = 0;
+    return buf;
+}
+
 /* A failed task is being freed: drop its entry in rt->failed (first thing
  * in Task_dealloc: weft_py_find_failure may be reading the task under the
  * dict's lock until then). */

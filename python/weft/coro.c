@@ -355,18 +355,8 @@ suspend(RuntimeObject *r, TaskObject *t, weft_ctx *ctx, weft_task **deps, size_t
     desc.placements = t->cont_pl;
     desc.nplacements = t->cont_npl;
     if (t->cont_npl) desc.on_finish = weft_py_on_finish;
-    char namebuf[32] = "";
-    if (t->name) {
-        Py_ssize_t len;
-        const char *s = PyUnicode_AsUTF8AndSize(t->name, &len);
-        if (s == NULL) PyErr_Clear();
-        else {
-            if (len > 31) len = 31;
-            memcpy(namebuf, s, (size_t)len);
-            namebuf[len] = 0;
-            desc.name = namebuf;
-        }
-    }
+    char namebuf[WEFT_PY_DESC_NAME];
+    desc.name = weft_py_desc_name(t, namebuf);
     atomic_fetch_add_explicit(&r->inflight, 1, memory_order_relaxed);
     /* As a spawn (spawn.c): with the GIL held where it cannot block; only
      * under backpressure (WEFT_EAGAIN, the cell kept) without it, since it

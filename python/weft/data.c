@@ -1457,34 +1457,59 @@ out:
 /* Reductions                                                                */
 /* ------------------------------------------------------------------------ */
 
+/* The element a reduction over obj combines (obj a buffer object or a
+ * weft.Data; a tile's is its parent's): its struct format and size.  The
+ * format points into e (a tile's) or into the buffer e holds; elem_release
+ * lets the buffer go.  0, or -1 with an exception. */
+typedef struct {
+    const char *fmt;
+    Py_ssize_t itemsize;
+    char fmtbuf[4];
+    Py_buffer b;
+    int held;
+} elem_info;
+
+static int
+elem_of(modstate *st, PyObject *obj, const char *what, elem_info *e)
+{
+    e->held = 0;
+    if (Py_IS_TYPE(obj, st->Data_T) && ((DataObject *)obj)->parent) {
+        DataObject *x = (DataObject *)obj;
+        strcpy(e->fmtbuf, x->format);
+        e->fmt = e->fmtbuf;
+        e->itemsize = x->elem;
+        return 0;
+    }
+    PyObject *o = Py_IS_TYPE(obj, st->Data_T) ? ((DataObject *)obj)->obj : obj;
+    if (!PyObject_CheckBuffer(o)) {
+        PyErr_Format(PyExc_TypeError, "%s: expected a weft.Data or an object supporting the buffer "
+                     "protocol (a NumPy array, array.array...), got '%.100s'", what, Py_TYPE(o)->tp_name);
+        return -1;
+    }
+    if (PyObject_GetBuffer(o, &e->b, PyBUF_RECORDS_RO) < 0) {
+        PyErr_Clear();
+        if (PyObject_GetBuffer(o, &e->b, PyBUF_FORMAT | PyBUF_ANY_CONTIGUOUS) < 0) return -1;
+    }
+    e->held = 1;
+    e->fmt = e->b.format ? e->b.format : "B";
+    e->itemsize = e->b.itemsize;
+    return 0;
+}
+
+static void
+elem_release(elem_info *e)
+{
+    if (e->held) PyBuffer_Release(&e->b);
+    e->held = 0;
+}
+
 int
 weft_py_reduce_type(modstate *st, PyObject *obj, const char *what, unsigned *type)
 {
-    char fmtbuf[4];
-    const char *fmt;
-    Py_ssize_t itemsize;
-    Py_buffer b;
-    int have = 0;
-    if (Py_IS_TYPE(obj, st->Data_T) && ((DataObject *)obj)->parent) {
-        DataObject *x = (DataObject *)obj;
-        strcpy(fmtbuf, x->format);
-        fmt = fmtbuf;
-        itemsize = x->elem;
-    } else {
-        PyObject *o = Py_IS_TYPE(obj, st->Data_T) ? ((DataObject *)obj)->obj : obj;
-        if (!PyObject_CheckBuffer(o)) {
-            PyErr_Format(PyExc_TypeError, "%s: expected a weft.Data or an object supporting the buffer "
-                         "protocol (a NumPy array, array.array...), got '%.100s'", what, Py_TYPE(o)->tp_name);
-            return -1;
-        }
-        if (PyObject_GetBuffer(o, &b, PyBUF_RECORDS_RO) < 0) {
-            PyErr_Clear();
-            if (PyObject_GetBuffer(o, &b, PyBUF_FORMAT | PyBUF_ANY_CONTIGUOUS) < 0) return -1;
-        }
-        have = 1;
-        fmt = b.format ? b.format : "B";
-        itemsize = b.itemsize;
-    }
+    elem_info e;
+    if (elem_of(st, obj, what, &e) < 0) return -1;
+    const char *fmt = e.fmt;
+    Py_ssize_t itemsize = e.itemsize;
     /* The byte order: native only. */
     const union { uint16_t u; uint8_t c[2]; } probe = {1};
     int little = probe.c[0] == 1;
@@ -1519,7 +1544,7 @@ weft_py_reduce_type(modstate *st, PyObject *obj, const char *what, unsigned *typ
                      "float32 or float64 (native byte order); this buffer's are '%s' (struct format '%s', "
                      "%zd bytes)", what, ts, fmt, itemsize);
     }
-    if (have) PyBuffer_Release(&b);
+    elem_release(&e);
     if (ty == 0) return -1;
     *type = ty;
     return 0;
@@ -1528,34 +1553,18 @@ weft_py_reduce_type(modstate *st, PyObject *obj, const char *what, unsigned *typ
 int
 weft_py_reduce_user_check(modstate *st, PyObject *obj, const char *what, Py_ssize_t itemsize, PyObject *name)
 {
-    Py_ssize_t have;
-    char fmtbuf[64] = "B";
-    if (Py_IS_TYPE(obj, st->Data_T) && ((DataObject *)obj)->parent) {
-        DataObject *x = (DataObject *)obj; /* a tile: its parent's element */
-        have = x->elem;
-        snprintf(fmtbuf, sizeof fmtbuf, "%s", x->format);
-    } else {
-        PyObject *o = Py_IS_TYPE(obj, st->Data_T) ? ((DataObject *)obj)->obj : obj;
-        Py_buffer b;
-        if (!PyObject_CheckBuffer(o)) {
-            PyErr_Format(PyExc_TypeError, "%s: expected a weft.Data or an object supporting the buffer "
-                         "protocol (a NumPy array, array.array...), got '%.100s'", what, Py_TYPE(o)->tp_name);
-            return -1;
-        }
-        if (PyObject_GetBuffer(o, &b, PyBUF_RECORDS_RO) < 0) {
-            PyErr_Clear();
-            if (PyObject_GetBuffer(o, &b, PyBUF_FORMAT | PyBUF_ANY_CONTIGUOUS) < 0) return -1;
-        }
-        have = b.itemsize;
-        snprintf(fmtbuf, sizeof fmtbuf, "%s", b.format ? b.format : "B");
-        PyBuffer_Release(&b);
-    }
+    elem_info e;
+    if (elem_of(st, obj, what, &e) < 0) return -1;
     /* Bytes are any elements (the core checks that the size is a whole
      * number of them). */
-    if (have == itemsize || have == 1) return 0;
+    if (e.itemsize == itemsize || e.itemsize == 1) {
+        elem_release(&e);
+        return 0;
+    }
     PyErr_Format(PyExc_TypeError, "%s: reduction %R combines %zd-byte elements, but this buffer's are %zd bytes "
                  "(struct format '%.40s'): reduce a buffer of the reduction's dtype (or of bytes)",
-                 what, name, itemsize, have, fmtbuf);
+                 what, name, itemsize, e.itemsize, e.fmt);
+    elem_release(&e);
     return -1;
 }
 

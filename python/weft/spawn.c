@@ -84,18 +84,9 @@ submit_c(RuntimeObject *r, TaskObject *t, weft_task **deps, size_t ndeps, weft_a
     desc.placements = pl;
     desc.nplacements = npl;
     if (npl) desc.on_finish = weft_py_on_finish;
-    char namebuf[32];
+    char namebuf[WEFT_PY_DESC_NAME];
     if (t->name) {
-        Py_ssize_t len;
-        const char *s = PyUnicode_AsUTF8AndSize(t->name, &len);
-        if (s == NULL) {
-            PyErr_Clear();
-        } else {
-            if (len > 31) len = 31;
-            memcpy(namebuf, s, (size_t)len);
-            namebuf[len] = 0;
-            desc.name = namebuf;
-        }
+        desc.name = weft_py_desc_name(t, namebuf);
     } else if (t->fn) {
         /* An unnamed task goes by its function's name in traces and in the
          * messages about it (a dependent's CancelledError names it). */

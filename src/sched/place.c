@@ -466,8 +466,10 @@ static bool can_ride(const weft__placer *p, const weft__place *pred, const weft_
     return pa->share >= a->share && fits_room(p, pred->gpu[0], a);
 }
 
-/* Map pl on its alternative i if that fits now (the placer's lock held). */
-static bool map_alt(weft__placer *p, weft__place *pl, unsigned i)
+/* Map pl on its alternative i if that fits now (the placer's lock held).
+ * chosen: the GPUs the policy chose for it under this lock (try_map's
+ * scoring), or NULL to ask the policy here. */
+static bool map_alt(weft__placer *p, weft__place *pl, unsigned i, const uint8_t *chosen)
 {
     uint8_t out[WEFT__MAX_DEVICES - 1];
     const weft__alt *a = &pl->alt[i];
@@ -489,9 +491,16 @@ static bool map_alt(weft__placer *p, weft__place *pl, unsigned i)
         if (a->memory) /* fits_room saw it free; the placer's lock holds */
             (void)weft__device_charge(p->gpu[out[0]], a->memory);
         near = true;
-    } else if (a->gpus && ((!near && !p->policy->choose(p, a, out)) || !reserve(p, a, out))) {
-        return false;
-    } else if (!a->gpus && !reserve_cpu(p, a)) {
+    } else if (a->gpus) {
+        if (!near) {
+            if (chosen)
+                memcpy(out, chosen, a->gpus);
+            else if (!p->policy->choose(p, a, out))
+                return false;
+        }
+        if (!reserve(p, a, out))
+            return false;
+    } else if (!reserve_cpu(p, a)) {
         return false;
     }
     if (!a->gpus)
@@ -508,8 +517,9 @@ static bool map_alt(weft__placer *p, weft__place *pl, unsigned i)
 
 /* How loaded alternative a's devices are now, if it fits: tasks mapped per
  * device — its most loaded GPU's count, or for the CPU alone the tasks
- * mapped there per worker.  Negative if it does not fit. */
-static double alt_load(weft__placer *p, const weft__alt *a)
+ * mapped there per worker.  Negative if it does not fit.  out: the GPUs the
+ * policy chose for it (a->gpus of them, when it fits on GPUs). */
+static double alt_load(weft__placer *p, const weft__alt *a, uint8_t *out)
 {
     if (!a->possible)
         return -1;
@@ -518,7 +528,6 @@ static double alt_load(weft__placer *p, const weft__alt *a)
             return -1;
         return (double)p->cpu_mapped / (p->cpu_slots ? p->cpu_slots : 1);
     }
-    uint8_t out[WEFT__MAX_DEVICES - 1];
     if (!p->policy->choose(p, a, out))
         return -1;
     unsigned most = 0;
@@ -530,27 +539,29 @@ static double alt_load(weft__placer *p, const weft__alt *a)
 
 /* Map pl if some alternative fits now (the placer's lock held): the first
  * in the order given; under a policy that balances, the least loaded (the
- * earlier of equals). */
+ * earlier of equals), on the GPUs its scoring chose. */
 static bool try_map(weft__placer *p, weft__place *pl)
 {
     if (p->policy->balance) {
         int best = -1;
         double least = 0;
+        uint8_t out[WEFT__MAX_DEVICES - 1], best_out[WEFT__MAX_DEVICES - 1];
         for (unsigned i = 0; i < pl->nalt; i++) {
-            double l = alt_load(p, &pl->alt[i]);
+            double l = alt_load(p, &pl->alt[i], out);
             if (l >= 0 && (best < 0 || l < least)) {
                 best = (int)i;
                 least = l;
+                memcpy(best_out, out, pl->alt[i].gpus);
             }
         }
         if (best < 0)
             return false;
-        if (map_alt(p, pl, (unsigned)best))
+        if (map_alt(p, pl, (unsigned)best, best_out))
             return true;
         /* (its memory was taken outside the placer meanwhile: the first that fits) */
     }
     for (unsigned i = 0; i < pl->nalt; i++)
-        if (map_alt(p, pl, i))
+        if (map_alt(p, pl, i, NULL))
             return true;
     return false;
 }
