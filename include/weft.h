@@ -36,6 +36,11 @@
  *   starpu_vector_data_register ...    weft_data_register(ptr, bytes): one range;
  *                                      shapes are the program's
  *   STARPU_R / W / RW, STARPU_COMMUTE  WEFT_R / W / RW, WEFT_RW | WEFT_COMMUTE
+ *   STARPU_SCRATCH (home node -1)      WEFT_SCRATCH on any handle, or one from
+ *                                      weft_data_register(rt, NULL, n): a buffer
+ *                                      of the task's own where it runs, no
+ *                                      dependencies (per task, not per worker: a
+ *                                      GPU's is kept for the handle's next one)
  *   STARPU_REDUX + reduction methods   WEFT_REDUCE | a built-in operator and type,
  *                                      or weft_reduction_register (identity or
  *                                      init, combine): combined in spawn order
@@ -59,7 +64,9 @@
  *   starpu_data_set_sequential_       WEFT_UNORDERED on each access (R, W or RW):
  *   consistency_flag(h, 0)             no order among such accesses; the tasks
  *                                      still never overlap on the data at run time
- * Not here yet: STARPU_SCRATCH, performance models (dmda).
+ *   STARPU_SCRATCH                     WEFT_SCRATCH: a buffer of the data's size
+ *                                      where the task runs, its own, unordered
+ * Not here yet: performance models (dmda).
  */
 #ifndef WEFT_H
 #define WEFT_H
@@ -447,6 +454,48 @@ enum weft_access_mode {
      * covers part of the reduced one (a task does not read what it
      * reduces). */
     WEFT_REDUCE = 16u,
+    /* Scratch memory (StarPU's STARPU_SCRATCH): {d, WEFT_SCRATCH}, optionally
+     * | WEFT_HOST or, for a task on several GPUs, | WEFT_ON_GPU(k), gives the
+     * task a buffer of d's size (weft_ctx_bytes; a tile's: its span, rows
+     * packed, weft_ctx_pitch its width) of its own, where it runs: host
+     * memory for a task on the CPU or with WEFT_HOST; else the memory of
+     * its (k-th) GPU — on a virtual GPU, the virtual GPU's memory, counted
+     * in its memory_used as replicas are.  weft_ctx_data gives its address.
+     *   - Contents: unspecified (whatever the last user left, or fresh
+     *     memory); the body must write before it reads.  In the checking
+     *     mode (WEFT_VGPU_CHECK=1) the buffer is filled with 0xDB before
+     *     the body runs — at once in host memory, on the task's stream
+     *     ahead of its work on a virtual GPU (not on CUDA) — so that a body
+     *     relying on its contents goes wrong at once, on every run.
+     *   - Its own: no other task running meanwhile uses it; two tasks with
+     *     scratch of the same d at once get two buffers.
+     *   - Lifetime: from the body's start until the task finishes (on a
+     *     GPU, once the work it queued on its streams has run); then Weft
+     *     takes it back.  A GPU's buffer is kept for d's next scratch task
+     *     on that GPU (evicted, as an unused replica is, when the GPU needs
+     *     the room); a host buffer is freed.
+     *   - Memory: a task placed on GPUs reserves the buffer's bytes on its
+     *     GPU as it does its data's (weft_placement.memory, WEFT_ENODEV),
+     *     and the buffer is allocated as replicas are, evicting the least
+     *     recently used unused ones when the GPU is full.
+     *   - Ordering: none.  d's value is neither read nor changed, and the
+     *     access adds no dependency (the task does not follow d's writers or
+     *     readers, nor do later tasks on d follow it; a task may hold d
+     *     with WEFT_RW meanwhile).  A failed writer of d does not cancel it.
+     * d may be registered for scratch use only: weft_data_register(rt,
+     * NULL, n, &d) (StarPU's home node -1), a handle with no memory of its
+     * own, which any access but WEFT_SCRATCH, weft_data_acquire and
+     * weft_data_partition refuse (WEFT_EINVAL, saying so).  Any other
+     * handle serves too: a tile, data partitioned into tiles (all of it),
+     * data registered on a device.  A task may name d several times as
+     * scratch (a buffer each), and beside another access to d (then it has
+     * d's value and, separately, a scratch buffer).  weft_data_unregister(d)
+     * waits for d's scratch tasks too (called from a task, it helps run
+     * only the tasks that access d otherwise; other workers run those).
+     * Not allowed (WEFT_EINVAL at spawn, the message naming the access):
+     * WEFT_SCRATCH with WEFT_R, WEFT_W, WEFT_RW, WEFT_COMMUTE or
+     * WEFT_REDUCE; WEFT_ON_GPU with WEFT_HOST. */
+    WEFT_SCRATCH = 32u,
     /* The access orders nothing against the other WEFT_UNORDERED (and
      * WEFT_RW|WEFT_COMMUTE) accesses of the same data spawned in a row (the
      * rules above): tasks that the program orders itself, by desc.deps or
@@ -561,9 +610,11 @@ WEFT_API WEFT_NODISCARD int weft_reduction_register(weft_runtime *rt, const weft
  * the data is made valid there, weft_ctx_data gives that GPU's copy, and
  * work reading it belongs on that GPU's stream (weft_ctx_stream(ctx, k)).
  * WEFT_ON_GPU(0) is the default.  Ordering is as without it.  With
- * WEFT_R, WEFT_W or WEFT_RW (not WEFT_HOST, WEFT_COMMUTE or WEFT_REDUCE);
+ * WEFT_R, WEFT_W, WEFT_RW or WEFT_SCRATCH (its buffer then on that GPU;
+ * not WEFT_HOST, WEFT_COMMUTE or WEFT_REDUCE);
  * every alternative of the task that can run must have more than k GPUs;
- * one task may name the same data on several GPUs only to read it.
+ * one task may name the same data on several GPUs only to read it (scratch
+ * buffers aside: they are not the data).
  * (WEFT_EINVAL at spawn, naming the access, otherwise.)  A task with
  * several GPUs reserves on each of them the largest of its GPUs' data. */
 #define WEFT_ON_GPU(k) ((((unsigned)(k)) + 1u) << 20)
@@ -574,7 +625,9 @@ WEFT_API WEFT_NODISCARD int weft_reduction_register(weft_runtime *rt, const weft
  * twice gives two handles whose accesses are not ordered with each other
  * (register each buffer once, or order such tasks explicitly).  The caller keeps
  * ownership of the memory; it must stay valid until weft_data_unregister
- * returns.  Errors: WEFT_EINVAL (NULL ptr, n == 0, NULL out), WEFT_ECLOSED,
+ * returns.  ptr NULL registers a handle with no memory, for scratch only
+ * (WEFT_SCRATCH: its tasks' buffers are n bytes; weft_data_host gives a
+ * NULL pointer).  Errors: WEFT_EINVAL (n == 0, NULL out), WEFT_ECLOSED,
  * WEFT_ENOMEM.  Never blocks; may be called from a task. */
 WEFT_API WEFT_NODISCARD int weft_data_register(weft_runtime *rt, void *ptr, size_t n,
                                                weft_data **out);
@@ -658,7 +711,8 @@ typedef struct weft_tiling {
  * within one).  The tiles live as long as d: unregistering d unregisters them
  * first (waiting for their tasks); a tile cannot be unregistered alone.
  * Errors: WEFT_EINVAL (NULL argument, a bad tiling, with the reason; d is a
- * tile), WEFT_EBUSY (d is partitioned already, or tasks that name d are
+ * tile; d was registered for scratch only), WEFT_EBUSY (d is partitioned
+ * already, or tasks that name d are
  * pending: partition before spawning on it, or after they finished),
  * WEFT_ENOMEM, WEFT_EDEADLK (from an on_finish callback), or a device's
  * error combining d's reductions.  Nothing changes on error.  Reductions of d not combined yet are combined first
@@ -681,7 +735,8 @@ WEFT_API WEFT_NODISCARD int weft_data_tile_info(const weft_data *tile, weft_tile
 /* Host address and size of d (while tasks on GPUs write d, the newest value
  * may be on a device, and after reductions in private copies: a task
  * reading it on the CPU, or unregister, brings it back; so does
- * weft_data_acquire, below).  Errors: WEFT_EINVAL.  Never blocks. */
+ * weft_data_acquire, below).  The address is NULL for d registered for
+ * scratch only.  Errors: WEFT_EINVAL.  Never blocks. */
 WEFT_API WEFT_NODISCARD int weft_data_host(const weft_data *d, void **ptr, size_t *n);
 
 /* Acquire d for the calling thread: its host memory (weft_data_host's
@@ -713,7 +768,8 @@ WEFT_API WEFT_NODISCARD int weft_data_host(const weft_data *d, void **ptr, size_
  * Errors:
  *   WEFT_EINVAL     NULL or unregistered d; a mode other than WEFT_R,
  *                   WEFT_W, WEFT_RW (WEFT_REDUCE, WEFT_COMMUTE, WEFT_HOST,
- *                   WEFT_ON_GPU are for tasks); d acquired already (by any
+ *                   WEFT_ON_GPU, WEFT_SCRATCH are for tasks); d registered
+ *                   for scratch only (no memory); d acquired already (by any
  *                   thread, or being acquired: release it first); called
  *                   from a task (a task names the data in its accesses
  *                   instead: acquire is for threads outside the
@@ -789,8 +845,8 @@ typedef struct weft_access {
     unsigned mode; /* WEFT_R, WEFT_W, WEFT_RW, optionally | WEFT_UNORDERED;
                       WEFT_RW | WEFT_COMMUTE; or
                       WEFT_REDUCE | an operator | a type, or
-                      WEFT_REDUCE | a user reduction's op; any | WEFT_HOST;
-                      or WEFT_R/W/RW | WEFT_ON_GPU(k) */
+                      WEFT_REDUCE | a user reduction's op; or WEFT_SCRATCH;
+                      any | WEFT_HOST; or WEFT_R/W/RW/SCRATCH | WEFT_ON_GPU(k) */
 } weft_access;
 
 /* Where a task may run: one device set, with what it reserves on each GPU
@@ -859,7 +915,8 @@ typedef struct weft_task_desc {
      * runtime lacks what they ask for (more GPUs than there are — any GPU
      * on a runtime without GPUs —, a GPU that does not exist, more memory
      * than the GPU has: its `memory` plus the bytes of the data it
-     * accesses without WEFT_HOST, which are reserved on its GPUs too);
+     * accesses without WEFT_HOST, and of its scratch buffers there, which
+     * are reserved on its GPUs too);
      * WEFT_EINVAL when one of them is malformed (a share outside (0, 1],
      * an empty set, a GPU number or set that contradicts `gpus`).
      * Alternatives that could never run are otherwise skipped.  Copied
@@ -1533,23 +1590,27 @@ WEFT_API int weft_ctx_sync(const weft_ctx *ctx);
  * work queued on that GPU's stream before the body runs) or in host memory
  * (a CPU task, or WEFT_HOST: filled when the body starts); no other task
  * touches it.  A tile's private copy is its interior alone, from its first
- * element (weft_tile_info's in_row0, in_col0), rows packed.  The address
+ * element (weft_tile_info's in_row0, in_col0), rows packed.  For a
+ * WEFT_SCRATCH access: the task's scratch buffer, on its GPU (the
+ * WEFT_ON_GPU-th) or in host memory (see WEFT_SCRATCH), its contents
+ * unspecified.  The address
  * stays valid until the task finishes.  NULL if i is out of range. */
 WEFT_API void *weft_ctx_data(const weft_ctx *ctx, size_t i);
 
 /* Bytes from one row to the next of the task's i-th data access where
  * weft_ctx_data points: a tile's on a device is its packed width, on the
  * host the parent's pitch; a reduction's private copy of a tile, the
- * width of the tile's interior (wherever it is); any other data (and a
- * reduction's private copy of it) is one row (its size).  0 if i is out of
- * range.  Never blocks. */
+ * width of the tile's interior (wherever it is); a scratch buffer of a
+ * tile, the tile's width (rows packed); any other data (and a reduction's
+ * private copy or a scratch buffer of it) is one row (its size).  0 if i
+ * is out of range.  Never blocks. */
 WEFT_API size_t weft_ctx_pitch(const weft_ctx *ctx, size_t i);
 
 /* Bytes of the task's i-th data access (StarPU's STARPU_VECTOR_GET_NX times
  * the element size): the registered size of the data; of a tile, its span
  * (halo included: rows times its width, whatever the pitch); of a
- * reduction's private copy of a tile, its interior.  0 if i is out of
- * range.  Never blocks. */
+ * reduction's private copy of a tile, its interior; of a scratch buffer,
+ * the data's (a tile's span).  0 if i is out of range.  Never blocks. */
 WEFT_API size_t weft_ctx_bytes(const weft_ctx *ctx, size_t i);
 
 #ifdef __cplusplus

@@ -24,7 +24,8 @@ typedef struct trace_event {
 /* What t's data looked like when it started, as "d2.t1@vgpu:1 M<-vgpu:3
  * +2 halo; d4@host S": each access's handle (d<n>, a tile d<parent>.t<i>),
  * the device, the replica's state after the acquire (S shared, M modified:
- * the only valid copy), where it was copied from, the halo parts copied. */
+ * the only valid copy), where it was copied from, the halo parts copied;
+ * "scratch" for a scratch buffer (WEFT_SCRATCH). */
 static void data_note(const weft__rt *rt, const weft__task *t, char *out, size_t n)
 {
     static const char state[] = "ISM";
@@ -43,6 +44,13 @@ static void data_note(const weft__rt *rt, const weft__task *t, char *out, size_t
             snprintf(name, sizeof name, "d%u.t%u", d->tile->fam->parent_id, d->tile->index);
         else
             snprintf(name, sizeof name, "d%u", d->id);
+        if (a->mode & WEFT_SCRATCH) { /* a buffer of its own: no replica, no copy */
+            int k = snprintf(out + at, n - at, "%s%s@%s scratch", i ? "; " : "", name,
+                             dev ? rt->dev[dev]->name : "host");
+            if (k > 0)
+                at += (size_t)k;
+            continue;
+        }
         int k = snprintf(out + at, n - at, "%s%s@%s %c", i ? "; " : "", name, dev ? rt->dev[dev]->name : "host",
                          a->hold.state <= 2 ? state[a->hold.state] : '?');
         if (k > 0)

@@ -37,10 +37,11 @@ def native(fn, *, model_ns=0):
     any contiguous buffer: bytes, a ctypes structure, an array), made when
     the task is spawned, followed at the next multiple of 8 bytes by the
     address of each of the task's accesses (void *, in the order of
-    Context.addresses: reads, writes, readwrites, commutes, then reduces),
-    where the task runs: the host's buffers, or with device_data=True the
-    task's device copies (a reduction's: its private copy).  Accesses are
-    whole buffers (a tile is refused).
+    Context.addresses: reads, writes, readwrites, commutes, reduces, then
+    scratch), where the task runs: the host's buffers, or with
+    device_data=True the task's device copies (a reduction's: its private
+    copy; a scratch buffer: the task's own).  Accesses are whole buffers (a
+    tile is refused).
 
     Where it runs: on the CPU, fn is called by the worker; on a GPU it is
     queued on the stream of the task's first GPU (as Context.queue_native,

@@ -305,10 +305,11 @@ class Context:
     def view(self, which):
         """A weft.View of one of the task's data accesses: `which` is its
         index (in the order reads=, writes=, readwrites=, commutes=,
-        reduces=, each in the order given), or the weft.Data or object named
-        there.  It points at the task's own copy of the data, without a copy
-        (for reduces=, the task's private copy, identity-filled: of a tile,
-        its interior alone, rows packed):
+        reduces=, then scratch=, each in the order given), or the weft.Data
+        or object named there (not in scratch=: see scratch()).  It points
+        at the task's own copy of the data, without a copy (for reduces=,
+        the task's private copy, identity-filled: of a tile, its interior
+        alone, rows packed; for scratch=, the task's scratch buffer):
 
           - spawned with device_data=True and placed on GPUs: the replica on
             its first GPU (__cuda_array_interface__ v3 with the task's
@@ -327,6 +328,21 @@ class Context:
         from . import _weft
 
         return _weft._view(which, self._task)
+
+    def scratch(self, k=0):
+        """A weft.View of the task's scratch buffer k (spawn(...,
+        scratch=[...]), in the order given; the same as view(i) with i the
+        count of the other accesses plus k): memory of the size asked for,
+        the task's own while it runs, contents unspecified (0xDB in
+        checking mode, WEFT_VGPU_CHECK=1), writable, C-contiguous, shaped
+        and typed like the buffer or weft.Data that gave its size (bytes
+        for an int).  On the host by default; with device_data=True on the
+        task's first GPU (a virtual GPU's view waits for the task's stream,
+        as view() does).  numpy.asarray(v), numpy.frombuffer(v, dtype) and
+        memoryview(v) share its memory on the host.  From the body only."""
+        from . import _weft
+
+        return _weft._scratch(k, self._task)
 
     @property
     def views(self):

@@ -200,7 +200,7 @@ typedef struct {
     PyObject *empty_tuple;
     PyObject *s_deps, *s_reads, *s_writes, *s_readwrites, *s_commutes, *s_name,
         *s_priority, *s_task, *s_kwargs, *s_runtime, *s_add_note, *s_placement, *s_share, *s_memory,
-        *s_device_data, *s_reduces;
+        *s_device_data, *s_reduces, *s_scratch;
     /* Placement helpers of weft/_placement.py (registered at import by
      * weft/__init__.py through _set_placement): the normaliser a spawn with
      * placement= calls, the runner of a body on CUDA devices (their array
@@ -291,6 +291,15 @@ typedef struct {
      * size, to bound overlap scans. */
     struct DataObject **spans;
     size_t nspans, capspans, max_span;
+    /* The C handles of spawn's scratch= (data.c, weft_py_scratch_handle):
+     * one registered with no memory (weft_data_register(rt, NULL, n)) per
+     * size in bytes asked for, made on first use and kept while the
+     * runtime is open (its destroy unregisters them). */
+    struct weft_py_scratch_size {
+        size_t n;
+        weft_data *h;
+    } *scratch;
+    size_t nscratch, capscratch;
 } weft_py_registry;
 
 typedef struct RuntimeObject {
@@ -345,11 +354,15 @@ typedef struct TaskObject {
     PyObject *fn, *args, *kwargs;
     PyObject *bodies;      /* tuple: the body of each placement alternative (None: fn), or NULL */
     /* The Data of each access the spawn named, in C access order (reads
-     * first, then writes, readwrites, commutes, reduces), for views (view.c); NULL
-     * without accesses.  Set by the spawn, taken by the body like fn. */
+     * first, then writes, readwrites, commutes, reduces), then for each
+     * scratch buffer (scratch=, C accesses right after those) the item that
+     * asked for it (an int, a buffer or a weft.Data: its view's layout),
+     * for views (view.c); NULL without accesses.  Set by the spawn, taken
+     * by the body like fn. */
     PyObject *acc;
     uint32_t acc_nreads;   /* its first acc_nreads accesses are read-only */
-    uint32_t acc_nreduces; /* its last acc_nreduces accesses are reductions (reduces=) */
+    uint32_t acc_nreduces; /* its last acc_nreduces Data are reductions (reduces=) */
+    uint32_t acc_nscratch; /* acc's last acc_nscratch items are scratch buffers (scratch=) */
     int device_data;       /* spawn(device_data=True): the accesses are on the task's device */
     PyObject *result;
     PyObject *exc;         /* its failure: what the body, or a callable it queued on a GPU
@@ -727,6 +740,9 @@ unsigned weft_py_reduce_op(PyObject *op);
 /* The runtime closed (r->rt already NULL): release every buffer and empty
  * the registry; nothing enters it any more. */
 void weft_py_data_forget_all(RuntimeObject *r);
+/* The C handle for scratch buffers of n bytes in r (scratch=), registered
+ * on first use; NULL with an exception (the runtime closed). */
+weft_data *weft_py_scratch_handle(RuntimeObject *r, size_t n, const char *what);
 
 /* The C accesses of one spawn: the Data each names is held (a reference and
  * its `spawning` count) until weft_py_accs_clear.  Owned by the spawning
@@ -818,8 +834,10 @@ extern PyType_Spec weft_py_native_spec;
 int weft_py_is_native(modstate *st, PyObject *fn);
 /* The call of a spawn of the weft.Native fn with argument argobj (None or
  * a contiguous buffer) over the first na accesses of av (whole buffers:
- * a tile is refused); NULL with an exception. */
-weft_py_native_call *weft_py_native_prepare(PyObject *fn, PyObject *argobj, const weft_py_accs *av, size_t na);
+ * a tile is refused), then nscratch scratch buffers of scratch[k] bytes
+ * (the C accesses after those); NULL with an exception. */
+weft_py_native_call *weft_py_native_prepare(PyObject *fn, PyObject *argobj, const weft_py_accs *av, size_t na,
+                                            const size_t *scratch, size_t nscratch);
 /* The C body of a native task (the cell's native call). */
 int weft_py_native_trampoline(weft_ctx *ctx, void *arg);
 
@@ -853,8 +871,10 @@ typedef struct weft_py_frame {
     cell *c;           /* the task's cell: c->scope */
     PyObject *acc;     /* the task's acc tuple (borrowed from the body), or NULL */
     uint32_t nreads;   /* its first nreads accesses are read-only */
-    uint32_t nreduces; /* its last nreduces accesses are reductions: private copies */
+    uint32_t nreduces; /* its last nreduces Data (before the scratch items) are reductions:
+                          private copies */
     int device_data;
+    uint32_t nscratch; /* acc's last nscratch items are scratch buffers (their templates) */
 } weft_py_frame;
 extern _Thread_local weft_py_frame *weft_py_tl_frame WEFT_PY_TLS;
 

@@ -44,7 +44,7 @@ weft_py_trampoline(weft_ctx *ctx, void *arg)
         t->fn = t->args = t->kwargs = t->bodies = t->acc = NULL;
     }
     /* What the body's views are made of (view.c). */
-    weft_py_frame frame = {ctx, c, acc, t->acc_nreads, t->acc_nreduces, t->device_data};
+    weft_py_frame frame = {ctx, c, acc, t->acc_nreads, t->acc_nreduces, t->device_data, t->acc_nscratch};
     weft_py_frame *prev_frame = weft_py_tl_frame;
     weft_py_tl_frame = &frame;
     PyObject *res;

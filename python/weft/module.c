@@ -193,7 +193,7 @@ static PyMethodDef module_methods[] = {
     {"spawn", (PyCFunction)(void (*)(void))mod_spawn, METH_FASTCALL | METH_KEYWORDS,
      "spawn(fn, *args, deps=(), reads=(), writes=(), readwrites=(), commutes=(), name=None,\n"
      "      priority=0, task=None, kwargs=None, runtime=None, placement=None, share=None,\n"
-     "      memory=None, device_data=False, reduces=()) -> Task\n\n"
+     "      memory=None, device_data=False, reduces=(), scratch=()) -> Task\n\n"
      "Spawn fn(*args, **kwargs) as a task of the current runtime (inside a task: the innermost "
      "`with weft.Runtime()` block that task entered, else its own runtime; outside tasks: the "
      "innermost `with weft.Runtime()`).  deps: tasks (or task-space slots) to "
@@ -201,7 +201,10 @@ static PyMethodDef module_methods[] = {
      "dependencies from access modes in spawn order (R, W, RW, RW|COMMUTE).  reduces: (buffer, op) "
      "pairs, op weft.SUM, weft.MIN or weft.MAX over the buffer's int32/int64/uint32/uint64/float32/"
      "float64 elements: the body folds its contributions into a private copy, ctx.array(i), and the "
-     "copies are combined into the buffer in spawn order.  device_data=True: "
+     "copies are combined into the buffer in spawn order.  scratch: sizes in bytes (or buffers / "
+     "weft.Data whose size and layout to take): a buffer of the task's own each, contents "
+     "unspecified, no dependencies, its views after all the others (ctx.scratch(k)).  "
+     "device_data=True: "
      "a task placed on GPUs gets its data on its first GPU, through weft.context().view(...) "
      "(without it, every access is the host's copy: the buffers the body is given).\n\n"
      "Called with no function, returns a decorator: @weft.spawn(deps=[...]) above a def "
@@ -303,6 +306,7 @@ module_exec(PyObject *m)
     INTERN(s_memory, "memory");
     INTERN(s_device_data, "device_data");
     INTERN(s_reduces, "reduces");
+    INTERN(s_scratch, "scratch");
 #undef INTERN
     if (PyModule_AddIntConstant(m, "R", WEFT_R) < 0 || PyModule_AddIntConstant(m, "W", WEFT_W) < 0 ||
         PyModule_AddIntConstant(m, "RW", WEFT_RW) < 0 ||
@@ -386,6 +390,7 @@ module_clear(PyObject *m)
     Py_CLEAR(st->s_memory);
     Py_CLEAR(st->s_device_data);
     Py_CLEAR(st->s_reduces);
+    Py_CLEAR(st->s_scratch);
     Py_CLEAR(st->place_normalize);
     Py_CLEAR(st->place_call);
     Py_CLEAR(st->Variants_cls);

@@ -191,7 +191,8 @@ PyType_Spec weft_py_native_spec = {"weft.Native", sizeof(NativeObject), 0, Py_TP
 /* ------------------------------------------------------------------------ */
 
 weft_py_native_call *
-weft_py_native_prepare(PyObject *fn, PyObject *argobj, const weft_py_accs *av, size_t na)
+weft_py_native_prepare(PyObject *fn, PyObject *argobj, const weft_py_accs *av, size_t na, const size_t *scratch,
+                       size_t nscratch)
 {
     NativeObject *n = (NativeObject *)fn;
     for (size_t i = 0; i < na; i++)
@@ -208,7 +209,7 @@ weft_py_native_prepare(PyObject *fn, PyObject *argobj, const weft_py_accs *av, s
         return NULL;
     }
     weft_py_native_call *q = weft_py_native_call_new(n->fn, n->model_ns, has_arg ? a.buf : NULL,
-                                                     has_arg ? (size_t)a.len : 0, na);
+                                                     has_arg ? (size_t)a.len : 0, na + nscratch);
     if (has_arg) PyBuffer_Release(&a);
     if (q == NULL) {
         PyErr_NoMemory();
@@ -216,7 +217,7 @@ weft_py_native_prepare(PyObject *fn, PyObject *argobj, const weft_py_accs *av, s
     }
     /* What each access is on a GPU's stream (its pointer set when it runs):
      * the whole buffer, read, written or both; a reduction's private copy
-     * is read and written. */
+     * and a scratch buffer are read and written. */
     for (size_t i = 0; i < na; i++) {
         unsigned m = av->acc[i].mode;
         const DataObject *d = av->dat[i];
@@ -224,6 +225,8 @@ weft_py_native_prepare(PyObject *fn, PyObject *argobj, const weft_py_accs *av, s
         q->ranges[i].bytes = d->has_view ? (size_t)d->view.len : 0;
         q->ranges[i].mode = (m & WEFT_REDUCE) ? WEFT_RW : (m & WEFT_RW);
     }
+    for (size_t k = 0; k < nscratch; k++)
+        q->ranges[na + k] = (weft_range){NULL, scratch[k], WEFT_RW};
     return q;
 }
 

@@ -144,7 +144,7 @@ submit_c(RuntimeObject *r, TaskObject *t, weft_task **deps, size_t ndeps, weft_a
 
 typedef struct {
     PyObject *deps, *reads, *writes, *readwrites, *commutes, *name, *priority, *task, *kwargs,
-        *runtime, *placement, *share, *memory, *device_data, *reduces;
+        *runtime, *placement, *share, *memory, *device_data, *reduces, *scratch;
 } spawn_kw;
 
 static int
@@ -173,18 +173,19 @@ parse_kw(modstate *st, PyObject *const *args, Py_ssize_t nargs, PyObject *kwname
         else if (k == st->s_memory) slot = &kw->memory;
         else if (k == st->s_device_data) slot = &kw->device_data;
         else if (k == st->s_reduces) slot = &kw->reduces;
+        else if (k == st->s_scratch) slot = &kw->scratch;
         else {
             PyObject *names[] = {st->s_deps, st->s_reads, st->s_writes, st->s_readwrites,
                                  st->s_commutes, st->s_name, st->s_priority, st->s_task,
                                  st->s_kwargs, allow_runtime ? st->s_runtime : NULL,
                                  st->s_placement, st->s_share, st->s_memory, st->s_device_data,
-                                 st->s_reduces};
+                                 st->s_reduces, st->s_scratch};
             for (size_t j = 0; j < sizeof names / sizeof *names; j++) {
                 if (names[j] && PyUnicode_Compare(k, names[j]) == 0) {
                     PyObject **slots[] = {&kw->deps, &kw->reads, &kw->writes, &kw->readwrites,
                                           &kw->commutes, &kw->name, &kw->priority, &kw->task,
                                           &kw->kwargs, &kw->runtime, &kw->placement, &kw->share,
-                                          &kw->memory, &kw->device_data, &kw->reduces};
+                                          &kw->memory, &kw->device_data, &kw->reduces, &kw->scratch};
                     slot = slots[j];
                     break;
                 }
@@ -392,6 +393,97 @@ reduces_seq(PyObject *v)
                      "[(a, weft.SUM)], got '%.100s'", Py_TYPE(v)->tp_name);
     }
     return it;
+}
+
+/* scratch=: None, one item, or a list/tuple of items (an item: a size in
+ * bytes, or a buffer or weft.Data whose size it takes); a new reference to
+ * a list or tuple (NULL with no error for None). */
+static PyObject *
+scratch_seq(modstate *st, PyObject *v)
+{
+    if (v == NULL || v == Py_None) return NULL;
+    if (PyList_CheckExact(v) || PyTuple_CheckExact(v)) return Py_NewRef(v);
+    if (PyIndex_Check(v) || PyObject_CheckBuffer(v) || Py_IS_TYPE(v, st->Data_T)) return PyTuple_Pack(1, v);
+    PyObject *it = PySequence_Fast(v, "");
+    if (it == NULL) {
+        PyErr_Clear();
+        PyErr_Format(PyExc_TypeError, "spawn(): scratch= expects sizes in bytes (ints), buffers or weft.Data "
+                     "(a buffer of the same size each), got '%.100s'", Py_TYPE(v)->tp_name);
+    }
+    return it;
+}
+
+/* The bytes of scratch= item x of a spawn on r: an int; a weft.Data's (a
+ * tile's span, halo included); a buffer's.  0 with an exception. */
+static size_t
+scratch_bytes(modstate *st, RuntimeObject *r, PyObject *x, const char *what)
+{
+    Py_ssize_t n = 0;
+    if (Py_IS_TYPE(x, st->Data_T)) {
+        const DataObject *d = (const DataObject *)x; /* (its extent is set when it is made: no lock) */
+        if (d->rt != r) {
+            PyErr_Format(PyExc_ValueError, "%s: this weft.Data belongs to another runtime", what);
+            return 0;
+        }
+        n = d->parent ? (Py_ssize_t)(d->ti.rows * d->ti.cols) * d->elem : (Py_ssize_t)(d->hi - d->lo);
+    } else if (PyBool_Check(x)) {
+        PyErr_Format(PyExc_TypeError, "%s: expected a size in bytes, a buffer or a weft.Data, got a bool", what);
+        return 0;
+    } else if (PyIndex_Check(x) && !PyObject_CheckBuffer(x)) {
+        if ((n = PyNumber_AsSsize_t(x, PyExc_OverflowError)) == -1 && PyErr_Occurred()) return 0;
+    } else if (PyObject_CheckBuffer(x)) {
+        Py_buffer b;
+        if (PyObject_GetBuffer(x, &b, PyBUF_RECORDS_RO) < 0) return 0;
+        n = b.len;
+        PyBuffer_Release(&b);
+    } else {
+        PyErr_Format(PyExc_TypeError, "%s: expected a size in bytes (an int), a buffer or a weft.Data (a buffer "
+                     "of its size), got '%.100s'", what, Py_TYPE(x)->tp_name);
+        return 0;
+    }
+    if (n <= 0) {
+        PyErr_Format(PyExc_ValueError, "%s: %zd bytes: a scratch buffer has at least one byte", what, n);
+        return 0;
+    }
+    return (size_t)n;
+}
+
+/* The C accesses of scratch= items scr on r (the handle of each one's size:
+ * weft_py_scratch_handle), mode WEFT_SCRATCH, on the host unless
+ * device_data, into acc[k], their sizes into bytes[k]; 0, or -1 with an
+ * exception. */
+static int
+scratch_accesses(modstate *st, RuntimeObject *r, PyObject *scr, int device_data, weft_access *acc, size_t *bytes)
+{
+    for (Py_ssize_t k = 0; k < PySequence_Fast_GET_SIZE(scr); k++) {
+        char what[48];
+        snprintf(what, sizeof what, "spawn(): scratch[%zd]", k);
+        if ((bytes[k] = scratch_bytes(st, r, PySequence_Fast_GET_ITEM(scr, k), what)) == 0) return -1;
+        if ((acc[k].data = weft_py_scratch_handle(r, bytes[k], what)) == NULL) return -1;
+        acc[k].mode = WEFT_SCRATCH | (device_data ? 0u : (unsigned)WEFT_HOST);
+    }
+    return 0;
+}
+
+/* The C accesses of a spawn: av's (the named ones first, then their
+ * relations) with the ns scratch ones inserted after the na named ones
+ * (views find access i at C access i); av's own array when ns is 0, else
+ * a new one (PyMem) in *owned.  NULL with MemoryError. */
+static weft_access *
+with_scratch(const weft_py_accs *av, size_t na, const weft_access *sacc, size_t ns, weft_access **owned)
+{
+    *owned = NULL;
+    if (ns == 0) return av->acc;
+    weft_access *all = PyMem_Malloc((av->n + ns) * sizeof *all);
+    if (all == NULL) {
+        PyErr_NoMemory();
+        return NULL;
+    }
+    memcpy(all, av->acc, na * sizeof *all);
+    memcpy(all + na, sacc, ns * sizeof *all);
+    memcpy(all + na + ns, av->acc + na, (av->n - na) * sizeof *all);
+    *owned = all;
+    return all;
 }
 
 /* One item of reduces=: *obj (borrowed) and its operator (a built-in one
@@ -769,14 +861,17 @@ spawn_impl(modstate *st, RuntimeObject *r, PyObject *const *args, Py_ssize_t nar
     }
 
     PyObject *result = NULL;
-    PyObject *deps = NULL, *accs[4] = {NULL, NULL, NULL, NULL}, *red = NULL;
+    PyObject *deps = NULL, *accs[4] = {NULL, NULL, NULL, NULL}, *red = NULL, *scr = NULL;
     weft_task *dbuf[SMALL], **dv = dbuf;
     /* The C accesses (the Data they come from held until submitted): the
      * named ones, then (moved after them) their relations. */
     weft_py_accs av, rel;
     weft_py_accs_init(&av);
     weft_py_accs_init(&rel);
-    size_t na = 0;
+    size_t na = 0, ns = 0;
+    /* scratch=: their C accesses (inserted after the named ones) and sizes */
+    weft_access *sacc = NULL, *call = NULL, *call_owned = NULL;
+    size_t *sbytes = NULL;
     Py_ssize_t nd = 0;
     int tries = 0, redo = 0;
     TaskObject *t = NULL;
@@ -826,6 +921,14 @@ spawn_impl(modstate *st, RuntimeObject *r, PyObject *const *args, Py_ssize_t nar
         if (accs[m] == NULL && PyErr_Occurred()) goto done;
     }
     if ((red = reduces_seq(kw.reduces)) == NULL && PyErr_Occurred()) goto done;
+    if ((scr = scratch_seq(st, kw.scratch)) == NULL && PyErr_Occurred()) goto done;
+    ns = scr ? (size_t)PySequence_Fast_GET_SIZE(scr) : 0;
+    if (ns && ((sacc = PyMem_Malloc(ns * sizeof *sacc)) == NULL ||
+               (sbytes = PyMem_Malloc(ns * sizeof *sbytes)) == NULL)) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    if (ns && scratch_accesses(st, r, scr, device_data, sacc, sbytes) < 0) goto done;
     if (nd > SMALL) dv = PyMem_Malloc(sizeof(*dv) * (size_t)nd);
     if (dv == NULL) {
         PyErr_NoMemory();
@@ -909,6 +1012,7 @@ again:
     na = av.n;
     if (red && tile_reduce_check(&av, accs, PySequence_Fast_GET_SIZE(red)) < 0) goto finish;
     if (weft_py_accs_append(&av, &rel) < 0) goto finish;
+    if ((call = with_scratch(&av, na, sacc, ns, &call_owned)) == NULL) goto finish;
 
     /* The Task object. */
     if (slot) {
@@ -922,14 +1026,18 @@ again:
     if (kw.name && kw.name != Py_None) Py_XSETREF(t->name, Py_NewRef(kw.name));
     t->fn = Py_NewRef(fn);
     Py_XSETREF(t->bodies, Py_XNewRef(bodies));
-    if (na > 0 && !native) {
-        /* For views (view.c): the Data of access i is acc[i]. */
-        PyObject *acc = PyTuple_New(na);
+    if (na + ns > 0 && !native) {
+        /* For views (view.c): the Data of access i is acc[i], and the item
+         * scratch buffer k came from is acc[na + k]. */
+        PyObject *acc = PyTuple_New((Py_ssize_t)(na + ns));
         if (acc == NULL) goto undo;
         for (size_t i = 0; i < na; i++) PyTuple_SET_ITEM(acc, (Py_ssize_t)i, Py_NewRef((PyObject *)av.dat[i]));
+        for (size_t k = 0; k < ns; k++)
+            PyTuple_SET_ITEM(acc, (Py_ssize_t)(na + k), Py_NewRef(PySequence_Fast_GET_ITEM(scr, (Py_ssize_t)k)));
         Py_XSETREF(t->acc, acc);
         t->acc_nreads = accs[0] ? (uint32_t)PySequence_Fast_GET_SIZE(accs[0]) : 0;
-        t->acc_nreduces = red ? (uint32_t)PySequence_Fast_GET_SIZE(red) : 0; /* the last ones */
+        t->acc_nreduces = red ? (uint32_t)PySequence_Fast_GET_SIZE(red) : 0; /* the last Data */
+        t->acc_nscratch = (uint32_t)ns;
     }
     t->device_data = device_data;
     if (nargs > 1 && !native) {
@@ -951,10 +1059,11 @@ again:
 
     /* A native body's call: its argument's copy, room for the addresses. */
     weft_py_native_call *nat = NULL;
-    if (native && (nat = weft_py_native_prepare(fn, nargs > 1 ? args[1] : NULL, &av, na)) == NULL) goto undo;
+    if (native && (nat = weft_py_native_prepare(fn, nargs > 1 ? args[1] : NULL, &av, na, sbytes, ns)) == NULL)
+        goto undo;
     int src;
     char why[512];
-    if (submit_c(r, t, dv, (size_t)nd, av.acc, av.n, pl, npl, nat, &src, why, sizeof why) < 0) {
+    if (submit_c(r, t, dv, (size_t)nd, call, av.n + ns, pl, npl, nat, &src, why, sizeof why) < 0) {
         if (src == WEFT_EDEADLK) cycle_message(r, t, deps, accs, na, why);
         /* A range named only through an overlapping one began to be
          * unregistered while this spawn was on its way (it may block, and
@@ -982,6 +1091,8 @@ undo:
     }
     if (redo) {
         weft_py_accs_clear(&av);
+        PyMem_Free(call_owned);
+        call_owned = NULL;
         goto again;
     }
 finish:
@@ -1000,6 +1111,10 @@ done:
     Py_XDECREF(deps);
     for (int m = 0; m < 4; m++) Py_XDECREF(accs[m]);
     Py_XDECREF(red);
+    Py_XDECREF(scr);
+    PyMem_Free(sacc);
+    PyMem_Free(sbytes);
+    PyMem_Free(call_owned);
     if (dv != dbuf) PyMem_Free(dv);
     weft_py_accs_free(&av);
     weft_py_accs_free(&rel);

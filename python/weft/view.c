@@ -19,9 +19,12 @@
  *   - On a CUDA GPU: __cuda_array_interface__ and DLPack as kDLCUDA with
  *     the device's ordinal; no buffer protocol (device memory).
  *
- * A reduction's view (reduces=, the last accesses) is the task's private
- * copy wherever it is, with the data's shape; a tile's is its interior
- * alone, rows packed (make_tile_view).
+ * A reduction's view (reduces=, the last named accesses) is the task's
+ * private copy wherever it is, with the data's shape; a tile's is its
+ * interior alone, rows packed (make_tile_view).  A scratch buffer's
+ * (scratch=, after every named access) is the task's own buffer, writable,
+ * C-contiguous, with the layout of the item that asked for it (a buffer's
+ * shape and element type, a tile's span) or bytes (make_scratch_view).
  *
  * Lifetime.  Views live as long as their task: the views made by a body
  * share a scope (one per task, made by its first view) that the task's end
@@ -221,15 +224,24 @@ weft_py_typestr_of(const char *fmt, Py_ssize_t itemsize, char out[8])
     return 0;
 }
 
+/* How many of the running body's accesses the spawn named (reads= ..
+ * reduces=): the scratch buffers come after them. */
+static Py_ssize_t
+nnamed(const weft_py_frame *f)
+{
+    return f->acc ? PyTuple_GET_SIZE(f->acc) - (Py_ssize_t)f->nscratch : 0;
+}
+
 /* The fields every view sets the same way: where it is (the task's first
- * GPU for device data, else the host, holding the object), its scope.
- * Consumes v on error. */
+ * GPU for device data, else the host, holding `keep`, the object whose
+ * memory it is, if any), whether it is read-only, its scope.  Consumes v
+ * on error. */
 static PyObject *
-view_finish(weft_py_frame *f, ViewObject *v, DataObject *d, char *ptr, Py_ssize_t i)
+view_finish(weft_py_frame *f, ViewObject *v, PyObject *keep, int readonly, char *ptr, Py_ssize_t i)
 {
     v->ptr = ptr;
     v->index = i;
-    v->readonly = (uint32_t)i < f->nreads || d->readonly;
+    v->readonly = readonly;
     v->task = weft_ctx_task_id(f->ctx);
     v->at = AT_HOST;
     v->ordinal = 0;
@@ -268,7 +280,7 @@ view_finish(weft_py_frame *f, ViewObject *v, DataObject *d, char *ptr, Py_ssize_
         v->stream = (uintptr_t)weft_ctx_stream(f->ctx, 0);
         if (v->stream == 0) v->stream = 1;
     } else {
-        v->obj = Py_NewRef(d->obj); /* its memory is the object's */
+        v->obj = Py_XNewRef(keep); /* its memory is the object's (a scratch buffer's: the task's) */
     }
     struct weft_py_scope *s = frame_scope(f);
     if (s == NULL) {
@@ -292,7 +304,7 @@ make_tile_view(modstate *st, weft_py_frame *f, Py_ssize_t i, DataObject *d, char
 {
     const weft_tile_info *t = &d->ti;
     int ndim = d->tndim;
-    int reduced = (uint32_t)(PyTuple_GET_SIZE(f->acc) - i) <= f->nreduces;
+    int reduced = (uint32_t)(nnamed(f) - i) <= f->nreduces;
     size_t rows = reduced ? t->in_rows : t->rows, cols = reduced ? t->in_cols : t->cols;
     size_t pitch = weft_ctx_pitch(f->ctx, (size_t)i), row = cols * (size_t)d->elem;
     if (pitch < row && rows > 1) {
@@ -318,19 +330,79 @@ make_tile_view(modstate *st, weft_py_frame *f, Py_ssize_t i, DataObject *d, char
     v->nbytes = (Py_ssize_t)(rows * row);
     memcpy(v->format, d->format, sizeof v->format);
     if (weft_py_typestr_of(d->format, d->elem, v->typestr) < 0) strcpy(v->typestr, "|u1"); /* partition checked */
-    return view_finish(f, v, d, ptr, i);
+    return view_finish(f, v, d->obj, (uint32_t)i < f->nreads || d->readonly, ptr, i);
+}
+
+/* A view of scratch buffer access i (at ptr, nbytes): C-contiguous, with
+ * the layout of tmpl, the scratch= item that asked for it — a tile's span
+ * (rows x cols of its elements), a weft.Data's object's or a buffer's
+ * shape and element type when they describe nbytes in one simple type —
+ * else bytes.  Writable. */
+static PyObject *
+make_scratch_view(modstate *st, weft_py_frame *f, Py_ssize_t i, PyObject *tmpl, char *ptr, size_t nbytes)
+{
+    Py_ssize_t shape[64], itemsize = 1;
+    int ndim = 1;
+    char format[4] = "B", typestr[8] = "|u1";
+    shape[0] = (Py_ssize_t)nbytes;
+    if (Py_IS_TYPE(tmpl, st->Data_T) && ((DataObject *)tmpl)->parent) {
+        const DataObject *d = (const DataObject *)tmpl;
+        if (weft_py_typestr_of(d->format, d->elem, typestr) == 0) {
+            ndim = d->tndim;
+            shape[0] = (Py_ssize_t)(ndim == 1 ? d->ti.cols : d->ti.rows);
+            shape[1] = (Py_ssize_t)d->ti.cols;
+            itemsize = d->elem;
+            memcpy(format, d->format, sizeof format);
+        }
+    } else if (!PyIndex_Check(tmpl) || PyObject_CheckBuffer(tmpl)) {
+        PyObject *obj = Py_IS_TYPE(tmpl, st->Data_T) ? ((DataObject *)tmpl)->obj : tmpl;
+        Py_buffer b;
+        if (PyObject_GetBuffer(obj, &b, PyBUF_RECORDS_RO) == 0) {
+            const char *bf = b.format ? b.format : "B";
+            if ((size_t)b.len == nbytes && b.ndim >= 1 && b.ndim <= 64 && strlen(bf) < sizeof format &&
+                weft_py_typestr_of(bf, b.itemsize, typestr) == 0) {
+                ndim = b.ndim;
+                for (int k = 0; k < ndim; k++) shape[k] = b.shape ? b.shape[k] : b.len / b.itemsize;
+                itemsize = b.itemsize;
+                strcpy(format, bf);
+            } else {
+                strcpy(typestr, "|u1");
+            }
+            PyBuffer_Release(&b);
+        } else {
+            PyErr_Clear();
+        }
+    }
+    ViewObject *v = (ViewObject *)st->View_T->tp_alloc(st->View_T, 2 * (Py_ssize_t)ndim);
+    if (v == NULL) return NULL;
+    WEFT_PY_HANDOFF_ACQUIRE(v); /* the memory's last user (its dealloc) */
+    v->ndim = ndim;
+    v->itemsize = itemsize;
+    Py_ssize_t stride = itemsize;
+    for (int k = ndim; k-- > 0;) { /* packed, C order */
+        SHAPE(v)[k] = shape[k];
+        STRIDES(v)[k] = stride;
+        stride *= shape[k];
+    }
+    v->c_contig = 1;
+    v->nbytes = (Py_ssize_t)nbytes;
+    memcpy(v->format, format, sizeof format);
+    memcpy(v->typestr, typestr, sizeof typestr);
+    return view_finish(f, v, NULL, 0, ptr, i);
 }
 
 /* A view of access i of the running body (frame f); NULL with an exception. */
 static PyObject *
 make_view(modstate *st, weft_py_frame *f, Py_ssize_t i)
 {
-    DataObject *d = (DataObject *)PyTuple_GET_ITEM(f->acc, i);
     char *ptr = weft_ctx_data(f->ctx, (size_t)i);
     if (ptr == NULL) {
         PyErr_Format(PyExc_RuntimeError, "view(): the task has no data access %zd", i);
         return NULL;
     }
+    if (i >= nnamed(f))
+        return make_scratch_view(st, f, i, PyTuple_GET_ITEM(f->acc, i), ptr, weft_ctx_bytes(f->ctx, (size_t)i));
+    DataObject *d = (DataObject *)PyTuple_GET_ITEM(f->acc, i);
     if (d->parent) return make_tile_view(st, f, i, d, ptr);
     Py_ssize_t nbytes = d->has_view ? d->view.len : 0;
     /* The layout: the object's own, asked for again with its format (the
@@ -383,7 +455,7 @@ make_view(modstate *st, weft_py_frame *f, Py_ssize_t i)
     memcpy(v->format, format, sizeof format);
     memcpy(v->typestr, typestr, sizeof typestr);
     v->nbytes = nbytes;
-    return view_finish(f, v, d, ptr, i);
+    return view_finish(f, v, d->obj, (uint32_t)i < f->nreads || d->readonly, ptr, i);
 }
 
 static void
@@ -785,8 +857,10 @@ mod_view(PyObject *m, PyObject *args)
     if (f == NULL) return NULL;
     Py_ssize_t n = f->acc ? PyTuple_GET_SIZE(f->acc) : 0, i = -1;
     /* A weft.Data or an object the task named (named twice, in reads= and
-     * writes=: the last access, a writing one); else an index. */
-    for (Py_ssize_t k = 0; k < n; k++) {
+     * writes=: the last access, a writing one); else an index.  (A scratch
+     * buffer is reached by its index, or ctx.scratch(k): the item that
+     * asked for it only gave its size.) */
+    for (Py_ssize_t k = 0; k < nnamed(f); k++) {
         DataObject *d = (DataObject *)PyTuple_GET_ITEM(f->acc, k);
         /* (a tile's obj is its parent's: a tile is named by itself only) */
         if ((PyObject *)d == which || (d->parent == NULL && d->obj == which)) i = k;
@@ -868,6 +942,15 @@ weft_py_access_range(Py_ssize_t i, unsigned mode, weft_range *out, const char *w
         PyErr_Format(PyExc_IndexError, "%s: the task has no data access %zd (it has %zd)", what, i, n);
         return -1;
     }
+    if (i >= nnamed(f)) { /* a scratch buffer: all of it */
+        void *p = weft_ctx_data(f->ctx, (size_t)i);
+        if (p == NULL) {
+            PyErr_Format(PyExc_RuntimeError, "%s: the task has no data access %zd", what, i);
+            return -1;
+        }
+        *out = (weft_range){p, weft_ctx_bytes(f->ctx, (size_t)i), mode};
+        return 0;
+    }
     DataObject *d = (DataObject *)PyTuple_GET_ITEM(f->acc, i);
     if (d->parent) {
         PyErr_Format(PyExc_TypeError, "%s: access %zd is a tile's: name its view (ctx.view(%zd)) instead", what, i,
@@ -881,6 +964,22 @@ weft_py_access_range(Py_ssize_t i, unsigned mode, weft_range *out, const char *w
     }
     *out = (weft_range){p, d->has_view ? (size_t)d->view.len : 0, mode};
     return 0;
+}
+
+static PyObject *
+mod_scratch(PyObject *m, PyObject *args)
+{
+    Py_ssize_t k = 0;
+    PyObject *task = Py_None;
+    if (!PyArg_ParseTuple(args, "|nO:_scratch", &k, &task)) return NULL;
+    weft_py_frame *f = current_frame(task, "scratch()");
+    if (f == NULL) return NULL;
+    if (k < 0 || (uint32_t)k >= f->nscratch) {
+        PyErr_Format(PyExc_IndexError, "scratch(%zd): the task has %u scratch buffer%s (spawn(..., scratch=[...]))",
+                     k, f->nscratch, f->nscratch == 1 ? "" : "s");
+        return NULL;
+    }
+    return make_view(weft_py_state_of_module(m), f, nnamed(f) + k);
 }
 
 static PyObject *
@@ -909,6 +1008,8 @@ PyMethodDef weft_py_view_methods[] = {
      "registered object); task: the C id the Context was made for (weft.Context.view)."},
     {"_views", (PyCFunction)mod_views, METH_VARARGS,
      "_views(task=None): a weft.View of each access of the running body (weft.Context.views)."},
+    {"_scratch", (PyCFunction)mod_scratch, METH_VARARGS,
+     "_scratch(k=0, task=None): a weft.View of the running body's scratch buffer k (weft.Context.scratch)."},
     {"_addresses", (PyCFunction)mod_addresses, METH_VARARGS,
      "_addresses(task=None): where each access of the running body is, as ints (weft.Context.addresses)."},
     {"_ctx_data", (PyCFunction)mod_ctx_data, METH_O,

@@ -58,8 +58,6 @@ int weft_data_register(weft_runtime *h, void *ptr, size_t n, weft_data **out)
     int err;
     if (!out)
         return weft__error(WEFT_EINVAL, "weft_data_register: out is NULL");
-    if (!ptr)
-        return weft__error(WEFT_EINVAL, "weft_data_register: pointer is NULL");
     if (n == 0)
         return weft__error(WEFT_EINVAL, "weft_data_register: size is zero");
     weft__rt *rt = weft__rt_enter(h, "weft_data_register", &err, 1, false); /* destroy waits for us */
@@ -70,6 +68,7 @@ int weft_data_register(weft_runtime *h, void *ptr, size_t n, weft_data **out)
         weft__rt_leave(rt, 1);
         return weft__error(WEFT_ENOMEM, "weft_data_register: out of memory");
     }
+    d->no_memory = ptr == NULL; /* for scratch accesses only (WEFT_SCRATCH) */
     list_add(rt, d);
     *out = weft__handle_encode(d);
     weft__rt_leave(rt, 1);
@@ -287,6 +286,10 @@ int weft_data_partition(weft_data *h, const weft_tiling *t, weft_data **tiles)
     weft__family *f = NULL;
     if (d->tile)
         rc = weft__error(WEFT_EINVAL, "weft_data_partition: data is a tile (tiles are not partitioned again)");
+    else if (d->no_memory)
+        rc = weft__error(WEFT_EINVAL, "weft_data_partition: data (d%u) has no memory (registered with "
+                                      "weft_data_register(rt, NULL, %zu)): there is nothing to partition; it can "
+                                      "only be a task's WEFT_SCRATCH access", d->id, d->size);
     else if (d->user_dev)
         rc = weft__error(WEFT_EINVAL, "weft_data_partition: data registered on a device cannot be partitioned");
     else if (atomic_load(&d->fam))
@@ -559,16 +562,21 @@ static int acquire(const weft_access *acc, size_t n, uint64_t timeout_ns, const 
         if (n > 1)
             snprintf(which, sizeof which, " (access %zu)", i);
         if (m != WEFT_R && m != WEFT_W && m != WEFT_RW) {
-            if (m & (WEFT_REDUCE | WEFT_COMMUTE | WEFT_UNORDERED | WEFT_HOST | WEFT_ON_GPU_MASK))
+            if (m & (WEFT_REDUCE | WEFT_COMMUTE | WEFT_UNORDERED | WEFT_HOST | WEFT_ON_GPU_MASK | WEFT_SCRATCH))
                 return weft__error(WEFT_EINVAL, "%s: mode 0x%x%s: WEFT_REDUCE, WEFT_COMMUTE, WEFT_UNORDERED, "
-                                                "WEFT_HOST and "
-                                                "WEFT_ON_GPU are for tasks' accesses; acquire with WEFT_R, WEFT_W "
-                                                "or WEFT_RW (what is acquired is the host's copy)", fn, m, which);
+                                                "WEFT_HOST, WEFT_ON_GPU and WEFT_SCRATCH are for tasks' accesses; "
+                                                "acquire with WEFT_R, WEFT_W or WEFT_RW (what is acquired is the "
+                                                "host's copy)", fn, m, which);
             return weft__error(WEFT_EINVAL, "%s: mode 0x%x%s is not an access mode: acquire with WEFT_R, WEFT_W "
                                             "or WEFT_RW", fn, m, which);
         }
-        if (!weft__data_get(acc[i].data))
+        const weft__data *x = weft__data_get(acc[i].data);
+        if (!x)
             return weft__error(WEFT_EINVAL, "%s: data%s is NULL or unregistered", fn, which);
+        if (x->no_memory)
+            return weft__error(WEFT_EINVAL, "%s: data%s (d%u) has no memory (registered with "
+                                            "weft_data_register(rt, NULL, %zu)): there is nothing to acquire; it "
+                                            "can only be a task's WEFT_SCRATCH access", fn, which, x->id, x->size);
         for (size_t j = 0; j < i; j++)
             if (acc[j].data == acc[i].data)
                 return weft__error(WEFT_EINVAL, "%s: accesses %zu and %zu name the same data: name each once, "

@@ -4,6 +4,7 @@
  * test device's hooks (src/testing.h).  Placement (devices issue) goes here.
  */
 #include "runtime.h"
+#include "data/scratch.h"
 #include "device/cuda.h"
 #include "device/vcheck.h"
 #include "testing.h"
@@ -162,6 +163,20 @@ int weft_ctx_queue(const weft_ctx *ctx, unsigned i, int (*fn)(void *arg), void *
     return rc ? weft__error(rc, "weft_ctx_queue: could not queue on %s (%s)", dev->name, weft_strerror(rc)) : 0;
 }
 
+/* Whether [p, p + n) lies in one of task t's scratch buffers (WEFT_SCRATCH)
+ * on device dev: its own memory, to read and write as it likes. */
+static bool in_own_scratch(const weft__task *t, unsigned dev, const void *p, size_t n)
+{
+    uintptr_t lo = (uintptr_t)p, hi = lo + n;
+    for (uint32_t a = 0; a < t->naccess; a++) {
+        const weft__scratch *s = weft__access_scratch(&t->access[a]);
+        uintptr_t slo = s ? (uintptr_t)s->r.ptr : 0;
+        if (s && s->dev == dev && lo >= slo && hi <= slo + t->access[a].data->size)
+            return true;
+    }
+    return false;
+}
+
 int weft_ctx_queue_rw(const weft_ctx *ctx, unsigned i, int (*fn)(void *arg), void *arg, uint64_t model_ns,
                       const weft_range *ranges, size_t n)
 {
@@ -186,6 +201,8 @@ int weft_ctx_queue_rw(const weft_ctx *ctx, unsigned i, int (*fn)(void *arg), voi
     }
     if (ctx->rt->graph.check_data) { /* the checking mode: its ranges in its own data there */
         for (size_t r = 0; r < n; r++) {
+            if (ranges[r].bytes && in_own_scratch(ctx->task, dev->index, ranges[r].ptr, ranges[r].bytes))
+                continue;
             const weft__data *d = ranges[r].bytes ? weft__data_at_address(&ctx->rt->mnodes[dev->index],
                                                                          ranges[r].ptr, ranges[r].bytes)
                                                   : NULL;

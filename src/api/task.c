@@ -5,6 +5,7 @@
  */
 #include "runtime.h"
 #include "data/reduce.h"
+#include "data/scratch.h"
 #include "data/tile.h"
 
 #include <stdio.h>
@@ -91,9 +92,10 @@ static int reduce_check(const weft_task_desc *d, size_t i, const void *h, const 
     if (user)
         snprintf(by, sizeof by, " (user reduction \"%s\")", user);
     for (size_t j = 0; j < d->naccesses; j++)
-        if (j != i && d->accesses[j].data == d->accesses[i].data)
+        if (j != i && d->accesses[j].data == d->accesses[i].data && !(d->accesses[j].mode & WEFT_SCRATCH))
             return weft__error(WEFT_EINVAL, "%s: access %zu reduces data that access %zu names too: a reduction "
-                                            "must be the task's only access to its data", fn, i, j);
+                                            "must be the task's only access to its data (a scratch buffer of it "
+                                            "aside)", fn, i, j);
     /* What follows reads tiles' geometry: pinned meanwhile (an unregister
      * frees it; a handle being unregistered fails the spawn later). */
     weft__data *x = weft__data_pin(d->accesses[i].data);
@@ -147,7 +149,8 @@ static int family_check(const weft_task_desc *d, size_t i, const char *fn)
     int rc = 0;
     for (size_t j = 0; j < d->naccesses && rc == 0 && x->tile; j++) {
         unsigned both = d->accesses[i].mode | d->accesses[j].mode;
-        if (j == i || !(both & WEFT_W) || (both & WEFT_REDUCE)) /* (a reduction's own rule: reduce_check) */
+        /* (a reduction's own rule: reduce_check; a scratch buffer is not the data) */
+        if (j == i || !(both & WEFT_W) || (both & (WEFT_REDUCE | WEFT_SCRATCH)))
             continue;
         weft__data *e = weft__data_pin(d->accesses[j].data);
         if (e && e == x->tile->fam->parent)
@@ -167,10 +170,10 @@ static int family_check(const weft_task_desc *d, size_t i, const char *fn)
 static int on_gpu_check(const weft_task_desc *d, size_t i, const char *fn)
 {
     unsigned m = d->accesses[i].mode, k = ((m & WEFT_ON_GPU_MASK) >> 20) - 1;
-    if ((m & (WEFT_HOST | WEFT_COMMUTE | WEFT_UNORDERED | WEFT_REDUCE)) || !(m & WEFT_RW))
-        return weft__error(WEFT_EINVAL, "%s: access %zu has mode 0x%x: WEFT_ON_GPU goes with WEFT_R, WEFT_W or "
-                                        "WEFT_RW only (not WEFT_HOST, WEFT_COMMUTE, WEFT_UNORDERED or "
-                                        "WEFT_REDUCE)", fn, i, m);
+    if ((m & (WEFT_HOST | WEFT_COMMUTE | WEFT_UNORDERED | WEFT_REDUCE)) || !(m & (WEFT_RW | WEFT_SCRATCH)))
+        return weft__error(WEFT_EINVAL, "%s: access %zu has mode 0x%x: WEFT_ON_GPU goes with WEFT_R, WEFT_W, "
+                                        "WEFT_RW or WEFT_SCRATCH only (not WEFT_HOST, WEFT_COMMUTE, "
+                                        "WEFT_UNORDERED or WEFT_REDUCE)", fn, i, m);
     if (!d->nplacements)
         return weft__error(WEFT_EINVAL, "%s: access %zu is on the task's GPU %u, but the task runs on the CPU "
                                         "(no placements)", fn, i, k);
@@ -183,11 +186,34 @@ static int on_gpu_check(const weft_task_desc *d, size_t i, const char *fn)
         unsigned kb = (weft__red_task_mode(b->mode) & WEFT_ON_GPU_MASK) >> 20;
         kb = kb ? kb - 1 : 0;
         if (j != i && b->data == d->accesses[i].data && (kb != k || (b->mode & WEFT_HOST)) &&
-            ((m | b->mode) & WEFT_W))
+            ((m | b->mode) & WEFT_W) && !((m | b->mode) & WEFT_SCRATCH)) /* (a scratch buffer is not the data) */
             return weft__error(WEFT_EINVAL, "%s: accesses %zu and %zu name the same data in two places, and one "
                                             "writes it (only readers may share data across a task's GPUs)",
                                fn, i < j ? i : j, i < j ? j : i);
     }
+    return 0;
+}
+
+/* A scratch access (access i of d): 0 or WEFT_EINVAL naming it. */
+static int scratch_check(const weft_task_desc *d, size_t i, const char *fn)
+{
+    unsigned m = d->accesses[i].mode;
+    if (m & (WEFT_RW | WEFT_COMMUTE | WEFT_REDUCE))
+        return weft__error(WEFT_EINVAL, "%s: access %zu has mode 0x%x: WEFT_SCRATCH cannot be combined with WEFT_R, "
+                                        "WEFT_W, WEFT_RW, WEFT_COMMUTE or WEFT_REDUCE: a scratch buffer is memory of "
+                                        "the data's size for the task alone, not the data (whose value it neither "
+                                        "reads nor writes); to use the value too, name the data in another access",
+                           fn, i, m);
+    if (m & WEFT_ON_GPU_MASK) {
+        int rc = on_gpu_check(d, i, fn);
+        if (rc)
+            return rc;
+        m &= ~(unsigned)WEFT_ON_GPU_MASK;
+    }
+    if (m & ~(unsigned)(WEFT_SCRATCH | WEFT_HOST))
+        return weft__error(WEFT_EINVAL, "%s: access %zu has mode 0x%x: unknown bits 0x%x with WEFT_SCRATCH (it "
+                                        "takes WEFT_HOST or WEFT_ON_GPU only)", fn, i, m,
+                           m & ~(unsigned)(WEFT_SCRATCH | WEFT_HOST));
     return 0;
 }
 
@@ -244,6 +270,17 @@ int weft__desc_check(const weft_runtime *h, const weft_task_desc *d, const char 
         if (atomic_load_explicit(&dd->rt_handle, memory_order_relaxed) != (const void *)h)
             return weft__error(WEFT_EINVAL, "%s: data of access %zu belongs to another runtime", fn, i);
         unsigned m = a->mode;
+        if (m & WEFT_SCRATCH) { /* a buffer of its own: the data's size is all it uses */
+            int rc = scratch_check(d, i, fn);
+            if (rc)
+                return rc;
+            continue;
+        }
+        if (dd->no_memory)
+            return weft__error(WEFT_EINVAL, "%s: data of access %zu (d%u) has no memory (registered with "
+                                            "weft_data_register(rt, NULL, %zu)): it can only be a task's "
+                                            "WEFT_SCRATCH access, and mode 0x%x asks for its value",
+                               fn, i, dd->id, dd->size, m);
         if ((m & WEFT_ON_GPU_MASK) && !names_user(m)) { /* (a user reduction's number is in those bits) */
             int rc = on_gpu_check(d, i, fn);
             if (rc)
@@ -270,7 +307,7 @@ int weft__desc_check(const weft_runtime *h, const weft_task_desc *d, const char 
                                             "(WEFT_R, WEFT_W or WEFT_RW, optionally | WEFT_UNORDERED; "
                                             "WEFT_RW|WEFT_COMMUTE; any of them | WEFT_HOST; or "
                                             "WEFT_REDUCE | an operator | a type, or WEFT_REDUCE | a user "
-                                            "reduction's op)", fn, i, m);
+                                            "reduction's op; or WEFT_SCRATCH)", fn, i, m);
     }
     return 0;
 }
@@ -595,6 +632,8 @@ void *weft_ctx_data(const weft_ctx *ctx, size_t i)
         return NULL;
     if (a->mode & WEFT_REDUCE) /* its private copy */
         return a->part ? a->part->r.ptr : NULL;
+    if (a->mode & WEFT_SCRATCH) /* its buffer */
+        return a->scratch ? a->scratch->r.ptr : NULL;
     return weft__data_replica(a->data, weft__task_access_dev(ctx->task, a, NULL));
 }
 
@@ -619,6 +658,8 @@ size_t weft_ctx_pitch(const weft_ctx *ctx, size_t i)
         return 0;
     if (a->mode & WEFT_REDUCE) /* its private copy: the interior's rows, packed */
         return a->data->in_bytes;
+    if (a->mode & WEFT_SCRATCH) /* its buffer: the data's rows, packed */
+        return a->data->row_bytes;
     unsigned dev = weft__task_access_dev(ctx->task, a, NULL);
     return weft__data_pitch(a->data, dev < a->data->nrep ? dev : 0);
 }

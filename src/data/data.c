@@ -10,6 +10,7 @@
  */
 #include "data/data.h"
 #include "data/reduce.h"
+#include "data/scratch.h"
 #include "data/tile.h"
 
 #include <stdio.h>
@@ -721,12 +722,17 @@ static bool evictable(const weft__data *e, unsigned i)
 
 /* Give replica r (on device dev) of e back to its device (e's lock held,
  * not pinned, evictable): the last copy of a value that must be kept goes
- * to the host first (a reducer's private copy, to host memory).  false if
- * that copy failed (nothing is dropped then). */
+ * to the host first (a reducer's private copy, to host memory; a scratch
+ * buffer holds nothing).  false if that copy failed (nothing is dropped
+ * then). */
 static bool drop_replica(weft__data *e, weft__replica *r, unsigned dev)
 {
     if (r->partial)
         return weft__reduce_evict(e, r, dev);
+    if (r->scratch) {
+        weft__scratch_evict(e, r, dev);
+        return true;
+    }
     if (last_of_live(e, dev)) { /* to the host first */
         if (copy_to_host(e, dev, EVICT_Q) != 0)
             return false;
@@ -781,7 +787,7 @@ static int alloc_evicting(weft__data *d, unsigned dev, void **out)
             /* Pinned since (pins rise under e's lock); or the last copy of
              * a value an open write may fall back to, which the host
              * cannot take now (that write's end frees it, as a pin's). */
-            bool keep = atomic_load(&r->pins) || (!r->partial && !evictable(e, dev));
+            bool keep = atomic_load(&r->pins) || (!r->partial && !r->scratch && !evictable(e, dev));
             if (keep) {
                 pinned = true;
                 if (e != d)
@@ -1115,6 +1121,7 @@ static int copy_into_user(weft__data *d)
 
 void weft__data_free(weft__data *d)
 {
+    weft__scratch_free_all(d); /* (under its lock: another handle's eviction may take one meanwhile) */
     if (atomic_load(&d->fam))
         weft__family_leave(d); /* up to date with its family first (a tile's reductions combined); it leaves it */
     if (d->partials || d->image) { /* reductions not combined yet: into the value first */

@@ -13,7 +13,8 @@
  * used first.  A handle has a shape (rows, pitch) so that a tile
  * (data/tile.h) is a handle like any other; its family's coherence is
  * tile.c's.  Reductions (WEFT_REDUCE) give each reducing task a private
- * copy, combined into the value later (data/reduce.h).
+ * copy, combined into the value later (data/reduce.h); scratch accesses
+ * (WEFT_SCRATCH) a buffer of the handle's size, its own (data/scratch.h).
  */
 #ifndef WEFT_DATA_H
 #define WEFT_DATA_H
@@ -62,6 +63,7 @@ typedef struct weft__replica {
     struct weft__data *owner;
     bool in_lru;
     bool partial;                      /* a reducer's private copy (data/reduce.h), not a replica */
+    bool scratch;                      /* a task's scratch buffer (data/scratch.h), not a replica */
 } weft__replica;
 
 /* A device's memory as the data layer sees it: the replicas allocated there,
@@ -129,6 +131,9 @@ typedef struct weft__data {
      * here), and the host's replica Weft's own, allocated on first use
      * (ptr NULL until then); 0 for data registered in host memory. */
     unsigned user_dev;
+    /* Registered with no memory (weft_data_register with NULL): for
+     * scratch accesses only (ptr NULL, never used).  Fixed at creation. */
+    bool no_memory;
     /* A partitioned handle's family (data/tile.h; set once, read without
      * a lock) and, for a tile, its place in it (NULL otherwise). */
     _Atomic(struct weft__family *) fam;
@@ -142,7 +147,11 @@ typedef struct weft__data {
     const struct weft__reduction *image_user; /* image_key WEFT_RED_USER: whose identity */
     void *image;
     _Atomic bool has_partials;         /* partials != NULL (read without the lock) */
-    /* lock protects rep[] (states, allocations, ready events).  Taken by
+    /* Its scratch buffers on GPUs (data/scratch.h), under lock: those in
+     * use (pinned) and those kept for the next scratch task there. */
+    struct weft__scratch *scratch;
+    /* lock protects rep[] (states, allocations, ready events), and the
+     * lists of reductions' records and scratch buffers above.  Taken by
      * the tasks that access the handle when they start, and by free; only
      * device operations (which never block on it) run under it, and a host
      * wait for a copy to the host.  Nothing else nests under it. */
@@ -280,7 +289,7 @@ int weft__data_acquire(weft__data *d, unsigned dev, unsigned mode, uint64_t seq,
  * `ready` event: the copy runs beside the kernels q has queued already.
  * (Not for a tile's replica: its halo copies are on q.) */
 #define WEFT__DATA_PREFETCH 0x200u
-_Static_assert((WEFT__DATA_PREFETCH & (0x1fu | WEFT_RED_OP_MASK | WEFT_RED_TYPE_MASK | WEFT_ON_GPU_MASK)) == 0,
+_Static_assert((WEFT__DATA_PREFETCH & (0x3fu | WEFT_RED_OP_MASK | WEFT_RED_TYPE_MASK | WEFT_ON_GPU_MASK)) == 0,
                "WEFT__DATA_PREFETCH collides with a public mode bit");
 /* A task about to start reads d on the host: if the host's replica is
  * invalid, start the copy to the host now (or join the one in flight) and,
@@ -400,11 +409,11 @@ void weft__data_host_copied(weft__data *d, unsigned src);
  * tag: aborts of older writes pending change nothing). */
 void weft__data_reset_to_host(weft__data *d);
 
-/* ---- for data/reduce.c, under the handle's lock ---- */
+/* ---- for data/reduce.c and data/scratch.c, under the handle's lock ---- */
 
 /* Allocate d->size bytes on device dev (> 0) into *out, evicting unpinned
- * replicas and private copies there (d's own too) when it is full: 0,
- * WEFT__DATA_RETRY or WEFT_ENOMEM, as for an acquire. */
+ * replicas, private copies and scratch buffers there (d's own too) when it
+ * is full: 0, WEFT__DATA_RETRY or WEFT_ENOMEM, as for an acquire. */
 int weft__data_alloc_evicting(weft__data *d, unsigned dev, void **out);
 /* r (a replica or private copy on device dev, dev > 0) was used / is
  * given back: its place in dev's list of allocations by age. */

@@ -71,27 +71,43 @@ enum { WEFT__EDGE_OPEN = 0, WEFT__EDGE_EARLY = 1, WEFT__EDGE_DONE = 2 };
 /* An access mode bit of the graph's own: an access added only for the
  * order (a tile's neighbours, a partitioned handle's tiles: data/tile.h),
  * after the task's own; not acquired, no address for the body.  (Clear of
- * the public bits: WEFT_R..WEFT_REDUCE are 0x1f, a reduction's operator
+ * the public bits: WEFT_R..WEFT_SCRATCH are 0x3f, a reduction's operator
  * and type 0xff000.) */
 #define WEFT__ORDER_ONLY 0x100u
-_Static_assert((WEFT__ORDER_ONLY & (0x1fu | WEFT_RED_OP_MASK | WEFT_RED_TYPE_MASK)) == 0,
+_Static_assert((WEFT__ORDER_ONLY & (0x3fu | WEFT_RED_OP_MASK | WEFT_RED_TYPE_MASK)) == 0,
                "WEFT__ORDER_ONLY collides with a public mode bit");
 /* With WEFT__ORDER_ONLY: the access of a tile that an access of its
  * partitioned parent implies (the parent's view of that tile's history:
  * graph/access.c keeps the two views' commute groups apart, and never
  * releases a task early across them). */
 #define WEFT__VIA_PARENT 0x200u
-_Static_assert((WEFT__VIA_PARENT & (WEFT__ORDER_ONLY | 0x1fu | WEFT_RED_OP_MASK | WEFT_RED_TYPE_MASK)) == 0,
+_Static_assert((WEFT__VIA_PARENT & (WEFT__ORDER_ONLY | 0x3fu | WEFT_RED_OP_MASK | WEFT_RED_TYPE_MASK)) == 0,
                "WEFT__VIA_PARENT collides with a mode bit");
 
 typedef struct weft__task_access {
     weft__data *data;
     unsigned mode;
     weft__data_hold hold;              /* replicas pinned by weft__task_acquire */
-    struct weft__partial *part;        /* WEFT_REDUCE: its private copy, from spawn to completion
+    union {                            /* (by mode: one field, so that a task fits its slot) */
+        struct weft__partial *part;    /* WEFT_REDUCE: its private copy, from spawn to completion
                                           (data/reduce.h) */
+        struct weft__scratch *scratch; /* WEFT_SCRATCH: its buffer, from its acquire to the task's
+                                          completion (data/scratch.h), NULL before and after.  A
+                                          scratch access is in no history: it orders nothing */
+    };
     weft__wrec rec;                    /* what its acquire did (committed or aborted at its end) */
 } weft__task_access;
+
+/* Access a's private copy (a reduction's), or NULL. */
+static inline struct weft__partial *weft__access_part(const weft__task_access *a)
+{
+    return (a->mode & WEFT_REDUCE) ? a->part : NULL;
+}
+/* Access a's scratch buffer (WEFT_SCRATCH, while it holds one), or NULL. */
+static inline struct weft__scratch *weft__access_scratch(const weft__task_access *a)
+{
+    return (a->mode & WEFT_SCRATCH) ? a->scratch : NULL;
+}
 
 /* weft__task.dev_fate. */
 enum { WEFT__FATE_UNKNOWN = 0, WEFT__FATE_RUNS = 1, WEFT__FATE_SKIPPED = 2 };

@@ -11,6 +11,7 @@
  */
 #include "graph/graph.h"
 #include "data/reduce.h"
+#include "data/scratch.h"
 #include "data/tile.h"
 #include "device/vcheck.h"
 
@@ -114,7 +115,7 @@ static void task_free(weft__task *t)
     if (atomic_load_explicit(&t->state, memory_order_relaxed) == WEFT__T_SPAWNING)
         for (uint32_t i = 0; i < t->naccess; i++) {
             weft__data_unpin(t->access[i].data); /* a spawn that failed: unpin */
-            if (t->access[i].part)
+            if (weft__access_part(&t->access[i]))
                 weft__reduce_discard(t->access[i].part);
         }
     if (t->edges != t->edge_inline)
@@ -224,7 +225,7 @@ static bool place_task(weft__task *t)
          * GPU is full now, the policy chooses, at the price of copies). */
         size_t most = 0;
         for (uint32_t i = 0; i < t->naccess; i++) {
-            if (t->access[i].mode & (WEFT_HOST | WEFT__ORDER_ONLY))
+            if (t->access[i].mode & (WEFT_HOST | WEFT__ORDER_ONLY | WEFT_SCRATCH)) /* (scratch: no data there) */
                 continue;
             int g = weft__placer_gpu_of(t->g->placer, weft__data_home(t->access[i].data));
             if (g >= 0 && t->access[i].data->size > most) {
@@ -375,9 +376,10 @@ static unsigned access_gpu(unsigned mode)
 }
 
 /* The bytes of d's data a GPU holds while the task runs there: each handle
- * it names (not WEFT_HOST) once, rounded up as device allocations are; for
- * a task whose accesses are on several of its GPUs (WEFT_ON_GPU), the
- * largest of their sums, reserved on each. */
+ * it names (not WEFT_HOST) once, and each scratch buffer (WEFT_SCRATCH, not
+ * WEFT_HOST) apart, rounded up as device allocations are; for a task whose
+ * accesses are on several of its GPUs (WEFT_ON_GPU), the largest of their
+ * sums, reserved on each. */
 static size_t data_bytes(const weft_task_desc *d)
 {
     size_t most = 0;
@@ -392,9 +394,9 @@ static size_t data_bytes(const weft_task_desc *d)
             const weft_access *a = &d->accesses[i];
             if ((a->mode & WEFT_HOST) || access_gpu(a->mode) != k)
                 continue;
-            bool seen = false;
-            for (size_t j = 0; j < i && j < 64 && !seen; j++) /* (beyond 64, counted again: more, never less) */
-                seen = d->accesses[j].data == a->data && !(d->accesses[j].mode & WEFT_HOST) &&
+            bool seen = false, own = (a->mode & WEFT_SCRATCH) != 0; /* (a buffer of its own) */
+            for (size_t j = 0; j < i && j < 64 && !seen && !own; j++) /* (beyond 64, counted again: more, never less) */
+                seen = d->accesses[j].data == a->data && !(d->accesses[j].mode & (WEFT_HOST | WEFT_SCRATCH)) &&
                        access_gpu(d->accesses[j].mode) == k;
             const weft__data *dd = weft__data_get(a->data);
             if (!seen && dd)
@@ -407,17 +409,22 @@ static size_t data_bytes(const weft_task_desc *d)
 }
 
 /* Whether a task touches data on the host (WEFT_HOST; a reduction's
- * private copy there is its own): then it is never released early, since
- * nothing orders the host after its predecessors' GPU work but their
- * completion (a copy to the host would read a replica a kernel in flight
- * is still writing). */
+ * private copy or a scratch buffer there is its own): then it is never
+ * released early, since nothing orders the host after its predecessors'
+ * GPU work but their completion (a copy to the host would read a replica
+ * a kernel in flight is still writing). */
 static bool touches_host(const weft_task_desc *d)
 {
     for (size_t i = 0; i < d->naccesses; i++)
-        if ((d->accesses[i].mode & (WEFT_HOST | WEFT_REDUCE)) == WEFT_HOST)
+        if ((d->accesses[i].mode & (WEFT_HOST | WEFT_REDUCE | WEFT_SCRATCH)) == WEFT_HOST)
             return true;
     return false;
 }
+
+/* Whether access a orders nothing: a scratch buffer (WEFT_SCRATCH) is in
+ * no history, implies no family orders, and is acquired as a buffer of its
+ * own, not as the data. */
+static bool is_scratch(const weft__task_access *a) { return (a->mode & WEFT_SCRATCH) != 0; }
 
 /* Append to t's accesses the order-only ones its tiles and partitioned
  * data imply (data/tile.h), counted as users like the others.  0, or an
@@ -428,7 +435,8 @@ static int add_family_orders(weft__task *t, size_t *extra)
     size_t n = 0;
     bool closing = false;
     for (uint32_t i = 0; i < na; i++)
-        n += weft__family_orders(t->access[i].data, t->access[i].mode, NULL, NULL, 0, &closing);
+        if (!is_scratch(&t->access[i]))
+            n += weft__family_orders(t->access[i].data, t->access[i].mode, NULL, NULL, 0, &closing);
     if (n == 0)
         return 0;
     if (na + n > UINT16_MAX)
@@ -453,6 +461,8 @@ static int add_family_orders(weft__task *t, size_t *extra)
     int rc = 0;
     size_t k = 0;
     for (uint32_t i = 0; i < na && rc == 0; i++) {
+        if (is_scratch(&t->access[i]))
+            continue;
         size_t m = weft__family_orders(t->access[i].data, t->access[i].mode, data, modes, n - k, &closing);
         if (closing)
             rc = weft__error(WEFT_EINVAL, "weft_spawn: data of access %u is being unregistered", i);
@@ -463,7 +473,7 @@ static int add_family_orders(weft__task *t, size_t *extra)
             a->data = data[j];
             a->mode = modes[j] | WEFT__ORDER_ONLY | (t->access[i].data->tile ? 0 : WEFT__VIA_PARENT);
             weft__data_hold_clear(&a->hold);
-            a->part = NULL;
+            a->part = NULL; /* (and scratch: one field) */
             weft__wrec_clear(&a->rec);
             t->naccess++;
         }
@@ -490,7 +500,7 @@ static uint32_t count_families(const weft__task *t, uint32_t nuser)
 {
     uint32_t n = 0;
     for (uint32_t i = 0; i < nuser; i++)
-        n += atomic_load_explicit(&t->access[i].data->fam, memory_order_acquire) != NULL;
+        n += !is_scratch(&t->access[i]) && atomic_load_explicit(&t->access[i].data->fam, memory_order_acquire) != NULL;
     return n;
 }
 
@@ -560,7 +570,7 @@ int weft__task_spawn(weft__graph *g, const void *rt_handle, const weft_task_desc
         t->access[i].data = dd;
         t->access[i].mode = task_mode(d->accesses[i].mode);
         weft__data_hold_clear(&t->access[i].hold);
-        t->access[i].part = NULL;
+        t->access[i].part = NULL; /* (and scratch: one field) */
         weft__wrec_clear(&t->access[i].rec);
         t->naccess = (uint16_t)(i + 1);
         /* A reduction's record, enlisted at the link: the order of the
@@ -572,7 +582,7 @@ int weft__task_spawn(weft__graph *g, const void *rt_handle, const weft_task_desc
         }
         if (t->access[i].mode & WEFT_COMMUTE)
             t->has_commute = true;
-        nfam += atomic_load_explicit(&dd->fam, memory_order_acquire) != NULL;
+        nfam += !is_scratch(&t->access[i]) && atomic_load_explicit(&dd->fam, memory_order_acquire) != NULL;
     }
     /* Tiles and partitioned data: the handles it is also ordered with. */
     if (nfam) {
@@ -596,7 +606,8 @@ int weft__task_spawn(weft__graph *g, const void *rt_handle, const weft_task_desc
         }
 
     /* Unique data in address order (modes merged): the order in which the
-     * histories are locked, so concurrent spawns cannot deadlock. */
+     * histories are locked, so concurrent spawns cannot deadlock.  Scratch
+     * accesses are left out: they order nothing. */
     weft__task_access stack_sorted[STACK_ACCESSES];
     weft__task_access *sorted = stack_sorted;
     if (na > STACK_ACCESSES) {
@@ -606,16 +617,19 @@ int weft__task_spawn(weft__graph *g, const void *rt_handle, const weft_task_desc
             return weft__error(WEFT_ENOMEM, "weft_spawn: out of memory");
         }
     }
-    memcpy(sorted, t->access, sizeof(weft__task_access) * na);
+    uint32_t nordered = 0;
+    for (uint32_t i = 0; i < na; i++)
+        if (!is_scratch(&t->access[i]))
+            sorted[nordered++] = t->access[i];
     /* Where and whether it is used changes nothing in the order; through
      * which view of a tile (its own, its parent's) it is accessed does
      * (weft__access_link). */
-    for (uint32_t i = 0; i < na; i++)
+    for (uint32_t i = 0; i < nordered; i++)
         sorted[i].mode &= ~(unsigned)(WEFT_HOST | WEFT__ORDER_ONLY | WEFT_ON_GPU_MASK);
-    if (na > 1)
-        qsort(sorted, na, sizeof *sorted, cmp_access);
+    if (nordered > 1)
+        qsort(sorted, nordered, sizeof *sorted, cmp_access);
     uint32_t nu = 0;
-    for (uint32_t i = 0; i < na; i++) {
+    for (uint32_t i = 0; i < nordered; i++) {
         if (nu && sorted[nu - 1].data == sorted[i].data) {
             unsigned a = sorted[nu - 1].mode, b = sorted[i].mode;
             unsigned commute = a & b & WEFT_COMMUTE; /* in the group only if every access is */
@@ -637,7 +651,7 @@ int weft__task_spawn(weft__graph *g, const void *rt_handle, const weft_task_desc
             /* Named while the histories are locked (p is alive): which of
              * the spawn's own accesses, and which task it would follow. */
             uint32_t j = 0;
-            while (j + 1 < nuser && t->access[j].data != sorted[hi].data)
+            while (j + 1 < nuser && (t->access[j].data != sorted[hi].data || is_scratch(&t->access[j])))
                 j++;
             char who[80];
             task_label(p, who, sizeof who);
@@ -718,7 +732,7 @@ int weft__task_spawn(weft__graph *g, const void *rt_handle, const weft_task_desc
         atomic_store(&x->cont_of->cont, t);
     }
     for (uint32_t i = 0; i < nuser; i++)
-        if (t->access[i].part)
+        if (weft__access_part(&t->access[i]))
             weft__reduce_enlist(t->access[i].data, t->access[i].part, t->id);
     weft__access_unlock_all(sorted, nu);
     if (sorted != stack_sorted)
@@ -998,7 +1012,7 @@ static int check_data(weft__task *t)
 {
     for (uint32_t i = 0; i < t->naccess; i++) {
         weft__task_access *a = &t->access[i];
-        if (a->mode & (WEFT__ORDER_ONLY | WEFT_REDUCE)) /* a reducer's copy is its own */
+        if (a->mode & (WEFT__ORDER_ONLY | WEFT_REDUCE | WEFT_SCRATCH)) /* a reducer's copy, a scratch buffer: its own */
             continue;
         char why[200], msg[320];
         unsigned dev = weft__task_access_dev(t, a, NULL);
@@ -1020,10 +1034,22 @@ static int poison_body(void *arg)
     return 0;
 }
 
+/* Fill n bytes at p on virtual GPU dev with the poison, on q ahead of t's
+ * work there: the virtual GPU's check of a write-only range does it (and
+ * notes the fill as the range's writer). */
+static int poison_on_stream(weft__task *t, weft__device *dev, weft__dqueue *q, void *p, size_t n)
+{
+    weft_range r = {p, n, WEFT_W};
+    weft__launch k = {poison_body, NULL, 0, &r, 1, weft__task_op_failed, t, NULL};
+    return dev->ops->launch(q, &k);
+}
+
 /* The checking mode: what t only writes on a virtual GPU holds no value
- * for it: poisoned (0xDB) on its stream ahead of its body's work, by the
- * virtual GPU's check of a write-only range, so that a kernel reading it
- * before writing it reads the poison, not a value that looks right. */
+ * for it: poisoned (0xDB) on its stream ahead of its body's work, so that
+ * a kernel reading it before writing it reads the poison, not a value that
+ * looks right.  So is each scratch buffer (WEFT_SCRATCH), whose contents
+ * are unspecified: on its virtual GPU's stream, or at once in host memory
+ * (not on CUDA). */
 static int poison_write_only(weft__task *t)
 {
     int rc = 0;
@@ -1031,12 +1057,17 @@ static int poison_write_only(weft__task *t)
         weft__task_access *a = &t->access[i];
         weft__dqueue *q;
         unsigned dev = weft__task_access_dev(t, a, &q);
-        if ((a->mode & (WEFT_R | WEFT_REDUCE | WEFT__ORDER_ONLY)) || !dev || !q || a->data->tile ||
-            a->data->devs[dev]->kind != WEFT_DEVICE_VGPU)
+        weft__scratch *s = weft__access_scratch(a);
+        if (s && s->dev == 0) {
+            memset(s->r.ptr, WEFT__DATA_POISON, a->data->size);
             continue;
-        weft_range r = {weft__data_replica(a->data, dev), a->data->size, WEFT_W};
-        weft__launch k = {poison_body, NULL, 0, &r, 1, weft__task_op_failed, t, NULL};
-        rc = a->data->devs[dev]->ops->launch(q, &k);
+        }
+        if (!dev || !q || dev >= a->data->nrep || a->data->devs[dev]->kind != WEFT_DEVICE_VGPU)
+            continue;
+        if (s)
+            rc = poison_on_stream(t, a->data->devs[dev], q, s->r.ptr, a->data->size);
+        else if (!(a->mode & (WEFT_R | WEFT_REDUCE | WEFT__ORDER_ONLY)) && !a->data->tile)
+            rc = poison_on_stream(t, a->data->devs[dev], q, weft__data_replica(a->data, dev), a->data->size);
     }
     return rc;
 }
@@ -1150,13 +1181,16 @@ static bool guard_drain(weft__task *t)
     return ok;
 }
 
-/* The replica access a of t uses, on a virtual GPU (NULL otherwise). */
+/* The replica access a of t uses, or its scratch buffer, on a virtual GPU
+ * (NULL otherwise). */
 static void *guarded_replica(const weft__task *t, const weft__task_access *a)
 {
     unsigned dev = weft__task_access_dev(t, a, NULL);
     if ((a->mode & (WEFT_REDUCE | WEFT__ORDER_ONLY)) || !dev || dev >= a->data->nrep ||
         a->data->devs[dev]->kind != WEFT_DEVICE_VGPU)
         return NULL;
+    if (is_scratch(a))
+        return a->scratch && a->scratch->dev ? a->scratch->r.ptr : NULL;
     return weft__data_replica(a->data, dev);
 }
 
@@ -1242,11 +1276,11 @@ static void guard_compare(weft__task *t, weft__guard *g, int *result)
             continue;
         char msg[600];
         snprintf(msg, sizeof msg,
-                 "data check: the body of task '%s' (%llu) changed access %u (data d%u) on the host, in its replica "
+                 "data check: the body of task '%s' (%llu) changed access %u (data d%u) on the host, in its %s "
                  "on %s: that is GPU memory (a real GPU's is not the host's), which the task's own work and "
                  "copies change on its stream: queue the work there (weft_ctx_queue), or call weft_ctx_sync "
                  "first (a virtual GPU's replica is then the body's to use on the host)",
-                 t->name, (unsigned long long)t->id, i, a->data->id,
+                 t->name, (unsigned long long)t->id, i, a->data->id, is_scratch(a) ? "scratch buffer" : "replica",
                  a->data->devs[weft__task_access_dev(t, a, NULL)]->name);
         weft__vcheck_report(msg);
         if (*result == 0)
@@ -1300,6 +1334,8 @@ int weft__task_acquire(weft__task *t, bool waited_events)
             seen = weft__data_room_epoch(a->data, dev);
             if (a->mode & WEFT_REDUCE) /* a private copy, not the value */
                 rc = weft__reduce_acquire(a->data, dev, a->part);
+            else if (is_scratch(a)) /* a buffer of its own, not the value */
+                rc = weft__scratch_acquire(a->data, dev, &a->scratch);
             else
                 rc = weft__data_acquire(a->data, dev, (a->mode & ~(unsigned)WEFT_ON_GPU_MASK) | prefetch, t->id, aq,
                                         &a->hold, &a->rec);
@@ -1315,7 +1351,7 @@ int weft__task_acquire(weft__task *t, bool waited_events)
             }
         if (rc == 0 && t->g->check_data)
             rc = check_data(t);
-        if (rc == 0 && t->g->check_data && t->place && t->place->ngpu)
+        if (rc == 0 && t->g->check_data)
             rc = poison_write_only(t);
         if (rc != WEFT__DATA_RETRY)
             return rc;
@@ -1328,6 +1364,12 @@ int weft__task_acquire(weft__task *t, bool waited_events)
         for (uint32_t j = i; j-- > 0;) { /* the states back as they were, newest change first */
             if (t->access[j].mode & WEFT_REDUCE) { /* its private copy's memory (nothing queued into it) */
                 weft__reduce_drop(t->access[j].data, t->access[j].part);
+                continue;
+            }
+            if (is_scratch(&t->access[j])) { /* its buffer (nothing queued into it) */
+                if (t->access[j].scratch)
+                    weft__scratch_release(t->access[j].data, t->access[j].scratch, false);
+                t->access[j].scratch = NULL;
                 continue;
             }
             /* (its streams drained: its copies are good) */
@@ -1573,8 +1615,13 @@ void weft__task_complete(weft__task *t, int final, weft__qnode **next)
     for (uint32_t i = t->naccess; i-- > 0;)
         weft__data_end(t->access[i].data, &t->access[i].rec, final == WEFT__T_COMPLETED, untouched, copies_failed,
                        g->check_data);
-    for (uint32_t i = 0; i < t->naccess; i++)
+    for (uint32_t i = 0; i < t->naccess; i++) {
         weft__data_release(t->access[i].data, &t->access[i].hold, true);
+        if (weft__access_scratch(&t->access[i])) { /* (its streams' work has run: nothing uses it any more) */
+            weft__scratch_release(t->access[i].data, t->access[i].scratch, true);
+            t->access[i].scratch = NULL;
+        }
+    }
     if (t->has_commute)
         weft__commute_release(t, next);
     if (final == WEFT__T_FAILED)
@@ -1589,7 +1636,7 @@ void weft__task_complete(weft__task *t, int final, weft__qnode **next)
     /* A reducer's private copies are final (and combined only if it
      * completed) before a successor may combine them. */
     for (uint32_t i = 0; i < t->naccess; i++)
-        if (t->access[i].part) {
+        if (weft__access_part(&t->access[i])) {
             weft__reduce_finish(t->access[i].data, t->access[i].part, final == WEFT__T_COMPLETED);
             t->access[i].part = NULL;
         }
