@@ -22,6 +22,7 @@
 #define WEFT_INTERNAL_H
 
 #include "weft.h"
+#include "base.h" /* errors and the clock */
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -109,15 +110,6 @@ static inline void *weft__handle_decode(const void *h)
     uint32_t g = atomic_load_explicit(&s->gen, memory_order_acquire);
     return ((uintptr_t)h & WEFT__GEN_MASK) == (g & WEFT__GEN_MASK) ? s : NULL;
 }
-
-/* ------------------------------------------------------------------------ */
-/* api/runtime.c: errors and the clock                                       */
-/* ------------------------------------------------------------------------ */
-
-/* Record a message for weft_last_error() and return code. */
-int weft__error(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-void weft__clear_error(void);
-uint64_t weft__now_ns(void);
 
 /* What a progress step found (a poller's result: runtime.h, comm/comm.h):
  * nothing in flight, work in flight of which nothing ended, or something

@@ -173,8 +173,6 @@ static inline int weft__rt_poll(weft__rt *rt)
 int weft__desc_check(const weft_runtime *h, const weft_task_desc *d, const char *fn);
 weft__rt *weft__spawn_enter(weft_runtime *h, const weft_task_desc *d, const char *fn, int *err, int64_t *held);
 void weft__spawn_leave(weft__rt *rt, int64_t held, bool spawned);
-/* An absolute deadline timeout_ns from now (UINT64_MAX: none; no overflow). */
-uint64_t weft__deadline(uint64_t timeout_ns);
 
 /* api/wait.c: until t has finished or done(arg) holds (outside threads:
  * no help).  0 or WEFT_ETIMEDOUT.  Ended by a wake on key t. */
