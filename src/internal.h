@@ -111,7 +111,7 @@ static inline void *weft__handle_decode(const void *h)
     return ((uintptr_t)h & WEFT__GEN_MASK) == (g & WEFT__GEN_MASK) ? s : NULL;
 }
 
-/* What a progress step found (a poller's result: runtime.h, comm/comm.h):
+/* What a progress step found (a poller's result: wait.h, comm/comm.h):
  * nothing in flight, work in flight of which nothing ended, or something
  * ended. */
 enum { WEFT__POLL_IDLE = 0, WEFT__POLL_BUSY = 1, WEFT__POLL_ENDED = 2 };
