@@ -59,16 +59,13 @@ struct weft__rt {
     /* The data acquired by threads outside tasks (weft_data_acquire), or
      * being acquired: one record per handle (api/data.c), under data_lock. */
     struct weft__acq *acquired;
-    uint64_t t0_ns;                    /* trace time origin */
     /* Progress steps that complete work by polling (a communicator across
      * ranks: its MPI tests), run by idle workers and the runtime's waits. */
     weft__pollset polls;
-    /* comm_lock protects comm_spans: the trace's communication track
-     * (operations that complete off the streams, such as MPI's, from
-     * start to end).  Taken alone. */
-    pthread_mutex_t comm_lock;
-    struct weft__comm_span *comm_spans;
-    size_t ncomm_spans, capcomm_spans;
+    /* The tools watching the workers (worker.h), filled before they start;
+     * the trace is one (NULL without a trace_path). */
+    weft__observers observers;
+    struct weft__tracer *tracer;
 };
 
 /* api/runtime.c */

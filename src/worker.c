@@ -10,11 +10,12 @@
  * while they spin they run the runtime's registered progress steps (its
  * pollset, wait.h: a communicator's MPI tests), so work that completes by
  * polling completes on a thread that was idle anyway, and one of them
- * keeps polling instead of parking while such work is in flight.
+ * keeps polling instead of parking while such work is in flight.  Tools
+ * that watch bodies run (the trace) are observers (worker.h), told of each
+ * body by the worker that ran it.
  */
 #include "worker.h"
 #include "runtime.h"
-#include "trace.h"
 
 #include <sched.h>
 #include <signal.h>
@@ -48,7 +49,8 @@ static void run_chain(weft__worker *w, weft__qnode *n)
             w->current = t;
             atomic_store_explicit(&w->depth, atomic_load_explicit(&w->depth, memory_order_relaxed) + 1,
                                   memory_order_relaxed);
-            uint64_t t0 = w->rt->graph.trace ? weft__now_ns() : 0;
+            const weft__observers *obs = &w->rt->observers;
+            uint64_t t0 = obs->n ? weft__now_ns() : 0;
             struct weft__guard *guard = w->rt->graph.check_data ? weft__task_guard_begin(t) : NULL;
             ctx.guard = guard;
             weft__halo_guard halo;
@@ -58,8 +60,11 @@ static void run_chain(weft__worker *w, weft__qnode *n)
             weft__task_guard_end(t, guard, &r);
             if (w->rt->graph.check_data)
                 weft__task_halo_end(t, &halo, &r);
-            if (w->rt->graph.trace)
-                weft__trace_record(w, t, t0, weft__now_ns());
+            if (obs->n) {
+                uint64_t t1 = weft__now_ns();
+                for (unsigned k = 0; k < obs->n; k++)
+                    obs->at[k].ops->on_exit(obs->at[k].self, w->index, t, t0, t1);
+            }
             atomic_store_explicit(&w->depth, atomic_load_explicit(&w->depth, memory_order_relaxed) - 1,
                                   memory_order_relaxed);
             w->current = t->outer;
@@ -70,6 +75,16 @@ static void run_chain(weft__worker *w, weft__qnode *n)
         }
         n = next;
     }
+}
+
+int weft__observer_add(weft__observers *o, const weft__observer_ops *ops, void *self)
+{
+    if (o->n == WEFT__MAX_OBSERVERS)
+        return WEFT_ENOMEM;
+    o->at[o->n].ops = ops;
+    o->at[o->n].self = self;
+    o->n++;
+    return 0;
 }
 
 static bool help_with(weft__worker *w, weft__task *t)

@@ -191,12 +191,10 @@ weft__rt *weft__rt_enter(const weft_runtime *h, const char *fn, int *err, int64_
 
 static void rt_free(weft__rt *rt)
 {
-    if (rt->workers) {
-        for (unsigned i = 0; i < rt->nworkers; i++)
-            weft__trace_free(&rt->workers[i]);
-        weft__free(rt->workers);
-        rt->workers = NULL;
-    }
+    weft__trace_free(rt->tracer);
+    rt->tracer = NULL;
+    weft__free(rt->workers);
+    rt->workers = NULL;
     if (rt->sched.q)
         weft__sched_fini(&rt->sched);
     if (rt->placer_ready)
@@ -210,10 +208,6 @@ static void rt_free(weft__rt *rt)
     weft__reduction_free_all(rt->reductions); /* (after the data: unregister combines with them) */
     rt->reductions = NULL;
     weft__free(rt->trace_path);
-    weft__free(rt->comm_spans);
-    rt->comm_spans = NULL;
-    rt->ncomm_spans = rt->capcomm_spans = 0;
-    pthread_mutex_destroy(&rt->comm_lock);
     pthread_mutex_destroy(&rt->data_lock);
     weft__slot_free(rt);
 }
@@ -263,10 +257,8 @@ int weft_runtime_create(const weft_config *cfg_in, weft_runtime **out)
      * and wakes once per batch rather than once per task. */
     int64_t low = (int64_t)(rt->max_inflight - rt->max_inflight / 4) - 1;
     pthread_mutex_init(&rt->data_lock, NULL);
-    pthread_mutex_init(&rt->comm_lock, NULL);
     for (unsigned i = 0; i < WEFT__MAX_DEVICES; i++)
         weft__mnode_init(&rt->mnodes[i]);
-    rt->t0_ns = weft__now_ns();
     weft__graph_init(&rt->graph, &rt->sched, &rt->waits, low < 0 ? 0 : low);
 
     if (weft__sched_init(&rt->sched, n, &rt->waits) != 0) {
@@ -302,7 +294,6 @@ int weft_runtime_create(const weft_config *cfg_in, weft_runtime **out)
             return weft__error(WEFT_ENOMEM, "weft_runtime_create: out of memory");
         }
         rt->cfg.trace_path = rt->trace_path;
-        rt->graph.trace = true;
     }
     rt->graph.check_data = weft__vcheck_wanted(); /* the checking mode (WEFT_VGPU_CHECK) */
     uint64_t prefetch = 1; /* the prefetch queues: on unless WEFT_PREFETCH=0 */
@@ -321,6 +312,10 @@ int weft_runtime_create(const weft_config *cfg_in, weft_runtime **out)
         w->index = i;
         w->q = &rt->sched.q[i];
         w->stats.owner = &rt->graph;
+    }
+    if (rt->trace_path && !(rt->tracer = weft__trace_new(rt))) {
+        rt_free(rt);
+        return weft__error(WEFT_ENOMEM, "weft_runtime_create: out of memory");
     }
     atomic_store(&rt->open, true);
     int rc = weft__workers_start(rt);
@@ -361,7 +356,7 @@ int weft_runtime_destroy(weft_runtime *h)
     if (atomic_exchange(&rt->graph.failures, 0) > 0)
         rc = WEFT_ETASKFAILED;
     weft__workers_stop(rt);
-    if (rt->trace_path && weft__trace_write(rt) != 0 && rc == 0)
+    if (rt->tracer && weft__trace_write(rt->tracer) != 0 && rc == 0)
         rc = weft__error(WEFT_ESYSTEM, "weft_runtime_destroy: could not write trace to %s", rt->trace_path);
     /* Unregister what is left (no task is in flight, no call either). */
     weft__data *d = rt->data_list;
@@ -407,8 +402,8 @@ int weft_runtime_stats(weft_runtime *h, weft_stats *out)
         uint64_t since = atomic_load_explicit(&w->idle_since, memory_order_relaxed);
         if (since && now > since)
             s.idle_ns += now - since; /* the idle period still going on */
-        s.trace_dropped += atomic_load_explicit(&w->trace_dropped, memory_order_relaxed);
     }
+    s.trace_dropped = weft__trace_dropped(rt->tracer);
     s.tasks_failed += atomic_load(&rt->graph.ext.n_failed);
     s.tasks_cancelled += atomic_load(&rt->graph.ext.n_cancelled);
     s.tasks_spawned = atomic_load(&rt->graph.next_id) - 1; /* ids are handed out in spawn order from 1 */
