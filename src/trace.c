@@ -7,7 +7,7 @@
  * without locks; the file is written after the workers have been joined.
  */
 #include "trace.h"
-#include "runtime.h"
+#include "api/runtime.h"
 #include "data/tile.h"
 
 #include <string.h>

@@ -6,7 +6,7 @@
  * The trace is an observer of the workers (worker.h): it sees bodies only
  * through the observer table the front end adds it to, and keeps its own
  * buffers.  It names devices and writes their tracks from the runtime's
- * device table (runtime.h).
+ * device table (api/runtime.h).
  */
 #ifndef WEFT_TRACE_H
 #define WEFT_TRACE_H

@@ -15,7 +15,7 @@
  * body by the worker that ran it.
  */
 #include "worker.h"
-#include "runtime.h"
+#include "api/runtime.h"
 
 #include <sched.h>
 #include <signal.h>

@@ -2,7 +2,7 @@
  * api/runtime.c — configuration, runtime lifecycle, statistics and wait_all
  * (errors and the clock: base.c).
  */
-#include "runtime.h"
+#include "api/runtime.h"
 #include "data/reduce.h"
 #include "device/vcheck.h"
 #include "device/cuda.h"

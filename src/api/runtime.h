@@ -1,12 +1,13 @@
 /*
- * runtime.h — the runtime object of the front end (api/): one per
+ * api/runtime.h — the runtime object of the front end (api/): one per
  * weft_runtime handle, composed of each layer's own state.  The layers below
  * see only their own part (the graph its weft__graph, sched its weft__sched,
- * ...); the execution layer (worker.c) and trace.c read the worker table and
- * the configuration.
+ * ...); the execution layer (worker.c) reads the worker table, the
+ * configuration, the pollset and the observers, and the trace (trace.c) the
+ * device table.
  */
-#ifndef WEFT_RUNTIME_H
-#define WEFT_RUNTIME_H
+#ifndef WEFT_API_RUNTIME_H
+#define WEFT_API_RUNTIME_H
 
 #include "internal.h"
 #include "data/data.h"
@@ -57,7 +58,7 @@ struct weft__rt {
     struct weft__reduction *reductions; /* user reductions (weft_reduction_register), newest first;
                                           freed with the runtime, after its data */
     /* The data acquired by threads outside tasks (weft_data_acquire), or
-     * being acquired: one record per handle (api/data.c), under data_lock. */
+     * being acquired: one record per handle (api/api_data.c), under data_lock. */
     struct weft__acq *acquired;
     /* Progress steps that complete work by polling (a communicator across
      * ranks: its MPI tests), run by idle workers and the runtime's waits. */
@@ -92,7 +93,7 @@ static inline bool weft__in_callback(void) { return weft__tls_finishing != NULL;
  * finishes tasks, which the wait may need. */
 int weft__refuse_in_callback(const char *fn);
 
-/* api/wait.c: the runtime's waits, built on the wait engine. */
+/* api/api_wait.c: the runtime's waits, built on the wait engine. */
 int weft__wait_task(weft__rt *rt, weft__task *t, uint64_t deadline);
 int weft__wait_idle(weft__rt *rt, uint64_t deadline);           /* inflight == 0 (outside threads) */
 /* inflight == 0, or every task left waits for a task-space key nobody
@@ -106,23 +107,23 @@ void weft__wait_cond(weft__rt *rt, const void *key, bool (*done)(const void *), 
                      _Atomic int32_t *interest);
 void weft__rt_progress(void *rt);  /* poll every device's progress and the registered progress steps */
 
-/* api/wait.c: register fn(arg) as a progress step of rt (weft__poller_add
+/* api/api_wait.c: register fn(arg) as a progress step of rt (weft__poller_add
  * on rt's pollset: 0, or WEFT_ENOMEM with *slot -1 when every slot is
  * taken), and remove it (returns once no thread is inside fn). */
 int weft__rt_poller_add(weft__rt *rt, weft__poll_fn fn, void *arg, int *slot);
 void weft__rt_poller_remove(weft__rt *rt, int slot);
 
-/* api/task.c: shared by weft_spawn and weft_space_spawn. */
+/* api/api_task.c: shared by weft_spawn and weft_space_spawn. */
 int weft__desc_check(const weft_runtime *h, const weft_task_desc *d, const char *fn);
 weft__rt *weft__spawn_enter(weft_runtime *h, const weft_task_desc *d, const char *fn, int *err, int64_t *held);
 void weft__spawn_leave(weft__rt *rt, int64_t held, bool spawned);
 
-/* api/wait.c: until t has finished or done(arg) holds (outside threads:
+/* api/api_wait.c: until t has finished or done(arg) holds (outside threads:
  * no help).  0 or WEFT_ETIMEDOUT.  Ended by a wake on key t. */
 int weft__wait_task_or(weft__rt *rt, weft__task *t, bool (*done)(const void *), const void *arg,
                        uint64_t deadline);
 
-/* api/data.c: destroy releases the acquisitions still held (not those
+/* api/api_data.c: destroy releases the acquisitions still held (not those
  * being made: their acquire sees the runtime closing). */
 void weft__acquired_release_all(weft__rt *rt);
 

@@ -1,12 +1,12 @@
 /*
- * api/wait.c — the runtime's waits, each a spec for the wait engine
+ * api/api_wait.c — the runtime's waits, each a spec for the wait engine
  * (src/wait.c): a task, all tasks, backpressure, an unregister.  Each says
  * what ends it (the key a notifier names), what the waiting thread may help
  * with, and whether a waiting worker counts as blocked; and the runtime's
  * progress step for the engine (devices that find completions by polling,
  * the pollset: wait.h).
  */
-#include "runtime.h"
+#include "api/runtime.h"
 
 static bool task_final(const void *arg)
 {
