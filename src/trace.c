@@ -131,14 +131,14 @@ static void body_ran(void *self, unsigned worker, const weft__task *t, uint64_t 
 
 static const weft__observer_ops trace_observer = {"trace", body_ran};
 
-weft__tracer *weft__trace_new(weft__rt *rt)
+weft__tracer *weft__trace_new(weft__rt *rt, uint64_t t0_ns)
 {
     weft__tracer *tr = weft__alloc(sizeof *tr);
     if (!tr)
         return NULL;
     memset(tr, 0, sizeof *tr);
     tr->rt = rt;
-    tr->t0_ns = weft__now_ns();
+    tr->t0_ns = t0_ns;
     tr->max_events = rt->cfg.trace_max_events;
     tr->nworkers = rt->nworkers;
     size_t bytes = sizeof(trace_buf) * rt->nworkers;

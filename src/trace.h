@@ -16,10 +16,10 @@
 typedef struct weft__tracer weft__tracer;
 
 /* A trace of rt's tasks (rt->trace_path, rt->nworkers workers,
- * rt->cfg.trace_max_events per worker), its time origin now, added to
- * rt's observers; NULL when out of memory or the observers are full.
+ * rt->cfg.trace_max_events per worker) whose time origin is t0_ns, added
+ * to rt's observers; NULL when out of memory or the observers are full.
  * Before the workers start. */
-weft__tracer *weft__trace_new(weft__rt *rt);
+weft__tracer *weft__trace_new(weft__rt *rt, uint64_t t0_ns);
 /* Write the file (after the workers have been joined): 0, or -1. */
 int weft__trace_write(weft__tracer *tr);
 /* Spans dropped so far: the per-worker limit reached, or memory ran out. */

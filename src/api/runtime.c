@@ -259,6 +259,7 @@ int weft_runtime_create(const weft_config *cfg_in, weft_runtime **out)
     pthread_mutex_init(&rt->data_lock, NULL);
     for (unsigned i = 0; i < WEFT__MAX_DEVICES; i++)
         weft__mnode_init(&rt->mnodes[i]);
+    uint64_t t0 = weft__now_ns(); /* the trace's time origin: before any device's clock starts */
     weft__graph_init(&rt->graph, &rt->sched, &rt->waits, low < 0 ? 0 : low);
 
     if (weft__sched_init(&rt->sched, n, &rt->waits) != 0) {
@@ -313,7 +314,7 @@ int weft_runtime_create(const weft_config *cfg_in, weft_runtime **out)
         w->q = &rt->sched.q[i];
         w->stats.owner = &rt->graph;
     }
-    if (rt->trace_path && !(rt->tracer = weft__trace_new(rt))) {
+    if (rt->trace_path && !(rt->tracer = weft__trace_new(rt, t0))) {
         rt_free(rt);
         return weft__error(WEFT_ENOMEM, "weft_runtime_create: out of memory");
     }
