@@ -1,20 +1,25 @@
 /*
  * internal.h — what every layer of Weft shares (not installed): the panic
- * macros, the one allocator, type-stable handle slots, error reporting, the
- * clock and small atomic helpers.  Nothing here knows any layer's structs:
- * each layer owns its own in its own header (see docs/design.md):
+ * macros, the one allocator, type-stable handle slots, small atomic helpers,
+ * and (base.h) error reporting and the clock.  Nothing here knows any
+ * layer's structs: each layer owns its own in its own header (see
+ * docs/design.md):
  *
- *   api/      front end: the public functions of weft.h (runtime.h: the runtime)
- *   worker.h  execution: worker threads, running bodies, helping while waiting
+ *   api/      front end: the public functions of weft.h (api/runtime.h: the runtime)
+ *   trace.h   observability: an observer of the workers
+ *   worker.h  execution: worker threads, running bodies, helping while waiting, observers
  *   graph/    tasks, edges, the per-data access history, task spaces
  *   sched/    ready queues, mapping a task to a device, parking and waking
  *   data/     data handles and their per-device replicas
- *   device/   the device interface and its kinds (host, test device)
- *   wait.h    the one wait engine (sleeping until an event, helping, polling)
- *   trace.h   observability
+ *   device/   the device interface and its kinds (host, virtual GPUs, CUDA)
+ *   comm/     communicator backends
+ *   wait.h    the one wait engine (sleeping until an event, helping, pollers)
+ *   alloc.c   the allocator and handle slots (this header)
+ *   base.h    errors and the clock
  *
- * Calls run one way: api -> worker -> graph -> sched -> device, graph -> data
- * -> device; every layer may use wait.h's wake-up side and this header.
+ * Calls run one way: api -> trace -> worker -> graph -> sched/data -> device
+ * -> wait -> alloc -> base, and api -> comm -> data; scripts/layers.py holds
+ * the table and checks it (the ctest test "layers").
  *
  * Naming: public weft_*, internal non-static weft__*, everything else static.
  */
@@ -22,6 +27,7 @@
 #define WEFT_INTERNAL_H
 
 #include "weft.h"
+#include "base.h" /* errors and the clock */
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -110,16 +116,7 @@ static inline void *weft__handle_decode(const void *h)
     return ((uintptr_t)h & WEFT__GEN_MASK) == (g & WEFT__GEN_MASK) ? s : NULL;
 }
 
-/* ------------------------------------------------------------------------ */
-/* api/runtime.c: errors and the clock                                       */
-/* ------------------------------------------------------------------------ */
-
-/* Record a message for weft_last_error() and return code. */
-int weft__error(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-void weft__clear_error(void);
-uint64_t weft__now_ns(void);
-
-/* What a progress step found (a poller's result: runtime.h, comm/comm.h):
+/* What a progress step found (a poller's result: wait.h, comm/comm.h):
  * nothing in flight, work in flight of which nothing ended, or something
  * ended. */
 enum { WEFT__POLL_IDLE = 0, WEFT__POLL_BUSY = 1, WEFT__POLL_ENDED = 2 };

@@ -2,11 +2,12 @@
  * trace.c — Chrome-trace JSON (opens in Perfetto and chrome://tracing): one
  * track per worker, one complete ("X") event per task, named.
  *
- * Each worker appends to its own chunked buffer without locks; the file is
- * written after the workers have been joined.
+ * An observer of the workers (worker.h): each worker's bodies go to a
+ * chunked buffer of the trace's own that only that worker appends to,
+ * without locks; the file is written after the workers have been joined.
  */
 #include "trace.h"
-#include "runtime.h"
+#include "api/runtime.h"
 #include "data/tile.h"
 
 #include <string.h>
@@ -70,32 +71,56 @@ static void data_note(const weft__rt *rt, const weft__task *t, char *out, size_t
         out[n - 1] = '\0';
 }
 
-struct weft__trace_chunk {
-    weft__trace_chunk *next;
+typedef struct trace_chunk {
+    struct trace_chunk *next;
     size_t n;
     trace_event ev[EVENTS_PER_CHUNK];
+} trace_chunk;
+
+/* One worker's spans: written by that worker only, read after the join. */
+typedef struct trace_buf {
+    trace_chunk *head, *tail;
+    size_t count;
+    _Atomic uint64_t dropped;          /* also read by weft_runtime_stats */
+} __attribute__((aligned(WEFT__CACHELINE))) trace_buf;
+
+struct weft__tracer {
+    weft__rt *rt;                      /* its device table names devices and streams */
+    uint64_t t0_ns;                    /* the trace's time origin */
+    size_t max_events;                 /* per worker */
+    unsigned nworkers;
+    trace_buf *buf;                    /* [nworkers] */
+    /* comm_lock protects comm_spans: the communication track (operations
+     * that complete off the streams, such as MPI's, from start to end).
+     * Taken alone. */
+    pthread_mutex_t comm_lock;
+    weft__comm_span *comm_spans;
+    size_t ncomm_spans, capcomm_spans;
 };
 
-void weft__trace_record(weft__worker *w, const weft__task *t, uint64_t start_ns, uint64_t end_ns)
+static void body_ran(void *self, unsigned worker, const weft__task *t, uint64_t start_ns, uint64_t end_ns)
 {
-    if (w->trace_count >= w->rt->cfg.trace_max_events) {
-        weft__count(&w->trace_dropped, 1);
+    weft__tracer *tr = self;
+    weft__rt *rt = tr->rt;
+    trace_buf *b = &tr->buf[worker];
+    if (b->count >= tr->max_events) {
+        weft__count(&b->dropped, 1);
         return;
     }
-    weft__trace_chunk *c = w->trace_tail;
+    trace_chunk *c = b->tail;
     if (!c || c->n == EVENTS_PER_CHUNK) {
         c = weft__alloc(sizeof *c);
         if (!c) {
-            weft__count(&w->trace_dropped, 1);
+            weft__count(&b->dropped, 1);
             return;
         }
         c->next = NULL;
         c->n = 0;
-        if (w->trace_tail)
-            w->trace_tail->next = c;
+        if (b->tail)
+            b->tail->next = c;
         else
-            w->trace_head = c;
-        w->trace_tail = c;
+            b->head = c;
+        b->tail = c;
     }
     trace_event *e = &c->ev[c->n++];
     e->start_ns = start_ns;
@@ -107,9 +132,33 @@ void weft__trace_record(weft__worker *w, const weft__task *t, uint64_t start_ns,
     size_t at = 0;
     for (unsigned k = 0; t->place && k < t->place->ngpu && at < sizeof e->devices; k++)
         at += (size_t)snprintf(e->devices + at, sizeof e->devices - at, "%s%s", k ? "+" : "",
-                               w->rt->placer.gpu[t->place->gpu[k]]->name);
-    data_note(w->rt, t, e->data, sizeof e->data);
-    w->trace_count++;
+                               rt->placer.gpu[t->place->gpu[k]]->name);
+    data_note(rt, t, e->data, sizeof e->data);
+    b->count++;
+}
+
+static const weft__observer_ops trace_observer = {"trace", body_ran};
+
+weft__tracer *weft__trace_new(weft__rt *rt, uint64_t t0_ns)
+{
+    weft__tracer *tr = weft__alloc(sizeof *tr);
+    if (!tr)
+        return NULL;
+    memset(tr, 0, sizeof *tr);
+    tr->rt = rt;
+    tr->t0_ns = t0_ns;
+    tr->max_events = rt->cfg.trace_max_events;
+    tr->nworkers = rt->nworkers;
+    size_t bytes = sizeof(trace_buf) * rt->nworkers;
+    tr->buf = weft__alloc_aligned(WEFT__CACHELINE, bytes);
+    if (!tr->buf || weft__observer_add(&rt->observers, &trace_observer, tr) != 0) {
+        weft__free(tr->buf);
+        weft__free(tr);
+        return NULL;
+    }
+    memset(tr->buf, 0, bytes);
+    pthread_mutex_init(&tr->comm_lock, NULL);
+    return tr;
 }
 
 /* Length of the valid UTF-8 sequence at s, or 0 if it is not one. */
@@ -150,7 +199,7 @@ static void write_json_string(FILE *f, const char *str)
 }
 
 /* A track (tid) named `name` with the kernels and copies queue q of dev ran. */
-static void write_track(FILE *f, const weft__rt *rt, unsigned tid, const char *name, const weft__device *dev,
+static void write_track(FILE *f, uint64_t t0_ns, unsigned tid, const char *name, const weft__device *dev,
                         weft__dqueue *q)
 {
     const weft__span *sp;
@@ -159,7 +208,7 @@ static void write_track(FILE *f, const weft__rt *rt, unsigned tid, const char *n
     write_json_string(f, name);
     fputs("}}", f);
     for (size_t k = 0; k < n; k++) {
-        uint64_t ts = sp[k].t0 - rt->t0_ns, dur = sp[k].t1 - sp[k].t0;
+        uint64_t ts = sp[k].t0 - t0_ns, dur = sp[k].t1 - sp[k].t0;
         fprintf(f,
                 ",\n{\"name\":\"%s\",\"cat\":\"device\",\"ph\":\"X\",\"pid\":1,\"tid\":%u,"
                 "\"ts\":%llu.%03llu,\"dur\":%llu.%03llu,\"args\":{\"bytes\":%zu}}",
@@ -168,18 +217,19 @@ static void write_track(FILE *f, const weft__rt *rt, unsigned tid, const char *n
     }
 }
 
-int weft__trace_write(weft__rt *rt)
+int weft__trace_write(weft__tracer *tr)
 {
+    const weft__rt *rt = tr->rt;
     FILE *f = fopen(rt->trace_path, "w");
     if (!f)
         return -1;
     fputs("{\"displayTimeUnit\":\"ns\",\"traceEvents\":[\n", f);
     fputs("{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":1,\"args\":{\"name\":\"weft\"}}", f);
-    for (unsigned i = 0; i < rt->nworkers; i++)
+    for (unsigned i = 0; i < tr->nworkers; i++)
         fprintf(f, ",\n{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":1,\"tid\":%u,\"args\":{\"name\":\"worker %u\"}}",
                 i, i);
-    for (unsigned i = 0; i < rt->nworkers; i++) {
-        for (weft__trace_chunk *c = rt->workers[i].trace_head; c; c = c->next) {
+    for (unsigned i = 0; i < tr->nworkers; i++) {
+        for (const trace_chunk *c = tr->buf[i].head; c; c = c->next) {
             for (size_t k = 0; k < c->n; k++) {
                 const trace_event *e = &c->ev[k];
                 fputs(",\n{\"name\":", f);
@@ -187,7 +237,7 @@ int weft__trace_write(weft__rt *rt)
                     write_json_string(f, e->name);
                 else
                     fprintf(f, "\"task %llu\"", (unsigned long long)e->id);
-                uint64_t ts = e->start_ns - rt->t0_ns, dur = e->end_ns - e->start_ns;
+                uint64_t ts = e->start_ns - tr->t0_ns, dur = e->end_ns - e->start_ns;
                 fprintf(f,
                         ",\"cat\":\"task\",\"ph\":\"X\",\"pid\":1,\"tid\":%u,\"ts\":%llu.%03llu,"
                         "\"dur\":%llu.%03llu,\"args\":{\"id\":%llu",
@@ -218,7 +268,7 @@ int weft__trace_write(weft__rt *rt)
         char track[64];
         for (unsigned s = 0; s < WEFT__STREAMS; s++) {
             snprintf(track, sizeof track, "%s stream %u", dev->name, s);
-            write_track(f, rt, 1000 + g * WEFT__STREAMS + s, track, dev, pl->streams[g][s]);
+            write_track(f, tr->t0_ns, 1000 + g * WEFT__STREAMS + s, track, dev, pl->streams[g][s]);
         }
         const weft__mnode *m = &rt->mnodes[dev->index];
         for (unsigned k = 0; k < 2 + WEFT__PREFETCH_QUEUES; k++)
@@ -227,16 +277,16 @@ int weft__trace_write(weft__rt *rt)
                     snprintf(track, sizeof track, "%s %s", dev->name, k ? "write-backs" : "copies to the host");
                 else
                     snprintf(track, sizeof track, "%s copies in %u", dev->name, k - 2);
-                write_track(f, rt, 5000 + g * (2 + WEFT__PREFETCH_QUEUES) + k, track, dev, m->copyq[k]);
+                write_track(f, tr->t0_ns, 5000 + g * (2 + WEFT__PREFETCH_QUEUES) + k, track, dev, m->copyq[k]);
             }
     }
     /* The communication track (operations across ranks, start to end). */
-    if (rt->ncomm_spans) {
+    if (tr->ncomm_spans) {
         fputs(",\n{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":1,\"tid\":2000,\"args\":{\"name\":"
               "\"communication\"}}", f);
-        for (size_t k = 0; k < rt->ncomm_spans; k++) {
-            const weft__comm_span *c = &rt->comm_spans[k];
-            uint64_t ts = c->t0 - rt->t0_ns, dur = c->t1 - c->t0;
+        for (size_t k = 0; k < tr->ncomm_spans; k++) {
+            const weft__comm_span *c = &tr->comm_spans[k];
+            uint64_t ts = c->t0 - tr->t0_ns, dur = c->t1 - c->t0;
             fputs(",\n{\"name\":", f);
             write_json_string(f, c->name);
             fprintf(f,
@@ -252,37 +302,53 @@ int weft__trace_write(weft__rt *rt)
 
 void weft__trace_comm(weft__rt *rt, const char *name, uint64_t t0, uint64_t t1, size_t bytes)
 {
-    if (!rt->trace_path)
+    weft__tracer *tr = rt->tracer;
+    if (!tr)
         return;
-    pthread_mutex_lock(&rt->comm_lock);
-    if (rt->ncomm_spans == rt->capcomm_spans && rt->capcomm_spans < ((size_t)1 << 20)) {
-        size_t cap = rt->capcomm_spans ? rt->capcomm_spans * 2 : 256;
+    pthread_mutex_lock(&tr->comm_lock);
+    if (tr->ncomm_spans == tr->capcomm_spans && tr->capcomm_spans < ((size_t)1 << 20)) {
+        size_t cap = tr->capcomm_spans ? tr->capcomm_spans * 2 : 256;
         weft__comm_span *n = weft__alloc(cap * sizeof *n);
         if (n) {
-            if (rt->ncomm_spans)
-                memcpy(n, rt->comm_spans, rt->ncomm_spans * sizeof *n);
-            weft__free(rt->comm_spans);
-            rt->comm_spans = n;
-            rt->capcomm_spans = cap;
+            if (tr->ncomm_spans)
+                memcpy(n, tr->comm_spans, tr->ncomm_spans * sizeof *n);
+            weft__free(tr->comm_spans);
+            tr->comm_spans = n;
+            tr->capcomm_spans = cap;
         }
     }
-    if (rt->ncomm_spans < rt->capcomm_spans) {
-        weft__comm_span *c = &rt->comm_spans[rt->ncomm_spans++];
+    if (tr->ncomm_spans < tr->capcomm_spans) {
+        weft__comm_span *c = &tr->comm_spans[tr->ncomm_spans++];
         snprintf(c->name, sizeof c->name, "%s", name);
         c->t0 = t0;
         c->t1 = t1;
         c->bytes = bytes;
     }
-    pthread_mutex_unlock(&rt->comm_lock);
+    pthread_mutex_unlock(&tr->comm_lock);
 }
 
-void weft__trace_free(weft__worker *w)
+uint64_t weft__trace_dropped(weft__tracer *tr)
 {
-    weft__trace_chunk *c = w->trace_head;
-    while (c) {
-        weft__trace_chunk *next = c->next;
-        weft__free(c);
-        c = next;
+    uint64_t n = 0;
+    for (unsigned i = 0; tr && i < tr->nworkers; i++)
+        n += atomic_load_explicit(&tr->buf[i].dropped, memory_order_relaxed);
+    return n;
+}
+
+void weft__trace_free(weft__tracer *tr)
+{
+    if (!tr)
+        return;
+    for (unsigned i = 0; i < tr->nworkers; i++) {
+        trace_chunk *c = tr->buf[i].head;
+        while (c) {
+            trace_chunk *next = c->next;
+            weft__free(c);
+            c = next;
+        }
     }
-    w->trace_head = w->trace_tail = NULL;
+    weft__free(tr->buf);
+    weft__free(tr->comm_spans);
+    pthread_mutex_destroy(&tr->comm_lock);
+    weft__free(tr);
 }

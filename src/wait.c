@@ -4,10 +4,12 @@
  * Each sleeper has its own condition variable (on its stack, bound to the
  * waitset's lock), so a notifier wakes exactly the sleepers waiting for what
  * happened, and the counters tell event wake-ups from timer wake-ups.
+ * Here too: the pollsets (progress steps registered from above).
  */
 #include "wait.h"
 
 #include <errno.h>
+#include <sched.h>
 #include <time.h>
 
 const char weft__key_idle = 'i';
@@ -154,5 +156,55 @@ int weft__wait_until(weft__waitset *ws, const weft__wait *w)
                 atomic_fetch_add_explicit(&ws->n_wake_timer, 1, memory_order_relaxed);
         }
         spins = w->spin; /* after a sleep, check and help, but do not spin again */
+    }
+}
+
+/* ------------------------------------------------------------------------ */
+/* Pollers                                                                   */
+/* ------------------------------------------------------------------------ */
+
+int weft__poller_add(weft__pollset *ps, const weft__poll_ops *ops, void *arg, int *slot)
+{
+    for (int i = 0; i < WEFT__MAX_POLLERS; i++) {
+        weft__poller *p = &ps->slot[i];
+        bool no = false;
+        if (!atomic_compare_exchange_strong(&p->taken, &no, true))
+            continue;
+        p->name = ops->name;
+        atomic_store(&p->arg, arg);
+        atomic_store(&p->poll, ops->poll); /* published last: a caller that reads it reads arg too */
+        atomic_fetch_add(&ps->n, 1);
+        *slot = i;
+        return 0;
+    }
+    *slot = -1;
+    return WEFT_ENOMEM;
+}
+
+void weft__poller_remove(weft__pollset *ps, int slot)
+{
+    weft__poller *p = &ps->slot[slot];
+    atomic_store(&p->poll, NULL);
+    while (atomic_load(&p->users) > 0) /* a caller inside it: a progress step is short */
+        sched_yield();
+    atomic_store(&p->arg, NULL);
+    p->name = NULL;
+    atomic_fetch_sub(&ps->n, 1);
+    atomic_store(&p->taken, false);
+}
+
+void weft__poll_waiting(weft__pollset *ps, bool yield)
+{
+    /* An idle worker that spins runs the steps between its looks for work,
+     * and what they complete releases its successor onto that worker's
+     * queue; a second poller would only take turns with it at a
+     * communicator's lock, on the cores it needs.  Work in flight of which
+     * nothing ended: this thread spins, and the threads it waits for
+     * (another rank's, on an oversubscribed machine) may need its core. */
+    if (atomic_load_explicit(&ps->idle_pollers, memory_order_relaxed) > 0) {
+        if (yield)
+            sched_yield();
+    } else if (weft__poll(ps) == WEFT__POLL_BUSY && yield) {
+        sched_yield();
     }
 }

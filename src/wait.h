@@ -10,6 +10,11 @@
  * The notifying side (weft__wake, weft__wake_work) touches only the waitset,
  * so every layer may call it without calling upwards.
  *
+ * Pollers: work that completes only when someone polls it (a communicator
+ * across ranks: its MPI tests) registers a progress step in a pollset;
+ * idle workers and waits run the steps while they spin.  The layers above
+ * register into it; the engine calls nothing above itself.
+ *
  * Lost wake-ups: a sleeper registers itself (and bumps the interest counter
  * its notifier reads) before it re-checks the condition; a notifier changes
  * the state before it reads the counters; both sides use sequentially
@@ -70,5 +75,88 @@ void weft__wake(weft__waitset *ws, const void *key);
 /* New ready work: wake the sleepers that help while they wait. */
 static inline bool weft__wake_work_wanted(weft__waitset *ws) { return atomic_load(&ws->nwork) > 0; }
 void weft__wake_work(weft__waitset *ws);
+
+/* ------------------------------------------------------------------------ */
+/* Pollers                                                                   */
+/* ------------------------------------------------------------------------ */
+
+/* A progress step, as its owner registers it: what it polls (a name for
+ * whoever inspects the set, a debugger) and the step.  The step must never block and may be called
+ * from any thread, several at once; it returns what it found
+ * (WEFT__POLL_IDLE, _BUSY or _ENDED: internal.h). */
+typedef int (*weft__poll_fn)(void *arg);
+typedef struct weft__poll_ops {
+    const char *name;
+    weft__poll_fn poll;
+} weft__poll_ops;
+
+/* One registered step.  Lock-free: a caller counts itself in `users`
+ * before it reads `poll`, and removing clears `poll` then waits for
+ * `users` to drop to 0 (both sequentially consistent, so one side always
+ * sees the other). */
+#define WEFT__MAX_POLLERS 16
+typedef struct weft__poller {
+    _Atomic bool taken;                /* the slot is registered (claimed by compare-and-swap) */
+    _Atomic(weft__poll_fn) poll;       /* NULL while free or being removed */
+    _Atomic(void *) arg;
+    const char *name;                  /* written by the registration that took the slot */
+    _Atomic int32_t users;             /* callers inside poll, or about to be */
+} weft__poller;
+
+/* The progress steps of one runtime, and who runs them.  Zeroed to start
+ * with none. */
+typedef struct weft__pollset {
+    weft__poller slot[WEFT__MAX_POLLERS];
+    _Atomic uint32_t n;                /* registered steps, read first: none costs one load */
+    /* The one idle worker that keeps polling past its spin while work that
+     * completes by polling is in flight, instead of parking (index + 1; 0:
+     * none); the others park (worker.c). */
+    _Atomic uint32_t polling_worker;
+    /* Idle workers spinning now (not parked) that run the steps, counted
+     * only while some step is registered: while one is, a waiting thread
+     * leaves the steps to it (weft__poll_waiting), so that one thread per
+     * rank polls and the waiter does not take turns with it at a
+     * communicator's lock. */
+    _Atomic uint32_t idle_pollers;
+} weft__pollset;
+
+/* Register ops->poll(arg): 0, with its slot in *slot, or WEFT_ENOMEM when
+ * all WEFT__MAX_POLLERS slots are taken (*slot -1: the caller must make
+ * progress without, e.g. by a thread of its own). */
+int weft__poller_add(weft__pollset *ps, const weft__poll_ops *ops, void *arg, int *slot);
+/* Remove the step in slot: returns once no thread is inside it. */
+void weft__poller_remove(weft__pollset *ps, int slot);
+
+static inline bool weft__pollers_any(weft__pollset *ps)
+{
+    return atomic_load_explicit(&ps->n, memory_order_relaxed) > 0;
+}
+
+/* Run every registered step once: the most any found (WEFT__POLL_ENDED if
+ * one completed something).  For idle workers and waits. */
+static inline int weft__poll(weft__pollset *ps)
+{
+    if (!weft__pollers_any(ps))
+        return WEFT__POLL_IDLE;
+    int most = WEFT__POLL_IDLE;
+    for (unsigned i = 0; i < WEFT__MAX_POLLERS; i++) {
+        weft__poller *p = &ps->slot[i];
+        if (!atomic_load_explicit(&p->poll, memory_order_relaxed))
+            continue;
+        atomic_fetch_add(&p->users, 1);
+        weft__poll_fn fn = atomic_load(&p->poll);
+        int r = fn ? fn(atomic_load(&p->arg)) : WEFT__POLL_IDLE;
+        if (r > most)
+            most = r;
+        atomic_fetch_sub(&p->users, 1);
+    }
+    return most;
+}
+
+/* A waiting thread's turn at the steps: left to an idle worker that spins
+ * on them, if there is one (the caller yields its core to it when
+ * `yield`); otherwise run once here (the caller yields when they found
+ * work in flight of which nothing ended, and `yield`). */
+void weft__poll_waiting(weft__pollset *ps, bool yield);
 
 #endif

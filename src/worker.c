@@ -7,14 +7,15 @@
  * released right away (no queue round trip); the rest go on its queue for
  * others to steal.  Workers spin for cfg.spin_ns before parking because, on
  * these machines, waking a parked thread costs as much as a small task;
- * while they spin they run the runtime's registered progress steps
- * (weft__rt_poll: a communicator's MPI tests), so work that completes by
+ * while they spin they run the runtime's registered progress steps (its
+ * pollset, wait.h: a communicator's MPI tests), so work that completes by
  * polling completes on a thread that was idle anyway, and one of them
- * keeps polling instead of parking while such work is in flight.
+ * keeps polling instead of parking while such work is in flight.  Tools
+ * that watch bodies run (the trace) are observers (worker.h), told of each
+ * body by the worker that ran it.
  */
 #include "worker.h"
-#include "runtime.h"
-#include "trace.h"
+#include "api/runtime.h"
 
 #include <sched.h>
 #include <signal.h>
@@ -48,7 +49,8 @@ static void run_chain(weft__worker *w, weft__qnode *n)
             w->current = t;
             atomic_store_explicit(&w->depth, atomic_load_explicit(&w->depth, memory_order_relaxed) + 1,
                                   memory_order_relaxed);
-            uint64_t t0 = w->rt->graph.trace ? weft__now_ns() : 0;
+            const weft__observers *obs = &w->rt->observers;
+            uint64_t t0 = obs->n ? weft__now_ns() : 0;
             struct weft__guard *guard = w->rt->graph.check_data ? weft__task_guard_begin(t) : NULL;
             ctx.guard = guard;
             weft__halo_guard halo;
@@ -58,8 +60,11 @@ static void run_chain(weft__worker *w, weft__qnode *n)
             weft__task_guard_end(t, guard, &r);
             if (w->rt->graph.check_data)
                 weft__task_halo_end(t, &halo, &r);
-            if (w->rt->graph.trace)
-                weft__trace_record(w, t, t0, weft__now_ns());
+            if (obs->n) {
+                uint64_t t1 = weft__now_ns();
+                for (unsigned k = 0; k < obs->n; k++)
+                    obs->at[k].ops->on_exit(obs->at[k].self, w->index, t, t0, t1);
+            }
             atomic_store_explicit(&w->depth, atomic_load_explicit(&w->depth, memory_order_relaxed) - 1,
                                   memory_order_relaxed);
             w->current = t->outer;
@@ -70,6 +75,16 @@ static void run_chain(weft__worker *w, weft__qnode *n)
         }
         n = next;
     }
+}
+
+int weft__observer_add(weft__observers *o, const weft__observer_ops *ops, void *self)
+{
+    if (o->n == WEFT__MAX_OBSERVERS)
+        return WEFT_ENOMEM;
+    o->at[o->n].ops = ops;
+    o->at[o->n].self = self;
+    o->n++;
+    return 0;
 }
 
 static bool help_with(weft__worker *w, weft__task *t)
@@ -186,8 +201,8 @@ bool weft__others_can_progress(weft__rt *rt, const weft__worker *me)
 static void stop_polling(weft__rt *rt, const weft__worker *w)
 {
     uint32_t me = w->index + 1;
-    if (atomic_load_explicit(&rt->polling_worker, memory_order_relaxed) == me)
-        atomic_compare_exchange_strong(&rt->polling_worker, &me, 0);
+    if (atomic_load_explicit(&rt->polls.polling_worker, memory_order_relaxed) == me)
+        atomic_compare_exchange_strong(&rt->polls.polling_worker, &me, 0);
 }
 
 static void *worker_main(void *arg)
@@ -218,9 +233,9 @@ static void *worker_main(void *arg)
         bool in_flight = false; /* a poll in this stretch of 64 found work in flight */
         /* Counted among the idle pollers while it spins (waits then leave
          * the pollers to it). */
-        bool counted = atomic_load_explicit(&rt->npollers, memory_order_relaxed) > 0;
+        bool counted = weft__pollers_any(&rt->polls);
         if (counted)
-            atomic_fetch_add(&rt->idle_pollers, 1);
+            atomic_fetch_add(&rt->polls.idle_pollers, 1);
         for (unsigned i = 1;; i++) {
             if (atomic_load_explicit(&rt->sched.stop, memory_order_relaxed))
                 break;
@@ -229,7 +244,7 @@ static void *worker_main(void *arg)
             /* Drive the registered progress steps (MPI's tests): what one
              * completes releases its successor onto this worker's queue,
              * found at the next look. */
-            int polled = weft__rt_poll(rt);
+            int polled = weft__poll(&rt->polls);
             if (polled == WEFT__POLL_ENDED)
                 continue;
             in_flight |= polled == WEFT__POLL_BUSY;
@@ -245,23 +260,23 @@ static void *worker_main(void *arg)
                  * instead of parking, so that its end is found at once and
                  * its successor runs here; the others park. */
                 uint32_t none = 0, me = w->index + 1;
-                if (in_flight && (atomic_load_explicit(&rt->polling_worker, memory_order_relaxed) == me ||
-                                  atomic_compare_exchange_strong(&rt->polling_worker, &none, me))) {
+                if (in_flight && (atomic_load_explicit(&rt->polls.polling_worker, memory_order_relaxed) == me ||
+                                  atomic_compare_exchange_strong(&rt->polls.polling_worker, &none, me))) {
                     spin_until = weft__now_ns() + rt->cfg.spin_ns;
                 } else {
                     stop_polling(rt, w);
                     if (counted)
-                        atomic_fetch_sub(&rt->idle_pollers, 1);
+                        atomic_fetch_sub(&rt->polls.idle_pollers, 1);
                     weft__sched_park(&rt->sched, w->q);
-                    if ((counted = atomic_load_explicit(&rt->npollers, memory_order_relaxed) > 0))
-                        atomic_fetch_add(&rt->idle_pollers, 1);
+                    if ((counted = weft__pollers_any(&rt->polls)))
+                        atomic_fetch_add(&rt->polls.idle_pollers, 1);
                     spin_until = weft__now_ns() + rt->cfg.spin_ns;
                 }
                 in_flight = false;
             }
         }
         if (counted)
-            atomic_fetch_sub(&rt->idle_pollers, 1);
+            atomic_fetch_sub(&rt->polls.idle_pollers, 1);
         stop_polling(rt, w);
         atomic_store_explicit(&w->idle_since, 0, memory_order_relaxed);
         weft__count(&w->idle_ns, weft__now_ns() - idle_start);

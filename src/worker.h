@@ -11,7 +11,6 @@
 #include "sched/sched.h"
 
 typedef struct weft__rt weft__rt;
-typedef struct weft__trace_chunk weft__trace_chunk;
 
 typedef struct weft__worker {
     weft__rt *rt;
@@ -25,11 +24,33 @@ typedef struct weft__worker {
     weft__task_stats stats;            /* written by this worker only */
     _Atomic uint64_t idle_ns;
     _Atomic uint64_t idle_since;       /* start of the current idle period, 0 while busy */
-    /* trace buffer: this worker only, read after join */
-    weft__trace_chunk *trace_head, *trace_tail;
-    size_t trace_count;
-    _Atomic uint64_t trace_dropped;
 } __attribute__((aligned(WEFT__CACHELINE))) weft__worker;
+
+/* Observers of the workers (Taskflow's ObserverInterface): the tools that
+ * watch tasks run (the trace) hook in through this table of named
+ * operations, which the front end fills before the workers start and
+ * leaves alone until they have stopped (so workers read it without a
+ * lock).  on_exit: the body of t ran on worker `worker` from start_ns to
+ * end_ns (weft__now_ns); called on that worker's thread after the body
+ * returned, before its task completes (t and its data are as the body
+ * left them); it must not block. */
+typedef struct weft__observer_ops {
+    const char *name;
+    void (*on_exit)(void *self, unsigned worker, const weft__task *t, uint64_t start_ns, uint64_t end_ns);
+} weft__observer_ops;
+
+#define WEFT__MAX_OBSERVERS 4
+typedef struct weft__observers {
+    unsigned n;
+    struct {
+        const weft__observer_ops *ops;
+        void *self;
+    } at[WEFT__MAX_OBSERVERS];
+} weft__observers;
+
+/* Add an observer (before the workers start): 0, or WEFT_ENOMEM when
+ * WEFT__MAX_OBSERVERS are added. */
+int weft__observer_add(weft__observers *o, const weft__observer_ops *ops, void *self);
 
 /* What a body sees (weft.h's weft_ctx). */
 struct weft_ctx {

@@ -3,7 +3,7 @@
  * about it, work a body queues on a device (the ENQUEUED stage), and the
  * test device's hooks (src/testing.h).  Placement (devices issue) goes here.
  */
-#include "runtime.h"
+#include "api/runtime.h"
 #include "data/scratch.h"
 #include "device/cuda.h"
 #include "device/vcheck.h"

@@ -1,8 +1,8 @@
 /*
- * api/runtime.c — configuration, runtime lifecycle, statistics, errors and
- * wait_all.
+ * api/runtime.c — configuration, runtime lifecycle, statistics and wait_all
+ * (errors and the clock: base.c).
  */
-#include "runtime.h"
+#include "api/runtime.h"
 #include "data/reduce.h"
 #include "device/vcheck.h"
 #include "device/cuda.h"
@@ -10,28 +10,13 @@
 #include "trace.h"
 
 #include <errno.h>
-#include <stdarg.h>
 #include <stddef.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 /* ------------------------------------------------------------------------ */
-/* Errors                                                                    */
+/* Calls refused in a callback                                               */
 /* ------------------------------------------------------------------------ */
-
-static _Thread_local char last_error[512];
-
-int weft__error(int code, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(last_error, sizeof last_error, fmt, ap);
-    va_end(ap);
-    return code;
-}
-
-void weft__clear_error(void) { last_error[0] = '\0'; }
 
 int weft__refuse_in_callback(const char *fn)
 {
@@ -41,35 +26,6 @@ int weft__refuse_in_callback(const char *fn)
                                      "thread that finishes tasks, which the wait may need (spawn the next task "
                                      "from the callback, look with weft_task_status_get, or wait from the "
                                      "program's own thread)", fn);
-}
-
-const char *weft_last_error(void) { return last_error; }
-
-const char *weft_strerror(int code)
-{
-    switch (code) {
-    case WEFT_OK: return "WEFT_OK: success";
-    case WEFT_EINVAL: return "WEFT_EINVAL: invalid argument or handle";
-    case WEFT_ENOMEM: return "WEFT_ENOMEM: out of memory";
-    case WEFT_ECLOSED: return "WEFT_ECLOSED: the runtime was destroyed";
-    case WEFT_EBUSY: return "WEFT_EBUSY: busy: the call would wait for what the caller itself holds, or the data is in use";
-    case WEFT_ETASKFAILED: return "WEFT_ETASKFAILED: a task body returned an error";
-    case WEFT_ECANCELLED: return "WEFT_ECANCELLED: the task was cancelled";
-    case WEFT_ETIMEDOUT: return "WEFT_ETIMEDOUT: the wait timed out";
-    case WEFT_EDEADLK: return "WEFT_EDEADLK: the wait could never finish";
-    case WEFT_ESYSTEM: return "WEFT_ESYSTEM: the operating system refused";
-    case WEFT_EAGAIN: return "WEFT_EAGAIN: the spawn would block (backpressure)";
-    case WEFT_EDEVICE: return "WEFT_EDEVICE: a device failed";
-    case WEFT_ENODEV: return "WEFT_ENODEV: no device of this runtime can do it";
-    default: return "unknown Weft error code";
-    }
-}
-
-uint64_t weft__now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
 /* ------------------------------------------------------------------------ */
@@ -235,12 +191,10 @@ weft__rt *weft__rt_enter(const weft_runtime *h, const char *fn, int *err, int64_
 
 static void rt_free(weft__rt *rt)
 {
-    if (rt->workers) {
-        for (unsigned i = 0; i < rt->nworkers; i++)
-            weft__trace_free(&rt->workers[i]);
-        weft__free(rt->workers);
-        rt->workers = NULL;
-    }
+    weft__trace_free(rt->tracer);
+    rt->tracer = NULL;
+    weft__free(rt->workers);
+    rt->workers = NULL;
     if (rt->sched.q)
         weft__sched_fini(&rt->sched);
     if (rt->placer_ready)
@@ -254,10 +208,6 @@ static void rt_free(weft__rt *rt)
     weft__reduction_free_all(rt->reductions); /* (after the data: unregister combines with them) */
     rt->reductions = NULL;
     weft__free(rt->trace_path);
-    weft__free(rt->comm_spans);
-    rt->comm_spans = NULL;
-    rt->ncomm_spans = rt->capcomm_spans = 0;
-    pthread_mutex_destroy(&rt->comm_lock);
     pthread_mutex_destroy(&rt->data_lock);
     weft__slot_free(rt);
 }
@@ -307,10 +257,9 @@ int weft_runtime_create(const weft_config *cfg_in, weft_runtime **out)
      * and wakes once per batch rather than once per task. */
     int64_t low = (int64_t)(rt->max_inflight - rt->max_inflight / 4) - 1;
     pthread_mutex_init(&rt->data_lock, NULL);
-    pthread_mutex_init(&rt->comm_lock, NULL);
     for (unsigned i = 0; i < WEFT__MAX_DEVICES; i++)
         weft__mnode_init(&rt->mnodes[i]);
-    rt->t0_ns = weft__now_ns();
+    uint64_t t0 = weft__now_ns(); /* the trace's time origin: before any device's clock starts */
     weft__graph_init(&rt->graph, &rt->sched, &rt->waits, low < 0 ? 0 : low);
 
     if (weft__sched_init(&rt->sched, n, &rt->waits) != 0) {
@@ -346,7 +295,6 @@ int weft_runtime_create(const weft_config *cfg_in, weft_runtime **out)
             return weft__error(WEFT_ENOMEM, "weft_runtime_create: out of memory");
         }
         rt->cfg.trace_path = rt->trace_path;
-        rt->graph.trace = true;
     }
     rt->graph.check_data = weft__vcheck_wanted(); /* the checking mode (WEFT_VGPU_CHECK) */
     uint64_t prefetch = 1; /* the prefetch queues: on unless WEFT_PREFETCH=0 */
@@ -365,6 +313,10 @@ int weft_runtime_create(const weft_config *cfg_in, weft_runtime **out)
         w->index = i;
         w->q = &rt->sched.q[i];
         w->stats.owner = &rt->graph;
+    }
+    if (rt->trace_path && !(rt->tracer = weft__trace_new(rt, t0))) {
+        rt_free(rt);
+        return weft__error(WEFT_ENOMEM, "weft_runtime_create: out of memory");
     }
     atomic_store(&rt->open, true);
     int rc = weft__workers_start(rt);
@@ -405,7 +357,7 @@ int weft_runtime_destroy(weft_runtime *h)
     if (atomic_exchange(&rt->graph.failures, 0) > 0)
         rc = WEFT_ETASKFAILED;
     weft__workers_stop(rt);
-    if (rt->trace_path && weft__trace_write(rt) != 0 && rc == 0)
+    if (rt->tracer && weft__trace_write(rt->tracer) != 0 && rc == 0)
         rc = weft__error(WEFT_ESYSTEM, "weft_runtime_destroy: could not write trace to %s", rt->trace_path);
     /* Unregister what is left (no task is in flight, no call either). */
     weft__data *d = rt->data_list;
@@ -451,8 +403,8 @@ int weft_runtime_stats(weft_runtime *h, weft_stats *out)
         uint64_t since = atomic_load_explicit(&w->idle_since, memory_order_relaxed);
         if (since && now > since)
             s.idle_ns += now - since; /* the idle period still going on */
-        s.trace_dropped += atomic_load_explicit(&w->trace_dropped, memory_order_relaxed);
     }
+    s.trace_dropped = weft__trace_dropped(rt->tracer);
     s.tasks_failed += atomic_load(&rt->graph.ext.n_failed);
     s.tasks_cancelled += atomic_load(&rt->graph.ext.n_cancelled);
     s.tasks_spawned = atomic_load(&rt->graph.next_id) - 1; /* ids are handed out in spawn order from 1 */
@@ -475,12 +427,6 @@ int weft_runtime_stats(weft_runtime *h, weft_stats *out)
 /* ------------------------------------------------------------------------ */
 /* Runtime-wide waits                                                        */
 /* ------------------------------------------------------------------------ */
-
-uint64_t weft__deadline(uint64_t timeout_ns)
-{
-    uint64_t now = weft__now_ns();
-    return timeout_ns >= UINT64_MAX - now ? UINT64_MAX : now + timeout_ns;
-}
 
 int weft_wait_all_timed(weft_runtime *h, uint64_t timeout_ns)
 {

@@ -10,7 +10,7 @@
  * with WEFT_EDEADLK.  Closing the space cancels the placeholders of keys nobody
  * spawned, which cancels their dependents with a message naming the key.
  */
-#include "runtime.h"
+#include "api/runtime.h"
 
 #include <string.h>
 

@@ -40,7 +40,7 @@
 enum { WEFT__PART_WAITING = 0, WEFT__PART_RUNNING = 1, WEFT__PART_DONE = 2, WEFT__PART_FAILED = 3 };
 
 /* A user reduction (weft_reduction_register): immutable once registered,
- * owned by its runtime (api/data.c lists them, under data_lock) and freed
+ * owned by its runtime (api/api_data.c lists them, under data_lock) and freed
  * with it, after its data.  Its number (1 .. WEFT__RED_MAX_USER, in the
  * operator's bits WEFT_RED_USER_ID_MASK) is unique in the process while
  * it lives. */

@@ -238,7 +238,6 @@ struct weft__graph {
     _Atomic int32_t sleepers_settle;   /* sleeping until settled (weft__key_settle) */
     int64_t throttle_low;              /* backpressure resumes at or below this */
     weft__task_stats ext;
-    bool trace;                        /* workers record spans */
     bool check_data;                   /* the checking mode: each task's data checked as it starts */
     bool no_prefetch;                  /* WEFT_PREFETCH=0: copies in on the task's stream only */
 };

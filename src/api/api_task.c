@@ -1,9 +1,9 @@
 /*
- * api/task.c — the task functions of weft.h: spawn (validation and
+ * api/api_task.c — the task functions of weft.h: spawn (validation and
  * backpressure here; linking in the graph layer), waits, inspection,
  * cancellation, and what a body sees through its context.
  */
-#include "runtime.h"
+#include "api/runtime.h"
 #include "data/reduce.h"
 #include "data/scratch.h"
 #include "data/tile.h"

@@ -1,10 +1,10 @@
 /*
- * api/data.c — the data-handle functions of weft.h: register, unregister,
+ * api/api_data.c — the data-handle functions of weft.h: register, unregister,
  * host address.  The handle itself belongs to the data layer, its access
  * history to the graph layer; this file makes and frees both and keeps the
  * runtime's list of handles.
  */
-#include "runtime.h"
+#include "api/runtime.h"
 #include "data/reduce.h"
 #include "data/tile.h"
 #include "testing.h"

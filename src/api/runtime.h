@@ -1,12 +1,13 @@
 /*
- * runtime.h — the runtime object of the front end (api/): one per
+ * api/runtime.h — the runtime object of the front end (api/): one per
  * weft_runtime handle, composed of each layer's own state.  The layers below
  * see only their own part (the graph its weft__graph, sched its weft__sched,
- * ...); the execution layer (worker.c) and trace.c read the worker table and
- * the configuration.
+ * ...); the execution layer (worker.c) reads the worker table, the
+ * configuration, the pollset and the observers, and the trace (trace.c) the
+ * device table.
  */
-#ifndef WEFT_RUNTIME_H
-#define WEFT_RUNTIME_H
+#ifndef WEFT_API_RUNTIME_H
+#define WEFT_API_RUNTIME_H
 
 #include "internal.h"
 #include "data/data.h"
@@ -17,25 +18,6 @@
 #include "worker.h"
 
 typedef struct weft__space weft__space;
-
-/* A progress step of a layer above the workers, registered with the
- * runtime (a communicator across ranks: its MPI tests), that completes
- * work by polling: idle workers and the runtime's waits call it while they
- * spin, so that an operation ends, and its successor is released, on the
- * thread that was waiting anyway.  It must never block and may be called
- * from any thread, several at once; it returns what it found
- * (WEFT__POLL_IDLE, _BUSY or _ENDED: internal.h).
- * Lock-free: a caller counts itself in `users` before it reads `fn`, and
- * unregistering clears `fn` then waits for `users` to drop to 0 (both
- * sequentially consistent, so one side always sees the other). */
-typedef int (*weft__poll_fn)(void *arg);
-#define WEFT__MAX_POLLERS 16
-typedef struct weft__poller {
-    _Atomic bool taken;                /* the slot is registered (claimed by compare-and-swap) */
-    _Atomic(weft__poll_fn) fn;         /* NULL while free or being removed */
-    _Atomic(void *) arg;
-    _Atomic int32_t users;             /* callers inside fn, or about to be */
-} weft__poller;
 
 struct weft__rt {
     weft__slot slot;                   /* must be first */
@@ -76,30 +58,15 @@ struct weft__rt {
     struct weft__reduction *reductions; /* user reductions (weft_reduction_register), newest first;
                                           freed with the runtime, after its data */
     /* The data acquired by threads outside tasks (weft_data_acquire), or
-     * being acquired: one record per handle (api/data.c), under data_lock. */
+     * being acquired: one record per handle (api/api_data.c), under data_lock. */
     struct weft__acq *acquired;
-    uint64_t t0_ns;                    /* trace time origin */
-    /* Progress steps polled by idle workers and waits (weft__rt_poll);
-     * npollers: how many are registered, read first so that a runtime
-     * without any pays one load. */
-    weft__poller pollers[WEFT__MAX_POLLERS];
-    _Atomic uint32_t npollers;
-    /* The one idle worker that keeps polling past its spin while work that
-     * completes by polling is in flight, instead of parking (index + 1; 0:
-     * none); the others park (worker.c). */
-    _Atomic uint32_t polling_worker;
-    /* Idle workers spinning now (not parked) that run the pollers, counted
-     * only while some poller is registered: while one is, a waiting thread
-     * leaves the pollers to it (weft__rt_progress), so that one thread per
-     * rank polls and the waiter does not take turns with it at a
-     * communicator's lock. */
-    _Atomic uint32_t idle_pollers;
-    /* comm_lock protects comm_spans: the trace's communication track
-     * (operations that complete off the streams, such as MPI's, from
-     * start to end).  Taken alone. */
-    pthread_mutex_t comm_lock;
-    struct weft__comm_span *comm_spans;
-    size_t ncomm_spans, capcomm_spans;
+    /* Progress steps that complete work by polling (a communicator across
+     * ranks: its MPI tests), run by idle workers and the runtime's waits. */
+    weft__pollset polls;
+    /* The tools watching the workers (worker.h), filled before they start;
+     * the trace is one (NULL without a trace_path). */
+    weft__observers observers;
+    struct weft__tracer *tracer;
 };
 
 /* api/runtime.c */
@@ -126,7 +93,7 @@ static inline bool weft__in_callback(void) { return weft__tls_finishing != NULL;
  * finishes tasks, which the wait may need. */
 int weft__refuse_in_callback(const char *fn);
 
-/* api/wait.c: the runtime's waits, built on the wait engine. */
+/* api/api_wait.c: the runtime's waits, built on the wait engine. */
 int weft__wait_task(weft__rt *rt, weft__task *t, uint64_t deadline);
 int weft__wait_idle(weft__rt *rt, uint64_t deadline);           /* inflight == 0 (outside threads) */
 /* inflight == 0, or every task left waits for a task-space key nobody
@@ -138,50 +105,25 @@ void weft__wait_data_unused(weft__rt *rt, weft__data *d);        /* every task u
  * own streams, weft_ctx_sync). */
 void weft__wait_cond(weft__rt *rt, const void *key, bool (*done)(const void *), const void *arg,
                      _Atomic int32_t *interest);
-void weft__rt_progress(void *rt);  /* poll every device's progress and every registered poller */
+void weft__rt_progress(void *rt);  /* poll every device's progress and the registered progress steps */
 
-/* api/wait.c: register fn(arg) as a progress step of rt: 0, with its slot
- * in *slot, or WEFT_ENOMEM when all WEFT__MAX_POLLERS slots are taken
- * (*slot -1: the caller must make progress without, e.g. by a thread of
- * its own).  Remove it: returns once no thread is inside fn. */
+/* api/api_wait.c: register fn(arg) as a progress step of rt (weft__poller_add
+ * on rt's pollset: 0, or WEFT_ENOMEM with *slot -1 when every slot is
+ * taken), and remove it (returns once no thread is inside fn). */
 int weft__rt_poller_add(weft__rt *rt, weft__poll_fn fn, void *arg, int *slot);
 void weft__rt_poller_remove(weft__rt *rt, int slot);
 
-/* Run every registered progress step once: the most any found
- * (WEFT__POLL_ENDED if one completed something).  For idle workers
- * (worker.c) and waits. */
-static inline int weft__rt_poll(weft__rt *rt)
-{
-    if (atomic_load_explicit(&rt->npollers, memory_order_relaxed) == 0)
-        return WEFT__POLL_IDLE;
-    int most = WEFT__POLL_IDLE;
-    for (unsigned i = 0; i < WEFT__MAX_POLLERS; i++) {
-        weft__poller *p = &rt->pollers[i];
-        if (!atomic_load_explicit(&p->fn, memory_order_relaxed))
-            continue;
-        atomic_fetch_add(&p->users, 1);
-        weft__poll_fn fn = atomic_load(&p->fn);
-        int r = fn ? fn(atomic_load(&p->arg)) : WEFT__POLL_IDLE;
-        if (r > most)
-            most = r;
-        atomic_fetch_sub(&p->users, 1);
-    }
-    return most;
-}
-
-/* api/task.c: shared by weft_spawn and weft_space_spawn. */
+/* api/api_task.c: shared by weft_spawn and weft_space_spawn. */
 int weft__desc_check(const weft_runtime *h, const weft_task_desc *d, const char *fn);
 weft__rt *weft__spawn_enter(weft_runtime *h, const weft_task_desc *d, const char *fn, int *err, int64_t *held);
 void weft__spawn_leave(weft__rt *rt, int64_t held, bool spawned);
-/* An absolute deadline timeout_ns from now (UINT64_MAX: none; no overflow). */
-uint64_t weft__deadline(uint64_t timeout_ns);
 
-/* api/wait.c: until t has finished or done(arg) holds (outside threads:
+/* api/api_wait.c: until t has finished or done(arg) holds (outside threads:
  * no help).  0 or WEFT_ETIMEDOUT.  Ended by a wake on key t. */
 int weft__wait_task_or(weft__rt *rt, weft__task *t, bool (*done)(const void *), const void *arg,
                        uint64_t deadline);
 
-/* api/data.c: destroy releases the acquisitions still held (not those
+/* api/api_data.c: destroy releases the acquisitions still held (not those
  * being made: their acquire sees the runtime closing). */
 void weft__acquired_release_all(weft__rt *rt);
 

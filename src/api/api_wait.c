@@ -1,14 +1,12 @@
 /*
- * api/wait.c — the runtime's waits, each a spec for the wait engine
+ * api/api_wait.c — the runtime's waits, each a spec for the wait engine
  * (src/wait.c): a task, all tasks, backpressure, an unregister.  Each says
  * what ends it (the key a notifier names), what the waiting thread may help
- * with, and whether a waiting worker counts as blocked.  Here too: the
- * progress steps registered with the runtime (pollers: a communicator
- * across ranks), which a spinning wait and idle workers run.
+ * with, and whether a waiting worker counts as blocked; and the runtime's
+ * progress step for the engine (devices that find completions by polling,
+ * the pollset: wait.h).
  */
-#include "runtime.h"
-
-#include <sched.h>
+#include "api/runtime.h"
 
 static bool task_final(const void *arg)
 {
@@ -52,20 +50,7 @@ void weft__rt_progress(void *arg)
     for (unsigned i = 1; i < rt->ndev; i++)
         if (rt->dev[i]->ops->progress)
             rt->dev[i]->ops->progress(rt->dev[i]);
-    /* The pollers: left to an idle worker that spins (it runs them between
-     * its looks for work, and what they complete releases its successor
-     * onto that worker's queue); a second poller would only take turns with
-     * it at a communicator's lock, on the cores it needs.  This thread then
-     * yields its core to it.  Otherwise it polls them itself; work in
-     * flight of which nothing ended: this thread spins, and the threads it
-     * waits for (another rank's, on an oversubscribed machine) may need its
-     * core: give it up now, as idle workers do. */
-    if (atomic_load_explicit(&rt->idle_pollers, memory_order_relaxed) > 0) {
-        if (atomic_load_explicit(&rt->yield_idle, memory_order_relaxed))
-            sched_yield();
-    } else if (weft__rt_poll(rt) == WEFT__POLL_BUSY && atomic_load_explicit(&rt->yield_idle, memory_order_relaxed)) {
-        sched_yield();
-    }
+    weft__poll_waiting(&rt->polls, atomic_load_explicit(&rt->yield_idle, memory_order_relaxed));
 }
 
 static bool any_polled_device(const weft__rt *rt)
@@ -78,31 +63,11 @@ static bool any_polled_device(const weft__rt *rt)
 
 int weft__rt_poller_add(weft__rt *rt, weft__poll_fn fn, void *arg, int *slot)
 {
-    for (int i = 0; i < WEFT__MAX_POLLERS; i++) {
-        weft__poller *p = &rt->pollers[i];
-        bool no = false;
-        if (!atomic_compare_exchange_strong(&p->taken, &no, true))
-            continue;
-        atomic_store(&p->arg, arg);
-        atomic_store(&p->fn, fn); /* published last: a caller that reads it reads arg too */
-        atomic_fetch_add(&rt->npollers, 1);
-        *slot = i;
-        return 0;
-    }
-    *slot = -1;
-    return WEFT_ENOMEM;
+    const weft__poll_ops ops = {"weft__rt_poller_add", fn};
+    return weft__poller_add(&rt->polls, &ops, arg, slot);
 }
 
-void weft__rt_poller_remove(weft__rt *rt, int slot)
-{
-    weft__poller *p = &rt->pollers[slot];
-    atomic_store(&p->fn, NULL);
-    while (atomic_load(&p->users) > 0) /* a caller inside it: a progress step is short */
-        sched_yield();
-    atomic_store(&p->arg, NULL);
-    atomic_fetch_sub(&rt->npollers, 1);
-    atomic_store(&p->taken, false);
-}
+void weft__rt_poller_remove(weft__rt *rt, int slot) { weft__poller_remove(&rt->polls, slot); }
 
 /* What every runtime wait shares: its key and condition, the progress step
  * (when a device finds completions by polling, or a progress step is
@@ -115,7 +80,7 @@ static weft__wait spec_of(weft__rt *rt, const void *key, bool (*done)(const void
         .key = key,
         .done = done,
         .arg = arg,
-        .progress = any_polled_device(rt) || atomic_load_explicit(&rt->npollers, memory_order_relaxed)
+        .progress = any_polled_device(rt) || weft__pollers_any(&rt->polls)
                         ? weft__rt_progress
                         : NULL,
         .progress_arg = rt,
