@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# bench/clover.sh — CloverLeaf's figures (issue 12), from bench/run.sh or by
+# bench/clover.sh — CloverLeaf's figures, from bench/run.sh or by
 # itself after `make build` (and `make python-venv` for the Python driver):
 #
 #   clover_bm_short.in (960² x 87 steps) with the C driver on the CPU (one
@@ -65,7 +65,7 @@ run() {
 
 median() { sort -g | awk '{ v[NR] = $1 } END { if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 
-echo "== CloverLeaf (issue 12): $deck, $reps runs each, medians"
+echo "== CloverLeaf: $deck, $reps runs each, medians"
 # the machine may be shared: its load before and after, beside the figures
 echo "load (1, 5, 15 min) before: $(cut -d' ' -f1-3 /proc/loadavg)"
 c_times=() py_times=() ratios=()

@@ -1,4 +1,4 @@
-/* comm.c — weft-bench-comm: collectives on virtual GPUs (issue 11).
+/* comm.c — weft-bench-comm: collectives on virtual GPUs.
  *
  *   weft-bench-comm [--quick] [--repeats R]
  *

@@ -1,4 +1,4 @@
-/* data.c — weft-bench-data: data on devices (issue 10), on virtual GPUs.
+/* data.c — weft-bench-data: data on devices, on virtual GPUs.
  *
  *   weft-bench-data [--quick] [--repeats R] [--devices S]
  *

@@ -1,4 +1,4 @@
-/* gpu.c — weft-bench-gpu: the cost of a GPU task (issue 9), on virtual GPUs.
+/* gpu.c — weft-bench-gpu: the cost of a GPU task, on virtual GPUs.
  *
  *   weft-bench-gpu [--quick] [--repeats R] [--tasks N] [--chain M] [--workers W] [--devices S]
  *
@@ -167,7 +167,7 @@ static void usage(FILE *f)
 {
     fprintf(f,
             "usage: weft-bench-gpu [--quick] [--repeats R] [--tasks N] [--chain M] [--workers W] [--devices S]\n"
-            "  GPU-task overhead on virtual GPUs (issue 9); each figure is the median of R rounds.\n"
+            "  GPU-task overhead on virtual GPUs; each figure is the median of R rounds.\n"
             "  --tasks N    independent single-GPU tasks for gpu_task_us (default 20000)\n"
             "  --chain M    tasks of the chain, its independent twin and the 2-GPU run (default 10000)\n"
             "  --repeats R  rounds per figure, after one warm-up round (default 7)\n"

@@ -1,5 +1,5 @@
 /* graph.c — the dependence patterns of Task Bench (Slaughter et al., SC20),
- * as issue 4 lists them, precomputed into a CSR graph. */
+ * eleven of them (trivial to random_nearest), precomputed into a CSR graph. */
 #include "wb.h"
 
 #include <stdio.h>

@@ -1,4 +1,4 @@
-/* mpi.c — weft-bench-mpi: communication across 2 MPI ranks (issue 11).
+/* mpi.c — weft-bench-mpi: communication across 2 MPI ranks.
  *
  *   mpirun -np 2 weft-bench-mpi [--quick] [--repeats R]
  *

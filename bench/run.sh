@@ -2,18 +2,18 @@
 # bench/run.sh — what `make bench` runs, after make has built the release tree.
 # It builds nothing itself.
 #
-#   bench/run.sh            the suite (issue 4: every pattern, every system),
-#                           its report, then stencil_1d (issue 2), which ends
-#                           the output with one `metg50_us <system> <value>`
-#                           line per system; then the Python and free-threaded
-#                           runs (issues 3, 8) and last the GPU-task costs on
-#                           virtual GPUs (issue 9: weft-bench-gpu), which end
-#                           the output with gpu_task_us, chain_task_us,
-#                           independent_task_us, chain_extra_us and
-#                           multidev_task_us lines; then data (issue 10) and
-#                           communication (issue 11: allreduce_bw_ratio,
-#                           p2p_extra_us, halo_overlap_ratio), and CloverLeaf
-#                           (issue 12: bench/clover.sh)
+#   bench/run.sh            the suite (every pattern, every system), its
+#                           report, then stencil_1d, which ends the output
+#                           with one `metg50_us <system> <value>` line per
+#                           system; then the Python and free-threaded runs,
+#                           and the GPU-task costs on virtual GPUs
+#                           (weft-bench-gpu), which end with gpu_task_us,
+#                           chain_task_us, independent_task_us,
+#                           chain_extra_us and multidev_task_us lines; then
+#                           data on virtual GPUs (weft-bench-data),
+#                           communication (allreduce_bw_ratio, p2p_extra_us,
+#                           halo_overlap_ratio), and CloverLeaf
+#                           (bench/clover.sh)
 #   bench/run.sh --quick    stencil_1d only (weft, weft_root, openmp, spin)
 #   bench/run.sh --docs     as the default, and rewrite the generated part of
 #                           docs/performance.md and its plots and data in bench/results
@@ -57,7 +57,7 @@ if [ "$mode" != quick ]; then
   suite_csv=$out/suite.csv
   rm -f "$suite_csv"
   patterns=trivial,no_comm,stencil_1d_periodic,dom,tree,fft,all_to_all,nearest,spread,random_nearest
-  echo "== suite (issue 4): $patterns; then stencil_1d below"
+  echo "== suite (METG(50%) of every pattern on every system): $patterns; then stencil_1d below"
   # shellcheck disable=SC2086
   "$wb" metg --pattern "$patterns" --systems weft,weft_root,openmp,starpu,bsp,spin \
     "${common[@]}" --repeats 5 --csv "$suite_csv" $extra > "$out/suite.out" || suite_rc=$?
@@ -78,7 +78,7 @@ if [ "$mode" != quick ]; then
   echo
 fi
 
-echo "== stencil_1d (issue 2): Weft and OpenMP tasks, same graph, same kernel, same run"
+echo "== stencil_1d: Weft and OpenMP tasks, same graph, same kernel, same run"
 stencil_csv=$out/stencil.csv
 rm -f "$stencil_csv"
 if [ "$mode" = quick ]; then
@@ -112,30 +112,30 @@ grep '^metg50_us' "$out/stencil.out"
 [ "$rc" -ne 0 ] && exit "$rc"
 [ "$suite_rc" -ne 0 ] && exit "$suite_rc"
 
-# Issue 3: the Python front end beside ThreadPoolExecutor, Dask and Ray, on
+# The Python front end beside ThreadPoolExecutor, Dask and Ray, on
 # the same stencil_1d graph; ends with py_task_us / py_metg50_us lines.
 if [ "$mode" != quick ] && [ -x bench/py/run.sh ]; then
   echo
-  echo "== Python tasks (issue 3): weft beside ThreadPoolExecutor, Dask, Ray"
+  echo "== Python tasks: weft beside ThreadPoolExecutor, Dask, Ray"
   bench/py/run.sh --reps 5
 fi
 
-# Issue 8: free-threaded CPython beside the GIL build (when
+# Free-threaded CPython beside the GIL build (when
 # scripts/python-ft.sh has built it); ends with ft_speedup_15us,
 # ft_speedup_50us and ft_py_task_us lines.
 if [ "$mode" != quick ] && [ -x bench/py/ft.sh ]; then
   echo
-  echo "== free-threaded CPython (issue 8): pure-Python bodies and empty tasks, beside the GIL build"
+  echo "== free-threaded CPython: pure-Python bodies and empty tasks, beside the GIL build"
   bench/py/ft.sh
 fi
 
-# Issue 9: the cost of a GPU task on virtual GPUs (2 workers, "cpu,vgpu:4"):
+# The cost of a GPU task on virtual GPUs (2 workers, "cpu,vgpu:4"):
 # independent single-GPU tasks, a chain of them, 2-GPU tasks; ends with
 # gpu_task_us, chain_task_us, independent_task_us, chain_extra_us and
 # multidev_task_us lines.
 if [ "$mode" != quick ]; then
   echo
-  echo "== GPU tasks on virtual GPUs (issue 9): zero-cost kernels, 2 workers, cpu,vgpu:4"
+  echo "== GPU tasks on virtual GPUs: zero-cost kernels, 2 workers, cpu,vgpu:4"
   if [ -x "$build/bench/weft-bench-gpu" ]; then
     "$build/bench/weft-bench-gpu"
   else
@@ -143,12 +143,12 @@ if [ "$mode" != quick ]; then
   fi
 fi
 
-# Issue 10: data on virtual GPUs: copy bandwidth through the data layer
+# Data on virtual GPUs: copy bandwidth through the data layer
 # against raw copies, copy/compute overlap, bytes copied in a steady state;
 # ends with copy_bw_ratio, overlap_ratio, prefetch_speedup and steady_copy_bytes lines.
 if [ "$mode" != quick ]; then
   echo
-  echo "== Data on virtual GPUs (issue 10): copies, overlap, locality"
+  echo "== Data on virtual GPUs: copies, overlap, locality"
   if [ -x "$build/bench/weft-bench-data" ]; then
     "$build/bench/weft-bench-data"
   else
@@ -156,24 +156,24 @@ if [ "$mode" != quick ]; then
   fi
 fi
 
-# Issue 9 from Python: placed tasks on virtual GPUs, and 2-GPU tasks beside
+# GPU tasks from Python: placed tasks on virtual GPUs, and 2-GPU tasks beside
 # Ray tasks with num_gpus=2 (Ray from PyPI, installed by bench/py/run.sh);
 # ends with gpu_task_us weft_py, multidev_task_us weft|ray and
 # multidev_ratio lines.
 if [ "$mode" != quick ] && [ -x .venv/bin/python ]; then
   echo
-  echo "== GPU tasks from Python (issue 9): virtual GPUs, beside Ray"
+  echo "== GPU tasks from Python: virtual GPUs, beside Ray"
   .venv/bin/python bench/py/devices.py
 fi
 
-# Issue 11: communication as tasks.  Collectives on virtual GPUs (all-reduce
+# Communication as tasks.  Collectives on virtual GPUs (all-reduce
 # bus bandwidth against the devices' raw peer copies), then across 2 MPI
 # ranks (8-byte round trip against raw MPI; a halo exchange beside interior
 # work); ends with allreduce_bw_ratio, p2p_extra_us and halo_overlap_ratio
 # lines.
 if [ "$mode" != quick ]; then
   echo
-  echo "== Communication (issue 11): collectives on virtual GPUs, MPI across 2 ranks"
+  echo "== Communication: collectives on virtual GPUs, MPI across 2 ranks"
   if [ -x "$build/bench/weft-bench-comm" ]; then
     "$build/bench/weft-bench-comm"
   else
@@ -187,7 +187,7 @@ if [ "$mode" != quick ]; then
   fi
 fi
 
-# Issue 12: CloverLeaf (bench/clover.sh): bandwidth against STREAM triad,
+# CloverLeaf (bench/clover.sh): bandwidth against STREAM triad,
 # the Python driver against the C driver, the halo exchange hidden or not;
 # ends with clover_triad_ratio, clover_py_vs_c and clover_halo_hidden lines.
 if [ "$mode" != quick ]; then

@@ -132,7 +132,7 @@ print("py-cuda: ok")
 EOF
 }
 
-# Data on the GPU (issue 10): copies through the data layer against raw
+# Data on the GPU: copies through the data layer against raw
 # copies of the same sizes (copy_bw_ratio, goal >= 0.95) and the locality
 # figure (0 bytes required), on cuda:0 (weft-bench-data).  Its overlap
 # figure means nothing here: its kernels are host functions whose modelled

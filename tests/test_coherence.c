@@ -1,11 +1,10 @@
-/* Coherence of data across the CPU and virtual GPUs: the ten ways data was
- * lost or made wrong that programs written outside the project found
- * (docs/design.md, "Coherence: the replica protocol").  Each case is a
- * small program whose timing is forced by slow or failing kernels, run a
- * number of times; every one failed on the runtime before the protocol's
- * rules (a copy ordered after its source's last write, a task that will
- * not run moves no data, exact undo before successors are released,
- * exclusion before movement, release by what a task touches). */
+/* Coherence of data across the CPU and virtual GPUs (docs/design.md,
+ * "Coherence: the replica protocol").  Each case is a small program whose
+ * timing is forced by slow or failing kernels, run a number of times, that
+ * loses data or makes it wrong unless the protocol's rules hold: a copy
+ * ordered after its source's last write, a task that will not run moves no
+ * data, exact undo before successors are released, exclusion before
+ * movement, release by what a task touches. */
 #include "check.h"
 #include "testing.h"
 
@@ -100,8 +99,8 @@ static void fill(int64_t *x, int64_t v) {
     for (int i = 0; i < N; i++) x[i] = v;
 }
 
-/* 1. A GPU-only task reading on the host (WEFT_HOST) after a GPU writer. */
-static void defect1(int rounds) {
+/* A GPU-only task reading on the host (WEFT_HOST) after a GPU writer. */
+static void host_read(int rounds) {
     weft_runtime *rt = make("cpu,vgpu:2");
     for (int round = 0; round < rounds; round++) {
         int64_t x[N];
@@ -122,9 +121,9 @@ static void defect1(int rounds) {
     CHECK_OK(weft_runtime_destroy(rt));
 }
 
-/* 2. A task cancelled after it started (its predecessor's kernel failed)
+/* A task cancelled after it started (its predecessor's kernel failed)
  * keeps no write, even when a reader on another GPU copied it meanwhile. */
-static void defect2(int rounds) {
+static void undo_exact(int rounds) {
     weft_runtime *rt = make("cpu,vgpu:2");
     for (int round = 0; round < rounds; round++) {
         int64_t x[N];
@@ -149,9 +148,9 @@ static void defect2(int rounds) {
     CHECK_OK(weft_runtime_destroy(rt));
 }
 
-/* 3. A reader that will be cancelled (another dependency failed) moves no
+/* A reader that will be cancelled (another dependency failed) moves no
  * data: the completed writer's value stays. */
-static void defect3(int rounds) {
+static void doomed_reader(int rounds) {
     weft_runtime *rt = make("cpu,vgpu:2");
     for (int round = 0; round < rounds; round++) {
         int64_t x[N];
@@ -175,8 +174,8 @@ static void defect3(int rounds) {
     CHECK_OK(weft_runtime_destroy(rt));
 }
 
-/* 4. RW|COMMUTE shared by a GPU task and a CPU task: both updates kept. */
-static void defect4(int rounds) {
+/* RW|COMMUTE shared by a GPU task and a CPU task: both updates kept. */
+static void commute_gpu_cpu(int rounds) {
     weft_runtime *rt = make("cpu,vgpu:2");
     for (int round = 0; round < rounds; round++) {
         int64_t x[N];
@@ -195,8 +194,8 @@ static void defect4(int rounds) {
     CHECK_OK(weft_runtime_destroy(rt));
 }
 
-/* 5. A failed GPU writer's cancelled CPU readers leave no stale copy. */
-static void defect5(int rounds) {
+/* A failed GPU writer's cancelled CPU readers leave no stale copy. */
+static void failed_writer_readers(int rounds) {
     weft_runtime *rt = make("cpu,vgpu:2");
     for (int round = 0; round < rounds; round++) {
         int64_t x[N];
@@ -231,9 +230,9 @@ static void partition(weft_data *d, weft_data *tiles[2]) {
     CHECK_OK(weft_data_partition(d, &t, tiles));
 }
 
-/* 6. After a tile's writer failed, a parent RW task is cancelled as a
+/* After a tile's writer failed, a parent RW task is cancelled as a
  * parent R task is (it reads the whole array). */
-static void defect6(int rounds) {
+static void tile_failure_parent(int rounds) {
     weft_runtime *rt = make("cpu,vgpu:2");
     for (int round = 0; round < rounds; round++) {
         int64_t x[2 * N];
@@ -258,9 +257,9 @@ static void defect6(int rounds) {
     CHECK_OK(weft_runtime_destroy(rt));
 }
 
-/* 7. A task naming a tile to write and its partitioned parent is refused
- * at spawn (on a GPU its write was lost), naming both accesses. */
-static void defect7(void) {
+/* A task naming a tile to write and its partitioned parent is refused
+ * at spawn (on a GPU its write would be lost), naming both accesses. */
+static void tile_and_parent(void) {
     weft_runtime *rt = make("cpu,vgpu:2");
     int64_t x[2 * N];
     memset(x, 0, sizeof x);
@@ -304,10 +303,10 @@ static void defect7(void) {
     CHECK_OK(weft_runtime_destroy(rt));
 }
 
-/* 8. A cancelled member of a commute group loses no completed member's
+/* A cancelled member of a commute group loses no completed member's
  * update, whether doomed before it started or cancelled while it waits
  * for the group's exclusion. */
-static void defect8(int rounds) {
+static void commute_cancelled(int rounds) {
     weft_runtime *rt = make("cpu,vgpu:2");
     for (int round = 0; round < rounds; round++) {
         int64_t x[N];
@@ -337,9 +336,9 @@ static void defect8(int rounds) {
     CHECK_OK(weft_runtime_destroy(rt));
 }
 
-/* 9. A failed writer of a tiled buffer does not drop a later tile writer's
+/* A failed writer of a tiled buffer does not drop a later tile writer's
  * value. */
-static void defect9(int rounds) {
+static void tiles_failed_writer(int rounds) {
     weft_runtime *rt = make("cpu,vgpu:2");
     for (int round = 0; round < rounds; round++) {
         int64_t x[2 * N];
@@ -365,10 +364,10 @@ static void defect9(int rounds) {
     CHECK_OK(weft_runtime_destroy(rt));
 }
 
-/* 10. A failed reader leaves the host copy other readers use valid (in
- * checking mode they would report it invalid; a race: about one loaded
- * run in five of this case found it before). */
-static void defect10(int rounds) {
+/* A failed reader leaves the host copy other readers use valid (in
+ * checking mode they would report it invalid; a race, hence the many
+ * rounds). */
+static void reader_undo(int rounds) {
     setenv("WEFT_VGPU_CHECK", "1", 1);
     weft_runtime *rt = make("cpu,vgpu:2");
     unsetenv("WEFT_VGPU_CHECK");
@@ -710,16 +709,16 @@ int main(int argc, char **argv) {
         test_step(name);                                  \
         call;                                             \
     }
-    CASE("host-read", defect1(rounds / 2));
-    CASE("undo-exact", defect2(rounds));
-    CASE("doomed-reader", defect3(rounds / 2));
-    CASE("commute-gpu-cpu", defect4(rounds / 2));
-    CASE("failed-writer-readers", defect5(rounds * 3));
-    CASE("tile-failure-parent", defect6(rounds / 4 + 1));
-    CASE("tile-and-parent", defect7());
-    CASE("commute-cancelled", defect8(rounds / 2));
-    CASE("tiles-failed-writer", defect9(rounds));
-    CASE("reader-undo", defect10(rounds * 10));
+    CASE("host-read", host_read(rounds / 2));
+    CASE("undo-exact", undo_exact(rounds));
+    CASE("doomed-reader", doomed_reader(rounds / 2));
+    CASE("commute-gpu-cpu", commute_gpu_cpu(rounds / 2));
+    CASE("failed-writer-readers", failed_writer_readers(rounds * 3));
+    CASE("tile-failure-parent", tile_failure_parent(rounds / 4 + 1));
+    CASE("tile-and-parent", tile_and_parent());
+    CASE("commute-cancelled", commute_cancelled(rounds / 2));
+    CASE("tiles-failed-writer", tiles_failed_writer(rounds));
+    CASE("reader-undo", reader_undo(rounds * 10));
     CASE("check-holes", check_holes());
     CASE("failed-copy-shared", failed_copy_shared(rounds / 4 + 1));
     CASE("halo-write", halo_write(rounds / 4 + 1));

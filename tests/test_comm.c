@@ -1,14 +1,14 @@
-/* Communication as tasks (issue 11), on virtual GPUs: communicators over a
- * runtime's GPUs; all-reduce, broadcast, reduce, all-gather and
- * reduce-scatter for every operator and type at sizes 0, 1, odd and large,
- * in place and not, against a sequential computation bit for bit; their
- * data produced and consumed by GPU tasks (ordering without the host, also
- * in the checking mode, which catches a planted missing dependency);
- * exchanges: a ring shift and a 2-D halo exchange of a block-decomposed
- * array through stencil steps, against the single-array computation;
- * failure flowing through a communication task; a member that never takes
- * part (timeout, clear error, no hang); operations from several threads on
- * two communicators sharing GPUs (no crosswise waits); bad arguments. */
+/* Communication as tasks, on virtual GPUs: communicators over a runtime's
+ * GPUs; all-reduce, broadcast, reduce, all-gather and reduce-scatter for
+ * every operator and type at sizes 0, 1, odd and large, in place and not,
+ * against a sequential computation bit for bit; their data produced and
+ * consumed by GPU tasks (ordering without the host, also in the checking
+ * mode, which catches a planted missing dependency); exchanges: a ring
+ * shift and a 2-D halo exchange of a block-decomposed array through stencil
+ * steps, against the single-array computation; failure flowing through a
+ * communication task; a member that never takes part (timeout, clear error,
+ * no hang); operations from several threads on two communicators sharing
+ * GPUs (no crosswise waits); bad arguments. */
 #include "check.h"
 #include "comm_check.h"
 #include "testing.h"

@@ -263,8 +263,8 @@ static double run_chain(const chain_run *c, weft_body_fn body, const weft_placem
 }
 
 #ifdef WEFT_TEST_CUDA_KERNELS
-/* Data on the GPU (issue 10): the body adds 1 to the task's copy of the
- * array on its GPU, on its stream; a CPU task and unregister see the sums. */
+/* Data on the GPU: the body adds 1 to the task's copy of the array on its
+ * GPU, on its stream; a CPU task and unregister see the sums. */
 static int replica_add_body(weft_ctx *ctx, void *arg) {
     size_t n = *(size_t *)arg;
     float *p = weft_ctx_data(ctx, 0);
@@ -322,11 +322,10 @@ static void test_replicas(void) {
 #endif
 
 #ifdef WEFT_TEST_CUDA_KERNELS
-/* Tiles (issue 10) on the GPU and the host: a 2 x 2 tiling with a halo of
- * one cell, tiles 0 and 3 on the GPU (2-D copies with cudaMemcpy2DAsync,
- * halos from the host's tiles), 1 and 2 on the CPU; stencil steps against
- * a sequential run, the whole array read back (reassembled) and
- * unregistered. */
+/* Tiles on the GPU and the host: a 2 x 2 tiling with a halo of one cell,
+ * tiles 0 and 3 on the GPU (2-D copies with cudaMemcpy2DAsync, halos from
+ * the host's tiles), 1 and 2 on the CPU; stencil steps against a sequential
+ * run, the whole array read back (reassembled) and unregistered. */
 enum { TR = 64, TC = 96, TPITCH = TC * 4 + 16 };
 typedef struct tstep {
     weft_tile_info ti;
@@ -527,11 +526,11 @@ static void test_tasks(void) {
     free(host);
 }
 
-/* Communication (issue 11) over every CUDA GPU with NCCL: all-reduce
+/* Communication over every CUDA GPU with NCCL: all-reduce
  * (sum of doubles, in place and not) and broadcast of host-registered
  * buffers, copied to each member's GPU by the data layer, against the
- * sequential result; an exchange when there are two GPUs.  Skipped (said
- * so) where NCCL cannot be loaded. */
+ * sequential result; an exchange when there are two GPUs.  Skipped (said so)
+ * where NCCL cannot be loaded. */
 static void test_comm(int ngpu) {
     weft_runtime *rt = make_with("cpu,cuda", 2);
     weft_comm *c = NULL;

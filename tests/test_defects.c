@@ -1,5 +1,4 @@
-/* Regression tests for defects found by differential testing and misuse
- * probes (issue "device-ready core"), one per argv[1]:
+/* Properties of the core under races and misuse, one per argv[1]:
  *   commute     — cancellation after a failed commute group must not depend
  *                 on whether an intervening reader already finished;
  *   unreg-destroy — weft_data_unregister racing weft_runtime_destroy;
@@ -301,8 +300,8 @@ static double readers_cost(int pending) {
 static void test_readers(void) {
     int small = test_pick(10000, 4000), big = small * 8;
     /* Best of five for each size, interleaved: the machine is noisy (under
-     * ASan on a loaded machine a ratio of 3 was seen), a linear cost is not
-     * (8x the pending readers cost 8x per spawn before the fix). */
+     * ASan on a loaded machine the ratio reaches 3), a linear cost is not
+     * (8x the pending readers would cost 8x per spawn). */
     double a = 1e30, b = 1e30;
     for (int r = 0; r < 5; r++) {
         double x = readers_cost(small), y = readers_cost(big);

@@ -122,9 +122,9 @@ static void chains_check(chain *c, int length) {
 }
 
 /* Chains on a virtual GPU with max_inflight 2: the GPU's queue thread runs
- * the callbacks, whose spawns must not wait for backpressure (they used to
- * park the one thread that finishes the tasks in flight, and every thread
- * with it).  Meanwhile the main thread spawns CPU tasks of its own, and
+ * the callbacks, whose spawns must not wait for backpressure (a wait there
+ * would park the one thread that finishes the tasks in flight, and every
+ * thread with it).  Meanwhile the main thread spawns CPU tasks of its own, and
  * waits for backpressure as usual. */
 static void test_chain_on_gpu(void) {
     weft_runtime *rt = make("cpu,vgpu:1", 2, 2);

@@ -1,18 +1,17 @@
-/* Communication across MPI ranks (issue 11), run as `mpirun -np 2`: one
- * runtime per rank (cpu + 2 virtual GPUs), a communicator over the ranks;
- * every collective for every operator and type at sizes 0, 1, odd and
- * large, in place and not, inputs made on a GPU and results read back on
- * one, against a sequential computation bit for bit (every rank computes
- * every rank's inputs); operations whose tasks become ready in opposite
- * orders on the two ranks (started in post order all the same); a ring
- * exchange and a strided one (a column); bad arguments; on ranks x GPUs
- * (2 x 2 virtual GPUs, and 2 + 1) reduce, all-gather and reduce-scatter
- * for every operator over int32, int64, float and double at counts 0, 1,
- * odd and large, reduce's root on every member, against a sequential fold
- * (floating-point sums: each rank's, then the ranks'), and their misuse;
- * and last, an
- * operation cancelled on one rank: the other fails after its timeout with
- * a message, and nothing hangs. */
+/* Communication across MPI ranks, run as `mpirun -np 2`: one runtime per
+ * rank (cpu + 2 virtual GPUs), a communicator over the ranks; every
+ * collective for every operator and type at sizes 0, 1, odd and large, in
+ * place and not, inputs made on a GPU and results read back on one, against
+ * a sequential computation bit for bit (every rank computes every rank's
+ * inputs); operations whose tasks become ready in opposite orders on the
+ * two ranks (started in post order all the same); a ring exchange and a
+ * strided one (a column); bad arguments; on ranks x GPUs (2 x 2 virtual
+ * GPUs, and 2 + 1) reduce, all-gather and reduce-scatter for every operator
+ * over int32, int64, float and double at counts 0, 1, odd and large,
+ * reduce's root on every member, against a sequential fold (floating-point
+ * sums: each rank's, then the ranks'), and their misuse; and last, an
+ * operation cancelled on one rank: the other fails after its timeout with a
+ * message, and nothing hangs. */
 #include "check.h"
 #include "mpi_check.h"
 #include "comm_check.h"

@@ -1,8 +1,8 @@
-/* How MPI operations progress (issue 11), run as `mpirun -np 2`: bodies
- * start their operations themselves when next in number, and whoever polls
- * (idle workers, waits, the communicator's own thread as the fallback)
- * completes them.  One runtime per rank ("cpu", 2 workers), a communicator
- * over the ranks:
+/* How MPI operations progress, run as `mpirun -np 2`: bodies start their
+ * operations themselves when next in number, and whoever polls (idle
+ * workers, waits, the communicator's own thread as the fallback) completes
+ * them.  One runtime per rank ("cpu", 2 workers), a communicator over the
+ * ranks:
  *   - operations whose bodies ran out of number order (the first one's
  *     input not yet written) wait, started neither early nor at all, and
  *     start in number order once it is (collectives of different

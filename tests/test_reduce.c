@@ -1,14 +1,14 @@
-/* Reductions (issue 10): WEFT_REDUCE tasks accumulate into private copies
- * of the data, one per task, on whatever device they run (the CPU, virtual
- * GPUs), combined into the value on the host, in spawn order, when the data
- * is next used otherwise.  Every operator and type against a sequential
- * run, bit for bit (floating-point sums included: the order is fixed);
- * identity where nothing was contributed; reduce then read (CPU, GPU),
- * write, read-write, another operator, unregister, destroy; bad modes
- * refused with messages; failed and cancelled reducers (body, kernel,
- * injected copy failures) contribute nothing; small GPUs (private copies
- * evicted to host memory) and CPU reducers in bounded memory; random graphs
- * of R/W/RW/REDUCE tasks on cpu + 4 virtual GPUs against a sequential run,
+/* Reductions: WEFT_REDUCE tasks accumulate into private copies of the data,
+ * one per task, on whatever device they run (the CPU, virtual GPUs),
+ * combined into the value on the host, in spawn order, when the data is
+ * next used otherwise.  Every operator and type against a sequential run,
+ * bit for bit (floating-point sums included: the order is fixed); identity
+ * where nothing was contributed; reduce then read (CPU, GPU), write,
+ * read-write, another operator, unregister, destroy; bad modes refused with
+ * messages; failed and cancelled reducers (body, kernel, injected copy
+ * failures) contribute nothing; small GPUs (private copies evicted to host
+ * memory) and CPU reducers in bounded memory; random graphs of
+ * R/W/RW/REDUCE tasks on cpu + 4 virtual GPUs against a sequential run,
  * also in the checking mode and with failures. */
 #include "check.h"
 #include "testing.h"

@@ -1,10 +1,10 @@
-/* Data on devices (issue 10, first layer): each handle has a replica per
- * device; a task on a GPU gets its GPU's copy (weft_ctx_data), made valid
- * there before its body runs, a writer's copy becomes the only valid one,
- * a host task or unregister gets the newest value back.  Random graphs of
- * tasks on the CPU and on virtual GPUs against a sequential run, also in
- * the virtual GPUs' checking mode (every kernel names the replica ranges it
- * reads and writes); WEFT_HOST; a replica that does not fit. */
+/* Data on devices: each handle has a replica per device; a task on a GPU
+ * gets its GPU's copy (weft_ctx_data), made valid there before its body
+ * runs, a writer's copy becomes the only valid one, a host task or
+ * unregister gets the newest value back.  Random graphs of tasks on the CPU
+ * and on virtual GPUs against a sequential run, also in the virtual GPUs'
+ * checking mode (every kernel names the replica ranges it reads and
+ * writes); WEFT_HOST; a replica that does not fit. */
 #include "check.h"
 #include "testing.h"
 

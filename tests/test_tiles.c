@@ -1,13 +1,13 @@
-/* Tiles (issue 10): an array partitioned into a grid of tiles with halos,
- * each a handle of its own.  Stencil steps with each tile on its own device
- * (the halos copied from the neighbours' devices) against a sequential run,
- * bit for bit; the parent used whole between steps (reassembled from the
- * tiles, the tiles made again from it); padding between rows never touched;
- * random programs with small GPUs (eviction) and in the checking mode, with
- * random tasks on single tiles between the steps: reductions (sum, min, max
- * of uint32 or float: private copies of the interior combined in spawn
- * order, so that float sums match bit for bit), updates in place and reads
- * that compare a tile and its halo with the sequential run; bad tilings and
+/* Tiles: an array partitioned into a grid of tiles with halos, each a
+ * handle of its own.  Stencil steps with each tile on its own device (the
+ * halos copied from the neighbours' devices) against a sequential run, bit
+ * for bit; the parent used whole between steps (reassembled from the tiles,
+ * the tiles made again from it); padding between rows never touched; random
+ * programs with small GPUs (eviction) and in the checking mode, with random
+ * tasks on single tiles between the steps: reductions (sum, min, max of
+ * uint32 or float: private copies of the interior combined in spawn order,
+ * so that float sums match bit for bit), updates in place and reads that
+ * compare a tile and its halo with the sequential run; bad tilings and
  * misuse (reductions included) refused with clear errors. */
 #include "check.h"
 #include "testing.h"

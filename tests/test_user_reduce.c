@@ -1,17 +1,17 @@
-/* User-defined reductions (issue 29 item 10): weft_reduction_register gives
- * an operator of any element size (an identity, or an init function, and an
- * associative combine over count elements at once), used as
+/* User-defined reductions: weft_reduction_register gives an operator of any
+ * element size (an identity, or an init function, and an associative
+ * combine over count elements at once), used as
  * {d, WEFT_REDUCE | op}.  Checked here: argmin over (double value, int64
  * index) pairs with ties broken by the lowest index, a complex-double sum,
  * and a struct whose combine does not commute (2x2 matrix products with
  * wrapping integers: any order but the spawn order gives another result),
  * each with many members on the CPU and on two virtual GPUs, equal bit for
- * bit to the sequential fold in spawn order (so the same on every run);
- * an init function and the arg both reach the callbacks; groups of
- * different operators on one data, user and built-in; a failed and a
- * cancelled member contribute nothing and cancel the readers after their
- * group, as for the built-in operators; tiles; misuse refused with
- * messages that say what to do. */
+ * bit to the sequential fold in spawn order (so the same on every run); an
+ * init function and the arg both reach the callbacks; groups of different
+ * operators on one data, user and built-in; a failed and a cancelled member
+ * contribute nothing and cancel the readers after their group, as for the
+ * built-in operators; tiles; misuse refused with messages that say what to
+ * do. */
 #include "check.h"
 
 #include <math.h>

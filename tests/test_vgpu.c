@@ -309,8 +309,8 @@ static void test_check_mode(void) {
 /* A wait or a query is about the event's newest record when it was made:
  * an older record still pending on another queue is not waited for, and a
  * newer record done does not stand for an older one a wait was queued on
- * (the count of records done once let it: test_replicas' checked eviction
- * graphs then found a kernel unordered with a prefetch copy). */
+ * (were it to, a kernel could run unordered with a prefetch copy, as in
+ * test_replicas' checked eviction graphs). */
 static atomic_int release_a, a_done, c_saw, c_ran, d_ran;
 static int blocked_kernel(void *arg) { /* runs until the test releases it */
     (void)arg;

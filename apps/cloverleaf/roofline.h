@@ -1,8 +1,9 @@
 /* CloverLeaf on Weft: what the kernels allow on this machine, without
  * Weft (`weft-cloverleaf --roofline`).
  *
- * The triad goal of issue 12 assumes the kernels are bound by memory
- * bandwidth.  This measures it: each of `threads` threads runs the time
+ * The goal of 85% of STREAM triad's bandwidth (clover_triad_ratio in
+ * bench/clover.sh) assumes the kernels are bound by memory bandwidth.
+ * This measures it: each of `threads` threads runs the time
  * step's kernels (reference order, serial.c's) on a chunk of its own whose
  * every face is a reflecting boundary (no exchange, no runtime), timing
  * each kernel, twice:

@@ -1,4 +1,4 @@
-"""What an `async def` body costs beside a plain Python body (issue 29).
+"""What an `async def` body costs beside a plain Python body.
 
     .venv/bin/python bench/py/async_bench.py [--tasks 20000] [--reps 7] [--workers 2]
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Free-threaded CPython beside the GIL build (issue 8), same run: pure-Python
+# Free-threaded CPython beside the GIL build, same run: pure-Python
 # bodies on 1 and 2 workers (bench/py/ft.py), and the empty-task cost and
 # METG(50%) of bench/py/bench.py, each under the project venv's interpreter
 # (GIL) and under the free-threaded one that scripts/python-ft.sh builds

@@ -1,8 +1,9 @@
-"""Regression tests for the defects seen on free-threaded CPython (issue 8),
-and what a free-threaded build must show.  They run in every suite; with the
-GIL they interleave at bytecode boundaries, on the free-threaded build that
-scripts/python-ft.sh runs (PYTHON_GIL=0) they run truly in parallel, which is
-where each defect showed.
+"""What a free-threaded build must show, and races between Python threads
+that only truly parallel threads expose: cancels, spawns and reads of one
+slot from several threads, failure look-ups beside wait_all, concurrent
+close.  They run in every suite; with the GIL they interleave at bytecode
+boundaries, on the free-threaded build that scripts/python-ft.sh runs
+(PYTHON_GIL=0) they run truly in parallel, which is where such races show.
 
 WEFT_EXPECT_FREE_THREADED=1 (set by scripts/python-ft.sh) turns "this is not a
 free-threaded interpreter" from a skip into a failure."""
@@ -51,9 +52,9 @@ def test_gil_stays_disabled():
     assert not _gil_enabled()
 
 
-# Defect 5: the GIL hand-off machinery (a worker spins up to gil_spin_ns,
-# 20 us, for another worker's claim) still ran without a GIL and serialised
-# short bodies.  Without a GIL, 10 us bodies on two workers overlap in time.
+# Without a GIL, the GIL hand-off machinery (a worker spins up to
+# gil_spin_ns, 20 us, for another worker's claim) stays off, so it cannot
+# serialise short bodies: 10 us bodies on two workers overlap in time.
 def _short_body():
     t0 = time.perf_counter()
     while time.perf_counter() - t0 < 10e-6:
@@ -81,7 +82,7 @@ def test_short_bodies_overlap_without_gil():
     best = 0
     # A busy machine may keep one worker off its core for long stretches: a
     # few tries.  (Measured on 2 cores: 68-92% of bodies overlap; with the
-    # old hand-off, 5-27%.)
+    # hand-off running, 5-27%.)
     for _ in range(5):
         with weft.Runtime(workers=2) as rt:
             tasks = [rt.spawn(_short_body) for _ in range(n)]
@@ -92,9 +93,9 @@ def test_short_bodies_overlap_without_gil():
     pytest.fail(f"only {best} of {n} short bodies ran while another one was running")
 
 
-# Defect 1: a cancelled task ran anyway.  A task that follows a slot nobody
-# spawned into yet is cancelled, then the slot is filled: neither the task
-# nor its dependent may run.  (Before the fix: 334 of 1,000 rounds ran it.)
+# A cancelled task never runs.  A task that follows a slot nobody spawned
+# into yet is cancelled, then the slot is filled: neither the task nor its
+# dependent may run, in any of 1,000 rounds.
 def test_cancel_deferred_never_runs(rt):
     rounds, ran = 1000, []
     for i in range(rounds):
@@ -113,7 +114,7 @@ def test_cancel_deferred_never_runs(rt):
     assert ran == [], f"cancelled tasks ran in rounds {ran[:10]}..."
 
 
-# Defect 1, the slot itself: T[i].cancel() racing a spawn into T[i] from
+# The same for the slot itself: T[i].cancel() racing a spawn into T[i] from
 # another thread.  Whenever cancel() says True, the body never runs.
 def test_slot_cancel_racing_spawn(rt):
     ran = Counter()
@@ -143,7 +144,7 @@ def test_slot_cancel_racing_spawn(rt):
     assert all(v == 1 for v in ran.n.values())
 
 
-# Defect 2: several threads spawning into the same slots: each slot filled
+# Several threads spawning into the same slots: each slot filled
 # exactly once, every other spawn refused with ValueError, each body run
 # once.  A small max_inflight makes spawns block (releasing the GIL and any
 # critical section) in the middle of a spawn.
@@ -172,7 +173,7 @@ def test_slot_filled_once_under_contention(max_inflight):
     assert sorted(ran.n) == list(range(n)) and all(v == 1 for v in ran.n.values())
 
 
-# Defect 3: .exception() (whose CancelledError names the failed task it
+# .exception() (whose CancelledError names the failed task it
 # looks up in the runtime's failure records) racing wait_all() (which drops
 # those records) and the tasks being freed on other threads.
 def _boom(i):
@@ -195,7 +196,7 @@ def test_exception_lookup_races_wait_all_and_frees(rt):
     run_beside_wait_all(rt, [spawner] * 3, (KeyError, weft.CancelledError))
 
 
-# Defect 4: a slot's phase and C handle published by the spawning thread and
+# A slot's phase and C handle published by the spawning thread and
 # read by others (status, id, result) while it is spawned.
 def test_slot_state_read_while_spawned(rt):
     n = 300

@@ -22,8 +22,8 @@ def warm_numpy():
     """Every NumPy operation the bodies below run, once on this thread
     first: NumPy fills its ufunc-dispatch cache on first use of a type
     combination under its own lock, which TSan cannot see (NumPy is not
-    instrumented) — the free-threaded TSan run reported a body looking an
-    entry up while the main thread added one."""
+    instrumented), so a body looking an entry up while the main thread
+    adds one reads to TSan as a race."""
     for dt in TYPES:
         x = np.ones(2, dtype=dt)
         for fn in OPS.values():

@@ -1,4 +1,4 @@
-"""Views of one array (issue 10): dependencies follow the memory a buffer
+"""Views of one array: dependencies follow the memory a buffer
 covers, not the Python object it comes from.
 
 Every test uses a NumPy array when NumPy is importable, else a memoryview of
@@ -334,9 +334,9 @@ def test_threads_spawning_on_overlapping_views_while_ranges_come_and_go():
 def test_threads_registering_the_same_memory_get_one_data():
     # Threads that register the same ranges at the same time (each through
     # objects of its own) all get one Data per range: entering a range is
-    # atomic with every other look-up of the registry (the free-threaded
-    # TSan run once caught a look-up reading the ranges half-way through
-    # another thread's entry).
+    # atomic with every other look-up of the registry (no look-up reads the
+    # ranges half-way through another thread's entry, which the free-threaded
+    # TSan build would report).
     size, nthreads = 32, 4
     ranges = [(a, b) for a in range(0, size, 4) for b in (a + 2, a + 4, min(size, a + 12))]
     ranges += [(0, size), (1, size - 1)]
