@@ -5,7 +5,7 @@ JOBS    ?= $(shell nproc 2>/dev/null || echo 2)
 CMAKE_FLAGS ?=
 CTEST   := ctest --output-on-failure --no-tests=error -j $(JOBS)
 
-.PHONY: all deps build demo test fuzz test-release test-asan test-tsan bench python-venv python-test python-test-asan python-test-tsan python-test-ft python-test-tsan-ft clean
+.PHONY: all deps build demo test fuzz test-release test-asan test-tsan bench python-venv python-test python-typecheck python-test-asan python-test-tsan python-test-ft python-test-tsan-ft clean
 
 all: build
 
@@ -49,8 +49,15 @@ test-tsan: deps
 python-venv: deps
 	@scripts/ensure-venv.sh
 
+# The suite, then the type check (scripts/typecheck.sh: mypy --strict over
+# the package, its stubs, the examples and python/tests/typing_usage.py, and
+# stubtest of the stubs against the installed extension).
 python-test: python-venv
 	.venv/bin/python -m pytest -q python/tests
+	scripts/typecheck.sh
+
+python-typecheck: python-venv
+	scripts/typecheck.sh
 
 # The same suite with the extension and core built under ASan+UBSan / TSan.
 python-test-asan: deps

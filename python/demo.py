@@ -16,9 +16,9 @@ with weft.Runtime(workers=2, trace=trace) as rt:
     #    names T[t-1, j] before it exists.
     W, STEPS = 4, 200
     T = weft.TaskSpace("wave")
-    grid = {}
+    grid: dict[tuple[int, int], int] = {}
 
-    def cell(t, i):
+    def cell(t: int, i: int) -> int:
         left = grid.get((t - 1, i - 1), 0)
         up = grid.get((t - 1, i), 1 if t == 0 else 0)
         grid[t, i] = (left + up) % 1_000_003

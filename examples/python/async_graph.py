@@ -16,17 +16,19 @@ import sys
 import weft
 
 
-def main(leaves=64):
+def main(leaves: int = 64) -> int:
     T = weft.TaskSpace("T")
 
-    async def leaf(i):
+    async def leaf(i: int) -> int:
         return i * i
 
-    async def inner(level, i):
+    async def inner(level: int, i: int) -> int:
+        left: int
+        right: int
         left, right = await weft.gather(T[level - 1, 2 * i], T[level - 1, 2 * i + 1])
         return left + right
 
-    async def root():
+    async def root() -> int:
         # Spawn the inner levels first, by key: they depend on slots that
         # are spawned after them (Parla's "dependencies by name").
         level, n = 1, leaves // 2
@@ -36,7 +38,8 @@ def main(leaves=64):
             level, n = level + 1, n // 2
         for i in range(leaves):
             weft.spawn(leaf, i, task=T[0, i])
-        return await T[level - 1, 0]
+        top: int = await T[level - 1, 0]
+        return top
 
     with weft.Runtime(workers=2) as rt:
         total = rt.spawn(root).result(timeout=60)

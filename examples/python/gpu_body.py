@@ -15,17 +15,18 @@ or "DIFFERS" and exit status 1).
 import sys
 
 import numpy as np
+import numpy.typing as npt
 
 import weft
 
 
-def main(devices="cpu,vgpu:4"):
+def main(devices: str = "cpu,vgpu:4") -> int:
     n, blocks, a = 1 << 16, 8, 3.0
     x = np.arange(n, dtype=np.float64)
     y = np.ones(n, dtype=np.float64)
     xs, ys = np.split(x, blocks), np.split(y, blocks)
 
-    def axpy(xb, yb):
+    def axpy(xb: npt.NDArray[np.float64], yb: npt.NDArray[np.float64]) -> None:
         ctx = weft.context()
         xd, yd = ctx.array(xb), ctx.array(yb)  # CuPy arrays on CUDA, NumPy on a virtual GPU
         yd += a * xd                           # computed in the body, on the task's device

@@ -12,10 +12,20 @@ attaches its worker's persistent thread state, runs, and detaches; waiting,
 spawning under backpressure and closing release the GIL.  See
 python/README.md for the whole API and its semantics.
 """
+from __future__ import annotations
+
 import atexit as _atexit
+from typing import TYPE_CHECKING as _TYPE_CHECKING
+
+if _TYPE_CHECKING:
+    from typing import TypeVar as _TypeVar
+
+    from ._weft import _BufferLike, _Mode, _Timeout
+
+    _Obj = _TypeVar("_Obj", bound="_BufferLike | Data")
 
 
-def _find_extension():
+def _find_extension() -> None:
     """Running a script that sits in python/ puts the source tree's `weft`
     first on sys.path; it has no compiled extension.  Borrow the extension
     of an installed copy of the package (pip install .) in that case."""
@@ -82,14 +92,22 @@ from ._weft import (  # noqa: F401
 from ._weft import _close_all
 
 
-def acquire(obj, mode="r", timeout=None):
+def _runtime() -> Runtime:
+    rt = current_runtime()
+    if rt is None:
+        raise RuntimeError("no active weft runtime: use `with weft.Runtime() as rt:` "
+                           "(or call rt.acquire / rt.fetch on a runtime)")
+    return rt
+
+
+def acquire(obj: _Obj, mode: _Mode = "r", timeout: _Timeout = None) -> Acquired[_Obj]:
     """rt.acquire(obj, mode, timeout) on the current runtime (see python/README.md, Data)."""
-    return current_runtime().acquire(obj, mode, timeout)
+    return _runtime().acquire(obj, mode, timeout)
 
 
-def fetch(obj, timeout=None):
+def fetch(obj: _Obj, timeout: _Timeout = None) -> _Obj:
     """rt.fetch(obj, timeout) on the current runtime: obj's host memory made the newest value."""
-    return current_runtime().fetch(obj, timeout)
+    return _runtime().fetch(obj, timeout)
 
 from ._comm import Grid, GridBlock, Transfer  # noqa: F401
 from ._placement import Context, DeviceSet, Variants, context, cpu, gpu, variants
@@ -128,6 +146,7 @@ __all__ = [
     "Acquired",
     "current_runtime",
     "current_task",
+    "gather",
     "bench",
     "R",
     "W",

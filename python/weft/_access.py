@@ -1,4 +1,10 @@
 """weft.unordered: an access that the data does not order (WEFT_UNORDERED)."""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ._weft import Data, _BufferLike
 
 
 class unordered:
@@ -12,8 +18,10 @@ class unordered:
 
     __slots__ = ("obj",)
 
-    def __init__(self, obj):
+    obj: _BufferLike | Data
+
+    def __init__(self, obj: _BufferLike | Data) -> None:
         self.obj = obj
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return f"weft.unordered({self.obj!r})"

@@ -3,20 +3,40 @@ body of one (the C side is native.c), Context.queue_native() queues one
 on a GPU stream (place.c), and weft.Reduction names the identity and
 combine of a user-defined reduction (registered per runtime by spawn.c)."""
 
+from __future__ import annotations
+
 import ctypes
+from _ctypes import CFuncPtr  # (ctypes._CFuncPtr: the type of ctypes functions)
+from typing import TYPE_CHECKING, Any, Protocol, Union
+
+if TYPE_CHECKING:
+    from ._weft import Native
 
 
-def _c_address(fn, what):
+class _HasAddress(Protocol):
+    """A Numba cfunc: its C function's address."""
+
+    @property
+    def address(self) -> int: ...
+
+
+# A C function: a ctypes function (a CDLL's, a CFUNCTYPE instance, a Numba
+# cfunc's .ctypes), an object with an int `address` (a Numba cfunc), or the
+# address itself.
+CFunction = Union[int, CFuncPtr, _HasAddress]
+
+
+def _c_address(fn: CFunction, what: str) -> int:
     """The address of the C function fn: a ctypes function (a CDLL's
     function, a CFUNCTYPE instance, a Numba cfunc's .ctypes) or an int."""
     addr = getattr(fn, "address", None)  # a Numba cfunc
-    if isinstance(addr, int) and not isinstance(fn, (int, ctypes._CFuncPtr)):
+    if isinstance(addr, int) and not isinstance(fn, (int, CFuncPtr)):
         fn = addr
     if isinstance(fn, int) and not isinstance(fn, bool):
         if fn <= 0:
             raise ValueError(f"{what}: fn's address {fn} is not a function's")
         return fn
-    if isinstance(fn, ctypes._CFuncPtr):
+    if isinstance(fn, CFuncPtr):
         addr = ctypes.cast(fn, ctypes.c_void_p).value or 0
         if addr == 0:
             raise ValueError(f"{what}: fn is a NULL function pointer")
@@ -24,7 +44,7 @@ def _c_address(fn, what):
     raise TypeError(f"{what}: fn is a ctypes function or an address, not {type(fn).__name__!r}")
 
 
-def native(fn, *, model_ns=0):
+def native(fn: CFunction, *, model_ns: int = 0) -> Native:
     """A C function `int fn(void *p)` as a task body that runs without
     Python: spawn(weft.native(f), arg, reads=..., ...) runs no Python code
     on the worker, and takes the GIL only to report a failure.
@@ -86,9 +106,19 @@ class Reduction:
 
     __slots__ = ("combine", "init", "identity", "dtype", "itemsize", "arg", "name", "_weft_reduction")
 
-    def __init__(self, combine, *, dtype=None, itemsize=None, identity=None, init=None, arg=None, name=None):
+    combine: CFunction
+    init: CFunction | None
+    identity: bytes | None
+    dtype: Any  # a numpy.dtype, or None (made with itemsize=)
+    itemsize: int
+    arg: Any
+    name: str
+    _weft_reduction: tuple[int, int, bytes | None, int, int, str]
+
+    def __init__(self, combine: CFunction, *, dtype: Any = None, itemsize: int | None = None, identity: Any = None,
+                 init: CFunction | None = None, arg: Any = None, name: str | None = None) -> None:
         what = "Reduction()"
-        if callable(combine) and not isinstance(combine, ctypes._CFuncPtr) and not isinstance(
+        if callable(combine) and not isinstance(combine, CFuncPtr) and not isinstance(
                 getattr(combine, "address", None), int):
             raise TypeError(f"{what}: combine must be a C function (a ctypes function, a Numba cfunc, an "
                             f"address), not a Python callable: Weft calls it from C with no Python (compile "
@@ -135,5 +165,5 @@ class Reduction:
         self._weft_reduction = (_c_address(combine, what), 0 if init is None else _c_address(init, what),
                                 ident, itemsize, arg_addr, self.name)
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return f"weft.Reduction({self.name!r}, {self.itemsize}-byte elements)"

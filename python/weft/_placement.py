@@ -14,9 +14,30 @@ on GPUs; nothing here runs for a plain CPU task.
 No array library is imported here: CuPy and PyTorch are used only when the
 program has imported them itself.
 """
+from __future__ import annotations
+
 import contextlib
 import functools
 import sys
+from collections.abc import Callable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, Generic, NoReturn, ParamSpec, TypeAlias, TypeVar, overload
+
+if TYPE_CHECKING:
+    from ._native import CFunction
+    from ._weft import Data, View, _BufferLike, _DeviceSpec, _Placement
+
+    # What ctx.queue() / queue_native() take as reads= and writes=: buffers
+    # (views from view() too) or ints naming the task's own accesses; one,
+    # or a list or tuple of them.
+    _QueueItem: TypeAlias = "_BufferLike | int"
+    _QueueAccesses: TypeAlias = "_QueueItem | Sequence[_QueueItem]"
+    # What names one of the task's accesses: its index, or the weft.Data or
+    # object named in the spawn.
+    _Which: TypeAlias = "int | _BufferLike | Data"
+
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
+_F = TypeVar("_F", bound=Callable[..., Any])
 
 
 class DeviceSet:
@@ -24,23 +45,28 @@ class DeviceSet:
 
     __slots__ = ("cpu", "gpus", "gpu", "gset")
 
-    def __init__(self, cpu=False, gpus=0, gpu=-1, gset=0):
+    cpu: bool
+    gpus: int
+    gpu: int
+    gset: int
+
+    def __init__(self, cpu: object = False, gpus: int = 0, gpu: int = -1, gset: int = 0) -> None:
         object.__setattr__(self, "cpu", bool(cpu))
         object.__setattr__(self, "gpus", int(gpus))
         object.__setattr__(self, "gpu", int(gpu))
         object.__setattr__(self, "gset", int(gset))  # exactly these GPUs (bit g: GPU g), or 0
 
-    def __setattr__(self, name, value):
+    def __setattr__(self, name: str, value: object) -> NoReturn:
         raise AttributeError("weft device sets are immutable")
 
-    def __call__(self, i):
+    def __call__(self, i: int) -> DeviceSet:
         if self.gpus != 1 or self.gpu != -1 or self.cpu:
             raise TypeError(f"{self!r}(...): only weft.gpu takes a GPU number")
         if not isinstance(i, int) or isinstance(i, bool) or i < 0:
             raise ValueError(f"weft.gpu({i!r}): a GPU number is an int >= 0")
         return DeviceSet(False, 1, i)
 
-    def __mul__(self, k):
+    def __mul__(self, k: int) -> DeviceSet:
         if self.gpus != 1 or self.gpu != -1:
             raise TypeError(f"{self!r} * {k!r}: only weft.gpu can be multiplied")
         if not isinstance(k, int) or isinstance(k, bool) or k < 1:
@@ -49,13 +75,13 @@ class DeviceSet:
 
     __rmul__ = __mul__
 
-    def _pinned(self):
+    def _pinned(self) -> int | None:
         """The GPUs this set names one by one, as a bit mask, or None."""
         if self.gset:
             return self.gset
         return 1 << self.gpu if self.gpus == 1 and self.gpu >= 0 else None
 
-    def __add__(self, other):
+    def __add__(self, other: _DeviceSpec) -> DeviceSet:
         other = _as_set(other)
         if self.gpus and other.gpus:
             a, b = self._pinned(), other._pinned()
@@ -71,14 +97,14 @@ class DeviceSet:
 
     __radd__ = __add__
 
-    def __eq__(self, other):
+    def __eq__(self, other: object) -> bool:
         return isinstance(other, DeviceSet) and (self.cpu, self.gpus, self.gpu, self.gset) == (
             other.cpu, other.gpus, other.gpu, other.gset)
 
-    def __hash__(self):
+    def __hash__(self) -> int:
         return hash((self.cpu, self.gpus, self.gpu, self.gset))
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         if not self.gpus:
             return "weft.cpu"
         if self.gset:
@@ -92,7 +118,7 @@ cpu = DeviceSet(cpu=True)
 gpu = DeviceSet(gpus=1)
 
 
-def _parse(s):
+def _parse(s: str) -> DeviceSet:
     text = s.strip()
     has_cpu = False
     if text.startswith("cpu"):
@@ -126,7 +152,7 @@ def _parse(s):
     return DeviceSet(has_cpu, k, i)
 
 
-def _as_set(x):
+def _as_set(x: object) -> DeviceSet:
     if isinstance(x, DeviceSet):
         return x
     if isinstance(x, str):
@@ -140,27 +166,31 @@ def _as_set(x):
                     "weft.gpu * k, a tuple of them, or a string such as 'gpu:1')")
 
 
-class Variants:
+class Variants(Generic[_P, _R]):
     """A function with one body per device set (see `weft.variants`)."""
 
-    def __init__(self, fn, placement=None):
+    default: Callable[_P, _R]
+    default_placement: DeviceSet
+    variants: list[tuple[DeviceSet, Callable[..., Any]]]
+
+    def __init__(self, fn: Callable[_P, _R], placement: _DeviceSpec | None = None) -> None:
         functools.update_wrapper(self, fn)
         self.default = fn
         self.default_placement = _as_set(placement) if placement is not None else cpu
         self.variants = []  # (DeviceSet, function), in registration order
 
-    def variant(self, placement):
+    def variant(self, placement: _DeviceSpec) -> Callable[[_F], _F]:
         """Decorator: register the decorated function as this function's body
         on `placement`; it is returned unchanged."""
         ds = _as_set(placement)
 
-        def register(fn):
+        def register(fn: _F) -> _F:
             self.variants.append((ds, fn))
             return fn
 
         return register
 
-    def body_for(self, placement):
+    def body_for(self, placement: _DeviceSpec) -> Callable[..., Any]:
         """The body that runs on `placement` (a device set): the variant
         registered for exactly that set; else one registered for any GPU(s)
         of the kind asked for — a variant for weft.gpu serves weft.gpu(1)
@@ -169,19 +199,25 @@ class Variants:
         default body."""
         return _best(self, _as_set(placement))
 
-    def __call__(self, *args, **kwargs):
+    def __call__(self, *args: _P.args, **kwargs: _P.kwargs) -> _R:
         # Inside a task, the variant of the device the task runs on (a body
         # on GPUs calls the GPU variant, a CPU body the CPU one), as Parla's
         # specialized functions dispatch on the current device; elsewhere
         # the CPU's.
-        return _best(self, _current_set())(*args, **kwargs)
+        body: Callable[_P, _R] = _best(self, _current_set())
+        return body(*args, **kwargs)
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         names = ", ".join(f"{ds!r}: {getattr(f, '__name__', f)}" for ds, f in self.variants)
         return f"<weft.variants of {getattr(self.default, '__name__', self.default)}: {names}>"
 
 
-def variants(fn=None, *, placement=None):
+@overload
+def variants(fn: Callable[_P, _R], *, placement: _DeviceSpec | None = None) -> Variants[_P, _R]: ...
+@overload
+def variants(fn: None = None, *, placement: _DeviceSpec | None = None) -> Callable[[Callable[_P, _R]], Variants[_P, _R]]: ...
+def variants(fn: Callable[_P, _R] | None = None, *,
+             placement: _DeviceSpec | None = None) -> Variants[_P, _R] | Callable[[Callable[_P, _R]], Variants[_P, _R]]:
     """Decorator: a function with variants per device set.
 
         @weft.variants
@@ -203,7 +239,7 @@ def variants(fn=None, *, placement=None):
     return Variants(fn, placement)
 
 
-def _rank(v, p):
+def _rank(v: DeviceSet, p: DeviceSet) -> int | None:
     """How well a variant registered for device set v fits a placement p
     (lower is better), or None if it does not: the exact set; then a
     variant for any GPU(s) (v.gpu == -1) of the same count and CPU part;
@@ -222,9 +258,10 @@ def _rank(v, p):
     return None
 
 
-def _best(fn, p):
+def _best(fn: Variants[..., Any], p: DeviceSet) -> Callable[..., Any]:
     """The body of Variants fn for device set p (see Variants.body_for)."""
-    best, body = None, None
+    best: int | None = None
+    body: Callable[..., Any] | None = None
     for ds, f in fn.variants + [(fn.default_placement, fn.default)]:
         r = _rank(ds, p)
         if r is not None and (best is None or r < best):
@@ -232,7 +269,7 @@ def _best(fn, p):
     return fn.default if body is None else body
 
 
-def _current_set():
+def _current_set() -> DeviceSet:
     """The device set the calling code runs on: the running task's GPUs
     (a specific one for a one-GPU task), or the CPU (a CPU task, or not in
     a task)."""
@@ -246,17 +283,19 @@ def _current_set():
     return DeviceSet(False, len(ctx.devices), -1)
 
 
-def _gpu_number(index):
+def _gpu_number(index: int) -> int:
     """The GPU number (0..G-1) of runtime device `index` (the CPU is
     device 0, the GPUs follow)."""
     return index - 1
 
 
-def _alt(ds, share, memory, body):
+def _alt(ds: DeviceSet, share: float, memory: int,
+         body: Callable[..., Any] | None) -> tuple[int, int, int, float, int, Callable[..., Any] | None, int]:
     return (int(ds.cpu), ds.gpus, ds.gpu, float(share), int(memory), body, ds.gset)
 
 
-def _normalize(fn, placement, share, memory):
+def _normalize(fn: Any, placement: _Placement, share: float | None,
+               memory: int | None) -> tuple[Any, list[tuple[int, int, int, float, int, Any, int]]]:
     """(the default body, [(cpu, gpus, gpu, share, memory, body or None), ...])"""
     share = 0.0 if share is None else share
     memory = 0 if memory is None else memory
@@ -294,7 +333,14 @@ class Context:
 
     __slots__ = ("variant", "devices", "streams", "kinds", "ordinals", "_task")
 
-    def __init__(self, variant, gpus, task=0):
+    variant: int
+    devices: tuple[int, ...]
+    kinds: tuple[str, ...]
+    ordinals: tuple[int, ...]
+    streams: tuple[int, ...]
+    _task: int
+
+    def __init__(self, variant: int, gpus: Sequence[tuple[int, str, int, int]], task: int = 0) -> None:
         self.variant = variant
         self.devices = tuple(g[0] for g in gpus)
         self.kinds = tuple(g[1] for g in gpus)
@@ -302,7 +348,7 @@ class Context:
         self.streams = tuple(g[3] for g in gpus)
         self._task = task  # the C id of the task whose body it was made for (0: any)
 
-    def view(self, which):
+    def view(self, which: _Which) -> View:
         """A weft.View of one of the task's data accesses: `which` is its
         index (in the order reads=, writes=, readwrites=, commutes=,
         reduces=, then scratch=, each in the order given), or the weft.Data
@@ -345,14 +391,14 @@ class Context:
         return _weft._scratch(k, self._task)
 
     @property
-    def views(self):
+    def views(self) -> tuple[View, ...]:
         """A weft.View of each of the task's data accesses, in order."""
         from . import _weft
 
         return _weft._views(self._task)
 
     @property
-    def addresses(self):
+    def addresses(self) -> tuple[int, ...]:
         """Where each of the task's data accesses is, in order, as ints:
         the address view(i).ptr gives, without making the views (for C code
         handed pointers, e.g. through queue_native)."""
@@ -360,7 +406,7 @@ class Context:
 
         return _weft._addresses(self._task)
 
-    def array(self, which):
+    def array(self, which: _Which) -> Any:
         """view(which) as an array of the library at hand, without a copy: a
         NumPy array for memory the host can address (the host's copy, a
         virtual GPU's replica; a memoryview without NumPy), a CuPy array on
@@ -379,7 +425,8 @@ class Context:
             return memoryview(v)
         return numpy.asarray(v)
 
-    def queue(self, fn, *args, gpu=0, model_ns=0, reads=(), writes=()):
+    def queue(self, fn: Callable[..., object], *args: Any, gpu: int = 0, model_ns: int = 0,
+              reads: _QueueAccesses = (), writes: _QueueAccesses = ()) -> None:
         """Queue fn(*args) on the stream of the task's GPU number `gpu`
         (0 .. len(devices)-1), after the work queued there: on a virtual GPU
         it is the kernel (run by the stream's thread, stretched to model_ns
@@ -397,7 +444,8 @@ class Context:
         call = functools.partial(fn, *args) if args else fn
         _weft._queue(gpu, call, int(model_ns), _buffers(reads), _buffers(writes))
 
-    def queue_native(self, fn, arg=None, *, gpu=0, model_ns=0, reads=(), writes=()):
+    def queue_native(self, fn: CFunction, arg: _BufferLike | None = None, *, gpu: int = 0, model_ns: int = 0,
+                     reads: _QueueAccesses = (), writes: _QueueAccesses = ()) -> None:
         """Queue a C function on the stream of the task's GPU number `gpu`,
         in the stream's order as queue() does a Python callable, but called
         without Python: the stream's thread runs it without taking the GIL,
@@ -422,7 +470,7 @@ class Context:
         addr = _c_address(fn, "queue_native()")
         _weft._queue_native(gpu, addr, fn, arg, int(model_ns), _buffers(reads), _buffers(writes))
 
-    def each_device(self):
+    def each_device(self) -> Iterator[int]:
         """Step through the task's GPUs: yields 0, 1, ... with, for CUDA
         devices, CuPy's and PyTorch's current device and stream set to that
         GPU's (when the program imported them)."""
@@ -430,15 +478,15 @@ class Context:
             with _library_current(self, i):
                 yield i
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return f"<weft.Context variant={self.variant} devices={self.devices}>"
 
 
-def _buffers(x):
+def _buffers(x: _QueueAccesses) -> tuple[object, ...]:
     return tuple(x) if isinstance(x, (list, tuple)) else (x,)
 
 
-def _cupy_array(cupy, v):
+def _cupy_array(cupy: Any, v: View) -> Any:
     """A CuPy array on a CUDA view's memory (untested here: no CUDA device
     and no CuPy on the test machines).  Built from the pointer, not through
     cupy.asarray, whose __cuda_array_interface__ import synchronises the
@@ -450,7 +498,7 @@ def _cupy_array(cupy, v):
                         strides=v.strides)
 
 
-def context():
+def context() -> Context:
     """The running task's Context (its variant, GPUs and streams).  A task
     without placement gets an empty one (variant 0, no devices).  Raises
     RuntimeError outside a task."""
@@ -464,7 +512,7 @@ def context():
     return Context(0, (), _weft._frame_task())
 
 
-def _library_current(ctx, i):
+def _library_current(ctx: Context, i: int) -> contextlib.ExitStack[bool | None]:
     """CuPy's / PyTorch's current device and stream for GPU i, if it is a
     CUDA device and the program imported the library."""
     stack = contextlib.ExitStack()
@@ -480,7 +528,7 @@ def _library_current(ctx, i):
     return stack
 
 
-def _call_placed(ctx, fn, args, kwargs):
+def _call_placed(ctx: Context, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any] | None) -> Any:
     """Run a body placed on CUDA devices with CuPy's / PyTorch's current
     device and stream set to its first GPU's (the extension calls it; other
     bodies are called directly)."""

@@ -11,22 +11,35 @@ is not a plain list of Tasks.
                     Parla's deps=[T[i-1]] is no dependency at i=0)
     deps=T          the tasks spawned into T so far (as `await T`)
 """
+from __future__ import annotations
+
 import operator
+from collections.abc import Generator, Hashable, Iterable
+from typing import TYPE_CHECKING, Any, Self
+
+if TYPE_CHECKING:
+    from ._weft import Task, TaskSpace
+
+    _TaskTuple = tuple[Task[Any], ...]
+else:
+    _TaskTuple = tuple
 
 
-class TaskList(tuple):
+class TaskList(_TaskTuple):
     """Task-space slots named at once: T[0:4], T[0:4, 1], T[1:3, 0:2], T[-1]
     (none).  A tuple of weft.Task slots (spawned yet or not) in key order,
     with `label` ("T[0:4]").  Use it in deps= (alone or in a list), wait for
     it (`.wait()`, `await T[0:4]`: the list of results, as weft.gather), or
     iterate it.  Spawning goes into one slot: task=T[i]."""
 
-    def __new__(cls, tasks, label):
+    label: str
+
+    def __new__(cls, tasks: Iterable[Task[Any]], label: str) -> Self:
         self = super().__new__(cls, tasks)
         self.label = label
         return self
 
-    def wait(self, timeout=None):
+    def wait(self, timeout: float | None = None) -> Self:
         """Wait until every slot's task was spawned and has finished (failed
         or cancelled ones included: their outcome is not raised here).
         timeout: seconds for all of them together; TimeoutError when it
@@ -42,20 +55,20 @@ class TaskList(tuple):
             t.wait(max(0.0, end - time.monotonic()))
         return self
 
-    def done(self):
+    def done(self) -> bool:
         """True once every slot's task has finished."""
         return all(t.done() for t in self)
 
-    def __await__(self):
+    def __await__(self) -> Generator[Any, Any, list[Any]]:
         from . import _weft
 
         return _weft.gather(*self).__await__()
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return f"<weft.TaskList {self.label}: {len(self)} slot{'' if len(self) == 1 else 's'}>"
 
 
-def _fmt(part):
+def _fmt(part: object) -> str:
     if isinstance(part, slice):
         a = "" if part.start is None else repr(part.start)
         b = "" if part.stop is None else repr(part.stop)
@@ -63,7 +76,7 @@ def _fmt(part):
     return repr(part)
 
 
-def _values(space, part, label):
+def _values(space: TaskSpace, part: object, label: str) -> list[Any]:
     """The key components one index component stands for."""
     if isinstance(part, slice):
         if part.stop is None:
@@ -88,11 +101,11 @@ def _values(space, part, label):
     return [part]
 
 
-def _expand(space, key):
+def _expand(space: TaskSpace, key: Hashable | slice | range | list[Any]) -> TaskList:
     """T[key] for a key naming several slots (or none): a TaskList."""
     parts = key if isinstance(key, tuple) else (key,)
     label = f"{space.name}[{', '.join(_fmt(p) for p in parts)}]"
-    keys = [()]
+    keys: list[tuple[Any, ...]] = [()]
     for p in parts:
         vals = _values(space, p, label)
         keys = [k + (v,) for k in keys for v in vals]
@@ -100,14 +113,14 @@ def _expand(space, key):
     return TaskList([space[k[0] if one else k] for k in keys], label)
 
 
-def _flatten_deps(deps):
+def _flatten_deps(deps: Any) -> list[Task[Any]]:
     """deps= as a list of Tasks: lists, tuples and TaskLists are flattened,
     a TaskSpace stands for the tasks spawned into it so far."""
     from ._weft import Task, TaskSpace
 
-    out = []
+    out: list[Task[Any]] = []
 
-    def add(x, where):
+    def add(x: object, where: str) -> None:
         if isinstance(x, Task):
             out.append(x)
         elif isinstance(x, TaskSpace):

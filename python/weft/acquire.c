@@ -300,6 +300,9 @@ static PyMethodDef Acquired_methods[] = {
      "End the acquisition: tasks spawned after it on the buffer may start."},
     {"__enter__", (PyCFunction)Acquired_enter, METH_NOARGS, NULL},
     {"__exit__", (PyCFunction)Acquired_exit, METH_VARARGS, NULL},
+    /* weft.Acquired[bytearray] in annotations evaluated at run time (generic
+     * in the object it holds in _weft.pyi). */
+    {"__class_getitem__", Py_GenericAlias, METH_O | METH_CLASS, "See PEP 585."},
     {NULL, NULL, 0, NULL}};
 
 static PyGetSetDef Acquired_getset[] = {

@@ -427,6 +427,9 @@ static PyMethodDef Task_methods[] = {
     {"done", (PyCFunction)Task_done, METH_NOARGS, "True once the task finished."},
     {"cancel", (PyCFunction)Task_cancel, METH_NOARGS,
      "Ask that the task not run.  True if it will not run; False if it already started."},
+    /* weft.Task[int] in annotations evaluated at run time (the stub,
+     * _weft.pyi, makes Task generic in its result's type). */
+    {"__class_getitem__", Py_GenericAlias, METH_O | METH_CLASS, "See PEP 585."},
     {NULL, NULL, 0, NULL}};
 
 static PyGetSetDef Task_getset[] = {
