@@ -20,7 +20,7 @@ import contextlib
 import functools
 import sys
 from collections.abc import Callable, Iterator, Sequence
-from typing import TYPE_CHECKING, Any, Generic, NoReturn, ParamSpec, TypeAlias, TypeVar, overload
+from typing import TYPE_CHECKING, Any, Generic, NoReturn, ParamSpec, SupportsIndex, TypeAlias, TypeVar, overload
 
 if TYPE_CHECKING:
     from ._native import CFunction
@@ -375,7 +375,7 @@ class Context:
 
         return _weft._view(which, self._task)
 
-    def scratch(self, k=0):
+    def scratch(self, k: SupportsIndex = 0) -> View:
         """A weft.View of the task's scratch buffer k (spawn(...,
         scratch=[...]), in the order given; the same as view(i) with i the
         count of the other accesses plus k): memory of the size asked for,

@@ -88,6 +88,8 @@ _ReduceOp: TypeAlias = _BuiltinOp | Reduction
 _ReducePair: TypeAlias = tuple[_BufferLike | Data, _ReduceOp]
 # reduces=: one (buffer, op) pair, or an iterable of pairs ([buffer, op] lists too).
 _Reduces: TypeAlias = _ReducePair | Iterable[_ReducePair | list[Any]] | None
+# scratch=: sizes in bytes, or buffers / weft.Data whose size (and shape) is taken.
+_Scratch: TypeAlias = Iterable[SupportsIndex | _BufferLike | Data] | None
 
 # Every timeout=: seconds (an int or a float, or what converts to a float);
 # None, float('inf') and huge values wait without limit.
@@ -106,6 +108,7 @@ class _SpawnOptionsBase(TypedDict, total=False):
     readwrites: _Accesses
     commutes: _Accesses
     reduces: _Reduces
+    scratch: _Scratch
     name: str | None
     priority: int | None
     task: Task[Any] | None
@@ -510,6 +513,7 @@ def _context() -> Context | None: ...
 def _frame_task() -> int: ...
 def _view(which: SupportsIndex | _BufferLike | Data, task: int | None = None, /) -> View: ...
 def _views(task: int | None = None, /) -> tuple[View, ...]: ...
+def _scratch(k: SupportsIndex = 0, task: int | None = None, /) -> View: ...
 def _addresses(task: int | None = None, /) -> tuple[int, ...]: ...
 def _ctx_data(i: int, /) -> int | None: ...
 # reads / writes: buffers and access indices (the C code checks each).
