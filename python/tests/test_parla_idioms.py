@@ -332,3 +332,13 @@ def test_unnamed_tasks_go_by_their_function_name(rt):
     assert e.cause_name == "parse"
     assert any("parse" in n for n in getattr(bad.exception(), "__notes__", []))
     assert bad.name is None   # .name stays the name given
+
+
+def test_share_zero_is_refused_not_taken_as_the_whole_device():
+    # Parla's vcus=0 reserves nothing; weft's share=0 would reserve all.
+    with weft.Runtime(workers=1, devices="cpu,vgpu:1") as rt:
+        with pytest.raises(ValueError, match=r"share= takes a number in \(0, 1\]"):
+            rt.spawn(lambda: None, placement=weft.gpu, share=0)
+        with pytest.raises(ValueError, match="share -0.5 is not in"):
+            rt.spawn(lambda: None, placement=weft.gpu, share=-0.5)
+        assert rt.spawn(lambda: 1, placement=weft.gpu).result(timeout=30) == 1

@@ -297,10 +297,15 @@ def _alt(ds: DeviceSet, share: float, memory: int,
 def _normalize(fn: Any, placement: _Placement, share: float | None,
                memory: int | None) -> tuple[Any, list[tuple[int, int, int, float, int, Any, int]]]:
     """(the default body, [(cpu, gpus, gpu, share, memory, body or None), ...])"""
+    if share is not None and not isinstance(share, (int, float)) or isinstance(share, bool):
+        raise TypeError(f"spawn(): share= takes a number in (0, 1], not {share!r}")
+    if share is not None and share <= 0:
+        # (Parla's vcus=0 reserves nothing; a share of 0 would reserve the
+        # whole device, the opposite: refused rather than taken silently.)
+        raise ValueError(f"spawn(): share= takes a number in (0, 1], not {share!r} (leave share= out for the "
+                         "whole device; a share reserves at least a part of it)")
     share = 0.0 if share is None else share
     memory = 0 if memory is None else memory
-    if not isinstance(share, (int, float)) or isinstance(share, bool):
-        raise TypeError(f"spawn(): share= takes a number in (0, 1], not {share!r}")
     if not isinstance(memory, int) or isinstance(memory, bool) or memory < 0:
         raise ValueError(f"spawn(): memory= takes a number of bytes >= 0, not {memory!r}")
     if isinstance(fn, Variants):
