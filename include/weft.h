@@ -252,7 +252,9 @@ WEFT_API WEFT_NODISCARD int weft_runtime_create(const weft_config *cfg, weft_run
  * info and release (every such task has finished); each must still be
  * released.  Later calls with rt return WEFT_ECLOSED.  NULL is accepted and
  * returns 0.  Returns 0, or WEFT_ETASKFAILED when some task failed since the
- * last weft_wait_all (the runtime is destroyed either way), WEFT_ECLOSED for
+ * last weft_wait_all (the runtime is destroyed either way), else
+ * WEFT_ECANCELLED when tasks waiting for keys nobody spawned were cancelled
+ * (weft_last_error names a key; destroyed either way), WEFT_ECLOSED for
  * an already destroyed runtime, WEFT_EDEADLK if called from one of this
  * runtime's tasks or from an on_finish callback (nothing is destroyed
  * then).  Blocks. */

@@ -185,13 +185,18 @@ static void test_unspawned(void) {
     CHECK(info_unspawned.cause_id == 0 && strcmp(info_unspawned.cause_name, "U[4,2]") == 0);
     CHECK_OK(weft_wait_all(rt)); /* cancellation is not a failure */
     weft_task_release(t);
-    /* Destroying the runtime closes what is left: no hang. */
+    /* Destroying the runtime closes what is left: no hang, and it says
+     * what it cancelled (a key asked for but not waited for is no news). */
     CHECK_OK(weft_space_create(rt, "V", &s));
     CHECK_OK(weft_space_task(s, &k, 1, &missing));
+    int64_t idle = 77;
+    weft_task *asked;
+    CHECK_OK(weft_space_task(s, &idle, 1, &asked));
     d.deps = &missing;
     k = 10;
     CHECK_OK(weft_space_spawn(s, &k, 1, &d, &t));
-    CHECK_OK(weft_runtime_destroy(rt));
+    CHECK_ERR(weft_runtime_destroy(rt), WEFT_ECANCELLED);
+    CHECKF(strstr(weft_last_error(), "(V[9])") != NULL, "message: %s", weft_last_error());
     CHECK_RC(weft_task_wait(t), WEFT_ECANCELLED);
     CHECK(atomic_load(&destroyed) == 2);
     weft_task_release(t);
@@ -438,7 +443,8 @@ static void test_destroy_and_settled(void) {
     d.deps = &k3;
     CHECK_OK(weft_spawn(rt, &d, NULL));
     CHECK_OK(weft_spawn_simple(rt, spawns_key_later, (void *)(intptr_t)3, NULL));
-    CHECK_OK(weft_runtime_destroy(rt));
+    CHECK_ERR(weft_runtime_destroy(rt), WEFT_ECANCELLED); /* (the one waiting for D[2]) */
+    CHECKF(strstr(weft_last_error(), "(D[2])") != NULL, "message: %s", weft_last_error());
     CHECK(atomic_load(&late_ran) == 4);
     CHECK_RC(weft_task_wait(never), WEFT_ECANCELLED);
     weft_task_release(never);

@@ -350,7 +350,8 @@ int weft_runtime_destroy(weft_runtime *h)
     atomic_store(&rt->closing, true);
     weft__acquired_release_all(rt); /* (they would hold what follows them forever) */
     weft__wait_settled(rt, UINT64_MAX);
-    weft__spaces_close_all(rt);
+    char unspawned[32];
+    size_t nunspawned = weft__spaces_close_all(rt, unspawned);
     int rc = weft_wait_all(h);
     atomic_store(&rt->open, false);
     weft__wait_idle(rt, UINT64_MAX);
@@ -369,9 +370,14 @@ int weft_runtime_destroy(weft_runtime *h)
         d = next;
     }
     rt_free(rt);
-    return rc == WEFT_ETASKFAILED
-               ? weft__error(rc, "weft_runtime_destroy: a task failed since the last wait_all")
-               : rc;
+    if (rc == WEFT_ETASKFAILED)
+        return weft__error(rc, "weft_runtime_destroy: a task failed since the last wait_all");
+    if (rc == 0 && nunspawned)
+        return weft__error(WEFT_ECANCELLED, "weft_runtime_destroy: tasks waited for task-space key%s nobody "
+                           "spawned (%s%s): they were cancelled (spawn the keys, or weft_space_destroy the "
+                           "space first to cancel them on purpose)", nunspawned > 1 ? "s" : "", unspawned,
+                           nunspawned > 1 ? " and others" : "");
+    return rc;
 }
 
 unsigned weft_runtime_workers(const weft_runtime *h)

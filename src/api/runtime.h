@@ -127,7 +127,9 @@ int weft__wait_task_or(weft__rt *rt, weft__task *t, bool (*done)(const void *), 
  * being made: their acquire sees the runtime closing). */
 void weft__acquired_release_all(weft__rt *rt);
 
-/* api/space.c */
-void weft__spaces_close_all(weft__rt *rt);
+/* api/space.c: destroy every space of rt; returns how many keys nobody
+ * spawned had tasks waiting for them (cancelled now), the first one's
+ * label in first (32 bytes). */
+size_t weft__spaces_close_all(weft__rt *rt, char *first);
 
 #endif

@@ -447,9 +447,12 @@ int weft_space_cancel(weft_space *h, const int64_t *key, size_t nkey)
 }
 
 /* Close s (the caller claimed it): cancel placeholders of unspawned keys,
- * drop the space's references.  Its handle goes stale. */
-static void space_close(weft__space *s)
+ * drop the space's references.  Its handle goes stale.  Returns how many
+ * of those keys had tasks waiting for them (now cancelled); the first
+ * one's label goes to first (32 bytes). */
+static size_t space_close(weft__space *s, char *first)
 {
+    size_t waited = 0;
     pthread_mutex_lock(&s->lock);
     s->closed = true;
     entry **table = s->table;
@@ -464,6 +467,9 @@ static void space_close(weft__space *s)
         if (!e->spawned) {
             char why[32];
             label(s, e->key, e->nkey, why);
+            weft__edge *succ = atomic_load_explicit(&e->task->successors, memory_order_acquire);
+            if (succ && succ != WEFT__CLOSED && waited++ == 0)
+                memcpy(first, why, sizeof why);
             weft__task_proxy_abandon(e->task, why);
         }
         atomic_store(&e->task->space_owned, false);
@@ -476,6 +482,7 @@ static void space_close(weft__space *s)
     }
     weft__free(table);
     weft__slot_free(s);
+    return waited;
 }
 
 /* Unlink s from its runtime's list; false if someone else did. */
@@ -515,20 +522,25 @@ int weft_space_destroy(weft_space *h)
         weft__rt_leave(rt, 1);
         return weft__error(WEFT_EINVAL, "weft_space_destroy: space was destroyed (or its runtime)");
     }
-    space_close(s);
+    char first[32];
+    (void)space_close(s, first); /* (cancelling what waits for unspawned keys is what destroy says it does) */
     weft__rt_leave(rt, 1);
     return 0;
 }
 
-void weft__spaces_close_all(weft__rt *rt)
+size_t weft__spaces_close_all(weft__rt *rt, char *first)
 {
+    size_t waited = 0;
     for (;;) {
         pthread_mutex_lock(&rt->data_lock);
         weft__space *s = rt->spaces;
         pthread_mutex_unlock(&rt->data_lock);
         if (!s)
-            return;
-        if (claim(rt, s))
-            space_close(s);
+            return waited;
+        char f[32];
+        size_t n = claim(rt, s) ? space_close(s, f) : 0;
+        if (n && !waited)
+            memcpy(first, f, sizeof f);
+        waited += n;
     }
 }
