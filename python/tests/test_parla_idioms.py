@@ -342,3 +342,15 @@ def test_share_zero_is_refused_not_taken_as_the_whole_device():
         with pytest.raises(ValueError, match="share -0.5 is not in"):
             rt.spawn(lambda: None, placement=weft.gpu, share=-0.5)
         assert rt.spawn(lambda: 1, placement=weft.gpu).result(timeout=30) == 1
+
+
+def test_cycle_message_through_data_with_tuple_keys(rt):
+    # A key's label holds a comma ("V[1, 0]"): the message keeps it whole.
+    V = weft.TaskSpace("V")
+    buf = bytearray(1)
+    weft.spawn(int, task=V[1, 0], deps=[V[0, 0]], writes=[buf])
+    with pytest.raises(ValueError, match=r"V\[0, ?0\]'s reads\[0\] would follow task 'V\[1, ?0\]' \(id \d+\), "
+                                         r"which writes the same data"):
+        weft.spawn(int, task=V[0, 0], reads=[buf])
+    weft.spawn(int, task=V[0, 0])
+    V[0:2, 0].wait(timeout=10)

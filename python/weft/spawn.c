@@ -582,6 +582,24 @@ tile_reduce_check(const weft_py_accs *av, PyObject *const accs[4], Py_ssize_t nr
  * writer of that data, which already waits ..."): the ValueError again,
  * naming the slot, the spawn's own argument (deps[2], reads[0]) and the
  * task it would follow. */
+/* From "its data access 0 follows task 'T[1, 2]' (id 5), a writer of
+ * ...": the task named ("task 'T[1, 2]' (id 5)": a key's label may hold
+ * commas) in who; 0 if the text is not of that shape. */
+static int
+data_cycle_who(const char *a, char *who, size_t len)
+{
+    const char *from = strstr(a, " follows ");
+    if (from == NULL) return 0;
+    from += strlen(" follows ");
+    const char *end = strstr(from, ", a writer of");
+    if (end == NULL) end = strstr(from, ", a reader of");
+    if (end == NULL) return 0;
+    size_t n = (size_t)(end - from) < len - 1 ? (size_t)(end - from) : len - 1;
+    memcpy(who, from, n);
+    who[n] = 0;
+    return 1;
+}
+
 static void
 cycle_message(RuntimeObject *r, TaskObject *t, PyObject *deps, PyObject *const accs[4], size_t na,
               const char *why)
@@ -602,7 +620,7 @@ cycle_message(RuntimeObject *r, TaskObject *t, PyObject *deps, PyObject *const a
                                           "follow only tasks before them", me, k, who, that, me)
                    : NULL;
         Py_XDECREF(that);
-    } else if (a && sscanf(a, "its data access %lu follows %95[^,], a", &k, who) >= 1) {
+    } else if (a && sscanf(a, "its data access %lu follows ", &k) == 1 && data_cycle_who(a, who, sizeof who)) {
         char arg[40];
         const char *role = strstr(a, "a writer of") ? "writes" : "reads";
         if (k < na) access_label(arg, sizeof arg, accs, k);
