@@ -10,9 +10,8 @@
  * communicator (mpoll, the engine's progress: idle workers and the
  * runtime's waits, through the poller api/comm.c registers with the
  * runtime) tests what is in flight and reports each end to its task
- * (weft__comm_work_done) right there, so
- * the successor is released on the polling thread: a round trip needs no
- * thread hand-off.  The communicator's progress thread is the fallback: it
+ * (weft__comm_work_done) right there, so the successor is released on the
+ * polling thread: a round trip needs no thread hand-off.  The communicator's progress thread is the fallback: it
  * watches, and polls only while nobody else has for a period (every worker
  * busy or parked, no wait spinning).  Only the communicator's lock
  * serialises its MPI calls (a duplicate of the user's communicator, so
