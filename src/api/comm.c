@@ -7,10 +7,12 @@
  * as a task over exactly the members' GPUs (weft_placement.gpu_set), each
  * buffer an access WEFT_ON_GPU its member's place in that set.  Its body
  * turns the accesses into device pointers (weft_ctx_data) and hands the
- * operation to the communicator's backend (comm/comm.h), which queues the
- * members' parts on their streams.
+ * operation to comm/ (weft__comm_run), whose engine for the communicator's
+ * kind queues the members' parts on their streams.  The engines reach the
+ * task and the runtime only through this file's host table (comm/comm.h's
+ * weft__comm_host), handed to every communicator opened here.
  */
-#include "runtime.h"
+#include "api/runtime.h"
 #include "worker.h"
 #include "trace.h"
 #include "comm/comm.h"
@@ -20,31 +22,29 @@
 #include <string.h>
 
 /* ------------------------------------------------------------------------ */
-/* The launch lock (comm/comm.h)                                             */
+/* The host: this layer's services to the engines (comm/comm.h)              */
 /* ------------------------------------------------------------------------ */
 
-/* Orders the queueing of every operation's parts, process-wide: two
- * operations sharing streams are queued on all of them in one order.
- * Nothing else is taken under it but the device queues' own locks. */
-static pthread_mutex_t launch_lock = PTHREAD_MUTEX_INITIALIZER;
-
-void weft__comm_launch_lock(void) { pthread_mutex_lock(&launch_lock); }
-void weft__comm_launch_unlock(void) { pthread_mutex_unlock(&launch_lock); }
-
-void *weft__comm_work_begin(const weft_ctx *ctx)
+static void *host_work_begin(const weft_ctx *ctx)
 {
     weft__task_op_begin(ctx->task);
     return ctx->task;
 }
 
-void weft__comm_work_done(void *cookie, int status) { weft__task_op_done(cookie, status); }
-
-void weft__comm_trace(weft__comm *c, const char *name, uint64_t t0, size_t bytes)
+static void host_trace(weft_runtime *h, const char *name, uint64_t t0, size_t bytes)
 {
-    weft__rt *rt = weft__handle_decode(c->rt); /* alive: the operation's task is in flight */
+    weft__rt *rt = weft__handle_decode(h); /* alive: the operation's task is in flight */
     if (rt && rt->trace_path)
         weft__trace_comm(rt, name, t0, weft__now_ns(), bytes);
 }
+
+static const weft__comm_host host = {
+    .queue = weft_ctx_queue_rw,
+    .stream = weft_ctx_stream,
+    .work_begin = host_work_begin,
+    .work_done = weft__task_op_done,
+    .trace = host_trace,
+};
 
 /* ------------------------------------------------------------------------ */
 /* Communicators                                                             */
@@ -66,20 +66,23 @@ unsigned weft_comm_size(const weft_comm *h)
     return c ? c->n : 0;
 }
 
-/* c's lock and its backend's state (c->be set); 0, or the error reported
- * (nothing left to undo but c's slot). */
-static int comm_open(weft__comm *c, const char *fn)
+/* The engine for communicators of `kind`, or NULL with the error reported. */
+static const weft__comm_engine *engine_for(const char *kind, const char *fn)
 {
     char why[200] = "";
-    pthread_mutex_init(&c->lock, NULL);
-    pthread_cond_init(&c->idle, NULL);
-    int rc = c->be->open(c, why, sizeof why);
-    if (rc) {
-        pthread_mutex_destroy(&c->lock);
-        pthread_cond_destroy(&c->idle);
-        rc = weft__error(rc, "%s: %s", fn, why[0] ? why : weft_strerror(rc));
-    }
-    return rc;
+    const weft__comm_engine *e = weft__comm_engine_find(kind, why, sizeof why);
+    if (!e)
+        (void)weft__error(WEFT_EINVAL, "%s: %s", fn, why);
+    return e;
+}
+
+/* Open c with engine e over group (comm/comm.c); 0, or the error reported
+ * (nothing left to undo but c's slot). */
+static int comm_open(weft__comm *c, const weft__comm_engine *e, const void *group, const char *fn)
+{
+    char why[200] = "";
+    int rc = weft__comm_open(c, e, &host, group, why, sizeof why);
+    return rc ? weft__error(rc, "%s: %s", fn, why[0] ? why : weft_strerror(rc)) : 0;
 }
 
 int weft_comm_create(weft_runtime *h, const weft_comm_config *cfg, weft_comm **out)
@@ -141,23 +144,15 @@ int weft__comm_new(weft_runtime *h, const weft_comm_config *cfg, weft__comm **ou
             kind = d->ops->kind;
             c->gpu[k] = g;
             c->dev[k] = rt->placer.dev_index[g];
-            c->ordinal[k] = d->ordinal;
+            c->device[k] = rt->placer.gpu[g];
             c->set |= 1ull << g;
         }
     }
-    if (rc == 0) {
-        if (strcmp(kind, "vgpu") == 0) {
-            c->be = &weft__vcomm_backend;
-            weft__vgpu_link(rt->placer.gpu[c->gpu[0]], &c->link_latency_ns, &c->link_bw);
-        } else if (strcmp(kind, "cuda") == 0 && weft__nccl_backend) {
-            c->be = weft__nccl_backend;
-        } else {
-            rc = weft__error(WEFT_EINVAL, "weft_comm_create: no communicator for %s devices%s", kind,
-                             strcmp(kind, "cuda") == 0 ? " (Weft was built without NCCL)" : "");
-        }
-    }
+    const weft__comm_engine *e = NULL;
+    if (rc == 0 && !(e = engine_for(kind, "weft_comm_create")))
+        rc = WEFT_EINVAL;
     if (rc == 0)
-        rc = comm_open(c, "weft_comm_create");
+        rc = comm_open(c, e, NULL, "weft_comm_create");
     weft__rt_leave(rt, 1);
     if (rc) {
         weft__slot_free(c);
@@ -173,10 +168,11 @@ int weft_comm_create_mpi(weft_runtime *h, const void *mpi_comm, const weft_comm_
     if (!out)
         return weft__error(WEFT_EINVAL, "weft_comm_create_mpi: out is NULL");
     *out = NULL;
-    if (!weft__mpi_backend)
-        return weft__error(WEFT_EINVAL, "weft_comm_create_mpi: Weft was built without MPI (no mpi.h)");
+    const weft__comm_engine *e = engine_for("mpi", "weft_comm_create_mpi");
+    if (!e)
+        return WEFT_EINVAL;
     if (!mpi_comm)
-        mpi_comm = weft__mpi_world();
+        mpi_comm = e->world();
     weft__comm *c;
     int rc = cfg && (cfg->gpus || cfg->ngpus) ? weft__comm_new_hybrid(h, mpi_comm, cfg, &c)
                                               : weft__comm_new_mpi(h, mpi_comm, cfg ? cfg->timeout_ns : 0, &c);
@@ -185,15 +181,14 @@ int weft_comm_create_mpi(weft_runtime *h, const void *mpi_comm, const weft_comm_
     return rc;
 }
 
-static int comm_poll(void *arg)
-{
-    weft__comm *c = arg;
-    return c->be->poll(c);
-}
+static int comm_poll(void *arg) { return weft__comm_progress(arg); }
 
 int weft__comm_new_mpi(weft_runtime *h, const void *mpi_comm, uint64_t timeout_ns, weft__comm **out)
 {
     *out = NULL;
+    const weft__comm_engine *e = engine_for("mpi", "weft_comm_create_mpi");
+    if (!e)
+        return WEFT_EINVAL;
     int err;
     weft__rt *rt = weft__rt_enter(h, "weft_comm_create_mpi", &err, 1, false);
     if (!rt)
@@ -206,17 +201,16 @@ int weft__comm_new_mpi(weft_runtime *h, const void *mpi_comm, uint64_t timeout_n
     memset((char *)c + sizeof c->slot, 0, sizeof *c - sizeof c->slot);
     c->rt = h;
     c->ranks = true;
-    /* Its progress thread needs a core now and then beside idle workers. */
-    atomic_store_explicit(&rt->yield_idle, true, memory_order_relaxed);
     c->timeout_ns = timeout_ns ? timeout_ns : DEFAULT_TIMEOUT_NS;
-    c->be = weft__mpi_backend;
-    c->impl = (void *)mpi_comm;
     c->poll_slot = -1;
-    int rc = comm_open(c, "weft_comm_create_mpi");
-    /* Idle workers and waits drive its progress (without a slot left, its
-     * backend's own thread does alone). */
-    if (rc == 0 && c->be->poll)
+    int rc = comm_open(c, e, mpi_comm, "weft_comm_create_mpi");
+    if (rc == 0 && weft__comm_progresses(c)) {
+        /* Idle workers and waits drive its progress (without a slot left,
+         * its engine's own thread does alone), and that thread needs a
+         * core now and then beside idle workers. */
+        atomic_store_explicit(&rt->yield_idle, true, memory_order_relaxed);
         (void)weft__rt_poller_add(rt, comm_poll, c, &c->poll_slot);
+    }
     weft__rt_leave(rt, 1);
     if (rc) {
         weft__slot_free(c);
@@ -229,16 +223,22 @@ int weft__comm_new_mpi(weft_runtime *h, const void *mpi_comm, uint64_t timeout_n
 int weft_mpi_init(void)
 {
     weft__clear_error();
+    const weft__comm_engine *e = engine_for("mpi", "weft_mpi_init");
+    if (!e)
+        return WEFT_EINVAL;
     char why[200] = "";
-    int rc = weft__mpi_init(why, sizeof why);
+    int rc = e->init(why, sizeof why);
     return rc ? weft__error(rc, "weft_mpi_init: %s", why) : 0;
 }
 
 int weft_mpi_finalize(void)
 {
     weft__clear_error();
+    const weft__comm_engine *e = engine_for("mpi", "weft_mpi_finalize");
+    if (!e)
+        return WEFT_EINVAL;
     char why[200] = "";
-    int rc = weft__mpi_finalize(why, sizeof why);
+    int rc = e->finalize(why, sizeof why);
     return rc ? weft__error(rc, "weft_mpi_finalize: %s", why) : 0;
 }
 
@@ -261,6 +261,19 @@ int weft_comm_destroy(weft_comm *h)
     return 0;
 }
 
+/* Nobody polls c any more (its poller, if any, is removed). */
+static void comm_unpoll(weft__comm *c)
+{
+    if (c->poll_slot < 0)
+        return;
+    /* A runtime destroyed first took its pollers with it (its handle no
+     * longer decodes; a new runtime in its slot starts with none). */
+    weft__rt *rt = weft__handle_decode(c->rt);
+    if (rt)
+        weft__rt_poller_remove(rt, c->poll_slot);
+    c->poll_slot = -1;
+}
+
 void weft__comm_free(weft__comm *c)
 {
     if (c->hybrid) { /* its two parts hold its operations */
@@ -270,21 +283,9 @@ void weft__comm_free(weft__comm *c)
         weft__slot_free(c);
         return;
     }
-    pthread_mutex_lock(&c->lock);
-    while (c->inflight)
-        pthread_cond_wait(&c->idle, &c->lock);
-    pthread_mutex_unlock(&c->lock);
-    if (c->ranks && c->poll_slot >= 0) {
-        /* A runtime destroyed first took its pollers with it (its handle no
-         * longer decodes; a new runtime in its slot starts with none). */
-        weft__rt *rt = weft__handle_decode(c->rt);
-        if (rt)
-            weft__rt_poller_remove(rt, c->poll_slot);
-        c->poll_slot = -1;
-    }
-    c->be->close(c);
-    pthread_mutex_destroy(&c->lock);
-    pthread_cond_destroy(&c->idle);
+    weft__comm_drain(c);
+    comm_unpoll(c);
+    weft__comm_close(c);
     weft__slot_free(c);
 }
 
@@ -313,9 +314,9 @@ typedef struct op_arg {
     size_t nxfer;
     weft_xfer *xfer;                   /* an exchange's (copied: xfer_in for a few) */
     int *xsrc_at, *xdst_at;            /* the access of each transfer's src and dst (xsrc_in, xdst_in) */
-    void *state;                       /* the backend's, for its finish */
+    void *state;                       /* the engine's, for its finish */
     uint64_t seq;                      /* across ranks: its number */
-    bool posted;                       /* across ranks: handed to the backend */
+    bool posted;                       /* handed to the engine */
     /* A small exchange's tables, inline (one allocation less each). */
     weft_xfer xfer_in[OP_XFER_IN];
     int xsrc_in[OP_XFER_IN], xdst_in[OP_XFER_IN];
@@ -324,8 +325,7 @@ typedef struct op_arg {
 static void op_arg_free(void *p)
 {
     op_arg *a = p;
-    if (a->state)
-        a->c->be->finish(a->state);
+    weft__comm_finish(a->c, a->state);
     if (a->xfer != a->xfer_in) {
         weft__free(a->xfer);
         weft__free(a->xsrc_at);
@@ -346,13 +346,7 @@ static void op_finished(void *p, int status)
 {
     (void)status;
     op_arg *a = p;
-    weft__comm *c = a->c;
-    if (c->ranks && !a->posted) /* never reached its body: its number is given up */
-        c->be->skip(c, a->seq);
-    pthread_mutex_lock(&c->lock);
-    if (--c->inflight == 0)
-        pthread_cond_broadcast(&c->idle);
-    pthread_mutex_unlock(&c->lock);
+    weft__comm_op_end(a->c, a->seq, a->posted); /* never posted: its number is given up */
 }
 
 static int op_body(weft_ctx *ctx, void *p)
@@ -380,7 +374,7 @@ static int op_body(weft_ctx *ctx, void *p)
         r.recv[k] = a->recv_at[k] >= 0 ? weft_ctx_data(ctx, (size_t)a->recv_at[k]) : NULL;
         r.send[k] = a->send_at[k] >= 0 ? weft_ctx_data(ctx, (size_t)a->send_at[k]) : r.recv[k];
     }
-    /* The resolved transfers: on the stack for a few (the backend copies
+    /* The resolved transfers: on the stack for a few (the engine copies
      * what it keeps). */
     weft__xfer_run xs[8], *x = NULL;
     if (a->nxfer) {
@@ -401,7 +395,7 @@ static int op_body(weft_ctx *ctx, void *p)
         r.xfer = x;
         r.nxfer = a->nxfer;
     }
-    int rc = a->c->be->post(a->c, ctx, &r, a->part, &a->state);
+    int rc = weft__comm_run(a->c, ctx, &r, a->part, &a->state);
     if (rc == 0)
         a->posted = true;
     if (x != xs)
@@ -524,21 +518,15 @@ static int spawn_op(weft__comm *c, op_arg *a, acc_list *l, weft_task *const *dep
     d.priority = priority;
     d.placements = c->ranks ? NULL : &pl; /* across ranks: a host task (its buffers on the host) */
     d.nplacements = c->ranks ? 0 : 1;
-    pthread_mutex_lock(&c->lock);
-    c->inflight++;
-    a->seq = c->next_seq++; /* in post order: the same on every rank */
-    pthread_mutex_unlock(&c->lock);
+    a->seq = weft__comm_op_begin(c); /* in post order: the same on every rank */
     uint64_t seq = a->seq;
     int rc = weft_spawn(c->rt, &d, out);
     if (rc) {
         char msg[256];
         snprintf(msg, sizeof msg, "%s", weft_last_error());
-        if (c->ranks) /* other ranks may still run it (and wait for this one until their timeout) */
-            c->be->skip(c, seq);
-        pthread_mutex_lock(&c->lock);
-        if (--c->inflight == 0)
-            pthread_cond_broadcast(&c->idle);
-        pthread_mutex_unlock(&c->lock);
+        /* Its number is given up: other ranks may still run it (and wait
+         * for this one until their timeout). */
+        weft__comm_op_end(c, seq, false);
         if (rc == WEFT_EAGAIN)
             op_arg_free(a);
         return weft__error(rc, "%s: %s", fn, msg);

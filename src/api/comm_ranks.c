@@ -30,7 +30,7 @@
  * those in rank order: deterministic, the same on every rank, but not the
  * flat member order's rounding (integers, min and max are exact).
  */
-#include "runtime.h"
+#include "api/runtime.h"
 #include "comm/comm.h"
 #include "data/reduce.h"
 
@@ -59,7 +59,7 @@ int weft__comm_new_hybrid(weft_runtime *h, const void *mpi_comm, const weft_comm
         rc = weft__error(WEFT_ENOMEM, "weft_comm_create_mpi: out of memory");
     char why[256];
     snprintf(why, sizeof why, "%s", rc ? weft_last_error() : "");
-    if (weft__mpi_allgather_counts(net, rc == 0 ? node->n : 0, counts) != 0 && rc == 0)
+    if (weft__comm_gather_counts(net, rc == 0 ? node->n : 0, counts) != 0 && rc == 0)
         rc = weft__error(WEFT_EDEVICE, "weft_comm_create_mpi: MPI could not gather the ranks' GPU counts");
     if (rc && why[0])
         rc = weft__error(rc, "%s", why); /* this rank's own reason */

@@ -7,11 +7,11 @@
  * task's body starts its operation itself with MPI's non-blocking calls
  * when it is next in number (mpost), tests it once, and returns; the task
  * counts it as work in flight (weft__comm_work_begin).  Whoever polls the
- * communicator (mpoll: idle workers and the runtime's waits, through the
- * poller api/comm.c registers with the runtime) tests what is in flight
- * and reports each end to its task (weft__comm_work_done) right there, so
- * the successor is released on the polling thread: a round trip needs no
- * thread hand-off.  The communicator's progress thread is the fallback: it
+ * communicator (mpoll, the engine's progress: idle workers and the
+ * runtime's waits, through the poller api/comm.c registers with the
+ * runtime) tests what is in flight and reports each end to its task
+ * (weft__comm_work_done) right there, so the successor is released on the
+ * polling thread: a round trip needs no thread hand-off.  The communicator's progress thread is the fallback: it
  * watches, and polls only while nobody else has for a period (every worker
  * busy or parked, no wait spinning).  Only the communicator's lock
  * serialises its MPI calls (a duplicate of the user's communicator, so
@@ -479,7 +479,7 @@ static unsigned end_all(mstate *m, mop *ended)
             conclude(m, o);
             weft__comm_trace(m->c, o->r.name, o->started, mop_bytes(o));
         }
-        weft__comm_work_done(o->cookie, o->status);
+        weft__comm_work_done(m->c, o->cookie, o->status);
         if (!o->abandoned)
             mop_free(o);
         n++;
@@ -548,10 +548,9 @@ static int mpoll(weft__comm *c)
     return ended && end_all(m, ended) > 0 ? WEFT__POLL_ENDED : WEFT__POLL_BUSY;
 }
 
-static int mopen(weft__comm *c, char *why, size_t len)
+static int mopen(weft__comm *c, const void *group, char *why, size_t len)
 {
-    const MPI_Comm *user = c->impl;
-    c->impl = NULL;
+    const MPI_Comm *user = group;
     int inited = 0, finalized = 0, level = 0;
     MPI_Initialized(&inited);
     MPI_Finalized(&finalized);
@@ -609,7 +608,7 @@ static void mclose(weft__comm *c)
     pthread_join(m->thread, NULL);
     for (mop *o = m->pending; o;) { /* posted, never reached (an earlier number never came) */
         mop *next = o->next;
-        weft__comm_work_done(o->cookie, WEFT_ECLOSED);
+        weft__comm_work_done(c, o->cookie, WEFT_ECLOSED);
         mop_free(o);
         o = next;
     }
@@ -665,7 +664,7 @@ static int mpost(weft__comm *c, const weft_ctx *ctx, const weft__coll_run *r, co
         memcpy(x, r->xfer, r->nxfer * sizeof *x);
         o->r.xfer = x;
     }
-    o->cookie = weft__comm_work_begin(ctx);
+    o->cookie = weft__comm_work_begin(c, ctx);
     mop *ended = NULL;
     pthread_mutex_lock(&m->lock);
     o->next = m->pending;
@@ -704,9 +703,7 @@ static void mskip(weft__comm *c, uint64_t seq)
     end_all(m, ended);
 }
 
-static void mfinish(void *state) { (void)state; }
-
-int weft__mpi_allgather_counts(weft__comm *net, unsigned mine, unsigned *all)
+static int mgather_counts(weft__comm *net, unsigned mine, unsigned *all)
 {
     mstate *m = net->impl;
     /* the communicator is fresh: no operation of its is in flight, so the
@@ -719,13 +716,13 @@ static MPI_Comm world_comm;
 static pthread_once_t world_once = PTHREAD_ONCE_INIT;
 static void world_init(void) { world_comm = MPI_COMM_WORLD; }
 
-const void *weft__mpi_world(void)
+static const void *mworld(void)
 {
     pthread_once(&world_once, world_init);
     return &world_comm;
 }
 
-int weft__mpi_init(char *why, size_t len)
+static int minit(char *why, size_t len)
 {
     int inited = 0, finalized = 0, provided = 0;
     MPI_Initialized(&inited);
@@ -753,7 +750,7 @@ int weft__mpi_init(char *why, size_t len)
     return 0;
 }
 
-int weft__mpi_finalize(char *why, size_t len)
+static int mfinalize(char *why, size_t len)
 {
     int inited = 0, finalized = 0;
     MPI_Initialized(&inited);
@@ -767,14 +764,16 @@ int weft__mpi_finalize(char *why, size_t len)
     return 0;
 }
 
-static const weft__comm_backend backend = {
+const weft__comm_engine weft__mpi_engine = {
     .name = "mpi",
+    .kind = "mpi",
     .open = mopen,
-    .close = mclose,
     .post = mpost,
-    .finish = mfinish,
+    .progress = mpoll,
     .skip = mskip,
-    .poll = mpoll,
+    .close = mclose,
+    .gather_counts = mgather_counts,
+    .init = minit,
+    .finalize = mfinalize,
+    .world = mworld,
 };
-
-const weft__comm_backend *const weft__mpi_backend = &backend;

@@ -89,8 +89,9 @@ static ncclRedOp_t nccl_op(unsigned key)
     }
 }
 
-static int nopen(weft__comm *c, char *why, size_t len)
+static int nopen(weft__comm *c, const void *group, char *why, size_t len)
 {
+    (void)group;
     if (!load()) {
         snprintf(why, len, "%s", nccl.why);
         return WEFT_EINVAL;
@@ -100,7 +101,7 @@ static int nopen(weft__comm *c, char *why, size_t len)
     if (!comms)
         return WEFT_ENOMEM;
     for (unsigned k = 0; k < c->n; k++)
-        devs[k] = c->ordinal[k];
+        devs[k] = c->device[k]->ordinal;
     ncclResult_t r = nccl.comm_init_all(comms, (int)c->n, devs);
     if (r != ncclSuccess) {
         snprintf(why, len, "ncclCommInitAll failed (%s)", nccl.error_string(r));
@@ -132,7 +133,8 @@ static int npost(weft__comm *c, const weft_ctx *ctx, const weft__coll_run *r, co
     if (r->op == 0) {
         for (size_t i = 0; i < r->nxfer && res == ncclSuccess; i++) {
             const weft__xfer_run *x = &r->xfer[i];
-            cudaStream_t sf = weft_ctx_stream(ctx, r->setk[x->from]), st = weft_ctx_stream(ctx, r->setk[x->to]);
+            cudaStream_t sf = weft__comm_stream(c, ctx, r->setk[x->from]);
+            cudaStream_t st = weft__comm_stream(c, ctx, r->setk[x->to]);
             for (size_t row = 0; row < x->rows && res == ncclSuccess; row++) {
                 res = nccl.send(x->src + row * x->src_pitch, x->bytes, ncclUint8, (int)x->to, comms[x->from], sf);
                 if (res == ncclSuccess)
@@ -144,7 +146,7 @@ static int npost(weft__comm *c, const weft_ctx *ctx, const weft__coll_run *r, co
         for (unsigned k = 0; k < c->n && res == ncclSuccess; k++) {
             if (!part[k])
                 continue;
-            cudaStream_t s = weft_ctx_stream(ctx, r->setk[k]);
+            cudaStream_t s = weft__comm_stream(c, ctx, r->setk[k]);
             void *out = r->recv[k];
             const void *in = r->send[k];
             switch (r->op) {
@@ -177,14 +179,10 @@ static int npost(weft__comm *c, const weft_ctx *ctx, const weft__coll_run *r, co
     return 0;
 }
 
-static void nfinish(void *state) { (void)state; }
-
-static const weft__comm_backend backend = {
+const weft__comm_engine weft__nccl_engine = {
     .name = "nccl",
+    .kind = "cuda",
     .open = nopen,
-    .close = nclose,
     .post = npost,
-    .finish = nfinish,
+    .close = nclose,
 };
-
-const weft__comm_backend *const weft__nccl_backend = &backend;

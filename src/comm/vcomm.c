@@ -4,8 +4,8 @@
  * (and is tested) without a GPU.
  *
  * An operation queues one part per member taking part, each a kernel on
- * that member's stream (weft_ctx_queue_rw, naming the member's own buffers
- * for the checking mode).  The parts meet at a barrier — the moment every
+ * that member's stream (weft__comm_queue: weft_ctx_queue_rw, naming the
+ * member's own buffers for the checking mode).  The parts meet at a barrier — the moment every
  * member's stream has reached the operation, as NCCL's kernels wait for
  * their peers — then each does its share of the data movement in host
  * memory (a virtual GPU's memory is the process's), meets the others at a
@@ -39,6 +39,13 @@
 
 typedef struct vinst vinst;
 
+/* A communicator's state (c->impl): its members' links, as the copy model
+ * of member 0's virtual GPU has them. */
+typedef struct vlink {
+    uint64_t latency_ns;
+    double bw;
+} vlink;
+
 typedef struct vpart {
     vinst *in;
     unsigned k;                        /* the member */
@@ -61,8 +68,9 @@ struct vinst {
 };
 
 /* The task finished: every part queued has run or was skipped. */
-static void inst_free(void *state)
+static void inst_free(weft__comm *c, void *state)
 {
+    (void)c;
     vinst *in = state;
     pthread_mutex_destroy(&in->lock);
     pthread_cond_destroy(&in->cv);
@@ -255,7 +263,8 @@ static int part_run(void *arg)
  * per-step latency L and bandwidth W. */
 static uint64_t model(const weft__comm *c, const weft__coll_run *r, unsigned k)
 {
-    double L = (double)c->link_latency_ns, W = c->link_bw > 0 ? c->link_bw : 1e30, n = c->n;
+    const vlink *link = c->impl;
+    double L = (double)link->latency_ns, W = link->bw > 0 ? link->bw : 1e30, n = c->n;
     double B = (double)r->count * (double)r->elem, t = 0;
     switch (r->op) {
     case WEFT_COLL_ALLREDUCE:
@@ -353,7 +362,7 @@ static int vpost(weft__comm *c, const weft_ctx *ctx, const weft__coll_run *r, co
         if (rc == 0) {
             weft_range rg[64];
             size_t nr = ranges_of(in, k, rg, 64);
-            rc = weft_ctx_queue_rw(ctx, r->setk[k], part_run, p, 0, rg, nr);
+            rc = weft__comm_queue(c, ctx, r->setk[k], part_run, p, 0, rg, nr);
         }
     }
     weft__comm_launch_unlock();
@@ -365,20 +374,30 @@ static int vpost(weft__comm *c, const weft_ctx *ctx, const weft__coll_run *r, co
     return rc;
 }
 
-static int vopen(weft__comm *c, char *why, size_t len)
+static int vopen(weft__comm *c, const void *group, char *why, size_t len)
 {
+    (void)group;
     (void)why;
     (void)len;
-    c->impl = NULL;
+    vlink *link = weft__alloc(sizeof *link);
+    if (!link)
+        return WEFT_ENOMEM;
+    weft__vgpu_link(c->device[0], &link->latency_ns, &link->bw);
+    c->impl = link;
     return 0;
 }
 
-static void vclose(weft__comm *c) { (void)c; }
+static void vclose(weft__comm *c)
+{
+    weft__free(c->impl);
+    c->impl = NULL;
+}
 
-const weft__comm_backend weft__vcomm_backend = {
+const weft__comm_engine weft__vcomm_engine = {
     .name = "virtual",
+    .kind = "vgpu",
     .open = vopen,
-    .close = vclose,
     .post = vpost,
     .finish = inst_free,
+    .close = vclose,
 };
