@@ -1,7 +1,7 @@
 /*
  * data.c — buffer registration and the weft.Data type.
  *
- * Dependencies follow memory, not objects (issue 10): a runtime has one
+ * Dependencies follow memory, not objects: a runtime has one
  * weft.Data — one C handle — per registered range of memory [lo, hi), so two
  * objects whose buffers cover the same bytes (an array and memoryview(a),
  * two a[:4] views) share one Data, and a buffer over new memory gets a Data
@@ -50,11 +50,10 @@
  * steps (getting a buffer, making a Data, registering its memory with the C
  * core, releasing a buffer, dropping references) happens with the lock
  * released; between steps anything may happen, and every step checks what
- * it relies on again.  The lock used to be a critical section on the
- * runtime, which CPython suspends whenever the thread blocks inside it (a
- * contended dict, a stop-the-world pause): a step then was not atomic, and
- * the free-threaded TSan run caught a spawn reading the ranges while
- * another thread's spawn was entering one.
+ * it relies on again.  The lock is a plain mutex, not a critical section
+ * on the runtime: CPython suspends a critical section whenever the thread
+ * blocks inside it (a contended dict, a stop-the-world pause), and a step
+ * would then not be atomic on the free-threaded build.
  */
 #include "_weft.h"
 
