@@ -68,7 +68,7 @@ int weft_data_register(weft_runtime *h, void *ptr, size_t n, weft_data **out)
         weft__rt_leave(rt, 1);
         return weft__error(WEFT_ENOMEM, "weft_data_register: out of memory");
     }
-    d->no_memory = ptr == NULL; /* for scratch accesses only (WEFT_SCRATCH) */
+    atomic_store_explicit(&d->no_memory, ptr == NULL, memory_order_relaxed); /* for WEFT_SCRATCH only */
     list_add(rt, d);
     *out = weft__handle_encode(d);
     weft__rt_leave(rt, 1);
@@ -286,7 +286,7 @@ int weft_data_partition(weft_data *h, const weft_tiling *t, weft_data **tiles)
     weft__family *f = NULL;
     if (d->tile)
         rc = weft__error(WEFT_EINVAL, "weft_data_partition: data is a tile (tiles are not partitioned again)");
-    else if (d->no_memory)
+    else if (atomic_load_explicit(&d->no_memory, memory_order_relaxed))
         rc = weft__error(WEFT_EINVAL, "weft_data_partition: data (d%u) has no memory (registered with "
                                       "weft_data_register(rt, NULL, %zu)): there is nothing to partition; it can "
                                       "only be a task's WEFT_SCRATCH access", d->id, d->size);
@@ -573,10 +573,10 @@ static int acquire(const weft_access *acc, size_t n, uint64_t timeout_ns, const 
         const weft__data *x = weft__data_get(acc[i].data);
         if (!x)
             return weft__error(WEFT_EINVAL, "%s: data%s is NULL or unregistered", fn, which);
-        if (x->no_memory)
-            return weft__error(WEFT_EINVAL, "%s: data%s (d%u) has no memory (registered with "
-                                            "weft_data_register(rt, NULL, %zu)): there is nothing to acquire; it "
-                                            "can only be a task's WEFT_SCRATCH access", fn, which, x->id, x->size);
+        if (atomic_load_explicit(&x->no_memory, memory_order_relaxed))
+            return weft__error(WEFT_EINVAL, "%s: data%s has no memory (registered with "
+                                            "weft_data_register(rt, NULL, n)): there is nothing to acquire; it "
+                                            "can only be a task's WEFT_SCRATCH access", fn, which);
         for (size_t j = 0; j < i; j++)
             if (acc[j].data == acc[i].data)
                 return weft__error(WEFT_EINVAL, "%s: accesses %zu and %zu name the same data: name each once, "

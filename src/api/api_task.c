@@ -276,11 +276,10 @@ int weft__desc_check(const weft_runtime *h, const weft_task_desc *d, const char 
                 return rc;
             continue;
         }
-        if (dd->no_memory)
-            return weft__error(WEFT_EINVAL, "%s: data of access %zu (d%u) has no memory (registered with "
-                                            "weft_data_register(rt, NULL, %zu)): it can only be a task's "
-                                            "WEFT_SCRATCH access, and mode 0x%x asks for its value",
-                               fn, i, dd->id, dd->size, m);
+        if (atomic_load_explicit(&dd->no_memory, memory_order_relaxed))
+            return weft__error(WEFT_EINVAL, "%s: data of access %zu has no memory (registered with "
+                                            "weft_data_register(rt, NULL, n)): it can only be a task's "
+                                            "WEFT_SCRATCH access, and mode 0x%x asks for its value", fn, i, m);
         if ((m & WEFT_ON_GPU_MASK) && !names_user(m)) { /* (a user reduction's number is in those bits) */
             int rc = on_gpu_check(d, i, fn);
             if (rc)

@@ -132,8 +132,11 @@ typedef struct weft__data {
      * (ptr NULL until then); 0 for data registered in host memory. */
     unsigned user_dev;
     /* Registered with no memory (weft_data_register with NULL): for
-     * scratch accesses only (ptr NULL, never used).  Fixed at creation. */
-    bool no_memory;
+     * scratch accesses only (ptr NULL, never used).  Set at creation;
+     * atomic because weft__desc_check and acquire read it from a handle
+     * that may be stale (a spawn racing an unregister, while a new
+     * registration reuses the slot), as rt_handle. */
+    _Atomic bool no_memory;
     /* A partitioned handle's family (data/tile.h; set once, read without
      * a lock) and, for a tile, its place in it (NULL otherwise). */
     _Atomic(struct weft__family *) fam;
