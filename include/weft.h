@@ -64,6 +64,12 @@
  *   starpu_data_set_sequential_       WEFT_UNORDERED on each access (R, W or RW):
  *   consistency_flag(h, 0)             no order among such accesses; the tasks
  *                                      still never overlap on the data at run time
+ *   task->sequential_consistency = 0   WEFT_UNORDERED on this task's accesses AND
+ *                                      on the accesses it must not wait for: an
+ *                                      unordered access still follows the ordered
+ *                                      accesses spawned before it (a task that
+ *                                      would wait behind one that waits for it
+ *                                      hangs; weft_wait_all then names the key)
  *   STARPU_SCRATCH                     WEFT_SCRATCH: a buffer of the data's size
  *                                      where the task runs, its own, unordered
  * Not here yet: performance models (dmda).
@@ -172,6 +178,14 @@ typedef struct weft_config {
      * way forward).  Bounds stack use, and Python recursion depth.  0 means
      * 64.  Env: WEFT_MAX_NESTING. */
     unsigned max_nesting;
+    /* A wait from a thread outside the runtime (weft_wait_all, weft_task_wait
+     * and their timed forms, weft_data_unregister) that has gone on this
+     * long, in milliseconds, while every task left waits (directly or not)
+     * for task-space keys nobody has spawned, says so once on stderr, naming
+     * a key: only a spawn of it can end the wait (from another thread, or
+     * from a callback), and a program that never spawns it hangs.  The wait
+     * goes on.  0 means 5000; UINT64_MAX never.  Env: WEFT_STALL_WARN_MS. */
+    uint64_t stall_warn_ms;
     /* Called on each worker thread when it starts, before it runs any task,
      * and when it stops, after its last task (e.g. to create and delete a
      * per-thread interpreter state).  May be NULL.  They must not call
@@ -384,7 +398,11 @@ WEFT_API WEFT_NODISCARD int weft_device_free(weft_runtime *rt, unsigned i, void 
  * access the same data with WEFT_RW|WEFT_COMMUTE, spawned one after another,
  * run in any order but never two at once (an accumulation, say).
  * WEFT_UNORDERED may be added to WEFT_R, WEFT_W or WEFT_RW (StarPU's
- * sequential consistency turned off for a handle): see the rules above. */
+ * sequential consistency turned off for a handle): see the rules above.  An
+ * unordered access follows the ordered accesses spawned before it: it opts
+ * out of order only among unordered accesses, and a task whose unordered
+ * access comes after an ordered one that waits (by deps) for the task
+ * itself waits for ever — make both accesses unordered. */
 enum weft_access_mode {
     WEFT_R = 1u,
     WEFT_W = 2u,
@@ -1112,7 +1130,8 @@ WEFT_API WEFT_NODISCARD int weft_cancel_pending(weft_runtime *rt);
  * depended on but never spawned when the space is destroyed (or its runtime
  * is) cancel their dependents, whose cause names the key.  weft_wait_all
  * waits for tasks that depend on unspawned keys: spawn the keys, or destroy
- * the space first. */
+ * the space first.  When such a wait has nothing else left to wait for, it
+ * says so on stderr, naming a key (weft_config.stall_warn_ms). */
 typedef struct weft_space weft_space;
 
 /* Create an empty space; name (copied, first 15 bytes shown) labels its keys

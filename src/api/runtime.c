@@ -69,6 +69,8 @@ void weft_config_init(weft_config *cfg)
         cfg->max_inflight = (size_t)v;
     if (env_u64("WEFT_MAX_NESTING", &v) && v > 0 && v <= 1u << 20)
         cfg->max_nesting = (unsigned)v;
+    if (env_u64("WEFT_STALL_WARN_MS", &v))
+        cfg->stall_warn_ms = v;
     const char *devices = getenv("WEFT_DEVICES");
     if (devices && *devices)
         cfg->devices = devices;
@@ -251,6 +253,8 @@ int weft_runtime_create(const weft_config *cfg_in, weft_runtime **out)
     rt->cfg = cfg;
     if (rt->cfg.max_nesting == 0)
         rt->cfg.max_nesting = 64;
+    if (rt->cfg.stall_warn_ms == 0)
+        rt->cfg.stall_warn_ms = 5000;
     rt->nworkers = n;
     rt->max_inflight = cfg.max_inflight ? cfg.max_inflight : (size_t)65536 * n;
     /* Backpressure resumes a quarter below the limit, so a producer sleeps

@@ -132,4 +132,8 @@ void weft__acquired_release_all(weft__rt *rt);
  * label in first (32 bytes). */
 size_t weft__spaces_close_all(weft__rt *rt, char *first);
 
+/* api/space.c: how many keys nobody has spawned have tasks waiting for
+ * them, the first one's label in first (32 bytes).  Changes nothing. */
+size_t weft__spaces_unspawned(weft__rt *rt, char *first);
+
 #endif
