@@ -1111,6 +1111,15 @@ WEFT_API WEFT_NODISCARD int weft_wait_all_timed(weft_runtime *rt, uint64_t timeo
  * or from an on_finish callback.  Blocks. */
 WEFT_API WEFT_NODISCARD int weft_wait_settled_timed(weft_runtime *rt, uint64_t timeout_ns);
 
+/* When only a spawn can move what is left of the runtime — nothing is
+ * ready, running or in flight on a device (weft_wait_settled_timed's point)
+ * and tasks wait for task-space keys nobody has spawned — how many such
+ * keys; the first one's label ("T[3]") goes to key, NUL-terminated.  0
+ * otherwise, and for a bad runtime or key NULL (key untouched).  For a
+ * waiter that wants to say why it still waits (the Python front end warns
+ * with it).  Never blocks; thread-safe. */
+WEFT_API size_t weft_runtime_stalled(weft_runtime *rt, char key[32]);
+
 /* Cancel every task of the runtime that has not started yet (running tasks
  * finish).  Tasks spawned afterwards are not affected.  The cancellation is
  * applied lazily: a task still waiting for dependencies reports

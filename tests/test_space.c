@@ -545,6 +545,11 @@ static void test_stall_word(void) {
     d.deps = &missing;
     d.ndeps = 1;
     CHECK_OK(weft_spawn(rt, &d, NULL));
+    CHECK_OK(weft_wait_settled_timed(rt, 30ull * 1000000000ull));
+    char key[32] = "";
+    CHECK(weft_runtime_stalled(rt, key) == 1);
+    CHECKF(strcmp(key, "S[5]") == 0, "key: %s", key);
+    CHECK(weft_runtime_stalled(NULL, key) == 0 && weft_runtime_stalled(rt, NULL) == 0);
     late_spawn l = {s, 5, 400 * 1000000ull};
     pthread_t th;
     CHECK(pthread_create(&th, NULL, spawn_late, &l) == 0);
@@ -574,6 +579,7 @@ static void test_stall_word(void) {
     d.body = sleepy;
     d.arg = (void *)(uintptr_t)(300 * 1000000ull);
     CHECK_OK(weft_spawn(rt, &d, NULL));
+    CHECK(weft_runtime_stalled(rt, key) == 0); /* (a body runs) */
     wait_capturing(rt, NULL, said, sizeof said);
     CHECKF(said[0] == '\0', "stderr: %s", said);
     CHECK_OK(weft_space_destroy(s));

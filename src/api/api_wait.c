@@ -93,12 +93,9 @@ static weft__wait spec_of(weft__rt *rt, const void *key, bool (*done)(const void
 
 static bool settled(const void *arg);
 
-/* Whether only a spawn of a task-space key can move what is left: the
- * runtime is settled and some unspawned key has tasks waiting for it (the
- * first one's label goes to key, 32 bytes). */
-static bool stalled_on_keys(weft__rt *rt, char *key)
+size_t weft__stalled_keys(weft__rt *rt, char *key)
 {
-    return settled(rt) && weft__spaces_unspawned(rt, key) > 0;
+    return settled(rt) ? weft__spaces_unspawned(rt, key) : 0;
 }
 
 /* Wait as spec says (a thread outside the runtime's workers: inside a body
@@ -120,7 +117,7 @@ static int wait_telling_stalls(weft__rt *rt, weft__wait *spec, const char *what)
         if (spec->deadline == deadline)
             return WEFT_ETIMEDOUT;
         char key[32];
-        if (stalled_on_keys(rt, key)) {
+        if (weft__stalled_keys(rt, key) > 0) {
             fprintf(stderr, "weft: %s has waited %.1f s while every task left waits for task-space keys "
                             "nobody has spawned, such as %s: only a spawn of them ends this wait (spawn the "
                             "key, or destroy its space to cancel what waits for it)\n",

@@ -460,6 +460,19 @@ int weft_wait_all_timed(weft_runtime *h, uint64_t timeout_ns)
 
 int weft_wait_all(weft_runtime *h) { return weft_wait_all_timed(h, UINT64_MAX); }
 
+size_t weft_runtime_stalled(weft_runtime *h, char key[32])
+{
+    int err;
+    if (!key)
+        return 0;
+    weft__rt *rt = weft__rt_enter(h, "weft_runtime_stalled", &err, 1, true); /* (destroy waits for it) */
+    if (!rt)
+        return 0;
+    size_t n = weft__stalled_keys(rt, key);
+    weft__rt_leave(rt, 1);
+    return n;
+}
+
 int weft_wait_settled_timed(weft_runtime *h, uint64_t timeout_ns)
 {
     weft__clear_error();

@@ -96,6 +96,10 @@ int weft__refuse_in_callback(const char *fn);
 /* api/api_wait.c: the runtime's waits, built on the wait engine. */
 int weft__wait_task(weft__rt *rt, weft__task *t, uint64_t deadline);
 int weft__wait_idle(weft__rt *rt, uint64_t deadline);           /* inflight == 0 (outside threads) */
+/* api/api_wait.c: when only a spawn of a task-space key can move what is
+ * left (settled, and keys nobody spawned have tasks waiting for them), how
+ * many such keys, the first one's label in key (32 bytes); else 0. */
+size_t weft__stalled_keys(weft__rt *rt, char *key);
 /* inflight == 0, or every task left waits for a task-space key nobody
  * spawned: no body running, nothing ready, no device work (outside threads). */
 int weft__wait_settled(weft__rt *rt, uint64_t deadline);
