@@ -1494,8 +1494,16 @@ WEFT_API weft_task *weft_ctx_task(const weft_ctx *ctx);
  * priority, placements, on_finish, flags; *out a handle to release, as
  * weft_spawn's — with two differences: its deps carry no failure (it runs
  * once each has finished, completed, failed or cancelled: its body asks
- * how they ended), and it names no data (naccesses must be 0).  The calling
- * task is then tied to it:
+ * how they ended), and it names no data (naccesses must be 0): its body
+ * reaches the calling task's data instead.  weft_ctx_data, weft_ctx_bytes,
+ * weft_ctx_pitch (and the checking mode's weft_ctx_queue_rw) of next's
+ * body give the calling task's accesses, where they are: on the host (a
+ * CPU task's, WEFT_HOST accesses), or on one of the calling task's GPUs if
+ * next runs on it (place next there: a placement whose gpu_set names those
+ * GPUs) — NULL (0) on a GPU next does not run on.  When the calling task
+ * holds data on GPUs, weft_ctx_continue first waits for the work its body
+ * queued on its streams (as weft_ctx_sync does), so that next finds the
+ * data as the body left it.  The calling task is then tied to it:
  *   - when the calling body returns, its task does not finish: it gives its
  *     worker back, and its GPUs' compute share and memory reservation (its
  *     streams' work still in flight is waited for before it finishes), and
@@ -1627,7 +1635,9 @@ WEFT_API int weft_ctx_sync(const weft_ctx *ctx);
  * WEFT_SCRATCH access: the task's scratch buffer, on its GPU (the
  * WEFT_ON_GPU-th) or in host memory (see WEFT_SCRATCH), its contents
  * unspecified.  The address
- * stays valid until the task finishes.  NULL if i is out of range. */
+ * stays valid until the task finishes.  NULL if i is out of range.  In a
+ * continuation's body (weft_ctx_continue): the continued task's i-th
+ * access, where it is (see there). */
 WEFT_API void *weft_ctx_data(const weft_ctx *ctx, size_t i);
 
 /* Bytes from one row to the next of the task's i-th data access where
