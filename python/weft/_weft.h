@@ -399,6 +399,13 @@ typedef struct TaskObject {
     weft_placement *cont_pl;
     size_t cont_npl;
     uint64_t cid;
+    /* seg_acc: acc, for the segment after an await (strong; set before
+     * the continuation is spawned, taken by it).  pin: where the
+     * continuations of a task holding data on its GPUs run (device_data=True):
+     * the GPUs of its first segment, whose data they reach (has_pin set). */
+    PyObject *seg_acc;
+    weft_placement pin;
+    int has_pin;
     PyObject *weakreflist;
 } TaskObject;
 
