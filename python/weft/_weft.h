@@ -325,6 +325,9 @@ typedef struct RuntimeObject {
     PyObject *spaces;           /* dict C space name -> TaskSpace bound to this runtime (strong) */
     uint64_t next_space;        /* serial for the C names of bound spaces */
     uint64_t spin_gil_ns;       /* the longest spin for another worker's GIL claim */
+    _Atomic int py_in_body;     /* a worker took the GIL for a body and has not given it back
+                                   (it may have released it inside the body); written with
+                                   the GIL held (gil.c) */
     _Atomic uint64_t gil_spin_now; /* the spin now, 0..spin_gil_ns: adapts to whether spins
                                    get the claim in time (gil.c; relaxed, a lost update
                                    between workers only shifts it) */

@@ -76,8 +76,13 @@ weft_py_busy_enter(RuntimeObject *r)
             }
             if ((n & 7) == 0 && weft_py_now_ns() - t0 > spin) break;
         }
-        uint64_t down = spin / 2 < most / 64 ? 0 : spin / 2;
-        atomic_store_explicit(&r->gil_spin_now, down, memory_order_relaxed);
+        /* Ran out while a worker's body ran: bodies are longer than this
+         * spin.  (While the claim's holder still waits for the GIL, behind
+         * the spawning thread, the time-out says nothing about bodies.) */
+        if (atomic_load_explicit(&r->py_in_body, memory_order_relaxed)) {
+            uint64_t down = spin / 2 < most / 64 ? 0 : spin / 2;
+            atomic_store_explicit(&r->gil_spin_now, down, memory_order_relaxed);
+        }
     }
     atomic_fetch_add_explicit(&r->py_busy, 1, memory_order_relaxed);
 }
@@ -98,6 +103,7 @@ weft_py_gil_take(RuntimeObject *r)
     if (ts == NULL) return (int)PyGILState_Ensure();
     if (r) weft_py_busy_enter(r);
     PyEval_RestoreThread(ts);
+    if (r && !r->gil_off) atomic_store_explicit(&r->py_in_body, 1, memory_order_relaxed);
     return -1;
 }
 
@@ -105,6 +111,7 @@ void
 weft_py_gil_give(RuntimeObject *r, int g)
 {
     if (g == -1) {
+        if (r && !r->gil_off) atomic_store_explicit(&r->py_in_body, 0, memory_order_relaxed);
         PyEval_SaveThread();
         if (r) weft_py_busy_exit(r);
     } else {
