@@ -31,7 +31,8 @@ _Thread_local int weft_py_tl_attached;
  * such a body waits for nothing, the GIL being free.  So the spin adapts to
  * whether it works: r->gil_spin_now, at most r->spin_gil_ns (gil_spin_ns),
  * doubles when a spin got the claim in time and halves when it ran out
- * (down to 0: take the GIL at once).  At 0, one contended take in
+ * while a worker's body ran (r->py_in_body), down to 0: take the GIL at
+ * once.  At 0, one contended take in
  * GIL_PROBE_EVERY (on each worker) spins a quarter of gil_spin_ns, so that
  * short bodies that hold the GIL bring the spin back.  Empty and short
  * bodies keep the full spin; bodies longer than it, whether in Python or
