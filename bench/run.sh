@@ -13,7 +13,8 @@
 #                           data on virtual GPUs (weft-bench-data),
 #                           communication (allreduce_bw_ratio, p2p_extra_us,
 #                           halo_overlap_ratio), and CloverLeaf
-#                           (bench/clover.sh)
+#                           (bench/clover.sh); the GIL contention sweep
+#                           (bench/py/gil.py) after the Python runs
 #   bench/run.sh --quick    stencil_1d only (weft, weft_root, openmp, spin)
 #   bench/run.sh --docs     as the default, and rewrite the generated part of
 #                           docs/performance.md and its plots and data in bench/results
@@ -118,6 +119,17 @@ if [ "$mode" != quick ] && [ -x bench/py/run.sh ]; then
   echo
   echo "== Python tasks: weft beside ThreadPoolExecutor, Dask, Ray"
   bench/py/run.sh --reps 5
+fi
+
+# Python tasks under GIL contention: bodies of T us, a fraction f in Python
+# and the rest in C with the GIL released, on 1 and 2 workers, beside
+# ThreadPoolExecutor and Dask (installed by bench/py/run.sh above); ends with
+# gil_eff_min_t200, gil_eff_min_t50, gil_chain_extra_us and
+# gil_default_vs_best lines.
+if [ "$mode" != quick ] && [ -x .venv/bin/python ]; then
+  echo
+  echo "== Python tasks under GIL contention: weft (default, gil_spin_ns=0) beside ThreadPoolExecutor, Dask"
+  .venv/bin/python bench/py/gil.py
 fi
 
 # Free-threaded CPython beside the GIL build (when

@@ -77,6 +77,16 @@ static void run_chain(weft__worker *w, weft__qnode *n)
     }
 }
 
+/* run_chain from the worker's loop: the completions in it leave waking the
+ * settle sleepers to the worker's next idle moment (w->ran). */
+static void run_loop_chain(weft__worker *w, weft__qnode *n)
+{
+    w->stats.settle_later = true;
+    run_chain(w, n);
+    w->stats.settle_later = false;
+    w->ran = true;
+}
+
 int weft__observer_add(weft__observers *o, const weft__observer_ops *ops, void *self)
 {
     if (o->n == WEFT__MAX_OBSERVERS)
@@ -217,8 +227,20 @@ static void *worker_main(void *arg)
     for (;;) {
         weft__qnode *n = weft__sched_find(&rt->sched, w->q);
         if (n) {
-            run_chain(w, n);
+            run_loop_chain(w, n);
             continue;
+        }
+        /* Out of work: the runtime may have settled with what this worker
+         * just finished (its completions did not wake the settle sleepers:
+         * run_loop_chain).  The fence orders its counts before the read of
+         * the sleepers' count, as a sleeper's count comes before its own
+         * look at the counts (weft__wait_until), so that one of the two
+         * sees the other. */
+        if (w->ran) {
+            w->ran = false;
+            atomic_thread_fence(memory_order_seq_cst);
+            if (atomic_load(&rt->graph.sleepers_settle) > 0)
+                weft__wake(&rt->waits, &weft__key_settle);
         }
         if (atomic_load(&rt->sched.stop))
             break;
@@ -281,7 +303,7 @@ static void *worker_main(void *arg)
         atomic_store_explicit(&w->idle_since, 0, memory_order_relaxed);
         weft__count(&w->idle_ns, weft__now_ns() - idle_start);
         if (n)
-            run_chain(w, n);
+            run_loop_chain(w, n);
     }
     if (rt->cfg.on_worker_stop)
         rt->cfg.on_worker_stop(w->index, rt->cfg.hook_arg);

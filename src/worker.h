@@ -24,6 +24,7 @@ typedef struct weft__worker {
     weft__task_stats stats;            /* written by this worker only */
     _Atomic uint64_t idle_ns;
     _Atomic uint64_t idle_since;       /* start of the current idle period, 0 while busy */
+    bool ran;                          /* ran tasks since its last idle moment (its own) */
 } __attribute__((aligned(WEFT__CACHELINE))) weft__worker;
 
 /* Observers of the workers (Taskflow's ObserverInterface): the tools that

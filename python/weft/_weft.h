@@ -324,7 +324,13 @@ typedef struct RuntimeObject {
     weft_py_registry reg;       /* its registered data (its own lock) */
     PyObject *spaces;           /* dict C space name -> TaskSpace bound to this runtime (strong) */
     uint64_t next_space;        /* serial for the C names of bound spaces */
-    uint64_t spin_gil_ns;
+    uint64_t spin_gil_ns;       /* the longest spin for another worker's GIL claim */
+    _Atomic int py_in_body;     /* a worker took the GIL for a body and has not given it back
+                                   (it may have released it inside the body); written with
+                                   the GIL held (gil.c) */
+    _Atomic uint64_t gil_spin_now; /* the spin now, 0..spin_gil_ns: adapts to whether spins
+                                   get the claim in time (gil.c; relaxed, a lost update
+                                   between workers only shifts it) */
     int gil_off;                /* free-threaded build running without the GIL: no hand-off */
     struct cell *_Atomic cells; /* finished cells whose `placed` reference is to drop
                                    (weft_py_release_drain) */

@@ -17,14 +17,30 @@ _Thread_local int weft_py_tl_attached;
 
 /* Workers of one runtime hand the GIL to each other without sleeping.
  * Before taking the GIL a worker claims r->py_busy (0 -> 1); while another
- * worker holds the claim it spins (at most r->spin_gil_ns) rather than
- * sleeping in the GIL's condition variable, whose wake-up costs more than an
- * empty Python task.  After the spin it takes the GIL anyway (a body that
- * runs long Python code, or one that released the GIL in NumPy, must not
- * serialise the others).  The claim is dropped right after the GIL is
- * released.  A non-worker thread (the main thread spawning) never claims, so
- * workers never spin against it.  On a free-threaded build running without
- * the GIL (r->gil_off) there is nothing to hand off: no claim, no spin. */
+ * worker holds the claim it may spin rather than sleep in the GIL's
+ * condition variable, whose wake-up costs more than an empty Python task.
+ * After the spin it takes the GIL anyway (a body that runs long Python
+ * code, or one that released the GIL in NumPy, must not serialise the
+ * others).  The claim is dropped right after the GIL is released.  A
+ * non-worker thread (the main thread spawning) never claims, so workers
+ * never spin against it.  On a free-threaded build running without the GIL
+ * (r->gil_off) there is nothing to hand off: no claim, no spin.
+ *
+ * The claim covers the whole body, also its parts that run with the GIL
+ * released (a C kernel through ctypes, NumPy): a worker that spins against
+ * such a body waits for nothing, the GIL being free.  So the spin adapts to
+ * whether it works: r->gil_spin_now, at most r->spin_gil_ns (gil_spin_ns),
+ * doubles when a spin got the claim in time and halves when it ran out
+ * while a worker's body ran (r->py_in_body), down to 0: take the GIL at
+ * once.  At 0, one contended take in
+ * GIL_PROBE_EVERY (on each worker) spins a quarter of gil_spin_ns, so that
+ * short bodies that hold the GIL bring the spin back.  Empty and short
+ * bodies keep the full spin; bodies longer than it, whether in Python or
+ * in C, end up not spinning. */
+#define GIL_PROBE_EVERY 32u
+
+static _Thread_local unsigned tl_unspun; /* contended takes without a spin, on this worker */
+
 void
 weft_py_busy_enter(RuntimeObject *r)
 {
@@ -43,17 +59,30 @@ weft_py_busy_enter(RuntimeObject *r)
     if (atomic_compare_exchange_strong_explicit(&r->py_busy, &exp, 1, memory_order_acquire,
                                                 memory_order_relaxed))
         return;
-    if (r->spin_gil_ns) {
+    uint64_t most = r->spin_gil_ns;
+    uint64_t spin = atomic_load_explicit(&r->gil_spin_now, memory_order_relaxed);
+    if (spin == 0 && most && ++tl_unspun % GIL_PROBE_EVERY == 0) spin = most / 4;
+    if (spin) {
         uint64_t t0 = weft_py_now_ns();
         for (unsigned n = 1;; n++) {
             weft_py_cpu_relax();
             if (atomic_load_explicit(&r->py_busy, memory_order_relaxed) == 0) {
                 exp = 0;
                 if (atomic_compare_exchange_weak_explicit(&r->py_busy, &exp, 1, memory_order_acquire,
-                                                          memory_order_relaxed))
+                                                          memory_order_relaxed)) {
+                    uint64_t up = spin * 2 > most ? most : spin * 2;
+                    if (up != spin) atomic_store_explicit(&r->gil_spin_now, up, memory_order_relaxed);
                     return;
+                }
             }
-            if ((n & 63) == 0 && weft_py_now_ns() - t0 > r->spin_gil_ns) break;
+            if ((n & 7) == 0 && weft_py_now_ns() - t0 > spin) break;
+        }
+        /* Ran out while a worker's body ran: bodies are longer than this
+         * spin.  (While the claim's holder still waits for the GIL, behind
+         * the spawning thread, the time-out says nothing about bodies.) */
+        if (atomic_load_explicit(&r->py_in_body, memory_order_relaxed)) {
+            uint64_t down = spin / 2 < most / 64 ? 0 : spin / 2;
+            atomic_store_explicit(&r->gil_spin_now, down, memory_order_relaxed);
         }
     }
     atomic_fetch_add_explicit(&r->py_busy, 1, memory_order_relaxed);
@@ -75,6 +104,7 @@ weft_py_gil_take(RuntimeObject *r)
     if (ts == NULL) return (int)PyGILState_Ensure();
     if (r) weft_py_busy_enter(r);
     PyEval_RestoreThread(ts);
+    if (r && !r->gil_off) atomic_store_explicit(&r->py_in_body, 1, memory_order_relaxed);
     return -1;
 }
 
@@ -82,6 +112,7 @@ void
 weft_py_gil_give(RuntimeObject *r, int g)
 {
     if (g == -1) {
+        if (r && !r->gil_off) atomic_store_explicit(&r->py_in_body, 0, memory_order_relaxed);
         PyEval_SaveThread();
         if (r) weft_py_busy_exit(r);
     } else {

@@ -155,6 +155,8 @@ runtime_object(PyTypeObject *type, modstate *st, const runtime_args *a)
     r->unobserved = PyDict_New();
     r->next_space = 0;
     r->spin_gil_ns = a->gil_spin;
+    atomic_init(&r->gil_spin_now, a->gil_spin);
+    atomic_init(&r->py_in_body, 0);
     r->gil_off = 0;
 #ifdef Py_GIL_DISABLED
     {

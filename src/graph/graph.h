@@ -127,6 +127,11 @@ typedef struct weft__task_stats {
      * in flight on a device (weft__graph_settled). */
     _Atomic uint64_t n_ready, n_done;
     const struct weft__graph *owner;   /* counts here only for this graph's tasks */
+    /* Set by its worker (only it reads or writes it) while its loop runs
+     * tasks: the completions there leave waking the settle sleepers to the
+     * worker's next idle moment (worker_main), once, rather than one
+     * wake-up per task.  Nothing is settled while the worker still runs. */
+    bool settle_later;
 } weft__task_stats;
 extern _Thread_local weft__task_stats *weft__tls_stats;
 

@@ -1695,7 +1695,8 @@ void weft__task_complete(weft__task *t, int final, weft__qnode **next)
         count_final(g, final, !(t->continued && !t->cont_of));
     if (atomic_load(&t->waiters) > 0)
         weft__wake(g->ws, t);
-    if (atomic_load(&g->sleepers_settle) > 0)
+    const weft__task_stats *here = weft__tls_stats;
+    if (!(here && here->owner == g && here->settle_later) && atomic_load(&g->sleepers_settle) > 0)
         weft__wake(g->ws, &weft__key_settle);
     if (!t->proxy)
         weft__graph_leave(g, 1); /* (the root still counts: the runtime stays open) */

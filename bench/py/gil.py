@@ -1,0 +1,432 @@
+"""Python tasks under GIL contention: bodies that hold the GIL for part of
+their time and run compiled code that releases it for the rest.
+
+A body of T us runs f*T us of pure Python (a loop, the GIL held), then
+(1-f)*T us in a small C function built here (cc into a temporary folder,
+loaded with ctypes, which releases the GIL around the call).  For every
+point (T, f), shape and worker count, every system runs the same N bodies,
+interleaved round by round with a plain sequential loop of them:
+
+  efficiency = (sequential time / system time) / bound
+  bound      = min(workers, 1/f) for independent tasks, 1 for a chain
+
+Shapes: `indep` (N independent tasks, then a wait for all of them) and
+`chain` (each task depends on the one before).  Systems: Weft with its
+default GIL policy (`weft`), Weft with `gil_spin_ns=0` (`weft_spin0`),
+`concurrent.futures.ThreadPoolExecutor` (`threadpool`; a chain's task first
+waits for the previous future) and Dask's threaded scheduler (`dask`, when
+installed).  Each figure is the median over --reps rounds of the ratio
+taken within one round; a round during which other processes used more
+than a quarter of the machine is run again (at most twice).
+
+The calibration (each body's measured Python and C parts, timed on their
+own back to back, the least of 7 timings) is printed first.  The output ends with
+
+  gil_eff_min_t200 weft <v>    least efficiency, independent tasks, 2 workers,
+                               T >= 200 us, every f
+  gil_eff_min_t50 weft <v>     least efficiency, independent tasks, 2 workers,
+                               T = 50 us, f <= 0.25
+  gil_chain_extra_us weft <v>  a chain's cost per task beyond its bodies
+                               (2 workers, T = 50 us, the largest over f)
+  gil_default_vs_best weft <v> the worst ratio, over every point, of the
+                               default policy's time to the best Weft
+                               policy's (1.0: the default is the best)
+
+    python bench/py/gil.py [--quick] [--reps 5] [--T 50,200,1000]
+                           [--f 0,0.1,0.25,0.5,1] [--workers 1,2]
+                           [--systems weft,weft_spin0,threadpool,dask]
+                           [--work-ms 10] [--json FILE]
+"""
+import argparse
+import ctypes
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import wait as futures_wait
+
+import weft
+
+C_SOURCE = r"""
+#include <stdint.h>
+#include <time.h>
+
+static uint64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* Busy for ns nanoseconds: the compiled part of a body. */
+void gil_bench_spin(uint64_t ns)
+{
+    uint64_t t0 = now_ns();
+    while (now_ns() - t0 < ns) {
+    }
+}
+"""
+
+
+def build_kernel():
+    """(the C function through ctypes, the temporary folder it lives in)."""
+    tmp = tempfile.mkdtemp(prefix="weft-gil-bench-")
+    src, so = os.path.join(tmp, "spin.c"), os.path.join(tmp, "spin.so")
+    with open(src, "w") as f:
+        f.write(C_SOURCE)
+    cc = os.environ.get("CC", "cc")
+    subprocess.run([cc, "-O2", "-shared", "-fPIC", "-o", so, src], check=True)
+    lib = ctypes.CDLL(so)  # CDLL, not PyDLL: the call releases the GIL
+    fn = lib.gil_bench_spin
+    fn.argtypes = [ctypes.c_uint64]
+    fn.restype = None
+    return fn, tmp
+
+
+def make_body(cspin):
+    def body(i, n_py, c_ns, record):
+        x = 0
+        for _ in range(n_py):  # pure Python: the GIL held
+            x += 1
+        if c_ns:
+            cspin(c_ns)  # compiled: the GIL released
+        record(i)
+        return i
+
+    return body
+
+
+# --- calibration ------------------------------------------------------------
+
+
+def _per_call_us(fn, n):
+    t0 = time.perf_counter()
+    for _ in range(n):
+        fn()
+    return (time.perf_counter() - t0) / n * 1e6
+
+
+def calibrate(body):
+    """Nanoseconds per iteration of the body's Python loop (best of 5)."""
+    n = 200000
+    best = min(_per_call_us(lambda: body(0, n, 0, _drop), 1) for _ in range(5))
+    return best * 1000 / n
+
+
+def _drop(_):
+    pass
+
+
+def parts(body, n_py, c_ns, calls):
+    """The body's measured Python part and C part (us, the least of 7
+    timings of `calls` back-to-back calls each: what other processes add
+    is left out).  The Python part includes the call of the body; the C
+    part, ctypes' call."""
+    py = min(_per_call_us(lambda: body(0, n_py, 0, _drop), calls) for _ in range(7))
+    full = min(_per_call_us(lambda: body(0, n_py, c_ns, _drop), calls) for _ in range(7))
+    return py, full - py, full
+
+
+# --- systems: each runs n bodies and returns (wall s, what the bodies recorded)
+
+
+def run_seq(ctx, body, n, shape, n_py, c_ns):
+    out = []
+    rec = out.append
+    t0 = time.perf_counter()
+    for i in range(n):
+        body(i, n_py, c_ns, rec)
+    return time.perf_counter() - t0, out
+
+
+def _weft_runner(gil_spin_ns):
+    def run(ctx, body, n, shape, n_py, c_ns):
+        key = ("weft", gil_spin_ns)
+        rt = ctx.get(key)
+        if rt is None:
+            kw = {} if gil_spin_ns is None else {"gil_spin_ns": gil_spin_ns}
+            rt = ctx[key] = weft.Runtime(workers=ctx["workers"], **kw)
+        out = []
+        rec = out.append
+        spawn = rt.spawn
+        t0 = time.perf_counter()
+        if shape == "indep":
+            for i in range(n):
+                spawn(body, i, n_py, c_ns, rec)
+        else:
+            prev = spawn(body, 0, n_py, c_ns, rec)
+            for i in range(1, n):
+                prev = spawn(body, i, n_py, c_ns, rec, deps=[prev])
+        rt.wait_all()
+        return time.perf_counter() - t0, out
+
+    return run
+
+
+def _after(prev, body, i, n_py, c_ns, rec):
+    if prev is not None:
+        prev.result()
+    return body(i, n_py, c_ns, rec)
+
+
+def run_threadpool(ctx, body, n, shape, n_py, c_ns):
+    ex = ctx.get("threadpool")
+    if ex is None:
+        ex = ctx["threadpool"] = ThreadPoolExecutor(ctx["workers"])
+    out = []
+    rec = out.append
+    t0 = time.perf_counter()
+    if shape == "indep":
+        fs = [ex.submit(body, i, n_py, c_ns, rec) for i in range(n)]
+        futures_wait(fs)
+    else:
+        prev = None
+        for i in range(n):
+            prev = ex.submit(_after, prev, body, i, n_py, c_ns, rec)
+        prev.result()
+    return time.perf_counter() - t0, out
+
+
+def _chain_step(_prev, body, i, n_py, c_ns, rec):
+    return body(i, n_py, c_ns, rec)
+
+
+def run_dask(ctx, body, n, shape, n_py, c_ns):
+    import dask.threaded
+
+    out = []
+    rec = out.append
+    t0 = time.perf_counter()
+    if shape == "indep":
+        dsk = {("b", i): (body, i, n_py, c_ns, rec) for i in range(n)}
+    else:
+        dsk = {("b", 0): (body, 0, n_py, c_ns, rec)}
+        for i in range(1, n):
+            dsk[("b", i)] = (_chain_step, ("b", i - 1), body, i, n_py, c_ns, rec)
+    dask.threaded.get(dsk, list(dsk), num_workers=ctx["workers"])
+    return time.perf_counter() - t0, out
+
+
+def close_all(ctx):
+    for k, v in list(ctx.items()):
+        if isinstance(k, tuple) and k[0] == "weft":
+            v.close()
+        elif k == "threadpool":
+            v.shutdown()
+    ctx.clear()
+
+
+SYSTEMS = {
+    "weft": (_weft_runner(None), None),
+    "weft_spin0": (_weft_runner(0), None),
+    "threadpool": (run_threadpool, None),
+    "dask": (run_dask, "dask"),
+}
+WEFT_POLICIES = ("weft", "weft_spin0")
+
+
+def available(mod):
+    if mod is None:
+        return True
+    try:
+        __import__(mod)
+        return True
+    except Exception:
+        return False
+
+
+# --- disturbance ------------------------------------------------------------
+
+
+def _cpu_snapshot():
+    """(machine busy jiffies, machine total jiffies, this process's CPU s)."""
+    try:
+        with open("/proc/stat") as f:
+            v = [int(x) for x in f.readline().split()[1:9]]
+    except OSError:
+        return None
+    t = os.times()
+    return sum(v) - v[3] - v[4], sum(v), t.user + t.system
+
+
+def _others_busy(a, b):
+    """Fraction of the machine other processes used between a and b."""
+    if a is None or b is None or b[1] == a[1]:
+        return 0.0
+    hz = os.sysconf("SC_CLK_TCK")
+    other = (b[0] - a[0]) - (b[2] - a[2]) * hz
+    return max(0.0, other / (b[1] - a[1]))
+
+
+STATS = {"rerun": 0, "busy_kept": 0}
+
+
+def check(shape, n, out):
+    """The bodies all ran, once each (in order, for a chain)."""
+    want = list(range(n))
+    got = out if shape == "chain" else sorted(out)
+    if got != want:
+        raise AssertionError(f"{shape}: bodies recorded {len(out)} results, not 0..{n - 1} "
+                             f"{'in order' if shape == 'chain' else 'once each'}")
+
+
+def point(ctx, body, systems, n, shape, n_py, c_ns, reps, check_busy):
+    """{system: [wall s of each round]}, seq included; rounds interleave the
+    systems, starting each round with the next one."""
+    names = ["seq"] + systems
+    walls = {s: [] for s in names}
+    for r in range(reps):
+        order = names[r % len(names):] + names[:r % len(names)]
+        for attempt in range(3):
+            a = _cpu_snapshot()
+            got = {}
+            for s in order:
+                run = run_seq if s == "seq" else SYSTEMS[s][0]
+                w, out = run(ctx, body, n, shape, n_py, c_ns)
+                check(shape, n, out)
+                got[s] = w
+            busy = _others_busy(a, _cpu_snapshot()) if check_busy else 0.0
+            if busy <= 0.25:
+                break
+            if attempt == 2:
+                STATS["busy_kept"] += 1
+                break
+            STATS["rerun"] += 1
+        for s in names:
+            walls[s].append(got[s])
+    return walls
+
+
+def fmt(v):
+    return "    -" if v is None else f"{v:5.2f}"
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--quick", action="store_true",
+                    help="a smoke run: T=200, f in {0, 0.5}, 2 workers, 2 rounds, tiny sizes")
+    ap.add_argument("--T", default="50,200,1000", help="body lengths (us)")
+    ap.add_argument("--f", default="0,0.1,0.25,0.5,1", help="Python fractions of the body")
+    ap.add_argument("--workers", default="1,2")
+    ap.add_argument("--shapes", default="indep,chain")
+    ap.add_argument("--systems", default="weft,weft_spin0,threadpool,dask")
+    ap.add_argument("--reps", type=int, default=5, help="rounds per point (the median is kept)")
+    ap.add_argument("--work-ms", type=float, default=10.0,
+                    help="sequential work per run (ms): sets the number of bodies (at least 8)")
+    ap.add_argument("--no-busy-check", action="store_true", help="do not rerun disturbed rounds")
+    ap.add_argument("--json", default=None, help="also write every point's figures to this file")
+    args = ap.parse_args(argv)
+    if args.quick:
+        args.T, args.f, args.workers, args.reps, args.work_ms = "200", "0,0.5", "2", 2, 2.0
+
+    Ts = [float(x) for x in args.T.split(",")]
+    fs = [float(x) for x in args.f.split(",")]
+    workers_list = [int(x) for x in args.workers.split(",")]
+    shapes = [s for s in args.shapes.split(",") if s]
+    systems = []
+    for s in (x.strip() for x in args.systems.split(",")):
+        if not s:
+            continue
+        if s not in SYSTEMS:
+            print(f"# unknown system {s}", file=sys.stderr)
+            continue
+        if not available(SYSTEMS[s][1]):
+            print(f"# {s}: not installed (pip install {SYSTEMS[s][1]}): skipped", flush=True)
+            continue
+        systems.append(s)
+
+    cspin, tmp = build_kernel()
+    try:
+        body = make_body(cspin)
+        ns_iter = calibrate(body)
+        print(f"# GIL contention sweep: python={sys.version.split()[0]} cpus={os.cpu_count()} "
+              f"reps={args.reps} work={args.work_ms} ms/run systems={','.join(systems)}", flush=True)
+        print(f"# calibration: {ns_iter:.2f} ns per Python loop iteration", flush=True)
+        plan = {}
+        print("#      T     f   python_us    C_us   body_us  bodies", flush=True)
+        for T in Ts:
+            for f in fs:
+                n_py = round(f * T * 1000 / ns_iter)
+                c_ns = round((1 - f) * T * 1000)
+                n = max(8, round(args.work_ms * 1000 / T))
+                calls = max(20, min(2000, n))
+                py, c, full = parts(body, n_py, c_ns, calls)
+                if n_py:  # once more, scaled by what the loop took in the body
+                    n_py = max(1, round(n_py * f * T / py))
+                    py, c, full = parts(body, n_py, c_ns, calls)
+                plan[(T, f)] = (n_py, c_ns, n)
+                print(f"# {T:6.0f} {f:5.2f} {py:10.2f} {c:8.2f} {full:8.2f} {n:6d}", flush=True)
+
+        rows = []
+        for workers in workers_list:
+            ctx = {"workers": workers}
+            try:
+                for shape in shapes:
+                    for T in Ts:
+                        for f in fs:
+                            n_py, c_ns, n = plan[(T, f)]
+                            # A warm-up (runtimes, pools, caches), not timed.
+                            point(ctx, body, systems, min(n, 8), shape, n_py, c_ns, 1, False)
+                            walls = point(ctx, body, systems, n, shape, n_py, c_ns, args.reps,
+                                          not args.no_busy_check)
+                            bound = 1.0 if shape == "chain" else (
+                                min(workers, 1 / f) if f > 0 else float(workers))
+                            seq = walls["seq"]
+                            row = {"T": T, "f": f, "shape": shape, "workers": workers, "n": n,
+                                   "seq_us": statistics.median(seq) / n * 1e6, "eff": {}, "us": {},
+                                   "extra_us": {}}
+                            for s in systems:
+                                ratios = [a / b for a, b in zip(seq, walls[s])]
+                                row["eff"][s] = statistics.median(ratios) / bound
+                                row["us"][s] = statistics.median(walls[s]) / n * 1e6
+                                row["extra_us"][s] = statistics.median(
+                                    (b - a) / n * 1e6 for a, b in zip(seq, walls[s]))
+                            if all(p in systems for p in WEFT_POLICIES):
+                                # The default's time over the best policy's, round by round.
+                                row["default_vs_best"] = max(1.0, statistics.median(
+                                    w / min(walls[p][k] for p in WEFT_POLICIES)
+                                    for k, w in enumerate(walls["weft"])))
+                            rows.append(row)
+            finally:
+                close_all(ctx)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+    # The table: efficiency of every system at every point.
+    head = " ".join(f"{s:>10}" for s in systems)
+    print(f"# efficiency (speed-up over the sequential loop / bound; chain: bound 1)")
+    print(f"# {'shape':<6}{'w':>2}{'T_us':>6}{'f':>6} {'seq_us':>8} {head}  weft_extra_us  default/best")
+    for row in rows:
+        cells = " ".join(f"{fmt(row['eff'][s]):>10}" for s in systems)
+        dvb = row.get("default_vs_best")
+        ex = row["extra_us"].get("weft") if row["shape"] == "chain" else None
+        print(f"# {row['shape']:<6}{row['workers']:>2}{row['T']:>6.0f}{row['f']:>6.2f} {row['seq_us']:>8.1f} "
+              f"{cells}  {'' if ex is None else f'{ex:13.2f}'}  {'' if dvb is None else f'{dvb:12.3f}'}")
+    print(f"# rounds run again because other processes were busy: {STATS['rerun']}; "
+          f"kept although disturbed: {STATS['busy_kept']}")
+
+    def least(pred):
+        v = [r["eff"]["weft"] for r in rows if "weft" in r["eff"] and pred(r)]
+        return f"{min(v):.3f}" if v else "n/a"
+
+    indep2 = lambda r: r["shape"] == "indep" and r["workers"] == 2  # noqa: E731
+    print(f"gil_eff_min_t200 weft {least(lambda r: indep2(r) and r['T'] >= 200)}")
+    print(f"gil_eff_min_t50 weft {least(lambda r: indep2(r) and r['T'] == 50 and r['f'] <= 0.25)}")
+    ch = [r["extra_us"]["weft"] for r in rows
+          if r["shape"] == "chain" and r["workers"] == 2 and r["T"] == min(Ts) and "weft" in r["extra_us"]]
+    print(f"gil_chain_extra_us weft {max(ch):.2f}" if ch else "gil_chain_extra_us weft n/a")
+    dvb = [r["default_vs_best"] for r in rows if "default_vs_best" in r]
+    print(f"gil_default_vs_best weft {max(dvb):.3f}" if dvb else "gil_default_vs_best weft n/a")
+    if args.json:
+        with open(args.json, "w") as fo:
+            json.dump({"rows": rows, "stats": STATS}, fo)
+    return rows
+
+
+if __name__ == "__main__":
+    main()
