@@ -28,6 +28,11 @@ demo: build python-venv
 	@.venv/bin/python python/demo.py build/demo-trace-py.json
 	@build/apps/cloverleaf/weft-cloverleaf --devices cpu,vgpu:4 --trace build/demo-trace-clover.json \
 	  --png build/clover-density.png apps/cloverleaf/decks/clover_bm_short.in
+	@if [ -x build/apps/cholesky/weft-cholesky ]; then \
+	  build/apps/cholesky/weft-cholesky -n 2048 -b 256 --devices cpu --workers 2 --check && \
+	  build/apps/cholesky/weft-cholesky -n 2048 -b 256 --devices cpu,vgpu:4 --workers 2 --check \
+	    --trace build/demo-trace-chol.json; \
+	else echo "weft-cholesky: not built (no OpenBLAS / LAPACKE found)"; fi
 
 test: test-release test-asan test-tsan python-test python-test-asan python-test-tsan python-test-ft python-test-tsan-ft
 	@echo "make test: all suites passed"

@@ -13,8 +13,10 @@
 #                           data on virtual GPUs (weft-bench-data),
 #                           communication (allreduce_bw_ratio, p2p_extra_us,
 #                           halo_overlap_ratio), and CloverLeaf
-#                           (bench/clover.sh); the GIL contention sweep
-#                           (bench/py/gil.py) after the Python runs
+#                           (bench/clover.sh), and tiled Cholesky
+#                           (bench/cholesky.sh: chol_vs_lapack, chol_py_vs_c);
+#                           the GIL contention sweep (bench/py/gil.py) after
+#                           the Python runs
 #   bench/run.sh --quick    stencil_1d only (weft, weft_root, openmp, spin)
 #   bench/run.sh --docs     as the default, and rewrite the generated part of
 #                           docs/performance.md and its plots and data in bench/results
@@ -205,4 +207,12 @@ fi
 if [ "$mode" != quick ]; then
   echo
   bench/clover.sh
+fi
+
+# Tiled Cholesky (bench/cholesky.sh): the C driver against LAPACKE_dpotrf,
+# the Python driver against the C driver; ends with chol_vs_lapack and
+# chol_py_vs_c lines.
+if [ "$mode" != quick ]; then
+  echo
+  bench/cholesky.sh
 fi

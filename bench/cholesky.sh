@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# bench/cholesky.sh — tiled Cholesky's figures (apps/cholesky), from
+# bench/run.sh or by itself after `make build` (and `make python-venv` for
+# the Python driver).  On the CPU alone, with 2 workers (one OpenBLAS
+# thread per task):
+#   Weft's C driver against LAPACKE_dpotrf on 2 OpenBLAS threads, the same
+#   matrix, alternated in one process (weft-cholesky --vs-lapack):
+#     chol_vs_lapack weft <LAPACK's time / Weft's>          (goal >= 1.2)
+#   the Python driver (NumPy kernels) against the C driver, alternated:
+#     chol_py_vs_c weft <C time / Python time>              (goal >= 0.95)
+# Medians of CHOL_BENCH_REPEATS runs each (default 3).  The times are the
+# factorisation's alone (spawning the graph until the matrix holds L).
+#
+#   bench/cholesky.sh            N=8192, B=512
+#   bench/cholesky.sh --quick    N=2048, B=256
+#   bench/cholesky.sh -n N -b B  other sizes
+set -euo pipefail
+cd "$(dirname "$0")/.."
+build=${WEFT_BENCH_BUILD:-build}
+exe=$build/apps/cholesky/weft-cholesky
+py=.venv/bin/python
+reps=${CHOL_BENCH_REPEATS:-3}
+n=8192
+b=512
+while [ $# -gt 0 ]; do
+  case $1 in
+    --quick) n=2048; b=256 ;;
+    -n) n=$2; shift ;;
+    -b) b=$2; shift ;;
+    -h|--help) sed -n '2,17p' "$0"; exit 0 ;;
+    *) echo "cholesky.sh: unknown option $1" >&2; exit 2 ;;
+  esac
+  shift
+done
+if [ ! -x "$exe" ]; then
+  echo "cholesky.sh: $exe is not built (make build; it needs libopenblas-dev and liblapacke-dev)" >&2
+  exit 1
+fi
+common=(-n "$n" -b "$b" --devices cpu --workers 2)
+echo "== tiled Cholesky, N=$n B=$b, 2 workers, $reps runs each (medians)"
+
+out=$("$exe" "${common[@]}" --vs-lapack "$reps" --lapack-threads 2)
+grep -v '^chol_vs_lapack ' <<<"$out"
+grep '^chol_vs_lapack ' <<<"$out"
+
+if [ ! -x "$py" ]; then
+  echo "# $py is missing (make python-venv): no chol_py_vs_c"
+  exit 0
+fi
+# time_of OUTPUT: the "time <s> s" of a driver's output.
+time_of() { sed -n 's/^time \([0-9.]*\) s.*/\1/p' <<<"$1"; }
+tc=() tp=()
+for ((i = 0; i < reps; i++)); do
+  tc+=("$(time_of "$("$exe" "${common[@]}")")")
+  tp+=("$(time_of "$(OPENBLAS_NUM_THREADS=1 "$py" apps/cholesky/cholesky.py "${common[@]}")")")
+  echo "run $i: C ${tc[-1]} s, Python ${tp[-1]} s"
+done
+median() { printf '%s\n' "$@" | sort -g | sed -n "$(( ($# + 1) / 2 ))p"; }
+mc=$(median "${tc[@]}")
+mp=$(median "${tp[@]}")
+echo "median: C $mc s, Python $mp s"
+awk -v c="$mc" -v p="$mp" 'BEGIN { printf "chol_py_vs_c weft %.3f\n", c / p }'
