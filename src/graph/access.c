@@ -51,6 +51,13 @@ typedef struct history {
     weft__task **base;
     uint8_t *base_flags;
     uint32_t nbase, cap_base;
+    /* Partial accesses (WEFT__OVERLAP) since the last writer(s), and the
+     * accesses a handle over overlapping memory handed over as it was
+     * unregistered: writers and readers, unordered among themselves.
+     * Finished readers are pruned as readers are; writers only once
+     * completed (a failed one still cancels the readers that follow). */
+    weft__task **pwriters, **preaders;
+    uint32_t npwriters, cap_pwriters, npreaders, cap_preaders;
     /* Commute exclusion at run time. */
     _Atomic(weft__task *) commute_owner;
     weft__task *commute_waiters;       /* under lock, linked by wait_next */
@@ -86,6 +93,10 @@ void weft__history_free(void *hist)
     drop_all(h->writers, &h->nwriters);
     drop_all(h->readers, &h->nreaders);
     drop_all(h->base, &h->nbase);
+    drop_all(h->pwriters, &h->npwriters);
+    drop_all(h->preaders, &h->npreaders);
+    weft__free(h->pwriters);
+    weft__free(h->preaders);
     weft__free(h->writers);
     weft__free(h->readers);
     weft__free(h->base);
@@ -105,6 +116,10 @@ size_t weft__history_members(weft__data *d, weft__task **out, size_t max)
         out[k++] = h->readers[i];
     for (uint32_t i = 0; i < h->nbase && k < max; i++)
         out[k++] = h->base[i];
+    for (uint32_t i = 0; i < h->npwriters && k < max; i++)
+        out[k++] = h->pwriters[i];
+    for (uint32_t i = 0; i < h->npreaders && k < max; i++)
+        out[k++] = h->preaders[i];
     for (size_t i = 0; i < k; i++)
         weft__task_ref(out[i]);
     pthread_mutex_unlock(&h->lock);
@@ -156,19 +171,41 @@ static bool reserve_base(history *h, uint32_t need)
     return true;
 }
 
-/* Finished readers need no edge from later writers: drop them. */
-static void prune_readers(history *h)
+/* Drop the finished tasks of arr (completed ones only, if completed):
+ * later tasks need no edge from them. */
+static void prune(weft__task **arr, uint32_t *n, bool completed)
 {
     uint32_t k = 0;
-    for (uint32_t i = 0; i < h->nreaders; i++) {
-        weft__task *r = h->readers[i];
-        if (weft__state_final(atomic_load_explicit(&r->state, memory_order_acquire)))
+    for (uint32_t i = 0; i < *n; i++) {
+        weft__task *r = arr[i];
+        int st = atomic_load_explicit(&r->state, memory_order_acquire);
+        if (completed ? st == WEFT__T_COMPLETED : weft__state_final(st))
             weft__task_unref(r);
         else
-            h->readers[k++] = r;
+            arr[k++] = r;
     }
-    h->nreaders = k;
+    *n = k;
 }
+
+/* Finished readers need no edge from later writers: drop them. */
+static void prune_readers(history *h) { prune(h->readers, &h->nreaders, false); }
+
+/* Room for one more task in a list that only grows until a writer comes
+ * (readers, partial accesses): pruned when full, so a spawn costs O(1)
+ * amortised (at most one pruning per doubling). */
+static bool room_for_one(weft__task ***arr, uint32_t *n, uint32_t *cap, bool completed)
+{
+    if (*n == *cap) {
+        prune(*arr, n, completed);
+        if (*n > *cap / 2 && !reserve(arr, cap, *cap * 2))
+            return false;
+    }
+    return reserve(arr, cap, *n + 1);
+}
+
+/* Partial accesses since the last writer(s), which a task that is not
+ * partial itself follows. */
+static uint32_t npartial(const history *h) { return h->npwriters + h->npreaders; }
 
 /* The user reduction of a reducing access (its record's), or NULL. */
 static const weft__reduction *reduce_user(const weft__task_access *a)
@@ -217,30 +254,33 @@ int weft__access_plan(weft__task_access *sorted, uint32_t n, uint32_t *ninferred
         history *h = H(sorted[i].data);
         unsigned mode = sorted[i].mode & ~WEFT__VIA_PARENT;
         bool ok;
-        if (mode & (WEFT_COMMUTE | WEFT_REDUCE)) {
+        if (mode & WEFT__OVERLAP) {
+            if (mode & WEFT_W) {
+                prune_readers(h);
+                count += h->nwriters + h->nreaders;
+                ok = room_for_one(&h->pwriters, &h->npwriters, &h->cap_pwriters, true);
+            } else {
+                count += h->nwriters;
+                ok = room_for_one(&h->preaders, &h->npreaders, &h->cap_preaders, false);
+            }
+        } else if (mode & (WEFT_COMMUTE | WEFT_REDUCE)) {
             if (joins_open_group(&sorted[i])) {
                 count += h->nbase;
                 ok = reserve(&h->writers, &h->cap_writers, h->nwriters + 1);
             } else {
                 prune_readers(h);
-                count += h->nwriters + h->nreaders;
-                ok = reserve_base(h, h->nwriters + h->nreaders) && reserve(&h->writers, &h->cap_writers, 1);
+                prune(h->preaders, &h->npreaders, false);
+                uint32_t before = h->nwriters + h->nreaders + npartial(h);
+                count += before;
+                ok = reserve_base(h, before) && reserve(&h->writers, &h->cap_writers, 1);
             }
         } else if (mode == WEFT_R) {
-            count += h->nwriters;
-            if (h->nreaders == h->cap_readers) {
-                prune_readers(h); /* amortised: at most once per doubling */
-                if (h->nreaders > h->cap_readers / 2)
-                    ok = reserve(&h->readers, &h->cap_readers, h->cap_readers * 2);
-                else
-                    ok = true;
-            } else {
-                ok = true;
-            }
-            ok = ok && reserve(&h->readers, &h->cap_readers, h->nreaders + 1);
+            count += h->nwriters + h->npwriters;
+            ok = room_for_one(&h->readers, &h->nreaders, &h->cap_readers, false);
         } else {
             prune_readers(h);
-            count += h->nwriters + h->nreaders;
+            prune(h->preaders, &h->npreaders, false);
+            count += h->nwriters + h->nreaders + npartial(h);
             ok = reserve(&h->writers, &h->cap_writers, 1);
         }
         if (!ok)
@@ -263,7 +303,9 @@ bool weft__access_check(const weft__task_access *sorted, uint32_t n,
     for (i = 0; i < n && !p; i++) {
         history *h = H(sorted[i].data);
         unsigned mode = sorted[i].mode & ~WEFT__VIA_PARENT;
-        if (joins_open_group(&sorted[i])) {
+        bool partial = (mode & WEFT__OVERLAP) != 0;
+        mode &= ~WEFT__OVERLAP;
+        if (!partial && joins_open_group(&sorted[i])) {
             for (uint32_t j = 0; j < h->nbase && !p; j++)
                 if (forbidden(arg, h->base[j]))
                     p = h->base[j], writer = true;
@@ -272,10 +314,16 @@ bool weft__access_check(const weft__task_access *sorted, uint32_t n,
         for (uint32_t j = 0; j < h->nwriters && !p; j++)
             if (forbidden(arg, h->writers[j]))
                 p = h->writers[j], writer = true;
+        for (uint32_t j = 0; j < h->npwriters && !p && !partial; j++)
+            if (forbidden(arg, h->pwriters[j]))
+                p = h->pwriters[j], writer = true;
         if (mode != WEFT_R)
             for (uint32_t j = 0; j < h->nreaders && !p; j++)
                 if (forbidden(arg, h->readers[j]))
                     p = h->readers[j], writer = false;
+        for (uint32_t j = 0; j < h->npreaders && !p && !partial && mode != WEFT_R; j++)
+            if (forbidden(arg, h->preaders[j]))
+                p = h->preaders[j], writer = false;
     }
     if (!p)
         return true;
@@ -292,6 +340,47 @@ bool weft__access_check(const weft__task_access *sorted, uint32_t n,
 static bool tiled_parent(const weft__data *d)
 {
     return !d->tile && atomic_load_explicit(&d->fam, memory_order_acquire) != NULL;
+}
+
+/* A partial access (WEFT__OVERLAP) of h's data d by t, which reads and/or
+ * writes part of d's memory: it follows d's writers (a writer also its
+ * readers), never another partial access, and closes an open group (the
+ * group's next members follow it through the group's base).  Returns the
+ * edges used. */
+static uint32_t link_partial(weft__task *t, history *h, const weft__data *d, unsigned mode, bool late,
+                             bool carries, weft__edge *edges)
+{
+    uint32_t k = 0;
+    bool reads = (mode & WEFT_R) != 0;
+    for (uint32_t j = 0; j < h->nwriters; j++)
+        weft__edge_add(t, &edges[k++], h->writers[j], reads && carries && writes(h, j, d), late);
+    if (mode & WEFT_W) {
+        for (uint32_t j = 0; j < h->nreaders; j++)
+            weft__edge_add(t, &edges[k++], h->readers[j], false, false);
+        h->pwriters[h->npwriters++] = t;
+    } else {
+        h->preaders[h->npreaders++] = t;
+    }
+    if (h->writers_commute || h->writers_reduce)
+        h->group_read = true;
+    return k;
+}
+
+/* t, which is not partial, follows h's partial accesses: the writers
+ * (failure carried when t reads), and when t writes the readers too, and
+ * then they are over. */
+static uint32_t follow_partials(weft__task *t, history *h, unsigned mode, weft__edge *edges)
+{
+    uint32_t k = 0;
+    for (uint32_t j = 0; j < h->npwriters; j++)
+        weft__edge_add(t, &edges[k++], h->pwriters[j], (mode & (WEFT_R | WEFT_REDUCE)) != 0, false);
+    if (mode == WEFT_R)
+        return k;
+    for (uint32_t j = 0; j < h->npreaders; j++)
+        weft__edge_add(t, &edges[k++], h->preaders[j], false, false);
+    drop_all(h->pwriters, &h->npwriters);
+    drop_all(h->preaders, &h->npreaders);
+    return k;
 }
 
 void weft__access_link(weft__task *t, const weft__task_access *sorted, uint32_t n, weft__edge *edges)
@@ -311,7 +400,9 @@ void weft__access_link(weft__task *t, const weft__task_access *sorted, uint32_t 
         bool carries = !h->writers_tiled;
         if (sorted[i].data->tile && !via_parent)
             weft__family_tile_spawned(sorted[i].data);
-        if (mode & (WEFT_COMMUTE | WEFT_REDUCE)) {
+        if (mode & WEFT__OVERLAP) {
+            k += link_partial(t, h, sorted[i].data, mode & ~WEFT__OVERLAP, late, carries, edges + k);
+        } else if (mode & (WEFT_COMMUTE | WEFT_REDUCE)) {
             if (!joins_open_group(&sorted[i])) {
                 /* Open a group: what came before it becomes its base.  The
                  * references move from writers/readers to base.  Members
@@ -327,8 +418,18 @@ void weft__access_link(weft__task *t, const weft__task_access *sorted, uint32_t 
                     h->base[h->nbase] = h->readers[j];
                     h->base_flags[h->nbase++] = 0;
                 }
+                for (uint32_t j = 0; j < h->npwriters; j++) {
+                    h->base[h->nbase] = h->pwriters[j];
+                    h->base_flags[h->nbase++] = BASE_PROPAGATE;
+                }
+                for (uint32_t j = 0; j < h->npreaders; j++) {
+                    h->base[h->nbase] = h->preaders[j];
+                    h->base_flags[h->nbase++] = 0;
+                }
                 h->nwriters = 0;
                 h->nreaders = 0;
+                h->npwriters = 0;
+                h->npreaders = 0;
                 h->writers_commute = (mode & WEFT_COMMUTE) != 0;
                 h->writers_reduce = (mode & WEFT_REDUCE) != 0;
                 h->reduce_key = weft__red_key(mode);
@@ -351,6 +452,7 @@ void weft__access_link(weft__task *t, const weft__task_access *sorted, uint32_t 
         } else if (mode == WEFT_R) {
             for (uint32_t j = 0; j < h->nwriters; j++)
                 weft__edge_add(t, &edges[k++], h->writers[j], carries && writes(h, j, sorted[i].data), late);
+            k += follow_partials(t, h, mode, edges + k);
             h->readers[h->nreaders++] = t;
             if (h->writers_commute || h->writers_reduce)
                 h->group_read = true;
@@ -361,6 +463,7 @@ void weft__access_link(weft__task *t, const weft__task_access *sorted, uint32_t 
                                late);
             for (uint32_t j = 0; j < h->nreaders; j++)
                 weft__edge_add(t, &edges[k++], h->readers[j], false, false);
+            k += follow_partials(t, h, mode, edges + k);
             drop_all(h->writers, &h->nwriters);
             drop_all(h->readers, &h->nreaders);
             drop_all(h->base, &h->nbase);
@@ -372,6 +475,31 @@ void weft__access_link(weft__task *t, const weft__task_access *sorted, uint32_t 
             h->writers_parent = via_parent;
         }
     }
+}
+
+bool weft__history_hand_over(weft__data *d, weft__data *n)
+{
+    history *a = H(d), *b = H(n);
+    history *first = a < b ? a : b, *second = a < b ? b : a; /* spawn's order */
+    pthread_mutex_lock(&first->lock);
+    pthread_mutex_lock(&second->lock);
+    bool ok = reserve(&b->pwriters, &b->cap_pwriters, b->npwriters + a->nwriters) &&
+              reserve(&b->preaders, &b->cap_preaders, b->npreaders + a->nreaders);
+    if (ok) {
+        for (uint32_t j = 0; j < a->nwriters; j++) {
+            weft__task_ref(a->writers[j]);
+            b->pwriters[b->npwriters++] = a->writers[j];
+        }
+        for (uint32_t j = 0; j < a->nreaders; j++) {
+            weft__task_ref(a->readers[j]);
+            b->preaders[b->npreaders++] = a->readers[j];
+        }
+        if ((a->nwriters || a->nreaders) && (b->writers_commute || b->writers_reduce))
+            b->group_read = true;
+    }
+    pthread_mutex_unlock(&second->lock);
+    pthread_mutex_unlock(&first->lock);
+    return ok;
 }
 
 /* ------------------------------------------------------------------------ */
