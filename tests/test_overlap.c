@@ -296,7 +296,19 @@ static void test_unregister_middle(void) {
         unreg_arg u = {part, -1};
         pthread_t th;
         CHECK(pthread_create(&th, NULL, unreg_thread, &u) == 0);
-        if (rep & 1) sleep_us(2000); /* (either side of the hand-over: both must hold) */
+        if (rep & 1) {
+            /* Once the unregister has begun (its writer is held back),
+             * memory overlapping the part is refused until it returns. */
+            uint64_t end = now_ns() + 5000000000ull;
+            int rc;
+            weft_data *x;
+            while ((rc = weft_data_register(rt, buf + 3, 2 * sizeof(long), &x)) == 0 && now_ns() < end) {
+                CHECK_OK(weft_data_unregister(x));
+                sleep_us(200);
+            }
+            CHECKF(rc == WEFT_EBUSY, "registering over a range being unregistered: %d", rc);
+            expect_msg("register over closing", "being unregistered");
+        }
         mid_read r;
         memset(&r, 0, sizeof r);
         r.m = &m;

@@ -219,7 +219,7 @@ static void hand_over(weft__rt *rt, weft__data *d)
     weft__ranges_lock(&rt->ranges);
     weft__ranges_mark_closing(d);
     /* (d's own list does not change while the lock is held) */
-    size_t n = weft__ranges_count(d);
+    size_t n = weft__ranges_listed(d);
     for (size_t k = 0; k < n; k++) {
         weft__data *nb = weft__ranges_neighbour(d, k);
         if (weft__history_hand_over(d, nb))

@@ -48,14 +48,14 @@ static size_t scan_start(const weft__ranges *x, uintptr_t lo)
 
 static bool overlaps(const weft__range *r, uintptr_t lo, uintptr_t hi) { return r->lo < hi && lo < r->hi; }
 
-static bool reserve(weft__data ***arr, uint32_t *cap, uint32_t need)
+static bool reserve(weft__range_nb **arr, uint32_t *cap, uint32_t need)
 {
     if (need <= *cap)
         return true;
     uint32_t c = *cap ? *cap : 4;
     while (c < need)
         c *= 2;
-    weft__data **p = weft__realloc(*arr, sizeof *p * c);
+    weft__range_nb *p = weft__realloc(*arr, sizeof *p * c);
     if (!p)
         return false;
     *arr = p;
@@ -77,12 +77,14 @@ static bool reserve_index(weft__ranges *x)
     return true;
 }
 
+/* d out of r's list. */
 static void nb_remove(weft__range *r, const weft__data *d)
 {
     for (uint32_t i = 0; i < r->nnb; i++)
-        if (r->nb[i] == d) {
+        if (r->nb[i].d == d) {
+            r->nlive -= r->nb[i].live;
             r->nb[i] = r->nb[--r->nnb];
-            atomic_store_explicit(&r->d->noverlap, r->nnb, memory_order_release);
+            atomic_store_explicit(&r->d->noverlap, r->nlive, memory_order_release);
             return;
         }
 }
@@ -127,9 +129,10 @@ int weft__ranges_add(weft__ranges *x, weft__data *d, uint32_t *other_id, uintptr
         weft__range *r = x->v[i];
         if (!overlaps(r, e->lo, e->hi))
             continue;
-        r->nb[r->nnb++] = d;
-        atomic_store_explicit(&r->d->noverlap, r->nnb, memory_order_release);
-        e->nb[e->nnb++] = r->d;
+        r->nb[r->nnb++] = (weft__range_nb){d, true};
+        atomic_store_explicit(&r->d->noverlap, ++r->nlive, memory_order_release);
+        e->nb[e->nnb++] = (weft__range_nb){r->d, true};
+        e->nlive++;
     }
     size_t at = lower_bound(x, e->lo);
     memmove(x->v + at + 1, x->v + at, sizeof *x->v * (x->n - at));
@@ -138,7 +141,7 @@ int weft__ranges_add(weft__ranges *x, weft__data *d, uint32_t *other_id, uintptr
     if (d->size > x->longest)
         x->longest = d->size;
     d->range = e;
-    atomic_store_explicit(&d->noverlap, e->nnb, memory_order_release);
+    atomic_store_explicit(&d->noverlap, e->nlive, memory_order_release);
     pthread_mutex_unlock(&x->lock);
     return 0;
 }
@@ -169,32 +172,29 @@ void weft__ranges_unpartition(weft__data *d)
 size_t weft__ranges_pin_neighbours(weft__data *d, weft__data **out, size_t max)
 {
     const weft__range *e = d->range;
-    if (!e || e->nnb > max)
-        return e ? e->nnb : 0;
+    if (!e || e->nlive > max)
+        return e ? e->nlive : 0;
+    size_t k = 0;
     for (uint32_t i = 0; i < e->nnb; i++) {
-        out[i] = e->nb[i];
+        if (!e->nb[i].live)
+            continue;
+        out[k] = e->nb[i].d;
         /* Listed: not freed while the lock is held, closing or not (a
          * closing one still listed is waited for by its unregister,
          * which takes it out of the lists only once unused). */
-        atomic_fetch_add(&out[i]->users, 1);
+        atomic_fetch_add(&out[k++]->users, 1);
     }
-    return e->nnb;
-}
-
-size_t weft__ranges_neighbours(const weft__data *d, weft__data **out, size_t max)
-{
-    const weft__range *e = d->range;
-    if (!e)
-        return 0;
-    for (uint32_t i = 0; i < e->nnb && i < max; i++)
-        out[i] = e->nb[i];
-    return e->nnb;
+    return k;
 }
 
 void weft__ranges_detach(weft__data *d, weft__data *n)
 {
-    if (n->range)
-        nb_remove(n->range, d);
+    weft__range *r = n->range;
+    for (uint32_t i = 0; r && i < r->nnb; i++)
+        if (r->nb[i].d == d && r->nb[i].live) {
+            r->nb[i].live = false;
+            atomic_store_explicit(&n->noverlap, --r->nlive, memory_order_release);
+        }
 }
 
 void weft__ranges_mark_closing(weft__data *d)
@@ -208,9 +208,8 @@ static void take_out(weft__data *d)
 {
     weft__range *e = d->range;
     weft__ranges *x = e->idx;
-    for (uint32_t i = 0; i < e->nnb; i++)
-        if (e->nb[i]->range)
-            nb_remove(e->nb[i]->range, d); /* (where not detached already) */
+    for (uint32_t i = 0; i < e->nnb; i++) /* (the lists are symmetric: each lists d, live or not) */
+        nb_remove(e->nb[i].d->range, d);
     size_t at = lower_bound(x, e->lo);
     while (at < x->n && x->v[at] != e)
         at++;
@@ -245,17 +244,21 @@ void weft__ranges_remove(weft__data *d)
     pthread_mutex_unlock(&x->lock);
 }
 
-size_t weft__ranges_count(const weft__data *d) { return d->range ? d->range->nnb : 0; }
+size_t weft__ranges_count(const weft__data *d) { return d->range ? d->range->nlive : 0; }
+
+size_t weft__ranges_listed(const weft__data *d) { return d->range ? d->range->nnb : 0; }
 
 bool weft__ranges_first(const weft__data *d, uint32_t *id, uintptr_t *lo, uintptr_t *hi)
 {
     const weft__range *e = d->range;
-    if (!e || !e->nnb || !e->nb[0]->range)
-        return false;
-    *id = e->nb[0]->id;
-    *lo = e->nb[0]->range->lo;
-    *hi = e->nb[0]->range->hi;
-    return true;
+    for (uint32_t i = 0; e && i < e->nnb; i++)
+        if (e->nb[i].live) {
+            *id = e->nb[i].d->id;
+            *lo = e->nb[i].d->range->lo;
+            *hi = e->nb[i].d->range->hi;
+            return true;
+        }
+    return false;
 }
 
-weft__data *weft__ranges_neighbour(const weft__data *d, size_t k) { return d->range->nb[k]; }
+weft__data *weft__ranges_neighbour(const weft__data *d, size_t k) { return d->range->nb[k].d; }

@@ -30,17 +30,27 @@
 
 typedef struct weft__ranges weft__ranges;
 
+/* A neighbour in an entry's list.  Not live: detached (the neighbour is
+ * being unregistered and its history was handed over to this entry's):
+ * no spawn names it for the order any more, but it stays listed until it
+ * leaves the index, so that the lists are symmetric. */
+typedef struct weft__range_nb {
+    weft__data *d;
+    bool live;
+} weft__range_nb;
+
 typedef struct weft__range {
     uintptr_t lo, hi;                  /* the handle's host memory */
     weft__data *d;
     struct weft__ranges *idx;          /* the index it is in */
     bool partitioned;                  /* partitioned into tiles, or being partitioned */
     bool closing;                      /* being unregistered: overlapping registrations are refused */
-    /* The entries overlapping it that still list it (not detached).  An
-     * entry's own list is kept whole while it closes: a spawn that pinned
-     * it before the close still orders its task with every neighbour. */
-    weft__data **nb;
-    uint32_t nnb, cap;
+    /* The entries overlapping it (each lists this one too), nlive of them
+     * live.  An entry's own list stays live while it closes: a spawn that
+     * pinned it before the close still orders its task with every
+     * neighbour. */
+    weft__range_nb *nb;
+    uint32_t nnb, nlive, cap;
 } weft__range;
 
 struct weft__ranges {
@@ -69,16 +79,15 @@ int weft__ranges_add(weft__ranges *x, weft__data *d, uint32_t *other_id, uintptr
 bool weft__ranges_partition(weft__data *d, uint32_t *id, uintptr_t *lo, uintptr_t *hi);
 void weft__ranges_unpartition(weft__data *d);
 
-/* The neighbours of d (the index lock held): how many; when at most max,
- * they are in out, each counted as a user of its handle (weft__data_unpin;
- * a listed handle is never freed, closing or not). */
+/* The live neighbours of d (the index lock held): how many; when at most
+ * max, they are in out, each counted as a user of its handle
+ * (weft__data_unpin; a listed handle is never freed, closing or not). */
 size_t weft__ranges_pin_neighbours(weft__data *d, weft__data **out, size_t max);
-/* d's neighbours, not pinned (the index lock held), for the hand-over at
- * unregister; then weft__ranges_detach(d, n) removes d from n's list and
- * marks d closing. */
-size_t weft__ranges_neighbours(const weft__data *d, weft__data **out, size_t max);
-void weft__ranges_detach(weft__data *d, weft__data *n);
+/* Unregistering d (the index lock held): marked closing (overlapping
+ * registrations are refused), then, once n took d's history over, d is
+ * no longer live in n's list. */
 void weft__ranges_mark_closing(weft__data *d);
+void weft__ranges_detach(weft__data *d, weft__data *n);
 /* Take d's entry out of the index (the index lock held) if no task uses d
  * (users == CLOSING; none can start using it while the lock is held):
  * true.  False: a task pinned it meanwhile; wait again. */
@@ -88,10 +97,12 @@ void weft__ranges_remove(weft__data *d);
 
 /* The index d is in (NULL: none).  For a handle the caller pinned. */
 static inline weft__ranges *weft__data_ranges(const weft__data *d) { return d->range ? d->range->idx : NULL; }
-/* How many neighbours d has (the index lock held), and the first one's
- * number and range (for messages; false: none). */
+/* How many live neighbours d has (the index lock held), and the first
+ * one's number and range (for messages; false: none). */
 size_t weft__ranges_count(const weft__data *d);
-/* Its neighbour k (< the count; the index lock held). */
+/* Every entry in d's list, live or not (the index lock held): how many,
+ * and entry k. */
+size_t weft__ranges_listed(const weft__data *d);
 weft__data *weft__ranges_neighbour(const weft__data *d, size_t k);
 bool weft__ranges_first(const weft__data *d, uint32_t *id, uintptr_t *lo, uintptr_t *hi);
 

@@ -480,7 +480,7 @@ void weft__access_link(weft__task *t, const weft__task_access *sorted, uint32_t 
 bool weft__history_hand_over(weft__data *d, weft__data *n)
 {
     history *a = H(d), *b = H(n);
-    history *first = a < b ? a : b, *second = a < b ? b : a; /* spawn's order */
+    history *first = d < n ? a : b, *second = d < n ? b : a; /* spawn's order: by handle address */
     pthread_mutex_lock(&first->lock);
     pthread_mutex_lock(&second->lock);
     bool ok = reserve(&b->pwriters, &b->cap_pwriters, b->npwriters + a->nwriters) &&
