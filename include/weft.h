@@ -638,8 +638,11 @@ WEFT_API WEFT_NODISCARD int weft_reduction_register(weft_runtime *rt, const weft
  * scratch-only handles overlap nothing).  Tasks are ordered by memory, not
  * by handle: two tasks whose accesses name overlapping handles, one of
  * them writing (W, RW, COMMUTE, UNORDERED with a write), run in spawn
- * order, exactly as if they named one handle (a failed writer cancels the
- * readers that follow it); reads never order reads, and commute or
+ * order, exactly as if they named one handle; reads never order reads
+ * (a failed writer cancels the readers of its own handle that follow it,
+ * as always; a task ordered after it only through overlapping memory is
+ * not cancelled for it: part of the memory may have been written again
+ * since through another handle), and commute or
  * unordered groups form on one handle only (across overlapping handles
  * their members are ordered).  Parts that do not overlap each other stay
  * independent even when a larger registered range covers both: writers of

@@ -342,18 +342,19 @@ static bool tiled_parent(const weft__data *d)
     return !d->tile && atomic_load_explicit(&d->fam, memory_order_acquire) != NULL;
 }
 
-/* A partial access (WEFT__OVERLAP) of h's data d by t, which reads and/or
- * writes part of d's memory: it follows d's writers (a writer also its
- * readers), never another partial access, and closes an open group (the
- * group's next members follow it through the group's base).  Returns the
+/* A partial access (WEFT__OVERLAP) of h's data by t, which reads and/or
+ * writes part of its memory: it follows the data's writers (a writer also
+ * its readers), never another partial access, and closes an open group
+ * (the group's next members follow it through the group's base).  Its
+ * edges only order: a failure is carried between accesses of one handle
+ * (a part written since the failed writer of a larger range is valid
+ * again, which the larger range's history does not know).  Returns the
  * edges used. */
-static uint32_t link_partial(weft__task *t, history *h, const weft__data *d, unsigned mode, bool late,
-                             bool carries, weft__edge *edges)
+static uint32_t link_partial(weft__task *t, history *h, unsigned mode, bool late, weft__edge *edges)
 {
     uint32_t k = 0;
-    bool reads = (mode & WEFT_R) != 0;
     for (uint32_t j = 0; j < h->nwriters; j++)
-        weft__edge_add(t, &edges[k++], h->writers[j], reads && carries && writes(h, j, d), late);
+        weft__edge_add(t, &edges[k++], h->writers[j], false, late);
     if (mode & WEFT_W) {
         for (uint32_t j = 0; j < h->nreaders; j++)
             weft__edge_add(t, &edges[k++], h->readers[j], false, false);
@@ -366,14 +367,14 @@ static uint32_t link_partial(weft__task *t, history *h, const weft__data *d, uns
     return k;
 }
 
-/* t, which is not partial, follows h's partial accesses: the writers
- * (failure carried when t reads), and when t writes the readers too, and
- * then they are over. */
+/* t, which is not partial, follows h's partial accesses: the writers,
+ * and when t writes the readers too, and then they are over.  (Order
+ * only, as link_partial's edges.) */
 static uint32_t follow_partials(weft__task *t, history *h, unsigned mode, weft__edge *edges)
 {
     uint32_t k = 0;
     for (uint32_t j = 0; j < h->npwriters; j++)
-        weft__edge_add(t, &edges[k++], h->pwriters[j], (mode & (WEFT_R | WEFT_REDUCE)) != 0, false);
+        weft__edge_add(t, &edges[k++], h->pwriters[j], false, false);
     if (mode == WEFT_R)
         return k;
     for (uint32_t j = 0; j < h->npreaders; j++)
@@ -401,7 +402,7 @@ void weft__access_link(weft__task *t, const weft__task_access *sorted, uint32_t 
         if (sorted[i].data->tile && !via_parent)
             weft__family_tile_spawned(sorted[i].data);
         if (mode & WEFT__OVERLAP) {
-            k += link_partial(t, h, sorted[i].data, mode & ~WEFT__OVERLAP, late, carries, edges + k);
+            k += link_partial(t, h, mode & ~WEFT__OVERLAP, late, edges + k);
         } else if (mode & (WEFT_COMMUTE | WEFT_REDUCE)) {
             if (!joins_open_group(&sorted[i])) {
                 /* Open a group: what came before it becomes its base.  The
@@ -420,7 +421,7 @@ void weft__access_link(weft__task *t, const weft__task_access *sorted, uint32_t 
                 }
                 for (uint32_t j = 0; j < h->npwriters; j++) {
                     h->base[h->nbase] = h->pwriters[j];
-                    h->base_flags[h->nbase++] = BASE_PROPAGATE;
+                    h->base_flags[h->nbase++] = 0;
                 }
                 for (uint32_t j = 0; j < h->npreaders; j++) {
                     h->base[h->nbase] = h->preaders[j];
