@@ -64,6 +64,12 @@
  *   starpu_data_set_sequential_       WEFT_UNORDERED on each access (R, W or RW):
  *   consistency_flag(h, 0)             no order among such accesses; the tasks
  *                                      still never overlap on the data at run time
+ *   task->sequential_consistency = 0   WEFT_UNORDERED on this task's accesses AND
+ *                                      on the accesses it must not wait for: an
+ *                                      unordered access still follows the ordered
+ *                                      accesses spawned before it (a task that
+ *                                      would wait behind one that waits for it
+ *                                      hangs; weft_wait_all then names the key)
  *   STARPU_SCRATCH                     WEFT_SCRATCH: a buffer of the data's size
  *                                      where the task runs, its own, unordered
  * Not here yet: performance models (dmda).
@@ -172,6 +178,14 @@ typedef struct weft_config {
      * way forward).  Bounds stack use, and Python recursion depth.  0 means
      * 64.  Env: WEFT_MAX_NESTING. */
     unsigned max_nesting;
+    /* A wait from a thread outside the runtime (weft_wait_all, weft_task_wait
+     * and their timed forms, weft_data_unregister) that has gone on this
+     * long, in milliseconds, while every task left waits (directly or not)
+     * for task-space keys nobody has spawned, says so once on stderr, naming
+     * a key: only a spawn of it can end the wait (from another thread, or
+     * from a callback), and a program that never spawns it hangs.  The wait
+     * goes on.  0 means 5000; UINT64_MAX never.  Env: WEFT_STALL_WARN_MS. */
+    uint64_t stall_warn_ms;
     /* Called on each worker thread when it starts, before it runs any task,
      * and when it stops, after its last task (e.g. to create and delete a
      * per-thread interpreter state).  May be NULL.  They must not call
@@ -385,7 +399,11 @@ WEFT_API WEFT_NODISCARD int weft_device_free(weft_runtime *rt, unsigned i, void 
  * access the same data with WEFT_RW|WEFT_COMMUTE, spawned one after another,
  * run in any order but never two at once (an accumulation, say).
  * WEFT_UNORDERED may be added to WEFT_R, WEFT_W or WEFT_RW (StarPU's
- * sequential consistency turned off for a handle): see the rules above. */
+ * sequential consistency turned off for a handle): see the rules above.  An
+ * unordered access follows the ordered accesses spawned before it: it opts
+ * out of order only among unordered accesses, and a task whose unordered
+ * access comes after an ordered one that waits (by deps) for the task
+ * itself waits for ever — make both accesses unordered. */
 enum weft_access_mode {
     WEFT_R = 1u,
     WEFT_W = 2u,
@@ -1129,6 +1147,15 @@ WEFT_API WEFT_NODISCARD int weft_wait_all_timed(weft_runtime *rt, uint64_t timeo
  * or from an on_finish callback.  Blocks. */
 WEFT_API WEFT_NODISCARD int weft_wait_settled_timed(weft_runtime *rt, uint64_t timeout_ns);
 
+/* When only a spawn can move what is left of the runtime — nothing is
+ * ready, running or in flight on a device (weft_wait_settled_timed's point)
+ * and tasks wait for task-space keys nobody has spawned — how many such
+ * keys; the first one's label ("T[3]") goes to key, NUL-terminated.  0
+ * otherwise, and for a bad runtime or key NULL (key untouched).  For a
+ * waiter that wants to say why it still waits (the Python front end warns
+ * with it).  Never blocks; thread-safe. */
+WEFT_API size_t weft_runtime_stalled(weft_runtime *rt, char key[32]);
+
 /* Cancel every task of the runtime that has not started yet (running tasks
  * finish).  Tasks spawned afterwards are not affected.  The cancellation is
  * applied lazily: a task still waiting for dependencies reports
@@ -1148,7 +1175,8 @@ WEFT_API WEFT_NODISCARD int weft_cancel_pending(weft_runtime *rt);
  * depended on but never spawned when the space is destroyed (or its runtime
  * is) cancel their dependents, whose cause names the key.  weft_wait_all
  * waits for tasks that depend on unspawned keys: spawn the keys, or destroy
- * the space first. */
+ * the space first.  When such a wait has nothing else left to wait for, it
+ * says so on stderr, naming a key (weft_config.stall_warn_ms). */
 typedef struct weft_space weft_space;
 
 /* Create an empty space; name (copied, first 15 bytes shown) labels its keys
@@ -1502,8 +1530,16 @@ WEFT_API weft_task *weft_ctx_task(const weft_ctx *ctx);
  * priority, placements, on_finish, flags; *out a handle to release, as
  * weft_spawn's — with two differences: its deps carry no failure (it runs
  * once each has finished, completed, failed or cancelled: its body asks
- * how they ended), and it names no data (naccesses must be 0).  The calling
- * task is then tied to it:
+ * how they ended), and it names no data (naccesses must be 0): its body
+ * reaches the calling task's data instead.  weft_ctx_data, weft_ctx_bytes,
+ * weft_ctx_pitch (and the checking mode's weft_ctx_queue_rw) of next's
+ * body give the calling task's accesses, where they are: on the host (a
+ * CPU task's, WEFT_HOST accesses), or on one of the calling task's GPUs if
+ * next runs on it (place next there: a placement whose gpu_set names those
+ * GPUs) — NULL (0) on a GPU next does not run on.  When the calling task
+ * holds data on GPUs, weft_ctx_continue first waits for the work its body
+ * queued on its streams (as weft_ctx_sync does), so that next finds the
+ * data as the body left it.  The calling task is then tied to it:
  *   - when the calling body returns, its task does not finish: it gives its
  *     worker back, and its GPUs' compute share and memory reservation (its
  *     streams' work still in flight is waited for before it finishes), and
@@ -1635,7 +1671,9 @@ WEFT_API int weft_ctx_sync(const weft_ctx *ctx);
  * WEFT_SCRATCH access: the task's scratch buffer, on its GPU (the
  * WEFT_ON_GPU-th) or in host memory (see WEFT_SCRATCH), its contents
  * unspecified.  The address
- * stays valid until the task finishes.  NULL if i is out of range. */
+ * stays valid until the task finishes.  NULL if i is out of range.  In a
+ * continuation's body (weft_ctx_continue): the continued task's i-th
+ * access, where it is (see there). */
 WEFT_API void *weft_ctx_data(const weft_ctx *ctx, size_t i);
 
 /* Bytes from one row to the next of the task's i-th data access where

@@ -313,6 +313,119 @@ static void test_gpu_lend(unsigned workers) {
     weft_runtime_destroy(rt);
 }
 
+/* A continuation reaches the continued task's data where it is: on the
+ * host (a CPU task), or on its GPU when placed there (NULL elsewhere); what
+ * the body queued on its stream runs first, and what the continuation
+ * writes is the task's output. */
+typedef struct reach {
+    const char *root_where, *cont_where; /* NULL: the CPU */
+    int32_t *host;                       /* the registered memory */
+    void *root_ptr;                      /* where the root's body found it */
+    atomic_int cont_saw;                 /* 1: same pointer; 2: NULL; 3: another */
+    size_t cont_bytes;
+} reach;
+
+static int set_first(void *arg) {
+    ((int32_t *)arg)[0] = 7;
+    return 0;
+}
+
+static int add_first(void *arg) {
+    ((int32_t *)arg)[0] += 1;
+    return 0;
+}
+
+static int reach_cont(weft_ctx *ctx, void *arg) {
+    reach *r = arg;
+    int32_t *p = weft_ctx_data(ctx, 0);
+    r->cont_bytes = weft_ctx_bytes(ctx, 0);
+    atomic_store(&r->cont_saw, p == r->root_ptr ? 1 : p == NULL ? 2 : 3);
+    if (!p)
+        return 0;
+    if (!weft_ctx_gpu_count(ctx)) {
+        add_first(p);
+        return 0;
+    }
+    weft_range rg = {p, sizeof(int32_t), WEFT_RW};
+    return weft_ctx_queue_rw(ctx, 0, add_first, p, 0, &rg, 1);
+}
+
+static int reach_root(weft_ctx *ctx, void *arg) {
+    reach *r = arg;
+    int32_t *p = weft_ctx_data(ctx, 0);
+    r->root_ptr = p;
+    if (weft_ctx_gpu_count(ctx)) {
+        weft_range rg = {p, sizeof(int32_t), WEFT_W};
+        if (weft_ctx_queue_rw(ctx, 0, set_first, p, 2000000, &rg, 1) != 0) /* (slow: the continuation must wait) */
+            return 1;
+    } else {
+        set_first(p);
+    }
+    weft_task *child;
+    if (weft_spawn_simple(weft_ctx_runtime(ctx), test_noop, NULL, &child) != 0)
+        return 2;
+    weft_task_desc n;
+    weft_task_desc_init(&n);
+    n.body = reach_cont;
+    n.arg = r;
+    n.deps = &child;
+    n.ndeps = 1;
+    weft_placement q;
+    if (r->cont_where) {
+        if (weft_placement_parse(r->cont_where, &q) != 0)
+            return 3;
+        n.placements = &q;
+        n.nplacements = 1;
+    }
+    int rc = weft_ctx_continue(ctx, &n, NULL);
+    weft_task_release(child);
+    return rc ? 4 : 0;
+}
+
+static void reach_case(const char *devices, const char *root_where, const char *cont_where, int want_saw,
+                       int32_t want) {
+    weft_runtime *rt = test_make_devices(devices, 2, 0, true);
+    int32_t host[4] = {0, 0, 0, 0};
+    weft_data *d;
+    CHECK_OK(weft_data_register(rt, host, sizeof host, &d));
+    reach r = {.root_where = root_where, .cont_where = cont_where, .host = host};
+    weft_access rw = {d, WEFT_RW};
+    weft_task_desc t;
+    weft_task_desc_init(&t);
+    t.body = reach_root;
+    t.arg = &r;
+    t.accesses = &rw;
+    t.naccesses = 1;
+    weft_placement p;
+    if (root_where) {
+        CHECK_OK(weft_placement_parse(root_where, &p));
+        t.placements = &p;
+        t.nplacements = 1;
+    }
+    weft_task *root;
+    CHECKF(weft_spawn(rt, &t, &root) == 0, "%s", weft_last_error());
+    CHECKF(weft_task_wait(root) == 0, "%s", weft_last_error());
+    CHECKF(atomic_load(&r.cont_saw) == want_saw, "%s -> %s: continuation saw %d", root_where ? root_where : "cpu",
+           cont_where ? cont_where : "cpu", atomic_load(&r.cont_saw));
+    CHECK(want_saw == 2 ? r.cont_bytes == 0 : r.cont_bytes == sizeof host);
+    if (!root_where)
+        CHECK(r.root_ptr == host);
+    weft_task_release(root);
+    CHECK_OK(weft_data_unregister(d)); /* the newest value back in host */
+    CHECKF(host[0] == want, "host[0] = %d, want %d", host[0], want);
+    CHECK_OK(weft_runtime_destroy(rt));
+}
+
+static void test_data_reached(void) {
+    test_step("data reached by a continuation");
+    reach_case("cpu", NULL, NULL, 1, 8);
+    reach_case("cpu,vgpu:2", NULL, NULL, 1, 8);
+    reach_case("cpu,vgpu:2", "gpu:0", "gpu:0", 1, 8);
+    reach_case("cpu,vgpu:2", "gpu:1", "gpu:1", 1, 8);
+    reach_case("cpu,vgpu:2", "gpu:0", "gpu:1", 2, 7); /* not where the data is */
+    reach_case("cpu,vgpu:2", "gpu:0", NULL, 2, 7);
+}
+
 int main(void) {
     test_watchdog(120);
     test_steps(1, 1);
@@ -322,6 +435,7 @@ int main(void) {
     test_failures();
     test_cancel_suspended();
     test_data_held();
+    test_data_reached();
     test_misuse();
     test_gpu_suspend();
     test_gpu_lend(1);

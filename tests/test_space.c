@@ -480,6 +480,131 @@ static void test_misuse(void) {
     CHECK_OK(weft_runtime_destroy(rt));
 }
 
+/* A wait for the whole runtime says, once, when it has nothing left to wait
+ * for but tasks behind a key nobody has spawned (stderr is captured in a
+ * file); it is quiet while a body still runs, and when told never to speak. */
+typedef struct late_spawn {
+    weft_space *s;
+    int64_t key;
+    uint64_t after_ns;
+} late_spawn;
+
+static void *spawn_late(void *arg) {
+    late_spawn *l = arg;
+    sleep_ns(l->after_ns);
+    weft_task_desc d;
+    weft_task_desc_init(&d);
+    d.body = record;
+    d.arg = (void *)(intptr_t)1;
+    CHECK_OK(weft_space_spawn(l->s, &l->key, 1, &d, NULL));
+    return NULL;
+}
+
+static int sleepy(weft_ctx *ctx, void *arg) {
+    (void)ctx;
+    sleep_ns((uint64_t)(uintptr_t)arg);
+    return 0;
+}
+
+/* Run weft_wait_all (or weft_task_wait of t) with stderr sent to a file;
+ * what it wrote goes to out. */
+static void wait_capturing(weft_runtime *rt, weft_task *t, char *out, size_t n) {
+    fflush(stderr);
+    FILE *f = tmpfile();
+    CHECK(f != NULL);
+    int saved = dup(2);
+    CHECK(saved >= 0 && dup2(fileno(f), 2) == 2);
+    int rc = t ? weft_task_wait(t) : weft_wait_all(rt);
+    fflush(stderr);
+    CHECK(dup2(saved, 2) == 2);
+    close(saved);
+    CHECK_OK(rc);
+    rewind(f);
+    size_t got = fread(out, 1, n - 1, f);
+    out[got] = '\0';
+    fclose(f);
+}
+
+static void test_stall_word(void) {
+    weft_config cfg;
+    weft_config_init(&cfg);
+    cfg.workers = 2;
+    cfg.devices = "cpu";
+    cfg.stall_warn_ms = 30;
+    weft_runtime *rt;
+    CHECK_OK(weft_runtime_create(&cfg, &rt));
+    weft_space *s;
+    CHECK_OK(weft_space_create(rt, "S", &s));
+    weft_task *missing;
+    int64_t k = 5;
+    CHECK_OK(weft_space_task(s, &k, 1, &missing));
+    weft_task_desc d;
+    weft_task_desc_init(&d);
+    d.body = record;
+    d.arg = (void *)(intptr_t)2;
+    d.deps = &missing;
+    d.ndeps = 1;
+    CHECK_OK(weft_spawn(rt, &d, NULL));
+    CHECK_OK(weft_wait_settled_timed(rt, 30ull * 1000000000ull));
+    char key[32] = "";
+    CHECK(weft_runtime_stalled(rt, key) == 1);
+    CHECKF(strcmp(key, "S[5]") == 0, "key: %s", key);
+    CHECK(weft_runtime_stalled(NULL, key) == 0 && weft_runtime_stalled(rt, NULL) == 0);
+    late_spawn l = {s, 5, 400 * 1000000ull};
+    pthread_t th;
+    CHECK(pthread_create(&th, NULL, spawn_late, &l) == 0);
+    char said[2048];
+    wait_capturing(rt, NULL, said, sizeof said);
+    pthread_join(th, NULL);
+    CHECKF(strstr(said, "S[5]") && strstr(said, "nobody has spawned"), "stderr: %s", said);
+    char *second = strstr(said, "nobody has spawned");
+    CHECKF(!strstr(second + 1, "nobody has spawned"), "said twice: %s", said);
+    CHECKF(strstr(said, "weft_wait_all"), "stderr: %s", said);
+
+    /* The same from weft_task_wait. */
+    k = 6;
+    CHECK_OK(weft_space_task(s, &k, 1, &missing));
+    d.deps = &missing;
+    weft_task *t;
+    CHECK_OK(weft_spawn(rt, &d, &t));
+    l.key = 6;
+    CHECK(pthread_create(&th, NULL, spawn_late, &l) == 0);
+    wait_capturing(rt, t, said, sizeof said);
+    pthread_join(th, NULL);
+    weft_task_release(t);
+    CHECKF(strstr(said, "weft_task_wait") && strstr(said, "S[6]"), "stderr: %s", said);
+
+    /* A body that runs long is not a stall. */
+    weft_task_desc_init(&d);
+    d.body = sleepy;
+    d.arg = (void *)(uintptr_t)(300 * 1000000ull);
+    CHECK_OK(weft_spawn(rt, &d, NULL));
+    CHECK(weft_runtime_stalled(rt, key) == 0); /* (a body runs) */
+    wait_capturing(rt, NULL, said, sizeof said);
+    CHECKF(said[0] == '\0', "stderr: %s", said);
+    CHECK_OK(weft_space_destroy(s));
+    CHECK_OK(weft_runtime_destroy(rt));
+
+    /* UINT64_MAX: never a word. */
+    cfg.stall_warn_ms = UINT64_MAX;
+    CHECK_OK(weft_runtime_create(&cfg, &rt));
+    CHECK_OK(weft_space_create(rt, "Q", &s));
+    CHECK_OK(weft_space_task(s, &k, 1, &missing));
+    weft_task_desc_init(&d);
+    d.body = record;
+    d.arg = (void *)(intptr_t)3;
+    d.deps = &missing;
+    d.ndeps = 1;
+    CHECK_OK(weft_spawn(rt, &d, NULL));
+    l.s = s;
+    l.after_ns = 200 * 1000000ull;
+    CHECK(pthread_create(&th, NULL, spawn_late, &l) == 0);
+    wait_capturing(rt, NULL, said, sizeof said);
+    pthread_join(th, NULL);
+    CHECKF(said[0] == '\0', "stderr: %s", said);
+    CHECK_OK(weft_runtime_destroy(rt));
+}
+
 int main(void) {
     test_watchdog(test_pick(60, 200));
     test_step("out of order");
@@ -502,6 +627,8 @@ int main(void) {
     test_destroy_and_settled();
     test_step("misuse");
     test_misuse();
+    test_step("a wait that only a spawn can end says so");
+    test_stall_word();
     printf("test_space: ok\n");
     return 0;
 }

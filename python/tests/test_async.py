@@ -349,37 +349,64 @@ def test_status_while_resumed_and_cancel_too_late(rt):
     assert t.result(timeout=T_OUT) == "done"
 
 
-def test_device_data_coroutine_waits_in_place():
-    """A coroutine whose data is on its GPU (device_data=True) never
-    suspends: an await waits in place, so its views stay valid and what it
-    writes through them after the await is the task's output (an outsider's
-    port lost this write when the coroutine suspended).  After an await in
-    a host-data coroutine that did suspend, view() says why it has none."""
+def test_device_data_coroutine_suspends_and_keeps_its_data():
+    """A coroutine whose data is on its GPU (device_data=True) suspends at
+    an await like any other: its worker and its GPU reservation are free
+    meanwhile (another task takes the whole GPU, on the one worker), and
+    it continues on the same GPU, where its data is: views after the await
+    hold what it wrote before, and what it writes through them is the
+    task's output."""
     np = pytest.importorskip("numpy")
     for _ in range(5):
         out = np.zeros(4)
-        with weft.Runtime(workers=2, devices="cpu,vgpu:2") as r:
+        with weft.Runtime(workers=1, devices="cpu,vgpu:2") as r:
+            T = weft.TaskSpace("T")
+            where = []
+
             async def body():
-                x = weft.context().array(out)
+                ctx = weft.context()
+                where.append(ctx.devices)
+                x = ctx.array(out)
                 x[:] = 1.0
-                v = await weft.gather(weft.spawn(lambda: 40), weft.spawn(lambda: 1))
-                weft.context().array(out)[:] = sum(v) + x[0]
+                v = await weft.gather(T["a"], weft.spawn(lambda: 1))
+                ctx = weft.context()
+                where.append(ctx.devices)
+                y = ctx.array(out)
+                y[:] = v[0] + v[1] + y[0]  # 40 + 1 + what it wrote before the await
                 return "ok"
 
-            assert r.spawn(body, writes=[out], placement=weft.gpu, device_data=True).result(timeout=T_OUT) == "ok"
+            t = r.spawn(body, writes=[out], placement=weft.gpu(1), device_data=True)
+            deadline = time.monotonic() + T_OUT
+            while t.status != "waiting" and time.monotonic() < deadline:  # suspended at the await
+                time.sleep(0.001)
+            assert t.status == "waiting"
+            # The one worker and the whole of GPU 1 are free for others meanwhile.
+            assert r.spawn(lambda: 5, placement=weft.gpu(1), share=1.0).result(timeout=T_OUT) == 5
+            r.spawn(lambda: 40, task=T["a"])
+            assert t.result(timeout=T_OUT) == "ok"
+            assert where[0] == where[1]
             assert r.spawn(lambda: out.tolist(), reads=[out]).result(timeout=T_OUT) == [42.0] * 4
 
+
+def test_views_after_an_await():
+    """A host-data coroutine reaches its data after an await too: the view
+    holds what it wrote before, and what it writes is the task's output."""
+    np = pytest.importorskip("numpy")
+    out = np.zeros(3)
     with weft.Runtime(workers=2) as r:
         T = weft.TaskSpace("T")
 
         async def host_body():
+            weft.context().array(out)[:] = 2.0
             await T["later"]  # suspends: nobody has spawned it yet
-            weft.context().array(out)
+            a = weft.context().array(out)
+            a += 1.0
+            return a.tolist()
 
-        t = r.spawn(host_body, writes=[out])
+        t = r.spawn(host_body, readwrites=[out])
         deadline = time.monotonic() + T_OUT
         while t.status != "waiting" and time.monotonic() < deadline:  # suspended at the await
             time.sleep(0.001)
         r.spawn(sq, 1, task=T["later"])
-        with pytest.raises(RuntimeError, match="segment after an await"):
-            t.result(timeout=T_OUT)
+        assert t.result(timeout=T_OUT) == [3.0] * 3
+        assert r.spawn(lambda: out.tolist(), reads=[out]).result(timeout=T_OUT) == [3.0] * 3

@@ -331,3 +331,18 @@ def test_pinned_gpu_set_and_balance():
         else:
             assert all(on.count(d) > 0 for d in range(5)), on
             assert on.count(0) < 20, on
+
+
+@pytest.mark.parametrize("text, want", [
+    ("cpu", weft.cpu), ("gpu", weft.gpu), (" gpu:2 ", weft.gpu(2)), ("3*gpu", weft.gpu * 3), ("2xgpu", weft.gpu * 2),
+    ("cpu+gpu", weft.cpu + weft.gpu), ("cpu + gpu:1", weft.cpu + weft.gpu(1))])
+def test_device_set_strings_are_the_c_grammar(text, want):
+    # The C core parses the strings (weft_placement_parse): the same sets as
+    # the objects, and its messages for what it refuses.
+    assert weft._placement._parse(text) == want
+
+
+@pytest.mark.parametrize("text", ["tpu", "gpu:x", "gpu:-1", "0*gpu", "2*gpu:1", "cpu+", "cpux", "gpu\0:1", ""])
+def test_bad_device_set_strings(text):
+    with pytest.raises(ValueError, match=r"is not a device set \(cpu, gpu, gpu:I, K\*gpu, cpu\+gpu\)"):
+        weft._placement._parse(text)

@@ -1,4 +1,6 @@
+import threading
 import time
+import warnings
 
 import pytest
 
@@ -211,3 +213,29 @@ def test_many_threads_spawn_into_one_space(rt):
     assert sorted(ok) == list(range(n))  # each slot filled exactly once
     assert len(errors) == 3 * n
     assert all(T[i].result() == 0 for i in range(n))
+
+
+def test_a_wait_only_a_spawn_can_end_says_so(monkeypatch):
+    # A wait for a task behind a slot nobody has spawned into would hang
+    # without a word: past WEFT_STALL_WARN_MS it warns, naming the slot, and
+    # goes on waiting (here until another thread spawns it).
+    monkeypatch.setenv("WEFT_STALL_WARN_MS", "100")
+    with weft.Runtime(workers=2) as r:
+        T = weft.TaskSpace("W")
+        t = weft.spawn(int, deps=[T[1]], task=T[2])
+        timer = threading.Timer(1.0, lambda: weft.spawn(int, task=T[1], runtime=r))
+        timer.start()
+        with pytest.warns(weft.TaskWarning, match=r"nobody has spawned into \(W\[1\]\)"):
+            assert t.result(timeout=60) == 0
+        timer.join()
+        # A body that runs long is no stall: no warning.
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            assert weft.spawn(time.sleep, 0.4).result(timeout=60) is None
+        # Nor a slot's own wait once it is spawned.
+        T2 = weft.TaskSpace("V")
+        timer = threading.Timer(0.4, lambda: weft.spawn(int, task=T2[0], runtime=r))
+        timer.start()
+        with pytest.warns(weft.TaskWarning, match=r"V\[0\]"):
+            assert T2[0].result(timeout=60) == 0
+        timer.join()

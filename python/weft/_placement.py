@@ -119,37 +119,10 @@ gpu = DeviceSet(gpus=1)
 
 
 def _parse(s: str) -> DeviceSet:
-    text = s.strip()
-    has_cpu = False
-    if text.startswith("cpu"):
-        rest = text[3:].strip()
-        if not rest:
-            return cpu
-        if not rest.startswith("+"):
-            raise ValueError(f"{s!r} is not a device set (cpu, gpu, gpu:I, K*gpu, cpu+gpu)")
-        has_cpu, text = True, rest[1:].strip()
-    count, sep, tail = text.partition("gpu")
-    if not sep:
-        raise ValueError(f"{s!r} is not a device set (cpu, gpu, gpu:I, K*gpu, cpu+gpu)")
-    k, i = 1, -1
-    count = count.strip()
-    try:
-        if count:
-            if count[-1] not in "*x":
-                raise ValueError
-            k = int(count[:-1])
-            if k < 1:
-                raise ValueError
-        tail = tail.strip()
-        if tail:
-            if not tail.startswith(":") or k != 1:
-                raise ValueError
-            i = int(tail[1:])
-            if i < 0:
-                raise ValueError
-    except ValueError:
-        raise ValueError(f"{s!r} is not a device set (cpu, gpu, gpu:I, K*gpu, cpu+gpu)") from None
-    return DeviceSet(has_cpu, k, i)
+    from . import _weft
+
+    has_cpu, k, i = _weft._parse_placement(s)  # the C core's grammar and message
+    return cpu if has_cpu and k == 0 else DeviceSet(has_cpu, k, i)
 
 
 def _as_set(x: object) -> DeviceSet:

@@ -399,6 +399,13 @@ typedef struct TaskObject {
     weft_placement *cont_pl;
     size_t cont_npl;
     uint64_t cid;
+    /* seg_acc: acc, for the segment after an await (strong; set before
+     * the continuation is spawned, taken by it).  pin: where the
+     * continuations of a task holding data on its GPUs run (device_data=True):
+     * the GPUs of its first segment, whose data they reach (has_pin set). */
+    PyObject *seg_acc;
+    weft_placement pin;
+    int has_pin;
     PyObject *weakreflist;
 } TaskObject;
 
@@ -924,6 +931,12 @@ PyObject *weft_py_spawn(modstate *st, RuntimeObject *r, PyObject *const *args, P
 /* ------------------------------------------------------------------------ */
 /* Waiting (wait.c)                                                          */
 /* ------------------------------------------------------------------------ */
+
+/* runtime.c: the labels (a list of str, new ref) of r's task-space slots
+ * that tasks wait for and nobody spawned into; NULL (no error) if none.
+ * And "a, b, c" of a list of str's first 10 items ("and N more" after). */
+PyObject *weft_py_never_spawned(RuntimeObject *r);
+PyObject *weft_py_join_some(PyObject *items, const char *sep);
 
 #define WAIT_SLICE_NS 20000000ull /* 20 ms: how often a waiting thread checks signals */
 #define RC_PYERR (-1000)          /* a wait ended with a Python exception set */

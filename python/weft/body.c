@@ -36,12 +36,16 @@ weft_py_trampoline(weft_ctx *ctx, void *arg)
     TaskObject *prev = weft_py_tl_cur;
     weft_py_tl_cur = t;
 
-    /* A continuation (c->resume) takes nothing: the first segment took
-     * them (and, without the GIL, may still be handing them over). */
+    /* A continuation (c->resume) takes only the accesses the segment
+     * before it left (seg_acc): the first segment took the rest (and,
+     * without the GIL, may still be handing them over). */
     PyObject *fn = NULL, *args = NULL, *kwargs = NULL, *bodies = NULL, *acc = NULL, *coro = NULL;
     if (!c->resume) {
         fn = t->fn, args = t->args, kwargs = t->kwargs, bodies = t->bodies, acc = t->acc;
         t->fn = t->args = t->kwargs = t->bodies = t->acc = NULL;
+    } else {
+        acc = t->seg_acc;
+        t->seg_acc = NULL;
     }
     /* What the body's views are made of (view.c). */
     weft_py_frame frame = {ctx, c, acc, t->acc_nreads, t->acc_nreduces, t->device_data, t->acc_nscratch};
@@ -101,8 +105,10 @@ weft_py_trampoline(weft_ctx *ctx, void *arg)
     weft_py_tl_frame = prev_frame;
     Py_XDECREF(bodies);
     if (c->resume) {
-        /* A continuation took no references but the cell's (the list of
-         * r->released may hold t for its first segment still). */
+        /* A continuation took no references but the cell's and its
+         * accesses' (the list of r->released may hold t for its first
+         * segment still). */
+        Py_XDECREF(acc);
         WEFT_PY_HANDOFF_RELEASE(t);
         Py_DECREF(t);
     } else if (r->gil_off) {

@@ -11,7 +11,10 @@
  * whose body (the same trampoline, with a cell marked `resume`) sends into
  * the coroutine again.  The worker and the task's GPU reservation are free
  * meanwhile; the user's Task, its data and its dependents follow the C task
- * of its first segment, which ends only with its last continuation.  On
+ * of its first segment, which ends only with its last continuation.  Each
+ * segment reaches the task's data as the first did (views: the C
+ * continuation reaches its task's accesses); a task holding its data on
+ * its GPUs (device_data=True) continues on those GPUs, where the data is.  On
  * the next send the _Await returns what `task.result()` would (or raises
  * what it would raise), inside the coroutine.
  */
@@ -328,6 +331,33 @@ await_deps(RuntimeObject *r, TaskObject *self, AwaitObject *a, weft_task ***deps
     return 0;
 }
 
+/* Whether the running segment's task holds data on its GPU (spawned with
+ * device_data=True, accesses, placed on GPUs): its continuations run on
+ * the same GPUs, where they reach that data (weft_ctx_continue). */
+static int
+holds_device_data(weft_ctx *ctx)
+{
+    const weft_py_frame *f = weft_py_tl_frame;
+    return f && f->device_data && f->acc && PyTuple_GET_SIZE(f->acc) > 0 && weft_ctx_gpu_count(ctx) > 0;
+}
+
+/* t's placement pinned to the GPUs its running segment holds (the first
+ * time: its share, memory and body those of the alternative it runs). */
+static void
+pin_here(TaskObject *t, weft_ctx *ctx)
+{
+    if (t->has_pin) return;
+    unsigned v = weft_ctx_variant(ctx);
+    if (v < t->cont_npl) t->pin = t->cont_pl[v];
+    else weft_placement_init(&t->pin);
+    t->pin.gpu = -1;
+    t->pin.gpus = weft_ctx_gpu_count(ctx);
+    t->pin.gpu_set = 0;
+    for (unsigned k = 0; k < t->pin.gpus; k++)
+        t->pin.gpu_set |= 1ull << (weft_ctx_gpu(ctx, k) - 1); /* (GPU g is runtime device g + 1) */
+    t->has_pin = 1;
+}
+
 /* Suspend t until the tasks in deps have finished: a continuation whose
  * body resumes coro.  1 when suspended (t keeps coro), or -1 with an
  * exception (the continuation could not be spawned: thrown into coro). */
@@ -354,7 +384,12 @@ suspend(RuntimeObject *r, TaskObject *t, weft_ctx *ctx, weft_task **deps, size_t
      * it, reserved again (its own reservation went back with its worker). */
     desc.placements = t->cont_pl;
     desc.nplacements = t->cont_npl;
-    if (t->cont_npl) desc.on_finish = weft_py_on_finish;
+    if (holds_device_data(ctx)) { /* where its data is */
+        pin_here(t, ctx);
+        desc.placements = &t->pin;
+        desc.nplacements = 1;
+    }
+    if (desc.nplacements) desc.on_finish = weft_py_on_finish;
     char namebuf[WEFT_PY_DESC_NAME];
     desc.name = weft_py_desc_name(t, namebuf);
     atomic_fetch_add_explicit(&r->inflight, 1, memory_order_relaxed);
@@ -379,15 +414,6 @@ suspend(RuntimeObject *r, TaskObject *t, weft_ctx *ctx, weft_task **deps, size_t
         return -1;
     }
     return 1;
-}
-
-/* Whether the running segment's task holds data on its GPU (spawned with
- * device_data=True, accesses, placed on GPUs): it never suspends. */
-static int
-holds_device_data(weft_ctx *ctx)
-{
-    const weft_py_frame *f = weft_py_tl_frame;
-    return f && f->device_data && f->acc && PyTuple_GET_SIZE(f->acc) > 0 && weft_ctx_gpu_count(ctx) > 0;
 }
 
 PyObject *
@@ -434,26 +460,6 @@ weft_py_drive(RuntimeObject *r, TaskObject *t, weft_ctx *ctx, int placed, PyObje
              * under this one, which a continuation frees) suspends. */
             if (hrc == 0 || hrc == WEFT_ETASKFAILED || hrc == WEFT_ECANCELLED) ndeps = 0;
         }
-        if (rc == 0 && ndeps && holds_device_data(ctx)) {
-            /* Its data is on its GPU (device_data=True): a later segment
-             * would have no views, and the buffers are not the data's value
-             * while the task holds it there (a write to them would be
-             * lost).  So it waits here, holding its worker, as a plain body
-             * does (lending its GPU reservation meanwhile: weft_task_wait). */
-            for (size_t i = 0; i < ndeps && rc == 0; i++) {
-                int wrc;
-                BEGIN_NOGIL_W
-                wrc = weft_task_wait(deps[i]);
-                END_NOGIL_W
-                if (wrc != 0 && wrc != WEFT_ETASKFAILED && wrc != WEFT_ECANCELLED) {
-                    rc = -1;
-                    PyErr_Format(PyExc_RuntimeError, "await: task %R, which holds its data on its GPU "
-                                 "(device_data=True) and so waits in place, cannot wait for this task: %s",
-                                 t->name ? t->name : Py_None, weft_last_error());
-                }
-            }
-            if (rc == 0) ndeps = 0;
-        }
         if (rc == 0 && ndeps == 0) { /* all finished: the await answers at once */
             PyMem_Free(deps);
             continue;
@@ -462,13 +468,15 @@ weft_py_drive(RuntimeObject *r, TaskObject *t, weft_ctx *ctx, int placed, PyObje
             /* Stored first: the continuation may run (on another worker)
              * as soon as it is spawned, before suspend returns. */
             t->coro = Py_NewRef(coro);
+            t->seg_acc = Py_XNewRef(weft_py_tl_frame ? weft_py_tl_frame->acc : NULL);
             rc = suspend(r, t, ctx, deps, ndeps);
             PyMem_Free(deps);
-            if (rc == 1) { /* t->coro's reference is the continuation's now */
+            if (rc == 1) { /* t->coro's and seg_acc's references are the continuation's now */
                 *suspended = 1;
                 return NULL;
             }
             Py_CLEAR(t->coro);
+            Py_CLEAR(t->seg_acc);
         }
         exc = weft_py_fetch_exc(); /* raised at the await */
     }

@@ -1401,40 +1401,42 @@ partition_c(RuntimeObject *r, weft_data *h, const weft_tiling *t, weft_data **ti
     return rc;
 }
 
-PyObject *
-weft_py_data_partition(DataObject *d, PyObject *args, PyObject *kwds)
+/* The tiling partition() asks of d (not a tile): grid=, halo= and cols=
+ * read against its buffer.  0, or -1 with an exception. */
+static int
+partition_tiling(DataObject *d, PyObject *grid, Py_ssize_t halo, PyObject *colsobj, weft_tiling *t, int *ndim,
+                 char format[4])
 {
-    static char *kwlist[] = {"grid", "halo", "cols", NULL};
-    PyObject *grid, *colsobj = Py_None;
-    Py_ssize_t halo = 0, cols = -1;
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "O|n$O:partition", kwlist, &grid, &halo, &colsobj)) return NULL;
-    WEFT_PY_HANDOFF_ACQUIRE(d);
-    RuntimeObject *r = d->rt;
+    Py_ssize_t cols = -1;
     if (d->parent) {
         PyErr_SetString(PyExc_ValueError, "partition(): this weft.Data is a tile (tiles are not partitioned "
                         "again)");
-        return NULL;
+        return -1;
     }
     if (halo < 0 || halo > UINT_MAX) {
         PyErr_Format(PyExc_ValueError, "partition(): halo=%zd: a number of elements, 0 or more", halo);
-        return NULL;
+        return -1;
     }
     if (colsobj != Py_None) {
         cols = PyNumber_AsSsize_t(colsobj, PyExc_OverflowError);
-        if (cols == -1 && PyErr_Occurred()) return NULL;
+        if (cols == -1 && PyErr_Occurred()) return -1;
         if (cols < 0) cols = 0; /* refused below, with the row's width */
     }
-    weft_tiling t;
-    int ndim;
-    char format[4];
-    if (tiling_of(d, cols, &t, &ndim, format) < 0) return NULL;
-    if (parse_grid(grid, ndim, &t.grid_rows, &t.grid_cols) < 0) return NULL;
-    t.halo = (unsigned)halo;
+    if (tiling_of(d, cols, t, ndim, format) < 0) return -1;
+    if (parse_grid(grid, *ndim, &t->grid_rows, &t->grid_cols) < 0) return -1;
+    t->halo = (unsigned)halo;
+    return 0;
+}
 
-    /* Claim it: no other partition, no unregister, no overlapping range
-     * registered meanwhile (enter_range refuses them from now on). */
+/* Claim d for partitioning: no other partition, no unregister, no
+ * overlapping range registered meanwhile (enter_range refuses them from
+ * now on).  Its handle (the claim keeps it: unregister waits for the
+ * claim's end), or NULL with an exception. */
+static weft_data *
+partition_claim(RuntimeObject *r, DataObject *d)
+{
     const char *why = NULL;
-    weft_data *h = NULL; /* its handle: the claim keeps it (unregister waits for the claim's end) */
+    weft_data *h = NULL;
     reg_lock(r);
     if (d->d == NULL || r->rt == NULL) why = "this weft.Data was unregistered";
     else if (d->closing) why = "this weft.Data is being unregistered";
@@ -1458,18 +1460,25 @@ weft_py_data_partition(DataObject *d, PyObject *args, PyObject *kwds)
         PyErr_Format(PyExc_ValueError, "partition(): %s", why);
         return NULL;
     }
+    return h;
+}
 
-    size_t ntiles = (size_t)t.grid_rows * t.grid_cols;
+/* Partition h (claimed) in the core: *hsp the tiles' handles (PyMem).  A
+ * grid out of bounds gets no array: the core refuses it, saying why.  0,
+ * or -1 with an exception. */
+static int
+partition_handles(RuntimeObject *r, weft_data *h, const weft_tiling *t, weft_data ***hsp)
+{
+    size_t ntiles = (size_t)t->grid_rows * t->grid_cols;
     weft_data **hs = NULL;
-    PyObject *tuple = NULL, *res = NULL;
-    if (t.grid_rows == 0 || t.grid_cols == 0 || ntiles > 4096) {
+    if (t->grid_rows == 0 || t->grid_cols == 0 || ntiles > 4096) {
         hs = NULL; /* the core says what is wrong with the grid */
     } else if ((hs = PyMem_Malloc(ntiles * sizeof *hs)) == NULL) {
         PyErr_NoMemory();
-        goto unclaim;
+        return -1;
     }
     weft_data *none[1];
-    int rc = partition_c(r, h, &t, hs ? hs : none);
+    int rc = partition_c(r, h, t, hs ? hs : none);
     if (rc != 0) {
         if (rc == WEFT_EDEADLK || rc == WEFT_EBUSY)
             PyErr_Format(rc == WEFT_EBUSY && strstr(weft_last_error(), "pending") == NULL ? PyExc_ValueError
@@ -1478,48 +1487,91 @@ weft_py_data_partition(DataObject *d, PyObject *args, PyObject *kwds)
                          "(or waits for a task that does)" : weft_last_error());
         else
             weft_py_err_weft(rc, "partition()"); /* a bad tiling: ValueError with the core's reason */
-        goto unclaim;
+        PyMem_Free(hs);
+        return -1;
     }
-    tuple = PyTuple_New((Py_ssize_t)ntiles);
+    *hsp = hs;
+    return 0;
+}
+
+/* The tile Data of d for the core's tiles hs, in a tuple; NULL with an
+ * exception. */
+static PyObject *
+tiles_tuple(DataObject *d, weft_data **hs, int ndim, const char *format, const weft_tiling *t)
+{
+    size_t ntiles = (size_t)t->grid_rows * t->grid_cols;
+    PyObject *tuple = PyTuple_New((Py_ssize_t)ntiles);
     for (size_t i = 0; tuple && i < ntiles; i++) {
-        DataObject *x = tile_new(d, hs[i], ndim, (Py_ssize_t)t.elem, format, &t);
+        DataObject *x = tile_new(d, hs[i], ndim, (Py_ssize_t)t->elem, format, t);
         if (x == NULL) Py_CLEAR(tuple);
         else PyTuple_SET_ITEM(tuple, (Py_ssize_t)i, (PyObject *)x);
     }
+    return tuple;
+}
+
+/* End the claim: d's tiles (tuple) and grid are set.  Without a tuple the
+ * core's tiles stay (they go with d); the Data stays whole in Python, and
+ * partition() reports it partitioned already. */
+static void
+partition_publish(RuntimeObject *r, DataObject *d, PyObject *tuple, const weft_tiling *t)
+{
+    reg_lock(r);
     if (tuple == NULL) {
-        /* The core's tiles stay (they go with d); the Data stays whole in
-         * Python, and partition() reports it partitioned already. */
-        reg_lock(r);
         d->partitioning = 0;
         d->tiles = Py_NewRef(Py_None);
         reg_unlock(r);
-        goto out;
+        return;
     }
-    reg_lock(r);
     d->tiles = Py_NewRef(tuple);
-    d->grid_rows = t.grid_rows;
-    d->grid_cols = t.grid_cols;
-    d->grid_halo = t.halo;
+    d->grid_rows = t->grid_rows;
+    d->grid_cols = t->grid_cols;
+    d->grid_halo = t->halo;
     d->partitioning = 0;
     reg_unlock(r);
-    if (ndim == 1 && PyLong_Check(grid)) {
-        res = PySequence_List(tuple);
-    } else {
-        res = PyList_New(t.grid_rows);
-        for (unsigned i = 0; res && i < t.grid_rows; i++) {
-            PyObject *row = PyTuple_GetSlice(tuple, (Py_ssize_t)i * t.grid_cols, (Py_ssize_t)(i + 1) * t.grid_cols);
-            PyObject *lrow = row ? PySequence_List(row) : NULL;
-            Py_XDECREF(row);
-            if (lrow == NULL) Py_CLEAR(res);
-            else PyList_SET_ITEM(res, i, lrow);
-        }
+}
+
+/* What partition() returns: the tiles as a list (a 1-D array with an int
+ * grid=), else a list of rows of them.  NULL with an exception. */
+static PyObject *
+tiles_result(PyObject *tuple, int ndim, PyObject *grid, const weft_tiling *t)
+{
+    if (ndim == 1 && PyLong_Check(grid)) return PySequence_List(tuple);
+    PyObject *res = PyList_New(t->grid_rows);
+    for (unsigned i = 0; res && i < t->grid_rows; i++) {
+        PyObject *row = PyTuple_GetSlice(tuple, (Py_ssize_t)i * t->grid_cols, (Py_ssize_t)(i + 1) * t->grid_cols);
+        PyObject *lrow = row ? PySequence_List(row) : NULL;
+        Py_XDECREF(row);
+        if (lrow == NULL) Py_CLEAR(res);
+        else PyList_SET_ITEM(res, i, lrow);
     }
-    goto out;
-unclaim:
-    reg_lock(r);
-    d->partitioning = 0;
-    reg_unlock(r);
-out:
+    return res;
+}
+
+PyObject *
+weft_py_data_partition(DataObject *d, PyObject *args, PyObject *kwds)
+{
+    static char *kwlist[] = {"grid", "halo", "cols", NULL};
+    PyObject *grid, *colsobj = Py_None;
+    Py_ssize_t halo = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "O|n$O:partition", kwlist, &grid, &halo, &colsobj)) return NULL;
+    WEFT_PY_HANDOFF_ACQUIRE(d);
+    RuntimeObject *r = d->rt;
+    weft_tiling t;
+    int ndim;
+    char format[4];
+    if (partition_tiling(d, grid, halo, colsobj, &t, &ndim, format) < 0) return NULL;
+    weft_data *h = partition_claim(r, d);
+    if (h == NULL) return NULL;
+    weft_data **hs = NULL;
+    if (partition_handles(r, h, &t, &hs) < 0) {
+        reg_lock(r);
+        d->partitioning = 0; /* the claim given back */
+        reg_unlock(r);
+        return NULL;
+    }
+    PyObject *tuple = tiles_tuple(d, hs, ndim, format, &t);
+    partition_publish(r, d, tuple, &t);
+    PyObject *res = tuple ? tiles_result(tuple, ndim, grid, &t) : NULL;
     Py_XDECREF(tuple);
     PyMem_Free(hs);
     return res;

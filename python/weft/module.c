@@ -137,6 +137,33 @@ mod_set_access(PyObject *m, PyObject *cls)
     Py_RETURN_NONE;
 }
 
+/* The device-set grammar is the C core's (weft_placement_parse): one
+ * parser, one message. */
+static PyObject *
+mod_parse_placement(PyObject *m, PyObject *arg)
+{
+    (void)m;
+    if (!PyUnicode_Check(arg)) {
+        PyErr_Format(PyExc_TypeError, "a device set string expected, not %.100s", Py_TYPE(arg)->tp_name);
+        return NULL;
+    }
+    Py_ssize_t n;
+    const char *s = PyUnicode_AsUTF8AndSize(arg, &n);
+    if (s == NULL) return NULL;
+    if (strlen(s) != (size_t)n) { /* an embedded NUL: the C string would end there */
+        PyErr_Format(PyExc_ValueError, "%R is not a device set (cpu, gpu, gpu:I, K*gpu, cpu+gpu)", arg);
+        return NULL;
+    }
+    weft_placement p;
+    if (weft_placement_parse(s, &p) != 0) {
+        const char *why = weft_last_error();
+        const char *body = strstr(why, ": ");
+        PyErr_SetString(PyExc_ValueError, body ? body + 2 : why);
+        return NULL;
+    }
+    return Py_BuildValue("(OIi)", p.cpu ? Py_True : Py_False, p.gpus, p.gpu);
+}
+
 static PyObject *
 mod_close_all(PyObject *m, PyObject *Py_UNUSED(ignored))
 {
@@ -233,6 +260,8 @@ static PyMethodDef module_methods[] = {
      "_set_space(expand, TaskList, flatten_deps): the task-space helpers of weft/_space.py."},
     {"_set_access", (PyCFunction)mod_set_access, METH_O,
      "_set_access(unordered): the class of weft.unordered (weft/_access.py)."},
+    {"_parse_placement", (PyCFunction)mod_parse_placement, METH_O,
+     "_parse_placement(s) -> (cpu, gpus, gpu): a device-set string, parsed by the C core."},
     {"_busy", (PyCFunction)mod_busy, METH_O,
      "_busy(us): spin for us microseconds with the GIL released."},
     {"_inflight", (PyCFunction)mod_inflight, METH_O, "tasks of a runtime in the C runtime now"},

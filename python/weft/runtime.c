@@ -258,8 +258,8 @@ weft_py_runtime_close(RuntimeObject *r)
  * cancelled): once nothing runs any more, their dependents are left waiting
  * for them, and destroying the runtime cancels those.  NULL (no error) if
  * there are none or on an error. */
-static PyObject *
-never_spawned(RuntimeObject *r)
+PyObject *
+weft_py_never_spawned(RuntimeObject *r)
 {
     PyObject *out = NULL, *spaces = r->spaces ? PyDict_Values(r->spaces) : NULL;
     for (Py_ssize_t j = 0; spaces && j < PyList_GET_SIZE(spaces); j++) {
@@ -288,8 +288,8 @@ never_spawned(RuntimeObject *r)
 }
 
 /* "a, b, c" of the first 10 items of a list of str, "and N more" after. */
-static PyObject *
-join_some(PyObject *items, const char *sep)
+PyObject *
+weft_py_join_some(PyObject *items, const char *sep)
 {
     Py_ssize_t n = PyList_GET_SIZE(items), show = n > 10 ? 10 : n;
     PyObject *head = PyList_GetSlice(items, 0, show), *s = PyUnicode_FromString(sep);
@@ -310,7 +310,7 @@ close_report(RuntimeObject *r, PyObject *never)
     int rc = 0;
     PyObject *msg = NULL;
     if (never && PyList_GET_SIZE(never) > 0) {
-        PyObject *keys = join_some(never, ", ");
+        PyObject *keys = weft_py_join_some(never, ", ");
         Py_ssize_t n = PyList_GET_SIZE(never);
         msg = keys ? PyUnicode_FromFormat(
                          "weft: the runtime closed with tasks waiting for %s that nobody spawned: %U; "
@@ -332,7 +332,7 @@ close_report(RuntimeObject *r, PyObject *never)
         WEFT_PY_CS_END();
     }
     if (rc == 0 && lines && PyList_GET_SIZE(lines) > 0) {
-        PyObject *all = join_some(lines, "; ");
+        PyObject *all = weft_py_join_some(lines, "; ");
         Py_ssize_t n = PyList_GET_SIZE(lines);
         msg = all ? PyUnicode_FromFormat(
                         "weft: %zd task exception%s never retrieved: %U (call result(), exception() or wait() on "
@@ -372,7 +372,7 @@ close_locked(RuntimeObject *r)
      * recorded now, while their handles can still tell. */
     weft_py_comms_settle(r);
     /* What destroy is about to cancel for want of a spawn, said afterwards. */
-    PyObject *never = never_spawned(r);
+    PyObject *never = weft_py_never_spawned(r);
     r->closing = 1;
     weft_runtime *rt = r->rt;
     int rc;

@@ -12,6 +12,127 @@
 
 #define SMALL 8 /* dependencies and accesses kept on the stack */
 
+/* Where t goes: the C runtime (rt, read once by the caller), or for a
+ * slot its C space (*space), the space bound to r.  0, or -1 with an
+ * exception (*rcp WEFT_ECLOSED for a closed runtime). */
+static int
+submit_target(RuntimeObject *r, TaskObject *t, weft_runtime *rt, weft_space **space, int *rcp)
+{
+    if (rt == NULL && !t->space) {
+        *rcp = WEFT_ECLOSED;
+        PyErr_SetString(PyExc_RuntimeError, "spawn(): the weft runtime is closed");
+        return -1;
+    }
+    if (t->space) {
+        /* Binds the space to r; a slot cancelled before it was spawned
+         * cancels its key's placeholder, which the C space passes on. */
+        if (weft_py_slot_handle(t, r) == NULL) return -1;
+        *space = ((SpaceObject *)t->space)->s;
+    }
+    return 0;
+}
+
+/* The cell that carries t (a new reference) and nat to the trampoline;
+ * NULL with MemoryError. */
+static cell *
+cell_new(RuntimeObject *r, TaskObject *t, weft_py_native_call *nat)
+{
+    cell *c = malloc(sizeof *c);
+    if (c == NULL) {
+        PyErr_NoMemory();
+        return NULL;
+    }
+    c->t = (TaskObject *)Py_NewRef(t);
+    c->rt = r;
+    c->placed = NULL;
+    c->id = 0;
+    c->next = NULL;
+    c->scope = NULL;
+    c->keep = NULL;
+    c->native = nat;
+    c->resume = 0;
+    return c;
+}
+
+/* desc for t's task: its body and cell c, dependencies, accesses,
+ * placements, and its name (namebuf holds a slot's). */
+static void
+desc_fill(weft_task_desc *desc, TaskObject *t, cell *c, weft_task **deps, size_t ndeps, weft_access *acc,
+          size_t nacc, const weft_placement *pl, size_t npl, char namebuf[WEFT_PY_DESC_NAME])
+{
+    weft_task_desc_init(desc);
+    desc->body = c->native ? weft_py_native_trampoline : weft_py_trampoline;
+    desc->arg = c;
+    desc->arg_destroy = weft_py_arg_destroy;
+    desc->deps = deps;
+    desc->ndeps = ndeps;
+    desc->accesses = acc;
+    desc->naccesses = nacc;
+    desc->priority = t->priority;
+    desc->placements = pl;
+    desc->nplacements = npl;
+    if (npl) desc->on_finish = weft_py_on_finish;
+    if (t->name) {
+        desc->name = weft_py_desc_name(t, namebuf);
+    } else if (t->fn) {
+        /* An unnamed task goes by its function's name in traces and in the
+         * messages about it (a dependent's CancelledError names it). */
+        desc->name = weft_py_fn_label(t->fn);
+    }
+}
+
+/* Spawn desc into space (t's key) or rt: *h, or the core's error. */
+static int
+spawn_into_core(RuntimeObject *r, weft_runtime *rt, weft_space *space, TaskObject *t, weft_task_desc *desc,
+                weft_task **h)
+{
+    int rc = WEFT_EAGAIN;
+    int hold = r->spawn_gil == SPAWN_HOLD ||
+               (r->spawn_gil == SPAWN_YIELD && atomic_load_explicit(&r->py_busy, memory_order_relaxed) == 0);
+    if (hold) {
+        /* Keep the GIL for a spawn that cannot block: WEFT_SPAWN_NOWAIT
+         * answers WEFT_EAGAIN (keeping the cell) where backpressure would
+         * block; only then is the GIL released for a blocking spawn. */
+        desc->flags = WEFT_SPAWN_NOWAIT;
+        int prev = weft_py_tl_attached;
+        weft_py_tl_attached = 1;
+        rc = space ? weft_space_spawn(space, &t->index, 1, desc, h) : weft_spawn(rt, desc, h);
+        weft_py_tl_attached = prev;
+        desc->flags = 0;
+    }
+    if (rc == WEFT_EAGAIN) {
+        BEGIN_NOGIL_W
+        rc = space ? weft_space_spawn(space, &t->index, 1, desc, h) : weft_spawn(rt, desc, h);
+        END_NOGIL_W
+    }
+    return rc;
+}
+
+/* The exception for the core's refusal rc of t's spawn (why: its
+ * message, kept for the caller); -1. */
+static int
+submit_error(TaskObject *t, weft_space *space, int rc, char *why, size_t whylen)
+{
+    snprintf(why, whylen, "%s", weft_last_error());
+    if (rc == WEFT_ECLOSED) {
+        PyErr_SetString(PyExc_RuntimeError, "spawn(): the weft runtime is closed");
+        return -1;
+    }
+    if (rc == WEFT_EDEADLK) {
+        /* (cycle_message says through which dependency or data access.) */
+        PyErr_Format(PyExc_ValueError, "spawn(): dependency cycle: spawning %R would close a cycle (%s)",
+                     t->name ? t->name : Py_None, why);
+        return -1;
+    }
+    if (rc == WEFT_EINVAL && space && strstr(weft_last_error(), "already spawned")) {
+        PyErr_Format(PyExc_ValueError, "spawn(): task %R was already spawned",
+                     t->name ? t->name : Py_None);
+        return -1;
+    }
+    weft_py_err_weft(rc, "spawn()");
+    return -1;
+}
+
 /* Submit t to the C runtime with the given C dependencies and accesses; a
  * slot (t->space set) goes into its C space under its key's index.  nat: a
  * native body's call (native.c), or NULL for a Python body; the task owns
@@ -27,36 +148,11 @@ submit_c(RuntimeObject *r, TaskObject *t, weft_task **deps, size_t ndeps, weft_a
      * the core with WEFT_ECLOSED once destroyed). */
     weft_runtime *rt = r->rt;
     *rcp = 0;
-    if (rt == NULL && !t->space) {
-        *rcp = WEFT_ECLOSED;
-        PyErr_SetString(PyExc_RuntimeError, "spawn(): the weft runtime is closed");
+    cell *c = NULL;
+    if (submit_target(r, t, rt, &space, rcp) < 0 || (c = cell_new(r, t, nat)) == NULL) {
         PyMem_RawFree(nat);
         return -1;
     }
-    if (t->space) {
-        /* Binds the space to r; a slot cancelled before it was spawned
-         * cancels its key's placeholder, which the C space passes on. */
-        if (weft_py_slot_handle(t, r) == NULL) {
-            PyMem_RawFree(nat);
-            return -1;
-        }
-        space = ((SpaceObject *)t->space)->s;
-    }
-    cell *c = malloc(sizeof *c);
-    if (c == NULL) {
-        PyErr_NoMemory();
-        PyMem_RawFree(nat);
-        return -1;
-    }
-    c->t = (TaskObject *)Py_NewRef(t);
-    c->rt = r;
-    c->placed = NULL;
-    c->id = 0;
-    c->next = NULL;
-    c->scope = NULL;
-    c->keep = NULL;
-    c->native = nat;
-    c->resume = 0;
     if (npl && t->cont_pl == NULL) {
         /* Kept for the continuations of an `async def` body (coro.c): the
          * rest of it is placed as its spawn said. */
@@ -72,68 +168,15 @@ submit_c(RuntimeObject *r, TaskObject *t, weft_task **deps, size_t ndeps, weft_a
         t->cont_npl = npl;
     }
     weft_task_desc desc;
-    weft_task_desc_init(&desc);
-    desc.body = nat ? weft_py_native_trampoline : weft_py_trampoline;
-    desc.arg = c;
-    desc.arg_destroy = weft_py_arg_destroy;
-    desc.deps = deps;
-    desc.ndeps = ndeps;
-    desc.accesses = acc;
-    desc.naccesses = nacc;
-    desc.priority = t->priority;
-    desc.placements = pl;
-    desc.nplacements = npl;
-    if (npl) desc.on_finish = weft_py_on_finish;
     char namebuf[WEFT_PY_DESC_NAME];
-    if (t->name) {
-        desc.name = weft_py_desc_name(t, namebuf);
-    } else if (t->fn) {
-        /* An unnamed task goes by its function's name in traces and in the
-         * messages about it (a dependent's CancelledError names it). */
-        desc.name = weft_py_fn_label(t->fn);
-    }
+    desc_fill(&desc, t, c, deps, ndeps, acc, nacc, pl, npl, namebuf);
     atomic_fetch_add_explicit(&r->inflight, 1, memory_order_relaxed);
     weft_task *h = NULL;
-    int rc = WEFT_EAGAIN;
-    int hold = r->spawn_gil == SPAWN_HOLD ||
-               (r->spawn_gil == SPAWN_YIELD && atomic_load_explicit(&r->py_busy, memory_order_relaxed) == 0);
-    if (hold) {
-        /* Keep the GIL for a spawn that cannot block: WEFT_SPAWN_NOWAIT
-         * answers WEFT_EAGAIN (keeping the cell) where backpressure would
-         * block; only then is the GIL released for a blocking spawn. */
-        desc.flags = WEFT_SPAWN_NOWAIT;
-        int prev = weft_py_tl_attached;
-        weft_py_tl_attached = 1;
-        rc = space ? weft_space_spawn(space, &t->index, 1, &desc, &h) : weft_spawn(rt, &desc, &h);
-        weft_py_tl_attached = prev;
-        desc.flags = 0;
-    }
-    if (rc == WEFT_EAGAIN) {
-        BEGIN_NOGIL_W
-        rc = space ? weft_space_spawn(space, &t->index, 1, &desc, &h) : weft_spawn(rt, &desc, &h);
-        END_NOGIL_W
-    }
+    int rc = spawn_into_core(r, rt, space, t, &desc, &h);
     if (rc != 0) {
         /* weft_py_arg_destroy ran: the cell is gone, its reference dropped. */
         *rcp = rc;
-        snprintf(why, whylen, "%s", weft_last_error());
-        if (rc == WEFT_ECLOSED) {
-            PyErr_SetString(PyExc_RuntimeError, "spawn(): the weft runtime is closed");
-            return -1;
-        }
-        if (rc == WEFT_EDEADLK) {
-            /* (spawn_impl says through which dependency or data access.) */
-            PyErr_Format(PyExc_ValueError, "spawn(): dependency cycle: spawning %R would close a cycle (%s)",
-                         t->name ? t->name : Py_None, why);
-            return -1;
-        }
-        if (rc == WEFT_EINVAL && space && strstr(weft_last_error(), "already spawned")) {
-            PyErr_Format(PyExc_ValueError, "spawn(): task %R was already spawned",
-                         t->name ? t->name : Py_None);
-            return -1;
-        }
-        weft_py_err_weft(rc, "spawn()");
-        return -1;
+        return submit_error(t, space, rc, why, whylen);
     }
     /* The handle first: a thread that sees PH_SUBMITTED finds it.  (A slot's
      * ph stays: its placeholder finishes as this task does.) */
@@ -632,7 +675,7 @@ cycle_message(RuntimeObject *r, TaskObject *t, PyObject *deps, PyObject *const a
                                    me, arg, who, role, me, me);
     }
     (void)r;
-    if (msg == NULL) return; /* keep the ValueError submit_c made */
+    if (msg == NULL) return; /* keep the ValueError submit_error made */
     PyErr_SetObject(PyExc_ValueError, msg);
     Py_DECREF(msg);
 }
@@ -747,34 +790,102 @@ weft_py_spawn(modstate *st, RuntimeObject *r, PyObject *const *args, Py_ssize_t 
     return spawn_impl(st, NULL, args, nargs, kwnames, self_callable);
 }
 
-static PyObject *
-spawn_impl(modstate *st, RuntimeObject *r, PyObject *const *args, Py_ssize_t nargs,
-           PyObject *kwnames, PyObject *self_callable)
-{
+/* One spawn call on its way: what it was given, what it resolved, and
+ * what it holds until spawn_release lets all of it go. */
+typedef struct {
+    modstate *st;
+    RuntimeObject *r;
+    PyObject *const *args;
+    Py_ssize_t nargs;
     spawn_kw kw;
-    if (parse_kw(st, args, nargs, kwnames, &kw, r == NULL) < 0) return NULL;
-    if (nargs == 0) {
-        /* Decorator form: @weft.spawn(deps=..., ...), or @weft.spawn() */
-        if (self_callable == NULL) {
-            PyErr_SetString(PyExc_TypeError, "spawn() missing the function to run");
+    PyObject *fn;       /* the body (place_fn once placed) */
+    int native;         /* a weft.Native body (native.c) */
+    int priority, device_data;
+    TaskObject *slot;   /* task=, claimed (PH_SPAWNING) until submitted or given back */
+    PyObject *deps;     /* deps=, flattened into Tasks */
+    Py_ssize_t nd;
+    PyObject *accs[4];  /* reads=, writes=, readwrites=, commutes= */
+    PyObject *red, *scr; /* reduces=, scratch= */
+    weft_task *dbuf[SMALL], **dv; /* the C dependencies */
+    /* The C accesses (the Data they come from held until submitted): the
+     * named ones, then (moved after them) their relations. */
+    weft_py_accs av, rel;
+    size_t na, ns;
+    /* scratch=: their C accesses (inserted after the named ones) and sizes */
+    weft_access *sacc, *call, *call_owned;
+    size_t *sbytes;
+    weft_placement *pl;
+    size_t npl;
+    PyObject *place_fn, *bodies;
+    TaskObject *t;      /* the Task being made */
+    PyObject *result;
+    int tries;          /* lookups of the accesses again */
+} spawn_call;
+
+static const unsigned spawn_modes[4] = {WEFT_R, WEFT_W, WEFT_RW, WEFT_RW | WEFT_COMMUTE};
+static const char *const spawn_mode_names[4] = {"reads", "writes", "readwrites", "commutes"};
+
+static void
+spawn_call_init(spawn_call *s, modstate *st, RuntimeObject *r, PyObject *const *args, Py_ssize_t nargs)
+{
+    s->st = st;
+    s->r = r;
+    s->args = args;
+    s->nargs = nargs;
+    s->fn = nargs ? args[0] : NULL;
+    s->native = s->priority = s->device_data = 0;
+    s->slot = NULL;
+    s->deps = NULL;
+    s->nd = 0;
+    for (int m = 0; m < 4; m++) s->accs[m] = NULL;
+    s->red = s->scr = NULL;
+    s->dv = s->dbuf;
+    weft_py_accs_init(&s->av);
+    weft_py_accs_init(&s->rel);
+    s->na = s->ns = 0;
+    s->sacc = s->call = s->call_owned = NULL;
+    s->sbytes = NULL;
+    s->pl = NULL;
+    s->npl = 0;
+    s->place_fn = s->bodies = NULL;
+    s->t = NULL;
+    s->result = NULL;
+    s->tries = 0;
+}
+
+/* Decorator form: @weft.spawn(deps=..., ...), or @weft.spawn(): the
+ * function that spawns the body it is given with these keywords. */
+static PyObject *
+decorator_form(PyObject *const *args, PyObject *kwnames, PyObject *self_callable)
+{
+    if (self_callable == NULL) {
+        PyErr_SetString(PyExc_TypeError, "spawn() missing the function to run");
+        return NULL;
+    }
+    PyObject *kwd = PyDict_New();
+    if (kwd == NULL) return NULL;
+    Py_ssize_t nk = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
+    for (Py_ssize_t i = 0; i < nk; i++)
+        if (PyDict_SetItem(kwd, PyTuple_GET_ITEM(kwnames, i), args[i]) < 0) {
+            Py_DECREF(kwd);
             return NULL;
         }
-        PyObject *kwd = PyDict_New();
-        if (kwd == NULL) return NULL;
-        Py_ssize_t nk = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
-        for (Py_ssize_t i = 0; i < nk; i++)
-            if (PyDict_SetItem(kwd, PyTuple_GET_ITEM(kwnames, i), args[i]) < 0) {
-                Py_DECREF(kwd);
-                return NULL;
-            }
-        PyObject *self = PyTuple_Pack(2, self_callable, kwd);
-        Py_DECREF(kwd);
-        if (self == NULL) return NULL;
-        PyObject *res = PyCFunction_NewEx(&spawn_decorator_def, self, NULL);
-        Py_DECREF(self);
-        return res;
-    }
-    PyObject *fn = args[0];
+    PyObject *self = PyTuple_Pack(2, self_callable, kwd);
+    Py_DECREF(kwd);
+    if (self == NULL) return NULL;
+    PyObject *res = PyCFunction_NewEx(&spawn_decorator_def, self, NULL);
+    Py_DECREF(self);
+    return res;
+}
+
+/* The body: callable, or a weft.Native with at most one argument; a slot
+ * named first (Parla's order) is refused with the weft form.  0, or -1
+ * with TypeError. */
+static int
+check_body(spawn_call *s)
+{
+    modstate *st = s->st;
+    PyObject *fn = s->fn;
     if (Py_IS_TYPE(fn, st->Task_T) || (st->TaskList_cls && PyObject_TypeCheck(fn, (PyTypeObject *)st->TaskList_cls))) {
         /* Parla's @spawn(T[0], [deps]) names the task first. */
         PyObject *what = Py_IS_TYPE(fn, st->Task_T) ? Py_XNewRef(((TaskObject *)fn)->name)
@@ -785,359 +896,484 @@ spawn_impl(modstate *st, RuntimeObject *r, PyObject *const *args, Py_ssize_t nar
                      "above the def (Parla's @spawn(T[i], [deps]) puts the slot first)",
                      what ? what : Py_None, what ? what : Py_None, what ? what : Py_None);
         Py_XDECREF(what);
-        return NULL;
+        return -1;
     }
     /* A weft.Native body (native.c) takes one argument, copied now. */
-    int native = weft_py_is_native(st, fn);
-    if (!native && !PyCallable_Check(fn)) {
+    s->native = weft_py_is_native(st, fn);
+    if (!s->native && !PyCallable_Check(fn)) {
         PyErr_Format(PyExc_TypeError, "spawn(): the task body must be callable or a weft.Native, got "
                      "'%.100s' object", Py_TYPE(fn)->tp_name);
-        return NULL;
+        return -1;
     }
-    if (native && (nargs > 2 || (kw.kwargs && kw.kwargs != Py_None))) {
+    if (s->native && (s->nargs > 2 || (s->kw.kwargs && s->kw.kwargs != Py_None))) {
         PyErr_Format(PyExc_TypeError, "spawn(): a native body takes one argument (a buffer, or None), "
-                     "not %s", nargs > 2 ? "several" : "kwargs=");
-        return NULL;
+                     "not %s", s->nargs > 2 ? "several" : "kwargs=");
+        return -1;
     }
-    if (r == NULL) {
-        if (kw.runtime && kw.runtime != Py_None) {
-            if (!Py_IS_TYPE(kw.runtime, st->Runtime_T)) {
-                PyErr_Format(PyExc_TypeError, "spawn(): runtime= expects a weft.Runtime, got '%.100s'",
-                             Py_TYPE(kw.runtime)->tp_name);
-                return NULL;
-            }
-            r = (RuntimeObject *)kw.runtime;
-        } else {
-            r = weft_py_current_runtime(st, 0);
-            if (r == NULL) return NULL;
-        }
-    }
-    if (weft_py_check_open(r, "spawn()") < 0) return NULL;
-    weft_py_release_drain(r);
+    return 0;
+}
 
-    int priority = 0;
-    if (kw.priority && kw.priority != Py_None) {
-        if (!PyLong_Check(kw.priority)) {
-            PyErr_Format(PyExc_TypeError, "spawn(): priority= expects an int, got '%.100s'",
-                         Py_TYPE(kw.priority)->tp_name);
-            return NULL;
+/* The runtime of a module-level spawn: runtime=, else the current one
+ * (borrowed: the caller holds it, weft_py_spawn the current one).  0, or -1 with an exception. */
+static int
+resolve_runtime(spawn_call *s)
+{
+    if (s->r != NULL) return 0;
+    if (s->kw.runtime && s->kw.runtime != Py_None) {
+        if (!Py_IS_TYPE(s->kw.runtime, s->st->Runtime_T)) {
+            PyErr_Format(PyExc_TypeError, "spawn(): runtime= expects a weft.Runtime, got '%.100s'",
+                         Py_TYPE(s->kw.runtime)->tp_name);
+            return -1;
         }
-        long p = PyLong_AsLong(kw.priority);
-        if (p == -1 && PyErr_Occurred()) return NULL;
+        s->r = (RuntimeObject *)s->kw.runtime;
+    } else {
+        s->r = weft_py_current_runtime(s->st, 0);
+        if (s->r == NULL) return -1;
+    }
+    return 0;
+}
+
+/* priority=, name=, kwargs= and device_data=, checked.  0, or -1 with an
+ * exception. */
+static int
+parse_options(spawn_call *s)
+{
+    const spawn_kw *kw = &s->kw;
+    if (kw->priority && kw->priority != Py_None) {
+        if (!PyLong_Check(kw->priority)) {
+            PyErr_Format(PyExc_TypeError, "spawn(): priority= expects an int, got '%.100s'",
+                         Py_TYPE(kw->priority)->tp_name);
+            return -1;
+        }
+        long p = PyLong_AsLong(kw->priority);
+        if (p == -1 && PyErr_Occurred()) return -1;
         if (p < INT32_MIN || p > INT32_MAX) {
             PyErr_SetString(PyExc_ValueError, "spawn(): priority= out of range");
-            return NULL;
+            return -1;
         }
-        priority = (int)p;
+        s->priority = (int)p;
     }
-    if (kw.name && kw.name != Py_None && !PyUnicode_Check(kw.name)) {
+    if (kw->name && kw->name != Py_None && !PyUnicode_Check(kw->name)) {
         PyErr_Format(PyExc_TypeError, "spawn(): name= expects a str, got '%.100s'",
-                     Py_TYPE(kw.name)->tp_name);
-        return NULL;
+                     Py_TYPE(kw->name)->tp_name);
+        return -1;
     }
-    if (kw.kwargs && kw.kwargs != Py_None && !PyDict_Check(kw.kwargs)) {
+    if (kw->kwargs && kw->kwargs != Py_None && !PyDict_Check(kw->kwargs)) {
         PyErr_Format(PyExc_TypeError, "spawn(): kwargs= expects a dict, got '%.100s'",
-                     Py_TYPE(kw.kwargs)->tp_name);
-        return NULL;
+                     Py_TYPE(kw->kwargs)->tp_name);
+        return -1;
     }
-    int device_data = 0;
-    if (kw.device_data && (device_data = PyObject_IsTrue(kw.device_data)) < 0) return NULL;
-    TaskObject *slot = NULL;
-    if (kw.task && kw.task != Py_None) {
-        if (st->TaskList_cls && PyObject_TypeCheck(kw.task, (PyTypeObject *)st->TaskList_cls)) {
-            /* T[0:4], or T[-1]: not one slot. */
-            PyObject *label = PyObject_GetAttrString(kw.task, "label");
-            if (label == NULL) return NULL;
-            Py_ssize_t n = PyTuple_GET_SIZE(kw.task);
-            if (n == 0)
-                PyErr_Format(PyExc_ValueError, "spawn(): task=%U names no slot: a negative index names no task in "
-                             "a task space (indices start at 0; as in Parla, deps=[T[i-1]] at i=0 is no "
-                             "dependency); spawn into T[i] with i >= 0", label);
-            else
-                PyErr_Format(PyExc_ValueError, "spawn(): task=%U names %zd slots: a task goes into one slot, "
-                             "task=T[i] (a slice names several, for deps= and waits)", label, n);
-            Py_DECREF(label);
-            return NULL;
-        }
-        if (!Py_IS_TYPE(kw.task, st->Task_T)) {
-            PyErr_Format(PyExc_TypeError, "spawn(): task= expects a task-space slot such as T[i], "
-                         "got '%.100s'", Py_TYPE(kw.task)->tp_name);
-            return NULL;
-        }
-        slot = (TaskObject *)kw.task;
-        /* Claim the slot before touching it: of two spawns into one slot
-         * (from two threads), exactly one gets past here.  Every way out
-         * below that does not submit it puts it back (done:). */
-        int declared = PH_DECLARED;
-        WEFT_PY_HANDOFF_ACQUIRE(slot); /* what the last thread to touch it did */
-        if (!atomic_compare_exchange_strong(&slot->phase, &declared, PH_SPAWNING)) {
-            PyErr_Format(PyExc_ValueError, "spawn(): task %R was already spawned%s",
-                         slot->name ? slot->name : Py_None,
-                         declared == PH_SPAWNING ? " (another thread is spawning it now)" : "");
-            return NULL;
-        }
+    if (kw->device_data && (s->device_data = PyObject_IsTrue(kw->device_data)) < 0) return -1;
+    return 0;
+}
+
+/* task=: one slot of a task space, claimed before it is touched: of two
+ * spawns into one slot (from two threads), exactly one gets past here;
+ * spawn_release gives the claim back if it is not submitted.  0, or -1
+ * with an exception (nothing claimed). */
+static int
+claim_slot(spawn_call *s)
+{
+    modstate *st = s->st;
+    PyObject *task = s->kw.task;
+    if (!task || task == Py_None) return 0;
+    if (st->TaskList_cls && PyObject_TypeCheck(task, (PyTypeObject *)st->TaskList_cls)) {
+        /* T[0:4], or T[-1]: not one slot. */
+        PyObject *label = PyObject_GetAttrString(task, "label");
+        if (label == NULL) return -1;
+        Py_ssize_t n = PyTuple_GET_SIZE(task);
+        if (n == 0)
+            PyErr_Format(PyExc_ValueError, "spawn(): task=%U names no slot: a negative index names no task in "
+                         "a task space (indices start at 0; as in Parla, deps=[T[i-1]] at i=0 is no "
+                         "dependency); spawn into T[i] with i >= 0", label);
+        else
+            PyErr_Format(PyExc_ValueError, "spawn(): task=%U names %zd slots: a task goes into one slot, "
+                         "task=T[i] (a slice names several, for deps= and waits)", label, n);
+        Py_DECREF(label);
+        return -1;
     }
-
-    PyObject *result = NULL;
-    PyObject *deps = NULL, *accs[4] = {NULL, NULL, NULL, NULL}, *red = NULL, *scr = NULL;
-    weft_task *dbuf[SMALL], **dv = dbuf;
-    /* The C accesses (the Data they come from held until submitted): the
-     * named ones, then (moved after them) their relations. */
-    weft_py_accs av, rel;
-    weft_py_accs_init(&av);
-    weft_py_accs_init(&rel);
-    size_t na = 0, ns = 0;
-    /* scratch=: their C accesses (inserted after the named ones) and sizes */
-    weft_access *sacc = NULL, *call = NULL, *call_owned = NULL;
-    size_t *sbytes = NULL;
-    Py_ssize_t nd = 0;
-    int tries = 0, redo = 0;
-    TaskObject *t = NULL;
-    static const unsigned modes[4] = {WEFT_R, WEFT_W, WEFT_RW, WEFT_RW | WEFT_COMMUTE};
-    static const char *const mode_names[4] = {"reads", "writes", "readwrites", "commutes"};
-    PyObject *accv[4] = {kw.reads, kw.writes, kw.readwrites, kw.commutes};
-    weft_placement *pl = NULL;
-    size_t npl = 0;
-    PyObject *place_fn = NULL, *bodies = NULL;
-
-    /* Placement: only a spawn that names one (or spawns weft.variants). */
-    if ((kw.placement && kw.placement != Py_None) || (kw.share && kw.share != Py_None) ||
-        (kw.memory && kw.memory != Py_None) ||
-        (st->Variants_cls && (PyObject *)Py_TYPE(fn) == st->Variants_cls)) {
-        place_fn = Py_NewRef(fn);
-        if (weft_py_placement(st, &place_fn, kw.placement, kw.share, kw.memory, &pl, &npl, &bodies) < 0)
-            goto done;
-        fn = place_fn;
-        if (native && bodies) {
-            PyErr_SetString(PyExc_TypeError, "spawn(): a native body has no variants (spawn weft.variants of "
-                            "Python bodies)");
-            goto done;
-        }
+    if (!Py_IS_TYPE(task, st->Task_T)) {
+        PyErr_Format(PyExc_TypeError, "spawn(): task= expects a task-space slot such as T[i], "
+                     "got '%.100s'", Py_TYPE(task)->tp_name);
+        return -1;
     }
+    TaskObject *slot = (TaskObject *)task;
+    int declared = PH_DECLARED;
+    WEFT_PY_HANDOFF_ACQUIRE(slot); /* what the last thread to touch it did */
+    if (!atomic_compare_exchange_strong(&slot->phase, &declared, PH_SPAWNING)) {
+        PyErr_Format(PyExc_ValueError, "spawn(): task %R was already spawned%s",
+                     slot->name ? slot->name : Py_None,
+                     declared == PH_SPAWNING ? " (another thread is spawning it now)" : "");
+        return -1;
+    }
+    s->slot = slot;
+    return 0;
+}
 
-    if (kw.deps && st->deps_flatten && Py_IS_TYPE(kw.deps, st->Space_T)) {
-        /* deps=T: the tasks spawned into T so far. */
-        deps = PyObject_CallOneArg(st->deps_flatten, kw.deps);
-        if (deps == NULL) goto done;
+/* Placement: only a spawn that names one (or spawns weft.variants); the
+ * body becomes the placed one.  0, or -1 with an exception. */
+static int
+resolve_placement(spawn_call *s)
+{
+    modstate *st = s->st;
+    const spawn_kw *kw = &s->kw;
+    if (!((kw->placement && kw->placement != Py_None) || (kw->share && kw->share != Py_None) ||
+          (kw->memory && kw->memory != Py_None) ||
+          (st->Variants_cls && (PyObject *)Py_TYPE(s->fn) == st->Variants_cls)))
+        return 0;
+    s->place_fn = Py_NewRef(s->fn);
+    if (weft_py_placement(st, &s->place_fn, kw->placement, kw->share, kw->memory, &s->pl, &s->npl, &s->bodies) < 0)
+        return -1;
+    s->fn = s->place_fn;
+    if (s->native && s->bodies) {
+        PyErr_SetString(PyExc_TypeError, "spawn(): a native body has no variants (spawn weft.variants of "
+                        "Python bodies)");
+        return -1;
+    }
+    return 0;
+}
+
+/* deps= as a sequence of Tasks: deps=T is the tasks spawned into T so far;
+ * slices (T[0:4]), whole spaces and nested lists are flattened into Tasks,
+ * or refused naming the item.  0, or -1 with an exception. */
+static int
+collect_deps(spawn_call *s)
+{
+    modstate *st = s->st;
+    if (s->kw.deps && st->deps_flatten && Py_IS_TYPE(s->kw.deps, st->Space_T)) {
+        s->deps = PyObject_CallOneArg(st->deps_flatten, s->kw.deps);
+        if (s->deps == NULL) return -1;
     } else {
-        deps = as_seq(kw.deps, st->Task_T, "deps", 0);
-        if (deps == NULL && PyErr_Occurred()) goto done;
+        s->deps = as_seq(s->kw.deps, st->Task_T, "deps", 0);
+        if (s->deps == NULL && PyErr_Occurred()) return -1;
     }
-    nd = deps ? PySequence_Fast_GET_SIZE(deps) : 0;
-    for (Py_ssize_t i = 0; i < nd && st->deps_flatten; i++)
-        if (!Py_IS_TYPE(PySequence_Fast_GET_ITEM(deps, i), st->Task_T)) {
-            /* Slices (T[0:4]), whole spaces, nested lists: flattened into
-             * Tasks, or refused naming the item. */
-            PyObject *flat = PyObject_CallOneArg(st->deps_flatten, deps);
-            if (flat == NULL) goto done;
-            Py_SETREF(deps, flat);
-            nd = PySequence_Fast_GET_SIZE(deps);
+    s->nd = s->deps ? PySequence_Fast_GET_SIZE(s->deps) : 0;
+    for (Py_ssize_t i = 0; i < s->nd && st->deps_flatten; i++)
+        if (!Py_IS_TYPE(PySequence_Fast_GET_ITEM(s->deps, i), st->Task_T)) {
+            PyObject *flat = PyObject_CallOneArg(st->deps_flatten, s->deps);
+            if (flat == NULL) return -1;
+            Py_SETREF(s->deps, flat);
+            s->nd = PySequence_Fast_GET_SIZE(s->deps);
             break;
         }
-    for (int m = 0; m < 4; m++) {
-        accs[m] = is_unordered(st, accv[m]) ? PyTuple_Pack(1, accv[m]) : as_seq(accv[m], st->Data_T, mode_names[m], 1);
-        if (accs[m] == NULL && PyErr_Occurred()) goto done;
-    }
-    if ((red = reduces_seq(kw.reduces)) == NULL && PyErr_Occurred()) goto done;
-    if ((scr = scratch_seq(st, kw.scratch)) == NULL && PyErr_Occurred()) goto done;
-    ns = scr ? (size_t)PySequence_Fast_GET_SIZE(scr) : 0;
-    if (ns && ((sacc = PyMem_Malloc(ns * sizeof *sacc)) == NULL ||
-               (sbytes = PyMem_Malloc(ns * sizeof *sbytes)) == NULL)) {
-        PyErr_NoMemory();
-        goto done;
-    }
-    if (ns && scratch_accesses(st, r, scr, device_data, sacc, sbytes) < 0) goto done;
-    if (nd > SMALL) dv = PyMem_Malloc(sizeof(*dv) * (size_t)nd);
-    if (dv == NULL) {
-        PyErr_NoMemory();
-        goto done;
-    }
+    return 0;
+}
 
-    /* No lock around the rest: the data registry takes its own for each
-     * step (data.c), and the rest is the spawning thread's. */
-again:
-    redo = 0;
-    for (Py_ssize_t i = 0; i < nd; i++) {
-        PyObject *o = PySequence_Fast_GET_ITEM(deps, i);
-        if (!Py_IS_TYPE(o, st->Task_T)) {
+/* The data keywords as sequences (reads= ... commutes=, reduces=,
+ * scratch=), scratch='s C accesses and sizes, and room for the C
+ * dependencies.  0, or -1 with an exception. */
+static int
+collect_accesses(spawn_call *s)
+{
+    modstate *st = s->st;
+    PyObject *accv[4] = {s->kw.reads, s->kw.writes, s->kw.readwrites, s->kw.commutes};
+    for (int m = 0; m < 4; m++) {
+        s->accs[m] = is_unordered(st, accv[m]) ? PyTuple_Pack(1, accv[m])
+                                               : as_seq(accv[m], st->Data_T, spawn_mode_names[m], 1);
+        if (s->accs[m] == NULL && PyErr_Occurred()) return -1;
+    }
+    if ((s->red = reduces_seq(s->kw.reduces)) == NULL && PyErr_Occurred()) return -1;
+    if ((s->scr = scratch_seq(st, s->kw.scratch)) == NULL && PyErr_Occurred()) return -1;
+    size_t ns = s->ns = s->scr ? (size_t)PySequence_Fast_GET_SIZE(s->scr) : 0;
+    if (ns && ((s->sacc = PyMem_Malloc(ns * sizeof *s->sacc)) == NULL ||
+               (s->sbytes = PyMem_Malloc(ns * sizeof *s->sbytes)) == NULL)) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    if (ns && scratch_accesses(st, s->r, s->scr, s->device_data, s->sacc, s->sbytes) < 0) return -1;
+    if (s->nd > SMALL) s->dv = PyMem_Malloc(sizeof(*s->dv) * (size_t)s->nd);
+    if (s->dv == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    return 0;
+}
+
+/* The C dependencies (dv) of deps: a slot nobody spawned into yet stands
+ * for its key's placeholder in the C space (binding the space to r).  0,
+ * or -1 with an exception. */
+static int
+link_deps(spawn_call *s)
+{
+    for (Py_ssize_t i = 0; i < s->nd; i++) {
+        PyObject *o = PySequence_Fast_GET_ITEM(s->deps, i);
+        if (!Py_IS_TYPE(o, s->st->Task_T)) {
             PyErr_Format(PyExc_TypeError, "spawn(): deps[%zd] is not a weft.Task but '%.100s'", i,
                          Py_TYPE(o)->tp_name);
-            goto finish;
+            return -1;
         }
         TaskObject *dep = (TaskObject *)o;
-        if (dep->rt && dep->rt != r) {
+        if (dep->rt && dep->rt != s->r) {
             PyErr_Format(PyExc_ValueError, "spawn(): deps[%zd] belongs to another weft runtime", i);
-            goto finish;
+            return -1;
         }
-        if (dep == slot) {
+        if (dep == s->slot) {
             PyErr_Format(PyExc_ValueError, "spawn(): task %R cannot depend on itself",
-                         slot->name ? slot->name : Py_None);
-            goto finish;
+                         s->slot->name ? s->slot->name : Py_None);
+            return -1;
         }
-        /* A slot nobody spawned into yet stands for its key's placeholder
-         * in the C space (binding the space to r). */
         if (atomic_load(&dep->phase) == PH_SUBMITTED) {
-            dv[i] = atomic_load(&dep->h);
+            s->dv[i] = atomic_load(&dep->h);
         } else {
-            dv[i] = weft_py_slot_handle(dep, r);
+            s->dv[i] = weft_py_slot_handle(dep, s->r);
             atomic_store_explicit(&dep->depended, 1, memory_order_relaxed); /* reported at close if never spawned */
         }
-        if (dv[i] == NULL) goto finish;
+        if (s->dv[i] == NULL) return -1;
     }
-    /* Each buffer names the Data of the memory it covers (data.c): those
-     * first, in order (views find access i at C access i), then the
-     * overlapping ranges they must be ordered with, on the host.  By default
-     * Python bodies use the buffer itself: the host's copy, wherever the
-     * task runs.  device_data=True: the copy on the task's device, which
-     * the body reaches through views (view.c; the host's for a task on the
-     * CPU). */
+    return 0;
+}
+
+/* The accesses of reads= ... commutes=.  Each buffer names the Data of the
+ * memory it covers (data.c): those first, in order (views find access i
+ * at C access i), then the overlapping ranges they must be ordered with,
+ * on the host.  By default Python bodies use the buffer itself: the
+ * host's copy, wherever the task runs.  device_data=True: the copy on the
+ * task's device, which the body reaches through views (view.c; the host's
+ * for a task on the CPU).  0, or -1 with an exception. */
+static int
+named_accesses(spawn_call *s)
+{
     for (int m = 0; m < 4; m++) {
-        if (!accs[m]) continue;
-        for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(accs[m]); i++) {
+        if (!s->accs[m]) continue;
+        for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(s->accs[m]); i++) {
             char what[48];
-            snprintf(what, sizeof what, "spawn(): %s[%zd]", mode_names[m], i);
-            PyObject *obj = PySequence_Fast_GET_ITEM(accs[m], i);
-            unsigned mode = modes[m] | (device_data ? 0u : (unsigned)WEFT_HOST);
-            if (is_unordered(st, obj) ? (obj = unordered_obj(st, obj, what, &mode)) == NULL : (Py_INCREF(obj), 0))
-                goto finish;
-            int rc = weft_py_data_accesses(r, obj, what, mode, &av, &rel);
+            snprintf(what, sizeof what, "spawn(): %s[%zd]", spawn_mode_names[m], i);
+            PyObject *obj = PySequence_Fast_GET_ITEM(s->accs[m], i);
+            unsigned mode = spawn_modes[m] | (s->device_data ? 0u : (unsigned)WEFT_HOST);
+            if (is_unordered(s->st, obj) ? (obj = unordered_obj(s->st, obj, what, &mode)) == NULL
+                                         : (Py_INCREF(obj), 0))
+                return -1;
+            int rc = weft_py_data_accesses(s->r, obj, what, mode, &s->av, &s->rel);
             Py_DECREF(obj);
-            if (rc < 0) goto finish;
+            if (rc < 0) return -1;
         }
     }
+    return 0;
+}
 
-    /* Reductions last: (buffer, op) pairs, the element type the buffer's. */
-    for (Py_ssize_t i = 0; red && i < PySequence_Fast_GET_SIZE(red); i++) {
+/* The accesses of reduces=, after the named ones: (buffer, op) pairs, the
+ * element type the buffer's.  0, or -1 with an exception. */
+static int
+reduction_accesses(spawn_call *s)
+{
+    for (Py_ssize_t i = 0; s->red && i < PySequence_Fast_GET_SIZE(s->red); i++) {
         char what[48];
         snprintf(what, sizeof what, "spawn(): reduces[%zd]", i);
-        PyObject *pair = PySequence_Fast_GET_ITEM(red, i), *obj, *user, *uname;
+        PyObject *pair = PySequence_Fast_GET_ITEM(s->red, i), *obj, *user, *uname;
         unsigned op, type = 0;
         Py_ssize_t usize;
-        if (reduce_pair(st, pair, what, &obj, &op, &user) < 0)
-            goto finish;
+        if (reduce_pair(s->st, pair, what, &obj, &op, &user) < 0)
+            return -1;
         /* The element: the buffer's type for a built-in operator; a user
          * reduction's size (its operator carries it). */
-        if (user ? user_reduction_op(r, user, what, &op, &usize, &uname) < 0 ||
-                       weft_py_reduce_user_check(st, obj, what, usize, uname) < 0
-                 : weft_py_reduce_type(st, obj, what, &type) < 0)
-            goto finish;
+        if (user ? user_reduction_op(s->r, user, what, &op, &usize, &uname) < 0 ||
+                       weft_py_reduce_user_check(s->st, obj, what, usize, uname) < 0
+                 : weft_py_reduce_type(s->st, obj, what, &type) < 0)
+            return -1;
         /* (A tile's private copy is its interior, rows packed: view.c.) */
-        if (weft_py_data_accesses(r, obj, what, WEFT_REDUCE | op | type | (device_data ? 0u : (unsigned)WEFT_HOST),
-                                  &av, &rel) < 0)
-            goto finish;
+        if (weft_py_data_accesses(s->r, obj, what,
+                                  WEFT_REDUCE | op | type | (s->device_data ? 0u : (unsigned)WEFT_HOST), &s->av,
+                                  &s->rel) < 0)
+            return -1;
     }
+    return 0;
+}
 
-    na = av.n;
-    if (red && tile_reduce_check(&av, accs, PySequence_Fast_GET_SIZE(red)) < 0) goto finish;
-    if (weft_py_accs_append(&av, &rel) < 0) goto finish;
-    if ((call = with_scratch(&av, na, sacc, ns, &call_owned)) == NULL) goto finish;
+/* The C accesses in the order the task names them (call): the named ones
+ * and reductions (na), scratch, then their relations.  0, or -1 with an
+ * exception. */
+static int
+build_accesses(spawn_call *s)
+{
+    if (named_accesses(s) < 0 || reduction_accesses(s) < 0) return -1;
+    s->na = s->av.n;
+    if (s->red && tile_reduce_check(&s->av, s->accs, PySequence_Fast_GET_SIZE(s->red)) < 0) return -1;
+    if (weft_py_accs_append(&s->av, &s->rel) < 0) return -1;
+    if ((s->call = with_scratch(&s->av, s->na, s->sacc, s->ns, &s->call_owned)) == NULL) return -1;
+    return 0;
+}
 
-    /* The Task object. */
-    if (slot) {
-        t = (TaskObject *)Py_NewRef(slot);
-    } else {
-        t = weft_py_task_new(st);
-        if (t == NULL) goto finish;
-    }
-    t->rt = (RuntimeObject *)Py_NewRef(r);
-    t->priority = priority;
-    if (kw.name && kw.name != Py_None) Py_XSETREF(t->name, Py_NewRef(kw.name));
-    t->fn = Py_NewRef(fn);
-    Py_XSETREF(t->bodies, Py_XNewRef(bodies));
-    if (na + ns > 0 && !native) {
-        /* For views (view.c): the Data of access i is acc[i], and the item
-         * scratch buffer k came from is acc[na + k]. */
-        PyObject *acc = PyTuple_New((Py_ssize_t)(na + ns));
-        if (acc == NULL) goto undo;
-        for (size_t i = 0; i < na; i++) PyTuple_SET_ITEM(acc, (Py_ssize_t)i, Py_NewRef((PyObject *)av.dat[i]));
-        for (size_t k = 0; k < ns; k++)
-            PyTuple_SET_ITEM(acc, (Py_ssize_t)(na + k), Py_NewRef(PySequence_Fast_GET_ITEM(scr, (Py_ssize_t)k)));
-        Py_XSETREF(t->acc, acc);
-        t->acc_nreads = accs[0] ? (uint32_t)PySequence_Fast_GET_SIZE(accs[0]) : 0;
-        t->acc_nreduces = red ? (uint32_t)PySequence_Fast_GET_SIZE(red) : 0; /* the last Data */
-        t->acc_nscratch = (uint32_t)ns;
-    }
-    t->device_data = device_data;
-    if (nargs > 1 && !native) {
-        PyObject *a = PyTuple_New(nargs - 1);
-        if (a == NULL) goto undo;
-        for (Py_ssize_t i = 1; i < nargs; i++) {
-            PyObject *x = args[i];
-            /* The body gets the object (a tile: the tile itself, whose
-             * geometry the body needs; its object is the whole array's) */
-            if (Py_IS_TYPE(x, st->Data_T) && ((DataObject *)x)->parent == NULL) x = ((DataObject *)x)->obj;
+/* For views (view.c): the Data of access i is acc[i], and the item scratch
+ * buffer k came from is acc[na + k].  0, or -1 with an exception. */
+static int
+task_views(spawn_call *s, TaskObject *t)
+{
+    size_t na = s->na, ns = s->ns;
+    PyObject *acc = PyTuple_New((Py_ssize_t)(na + ns));
+    if (acc == NULL) return -1;
+    for (size_t i = 0; i < na; i++) PyTuple_SET_ITEM(acc, (Py_ssize_t)i, Py_NewRef((PyObject *)s->av.dat[i]));
+    for (size_t k = 0; k < ns; k++)
+        PyTuple_SET_ITEM(acc, (Py_ssize_t)(na + k), Py_NewRef(PySequence_Fast_GET_ITEM(s->scr, (Py_ssize_t)k)));
+    Py_XSETREF(t->acc, acc);
+    t->acc_nreads = s->accs[0] ? (uint32_t)PySequence_Fast_GET_SIZE(s->accs[0]) : 0;
+    t->acc_nreduces = s->red ? (uint32_t)PySequence_Fast_GET_SIZE(s->red) : 0; /* the last Data */
+    t->acc_nscratch = (uint32_t)ns;
+    return 0;
+}
+
+/* The arguments a Python body is called with: args after the body (a tile
+ * as itself: its geometry is the body's to use; a whole array's Data as
+ * its object), and kwargs= copied.  0, or -1 with an exception. */
+static int
+task_args(spawn_call *s, TaskObject *t)
+{
+    if (s->nargs > 1 && !s->native) {
+        PyObject *a = PyTuple_New(s->nargs - 1);
+        if (a == NULL) return -1;
+        for (Py_ssize_t i = 1; i < s->nargs; i++) {
+            PyObject *x = s->args[i];
+            if (Py_IS_TYPE(x, s->st->Data_T) && ((DataObject *)x)->parent == NULL) x = ((DataObject *)x)->obj;
             PyTuple_SET_ITEM(a, i - 1, Py_NewRef(x));
         }
         t->args = a;
     }
-    if (kw.kwargs && kw.kwargs != Py_None && PyDict_GET_SIZE(kw.kwargs) > 0) {
-        t->kwargs = PyDict_Copy(kw.kwargs);
-        if (t->kwargs == NULL) goto undo;
+    if (s->kw.kwargs && s->kw.kwargs != Py_None && PyDict_GET_SIZE(s->kw.kwargs) > 0) {
+        t->kwargs = PyDict_Copy(s->kw.kwargs);
+        if (t->kwargs == NULL) return -1;
     }
+    return 0;
+}
 
-    /* A native body's call: its argument's copy, room for the addresses. */
+/* The Task object (s->t): the slot, or a new Task, with its runtime,
+ * priority, name, body, views' Data and arguments.  0, or -1 with an
+ * exception (undo_task drops what was set). */
+static int
+make_task(spawn_call *s)
+{
+    if (s->slot) {
+        s->t = (TaskObject *)Py_NewRef(s->slot);
+    } else {
+        s->t = weft_py_task_new(s->st);
+        if (s->t == NULL) return -1;
+    }
+    TaskObject *t = s->t;
+    t->rt = (RuntimeObject *)Py_NewRef(s->r);
+    t->priority = s->priority;
+    if (s->kw.name && s->kw.name != Py_None) Py_XSETREF(t->name, Py_NewRef(s->kw.name));
+    t->fn = Py_NewRef(s->fn);
+    Py_XSETREF(t->bodies, Py_XNewRef(s->bodies));
+    if (s->na + s->ns > 0 && !s->native && task_views(s, t) < 0) return -1;
+    t->device_data = s->device_data;
+    return task_args(s, t);
+}
+
+/* Undo make_task: a fresh task is dropped; a slot goes back to declared. */
+static void
+undo_task(spawn_call *s)
+{
+    TaskObject *t = s->t;
+    if (t == NULL) return;
+    Py_CLEAR(t->fn);
+    Py_CLEAR(t->bodies);
+    Py_CLEAR(t->acc);
+    Py_CLEAR(t->args);
+    Py_CLEAR(t->kwargs);
+    if (atomic_load(&t->phase) != PH_SUBMITTED) Py_CLEAR(t->rt);
+    Py_CLEAR(s->t);
+}
+
+/* Submit s->t with a native body's call (its argument's copy, room for the
+ * addresses).  0, -1 with an exception, or 1: look the accesses up again
+ * (a range named only through an overlapping one began to be unregistered
+ * while this spawn was on its way: it may block, and let other threads
+ * run; its relations are gone now). */
+static int
+submit_task(spawn_call *s)
+{
     weft_py_native_call *nat = NULL;
-    if (native && (nat = weft_py_native_prepare(fn, nargs > 1 ? args[1] : NULL, &av, na, sbytes, ns)) == NULL)
-        goto undo;
+    if (s->native &&
+        (nat = weft_py_native_prepare(s->fn, s->nargs > 1 ? s->args[1] : NULL, &s->av, s->na, s->sbytes, s->ns)) ==
+            NULL)
+        return -1;
     int src;
     char why[512];
-    if (submit_c(r, t, dv, (size_t)nd, call, av.n + ns, pl, npl, nat, &src, why, sizeof why) < 0) {
-        if (src == WEFT_EDEADLK) cycle_message(r, t, deps, accs, na, why);
-        /* A range named only through an overlapping one began to be
-         * unregistered while this spawn was on its way (it may block, and
-         * let other threads run): its relations are gone now, so look the
-         * accesses up again. */
-        if (src == WEFT_EINVAL && weft_py_accs_stale(&av) && ++tries < 64) {
-            PyErr_Clear();
-            redo = 1;
-        }
-        goto undo;
+    if (submit_c(s->r, s->t, s->dv, (size_t)s->nd, s->call, s->av.n + s->ns, s->pl, s->npl, nat, &src, why,
+                 sizeof why) == 0)
+        return 0;
+    if (src == WEFT_EDEADLK) cycle_message(s->r, s->t, s->deps, s->accs, s->na, why);
+    if (src == WEFT_EINVAL && weft_py_accs_stale(&s->av) && ++s->tries < 64) {
+        PyErr_Clear();
+        return 1;
     }
-    result = (PyObject *)t;
-    t = NULL;
-    goto finish;
-undo:
-    if (t) {
-        /* Undo: a fresh task is dropped; a slot goes back to declared. */
-        Py_CLEAR(t->fn);
-        Py_CLEAR(t->bodies);
-        Py_CLEAR(t->acc);
-        Py_CLEAR(t->args);
-        Py_CLEAR(t->kwargs);
-        if (atomic_load(&t->phase) != PH_SUBMITTED) Py_CLEAR(t->rt);
-        Py_CLEAR(t);
+    return -1;
+}
+
+/* One try at the task: its C dependencies and accesses, the Task, and its
+ * submission (s->result).  0, -1 with an exception, or 1 to try again. */
+static int
+spawn_attempt(spawn_call *s)
+{
+    if (link_deps(s) < 0 || build_accesses(s) < 0) return -1;
+    int rc = make_task(s);
+    if (rc == 0) rc = submit_task(s);
+    if (rc != 0) {
+        undo_task(s);
+        return rc;
     }
-    if (redo) {
-        weft_py_accs_clear(&av);
-        PyMem_Free(call_owned);
-        call_owned = NULL;
-        goto again;
+    s->result = (PyObject *)s->t;
+    s->t = NULL;
+    return 0;
+}
+
+/* Try until submitted, refused, or out of tries; then let go of the Data
+ * named.  No lock around it: the data registry takes its own for each
+ * step (data.c), and the rest is the spawning thread's. */
+static void
+spawn_with_retries(spawn_call *s)
+{
+    while (spawn_attempt(s) > 0) {
+        weft_py_accs_clear(&s->av);
+        PyMem_Free(s->call_owned);
+        s->call_owned = NULL;
     }
-finish:
-    weft_py_accs_clear(&av);
-    weft_py_accs_clear(&rel);
-done:
-    for (Py_ssize_t i = 0; deps && i < nd; i++) WEFT_PY_HANDOFF_RELEASE(PySequence_Fast_GET_ITEM(deps, i));
-    if (result) WEFT_PY_HANDOFF_RELEASE(result);
-    if (slot) WEFT_PY_HANDOFF_RELEASE(slot);
-    if (slot && result == NULL) {
+    weft_py_accs_clear(&s->av);
+    weft_py_accs_clear(&s->rel);
+}
+
+/* Let go of what s holds: the handoffs, a slot's claim unless submitted,
+ * the sequences and buffers.  The Task, or NULL. */
+static PyObject *
+spawn_release(spawn_call *s)
+{
+    for (Py_ssize_t i = 0; s->deps && i < s->nd; i++) WEFT_PY_HANDOFF_RELEASE(PySequence_Fast_GET_ITEM(s->deps, i));
+    if (s->result) WEFT_PY_HANDOFF_RELEASE(s->result);
+    if (s->slot) WEFT_PY_HANDOFF_RELEASE(s->slot);
+    if (s->slot && s->result == NULL) {
         /* Not submitted: give the claim back. */
         int claimed = PH_SPAWNING;
-        (void)atomic_compare_exchange_strong(&slot->phase, &claimed, PH_DECLARED);
+        (void)atomic_compare_exchange_strong(&s->slot->phase, &claimed, PH_DECLARED);
     }
-    Py_XDECREF(t);
-    Py_XDECREF(deps);
-    for (int m = 0; m < 4; m++) Py_XDECREF(accs[m]);
-    Py_XDECREF(red);
-    Py_XDECREF(scr);
-    PyMem_Free(sacc);
-    PyMem_Free(sbytes);
-    PyMem_Free(call_owned);
-    if (dv != dbuf) PyMem_Free(dv);
-    weft_py_accs_free(&av);
-    weft_py_accs_free(&rel);
-    PyMem_Free(pl);
-    Py_XDECREF(place_fn);
-    Py_XDECREF(bodies);
-    return result;
+    Py_XDECREF(s->t);
+    Py_XDECREF(s->deps);
+    for (int m = 0; m < 4; m++) Py_XDECREF(s->accs[m]);
+    Py_XDECREF(s->red);
+    Py_XDECREF(s->scr);
+    PyMem_Free(s->sacc);
+    PyMem_Free(s->sbytes);
+    PyMem_Free(s->call_owned);
+    if (s->dv != s->dbuf) PyMem_Free(s->dv);
+    weft_py_accs_free(&s->av);
+    weft_py_accs_free(&s->rel);
+    PyMem_Free(s->pl);
+    Py_XDECREF(s->place_fn);
+    Py_XDECREF(s->bodies);
+    return s->result;
+}
+
+static PyObject *
+spawn_impl(modstate *st, RuntimeObject *r, PyObject *const *args, Py_ssize_t nargs,
+           PyObject *kwnames, PyObject *self_callable)
+{
+    spawn_call s;
+    spawn_call_init(&s, st, r, args, nargs);
+    if (parse_kw(st, args, nargs, kwnames, &s.kw, r == NULL) < 0) return NULL;
+    if (nargs == 0) return decorator_form(args, kwnames, self_callable);
+    if (check_body(&s) < 0 || resolve_runtime(&s) < 0) return NULL;
+    if (weft_py_check_open(s.r, "spawn()") < 0) return NULL;
+    weft_py_release_drain(s.r);
+    if (parse_options(&s) < 0 || claim_slot(&s) < 0) return NULL;
+    /* From here every way out goes through spawn_release. */
+    if (resolve_placement(&s) == 0 && collect_deps(&s) == 0 && collect_accesses(&s) == 0)
+        spawn_with_retries(&s);
+    return spawn_release(&s);
 }

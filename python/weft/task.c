@@ -31,6 +31,8 @@ weft_py_task_new(modstate *st)
     t->release_next = NULL;
     t->coro = NULL;
     t->cont_pl = NULL;
+    t->seg_acc = NULL;
+    t->has_pin = 0;
     t->cont_npl = 0;
     t->cid = 0;
     t->weakreflist = NULL;
@@ -183,6 +185,7 @@ Task_traverse(TaskObject *t, visitproc visit, void *arg)
     Py_VISIT(t->fn);
     Py_VISIT(t->bodies);
     Py_VISIT(t->acc);
+    Py_VISIT(t->seg_acc);
     Py_VISIT(t->args);
     Py_VISIT(t->kwargs);
     Py_VISIT(t->result);
@@ -238,6 +241,7 @@ Task_dealloc(TaskObject *t)
     Py_CLEAR(t->name);
     Py_CLEAR(t->rt);
     Py_CLEAR(t->coro);
+    Py_CLEAR(t->seg_acc);
     PyMem_Free(t->cont_pl);
     t->cont_pl = NULL;
     WEFT_PY_HANDOFF_RELEASE(t);

@@ -865,12 +865,6 @@ mod_view(PyObject *m, PyObject *args)
         /* (a tile's obj is its parent's: a tile is named by itself only) */
         if ((PyObject *)d == which || (d->parent == NULL && d->obj == which)) i = k;
     }
-    if (i < 0 && n == 0 && f->c && f->c->resume) {
-        PyErr_SetString(PyExc_RuntimeError, "view(): this is a coroutine's segment after an await, which has no "
-                        "views: its data stays the task's, with the host's copies — use the buffers themselves "
-                        "(a task spawned with device_data=True waits in place at an await and keeps its views)");
-        return NULL;
-    }
     /* An index (an int; not an array, which NumPy lets act as one) */
     if (i < 0 && PyIndex_Check(which) && !PyObject_CheckBuffer(which)) {
         i = PyNumber_AsSsize_t(which, PyExc_IndexError);

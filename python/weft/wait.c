@@ -19,7 +19,7 @@ weft_py_cancel_pending(RuntimeObject *r)
     return rc;
 }
 
-static int wait_handle(TaskObject *t, weft_task *h, uint64_t deadline);
+static int wait_handle(TaskObject *t, weft_task *h, RuntimeObject *r, uint64_t deadline);
 
 /* A slot nobody spawned into yet: wait for its key's placeholder in the C
  * space (binding the space to the current runtime if it is not bound), which
@@ -42,9 +42,8 @@ wait_declared(TaskObject *t, uint64_t deadline)
         Py_INCREF(r);
     }
     weft_task *ph = weft_py_slot_handle(t, r);
+    int rc = ph ? wait_handle(t, ph, r, deadline) : RC_PYERR;
     Py_DECREF(r);
-    if (ph == NULL) return RC_PYERR;
-    int rc = wait_handle(t, ph, deadline);
     if (rc == RC_PYERR || rc == WEFT_ETIMEDOUT || rc == WEFT_EBUSY || rc == WEFT_EDEADLK) return rc;
     if (t->ran) return t->exc ? WEFT_ETASKFAILED : 0;
     return WEFT_ECANCELLED;
@@ -56,13 +55,63 @@ int
 weft_py_task_wait(TaskObject *t, uint64_t deadline)
 {
     if (atomic_load(&t->phase) != PH_SUBMITTED) return wait_declared(t, deadline);
-    int rc = wait_handle(t, t->h, deadline);
+    int rc = wait_handle(t, t->h, t->rt, deadline);
     if (t->rt) weft_py_release_drain(t->rt);
     return rc;
 }
 
+/* How long a wait from outside tasks goes on before it looks whether only
+ * a spawn can end it (the C runtime's weft_config.stall_warn_ms, from the
+ * same variable). */
+static uint64_t
+stall_warn_ns(void)
+{
+    const char *s = getenv("WEFT_STALL_WARN_MS");
+    char *end;
+    unsigned long long ms = s && *s ? strtoull(s, &end, 10) : 0;
+    if (!s || !*s || *end || ms == 0) ms = 5000;
+    return ms > UINT64_MAX / 1000000 ? UINT64_MAX : ms * 1000000;
+}
+
+/* Warn (weft.TaskWarning) that the wait for t (a task of r, borrowed) can
+ * end only when a slot nobody has spawned into is spawned (t's own, or one
+ * it waits for), if that is so:
+ * 1 if it warned, 0 if not (nothing stalls), -1 if the warning raised. */
 static int
-wait_handle(TaskObject *t, weft_task *h, uint64_t deadline)
+tell_stall(TaskObject *t, RuntimeObject *r)
+{
+    char key[32];
+    weft_runtime *crt = r ? r->rt : NULL; /* (a stale handle is refused by the C calls) */
+    if (crt == NULL) return 0;
+    if (atomic_load(&t->phase) == PH_DECLARED) {
+        /* The slot itself: once the runtime has settled, only a spawn into
+         * it can end the wait. */
+        if (weft_wait_settled_timed(crt, 0) != 0 || atomic_load(&t->phase) != PH_DECLARED) return 0;
+        return PyErr_WarnFormat(r->st->TaskWarning, 1,
+                                "weft: waiting for task-space slot %R, which nobody has spawned into, while "
+                                "nothing else runs: only a spawn into it ends this wait (spawn it from another "
+                                "thread)", t->name ? t->name : Py_None) < 0 ? -1 : 1;
+    }
+    if (weft_runtime_stalled(crt, key) == 0) return 0;
+    PyObject *never = weft_py_never_spawned(r);
+    PyObject *slots = never ? weft_py_join_some(never, ", ") : NULL;
+    Py_XDECREF(never);
+    if (slots == NULL) {
+        PyErr_Clear();
+        slots = PyUnicode_FromString(key);
+        if (slots == NULL) return -1;
+    }
+    int rc = PyErr_WarnFormat(r->st->TaskWarning, 1,
+                              "weft: waiting for task %R, which waits (directly or not) for task-space slots "
+                              "nobody has spawned into (%U): only a spawn into them ends this wait (spawn them "
+                              "from another thread, or leave them out of deps=; a negative index such as T[-1] "
+                              "names no slot, as in Parla)", t->name ? t->name : Py_None, slots);
+    Py_DECREF(slots);
+    return rc < 0 ? -1 : 1;
+}
+
+static int
+wait_handle(TaskObject *t, weft_task *h, RuntimeObject *r, uint64_t deadline)
 {
     int rc = weft_task_timedwait(h, 0);
     if (rc != WEFT_ETIMEDOUT) return rc;
@@ -78,6 +127,8 @@ wait_handle(TaskObject *t, weft_task *h, uint64_t deadline)
         END_NOGIL_W
         return rc;
     }
+    uint64_t now0 = weft_py_now_ns(), grace = stall_warn_ns();
+    uint64_t tell_at = grace > UINT64_MAX - now0 ? 0 : now0 + grace; /* 0: told (or never) */
     for (;;) {
         uint64_t slice = WAIT_SLICE_NS;
         if (deadline) {
@@ -89,6 +140,11 @@ wait_handle(TaskObject *t, weft_task *h, uint64_t deadline)
         rc = weft_task_timedwait(h, slice);
         END_NOGIL
         if (rc != WEFT_ETIMEDOUT) return rc;
+        if (tell_at && weft_py_now_ns() >= tell_at) {
+            int told = tell_stall(t, r);
+            if (told < 0) return RC_PYERR;
+            tell_at = told ? 0 : tell_at + 1000000000ull; /* look again in a second */
+        }
         if (PyErr_CheckSignals() < 0) {
             if (t->rt) weft_py_cancel_pending(t->rt);
             return RC_PYERR;

@@ -612,9 +612,11 @@ static int acq_outcome(const weft__task *t, const char *fn)
                        fn, (unsigned long long)t->cause_id, t->cause_name);
 }
 
-static int acquire(const weft_access *acc, size_t n, uint64_t timeout_ns, const char *fn)
+/* acc[0..n) as an acquisition's accesses: called from outside tasks and
+ * callbacks, WEFT_R, WEFT_W or WEFT_RW each, of registered data with
+ * memory, each named once.  0, or the error. */
+static int acq_check_args(const weft_access *acc, size_t n, const char *fn)
 {
-    weft__clear_error();
     int err;
     if (!acc || n == 0)
         return weft__error(WEFT_EINVAL, "%s: %s", fn, !acc ? "accesses are NULL" : "no accesses (n is 0)");
@@ -651,14 +653,32 @@ static int acquire(const weft_access *acc, size_t n, uint64_t timeout_ns, const 
                 return weft__error(WEFT_EINVAL, "%s: accesses %zu and %zu name the same data: name each once, "
                                                 "with WEFT_RW to read and write it", fn, j, i);
     }
-    weft__data *d0 = weft__data_get(acc[0].data);
-    if (!d0)
-        return weft__error(WEFT_EINVAL, "%s: data is NULL or unregistered", fn);
-    weft_runtime *h = (weft_runtime *)atomic_load_explicit(&d0->rt_handle, memory_order_relaxed);
+    return 0;
+}
 
-    /* The internal task's accesses: a timed WEFT_W is made as WEFT_RW (a
-     * body that runs after the acquire gave up then changes nothing). */
-    weft_access small[4], *ta = n <= 4 ? small : weft__alloc(sizeof *ta * n);
+/* One acquire call on its way: what it was given, and what it made. */
+typedef struct acq_call {
+    const weft_access *acc;
+    size_t n;
+    uint64_t timeout_ns;
+    const char *fn;
+    weft_access small[4], *ta;     /* the internal task's accesses (small, or allocated) */
+    acq_group *g;
+    struct weft__acq **recs;       /* g's records; NULL once listed */
+    weft__rt *rt;                  /* from weft__spawn_enter (NULL: refused) */
+    int64_t held;                  /* its count, for weft__spawn_leave / weft__rt_leave */
+    size_t listed;                 /* records in rt's list */
+    weft__task *t;                 /* the internal task, once spawned */
+} acq_call;
+
+/* a's task accesses, group and records, all allocated before anything is
+ * listed.  The task's accesses: a timed WEFT_W is made as WEFT_RW (a body
+ * that runs after the acquire gave up then changes nothing).  0, or
+ * WEFT_ENOMEM (reported; nothing kept). */
+static int acq_alloc(acq_call *a)
+{
+    size_t n = a->n;
+    weft_access *ta = n <= 4 ? a->small : weft__alloc(sizeof *ta * n);
     acq_group *g = weft__alloc(sizeof *g);
     struct weft__acq **recs = weft__alloc(sizeof *recs * n);
     bool nomem = !ta || !g || !recs;
@@ -669,13 +689,13 @@ static int acquire(const weft_access *acc, size_t n, uint64_t timeout_ns, const 
             weft__free(recs[i]);
         weft__free(recs);
         weft__free(g);
-        if (ta != small)
+        if (ta != a->small)
             weft__free(ta);
-        return weft__error(WEFT_ENOMEM, "%s: out of memory", fn);
+        return weft__error(WEFT_ENOMEM, "%s: out of memory", a->fn);
     }
     for (size_t i = 0; i < n; i++) {
-        ta[i] = acc[i];
-        if (timeout_ns && ta[i].mode == WEFT_W)
+        ta[i] = a->acc[i];
+        if (a->timeout_ns && ta[i].mode == WEFT_W)
             ta[i].mode = WEFT_RW;
     }
     atomic_init(&g->refs, 2);
@@ -683,128 +703,200 @@ static int acquire(const weft_access *acc, size_t n, uint64_t timeout_ns, const 
     g->t = NULL;
     g->left = 0;
     g->end_next = NULL;
-    weft_task_desc desc;
-    weft_task_desc_init(&desc);
-    desc.body = acq_body;
-    desc.arg = g;
-    desc.arg_destroy = group_unref;
-    desc.accesses = ta;
-    desc.naccesses = n;
-    desc.name = "weft_data_acquire";
+    a->ta = ta;
+    a->g = g;
+    a->recs = recs;
+    return 0;
+}
 
-    int64_t held = 0;
-    weft__rt *rt = weft__spawn_enter(h, &desc, fn, &err, &held);
-    int rc = rt ? 0 : err;
-    size_t listed = 0;
-    if (rt) {
-        /* Listed before the spawn: a second acquire of the same data (from
-         * any thread) is refused rather than queued behind this one. */
-        pthread_mutex_lock(&rt->data_lock);
-        for (size_t i = 0; i < n && rc == 0; i++) {
-            weft__data *d = weft__data_get(acc[i].data);
-            struct weft__acq *other = d ? acq_find(rt, d) : NULL;
-            if (!d)
-                rc = weft__error(WEFT_EINVAL, "%s: data is unregistered", fn);
-            else if (other)
-                rc = weft__error(WEFT_EINVAL, "%s: the data (d%u) is %s already: release it "
-                                              "(weft_data_release) before acquiring it again", fn, d->id,
-                                 other->g->t && atomic_load(&other->g->state) == ACQ_HELD
-                                     ? "acquired"
-                                     : "being acquired (by another thread)");
-        }
-        for (size_t i = 0; i < n && rc == 0; i++) {
-            recs[i]->d = weft__data_get(acc[i].data);
-            recs[i]->g = g;
-            recs[i]->next = rt->acquired;
-            rt->acquired = recs[i];
-            recs[i] = NULL;
-            listed++;
-        }
-        g->left = listed;
-        pthread_mutex_unlock(&rt->data_lock);
+/* The internal task's description: its body holds the data for a. */
+static void acq_desc_init(const acq_call *a, weft_task_desc *desc)
+{
+    weft_task_desc_init(desc);
+    desc->body = acq_body;
+    desc->arg = a->g;
+    desc->arg_destroy = group_unref;
+    desc->accesses = a->ta;
+    desc->naccesses = a->n;
+    desc->name = "weft_data_acquire";
+}
+
+/* List a's records in rt's list before the spawn: a second acquire of the
+ * same data (from any thread) is refused rather than queued behind this
+ * one.  Nothing is listed if one is acquired already.  0, or the error. */
+static int acq_list(acq_call *a)
+{
+    weft__rt *rt = a->rt;
+    const char *fn = a->fn;
+    int rc = 0;
+    pthread_mutex_lock(&rt->data_lock);
+    for (size_t i = 0; i < a->n && rc == 0; i++) {
+        weft__data *d = weft__data_get(a->acc[i].data);
+        struct weft__acq *other = d ? acq_find(rt, d) : NULL;
+        if (!d)
+            rc = weft__error(WEFT_EINVAL, "%s: data is unregistered", fn);
+        else if (other)
+            rc = weft__error(WEFT_EINVAL, "%s: the data (d%u) is %s already: release it "
+                                          "(weft_data_release) before acquiring it again", fn, d->id,
+                             other->g->t && atomic_load(&other->g->state) == ACQ_HELD
+                                 ? "acquired"
+                                 : "being acquired (by another thread)");
     }
-    for (size_t i = 0; i < n; i++)
-        weft__free(recs[i]); /* (those not listed) */
-    weft__free(recs);
-    weft__task *t = NULL;
-    if (rc == 0)
-        rc = weft__desc_check(h, &desc, fn);
-    /* Cancelled by a request of its own (weft_cancel_pending while it
-     * waits), the acquisition is as if never made: what follows it is not
-     * cancelled for it (it acquired nothing, as any task cancelled before
-     * it ran). */
+    for (size_t i = 0; i < a->n && rc == 0; i++) {
+        a->recs[i]->d = weft__data_get(a->acc[i].data);
+        a->recs[i]->g = a->g;
+        a->recs[i]->next = rt->acquired;
+        rt->acquired = a->recs[i];
+        a->recs[i] = NULL;
+        a->listed++;
+    }
+    a->g->left = a->listed;
+    pthread_mutex_unlock(&rt->data_lock);
+    return rc;
+}
+
+/* Free the records not listed, and the array that held them. */
+static void acq_free_unlisted(acq_call *a)
+{
+    for (size_t i = 0; i < a->n; i++)
+        weft__free(a->recs[i]); /* (those not listed) */
+    weft__free(a->recs);
+    a->recs = NULL;
+}
+
+/* Spawn the internal task (a->t), its errors named as the acquire's.
+ * Cancelled by a request of its own (weft_cancel_pending while it waits),
+ * the acquisition is as if never made: what follows it is not cancelled
+ * for it (it acquired nothing, as any task cancelled before it ran).  0,
+ * or the error. */
+static int acq_spawn(acq_call *a, weft_runtime *h, const weft_task_desc *desc)
+{
     weft__spawn_extra transparent = {.transparent = true};
-    if (rc == 0 && (rc = weft__task_spawn(&rt->graph, h, &desc, &transparent, true, &t)) != 0) {
+    int rc = weft__task_spawn(&a->rt->graph, h, desc, &transparent, true, &a->t);
+    if (rc != 0) {
         char msg[256];
         const char *m = weft_last_error(), *colon = strstr(m, ": ");
         snprintf(msg, sizeof msg, "%s", colon && !strncmp(m, "weft_spawn", 10) ? colon + 2 : m);
-        rc = weft__error(rc, "%s: %s", fn, msg);
+        rc = weft__error(rc, "%s: %s", a->fn, msg);
     }
-    if (ta != small)
-        weft__free(ta);
-    if (rc != 0) {
-        if (listed) {
-            pthread_mutex_lock(&rt->data_lock);
-            acq_unlink_group(rt, g);
-            pthread_mutex_unlock(&rt->data_lock);
-        }
-        if (rt)
-            weft__spawn_leave(rt, held, false);
-        weft__free(g); /* (never handed to a task) */
-        return rc;
-    }
-    pthread_mutex_lock(&rt->data_lock);
-    g->t = t;
-    pthread_mutex_unlock(&rt->data_lock);
+    return rc;
+}
 
-    uint64_t deadline = timeout_ns ? weft__deadline(timeout_ns) : UINT64_MAX;
-    bool timed_out = weft__wait_task_or(rt, t, acq_not_waiting, g, deadline) != 0;
-    int st = ACQ_WAITING;
-    if (!atomic_compare_exchange_strong(&g->state, &st, ACQ_ABANDONED) && st == ACQ_HELD) {
-        /* Held: not a task in flight, for weft_wait_all (its count is
-         * dropped below) nor for weft_wait_settled (counted done, until
-         * acq_end takes that back before it completes). */
-        atomic_fetch_add(&rt->graph.ext.n_done, 1);
-        /* Its body returns at once: wait for that (a few instructions on a
-         * worker), so that the release completes the acquisition then and
-         * there — a call right after it that needs the data idle (a
-         * partition) finds it so. */
-        while (atomic_load(&t->ops) > 1)
-            sched_yield();
-        if (!atomic_load(&rt->closing)) {
-            weft__rt_leave(rt, held); /* the task's count too: a held acquisition is not in flight */
-            return 0;
-        }
-        /* Destroy began meanwhile: it releases what is held (this, if it
-         * saw it held), so give it back too. */
-        bool mine;
-        pthread_mutex_lock(&rt->data_lock);
-        mine = acq_find(rt, weft__data_get(acc[0].data)) != NULL;
-        if (mine)
-            acq_unlink_group(rt, g);
-        pthread_mutex_unlock(&rt->data_lock);
-        if (mine)
-            acq_end(rt, g);
-        weft__rt_leave(rt, held);
-        return weft__error(WEFT_ECLOSED, "%s: the runtime is being destroyed (which releases acquired data)", fn);
+/* The acquisition failed before its task was spawned: unlist its records,
+ * leave the runtime, free the group.  Returns rc. */
+static int acq_undo(acq_call *a, int rc)
+{
+    if (a->listed) {
+        pthread_mutex_lock(&a->rt->data_lock);
+        acq_unlink_group(a->rt, a->g);
+        pthread_mutex_unlock(&a->rt->data_lock);
     }
-    /* Not held: timed out (its body, if it runs, gives up), or the task
-     * finished without its body (cancelled).  Nothing is held. */
+    if (a->rt)
+        weft__spawn_leave(a->rt, a->held, false);
+    weft__free(a->g); /* (never handed to a task) */
+    return rc;
+}
+
+/* The body ran: the data is held.  0, or WEFT_ECLOSED if the runtime's
+ * destroy began meanwhile (then nothing is held). */
+static int acq_held(acq_call *a)
+{
+    weft__rt *rt = a->rt;
+    weft__task *t = a->t;
+    /* Held: not a task in flight, for weft_wait_all (its count is
+     * dropped below) nor for weft_wait_settled (counted done, until
+     * acq_end takes that back before it completes). */
+    atomic_fetch_add(&rt->graph.ext.n_done, 1);
+    /* Its body returns at once: wait for that (a few instructions on a
+     * worker), so that the release completes the acquisition then and
+     * there — a call right after it that needs the data idle (a
+     * partition) finds it so. */
+    while (atomic_load(&t->ops) > 1)
+        sched_yield();
+    if (!atomic_load(&rt->closing)) {
+        weft__rt_leave(rt, a->held); /* the task's count too: a held acquisition is not in flight */
+        return 0;
+    }
+    /* Destroy began meanwhile: it releases what is held (this, if it
+     * saw it held), so give it back too. */
+    bool mine;
     pthread_mutex_lock(&rt->data_lock);
-    acq_unlink_group(rt, g);
+    mine = acq_find(rt, weft__data_get(a->acc[0].data)) != NULL;
+    if (mine)
+        acq_unlink_group(rt, a->g);
+    pthread_mutex_unlock(&rt->data_lock);
+    if (mine)
+        acq_end(rt, a->g);
+    weft__rt_leave(rt, a->held);
+    return weft__error(WEFT_ECLOSED, "%s: the runtime is being destroyed (which releases acquired data)", a->fn);
+}
+
+/* Not held: timed out (its body, if it runs, gives up), or the task
+ * finished without its body (cancelled).  Nothing is held; the error. */
+static int acq_not_held(acq_call *a, bool timed_out)
+{
+    weft__rt *rt = a->rt;
+    weft__task *t = a->t;
+    int rc;
+    pthread_mutex_lock(&rt->data_lock);
+    acq_unlink_group(rt, a->g);
     pthread_mutex_unlock(&rt->data_lock);
     if (weft__state_final(atomic_load(&t->state)))
-        rc = acq_outcome(t, fn);
+        rc = acq_outcome(t, a->fn);
     else if (timed_out)
         rc = weft__error(WEFT_ETIMEDOUT, "%s: not acquired in %llu ns: tasks spawned before it that access the "
                                          "data have not finished; nothing is held",
-                         fn, (unsigned long long)timeout_ns);
+                         a->fn, (unsigned long long)a->timeout_ns);
     else
-        rc = weft__error(WEFT_ECLOSED, "%s: gave up (the runtime is being destroyed)", fn);
+        rc = weft__error(WEFT_ECLOSED, "%s: gave up (the runtime is being destroyed)", a->fn);
     weft_task_release(weft__handle_encode(t));
-    group_unref(g);
-    weft__spawn_leave(rt, held, true); /* the task keeps its count until it finishes */
+    group_unref(a->g);
+    weft__spawn_leave(rt, a->held, true); /* the task keeps its count until it finishes */
     return rc;
+}
+
+/* Wait until the body ran (held), the task finished without it, or the
+ * timeout passed (the group then abandoned).  0, or the error. */
+static int acq_wait(acq_call *a)
+{
+    uint64_t deadline = a->timeout_ns ? weft__deadline(a->timeout_ns) : UINT64_MAX;
+    bool timed_out = weft__wait_task_or(a->rt, a->t, acq_not_waiting, a->g, deadline) != 0;
+    int st = ACQ_WAITING;
+    if (!atomic_compare_exchange_strong(&a->g->state, &st, ACQ_ABANDONED) && st == ACQ_HELD)
+        return acq_held(a);
+    return acq_not_held(a, timed_out);
+}
+
+static int acquire(const weft_access *acc, size_t n, uint64_t timeout_ns, const char *fn)
+{
+    weft__clear_error();
+    int err = acq_check_args(acc, n, fn);
+    if (err)
+        return err;
+    weft__data *d0 = weft__data_get(acc[0].data);
+    if (!d0)
+        return weft__error(WEFT_EINVAL, "%s: data is NULL or unregistered", fn);
+    weft_runtime *h = (weft_runtime *)atomic_load_explicit(&d0->rt_handle, memory_order_relaxed);
+    acq_call a = {.acc = acc, .n = n, .timeout_ns = timeout_ns, .fn = fn};
+    if ((err = acq_alloc(&a)) != 0)
+        return err;
+    weft_task_desc desc;
+    acq_desc_init(&a, &desc);
+    a.rt = weft__spawn_enter(h, &desc, fn, &err, &a.held);
+    int rc = a.rt ? acq_list(&a) : err;
+    acq_free_unlisted(&a);
+    if (rc == 0)
+        rc = weft__desc_check(h, &desc, fn);
+    if (rc == 0)
+        rc = acq_spawn(&a, h, &desc);
+    if (a.ta != a.small)
+        weft__free(a.ta);
+    if (rc != 0)
+        return acq_undo(&a, rc);
+    pthread_mutex_lock(&a.rt->data_lock);
+    a.g->t = a.t;
+    pthread_mutex_unlock(&a.rt->data_lock);
+    return acq_wait(&a);
 }
 
 int weft_data_acquire(weft_data *d, unsigned mode, uint64_t timeout_ns)

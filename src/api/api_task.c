@@ -407,6 +407,15 @@ int weft_spawn(weft_runtime *h, const weft_task_desc *d, weft_task **out)
     return 0;
 }
 
+/* Whether task t holds any of its data on a GPU. */
+static bool holds_data_on_gpus(const weft__task *t)
+{
+    for (uint32_t i = 0; i < t->naccess; i++)
+        if (!(t->access[i].mode & WEFT__ORDER_ONLY) && weft__task_access_dev(t, &t->access[i], NULL) != 0)
+            return true;
+    return false;
+}
+
 int weft_ctx_continue(weft_ctx *ctx, const weft_task_desc *next, weft_task **out)
 {
     weft__clear_error();
@@ -424,6 +433,13 @@ int weft_ctx_continue(weft_ctx *ctx, const weft_task_desc *next, weft_task **out
                                                          "(task %llu '%s' holds its data until it finishes)",
                                             (unsigned long long)t->id, t->name));
     weft__task *root = weft__task_cont_root(t);
+    if (holds_data_on_gpus(root) && weft_ctx_gpu_count(ctx) > 0) {
+        /* next may use the data where the body left it: what the body
+         * queued on its streams runs first. */
+        int rc = weft_ctx_sync(ctx);
+        if (rc != 0)
+            return spawn_fail(next, rc);
+    }
     for (size_t i = 0; i < next->ndeps; i++) {
         weft__task *d = weft__task_get(next->deps[i]);
         if (d && weft__depends_on(d, root))
@@ -622,26 +638,57 @@ weft_task *weft_ctx_task(const weft_ctx *ctx)
     return weft__handle_encode(t);
 }
 
+const weft__task *weft__ctx_data_task(const weft_ctx *ctx)
+{
+    const weft__task *t = ctx->task;
+    return t->cont_of && t->naccess == 0 ? t->cont_of : t;
+}
+
+/* Whether task t runs on runtime device dev (one of its GPUs). */
+static bool runs_on(const weft_ctx *ctx, const weft__task *t, unsigned dev)
+{
+    for (unsigned k = 0; t->place && k < t->place->ngpu; k++)
+        if (weft__place_gpu(&ctx->rt->placer, t->place, k)->index == dev)
+            return true;
+    return false;
+}
+
+/* The i-th access the body of ctx reaches (weft__ctx_data_task's), and the
+ * device it is on (to *dev, if dev): NULL if i is out of range, or if a
+ * continuation's access is on a GPU the continuation does not run on. */
+static const weft__task_access *body_access(const weft_ctx *ctx, size_t i, unsigned *dev)
+{
+    if (!ctx)
+        return NULL;
+    const weft__task *t = weft__ctx_data_task(ctx);
+    if (i >= t->naccess || (t->access[i].mode & WEFT__ORDER_ONLY))
+        return NULL;
+    const weft__task_access *a = &t->access[i];
+    unsigned d = weft__task_access_dev(t, a, NULL);
+    if (t != ctx->task && d != 0 && !runs_on(ctx, ctx->task, d))
+        return NULL;
+    if (dev)
+        *dev = d;
+    return a;
+}
+
 void *weft_ctx_data(const weft_ctx *ctx, size_t i)
 {
-    if (!ctx || i >= ctx->task->naccess)
-        return NULL;
-    const weft__task_access *a = &ctx->task->access[i];
-    if (a->mode & WEFT__ORDER_ONLY)
+    unsigned dev;
+    const weft__task_access *a = body_access(ctx, i, &dev);
+    if (!a)
         return NULL;
     if (a->mode & WEFT_REDUCE) /* its private copy */
         return a->part ? a->part->r.ptr : NULL;
     if (a->mode & WEFT_SCRATCH) /* its buffer */
         return a->scratch ? a->scratch->r.ptr : NULL;
-    return weft__data_replica(a->data, weft__task_access_dev(ctx->task, a, NULL));
+    return weft__data_replica(a->data, dev);
 }
 
 size_t weft_ctx_bytes(const weft_ctx *ctx, size_t i)
 {
-    if (!ctx || i >= ctx->task->naccess)
-        return 0;
-    const weft__task_access *a = &ctx->task->access[i];
-    if (a->mode & WEFT__ORDER_ONLY)
+    const weft__task_access *a = body_access(ctx, i, NULL);
+    if (!a)
         return 0;
     if ((a->mode & WEFT_REDUCE) && a->data->tile) /* its private copy: the interior */
         return a->data->in_rows * a->data->in_bytes;
@@ -650,15 +697,13 @@ size_t weft_ctx_bytes(const weft_ctx *ctx, size_t i)
 
 size_t weft_ctx_pitch(const weft_ctx *ctx, size_t i)
 {
-    if (!ctx || i >= ctx->task->naccess)
-        return 0;
-    const weft__task_access *a = &ctx->task->access[i];
-    if (a->mode & WEFT__ORDER_ONLY)
+    unsigned dev;
+    const weft__task_access *a = body_access(ctx, i, &dev);
+    if (!a)
         return 0;
     if (a->mode & WEFT_REDUCE) /* its private copy: the interior's rows, packed */
         return a->data->in_bytes;
     if (a->mode & WEFT_SCRATCH) /* its buffer: the data's rows, packed */
         return a->data->row_bytes;
-    unsigned dev = weft__task_access_dev(ctx->task, a, NULL);
     return weft__data_pitch(a->data, dev < a->data->nrep ? dev : 0);
 }

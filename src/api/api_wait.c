@@ -91,6 +91,44 @@ static weft__wait spec_of(weft__rt *rt, const void *key, bool (*done)(const void
     return w;
 }
 
+static bool settled(const void *arg);
+
+size_t weft__stalled_keys(weft__rt *rt, char *key)
+{
+    return settled(rt) ? weft__spaces_unspawned(rt, key) : 0;
+}
+
+/* Wait as spec says (a thread outside the runtime's workers: inside a body
+ * the body itself is running, so nothing is settled), saying once on stderr
+ * when the wait has gone on for cfg.stall_warn_ms while only a spawn of a
+ * key nobody has spawned can move what is left: a program that never
+ * spawns it would hang without a word.  what: the caller, for the message. */
+static int wait_telling_stalls(weft__rt *rt, weft__wait *spec, const char *what)
+{
+    uint64_t deadline = spec->deadline, grace = rt->cfg.stall_warn_ms;
+    if (grace == UINT64_MAX || weft__tls_worker)
+        return weft__wait_until(&rt->waits, spec);
+    uint64_t start = weft__now_ns();
+    uint64_t step = grace > (UINT64_MAX - start) / 1000000 ? UINT64_MAX : start + grace * 1000000;
+    for (;;) {
+        spec->deadline = step < deadline ? step : deadline;
+        if (weft__wait_until(&rt->waits, spec) == 0)
+            return 0;
+        if (spec->deadline == deadline)
+            return WEFT_ETIMEDOUT;
+        char key[32];
+        if (weft__stalled_keys(rt, key) > 0) {
+            fprintf(stderr, "weft: %s has waited %.1f s while every task left waits for task-space keys "
+                            "nobody has spawned, such as %s: only a spawn of them ends this wait (spawn the "
+                            "key, or destroy its space to cancel what waits for it)\n",
+                    what, (double)(weft__now_ns() - start) / 1e9, key);
+            spec->deadline = deadline;
+            return weft__wait_until(&rt->waits, spec);
+        }
+        step = spec->deadline + 1000000 * (grace < 1000 ? grace : 1000); /* look again */
+    }
+}
+
 void weft__wait_cond(weft__rt *rt, const void *key, bool (*done)(const void *), const void *arg,
                      _Atomic int32_t *interest)
 {
@@ -112,7 +150,7 @@ int weft__wait_task(weft__rt *rt, weft__task *t, uint64_t deadline)
         spec.help_arg = &a;
         spec.blocked = &w->blocked;
     }
-    return weft__wait_until(&rt->waits, &spec);
+    return wait_telling_stalls(rt, &spec, "weft_task_wait");
 }
 
 typedef struct task_or_arg {
@@ -144,7 +182,7 @@ static bool idle(const void *arg)
 int weft__wait_idle(weft__rt *rt, uint64_t deadline)
 {
     weft__wait spec = spec_of(rt, &weft__key_idle, idle, rt, &rt->graph.sleepers_all, deadline);
-    return weft__wait_until(&rt->waits, &spec);
+    return wait_telling_stalls(rt, &spec, "weft_wait_all");
 }
 
 /* Settled: nothing is ready, running or in flight on a device, so only a
@@ -258,5 +296,5 @@ void weft__wait_data_unused(weft__rt *rt, weft__data *d)
         spec.help_arg = &a;
         spec.blocked = &w->blocked;
     }
-    weft__wait_until(&rt->waits, &spec);
+    (void)wait_telling_stalls(rt, &spec, "weft_data_unregister");
 }

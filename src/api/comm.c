@@ -743,13 +743,11 @@ int weft_comm_exchange(weft_comm *h, const weft_xfer *x, size_t n, const char *n
     return c->hybrid ? weft__hybrid_exchange(c, x, n, name, out) : weft__comm_exchange(c, x, n, name, out);
 }
 
-int weft__comm_exchange(weft__comm *c, const weft_xfer *x, size_t n, const char *name, weft_task **out)
+/* An exchange's operation, x's n transfers copied into it: 0 and *out,
+ * or WEFT_ENOMEM (reported). */
+static int exchange_arg_new(weft__comm *c, const weft_xfer *x, size_t n, const char *name, const char *fn,
+                            op_arg **out)
 {
-    static const char fn[] = "weft_comm_exchange";
-    if (n && !x)
-        return weft__error(WEFT_EINVAL, "%s: n is %zu but x is NULL", fn, n);
-    if (n > 65536)
-        return weft__error(WEFT_EINVAL, "%s: %zu transfers in one group (at most 65536)", fn, n);
     op_arg *a = weft__alloc(sizeof *a);
     if (!a)
         return weft__error(WEFT_ENOMEM, "%s: out of memory", fn);
@@ -774,86 +772,137 @@ int weft__comm_exchange(weft__comm *c, const weft_xfer *x, size_t n, const char 
     }
     if (n)
         memcpy(a->xfer, x, n * sizeof *x);
+    *out = a;
+    return 0;
+}
+
+/* Transfer t (number i): members of the communicator, two of them, and
+ * pitches that hold its rows.  0, or the error. */
+static int xfer_check_shape(const weft__comm *c, const weft_xfer *t, size_t i, const char *fn)
+{
+    size_t rows = t->rows ? t->rows : 1;
+    if (t->from >= c->n || t->to >= c->n)
+        return weft__error(WEFT_EINVAL, "%s: transfer %zu is from member %u to %u, the communicator has %u", fn, i,
+                           t->from, t->to, c->n);
+    if (t->from == t->to)
+        return weft__error(WEFT_EINVAL, "%s: transfer %zu is from member %u to itself", fn, i, t->from);
+    if (rows > 1 && (t->src_pitch < t->bytes || t->dst_pitch < t->bytes))
+        return weft__error(WEFT_EINVAL, "%s: transfer %zu has rows of %zu bytes but pitches %zu and %zu", fn, i,
+                           t->bytes, t->src_pitch, t->dst_pitch);
+    return 0;
+}
+
+/* Transfer x[i]'s sides that this rank names (lsrc, ldst) lie within their
+ * handles.  0, or the error. */
+static int xfer_check_extents(weft__comm *c, const weft_xfer *x, size_t i, bool lsrc, bool ldst, const char *fn)
+{
+    const weft_xfer *t = &x[i];
+    size_t rows = t->rows ? t->rows : 1;
+    int rc = 0;
+    size_t ssz = lsrc ? data_size(c, t->src, fn, "src", t->from, &rc) : SIZE_MAX;
+    size_t dsz = rc ? 0 : ldst ? data_size(c, t->dst, fn, "dst", t->to, &rc) : SIZE_MAX;
+    if (rc)
+        return rc;
+    size_t slo, shi, dlo, dhi;
+    if (!extent(t->src_off, rows, t->src_pitch, t->bytes, &slo, &shi) || shi > ssz)
+        return weft__error(WEFT_EINVAL, "%s: transfer %zu reaches outside its src (%zu bytes from %zu, %zu rows "
+                                        "%zu apart; the handle has %zu)", fn, i, t->bytes, t->src_off, rows,
+                           t->src_pitch, ssz);
+    if (!extent(t->dst_off, rows, t->dst_pitch, t->bytes, &dlo, &dhi) || dhi > dsz)
+        return weft__error(WEFT_EINVAL, "%s: transfer %zu reaches outside its dst (%zu bytes from %zu, %zu rows "
+                                        "%zu apart; the handle has %zu)", fn, i, t->bytes, t->dst_off, rows,
+                           t->dst_pitch, dsz);
+    return 0;
+}
+
+/* Destinations overlap no source and no other destination of the same
+ * handle (byte for byte, strided sides row by row): x[i] against the
+ * transfers before it, and against itself.  0, or the error. */
+static int xfer_check_overlaps(const weft__comm *c, const weft_xfer *x, size_t i, bool lsrc, bool ldst,
+                               const char *fn)
+{
+    const weft_xfer *t = &x[i];
+    size_t rows = t->rows ? t->rows : 1;
+    int rc = 0;
+    for (size_t j = 0; j < i && rc == 0; j++) { /* each pair once: the earlier one is checked */
+        const weft_xfer *u = &x[j];
+        size_t urows = u->rows ? u->rows : 1;
+        bool ulsrc = !c->ranks || u->from == c->me, uldst = !c->ranks || u->to == c->me;
+        if (ldst && ulsrc && u->src == t->dst && sides_overlap(t->dst_off, rows, t->dst_pitch, t->bytes, u->src_off, urows,
+                                              u->src_pitch, u->bytes))
+            rc = weft__error(WEFT_EINVAL, "%s: transfer %zu writes where transfer %zu reads", fn, i, j);
+        else if (uldst && lsrc && u->dst == t->src && sides_overlap(u->dst_off, urows, u->dst_pitch, u->bytes, t->src_off, rows,
+                                                   t->src_pitch, t->bytes))
+            rc = weft__error(WEFT_EINVAL, "%s: transfer %zu writes where transfer %zu reads", fn, j, i);
+        else if (uldst && ldst && u->dst == t->dst && sides_overlap(t->dst_off, rows, t->dst_pitch, t->bytes, u->dst_off, urows,
+                                                   u->dst_pitch, u->bytes))
+            rc = weft__error(WEFT_EINVAL, "%s: transfers %zu and %zu write overlapping ranges", fn, j, i);
+    }
+    if (rc == 0 && lsrc && ldst && t->src == t->dst && sides_overlap(t->dst_off, rows, t->dst_pitch, t->bytes, t->src_off, rows,
+                                                     t->src_pitch, t->bytes))
+        rc = weft__error(WEFT_EINVAL, "%s: transfer %zu writes where it reads", fn, i);
+    return rc;
+}
+
+/* Transfer t (number i)'s accesses in l, the sides this rank names, and
+ * where a's body finds them.  0, or WEFT_ENOMEM (reported). */
+static int xfer_add_accesses(const weft__comm *c, op_arg *a, acc_list *l, const weft_xfer *t, size_t i, bool lsrc,
+                             bool ldst, const char *fn)
+{
+    if (!c->ranks)
+        a->part[t->from] = a->part[t->to] = true;
+    int si = lsrc ? acc_add(l, t->src, t->from, WEFT_R) : -2;
+    int di = si == -1 ? -1 : ldst ? acc_add(l, t->dst, t->to, WEFT_RW) : -2;
+    if (si == -1 || di == -1)
+        return weft__error(WEFT_ENOMEM, "%s: out of memory", fn);
+    a->xsrc_at[i] = si < 0 ? -1 : si;
+    a->xdst_at[i] = di < 0 ? -1 : di;
+    return 0;
+}
+
+/* One handle written on one member and used on another: refused.  0, or
+ * the error. */
+static int xfer_check_shared(const acc_list *l, const char *fn)
+{
+    int rc = 0;
+    for (size_t i = 0; i < l->n && rc == 0; i++)
+        for (size_t j = i + 1; j < l->n && rc == 0; j++)
+            if (l->v[i].data == l->v[j].data && ((l->v[i].mode | l->v[j].mode) & WEFT_W))
+                rc = weft__error(WEFT_EINVAL, "%s: one handle is written on member %u and used on member %u", fn,
+                                 (l->v[i].mode & WEFT_W) ? l->member[i] : l->member[j],
+                                 (l->v[i].mode & WEFT_W) ? l->member[j] : l->member[i]);
+    return rc;
+}
+
+int weft__comm_exchange(weft__comm *c, const weft_xfer *x, size_t n, const char *name, weft_task **out)
+{
+    static const char fn[] = "weft_comm_exchange";
+    if (n && !x)
+        return weft__error(WEFT_EINVAL, "%s: n is %zu but x is NULL", fn, n);
+    if (n > 65536)
+        return weft__error(WEFT_EINVAL, "%s: %zu transfers in one group (at most 65536)", fn, n);
+    op_arg *a = NULL;
+    int rc = exchange_arg_new(c, x, n, name, fn, &a);
+    if (rc)
+        return rc;
     acc_list l;
     acc_init(&l);
-    int rc = 0;
     for (size_t i = 0; i < n && rc == 0; i++) {
         const weft_xfer *t = &x[i];
-        size_t rows = t->rows ? t->rows : 1;
-        if (t->from >= c->n || t->to >= c->n) {
-            rc = weft__error(WEFT_EINVAL, "%s: transfer %zu is from member %u to %u, the communicator has %u", fn, i,
-                             t->from, t->to, c->n);
+        if ((rc = xfer_check_shape(c, t, i, fn)) != 0)
             break;
-        }
-        if (t->from == t->to) {
-            rc = weft__error(WEFT_EINVAL, "%s: transfer %zu is from member %u to itself", fn, i, t->from);
-            break;
-        }
-        if (rows > 1 && (t->src_pitch < t->bytes || t->dst_pitch < t->bytes)) {
-            rc = weft__error(WEFT_EINVAL, "%s: transfer %zu has rows of %zu bytes but pitches %zu and %zu", fn, i,
-                             t->bytes, t->src_pitch, t->dst_pitch);
-            break;
-        }
         /* Across ranks, this rank checks and names only its own sides. */
         bool lsrc = !c->ranks || t->from == c->me, ldst = !c->ranks || t->to == c->me;
         a->xsrc_at[i] = a->xdst_at[i] = -1;
         if (!lsrc && !ldst)
             continue;
-        size_t ssz = lsrc ? data_size(c, t->src, fn, "src", t->from, &rc) : SIZE_MAX;
-        size_t dsz = rc ? 0 : ldst ? data_size(c, t->dst, fn, "dst", t->to, &rc) : SIZE_MAX;
-        if (rc)
+        if ((rc = xfer_check_extents(c, x, i, lsrc, ldst, fn)) != 0 ||
+            (rc = xfer_check_overlaps(c, x, i, lsrc, ldst, fn)) != 0)
             break;
-        size_t slo, shi, dlo, dhi;
-        if (!extent(t->src_off, rows, t->src_pitch, t->bytes, &slo, &shi) || shi > ssz) {
-            rc = weft__error(WEFT_EINVAL, "%s: transfer %zu reaches outside its src (%zu bytes from %zu, %zu rows "
-                                          "%zu apart; the handle has %zu)", fn, i, t->bytes, t->src_off, rows,
-                             t->src_pitch, ssz);
-            break;
-        }
-        if (!extent(t->dst_off, rows, t->dst_pitch, t->bytes, &dlo, &dhi) || dhi > dsz) {
-            rc = weft__error(WEFT_EINVAL, "%s: transfer %zu reaches outside its dst (%zu bytes from %zu, %zu rows "
-                                          "%zu apart; the handle has %zu)", fn, i, t->bytes, t->dst_off, rows,
-                             t->dst_pitch, dsz);
-            break;
-        }
-        /* Destinations overlap no source and no other destination of the
-         * same handle (byte for byte, strided sides row by row). */
-        for (size_t j = 0; j < i && rc == 0; j++) { /* each pair once: the earlier one is checked */
-            const weft_xfer *u = &x[j];
-            size_t urows = u->rows ? u->rows : 1;
-            bool ulsrc = !c->ranks || u->from == c->me, uldst = !c->ranks || u->to == c->me;
-            if (ldst && ulsrc && u->src == t->dst && sides_overlap(t->dst_off, rows, t->dst_pitch, t->bytes, u->src_off, urows,
-                                                  u->src_pitch, u->bytes))
-                rc = weft__error(WEFT_EINVAL, "%s: transfer %zu writes where transfer %zu reads", fn, i, j);
-            else if (uldst && lsrc && u->dst == t->src && sides_overlap(u->dst_off, urows, u->dst_pitch, u->bytes, t->src_off, rows,
-                                                       t->src_pitch, t->bytes))
-                rc = weft__error(WEFT_EINVAL, "%s: transfer %zu writes where transfer %zu reads", fn, j, i);
-            else if (uldst && ldst && u->dst == t->dst && sides_overlap(t->dst_off, rows, t->dst_pitch, t->bytes, u->dst_off, urows,
-                                                       u->dst_pitch, u->bytes))
-                rc = weft__error(WEFT_EINVAL, "%s: transfers %zu and %zu write overlapping ranges", fn, j, i);
-        }
-        if (rc == 0 && lsrc && ldst && t->src == t->dst && sides_overlap(t->dst_off, rows, t->dst_pitch, t->bytes, t->src_off, rows,
-                                                         t->src_pitch, t->bytes))
-            rc = weft__error(WEFT_EINVAL, "%s: transfer %zu writes where it reads", fn, i);
-        if (rc)
-            break;
-        if (!c->ranks)
-            a->part[t->from] = a->part[t->to] = true;
-        int si = lsrc ? acc_add(&l, t->src, t->from, WEFT_R) : -2;
-        int di = si == -1 ? -1 : ldst ? acc_add(&l, t->dst, t->to, WEFT_RW) : -2;
-        if (si == -1 || di == -1) {
-            rc = weft__error(WEFT_ENOMEM, "%s: out of memory", fn);
-            break;
-        }
-        a->xsrc_at[i] = si < 0 ? -1 : si;
-        a->xdst_at[i] = di < 0 ? -1 : di;
+        rc = xfer_add_accesses(c, a, &l, t, i, lsrc, ldst, fn);
     }
-    for (size_t i = 0; i < l.n && rc == 0; i++)
-        for (size_t j = i + 1; j < l.n && rc == 0; j++)
-            if (l.v[i].data == l.v[j].data && ((l.v[i].mode | l.v[j].mode) & WEFT_W))
-                rc = weft__error(WEFT_EINVAL, "%s: one handle is written on member %u and used on member %u", fn,
-                                 (l.v[i].mode & WEFT_W) ? l.member[i] : l.member[j],
-                                 (l.v[i].mode & WEFT_W) ? l.member[j] : l.member[i]);
+    if (rc == 0)
+        rc = xfer_check_shared(&l, fn);
     if (rc == 0 && n == 0 && !c->ranks) {
         /* An empty group: a task that only orders (on member 0's GPU). */
         a->part[0] = true;

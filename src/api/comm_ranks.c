@@ -409,6 +409,265 @@ static int hybrid_check(const weft__comm *c, const weft_coll *o, const char *fn)
 
 /* ---- The collectives ----------------------------------------------------- */
 
+/* A collective across ranks being composed: the caller's operation, this
+ * rank's view of the group, and what is allocated before any part is
+ * posted. */
+typedef struct hybrid_op {
+    weft__comm *c;
+    const weft_coll *o;
+    const char *nm;                   /* its name */
+    unsigned L, me, R, n;             /* this rank's GPUs, its number, the ranks, the members */
+    size_t B;                         /* bytes of one member's block */
+    bool even;                        /* every rank has as many GPUs as this one */
+    weft_data *lsend[WEFT__COMM_MAX]; /* this rank's members' buffers */
+    weft_data *lrecv[WEFT__COMM_MAX];
+    weft_data **nsend, **nrecv;       /* the buffers of the part across the ranks */
+    stage *st;
+    weft_xfer *x;                     /* room for an exchange's transfers */
+    copy_arg *ca;                     /* a copy task's argument (the task's once posted: ca_used) */
+    bool ca_used;
+    unsigned rr, rj;                  /* a rooted operation's rank and its member there */
+    weft_data *S, *T;                 /* staging: a rank's partial result, and its block of it */
+    weft_coll first;                  /* the first part: it follows the caller's dependencies */
+    char name[32];                    /* the name of the node's parts */
+} hybrid_op;
+
+/* h for o on c: this rank's buffers, and everything the parts need,
+ * allocated before anything is posted.  0, or the error (nothing kept). */
+static int hybrid_prepare(hybrid_op *h, weft__comm *c, const weft_coll *o, const char *fn)
+{
+    h->c = c;
+    h->o = o;
+    h->nm = o->name ? o->name : weft__coll_name(o->op);
+    unsigned L = h->L = c->nlocal, R = h->R = c->net->n;
+    h->me = c->net->me;
+    h->n = c->n;
+    h->B = o->count * weft__red_elem(o->type);
+    h->even = true;
+    for (unsigned r = 0; r < R; r++)
+        h->even = h->even && c->base[r + 1] - c->base[r] == L;
+    for (unsigned j = 0; j < L; j++) {
+        h->lsend[j] = o->send ? o->send[c->me + j] : NULL;
+        h->lrecv[j] = o->recv[c->me + j];
+    }
+    h->nsend = weft__alloc(R * sizeof *h->nsend);
+    h->nrecv = weft__alloc(R * sizeof *h->nrecv);
+    h->st = weft__alloc(sizeof *h->st);
+    size_t nx = o->op == WEFT_COLL_ALLGATHER && (size_t)R * R > L ? (size_t)R * R : L;
+    h->x = weft__alloc(nx * sizeof *h->x);
+    h->ca = weft__alloc(sizeof *h->ca);
+    if (!h->nsend || !h->nrecv || !h->st || !h->x || !h->ca) {
+        weft__free(h->nsend);
+        weft__free(h->nrecv);
+        weft__free(h->st);
+        weft__free(h->x);
+        weft__free(h->ca);
+        return weft__error(WEFT_ENOMEM, "%s: out of memory", fn);
+    }
+    memset(h->nsend, 0, R * sizeof *h->nsend);
+    memset(h->nrecv, 0, R * sizeof *h->nrecv);
+    memset(h->st, 0, sizeof *h->st);
+    memset(h->ca, 0, sizeof *h->ca);
+    h->ca_used = false;
+    h->rr = h->rj = 0;
+    if (o->op == WEFT_COLL_BROADCAST || o->op == WEFT_COLL_REDUCE) {
+        h->rr = rank_of(c, o->root);
+        h->rj = o->root - c->base[h->rr];
+    }
+    h->S = h->T = NULL;
+    int rc = 0;
+    if (o->op == WEFT_COLL_REDUCE && h->me != h->rr) {
+        rc = stage_add(c->rt, h->st, h->B, fn, &h->S);
+    } else if (o->op == WEFT_COLL_REDUCE_SCATTER) {
+        rc = stage_add(c->rt, h->st, h->B * h->n, fn, &h->S);
+        if (rc == 0 && h->even && L > 1)
+            rc = stage_add(c->rt, h->st, h->B * L, fn, &h->T);
+    }
+    if (rc) {
+        stage_drop(h->st);
+        weft__free(h->st);
+        weft__free(h->nsend);
+        weft__free(h->nrecv);
+        weft__free(h->x);
+        weft__free(h->ca);
+        return rc;
+    }
+    h->first = *o;
+    snprintf(h->name, sizeof h->name, "%s (node)", h->nm);
+    h->first.name = h->name;
+    return 0;
+}
+
+/* All-reduce: node reduce to the rank's first GPU, across the ranks, node
+ * broadcast. */
+static int hybrid_allreduce(hybrid_op *h, weft_task **out)
+{
+    const weft_coll *o = h->o;
+    h->nrecv[h->me] = h->lrecv[0];
+    h->first.root = 0;
+    h->first.op = WEFT_COLL_REDUCE;
+    h->first.send = o->send ? h->lsend : NULL;
+    h->first.recv = h->lrecv;
+    int rc = weft__comm_post(h->c->node, &h->first, NULL);
+    if (rc == 0)
+        rc = sub_post(h->c->net, o, WEFT_COLL_ALLREDUCE, 0, o->count, NULL, h->nrecv, "ranks", NULL);
+    if (rc == 0)
+        rc = sub_post(h->c->node, o, WEFT_COLL_BROADCAST, 0, o->count, NULL, h->lrecv, "node", out);
+    return rc;
+}
+
+/* Broadcast: the root's value to its rank's first buffer (and the rest),
+ * across, then out. */
+static int hybrid_broadcast(hybrid_op *h, weft_task **out)
+{
+    const weft_coll *o = h->o;
+    unsigned me = h->me, rr = h->rr;
+    int rc = 0;
+    h->nrecv[me] = h->lrecv[0];
+    if (me == rr) {
+        h->first.root = h->rj;
+        h->first.send = o->send ? h->lsend : NULL;
+        h->first.recv = h->lrecv;
+        rc = weft__comm_post(h->c->node, &h->first, NULL);
+    }
+    if (rc == 0)
+        rc = sub_post(h->c->net, o, WEFT_COLL_BROADCAST, rr, o->count, NULL, h->nrecv, "ranks", me == rr ? out : NULL);
+    if (rc == 0 && me != rr)
+        rc = sub_post(h->c->node, o, WEFT_COLL_BROADCAST, 0, o->count, NULL, h->lrecv, "node", out);
+    return rc;
+}
+
+/* Reduce: node reduce, on the root's rank to the root itself, elsewhere to
+ * a staging buffer at the first GPU (a caller's buffer off the root is not
+ * written); then a reduce across the ranks in place. */
+static int hybrid_reduce(hybrid_op *h, weft_task **out)
+{
+    const weft_coll *o = h->o;
+    weft_data *srecv[WEFT__COMM_MAX] = {0};
+    if (h->me == h->rr) {
+        h->first.root = h->rj;
+        h->first.send = o->send ? h->lsend : NULL;
+        h->first.recv = h->lrecv;
+        h->nrecv[h->me] = h->lrecv[h->rj];
+    } else {
+        srecv[0] = h->S;
+        h->first.root = 0;
+        h->first.send = o->send ? h->lsend : h->lrecv; /* in place, recv[k] holds the input and stays */
+        h->first.recv = srecv;
+        h->nrecv[h->me] = h->S;
+    }
+    int rc = weft__comm_post(h->c->node, &h->first, NULL);
+    if (rc == 0)
+        rc = sub_post(h->c->net, o, WEFT_COLL_REDUCE, h->rr, o->count, NULL, h->nrecv, "ranks", out);
+    return rc;
+}
+
+/* All-gather: this rank's blocks to its first GPU's recv, at their places;
+ * the ranks' blocks between the ranks; then that buffer to the rest. */
+static int hybrid_allgather(hybrid_op *h, weft_task **out)
+{
+    weft__comm *c = h->c;
+    const weft_coll *o = h->o;
+    unsigned L = h->L, R = h->R, me = h->me;
+    size_t B = h->B;
+    weft_data **lsend = h->lsend, **lrecv = h->lrecv;
+    weft_xfer *x = h->x;
+    *h->ca = (copy_arg){0, c->me * B, B};
+    h->ca_used = true;
+    int rc = copy_post(c->rt, c->node->gpu[0], lsend[0], lrecv[0], h->ca, o, o->deps, o->ndeps, NULL);
+    size_t k = 0;
+    for (unsigned j = 1; j < L; j++)
+        x[k++] = (weft_xfer){j, 0, lsend[j], 0, 0, lrecv[0], (c->me + j) * B, 0, B, 0};
+    if (rc == 0 && k)
+        rc = weft__comm_exchange(c->node, x, k, h->name, NULL);
+    k = 0;
+    for (unsigned r = 0; r < R; r++) /* the whole group, the same on every rank (others' sides NULL) */
+        for (unsigned t = 0; t < R; t++)
+            if (r != t) {
+                size_t off = c->base[r] * B, bytes = (c->base[r + 1] - c->base[r]) * B;
+                x[k++] = (weft_xfer){r, t, r == me ? lrecv[0] : NULL, off, 0, t == me ? lrecv[0] : NULL, off, 0,
+                                     bytes, 0};
+            }
+    char rn[32];
+    snprintf(rn, sizeof rn, "%s (ranks)", h->nm);
+    if (rc == 0)
+        rc = weft__comm_exchange(c->net, x, k, rn, NULL);
+    if (rc == 0)
+        rc = sub_post(c->node, o, WEFT_COLL_BROADCAST, 0, o->count * h->n, NULL, lrecv, "node", out);
+    return rc;
+}
+
+/* Reduce-scatter: node reduce of the whole input to a staging buffer at
+ * the first GPU; across the ranks a reduce-scatter of the ranks' blocks (as
+ * many GPUs everywhere) or an all-reduce of it all; this rank's blocks out
+ * to its members. */
+static int hybrid_reduce_scatter(hybrid_op *h, weft_task **out)
+{
+    weft__comm *c = h->c;
+    const weft_coll *o = h->o;
+    unsigned L = h->L, me = h->me;
+    size_t B = h->B;
+    weft_data **lrecv = h->lrecv;
+    weft_data *srecv[WEFT__COMM_MAX] = {0};
+    srecv[0] = h->S;
+    h->first.op = WEFT_COLL_REDUCE;
+    h->first.root = 0;
+    h->first.count = o->count * h->n;
+    h->first.send = h->lsend;
+    h->first.recv = srecv;
+    int rc = weft__comm_post(c->node, &h->first, NULL);
+    weft_data *X; /* where this rank's blocks are, from offset xoff */
+    size_t xoff;
+    if (h->even) {
+        X = L > 1 ? h->T : lrecv[0];
+        xoff = 0;
+        h->nsend[me] = h->S;
+        h->nrecv[me] = X;
+        if (rc == 0)
+            rc = sub_post(c->net, o, WEFT_COLL_REDUCE_SCATTER, 0, o->count * L, h->nsend, h->nrecv, "ranks",
+                          L > 1 ? NULL : out);
+    } else {
+        X = h->S;
+        xoff = c->me * B;
+        h->nrecv[me] = h->S;
+        if (rc == 0)
+            rc = sub_post(c->net, o, WEFT_COLL_ALLREDUCE, 0, o->count * h->n, NULL, h->nrecv, "ranks", NULL);
+    }
+    if (X == lrecv[0])
+        return rc;
+    weft_task *parts[2] = {NULL, NULL};
+    *h->ca = (copy_arg){xoff, 0, B};
+    if (rc == 0) {
+        h->ca_used = true;
+        rc = copy_post(c->rt, c->node->gpu[0], X, lrecv[0], h->ca, o, NULL, 0, out ? &parts[0] : NULL);
+    }
+    size_t k = 0;
+    for (unsigned j = 1; j < L; j++)
+        h->x[k++] = (weft_xfer){0, j, X, xoff + j * B, 0, lrecv[j], 0, 0, B, 0};
+    if (rc == 0 && k)
+        rc = weft__comm_exchange(c->node, h->x, k, h->name, out ? &parts[1] : NULL);
+    char jn[32];
+    snprintf(jn, sizeof jn, "%s (end)", h->nm);
+    int jrc = join_post(c->rt, parts, 2, jn, rc == 0 ? out : NULL);
+    if (rc == 0)
+        rc = jrc;
+    return rc;
+}
+
+/* What h allocated goes: the copy argument no task took, and the staging
+ * buffers to the tasks that free them after the parts. */
+static void hybrid_finish(hybrid_op *h)
+{
+    if (!h->ca_used)
+        weft__free(h->ca);
+    /* (a part that failed to post: the parts before it run; the ranks'
+     * operation numbers stay in step, as every rank posts the same parts) */
+    stage_release(h->c->rt, h->st, h->nm);
+    weft__free(h->nsend);
+    weft__free(h->nrecv);
+    weft__free(h->x);
+}
+
 int weft__hybrid_post(weft__comm *c, const weft_coll *o, weft_task **out)
 {
     static const char fn[] = "weft_comm_post";
@@ -417,198 +676,27 @@ int weft__hybrid_post(weft__comm *c, const weft_coll *o, weft_task **out)
     int rc = hybrid_check(c, o, fn);
     if (rc)
         return rc;
-    const char *nm = o->name ? o->name : weft__coll_name(o->op);
-    unsigned L = c->nlocal, me = c->net->me, R = c->net->n, n = c->n;
-    size_t elem = weft__red_elem(o->type), B = o->count * elem;
-    bool even = true; /* every rank has as many GPUs as this one */
-    for (unsigned r = 0; r < R; r++)
-        even = even && c->base[r + 1] - c->base[r] == L;
-    weft_data *lsend[WEFT__COMM_MAX], *lrecv[WEFT__COMM_MAX];
-    for (unsigned j = 0; j < L; j++) {
-        lsend[j] = o->send ? o->send[c->me + j] : NULL;
-        lrecv[j] = o->recv[c->me + j];
-    }
-    /* Everything allocated before anything is posted. */
-    weft_data **nsend = weft__alloc(R * sizeof *nsend), **nrecv = weft__alloc(R * sizeof *nrecv);
-    stage *st = weft__alloc(sizeof *st);
-    size_t nx = o->op == WEFT_COLL_ALLGATHER && (size_t)R * R > L ? (size_t)R * R : L;
-    weft_xfer *x = weft__alloc(nx * sizeof *x);
-    copy_arg *ca = weft__alloc(sizeof *ca);
-    if (!nsend || !nrecv || !st || !x || !ca) {
-        weft__free(nsend);
-        weft__free(nrecv);
-        weft__free(st);
-        weft__free(x);
-        weft__free(ca);
-        return weft__error(WEFT_ENOMEM, "%s: out of memory", fn);
-    }
-    memset(nsend, 0, R * sizeof *nsend);
-    memset(nrecv, 0, R * sizeof *nrecv);
-    memset(st, 0, sizeof *st);
-    memset(ca, 0, sizeof *ca);
-    unsigned rr = 0, rj = 0; /* a rooted operation's rank and its member there */
-    if (o->op == WEFT_COLL_BROADCAST || o->op == WEFT_COLL_REDUCE) {
-        rr = rank_of(c, o->root);
-        rj = o->root - c->base[rr];
-    }
-    weft_data *S = NULL, *T = NULL; /* staging: a rank's partial result, and its block of it */
-    if (o->op == WEFT_COLL_REDUCE && me != rr) {
-        rc = stage_add(c->rt, st, B, fn, &S);
-    } else if (o->op == WEFT_COLL_REDUCE_SCATTER) {
-        rc = stage_add(c->rt, st, B * n, fn, &S);
-        if (rc == 0 && even && L > 1)
-            rc = stage_add(c->rt, st, B * L, fn, &T);
-    }
-    if (rc) {
-        stage_drop(st);
-        weft__free(st);
-        weft__free(nsend);
-        weft__free(nrecv);
-        weft__free(x);
-        weft__free(ca);
+    hybrid_op h;
+    if ((rc = hybrid_prepare(&h, c, o, fn)) != 0)
         return rc;
-    }
-    weft_coll first = *o; /* the first part follows the caller's dependencies */
-    char name[32];
-    snprintf(name, sizeof name, "%s (node)", nm);
-    first.name = name;
-    bool ca_used = false;
     switch (o->op) {
     case WEFT_COLL_ALLREDUCE:
-        /* node reduce to the rank's first GPU, across the ranks, node broadcast */
-        nrecv[me] = lrecv[0];
-        first.root = 0;
-        first.op = WEFT_COLL_REDUCE;
-        first.send = o->send ? lsend : NULL;
-        first.recv = lrecv;
-        rc = weft__comm_post(c->node, &first, NULL);
-        if (rc == 0)
-            rc = sub_post(c->net, o, WEFT_COLL_ALLREDUCE, 0, o->count, NULL, nrecv, "ranks", NULL);
-        if (rc == 0)
-            rc = sub_post(c->node, o, WEFT_COLL_BROADCAST, 0, o->count, NULL, lrecv, "node", out);
+        rc = hybrid_allreduce(&h, out);
         break;
     case WEFT_COLL_BROADCAST:
-        /* the root's value to its rank's first buffer (and the rest), across, then out */
-        nrecv[me] = lrecv[0];
-        if (me == rr) {
-            first.root = rj;
-            first.send = o->send ? lsend : NULL;
-            first.recv = lrecv;
-            rc = weft__comm_post(c->node, &first, NULL);
-        }
-        if (rc == 0)
-            rc = sub_post(c->net, o, WEFT_COLL_BROADCAST, rr, o->count, NULL, nrecv, "ranks", me == rr ? out : NULL);
-        if (rc == 0 && me != rr)
-            rc = sub_post(c->node, o, WEFT_COLL_BROADCAST, 0, o->count, NULL, lrecv, "node", out);
+        rc = hybrid_broadcast(&h, out);
         break;
-    case WEFT_COLL_REDUCE: {
-        /* node reduce: on the root's rank to the root itself, elsewhere to
-         * a staging buffer at the first GPU (a caller's buffer off the root
-         * is not written); then a reduce across the ranks in place. */
-        weft_data *srecv[WEFT__COMM_MAX] = {0};
-        if (me == rr) {
-            first.root = rj;
-            first.send = o->send ? lsend : NULL;
-            first.recv = lrecv;
-            nrecv[me] = lrecv[rj];
-        } else {
-            srecv[0] = S;
-            first.root = 0;
-            first.send = o->send ? lsend : lrecv; /* in place, recv[k] holds the input and stays */
-            first.recv = srecv;
-            nrecv[me] = S;
-        }
-        rc = weft__comm_post(c->node, &first, NULL);
-        if (rc == 0)
-            rc = sub_post(c->net, o, WEFT_COLL_REDUCE, rr, o->count, NULL, nrecv, "ranks", out);
+    case WEFT_COLL_REDUCE:
+        rc = hybrid_reduce(&h, out);
+        break;
+    case WEFT_COLL_ALLGATHER:
+        rc = hybrid_allgather(&h, out);
+        break;
+    default: /* WEFT_COLL_REDUCE_SCATTER */
+        rc = hybrid_reduce_scatter(&h, out);
         break;
     }
-    case WEFT_COLL_ALLGATHER: {
-        /* this rank's blocks to its first GPU's recv, at their places; the
-         * ranks' blocks between the ranks; then that buffer to the rest */
-        *ca = (copy_arg){0, c->me * B, B};
-        ca_used = true;
-        rc = copy_post(c->rt, c->node->gpu[0], lsend[0], lrecv[0], ca, o, o->deps, o->ndeps, NULL);
-        size_t k = 0;
-        for (unsigned j = 1; j < L; j++)
-            x[k++] = (weft_xfer){j, 0, lsend[j], 0, 0, lrecv[0], (c->me + j) * B, 0, B, 0};
-        if (rc == 0 && k)
-            rc = weft__comm_exchange(c->node, x, k, name, NULL);
-        k = 0;
-        for (unsigned r = 0; r < R; r++) /* the whole group, the same on every rank (others' sides NULL) */
-            for (unsigned t = 0; t < R; t++)
-                if (r != t) {
-                    size_t off = c->base[r] * B, bytes = (c->base[r + 1] - c->base[r]) * B;
-                    x[k++] = (weft_xfer){r, t, r == me ? lrecv[0] : NULL, off, 0, t == me ? lrecv[0] : NULL, off, 0,
-                                         bytes, 0};
-                }
-        char rn[32];
-        snprintf(rn, sizeof rn, "%s (ranks)", nm);
-        if (rc == 0)
-            rc = weft__comm_exchange(c->net, x, k, rn, NULL);
-        if (rc == 0)
-            rc = sub_post(c->node, o, WEFT_COLL_BROADCAST, 0, o->count * n, NULL, lrecv, "node", out);
-        break;
-    }
-    default: { /* WEFT_COLL_REDUCE_SCATTER */
-        /* node reduce of the whole input to a staging buffer at the first
-         * GPU; across the ranks a reduce-scatter of the ranks' blocks (as
-         * many GPUs everywhere) or an all-reduce of it all; this rank's
-         * blocks out to its members */
-        weft_data *srecv[WEFT__COMM_MAX] = {0};
-        srecv[0] = S;
-        first.op = WEFT_COLL_REDUCE;
-        first.root = 0;
-        first.count = o->count * n;
-        first.send = lsend;
-        first.recv = srecv;
-        rc = weft__comm_post(c->node, &first, NULL);
-        weft_data *X; /* where this rank's blocks are, from offset xoff */
-        size_t xoff;
-        if (even) {
-            X = L > 1 ? T : lrecv[0];
-            xoff = 0;
-            nsend[me] = S;
-            nrecv[me] = X;
-            if (rc == 0)
-                rc = sub_post(c->net, o, WEFT_COLL_REDUCE_SCATTER, 0, o->count * L, nsend, nrecv, "ranks",
-                              L > 1 ? NULL : out);
-        } else {
-            X = S;
-            xoff = c->me * B;
-            nrecv[me] = S;
-            if (rc == 0)
-                rc = sub_post(c->net, o, WEFT_COLL_ALLREDUCE, 0, o->count * n, NULL, nrecv, "ranks", NULL);
-        }
-        if (X == lrecv[0])
-            break;
-        weft_task *parts[2] = {NULL, NULL};
-        *ca = (copy_arg){xoff, 0, B};
-        if (rc == 0) {
-            ca_used = true;
-            rc = copy_post(c->rt, c->node->gpu[0], X, lrecv[0], ca, o, NULL, 0, out ? &parts[0] : NULL);
-        }
-        size_t k = 0;
-        for (unsigned j = 1; j < L; j++)
-            x[k++] = (weft_xfer){0, j, X, xoff + j * B, 0, lrecv[j], 0, 0, B, 0};
-        if (rc == 0 && k)
-            rc = weft__comm_exchange(c->node, x, k, name, out ? &parts[1] : NULL);
-        char jn[32];
-        snprintf(jn, sizeof jn, "%s (end)", nm);
-        int jrc = join_post(c->rt, parts, 2, jn, rc == 0 ? out : NULL);
-        if (rc == 0)
-            rc = jrc;
-        break;
-    }
-    }
-    if (!ca_used)
-        weft__free(ca);
-    /* (a part that failed to post: the parts before it run; the ranks'
-     * operation numbers stay in step, as every rank posts the same parts) */
-    stage_release(c->rt, st, nm);
-    weft__free(nsend);
-    weft__free(nrecv);
-    weft__free(x);
+    hybrid_finish(&h);
     return rc;
 }
 

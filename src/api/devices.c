@@ -201,7 +201,8 @@ int weft_ctx_queue_rw(const weft_ctx *ctx, unsigned i, int (*fn)(void *arg), voi
     }
     if (ctx->rt->graph.check_data) { /* the checking mode: its ranges in its own data there */
         for (size_t r = 0; r < n; r++) {
-            if (ranges[r].bytes && in_own_scratch(ctx->task, dev->index, ranges[r].ptr, ranges[r].bytes))
+            if (ranges[r].bytes &&
+                in_own_scratch(weft__ctx_data_task(ctx), dev->index, ranges[r].ptr, ranges[r].bytes))
                 continue;
             const weft__data *d = ranges[r].bytes ? weft__data_at_address(&ctx->rt->mnodes[dev->index],
                                                                          ranges[r].ptr, ranges[r].bytes)
@@ -210,10 +211,11 @@ int weft_ctx_queue_rw(const weft_ctx *ctx, unsigned i, int (*fn)(void *arg), voi
                 continue;
             unsigned modes = 0; /* how the task accesses d (WEFT_R, WEFT_W) */
             bool reduces = false;
-            for (uint32_t a = 0; a < ctx->task->naccess; a++)
-                if (ctx->task->access[a].data == d && !(ctx->task->access[a].mode & WEFT__ORDER_ONLY)) {
-                    modes |= ctx->task->access[a].mode & WEFT_RW;
-                    reduces |= (ctx->task->access[a].mode & WEFT_REDUCE) != 0;
+            const weft__task *owner = weft__ctx_data_task(ctx);
+            for (uint32_t a = 0; a < owner->naccess; a++)
+                if (owner->access[a].data == d && !(owner->access[a].mode & WEFT__ORDER_ONLY)) {
+                    modes |= owner->access[a].mode & WEFT_RW;
+                    reduces |= (owner->access[a].mode & WEFT_REDUCE) != 0;
                 }
             char why[360];
             why[0] = '\0';

@@ -69,6 +69,8 @@ void weft_config_init(weft_config *cfg)
         cfg->max_inflight = (size_t)v;
     if (env_u64("WEFT_MAX_NESTING", &v) && v > 0 && v <= 1u << 20)
         cfg->max_nesting = (unsigned)v;
+    if (env_u64("WEFT_STALL_WARN_MS", &v))
+        cfg->stall_warn_ms = v;
     const char *devices = getenv("WEFT_DEVICES");
     if (devices && *devices)
         cfg->devices = devices;
@@ -252,6 +254,8 @@ int weft_runtime_create(const weft_config *cfg_in, weft_runtime **out)
     rt->cfg = cfg;
     if (rt->cfg.max_nesting == 0)
         rt->cfg.max_nesting = 64;
+    if (rt->cfg.stall_warn_ms == 0)
+        rt->cfg.stall_warn_ms = 5000;
     rt->nworkers = n;
     rt->max_inflight = cfg.max_inflight ? cfg.max_inflight : (size_t)65536 * n;
     /* Backpressure resumes a quarter below the limit, so a producer sleeps
@@ -458,6 +462,19 @@ int weft_wait_all_timed(weft_runtime *h, uint64_t timeout_ns)
 }
 
 int weft_wait_all(weft_runtime *h) { return weft_wait_all_timed(h, UINT64_MAX); }
+
+size_t weft_runtime_stalled(weft_runtime *h, char key[32])
+{
+    int err;
+    if (!key)
+        return 0;
+    weft__rt *rt = weft__rt_enter(h, "weft_runtime_stalled", &err, 1, true); /* (destroy waits for it) */
+    if (!rt)
+        return 0;
+    size_t n = weft__stalled_keys(rt, key);
+    weft__rt_leave(rt, 1);
+    return n;
+}
 
 int weft_wait_settled_timed(weft_runtime *h, uint64_t timeout_ns)
 {

@@ -100,6 +100,15 @@ int weft__refuse_in_callback(const char *fn);
 /* api/api_wait.c: the runtime's waits, built on the wait engine. */
 int weft__wait_task(weft__rt *rt, weft__task *t, uint64_t deadline);
 int weft__wait_idle(weft__rt *rt, uint64_t deadline);           /* inflight == 0 (outside threads) */
+/* api/api_task.c: the task whose data accesses the body of ctx reaches:
+ * its own; for a continuation (weft_ctx_continue, which names no data),
+ * the task it continues. */
+const weft__task *weft__ctx_data_task(const weft_ctx *ctx);
+
+/* api/api_wait.c: when only a spawn of a task-space key can move what is
+ * left (settled, and keys nobody spawned have tasks waiting for them), how
+ * many such keys, the first one's label in key (32 bytes); else 0. */
+size_t weft__stalled_keys(weft__rt *rt, char *key);
 /* inflight == 0, or every task left waits for a task-space key nobody
  * spawned: no body running, nothing ready, no device work (outside threads). */
 int weft__wait_settled(weft__rt *rt, uint64_t deadline);
@@ -135,5 +144,9 @@ void weft__acquired_release_all(weft__rt *rt);
  * spawned had tasks waiting for them (cancelled now), the first one's
  * label in first (32 bytes). */
 size_t weft__spaces_close_all(weft__rt *rt, char *first);
+
+/* api/space.c: how many keys nobody has spawned have tasks waiting for
+ * them, the first one's label in first (32 bytes).  Changes nothing. */
+size_t weft__spaces_unspawned(weft__rt *rt, char *first);
 
 #endif

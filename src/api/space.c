@@ -528,6 +528,26 @@ int weft_space_destroy(weft_space *h)
     return 0;
 }
 
+size_t weft__spaces_unspawned(weft__rt *rt, char *first)
+{
+    size_t waited = 0;
+    pthread_mutex_lock(&rt->data_lock);
+    for (weft__space *s = rt->spaces; s; s = s->next) {
+        pthread_mutex_lock(&s->lock);
+        for (size_t i = 0; i < s->cap; i++) {
+            entry *e = s->table[i];
+            if (!e || e->spawned)
+                continue;
+            weft__edge *succ = atomic_load_explicit(&e->task->successors, memory_order_acquire);
+            if (succ && succ != WEFT__CLOSED && waited++ == 0)
+                label(s, e->key, e->nkey, first);
+        }
+        pthread_mutex_unlock(&s->lock);
+    }
+    pthread_mutex_unlock(&rt->data_lock);
+    return waited;
+}
+
 size_t weft__spaces_close_all(weft__rt *rt, char *first)
 {
     size_t waited = 0;
