@@ -394,6 +394,13 @@ WEFT_API WEFT_NODISCARD int weft_device_free(weft_runtime *rt, unsigned i, void 
  * there — Weft keeps no spare copy of every value; the readers behind it
  * are cancelled as above, and the value is unspecified until a writer makes
  * it valid again.  A writer cancelled before it ran never leaves a trace.
+ * Through overlapping registered ranges (weft_data_register) failure flows
+ * by memory: a task reading (R, RW, COMMUTE) a handle over memory that a
+ * failed or cancelled writer of an overlapping handle wrote, ordered after
+ * it, is cancelled as a reader of that writer's own handle would be —
+ * unless a task writing the reader's own handle was spawned after that
+ * writer (its range was written again since: valid).  A WEFT_W access
+ * never inherits failure, on one handle or through overlap.
  *
  * Access modes: bit flags.  WEFT_COMMUTE may be added to WEFT_RW: tasks that
  * access the same data with WEFT_RW|WEFT_COMMUTE, spawned one after another,
@@ -657,10 +664,8 @@ WEFT_API WEFT_NODISCARD int weft_reduction_register(weft_runtime *rt, const weft
  * by handle: two tasks whose accesses name overlapping handles, one of
  * them writing (W, RW, COMMUTE, UNORDERED with a write), run in spawn
  * order, exactly as if they named one handle; reads never order reads
- * (a failed writer cancels the readers of its own handle that follow it,
- * as always; a task ordered after it only through overlapping memory is
- * not cancelled for it: part of the memory may have been written again
- * since through another handle), and commute or
+ * (failure flows through overlapping memory as through one handle, see
+ * "Failure flows with the data"), and commute or
  * unordered groups form on one handle only (across overlapping handles
  * their members are ordered).  Parts that do not overlap each other stay
  * independent even when a larger registered range covers both: writers of
@@ -676,10 +681,12 @@ WEFT_API WEFT_NODISCARD int weft_reduction_register(weft_runtime *rt, const weft
  * it overlaps for the order (no data moves for it, except that a value
  * last written on a GPU is brought to the host first).
  *
+ * A range may be registered over one whose weft_data_unregister has
+ * begun: the new handle's tasks follow the tasks of the handle being
+ * unregistered, as those of any overlapping handle.
+ *
  * Errors: WEFT_EINVAL (n == 0, NULL out; the range overlaps a partitioned
- * one), WEFT_EBUSY (the range overlaps one being unregistered: register it
- * once that weft_data_unregister has returned), WEFT_ECLOSED, WEFT_ENOMEM;
- * nothing is registered then.  Never blocks; thread-safe (a task spawned
+ * one), WEFT_ECLOSED, WEFT_ENOMEM; nothing is registered then.  Never blocks; thread-safe (a task spawned
  * on another thread while the range is registered is ordered with the new
  * handle's tasks either way); may be called from a task. */
 WEFT_API WEFT_NODISCARD int weft_data_register(weft_runtime *rt, void *ptr, size_t n,

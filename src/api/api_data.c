@@ -71,7 +71,7 @@ int weft_data_register(weft_runtime *h, void *ptr, size_t n, weft_data **out)
     atomic_store_explicit(&d->no_memory, ptr == NULL, memory_order_relaxed); /* for WEFT_SCRATCH only */
     uint32_t other = 0;
     uintptr_t lo = 0, hi = 0;
-    int rc = ptr ? weft__ranges_add(&rt->ranges, d, &other, &lo, &hi) : 0;
+    int rc = ptr ? weft__ranges_add(&rt->ranges, d, weft__history_hand_over, &other, &lo, &hi) : 0;
     if (rc != 0) {
         weft__history_free(d->hist);
         weft__data_free(d);
@@ -79,12 +79,9 @@ int weft_data_register(weft_runtime *h, void *ptr, size_t n, weft_data **out)
         if (rc == WEFT_ENOMEM)
             return weft__error(rc, "weft_data_register: out of memory");
         return weft__error(rc, "weft_data_register: memory [%p, %p) (%zu bytes) overlaps d%u over [%#jx, %#jx) "
-                           "(%ju bytes), which %s", ptr, (void *)((char *)ptr + n), n, other, (uintmax_t)lo,
-                           (uintmax_t)hi, (uintmax_t)(hi - lo),
-                           rc == WEFT_EINVAL ? "is partitioned into tiles: name that handle or its tiles, not "
-                                               "another view of part of its memory"
-                                             : "is being unregistered: register it once that "
-                                               "weft_data_unregister has returned");
+                           "(%ju bytes), which is partitioned into tiles: name that handle or its tiles, not "
+                           "another view of part of its memory", ptr, (void *)((char *)ptr + n), n, other,
+                           (uintmax_t)lo, (uintmax_t)hi, (uintmax_t)(hi - lo));
     }
     list_add(rt, d);
     *out = weft__handle_encode(d);

@@ -89,7 +89,8 @@ static void nb_remove(weft__range *r, const weft__data *d)
         }
 }
 
-int weft__ranges_add(weft__ranges *x, weft__data *d, uint32_t *other_id, uintptr_t *olo, uintptr_t *ohi)
+int weft__ranges_add(weft__ranges *x, weft__data *d, bool (*take_over)(weft__data *closing, weft__data *d),
+                     uint32_t *other_id, uintptr_t *olo, uintptr_t *ohi)
 {
     weft__range *e = weft__alloc(sizeof *e);
     if (!e)
@@ -107,11 +108,11 @@ int weft__ranges_add(weft__ranges *x, weft__data *d, uint32_t *other_id, uintptr
         weft__range *r = x->v[i];
         if (!overlaps(r, e->lo, e->hi))
             continue;
-        if (r->partitioned || r->closing) {
+        if (r->partitioned) {
             *other_id = r->d->id;
             *olo = r->lo;
             *ohi = r->hi;
-            rc = r->partitioned ? WEFT_EINVAL : WEFT_EBUSY;
+            rc = WEFT_EINVAL;
         } else if (!reserve(&r->nb, &r->cap, r->nnb + 1)) {
             rc = WEFT_ENOMEM;
         }
@@ -131,8 +132,11 @@ int weft__ranges_add(weft__ranges *x, weft__data *d, uint32_t *other_id, uintptr
             continue;
         r->nb[r->nnb++] = (weft__range_nb){d, true};
         atomic_store_explicit(&r->d->noverlap, ++r->nlive, memory_order_release);
-        e->nb[e->nnb++] = (weft__range_nb){r->d, true};
-        e->nlive++;
+        /* A closing neighbour's history is d's to follow (listed, not
+         * live); where that finds no memory, d's spawns name it. */
+        bool live = !r->closing || !take_over(r->d, d);
+        e->nb[e->nnb++] = (weft__range_nb){r->d, live};
+        e->nlive += live;
     }
     size_t at = lower_bound(x, e->lo);
     memmove(x->v + at + 1, x->v + at, sizeof *x->v * (x->n - at));

@@ -14,8 +14,9 @@
  * Rules kept here, under the index lock:
  *   - a range overlapping a partitioned one (or one being partitioned) is
  *     refused, and partitioning a handle with neighbours is refused;
- *   - a range overlapping one being unregistered is refused (WEFT_EBUSY)
- *     until that unregister has returned;
+ *   - a range entered over one being unregistered takes that one's
+ *     history over (as unregister hands it to its neighbours), so that its
+ *     tasks follow the closing handle's;
  *   - unregistering a handle detaches it from its neighbours' lists in the
  *     same step as the graph hands its history over to them (api), and its
  *     entry leaves the index once no task uses it.
@@ -44,7 +45,7 @@ typedef struct weft__range {
     weft__data *d;
     struct weft__ranges *idx;          /* the index it is in */
     bool partitioned;                  /* partitioned into tiles, or being partitioned */
-    bool closing;                      /* being unregistered: overlapping registrations are refused */
+    bool closing;                      /* being unregistered: its history was handed over */
     /* The entries overlapping it (each lists this one too), nlive of them
      * live.  An entry's own list stays live while it closes: a spawn that
      * pinned it before the close still orders its task with every
@@ -65,11 +66,15 @@ void weft__ranges_fini(weft__ranges *x); /* (every entry removed already) */
 void weft__ranges_lock(weft__ranges *x);
 void weft__ranges_unlock(weft__ranges *x);
 
-/* Enter d (host memory, not published yet) into x.  0; WEFT_EINVAL when
- * it overlaps a partitioned range, WEFT_EBUSY when it overlaps one being
- * unregistered (the other handle's number and range in *other_id, *olo,
- * *ohi); WEFT_ENOMEM.  Nothing changes on error. */
-int weft__ranges_add(weft__ranges *x, weft__data *d, uint32_t *other_id, uintptr_t *olo, uintptr_t *ohi);
+/* Enter d (host memory, not published yet) into x.  Each entry it
+ * overlaps that is being unregistered hands its history over to d
+ * (take_over(closing, d), under the index lock: graph's
+ * weft__history_hand_over; false, no memory: d's spawns name the closing
+ * handle instead).  0; WEFT_EINVAL when it overlaps a partitioned range
+ * (the other handle's number and range in *other_id, *olo, *ohi);
+ * WEFT_ENOMEM.  Nothing changes on error. */
+int weft__ranges_add(weft__ranges *x, weft__data *d, bool (*take_over)(weft__data *closing, weft__data *d),
+                     uint32_t *other_id, uintptr_t *olo, uintptr_t *ohi);
 
 /* Partitioning d: refused (false, the first neighbour's number and range
  * in *id, *lo, *hi) while it overlaps another registered range; else
@@ -83,9 +88,9 @@ void weft__ranges_unpartition(weft__data *d);
  * max, they are in out, each counted as a user of its handle
  * (weft__data_unpin; a listed handle is never freed, closing or not). */
 size_t weft__ranges_pin_neighbours(weft__data *d, weft__data **out, size_t max);
-/* Unregistering d (the index lock held): marked closing (overlapping
- * registrations are refused), then, once n took d's history over, d is
- * no longer live in n's list. */
+/* Unregistering d (the index lock held): marked closing (a range entered
+ * over it later takes its history over), then, once n took d's history
+ * over, d is no longer live in n's list. */
 void weft__ranges_mark_closing(weft__data *d);
 void weft__ranges_detach(weft__data *d, weft__data *n);
 /* Take d's entry out of the index (the index lock held) if no task uses d

@@ -58,12 +58,21 @@ typedef struct history {
      * completed (a failed one still cancels the readers that follow). */
     weft__task **pwriters, **preaders;
     uint32_t npwriters, cap_pwriters, npreaders, cap_preaders;
+    /* The `linked` of the last task that wrote the data through its own
+     * access (not partial, not handed over): a partial writer linked
+     * before it wrote memory that has been written again since. */
+    uint64_t own_write;
     /* Commute exclusion at run time. */
     _Atomic(weft__task *) commute_owner;
     weft__task *commute_waiters;       /* under lock, linked by wait_next */
 } history;
 
 static history *H(const weft__data *d) { return d->hist; }
+
+/* The spawn order of links (weft__task.linked): taken with the histories
+ * of the spawn locked, so two spawns that share a history take it in the
+ * order they link. */
+static _Atomic uint64_t link_clock;
 
 enum { BASE_PROPAGATE = 1, BASE_LATE = 2 };
 
@@ -342,19 +351,43 @@ static bool tiled_parent(const weft__data *d)
     return !d->tile && atomic_load_explicit(&d->fam, memory_order_acquire) != NULL;
 }
 
-/* A partial access (WEFT__OVERLAP) of h's data by t, which reads and/or
- * writes part of its memory: it follows the data's writers (a writer also
- * its readers), never another partial access, and closes an open group
- * (the group's next members follow it through the group's base).  Its
- * edges only order: a failure is carried between accesses of one handle
- * (a part written since the failed writer of a larger range is valid
- * again, which the larger range's history does not know).  Returns the
- * edges used. */
-static uint32_t link_partial(weft__task *t, history *h, unsigned mode, bool late, weft__edge *edges)
+/* Whether writer w's failure reaches t through memory that overlaps d
+ * (t names d partially, or d is t's own handle and w wrote part of it):
+ * some access of t's own that reads (R, RW, COMMUTE) names a handle over
+ * memory overlapping d's that no task wrote through that handle since w
+ * was linked (its own_write is older).  A handle written since holds a
+ * valid value again, as one handle's writer makes it valid.  The
+ * histories of t's data are locked; own_write is still what came before
+ * t (weft__access_link updates it last). */
+static bool reaches(const weft__task *t, const weft__data *d, const weft__task *w)
 {
+    uintptr_t lo = (uintptr_t)d->ptr, hi = lo + d->size;
+    for (uint32_t i = 0; i < t->naccess; i++) {
+        const weft__task_access *a = &t->access[i];
+        const weft__data *o = a->data;
+        if ((a->mode & (WEFT__OVERLAP | WEFT__ORDER_ONLY | WEFT_SCRATCH | WEFT_REDUCE)) || !(a->mode & WEFT_R) ||
+            !o->ptr)
+            continue;
+        uintptr_t olo = (uintptr_t)o->ptr, ohi = olo + o->size;
+        if (olo < hi && lo < ohi && H(o)->own_write < w->linked)
+            return true;
+    }
+    return false;
+}
+
+/* A partial access (WEFT__OVERLAP) of d by t, which reads and/or writes
+ * part of its memory: it follows the data's writers (a writer also its
+ * readers), never another partial access, and closes an open group (the
+ * group's next members follow it through the group's base).  A failed
+ * writer cancels t when t reads memory it wrote that was not written
+ * again since (reaches).  Returns the edges used. */
+static uint32_t link_partial(weft__task *t, const weft__data *d, unsigned mode, bool late, weft__edge *edges)
+{
+    history *h = H(d);
     uint32_t k = 0;
     for (uint32_t j = 0; j < h->nwriters; j++)
-        weft__edge_add(t, &edges[k++], h->writers[j], false, late);
+        weft__edge_add(t, &edges[k++], h->writers[j], !h->writers_tiled && writes(h, j, d) &&
+                       reaches(t, d, h->writers[j]), late);
     if (mode & WEFT_W) {
         for (uint32_t j = 0; j < h->nreaders; j++)
             weft__edge_add(t, &edges[k++], h->readers[j], false, false);
@@ -367,14 +400,19 @@ static uint32_t link_partial(weft__task *t, history *h, unsigned mode, bool late
     return k;
 }
 
-/* t, which is not partial, follows h's partial accesses: the writers,
- * and when t writes the readers too, and then they are over.  (Order
- * only, as link_partial's edges.) */
+/* Whether t, reading d through its own access, is cancelled by partial
+ * writer w of d that failed: w wrote part of d after d's own last writer. */
+static bool partial_carries(const history *h, const weft__task *w) { return w->linked > h->own_write; }
+
+/* t, which is not partial, follows h's partial accesses: the writers (a
+ * failed one cancels t when t reads, partial_carries), and when t writes
+ * the readers too, and then they are over. */
 static uint32_t follow_partials(weft__task *t, history *h, unsigned mode, weft__edge *edges)
 {
     uint32_t k = 0;
+    bool reads = (mode & WEFT_R) != 0;
     for (uint32_t j = 0; j < h->npwriters; j++)
-        weft__edge_add(t, &edges[k++], h->pwriters[j], false, false);
+        weft__edge_add(t, &edges[k++], h->pwriters[j], reads && partial_carries(h, h->pwriters[j]), false);
     if (mode == WEFT_R)
         return k;
     for (uint32_t j = 0; j < h->npreaders; j++)
@@ -384,9 +422,19 @@ static uint32_t follow_partials(weft__task *t, history *h, unsigned mode, weft__
     return k;
 }
 
+/* Every write through t's own accesses, noted in their histories once t
+ * is linked (reaches reads what came before t). */
+static void note_own_writes(const weft__task *t, const weft__task_access *sorted, uint32_t n)
+{
+    for (uint32_t i = 0; i < n; i++)
+        if (!(sorted[i].mode & (WEFT__OVERLAP | WEFT_REDUCE)) && (sorted[i].mode & WEFT_W))
+            H(sorted[i].data)->own_write = t->linked;
+}
+
 void weft__access_link(weft__task *t, const weft__task_access *sorted, uint32_t n, weft__edge *edges)
 {
     uint32_t k = 0;
+    t->linked = atomic_fetch_add_explicit(&link_clock, 1, memory_order_relaxed) + 1;
     for (uint32_t i = 0; i < n; i++) {
         history *h = H(sorted[i].data);
         unsigned mode = sorted[i].mode;
@@ -402,7 +450,7 @@ void weft__access_link(weft__task *t, const weft__task_access *sorted, uint32_t 
         if (sorted[i].data->tile && !via_parent)
             weft__family_tile_spawned(sorted[i].data);
         if (mode & WEFT__OVERLAP) {
-            k += link_partial(t, h, mode & ~WEFT__OVERLAP, late, edges + k);
+            k += link_partial(t, sorted[i].data, mode & ~WEFT__OVERLAP, late, edges + k);
         } else if (mode & (WEFT_COMMUTE | WEFT_REDUCE)) {
             if (!joins_open_group(&sorted[i])) {
                 /* Open a group: what came before it becomes its base.  The
@@ -421,7 +469,7 @@ void weft__access_link(weft__task *t, const weft__task_access *sorted, uint32_t 
                 }
                 for (uint32_t j = 0; j < h->npwriters; j++) {
                     h->base[h->nbase] = h->pwriters[j];
-                    h->base_flags[h->nbase++] = 0;
+                    h->base_flags[h->nbase++] = partial_carries(h, h->pwriters[j]) ? BASE_PROPAGATE : 0;
                 }
                 for (uint32_t j = 0; j < h->npreaders; j++) {
                     h->base[h->nbase] = h->preaders[j];
@@ -476,6 +524,7 @@ void weft__access_link(weft__task *t, const weft__task_access *sorted, uint32_t 
             h->writers_parent = via_parent;
         }
     }
+    note_own_writes(t, sorted, n);
 }
 
 bool weft__history_hand_over(weft__data *d, weft__data *n)

@@ -203,6 +203,10 @@ struct weft__task {
     weft__graph *g;
     const void *rt_handle;             /* identifies the runtime even after its slot is reused */
     uint64_t id;
+    /* When its accesses entered the histories (weft__access_link, under
+     * their locks): the spawn order of two tasks that share a handle, or
+     * handles over overlapping memory.  (id is taken before the locks.) */
+    uint64_t linked;
     weft_body_fn body;
     void *arg;
     void (*arg_destroy)(void *);
