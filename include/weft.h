@@ -359,7 +359,8 @@ WEFT_API WEFT_NODISCARD int weft_device_free(weft_runtime *rt, unsigned i, void 
 /* Data handles                                                              */
 /* ------------------------------------------------------------------------ */
 
-/* Dependencies inferred from data accesses, in spawn order, per data handle:
+/* Dependencies inferred from data accesses, in spawn order, per data handle
+ * (and across handles whose memory overlaps: weft_data_register):
  *   - a reader (WEFT_R) follows the last writer(s); readers run concurrently;
  *   - a writer (WEFT_W, WEFT_RW) follows the last writer(s) and every reader
  *     since them;
@@ -393,6 +394,13 @@ WEFT_API WEFT_NODISCARD int weft_device_free(weft_runtime *rt, unsigned i, void 
  * there — Weft keeps no spare copy of every value; the readers behind it
  * are cancelled as above, and the value is unspecified until a writer makes
  * it valid again.  A writer cancelled before it ran never leaves a trace.
+ * Through overlapping registered ranges (weft_data_register) failure flows
+ * by memory: a task reading (R, RW, COMMUTE) a handle over memory that a
+ * failed or cancelled writer of an overlapping handle wrote, ordered after
+ * it, is cancelled as a reader of that writer's own handle would be —
+ * unless a task writing the reader's own handle was spawned after that
+ * writer (its range was written again since: valid).  A WEFT_W access
+ * never inherits failure, on one handle or through overlap.
  *
  * Access modes: bit flags.  WEFT_COMMUTE may be added to WEFT_RW: tasks that
  * access the same data with WEFT_RW|WEFT_COMMUTE, spawned one after another,
@@ -643,15 +651,44 @@ WEFT_API WEFT_NODISCARD int weft_reduction_register(weft_runtime *rt, const weft
 #define WEFT_ON_GPU(k) ((((unsigned)(k)) + 1u) << 20)
 #define WEFT_ON_GPU_MASK 0x3F00000u
 
-/* Register n bytes at ptr (host memory) as a data handle.  Dependencies
- * follow handles, not addresses: the same or overlapping memory registered
- * twice gives two handles whose accesses are not ordered with each other
- * (register each buffer once, or order such tasks explicitly).  The caller keeps
- * ownership of the memory; it must stay valid until weft_data_unregister
- * returns.  ptr NULL registers a handle with no memory, for scratch only
- * (WEFT_SCRATCH: its tasks' buffers are n bytes; weft_data_host gives a
- * NULL pointer).  Errors: WEFT_EINVAL (n == 0, NULL out), WEFT_ECLOSED,
- * WEFT_ENOMEM.  Never blocks; may be called from a task. */
+/* Register n bytes at ptr (host memory) as a data handle: *out.  The
+ * caller keeps ownership of the memory; it must stay valid until
+ * weft_data_unregister returns.  ptr NULL registers a handle with no
+ * memory, for scratch only (WEFT_SCRATCH: its tasks' buffers are n bytes;
+ * weft_data_host gives a NULL pointer); it overlaps nothing.
+ *
+ * Overlapping ranges.  Two handles overlap when their ranges [ptr, ptr+n)
+ * share a byte (the same memory registered twice included; a tile is part
+ * of the handle it was partitioned from; data registered on a device and
+ * scratch-only handles overlap nothing).  Tasks are ordered by memory, not
+ * by handle: two tasks whose accesses name overlapping handles, one of
+ * them writing (W, RW, COMMUTE, UNORDERED with a write), run in spawn
+ * order, exactly as if they named one handle; reads never order reads
+ * (failure flows through overlapping memory as through one handle, see
+ * "Failure flows with the data"), and commute or
+ * unordered groups form on one handle only (across overlapping handles
+ * their members are ordered).  Parts that do not overlap each other stay
+ * independent even when a larger registered range covers both: writers of
+ * a[0:4) and of a[4:8) run at once although a[0:8) is registered too (a
+ * task on a[0:8) is ordered with both; only a third range overlapping both
+ * parts would order them).  A handle that overlaps another one is
+ * host-only while it does: a task that may run on a GPU must name it with
+ * WEFT_HOST, it cannot be reduced into (WEFT_REDUCE) nor partitioned, and
+ * a range overlapping a partitioned one is refused — each refused with
+ * WEFT_EINVAL and a message naming both ranges and what to write instead.
+ * A runtime with no overlapping ranges pays nothing for this at spawn;
+ * with them, a spawn naming an overlapping handle also names each handle
+ * it overlaps for the order (no data moves for it, except that a value
+ * last written on a GPU is brought to the host first).
+ *
+ * A range may be registered over one whose weft_data_unregister has
+ * begun: the new handle's tasks follow the tasks of the handle being
+ * unregistered, as those of any overlapping handle.
+ *
+ * Errors: WEFT_EINVAL (n == 0, NULL out; the range overlaps a partitioned
+ * one), WEFT_ECLOSED, WEFT_ENOMEM; nothing is registered then.  Never blocks; thread-safe (a task spawned
+ * on another thread while the range is registered is ordered with the new
+ * handle's tasks either way); may be called from a task. */
 WEFT_API WEFT_NODISCARD int weft_data_register(weft_runtime *rt, void *ptr, size_t n,
                                                weft_data **out);
 
@@ -669,15 +706,20 @@ WEFT_API WEFT_NODISCARD int weft_data_register_device(weft_runtime *rt, unsigned
                                                       weft_data **out);
 
 /* Unregister: new spawns that name d fail with WEFT_EINVAL; the call blocks
- * until every task already spawned with d has finished, combines the
+ * until every task already spawned with d has finished (and every task
+ * spawned before the call on a handle whose memory overlaps d's: they name
+ * d for the order), combines the
  * reductions (WEFT_REDUCE) not combined yet, copies the newest value back
  * into the registered memory if only a device held it, then
  * frees the handle and its copies on devices (destroy does the same for
  * handles still registered).  A partitioned d's tiles are unregistered
- * with it, first.  Errors: WEFT_EINVAL (NULL, already unregistered),
- * WEFT_EBUSY (the calling task itself accesses d: waiting would never end;
- * d is a tile: unregister its parent; nothing changes), WEFT_EDEADLK (from
- * an on_finish callback).
+ * with it, first.  Tasks spawned afterwards on handles that overlap d stay
+ * ordered after d's tasks (d's place in their order is handed over to
+ * them as the call begins).  Errors: WEFT_EINVAL (NULL, already
+ * unregistered), WEFT_EBUSY (the calling task itself accesses d, or a
+ * handle overlapping it: waiting would never end; d is a tile: unregister
+ * its parent; nothing changes), WEFT_EDEADLK (from an on_finish
+ * callback).
  * May be called from a task (it then helps run other tasks while it waits). */
 WEFT_API WEFT_NODISCARD int weft_data_unregister(weft_data *d);
 
@@ -734,7 +776,8 @@ typedef struct weft_tiling {
  * within one).  The tiles live as long as d: unregistering d unregisters them
  * first (waiting for their tasks); a tile cannot be unregistered alone.
  * Errors: WEFT_EINVAL (NULL argument, a bad tiling, with the reason; d is a
- * tile; d was registered for scratch only), WEFT_EBUSY (d is partitioned
+ * tile; d was registered for scratch only; another registered range
+ * overlaps d's memory: unregister it first), WEFT_EBUSY (d is partitioned
  * already, or tasks that name d are
  * pending: partition before spawning on it, or after they finished),
  * WEFT_ENOMEM, WEFT_EDEADLK (from an on_finish callback), or a device's

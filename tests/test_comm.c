@@ -429,11 +429,12 @@ static void test_misuse(void) {
     CHECKF(strstr(weft_last_error(), "GPU 7") != NULL, "%s", weft_last_error());
     expect_einval(weft_comm_create(rt, NULL, NULL), "out is NULL");
     c = make_comm(rt, NULL, 0, 0);
-    double a[NG][8], big[64];
+    double a[NG][8], big[64], one[1];
     weft_data *d[NG], *small, *bigd;
     for (unsigned k = 0; k < NG; k++)
         CHECK_OK(weft_data_register(rt, a[k], sizeof a[k], &d[k]));
-    CHECK_OK(weft_data_register(rt, a[0], 8, &small));
+    /* (memory of its own: a range overlapping a[0] would make d[0] host-only) */
+    CHECK_OK(weft_data_register(rt, one, sizeof one, &small));
     CHECK_OK(weft_data_register(rt, big, sizeof big, &bigd));
     weft_coll o;
     weft_coll_init(&o);

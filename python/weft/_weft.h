@@ -441,15 +441,8 @@ typedef struct DataObject {
      * Data lists it. */
     uintptr_t lo, hi;  /* the memory it covers, [lo, hi); lo == hi: none (a zero-length
                           buffer, found by its object only, never in rt->reg.spans) */
-    int closing;       /* unregister in progress: no new task names it, no new range may
-                          overlap it */
-    int spawning;      /* spawns between their lookup of it and the C spawn */
+    int closing;       /* unregister in progress: no new task names it */
     int acquired;      /* acquisitions holding its handle (acquire.c): unregister refuses */
-    struct DataObject **lower;   /* overlapping ranges below it (smaller): its tasks name them too */
-    size_t nlower, caplower;
-    struct DataObject **pending; /* overlapping ranges above it whose earlier tasks its tasks
-                                    are not yet ordered after otherwise: they name them too */
-    size_t npending, cappending;
     /* Tiles (data.c, Data.partition).  A partitioned Data: `tiles`, a tuple
      * of its tiles (row-major, strong), set once by partition under
      * rt->reg.lock and never changed again (the collector clears it only
@@ -757,8 +750,8 @@ void weft_py_data_forget_all(RuntimeObject *r);
  * on first use; NULL with an exception (the runtime closed). */
 weft_data *weft_py_scratch_handle(RuntimeObject *r, size_t n, const char *what);
 
-/* The C accesses of one spawn: the Data each names is held (a reference and
- * its `spawning` count) until weft_py_accs_clear.  Owned by the spawning
+/* The C accesses of one spawn: the Data each names is held (a reference)
+ * until weft_py_accs_clear.  Owned by the spawning
  * thread; its arrays come from malloc (they grow under the registry's lock). */
 #define WEFT_PY_ACCS_SMALL 8
 typedef struct {
@@ -769,18 +762,14 @@ typedef struct {
     DataObject *dat_small[WEFT_PY_ACCS_SMALL];
 } weft_py_accs;
 void weft_py_accs_init(weft_py_accs *a);
-/* Append the accesses of a spawn naming obj (a Data or a buffer object)
- * with mode: its Data's handle to a, and the handles of the overlapping
- * ranges its tasks must name too to rel (on the host: mode | WEFT_HOST).
- * A spawn keeps its named accesses first and in order (views find access i
- * at C access i), relations after them.  A mode without WEFT_HOST (device
- * views) is refused for a Data with overlapping ranges.  0, or -1 with an
- * exception. */
+/* Append the access of a spawn naming obj (a Data or a buffer object)
+ * with mode: its Data's handle, to a (views find access i at C access i).
+ * The C core orders it with handles over overlapping memory.  A mode
+ * without WEFT_HOST (device views), or a communication buffer, is refused
+ * for a Data whose memory other registered ranges overlap.  0, or -1 with
+ * an exception. */
 int weft_py_data_accesses(RuntimeObject *r, PyObject *obj, const char *what, unsigned mode,
-                          weft_py_accs *a, weft_py_accs *rel);
-/* Move b's accesses to the end of a (b left empty); 0, or -1 with
- * MemoryError (nothing moved). */
-int weft_py_accs_append(weft_py_accs *a, weft_py_accs *b);
+                          weft_py_accs *a);
 /* Whether a Data named has since begun to be unregistered (a spawn that
  * failed on its handle then looks its accesses up again). */
 int weft_py_accs_stale(const weft_py_accs *a);

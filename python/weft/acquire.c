@@ -125,12 +125,10 @@ acquire(RuntimeObject *r, PyObject *obj, unsigned mode, uint64_t timeout_ns, con
         a->held = 1;
         return a;
     }
-    weft_py_accs av, rel;
+    weft_py_accs av;
     weft_py_accs_init(&av);
-    weft_py_accs_init(&rel);
     for (int tries = 0;; tries++) {
-        int rc = weft_py_data_accesses(r, obj, what, mode | WEFT_HOST, &av, &rel);
-        if (rc == 0) rc = weft_py_accs_append(&av, &rel);
+        int rc = weft_py_data_accesses(r, obj, what, mode | WEFT_HOST, &av);
         if (rc < 0) break;
         size_t n = av.n;
         weft_access *acc = PyMem_Malloc(n * sizeof *acc);
@@ -160,7 +158,6 @@ acquire(RuntimeObject *r, PyObject *obj, unsigned mode, uint64_t timeout_ns, con
             a->held = 1;
             weft_py_accs_clear(&av);
             weft_py_accs_free(&av);
-            weft_py_accs_free(&rel);
             return a;
         }
         weft_py_data_count_acquired(r, dats, -1);
@@ -178,7 +175,6 @@ acquire(RuntimeObject *r, PyObject *obj, unsigned mode, uint64_t timeout_ns, con
     }
     weft_py_accs_clear(&av);
     weft_py_accs_free(&av);
-    weft_py_accs_free(&rel);
 fail:
     Py_DECREF(a);
     return NULL;

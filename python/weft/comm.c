@@ -6,8 +6,8 @@
  * An operation is a C task spawned by weft_comm_post / weft_comm_exchange,
  * without a Python body.  Its buffers are looked up in the data registry
  * like a spawn's accesses (data.c), but only their own handles go to the C
- * core: a buffer whose Data has overlapping registered ranges (relations,
- * which a spawn names too) is refused (WEFT_PY_COMM_ACCESS).  The Task it
+ * core: a buffer whose memory other registered ranges overlap is refused
+ * (WEFT_PY_COMM_ACCESS): weft_comm_post orders only the handles it names.  The Task it
  * returns holds the Data it names (t->acc) and the communicator holds its
  * unfinished Tasks (inflight), so buffers stay alive until the operation
  * has finished even if the program drops the Task.  Finished ones are
@@ -543,13 +543,11 @@ Comm_mpi(PyObject *cls, PyObject *args, PyObject *kwds)
 /* Buffers                                                                   */
 /* ------------------------------------------------------------------------ */
 
-/* One post's buffers: the Data looked up (held, with their `spawning`
- * counts, until the post returns), the relations list (always empty: a
- * communication buffer with relations is refused). */
+/* One post's buffers: the Data looked up (held until the post returns). */
 typedef struct {
     CommObject *co;
     const char *fn;   /* "allreduce()" */
-    weft_py_accs av, rel;
+    weft_py_accs av;
     unsigned type;    /* element type of the first buffer (0: none yet) */
     PyObject *type_of;/* the buffer it came from (borrowed) */
 } post_ctx;
@@ -601,7 +599,7 @@ buffer_use(post_ctx *p, PyObject *obj, const char *what, unsigned mode, int type
                      "(every buffer of one operation has one element type)", what);
         return -1;
     }
-    if (weft_py_data_accesses(r, obj, what, mode | WEFT_PY_COMM_ACCESS, &p->av, &p->rel) < 0) return -1;
+    if (weft_py_data_accesses(r, obj, what, mode | WEFT_PY_COMM_ACCESS, &p->av) < 0) return -1;
     DataObject *d = p->av.dat[p->av.n - 1];
     if (typed && !p->type) {
         p->type = type;
@@ -976,7 +974,6 @@ collective(CommObject *co, unsigned which, PyObject *args, PyObject *kwds)
     b.rkeep = b.skeep = NULL;
     post_ctx p = {co, a.fn, {0}, {0}, 0, NULL};
     weft_py_accs_init(&p.av);
-    weft_py_accs_init(&p.rel);
     weft_task **dv = NULL;
     size_t nd = 0;
     TaskObject *t = NULL;
@@ -1013,7 +1010,6 @@ done:
     Py_XDECREF(t);
     weft_py_accs_clear(&p.av);
     weft_py_accs_free(&p.av);
-    weft_py_accs_free(&p.rel);
     Py_XDECREF(b.rkeep);
     Py_XDECREF(b.skeep);
     PyMem_Free(dv);
@@ -1184,7 +1180,6 @@ Comm_exchange(CommObject *co, PyObject *args, PyObject *kwds)
     weft_xfer *x = PyMem_Calloc((size_t)(n ? n : 1), sizeof *x);
     post_ctx p = {co, fn, {0}, {0}, 0, NULL};
     weft_py_accs_init(&p.av);
-    weft_py_accs_init(&p.rel);
     TaskObject *t = NULL;
     PyObject *res = NULL;
     if (x == NULL) {
@@ -1213,7 +1208,6 @@ done:
     Py_XDECREF(t);
     weft_py_accs_clear(&p.av);
     weft_py_accs_free(&p.av);
-    weft_py_accs_free(&p.rel);
     PyMem_Free(x);
     Py_DECREF(seq);
     post_exit(co);

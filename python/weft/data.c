@@ -1,48 +1,27 @@
 /*
  * data.c — buffer registration and the weft.Data type.
  *
- * Dependencies follow memory, not objects: a runtime has one
- * weft.Data — one C handle — per registered range of memory [lo, hi), so two
- * objects whose buffers cover the same bytes (an array and memoryview(a),
- * two a[:4] views) share one Data, and a buffer over new memory gets a Data
- * of its own.  Ranges that overlap without being equal (a[:4], a[2:6] and a)
- * are ordered through the smaller one's handle:
- *
- *   - For two overlapping registered ranges S < L ("below": smaller, or as
- *     large and lower in memory), every task naming L names S's handle too
- *     (S is in L's `lower`), with its own mode.
- *   - Tasks on S cannot name L (or two disjoint tiles of L would be ordered
- *     through it), so S must start after L's earlier tasks instead.  Until
- *     then L is in S's `pending`, and S's tasks name L too.  The first task
- *     that writes S (W, RW or COMMUTE) is preceded by a hand-over task: a
- *     no-op C task with WEFT_RW on S and on each pending range, which
- *     follows every task spawned on them so far; S's later tasks follow it
- *     (through S), and `pending` is emptied.  Readers of S need no hand-over
- *     (naming L to read costs nothing), and no hand-over is spawned while a
- *     spawn that looked L up has not reached the C runtime yet (L->spawning):
- *     that spawn saw L's relations before S existed and names L, not S, so
- *     S's tasks keep naming L until it is in.  Hand-overs never block
- *     (WEFT_SPAWN_NOWAIT); under backpressure the next writer tries again.
- *   - Ranges that do not overlap share no handle: disjoint tiles of an array
- *     are independent, whatever else of the array is registered (unless a
- *     third registered range straddles them both: then it orders them).
- *
- * So any two tasks on overlapping memory, one of them writing, are ordered:
- * both name the smaller range's handle, or one follows a hand-over that
- * follows the other.  Unregistering a range (weft_py_data_unregister) first
- * marks it closing (new tasks naming it, and new ranges overlapping it, are
- * refused), then waits for a no-op task writing its handle (so every task
- * that named it has finished), then drops its relations, and only then
- * unregisters the C handle: nobody names it any more, except a spawn that
- * looked it up before and has not reached the C runtime; the C core fails
- * that spawn on the closed handle, and spawn.c looks its accesses up again
+ * Dependencies follow memory, not objects, and the C core keeps them: it
+ * orders tasks on handles over overlapping memory (weft_data_register in
+ * weft.h) and refuses what such handles cannot do.  This file keeps what
+ * is Python's own: one weft.Data — one C handle — per registered range of
+ * memory [lo, hi), so two objects whose buffers cover the same bytes (an
+ * array and memoryview(a), two a[:4] views) share one Data and a buffer
+ * over other memory (a[2:6]) gets a Data of its own; the buffers pinned
+ * while registered; unregister; tiles; and errors in Python's terms.
+ * Unregistering a range (weft_py_data_unregister) marks it closing (new
+ * tasks naming it are refused; a range overlapping it may be registered:
+ * the core orders its tasks after the closing one's), waits for a no-op
+ * task writing its handle, then unregisters the C handle.  A spawn that
+ * looked it up before and has not reached the C runtime is failed by the
+ * core on the closed handle, and spawn.c looks its accesses up again
  * (weft_py_accs_stale).
  *
  * Atomic steps.  The registry (r->reg: the objects registered, the ranges,
  * and the fields of each Data that python/weft/_weft.h puts under it)
  * changes only under r->reg.lock, a plain mutex, and each step under it —
  * entering a range (enter_range), naming a Data for a spawn (data_use),
- * unlinking one (unlink_range), leaving (leave_registry) — is plain C: no
+ * leaving (leave_registry) — is plain C: no
  * Python API that could run Python code, block, or let the thread detach
  * (no Python allocation: the registry's arrays come from malloc; no
  * reference dropped; no exception raised: a step returns what went wrong
@@ -81,12 +60,10 @@ enum {
     REG_OK = 0,
     REG_NOMEM,        /* out of memory */
     REG_CLOSED,       /* the runtime is closed */
-    REG_OVERLAP,      /* the new range [lo, hi) overlaps [olo, ohi), being unregistered */
     REG_UNREGISTERED, /* the Data was unregistered (or its runtime closed) */
     REG_CLOSING,      /* the Data, over [lo, hi), is being unregistered */
     REG_DEVICE_OVERLAP, /* device views of the Data over [lo, hi), which overlaps other ranges */
     REG_PARTITIONED,  /* the new range [lo, hi) overlaps [olo, ohi), which is partitioned into tiles */
-    REG_REDUCE_OVERLAP, /* a reduction of the Data over [lo, hi), which overlaps other ranges */
     REG_COMM_OVERLAP  /* a communication buffer over [lo, hi), which overlaps other ranges */
 };
 typedef struct {
@@ -114,11 +91,6 @@ reg_raise(const reg_err *e, const char *what, int given)
     case REG_CLOSED:
         PyErr_Format(PyExc_RuntimeError, "%s: the weft runtime is closed", what);
         break;
-    case REG_OVERLAP:
-        range_str(a, sizeof a, e->lo, e->hi);
-        range_str(b, sizeof b, e->olo, e->ohi);
-        PyErr_Format(PyExc_ValueError, "%s: memory %s overlaps %s, which is being unregistered", what, a, b);
-        break;
     case REG_UNREGISTERED:
         PyErr_Format(PyExc_ValueError, "%s: this %s was unregistered", what, which);
         break;
@@ -139,12 +111,6 @@ reg_raise(const reg_err *e, const char *what, int given)
         PyErr_Format(PyExc_ValueError,
                      "%s: memory %s overlaps %s, which is partitioned into tiles: name the whole "
                      "array or its tiles, not another view of part of it", what, a, b);
-        break;
-    case REG_REDUCE_OVERLAP:
-        range_str(b, sizeof b, e->lo, e->hi);
-        PyErr_Format(PyExc_ValueError,
-                     "%s: a reduction needs memory registered as one range, but this %s (memory %s) "
-                     "overlaps other registered ranges; reduce into the whole array only", what, which, b);
         break;
     case REG_COMM_OVERLAP:
         range_str(b, sizeof b, e->lo, e->hi);
@@ -278,15 +244,6 @@ objs_remove(weft_py_registry *g, const PyObject *key, const DataObject *d)
     return 1;
 }
 
-/* a is below b: smaller, or as large and lower in memory (a total order on
- * distinct ranges). */
-static int
-below(const DataObject *a, const DataObject *b)
-{
-    uintptr_t na = a->hi - a->lo, nb = b->hi - b->lo;
-    return na < nb || (na == nb && a->lo < b->lo);
-}
-
 static int
 overlap(const DataObject *a, uintptr_t lo, uintptr_t hi)
 {
@@ -326,30 +283,27 @@ spans_scan_start(const weft_py_registry *g, uintptr_t lo)
     return spans_bisect(g, from, 0);
 }
 
-/* Room for need pointers in *v (malloc); 0, or -1 (nothing changed). */
+/* Room for one more span; 0, or -1 (nothing changed). */
 static int
-ptrs_reserve(DataObject ***v, size_t *cap, size_t need)
+spans_reserve(weft_py_registry *g)
 {
-    if (need <= *cap) return 0;
-    size_t c = *cap ? *cap : 4;
-    while (c < need) c *= 2;
-    DataObject **nv = realloc(*v, c * sizeof *nv);
-    if (nv == NULL) return -1;
-    *v = nv;
-    *cap = c;
+    if (g->nspans < g->capspans) return 0;
+    size_t c = g->capspans ? g->capspans * 2 : 16;
+    DataObject **v = realloc(g->spans, c * sizeof *v);
+    if (v == NULL) return -1;
+    g->spans = v;
+    g->capspans = c;
     return 0;
 }
 
-static void
-ptrs_remove(DataObject **v, size_t *n, const DataObject *x)
+/* Whether another registered range overlaps d's memory (the lock held). */
+static int
+overlaps_other(const weft_py_registry *g, const DataObject *d)
 {
-    for (size_t i = 0; i < *n;)
-        if (v[i] == x) {
-            memmove(v + i, v + i + 1, (*n - i - 1) * sizeof *v);
-            (*n)--;
-        } else {
-            i++;
-        }
+    if (d->lo == d->hi) return 0;
+    for (size_t i = spans_scan_start(g, d->lo); i < g->nspans && g->spans[i]->lo < d->hi; i++)
+        if (g->spans[i] != d && overlap(g->spans[i], d->lo, d->hi)) return 1;
+    return 0;
 }
 
 /* Step: enter d (made and registered in C, not yet in the registry) under
@@ -380,12 +334,12 @@ enter_range(RuntimeObject *r, DataObject *d, reg_err *err)
         Py_INCREF(d);
         return d;
     }
-    /* What it overlaps. */
-    size_t start = spans_scan_start(g, d->lo), nabove = 0, nbelow = 0;
-    for (size_t i = start; i < g->nspans && g->spans[i]->lo < d->hi; i++) {
+    /* A range over a partitioned one is refused here, naming both (the
+     * core refuses it too); one over a range being unregistered is fine:
+     * the core orders its tasks after the closing handle's. */
+    for (size_t i = spans_scan_start(g, d->lo); i < g->nspans && g->spans[i]->lo < d->hi; i++) {
         DataObject *y = g->spans[i];
-        if (!overlap(y, d->lo, d->hi)) continue;
-        if (y->tiles != NULL || y->partitioning) {
+        if (overlap(y, d->lo, d->hi) && (y->tiles != NULL || y->partitioning)) {
             err->kind = REG_PARTITIONED;
             err->lo = d->lo;
             err->hi = d->hi;
@@ -393,37 +347,10 @@ enter_range(RuntimeObject *r, DataObject *d, reg_err *err)
             err->ohi = y->hi;
             return NULL;
         }
-        if (y->closing) {
-            err->kind = REG_OVERLAP;
-            err->lo = d->lo;
-            err->hi = d->hi;
-            err->olo = y->lo;
-            err->ohi = y->hi;
-            return NULL;
-        }
-        if (below(d, y)) {
-            if (ptrs_reserve(&y->lower, &y->caplower, y->nlower + 1) < 0) goto nomem;
-            nabove++;
-        } else {
-            nbelow++;
-        }
     }
-    if (ptrs_reserve(&d->lower, &d->caplower, nbelow) < 0 ||
-        ptrs_reserve(&d->pending, &d->cappending, nabove) < 0 ||
-        ptrs_reserve(&g->spans, &g->capspans, g->nspans + 1) < 0)
-        goto nomem;
+    if (spans_reserve(g) < 0) goto nomem;
     objs_put(g->objs, g->objcap, d->obj, d);
     g->nobjs++;
-    for (size_t i = start; i < g->nspans && g->spans[i]->lo < d->hi; i++) {
-        DataObject *y = g->spans[i];
-        if (!overlap(y, d->lo, d->hi)) continue;
-        if (below(d, y)) {
-            y->lower[y->nlower++] = d;
-            d->pending[d->npending++] = y;
-        } else {
-            d->lower[d->nlower++] = y;
-        }
-    }
     size_t at = spans_bisect(g, d->lo, d->hi);
     memmove(g->spans + at + 1, g->spans + at, (g->nspans - at) * sizeof *g->spans);
     g->spans[at] = d;
@@ -434,20 +361,6 @@ enter_range(RuntimeObject *r, DataObject *d, reg_err *err)
 nomem:
     err->kind = REG_NOMEM;
     return NULL;
-}
-
-/* Step: no Data lists d any more, nor d any other. */
-static void
-unlink_range(RuntimeObject *r, DataObject *d)
-{
-    weft_py_registry *g = &r->reg;
-    if (d->lo != d->hi)
-        for (size_t i = spans_scan_start(g, d->lo); i < g->nspans && g->spans[i]->lo < d->hi; i++) {
-            DataObject *y = g->spans[i];
-            ptrs_remove(y->lower, &y->nlower, d);
-            ptrs_remove(y->pending, &y->npending, d);
-        }
-    d->nlower = d->npending = 0;
 }
 
 /* Part of a step: d's tiles went with it (unregistered, or the runtime
@@ -497,7 +410,6 @@ take_all(RuntimeObject *r, size_t *cap, int unregistered)
     for (size_t i = 0; i < *cap; i++) {
         DataObject *d = objs[i].data;
         if (objs[i].key == NULL) continue;
-        d->nlower = d->npending = 0; /* borrowed pointers to Data that may go now */
         if (unregistered) {
             d->closing = 0;
             d->d = NULL;
@@ -659,31 +571,6 @@ spawn_noop(RuntimeObject *r, const weft_access *acc, size_t n, const char *name,
     return rc;
 }
 
-/* Part of data_use's step: the hand-over that lets d's tasks stop naming
- * the ranges in d->pending (see the top of the file).  Not while a spawn
- * that looked one of them up is in progress; never blocks; if it cannot be
- * spawned now, d's tasks go on naming them and the next writer tries again. */
-static void
-try_hand_over(RuntimeObject *r, DataObject *d)
-{
-    for (size_t i = 0; i < d->npending; i++)
-        if (d->pending[i]->spawning > 0) return;
-    weft_access small[8], *acc = small;
-    size_t n = d->npending + 1;
-    if (n > 8) {
-        acc = malloc(n * sizeof *acc);
-        if (acc == NULL) return;
-    }
-    acc[0].data = d->d;
-    acc[0].mode = WEFT_RW | WEFT_HOST;
-    for (size_t i = 0; i < d->npending; i++) {
-        acc[i + 1].data = d->pending[i]->d;
-        acc[i + 1].mode = WEFT_RW | WEFT_HOST;
-    }
-    if (spawn_noop(r, acc, n, "weft.py hand-over", 1, NULL) == 0) d->npending = 0;
-    if (acc != small) free(acc);
-}
-
 /* ------------------------------------------------------------------------ */
 /* Lookup                                                                    */
 /* ------------------------------------------------------------------------ */
@@ -724,10 +611,7 @@ data_new(RuntimeObject *r, PyObject *obj, Py_buffer *view, int readonly)
     d->hi = d->lo + (uintptr_t)view->len;
     if (view->buf == NULL || view->len == 0) d->lo = d->hi = 0;
     d->closing = 0;
-    d->spawning = 0;
     d->acquired = 0;
-    d->lower = d->pending = NULL;
-    d->nlower = d->caplower = d->npending = d->cappending = 0;
     tile_fields_init(d);
     PyObject_GC_Track(d);
     void *p = d->view.buf;
@@ -930,72 +814,46 @@ accs_push(weft_py_accs *a, DataObject *d, unsigned mode)
     a->acc[a->n].data = d->d;
     a->acc[a->n].mode = mode; /* (a user reduction's operator included: its number in bits 20-30) */
     a->dat[a->n] = (DataObject *)Py_NewRef(d);
-    d->spawning++;
     a->n++;
 }
 
-/* Step: name d for a spawn with mode — d's own handle in a, then its
- * relations in rel, on the host (a hand-over first, for a writer of a range
- * with pending ones).  Device views (mode without WEFT_HOST) are refused for
- * a Data with relations: its overlapping ranges' handles would not know of
- * a replica written on a device.  0, or -1 with *err. */
+/* Step: name d for a spawn with mode (its own handle, in a).  The core
+ * orders it with every handle over overlapping memory and refuses what
+ * such a handle cannot do (a reduction: weft_spawn's message); two
+ * refusals are made here, where the message names Python's terms: device
+ * views (device_data=True) and communication buffers, of memory other
+ * registered ranges overlap.  0, or -1 with *err. */
 static int
-data_use(RuntimeObject *r, DataObject *d, unsigned mode, weft_py_accs *a, weft_py_accs *rel,
-         reg_err *err)
+data_use(RuntimeObject *r, DataObject *d, unsigned mode, weft_py_accs *a, reg_err *err)
 {
     if (d->d == NULL || r->rt == NULL || (d->parent && d->parent->d == NULL)) {
         err->kind = REG_UNREGISTERED;
         return -1;
     }
-    /* A tile has no relations of its own (its parent has none: partition
-     * refuses overlapping ranges, and so does registering one later); it
-     * goes as its parent goes. */
+    /* A tile goes as its parent goes (which overlaps nothing: partition
+     * refuses overlapping ranges, and so does registering one later). */
     const DataObject *range = d->parent ? d->parent : d;
+    err->lo = range->lo;
+    err->hi = range->hi;
     if (range->closing) {
         err->kind = REG_CLOSING;
-        err->lo = range->lo;
-        err->hi = range->hi;
         return -1;
     }
-    if ((mode & WEFT_REDUCE) && (d->nlower || d->npending)) {
-        /* Its relations would be named with the reduction's mode (a
-         * private copy of each, combined into it), and a range ordered
-         * only through them would read the value before the partial
-         * results were combined into it. */
-        err->kind = REG_REDUCE_OVERLAP;
-        err->lo = d->lo;
-        err->hi = d->hi;
+    int shared = (mode & WEFT_PY_COMM_ACCESS || !(mode & WEFT_HOST)) && !d->parent && overlaps_other(&r->reg, d);
+    if (shared) {
+        err->kind = mode & WEFT_PY_COMM_ACCESS ? REG_COMM_OVERLAP : REG_DEVICE_OVERLAP;
         return -1;
     }
-    if ((mode & WEFT_PY_COMM_ACCESS) && (d->nlower || d->npending)) {
-        /* weft_comm_post names only the handles it is given: the
-         * relations' handles would not be ordered with the operation. */
-        err->kind = REG_COMM_OVERLAP;
-        err->lo = d->lo;
-        err->hi = d->hi;
-        return -1;
-    }
-    mode &= ~WEFT_PY_COMM_ACCESS;
-    if (!(mode & WEFT_HOST) && (d->nlower || d->npending)) {
-        err->kind = REG_DEVICE_OVERLAP;
-        err->lo = d->lo;
-        err->hi = d->hi;
-        return -1;
-    }
-    if (d->npending && (mode & WEFT_W)) try_hand_over(r, d);
-    if (accs_reserve(a, a->n + 1) < 0 || accs_reserve(rel, rel->n + d->nlower + d->npending) < 0) {
+    if (accs_reserve(a, a->n + 1) < 0) {
         err->kind = REG_NOMEM;
         return -1;
     }
-    accs_push(a, d, mode);
-    for (size_t i = 0; i < d->nlower; i++) accs_push(rel, d->lower[i], mode | WEFT_HOST);
-    for (size_t i = 0; i < d->npending; i++) accs_push(rel, d->pending[i], mode | WEFT_HOST);
+    accs_push(a, d, mode & ~WEFT_PY_COMM_ACCESS);
     return 0;
 }
 
 int
-weft_py_data_accesses(RuntimeObject *r, PyObject *obj, const char *what, unsigned mode, weft_py_accs *a,
-                      weft_py_accs *rel)
+weft_py_data_accesses(RuntimeObject *r, PyObject *obj, const char *what, unsigned mode, weft_py_accs *a)
 {
     DataObject *d;
     int given = Py_IS_TYPE(obj, r->st->Data_T);
@@ -1017,7 +875,7 @@ weft_py_data_accesses(RuntimeObject *r, PyObject *obj, const char *what, unsigne
             return -1;
         reg_err err = {REG_OK, 0, 0, 0, 0};
         reg_lock(r);
-        int rc = data_use(r, d, mode, a, rel, &err);
+        int rc = data_use(r, d, mode, a, &err);
         int again = rc < 0 && !given && err.kind == REG_UNREGISTERED && r->rt != NULL && tries < 1000;
         reg_unlock(r);
         Py_DECREF(d);
@@ -1049,27 +907,8 @@ void
 weft_py_accs_clear(weft_py_accs *a)
 {
     size_t n = a->n;
-    if (n == 0) return;
-    RuntimeObject *r = a->dat[0]->rt;
-    reg_lock(r);
-    for (size_t i = 0; i < n; i++) a->dat[i]->spawning--;
-    reg_unlock(r);
     a->n = 0;
     for (size_t i = 0; i < n; i++) Py_DECREF(a->dat[i]);
-}
-
-int
-weft_py_accs_append(weft_py_accs *a, weft_py_accs *b)
-{
-    if (accs_reserve(a, a->n + b->n) < 0) {
-        PyErr_NoMemory();
-        return -1;
-    }
-    memcpy(a->acc + a->n, b->acc, b->n * sizeof *b->acc);
-    memcpy(a->dat + a->n, b->dat, b->n * sizeof *b->dat);
-    a->n += b->n;
-    b->n = 0;
-    return 0;
 }
 
 void
@@ -1167,8 +1006,9 @@ weft_py_data_unregister(DataObject *d)
     }
     if (h == NULL) goto out; /* unregistered already, or the runtime closed (which releases it) */
 
-    /* Wait for every task that names it, explicitly or through an
-     * overlapping range: they all come before a task that writes it. */
+    /* Wait for every task that names it (a task that writes it comes
+     * after them), so that a caller that waits for one of them is told
+     * (WEFT_EDEADLK) instead of blocking in weft_data_unregister. */
     weft_access acc = {h, WEFT_RW | WEFT_HOST};
     weft_task *probe = NULL;
     rc = spawn_noop(r, &acc, 1, "weft.py unregister", 0, &probe);
@@ -1194,9 +1034,6 @@ weft_py_data_unregister(DataObject *d)
 
     /* Nobody names it from now on but spawns that looked it up before
      * (spawn.c looks their accesses up again if the C core refuses them). */
-    reg_lock(r);
-    unlink_range(r, d);
-    reg_unlock(r);
     if (weft_py_tl_ts != NULL) {
         BEGIN_NOGIL_W
         rc = weft_data_unregister(h);
@@ -1209,7 +1046,7 @@ weft_py_data_unregister(DataObject *d)
     if (rc != 0 && r->rt == NULL) goto out;
     if (rc != 0) {
         /* Not expected (the wait above would have failed first); it stays
-         * closing: unlinked, it could not be ordered any more. */
+         * closing. */
         if (rc == WEFT_EBUSY)
             PyErr_SetString(PyExc_RuntimeError,
                             "unregister(): the calling task itself accesses this data");
@@ -1342,10 +1179,7 @@ tile_new(DataObject *p, weft_data *h, int ndim, Py_ssize_t elem, const char *for
     d->dummy = 0;
     d->lo = d->hi = 0;
     d->closing = 0;
-    d->spawning = 0;
     d->acquired = 0;
-    d->lower = d->pending = NULL;
-    d->nlower = d->caplower = d->npending = d->cappending = 0;
     tile_fields_init(d);
     d->parent = (DataObject *)Py_NewRef(p);
     d->grid_rows = tl->grid_rows;
@@ -1442,20 +1276,11 @@ partition_claim(RuntimeObject *r, DataObject *d)
     else if (d->closing) why = "this weft.Data is being unregistered";
     else if (d->tiles != NULL) why = "this weft.Data is partitioned already (its tiles: Data.tiles)";
     else if (d->partitioning) why = "this weft.Data is being partitioned (on another thread)";
-    else if (d->nlower || d->npending) why = "overlapping";
     else {
         d->partitioning = 1;
         h = d->d;
     }
     reg_unlock(r);
-    if (why && strcmp(why, "overlapping") == 0) {
-        char b[96];
-        range_str(b, sizeof b, d->lo, d->hi);
-        PyErr_Format(PyExc_ValueError, "partition(): this weft.Data (memory %s) overlaps other registered "
-                     "ranges (views of part of the array named in spawns): tiles need the array registered "
-                     "as one range; unregister the others first", b);
-        return NULL;
-    }
     if (why) {
         PyErr_Format(PyExc_ValueError, "partition(): %s", why);
         return NULL;
@@ -1766,8 +1591,6 @@ Data_dealloc(DataObject *d)
     reg_lock(r);
     reg_unlock(r);
     if (d->has_view) PyBuffer_Release(&d->view);
-    free(d->lower);
-    free(d->pending);
     Py_CLEAR(d->tiles);
     Py_CLEAR(d->parent);
     Py_CLEAR(d->obj);

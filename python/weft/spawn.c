@@ -508,8 +508,7 @@ scratch_accesses(modstate *st, RuntimeObject *r, PyObject *scr, int device_data,
     return 0;
 }
 
-/* The C accesses of a spawn: av's (the named ones first, then their
- * relations) with the ns scratch ones inserted after the na named ones
+/* The C accesses of a spawn: av's (the named ones) with the ns scratch ones inserted after the na named ones
  * (views find access i at C access i); av's own array when ns is 0, else
  * a new one (PyMem) in *owned.  NULL with MemoryError. */
 static weft_access *
@@ -808,8 +807,8 @@ typedef struct {
     PyObject *red, *scr; /* reduces=, scratch= */
     weft_task *dbuf[SMALL], **dv; /* the C dependencies */
     /* The C accesses (the Data they come from held until submitted): the
-     * named ones, then (moved after them) their relations. */
-    weft_py_accs av, rel;
+     * named ones. */
+    weft_py_accs av;
     size_t na, ns;
     /* scratch=: their C accesses (inserted after the named ones) and sizes */
     weft_access *sacc, *call, *call_owned;
@@ -841,7 +840,6 @@ spawn_call_init(spawn_call *s, modstate *st, RuntimeObject *r, PyObject *const *
     s->red = s->scr = NULL;
     s->dv = s->dbuf;
     weft_py_accs_init(&s->av);
-    weft_py_accs_init(&s->rel);
     s->na = s->ns = 0;
     s->sacc = s->call = s->call_owned = NULL;
     s->sbytes = NULL;
@@ -1143,7 +1141,7 @@ named_accesses(spawn_call *s)
             if (is_unordered(s->st, obj) ? (obj = unordered_obj(s->st, obj, what, &mode)) == NULL
                                          : (Py_INCREF(obj), 0))
                 return -1;
-            int rc = weft_py_data_accesses(s->r, obj, what, mode, &s->av, &s->rel);
+            int rc = weft_py_data_accesses(s->r, obj, what, mode, &s->av);
             Py_DECREF(obj);
             if (rc < 0) return -1;
         }
@@ -1172,15 +1170,14 @@ reduction_accesses(spawn_call *s)
             return -1;
         /* (A tile's private copy is its interior, rows packed: view.c.) */
         if (weft_py_data_accesses(s->r, obj, what,
-                                  WEFT_REDUCE | op | type | (s->device_data ? 0u : (unsigned)WEFT_HOST), &s->av,
-                                  &s->rel) < 0)
+                                  WEFT_REDUCE | op | type | (s->device_data ? 0u : (unsigned)WEFT_HOST), &s->av) < 0)
             return -1;
     }
     return 0;
 }
 
 /* The C accesses in the order the task names them (call): the named ones
- * and reductions (na), scratch, then their relations.  0, or -1 with an
+ * and reductions (na), then scratch.  0, or -1 with an
  * exception. */
 static int
 build_accesses(spawn_call *s)
@@ -1188,7 +1185,6 @@ build_accesses(spawn_call *s)
     if (named_accesses(s) < 0 || reduction_accesses(s) < 0) return -1;
     s->na = s->av.n;
     if (s->red && tile_reduce_check(&s->av, s->accs, PySequence_Fast_GET_SIZE(s->red)) < 0) return -1;
-    if (weft_py_accs_append(&s->av, &s->rel) < 0) return -1;
     if ((s->call = with_scratch(&s->av, s->na, s->sacc, s->ns, &s->call_owned)) == NULL) return -1;
     return 0;
 }
@@ -1276,7 +1272,7 @@ undo_task(spawn_call *s)
  * addresses).  0, -1 with an exception, or 1: look the accesses up again
  * (a range named only through an overlapping one began to be unregistered
  * while this spawn was on its way: it may block, and let other threads
- * run; its relations are gone now). */
+ * run). */
 static int
 submit_task(spawn_call *s)
 {
@@ -1327,7 +1323,6 @@ spawn_with_retries(spawn_call *s)
         s->call_owned = NULL;
     }
     weft_py_accs_clear(&s->av);
-    weft_py_accs_clear(&s->rel);
 }
 
 /* Let go of what s holds: the handoffs, a slot's claim unless submitted,
@@ -1353,7 +1348,6 @@ spawn_release(spawn_call *s)
     PyMem_Free(s->call_owned);
     if (s->dv != s->dbuf) PyMem_Free(s->dv);
     weft_py_accs_free(&s->av);
-    weft_py_accs_free(&s->rel);
     PyMem_Free(s->pl);
     Py_XDECREF(s->place_fn);
     Py_XDECREF(s->bodies);

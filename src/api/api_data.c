@@ -69,6 +69,20 @@ int weft_data_register(weft_runtime *h, void *ptr, size_t n, weft_data **out)
         return weft__error(WEFT_ENOMEM, "weft_data_register: out of memory");
     }
     atomic_store_explicit(&d->no_memory, ptr == NULL, memory_order_relaxed); /* for WEFT_SCRATCH only */
+    uint32_t other = 0;
+    uintptr_t lo = 0, hi = 0;
+    int rc = ptr ? weft__ranges_add(&rt->ranges, d, weft__history_hand_over, &other, &lo, &hi) : 0;
+    if (rc != 0) {
+        weft__history_free(d->hist);
+        weft__data_free(d);
+        weft__rt_leave(rt, 1);
+        if (rc == WEFT_ENOMEM)
+            return weft__error(rc, "weft_data_register: out of memory");
+        return weft__error(rc, "weft_data_register: memory [%p, %p) (%zu bytes) overlaps d%u over [%#jx, %#jx) "
+                           "(%ju bytes), which is partitioned into tiles: name that handle or its tiles, not "
+                           "another view of part of its memory", ptr, (void *)((char *)ptr + n), n, other,
+                           (uintmax_t)lo, (uintmax_t)hi, (uintmax_t)(hi - lo));
+    }
     list_add(rt, d);
     *out = weft__handle_encode(d);
     weft__rt_leave(rt, 1);
@@ -191,6 +205,42 @@ static bool used_by_caller(const weft__data *d)
     return false;
 }
 
+/* d (closed) is being unregistered and other registered ranges overlap
+ * its memory: each of them takes over d's history (the tasks that name d
+ * now are followed by its later tasks as they were through d) and stops
+ * listing d, so that no new spawn names d for the order.  Where the hand
+ * over finds no memory, the neighbour keeps listing d: its spawns then
+ * still name d, and wait_unused waits for them too. */
+static void hand_over(weft__rt *rt, weft__data *d)
+{
+    weft__ranges_lock(&rt->ranges);
+    weft__ranges_mark_closing(d);
+    /* (d's own list does not change while the lock is held) */
+    size_t n = weft__ranges_listed(d);
+    for (size_t k = 0; k < n; k++) {
+        weft__data *nb = weft__ranges_neighbour(d, k);
+        if (weft__history_hand_over(d, nb))
+            weft__ranges_detach(d, nb);
+    }
+    weft__ranges_unlock(&rt->ranges);
+}
+
+/* Wait until no task uses d; a handle in the range index leaves it then
+ * (under the index lock, so that no spawn pins it meanwhile). */
+static void wait_unused(weft__rt *rt, weft__data *d)
+{
+    for (;;) {
+        weft__wait_data_unused(rt, d);
+        if (!d->range)
+            return;
+        weft__ranges_lock(&rt->ranges);
+        bool gone = weft__ranges_remove_if_unused(d);
+        weft__ranges_unlock(&rt->ranges);
+        if (gone)
+            return;
+    }
+}
+
 int weft_data_unregister(weft_data *h)
 {
     weft__clear_error();
@@ -201,7 +251,8 @@ int weft_data_unregister(weft_data *h)
     if ((err = weft__refuse_in_callback("weft_data_unregister")) != 0)
         return err;
     if (used_by_caller(d))
-        return weft__error(WEFT_EBUSY, "weft_data_unregister: the calling task accesses this data itself");
+        return weft__error(WEFT_EBUSY, "weft_data_unregister: the calling task accesses this data itself (or "
+                                       "data whose memory overlaps it)");
     if (d->tile)
         return weft__error(WEFT_EBUSY, "weft_data_unregister: this is a tile; tiles are unregistered with the "
                                        "data they were partitioned from");
@@ -233,6 +284,8 @@ int weft_data_unregister(weft_data *h)
         weft__rt_leave(rt, 1);
         return weft__error(WEFT_EINVAL, "weft_data_unregister: data is already being unregistered");
     }
+    if (d->range)
+        hand_over(rt, d);
     weft__family *f = atomic_load(&d->fam);
     if (f) { /* its tiles first: closed (new spawns fail), waited for, freed */
         for (unsigned i = 0; i < f->ntiles; i++)
@@ -245,7 +298,7 @@ int weft_data_unregister(weft_data *h)
             weft__data_free(t);
         }
     }
-    weft__wait_data_unused(rt, d);
+    wait_unused(rt, d);
     list_remove(rt, d);
     weft__history_free(d->hist);
     weft__data_free(d);
@@ -284,6 +337,9 @@ int weft_data_partition(weft_data *h, const weft_tiling *t, weft_data **tiles)
     int rc = 0;
     char why[200] = "";
     weft__family *f = NULL;
+    uint32_t nb_id = 0;
+    uintptr_t nb_lo = 0, nb_hi = 0;
+    bool marked = false; /* partitioning marked in the range index */
     if (d->tile)
         rc = weft__error(WEFT_EINVAL, "weft_data_partition: data is a tile (tiles are not partitioned again)");
     else if (atomic_load_explicit(&d->no_memory, memory_order_relaxed))
@@ -294,10 +350,18 @@ int weft_data_partition(weft_data *h, const weft_tiling *t, weft_data **tiles)
         rc = weft__error(WEFT_EINVAL, "weft_data_partition: data registered on a device cannot be partitioned");
     else if (atomic_load(&d->fam))
         rc = weft__error(WEFT_EBUSY, "weft_data_partition: data is partitioned already");
-    else if (t->grid_rows && t->grid_cols && (uint64_t)t->grid_rows * t->grid_cols > 4096)
+    else if (!weft__ranges_partition(d, &nb_id, &nb_lo, &nb_hi))
+        rc = weft__error(WEFT_EINVAL, "weft_data_partition: data d%u over [%p, %p) (%zu bytes) overlaps d%u over "
+                         "[%#jx, %#jx) (%ju bytes): only memory registered as one range can be partitioned; "
+                         "unregister the overlapping handle first, or partition one handle that covers "
+                         "both", d->id, d->ptr, (void *)((char *)d->ptr + d->size), d->size, nb_id,
+                         (uintmax_t)nb_lo, (uintmax_t)nb_hi, (uintmax_t)(nb_hi - nb_lo));
+    else
+        marked = d->range != NULL;
+    if (rc == 0 && t->grid_rows && t->grid_cols && (uint64_t)t->grid_rows * t->grid_cols > 4096)
         rc = weft__error(WEFT_EINVAL, "weft_data_partition: %u x %u tiles: at most 4096", t->grid_rows,
                          t->grid_cols);
-    else if ((rc = weft__family_new(d, t, &f, why, sizeof why)) != 0)
+    else if (rc == 0 && (rc = weft__family_new(d, t, &f, why, sizeof why)) != 0)
         rc = rc == WEFT_EINVAL ? weft__error(rc, "weft_data_partition: %s", why)
                                : weft__error(rc, "weft_data_partition: out of memory");
     unsigned made = 0;
@@ -351,6 +415,8 @@ int weft_data_partition(weft_data *h, const weft_tiling *t, weft_data **tiles)
         }
         weft__family_discard(f);
     }
+    if (rc != 0 && marked)
+        weft__ranges_unpartition(d);
     if (rc == 0)
         for (unsigned i = 0; i < f->ntiles; i++) {
             list_add(rt, f->tiles[i]);

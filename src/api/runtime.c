@@ -211,6 +211,7 @@ static void rt_free(weft__rt *rt)
     rt->reductions = NULL;
     weft__free(rt->trace_path);
     pthread_mutex_destroy(&rt->data_lock);
+    weft__ranges_fini(&rt->ranges);
     weft__slot_free(rt);
 }
 
@@ -261,6 +262,7 @@ int weft_runtime_create(const weft_config *cfg_in, weft_runtime **out)
      * and wakes once per batch rather than once per task. */
     int64_t low = (int64_t)(rt->max_inflight - rt->max_inflight / 4) - 1;
     pthread_mutex_init(&rt->data_lock, NULL);
+    weft__ranges_init(&rt->ranges);
     for (unsigned i = 0; i < WEFT__MAX_DEVICES; i++)
         weft__mnode_init(&rt->mnodes[i]);
     uint64_t t0 = weft__now_ns(); /* the trace's time origin: before any device's clock starts */
@@ -369,6 +371,7 @@ int weft_runtime_destroy(weft_runtime *h)
     rt->data_list = NULL;
     while (d) {
         weft__data *next = d->list_next;
+        weft__ranges_remove(d);
         weft__history_free(d->hist);
         weft__data_free(d);
         d = next;

@@ -11,6 +11,7 @@
 
 #include "internal.h"
 #include "data/data.h"
+#include "data/overlap.h"
 #include "device/device.h"
 #include "graph/graph.h"
 #include "sched/sched.h"
@@ -54,6 +55,9 @@ struct weft__rt {
      * alone. */
     pthread_mutex_t data_lock;
     weft__data *data_list;
+    /* The registered host ranges, for the order of overlapping ones
+     * (data/overlap.h; its own lock, taken alone or before histories'). */
+    weft__ranges ranges;
     weft__space *spaces;
     struct weft__reduction *reductions; /* user reductions (weft_reduction_register), newest first;
                                           freed with the runtime, after its data */

@@ -9,6 +9,7 @@
  * device's copy queue and waited for, since the task runs right after.
  */
 #include "data/data.h"
+#include "data/overlap.h"
 #include "data/reduce.h"
 #include "data/scratch.h"
 #include "data/tile.h"
@@ -579,8 +580,11 @@ static int fetch_to_host(weft__data *d)
     if (rc != 0)
         return rc;
     /* The value it copied (only readers ran meanwhile: a writer follows
-     * them, so it is still the newest). */
-    d->rep[0].tag = tag;
+     * them, so it is still the newest), unless a reader that waited for
+     * the same copy went on to make the host's replica the only valid one
+     * (weft__data_host_sync, for an overlapping range's writer). */
+    if (!weft__rep_valid(d, 0))
+        d->rep[0].tag = tag;
     return 0;
 }
 
@@ -601,6 +605,29 @@ int weft__data_prefetch_host(weft__data *d, weft__done_fn done, void *cookie)
             (!done || (copy_queue(d, d->host_fetch_dev, FETCH_Q, &q) == 0 && dev->ops->notify(q, done, cookie) == 0)))
             rc = 1;
     }
+    pthread_mutex_unlock(&d->lock);
+    return rc;
+}
+
+int weft__data_host_sync(weft__data *d, bool write, uint64_t seq)
+{
+    bool partials = atomic_load_explicit(&d->has_partials, memory_order_acquire);
+    if (!partials && !atomic_load_explicit(&d->on_devices, memory_order_acquire))
+        return 0; /* the host's replica is the only one there is */
+    int rc = 0;
+    pthread_mutex_lock(&d->lock);
+    if (partials)
+        rc = weft__reduce_fold(d, seq);
+    if (rc == 0 && !weft__rep_valid(d, 0))
+        rc = fetch_to_host(d);
+    if (rc == 0 && write)
+        for (unsigned i = 1; i < d->nrep; i++)
+            if (weft__rep_valid(d, i)) { /* stale once the task writes the host's memory */
+                weft__data_reset_to_host(d);
+                break;
+            }
+    if (rc == 0)
+        set_home(d);
     pthread_mutex_unlock(&d->lock);
     return rc;
 }

@@ -141,6 +141,12 @@ typedef struct weft__data {
      * a lock) and, for a tile, its place in it (NULL otherwise). */
     _Atomic(struct weft__family *) fam;
     struct weft__tile *tile;
+    /* Its entry in the runtime's index of host ranges (data/overlap.h;
+     * NULL: none), and how many registered ranges overlap its own now
+     * (changed under the index's lock, read without it by a spawn that
+     * pinned the handle: zero, and nothing more is looked up). */
+    struct weft__range *range;
+    _Atomic uint32_t noverlap;
     void *hist;                        /* the graph layer's access history */
     /* Reductions (data/reduce.h), under lock: a record per reducing task
      * spawned whose private copy is not combined yet, in spawn order, and

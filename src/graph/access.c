@@ -51,12 +51,28 @@ typedef struct history {
     weft__task **base;
     uint8_t *base_flags;
     uint32_t nbase, cap_base;
+    /* Partial accesses (WEFT__OVERLAP) since the last writer(s), and the
+     * accesses a handle over overlapping memory handed over as it was
+     * unregistered: writers and readers, unordered among themselves.
+     * Finished readers are pruned as readers are; writers only once
+     * completed (a failed one still cancels the readers that follow). */
+    weft__task **pwriters, **preaders;
+    uint32_t npwriters, cap_pwriters, npreaders, cap_preaders;
+    /* The `linked` of the last task that wrote the data through its own
+     * access (not partial, not handed over): a partial writer linked
+     * before it wrote memory that has been written again since. */
+    uint64_t own_write;
     /* Commute exclusion at run time. */
     _Atomic(weft__task *) commute_owner;
     weft__task *commute_waiters;       /* under lock, linked by wait_next */
 } history;
 
 static history *H(const weft__data *d) { return d->hist; }
+
+/* The spawn order of links (weft__task.linked): taken with the histories
+ * of the spawn locked, so two spawns that share a history take it in the
+ * order they link. */
+static _Atomic uint64_t link_clock;
 
 enum { BASE_PROPAGATE = 1, BASE_LATE = 2 };
 
@@ -86,6 +102,10 @@ void weft__history_free(void *hist)
     drop_all(h->writers, &h->nwriters);
     drop_all(h->readers, &h->nreaders);
     drop_all(h->base, &h->nbase);
+    drop_all(h->pwriters, &h->npwriters);
+    drop_all(h->preaders, &h->npreaders);
+    weft__free(h->pwriters);
+    weft__free(h->preaders);
     weft__free(h->writers);
     weft__free(h->readers);
     weft__free(h->base);
@@ -105,6 +125,10 @@ size_t weft__history_members(weft__data *d, weft__task **out, size_t max)
         out[k++] = h->readers[i];
     for (uint32_t i = 0; i < h->nbase && k < max; i++)
         out[k++] = h->base[i];
+    for (uint32_t i = 0; i < h->npwriters && k < max; i++)
+        out[k++] = h->pwriters[i];
+    for (uint32_t i = 0; i < h->npreaders && k < max; i++)
+        out[k++] = h->preaders[i];
     for (size_t i = 0; i < k; i++)
         weft__task_ref(out[i]);
     pthread_mutex_unlock(&h->lock);
@@ -156,19 +180,41 @@ static bool reserve_base(history *h, uint32_t need)
     return true;
 }
 
-/* Finished readers need no edge from later writers: drop them. */
-static void prune_readers(history *h)
+/* Drop the finished tasks of arr (completed ones only, if completed):
+ * later tasks need no edge from them. */
+static void prune(weft__task **arr, uint32_t *n, bool completed)
 {
     uint32_t k = 0;
-    for (uint32_t i = 0; i < h->nreaders; i++) {
-        weft__task *r = h->readers[i];
-        if (weft__state_final(atomic_load_explicit(&r->state, memory_order_acquire)))
+    for (uint32_t i = 0; i < *n; i++) {
+        weft__task *r = arr[i];
+        int st = atomic_load_explicit(&r->state, memory_order_acquire);
+        if (completed ? st == WEFT__T_COMPLETED : weft__state_final(st))
             weft__task_unref(r);
         else
-            h->readers[k++] = r;
+            arr[k++] = r;
     }
-    h->nreaders = k;
+    *n = k;
 }
+
+/* Finished readers need no edge from later writers: drop them. */
+static void prune_readers(history *h) { prune(h->readers, &h->nreaders, false); }
+
+/* Room for one more task in a list that only grows until a writer comes
+ * (readers, partial accesses): pruned when full, so a spawn costs O(1)
+ * amortised (at most one pruning per doubling). */
+static bool room_for_one(weft__task ***arr, uint32_t *n, uint32_t *cap, bool completed)
+{
+    if (*n == *cap) {
+        prune(*arr, n, completed);
+        if (*n > *cap / 2 && !reserve(arr, cap, *cap * 2))
+            return false;
+    }
+    return reserve(arr, cap, *n + 1);
+}
+
+/* Partial accesses since the last writer(s), which a task that is not
+ * partial itself follows. */
+static uint32_t npartial(const history *h) { return h->npwriters + h->npreaders; }
 
 /* The user reduction of a reducing access (its record's), or NULL. */
 static const weft__reduction *reduce_user(const weft__task_access *a)
@@ -217,30 +263,33 @@ int weft__access_plan(weft__task_access *sorted, uint32_t n, uint32_t *ninferred
         history *h = H(sorted[i].data);
         unsigned mode = sorted[i].mode & ~WEFT__VIA_PARENT;
         bool ok;
-        if (mode & (WEFT_COMMUTE | WEFT_REDUCE)) {
+        if (mode & WEFT__OVERLAP) {
+            if (mode & WEFT_W) {
+                prune_readers(h);
+                count += h->nwriters + h->nreaders;
+                ok = room_for_one(&h->pwriters, &h->npwriters, &h->cap_pwriters, true);
+            } else {
+                count += h->nwriters;
+                ok = room_for_one(&h->preaders, &h->npreaders, &h->cap_preaders, false);
+            }
+        } else if (mode & (WEFT_COMMUTE | WEFT_REDUCE)) {
             if (joins_open_group(&sorted[i])) {
                 count += h->nbase;
                 ok = reserve(&h->writers, &h->cap_writers, h->nwriters + 1);
             } else {
                 prune_readers(h);
-                count += h->nwriters + h->nreaders;
-                ok = reserve_base(h, h->nwriters + h->nreaders) && reserve(&h->writers, &h->cap_writers, 1);
+                prune(h->preaders, &h->npreaders, false);
+                uint32_t before = h->nwriters + h->nreaders + npartial(h);
+                count += before;
+                ok = reserve_base(h, before) && reserve(&h->writers, &h->cap_writers, 1);
             }
         } else if (mode == WEFT_R) {
-            count += h->nwriters;
-            if (h->nreaders == h->cap_readers) {
-                prune_readers(h); /* amortised: at most once per doubling */
-                if (h->nreaders > h->cap_readers / 2)
-                    ok = reserve(&h->readers, &h->cap_readers, h->cap_readers * 2);
-                else
-                    ok = true;
-            } else {
-                ok = true;
-            }
-            ok = ok && reserve(&h->readers, &h->cap_readers, h->nreaders + 1);
+            count += h->nwriters + h->npwriters;
+            ok = room_for_one(&h->readers, &h->nreaders, &h->cap_readers, false);
         } else {
             prune_readers(h);
-            count += h->nwriters + h->nreaders;
+            prune(h->preaders, &h->npreaders, false);
+            count += h->nwriters + h->nreaders + npartial(h);
             ok = reserve(&h->writers, &h->cap_writers, 1);
         }
         if (!ok)
@@ -263,7 +312,9 @@ bool weft__access_check(const weft__task_access *sorted, uint32_t n,
     for (i = 0; i < n && !p; i++) {
         history *h = H(sorted[i].data);
         unsigned mode = sorted[i].mode & ~WEFT__VIA_PARENT;
-        if (joins_open_group(&sorted[i])) {
+        bool partial = (mode & WEFT__OVERLAP) != 0;
+        mode &= ~WEFT__OVERLAP;
+        if (!partial && joins_open_group(&sorted[i])) {
             for (uint32_t j = 0; j < h->nbase && !p; j++)
                 if (forbidden(arg, h->base[j]))
                     p = h->base[j], writer = true;
@@ -272,10 +323,16 @@ bool weft__access_check(const weft__task_access *sorted, uint32_t n,
         for (uint32_t j = 0; j < h->nwriters && !p; j++)
             if (forbidden(arg, h->writers[j]))
                 p = h->writers[j], writer = true;
+        for (uint32_t j = 0; j < h->npwriters && !p && !partial; j++)
+            if (forbidden(arg, h->pwriters[j]))
+                p = h->pwriters[j], writer = true;
         if (mode != WEFT_R)
             for (uint32_t j = 0; j < h->nreaders && !p; j++)
                 if (forbidden(arg, h->readers[j]))
                     p = h->readers[j], writer = false;
+        for (uint32_t j = 0; j < h->npreaders && !p && !partial && mode != WEFT_R; j++)
+            if (forbidden(arg, h->preaders[j]))
+                p = h->preaders[j], writer = false;
     }
     if (!p)
         return true;
@@ -294,9 +351,90 @@ static bool tiled_parent(const weft__data *d)
     return !d->tile && atomic_load_explicit(&d->fam, memory_order_acquire) != NULL;
 }
 
+/* Whether writer w's failure reaches t through memory that overlaps d
+ * (t names d partially, or d is t's own handle and w wrote part of it):
+ * some access of t's own that reads (R, RW, COMMUTE) names a handle over
+ * memory overlapping d's that no task wrote through that handle since w
+ * was linked (its own_write is older).  A handle written since holds a
+ * valid value again, as one handle's writer makes it valid.  The
+ * histories of t's data are locked; own_write is still what came before
+ * t (weft__access_link updates it last). */
+static bool reaches(const weft__task *t, const weft__data *d, const weft__task *w)
+{
+    uintptr_t lo = (uintptr_t)d->ptr, hi = lo + d->size;
+    for (uint32_t i = 0; i < t->naccess; i++) {
+        const weft__task_access *a = &t->access[i];
+        const weft__data *o = a->data;
+        if ((a->mode & (WEFT__OVERLAP | WEFT__ORDER_ONLY | WEFT_SCRATCH | WEFT_REDUCE)) || !(a->mode & WEFT_R) ||
+            !o->ptr)
+            continue;
+        uintptr_t olo = (uintptr_t)o->ptr, ohi = olo + o->size;
+        if (olo < hi && lo < ohi && H(o)->own_write < w->linked)
+            return true;
+    }
+    return false;
+}
+
+/* A partial access (WEFT__OVERLAP) of d by t, which reads and/or writes
+ * part of its memory: it follows the data's writers (a writer also its
+ * readers), never another partial access, and closes an open group (the
+ * group's next members follow it through the group's base).  A failed
+ * writer cancels t when t reads memory it wrote that was not written
+ * again since (reaches).  Returns the edges used. */
+static uint32_t link_partial(weft__task *t, const weft__data *d, unsigned mode, bool late, weft__edge *edges)
+{
+    history *h = H(d);
+    uint32_t k = 0;
+    for (uint32_t j = 0; j < h->nwriters; j++)
+        weft__edge_add(t, &edges[k++], h->writers[j], !h->writers_tiled && writes(h, j, d) &&
+                       reaches(t, d, h->writers[j]), late);
+    if (mode & WEFT_W) {
+        for (uint32_t j = 0; j < h->nreaders; j++)
+            weft__edge_add(t, &edges[k++], h->readers[j], false, false);
+        h->pwriters[h->npwriters++] = t;
+    } else {
+        h->preaders[h->npreaders++] = t;
+    }
+    if (h->writers_commute || h->writers_reduce)
+        h->group_read = true;
+    return k;
+}
+
+/* Whether t, reading d through its own access, is cancelled by partial
+ * writer w of d that failed: w wrote part of d after d's own last writer. */
+static bool partial_carries(const history *h, const weft__task *w) { return w->linked > h->own_write; }
+
+/* t, which is not partial, follows h's partial accesses: the writers (a
+ * failed one cancels t when t reads, partial_carries), and when t writes
+ * the readers too, and then they are over. */
+static uint32_t follow_partials(weft__task *t, history *h, unsigned mode, weft__edge *edges)
+{
+    uint32_t k = 0;
+    bool reads = (mode & WEFT_R) != 0;
+    for (uint32_t j = 0; j < h->npwriters; j++)
+        weft__edge_add(t, &edges[k++], h->pwriters[j], reads && partial_carries(h, h->pwriters[j]), false);
+    if (mode == WEFT_R)
+        return k;
+    for (uint32_t j = 0; j < h->npreaders; j++)
+        weft__edge_add(t, &edges[k++], h->preaders[j], false, false);
+    drop_all(h->pwriters, &h->npwriters);
+    drop_all(h->preaders, &h->npreaders);
+    return k;
+}
+
+/* Every write through t's own accesses, noted in their histories once t
+ * is linked (reaches reads what came before t). */
+static void note_own_writes(const weft__task *t, const weft__task_access *sorted, uint32_t n)
+{
+    for (uint32_t i = 0; i < n; i++)
+        if (!(sorted[i].mode & (WEFT__OVERLAP | WEFT_REDUCE)) && (sorted[i].mode & WEFT_W))
+            H(sorted[i].data)->own_write = t->linked;
+}
+
 void weft__access_link(weft__task *t, const weft__task_access *sorted, uint32_t n, weft__edge *edges)
 {
     uint32_t k = 0;
+    t->linked = atomic_fetch_add_explicit(&link_clock, 1, memory_order_relaxed) + 1;
     for (uint32_t i = 0; i < n; i++) {
         history *h = H(sorted[i].data);
         unsigned mode = sorted[i].mode;
@@ -311,7 +449,9 @@ void weft__access_link(weft__task *t, const weft__task_access *sorted, uint32_t 
         bool carries = !h->writers_tiled;
         if (sorted[i].data->tile && !via_parent)
             weft__family_tile_spawned(sorted[i].data);
-        if (mode & (WEFT_COMMUTE | WEFT_REDUCE)) {
+        if (mode & WEFT__OVERLAP) {
+            k += link_partial(t, sorted[i].data, mode & ~WEFT__OVERLAP, late, edges + k);
+        } else if (mode & (WEFT_COMMUTE | WEFT_REDUCE)) {
             if (!joins_open_group(&sorted[i])) {
                 /* Open a group: what came before it becomes its base.  The
                  * references move from writers/readers to base.  Members
@@ -327,8 +467,18 @@ void weft__access_link(weft__task *t, const weft__task_access *sorted, uint32_t 
                     h->base[h->nbase] = h->readers[j];
                     h->base_flags[h->nbase++] = 0;
                 }
+                for (uint32_t j = 0; j < h->npwriters; j++) {
+                    h->base[h->nbase] = h->pwriters[j];
+                    h->base_flags[h->nbase++] = partial_carries(h, h->pwriters[j]) ? BASE_PROPAGATE : 0;
+                }
+                for (uint32_t j = 0; j < h->npreaders; j++) {
+                    h->base[h->nbase] = h->preaders[j];
+                    h->base_flags[h->nbase++] = 0;
+                }
                 h->nwriters = 0;
                 h->nreaders = 0;
+                h->npwriters = 0;
+                h->npreaders = 0;
                 h->writers_commute = (mode & WEFT_COMMUTE) != 0;
                 h->writers_reduce = (mode & WEFT_REDUCE) != 0;
                 h->reduce_key = weft__red_key(mode);
@@ -351,6 +501,7 @@ void weft__access_link(weft__task *t, const weft__task_access *sorted, uint32_t 
         } else if (mode == WEFT_R) {
             for (uint32_t j = 0; j < h->nwriters; j++)
                 weft__edge_add(t, &edges[k++], h->writers[j], carries && writes(h, j, sorted[i].data), late);
+            k += follow_partials(t, h, mode, edges + k);
             h->readers[h->nreaders++] = t;
             if (h->writers_commute || h->writers_reduce)
                 h->group_read = true;
@@ -361,6 +512,7 @@ void weft__access_link(weft__task *t, const weft__task_access *sorted, uint32_t 
                                late);
             for (uint32_t j = 0; j < h->nreaders; j++)
                 weft__edge_add(t, &edges[k++], h->readers[j], false, false);
+            k += follow_partials(t, h, mode, edges + k);
             drop_all(h->writers, &h->nwriters);
             drop_all(h->readers, &h->nreaders);
             drop_all(h->base, &h->nbase);
@@ -372,6 +524,32 @@ void weft__access_link(weft__task *t, const weft__task_access *sorted, uint32_t 
             h->writers_parent = via_parent;
         }
     }
+    note_own_writes(t, sorted, n);
+}
+
+bool weft__history_hand_over(weft__data *d, weft__data *n)
+{
+    history *a = H(d), *b = H(n);
+    history *first = d < n ? a : b, *second = d < n ? b : a; /* spawn's order: by handle address */
+    pthread_mutex_lock(&first->lock);
+    pthread_mutex_lock(&second->lock);
+    bool ok = reserve(&b->pwriters, &b->cap_pwriters, b->npwriters + a->nwriters) &&
+              reserve(&b->preaders, &b->cap_preaders, b->npreaders + a->nreaders);
+    if (ok) {
+        for (uint32_t j = 0; j < a->nwriters; j++) {
+            weft__task_ref(a->writers[j]);
+            b->pwriters[b->npwriters++] = a->writers[j];
+        }
+        for (uint32_t j = 0; j < a->nreaders; j++) {
+            weft__task_ref(a->readers[j]);
+            b->preaders[b->npreaders++] = a->readers[j];
+        }
+        if ((a->nwriters || a->nreaders) && (b->writers_commute || b->writers_reduce))
+            b->group_read = true;
+    }
+    pthread_mutex_unlock(&second->lock);
+    pthread_mutex_unlock(&first->lock);
+    return ok;
 }
 
 /* ------------------------------------------------------------------------ */

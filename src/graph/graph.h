@@ -84,6 +84,19 @@ _Static_assert((WEFT__ORDER_ONLY & (0x3fu | WEFT_RED_OP_MASK | WEFT_RED_TYPE_MAS
 _Static_assert((WEFT__VIA_PARENT & (WEFT__ORDER_ONLY | 0x3fu | WEFT_RED_OP_MASK | WEFT_RED_TYPE_MASK)) == 0,
                "WEFT__VIA_PARENT collides with a mode bit");
 
+/* With WEFT__ORDER_ONLY: the access of a handle over memory that overlaps
+ * the memory of a handle the task names (data/overlap.h), with the R and W
+ * bits of that access.  In the history it is partial: it follows the
+ * handle's own accesses that conflict with it, and they follow it, but two
+ * partial accesses never order each other (their tasks' own handles
+ * overlap, and order them there, or their memory is disjoint).  Its
+ * acquire only brings the handle's value to the host
+ * (weft__data_host_sync). */
+#define WEFT__OVERLAP 0x400u
+_Static_assert((WEFT__OVERLAP & (WEFT__ORDER_ONLY | WEFT__VIA_PARENT | 0x7fu | WEFT_RED_OP_MASK |
+                                 WEFT_RED_TYPE_MASK | WEFT_ON_GPU_MASK)) == 0,
+               "WEFT__OVERLAP collides with a mode bit");
+
 typedef struct weft__task_access {
     weft__data *data;
     unsigned mode;
@@ -195,6 +208,10 @@ struct weft__task {
     weft__graph *g;
     const void *rt_handle;             /* identifies the runtime even after its slot is reused */
     uint64_t id;
+    /* When its accesses entered the histories (weft__access_link, under
+     * their locks): the spawn order of two tasks that share a handle, or
+     * handles over overlapping memory.  (id is taken before the locks.) */
+    uint64_t linked;
     weft_body_fn body;
     void *arg;
     void (*arg_destroy)(void *);
@@ -400,6 +417,12 @@ void *weft__history_new(void);              /* NULL on ENOMEM */
 void weft__history_lock(weft__data *d);
 void weft__history_unlock(weft__data *d);
 void weft__history_free(void *hist);        /* drops its references */
+/* d is being unregistered and n overlaps it (the index lock held, so no
+ * spawn reads the neighbour lists meanwhile): d's last writers and
+ * readers since enter n's history as partial accesses, which n's later
+ * tasks follow as they would have followed them through d.  false on
+ * ENOMEM (nothing changed). */
+bool weft__history_hand_over(weft__data *d, weft__data *n);
 int weft__access_plan(weft__task_access *sorted, uint32_t n, uint32_t *ninferred);
 /* Would any task this spawn is about to follow through its data be
  * forbidden?  false if one is: *hit (if not NULL) is then sorted[*hit_i]'s

@@ -12,6 +12,7 @@
 #include "graph/graph.h"
 #include "data/reduce.h"
 #include "data/scratch.h"
+#include "data/overlap.h"
 #include "data/tile.h"
 #include "device/vcheck.h"
 
@@ -483,6 +484,124 @@ static int add_family_orders(weft__task *t, size_t *extra)
     return rc;
 }
 
+/* What overlapping ranges refuse (data/overlap.h): access i of t names d,
+ * whose memory other registered ranges overlap; the index lock held (the
+ * first neighbour named).  0, or WEFT_EINVAL (reported). */
+static int overlap_refused(const weft__task *t, uint32_t i, bool gpu)
+{
+    const weft__data *dd = t->access[i].data;
+    unsigned mode = t->access[i].mode;
+    bool reduce = (mode & WEFT_REDUCE) != 0;
+    if (!reduce && (!gpu || (mode & WEFT_HOST)))
+        return 0;
+    uint32_t id = 0;
+    uintptr_t lo = 0, hi = 0;
+    (void)weft__ranges_first(dd, &id, &lo, &hi);
+    if (reduce)
+        return weft__error(WEFT_EINVAL, "weft_spawn: access %u reduces into data d%u over [%p, %p) (%zu bytes), "
+                           "which overlaps d%u over [%#jx, %#jx) (%ju bytes): a reduction needs memory "
+                           "registered as one range; reduce into one handle whose memory no other "
+                           "registered range overlaps (unregister the overlapping one first)", i, dd->id,
+                           dd->ptr, (void *)((char *)dd->ptr + dd->size), dd->size, id, (uintmax_t)lo,
+                           (uintmax_t)hi, (uintmax_t)(hi - lo));
+    return weft__error(WEFT_EINVAL, "weft_spawn: access %u names data d%u over [%p, %p) (%zu bytes) on a device, "
+                       "but it overlaps d%u over [%#jx, %#jx) (%ju bytes): data whose memory other registered "
+                       "ranges overlap is host-only; add WEFT_HOST to the access, or register the memory as "
+                       "one range and name only that handle", i, dd->id, dd->ptr,
+                       (void *)((char *)dd->ptr + dd->size), dd->size, id, (uintmax_t)lo, (uintmax_t)hi,
+                       (uintmax_t)(hi - lo));
+}
+
+/* The handles over memory that overlaps t's own data (its first nuser
+ * accesses), pinned, into *nb (allocated), with the access of t each is
+ * for in *of; refuses what such data cannot do (overlap_refused).
+ * Returns how many (*n), 0 or an error (reported). */
+static int overlap_neighbours(weft__task *t, const weft_task_desc *d, uint32_t nuser, weft__data ***nb,
+                              uint32_t **of, size_t *n)
+{
+    bool gpu = false; /* an alternative with GPUs: accesses without WEFT_HOST are on a device */
+    for (size_t k = 0; k < d->nplacements; k++)
+        gpu |= d->placements[k].gpus > 0;
+    weft__ranges *x = NULL;
+    for (uint32_t i = 0; i < nuser && !x; i++)
+        if (!is_scratch(&t->access[i]))
+            x = weft__data_ranges(t->access[i].data);
+    size_t cap = 0, got = 0;
+    for (int rc = 0;; cap = got) {
+        if (cap && (!(*nb = weft__alloc(sizeof **nb * cap)) || !(*of = weft__alloc(sizeof **of * cap))))
+            return weft__error(WEFT_ENOMEM, "weft_spawn: out of memory");
+        weft__ranges_lock(x);
+        got = 0;
+        for (uint32_t i = 0; i < nuser && rc == 0; i++)
+            if (!is_scratch(&t->access[i]) && weft__ranges_count(t->access[i].data)) {
+                rc = overlap_refused(t, i, gpu);
+                got += weft__ranges_count(t->access[i].data);
+            }
+        bool fits = rc == 0 && got <= cap;
+        for (uint32_t i = 0, k = 0; i < nuser && fits; i++) {
+            if (is_scratch(&t->access[i]))
+                continue;
+            size_t m = weft__ranges_pin_neighbours(t->access[i].data, *nb + k, cap - k);
+            for (size_t j = 0; j < m; j++)
+                (*of)[k++] = i;
+        }
+        weft__ranges_unlock(x);
+        if (rc != 0 || fits) {
+            *n = rc == 0 ? got : 0;
+            return rc;
+        }
+        weft__free(*nb);
+        weft__free(*of);
+        *nb = NULL;
+        *of = NULL;
+    }
+}
+
+/* Append to t's accesses an order-only, partial access (WEFT__OVERLAP) of
+ * every handle over memory that overlaps the memory of a handle among its
+ * first nuser (data/overlap.h), with the R and W bits of that access,
+ * counted as users like the others.  0, or an error (reported). */
+static int add_overlap_orders(weft__task *t, const weft_task_desc *d, uint32_t nuser, size_t *extra)
+{
+    weft__data **nb = NULL;
+    uint32_t *of = NULL;
+    size_t n = 0;
+    int rc = overlap_neighbours(t, d, nuser, &nb, &of, &n);
+    uint32_t na = t->naccess;
+    weft__task_access *all = NULL;
+    if (rc == 0 && na + n > UINT16_MAX)
+        rc = weft__error(WEFT_EINVAL, "weft_spawn: its data and the registered ranges that overlap it make %zu "
+                         "accesses, more than %u", na + n, UINT16_MAX);
+    else if (rc == 0 && n && !(all = weft__alloc(sizeof *all * (na + n))))
+        rc = weft__error(WEFT_ENOMEM, "weft_spawn: out of memory");
+    if (rc != 0 || !n) {
+        for (size_t j = 0; j < n; j++)
+            weft__data_unpin(nb[j]);
+        weft__free(nb);
+        weft__free(of);
+        return rc;
+    }
+    memcpy(all, t->access, sizeof *all * na);
+    if (t->access != t->access_inline)
+        weft__free(t->access);
+    else
+        *extra += sizeof *all * na;
+    t->access = all;
+    *extra += sizeof *all * n;
+    for (size_t j = 0; j < n; j++) {
+        weft__task_access *a = &t->access[t->naccess++];
+        unsigned rw = t->access[of[j]].mode & WEFT_RW;
+        a->data = nb[j];
+        a->mode = (rw ? rw : WEFT_RW) | WEFT__ORDER_ONLY | WEFT__OVERLAP;
+        weft__data_hold_clear(&a->hold);
+        a->part = NULL; /* (and scratch: one field) */
+        weft__wrec_clear(&a->rec);
+    }
+    weft__free(nb);
+    weft__free(of);
+    return 0;
+}
+
 /* "task 'name' (id N)", or "task id N" for a task without a name: for
  * error messages. */
 static void task_label(const weft__task *p, char *buf, size_t len)
@@ -522,14 +641,18 @@ static unsigned task_mode(unsigned mode)
     return weft__red_task_mode(mode);
 }
 
-int weft__task_spawn(weft__graph *g, const void *rt_handle, const weft_task_desc *d,
-                     const weft__spawn_extra *x, bool want_handle, weft__task **out)
+/* Spawn, step 1: a task object for d with its placement and room for its
+ * accesses (*extra: the bytes allocated out of line).  0 or an error
+ * (reported). */
+static int spawn_new(weft__graph *g, const weft_task_desc *d, size_t *extra, weft__task **out)
 {
     weft__task *t = weft__slot_alloc(WEFT__POOL_TASK, sizeof(weft__task));
     if (!t)
         return weft__error(WEFT_ENOMEM, "weft_spawn: out of memory");
     atomic_init(&t->state, WEFT__T_SPAWNING);
     t->g = g;
+    t->access = t->access_inline;
+    t->edges = t->edge_inline;
     if (d->nplacements) {
         int prc = weft__place_new(g->placer, d->placements, d->nplacements, data_bytes(d), t, "weft_spawn",
                                   &t->place);
@@ -546,27 +669,31 @@ int weft__task_spawn(weft__graph *g, const void *rt_handle, const weft_task_desc
             atomic_store_explicit(&t->ops, 1, memory_order_relaxed);
         }
     }
-    size_t extra = 0;
-    uint32_t na = (uint32_t)d->naccesses, nuser = na, nfam = 0;
-    t->access = t->access_inline;
-    if (na > WEFT__INLINE_ACCESSES) {
-        t->access = weft__alloc(sizeof(weft__task_access) * na);
+    if (d->naccesses > WEFT__INLINE_ACCESSES) {
+        t->access = weft__alloc(sizeof(weft__task_access) * d->naccesses);
         if (!t->access) {
             t->access = t->access_inline;
             task_free(t);
             return weft__error(WEFT_ENOMEM, "weft_spawn: out of memory");
         }
-        extra += sizeof(weft__task_access) * na;
+        *extra += sizeof(weft__task_access) * d->naccesses;
     }
-    /* Pin each data handle (count this task as a user) so that an unregister
-     * racing with this spawn waits for the task instead of freeing the
-     * handle under it. */
-    for (uint32_t i = 0; i < na; i++) {
+    *out = t;
+    return 0;
+}
+
+/* Spawn, step 2: t's own accesses, each handle pinned (counted as a user)
+ * so that an unregister racing with this spawn waits for the task instead
+ * of freeing the handle under it.  *nfam: how many name a handle of a
+ * family (tiles), *nov: how many a handle over memory other registered
+ * ranges overlap.  0 or an error (reported; t is the caller's to free). */
+static int spawn_pin(weft__task *t, const void *rt_handle, const weft_task_desc *d, uint32_t *nfam,
+                     uint32_t *nov)
+{
+    for (uint32_t i = 0; i < (uint32_t)d->naccesses; i++) {
         weft__data *dd = weft__data_pin(d->accesses[i].data);
-        if (!dd) {
-            task_free(t);
+        if (!dd)
             return weft__error(WEFT_EINVAL, "weft_spawn: data of access %u is being unregistered", i);
-        }
         t->access[i].data = dd;
         t->access[i].mode = task_mode(d->accesses[i].mode);
         weft__data_hold_clear(&t->access[i].hold);
@@ -576,54 +703,49 @@ int weft__task_spawn(weft__graph *g, const void *rt_handle, const weft_task_desc
         /* A reduction's record, enlisted at the link: the order of the
          * private copies is the spawn order (data/reduce.h). */
         if ((d->accesses[i].mode & WEFT_REDUCE) && !(t->access[i].part = weft__reduce_new(d->accesses[i].mode,
-                                                                     reduce_user(rt_handle, d->accesses[i].mode)))) {
-            task_free(t);
+                                                                     reduce_user(rt_handle, d->accesses[i].mode))))
             return weft__error(WEFT_ENOMEM, "weft_spawn: out of memory");
-        }
         if (t->access[i].mode & WEFT_COMMUTE)
             t->has_commute = true;
-        nfam += !is_scratch(&t->access[i]) && atomic_load_explicit(&dd->fam, memory_order_acquire) != NULL;
+        if (is_scratch(&t->access[i]))
+            continue;
+        *nfam += atomic_load_explicit(&dd->fam, memory_order_acquire) != NULL;
+        *nov += atomic_load_explicit(&dd->noverlap, memory_order_acquire) != 0;
     }
-    /* Tiles and partitioned data: the handles it is also ordered with. */
-    if (nfam) {
-        int frc = add_family_orders(t, &extra);
-        if (frc) {
-            task_free(t);
-            return frc;
-        }
-    }
-    na = t->naccess;
-    if (x && x->forbidden)
-        for (size_t i = 0; i < d->ndeps; i++) {
-            const weft__task *p = weft__task_get(d->deps[i]);
-            if (x->forbidden(x->arg, p)) {
-                char who[80];
-                task_label(p, who, sizeof who);
-                task_free(t);
-                return weft__error(WEFT_EDEADLK, "%s: its dependency %zu (%s) already waits, directly or "
-                                   "not, for the key being spawned", x->forbidden_what, i, who);
-            }
-        }
+    return 0;
+}
 
-    /* Unique data in address order (modes merged): the order in which the
-     * histories are locked, so concurrent spawns cannot deadlock.  Scratch
-     * accesses are left out: they order nothing. */
-    weft__task_access stack_sorted[STACK_ACCESSES];
-    weft__task_access *sorted = stack_sorted;
-    if (na > STACK_ACCESSES) {
-        sorted = weft__alloc(sizeof(weft__task_access) * na);
-        if (!sorted) {
-            task_free(t);
-            return weft__error(WEFT_ENOMEM, "weft_spawn: out of memory");
+/* Spawn, step 3: no explicit dependency of a task space's spawn may
+ * already wait for the key being spawned.  0 or WEFT_EDEADLK (reported). */
+static int spawn_check_deps(const weft_task_desc *d, const weft__spawn_extra *x)
+{
+    if (!x || !x->forbidden)
+        return 0;
+    for (size_t i = 0; i < d->ndeps; i++) {
+        const weft__task *p = weft__task_get(d->deps[i]);
+        if (x->forbidden(x->arg, p)) {
+            char who[80];
+            task_label(p, who, sizeof who);
+            return weft__error(WEFT_EDEADLK, "%s: its dependency %zu (%s) already waits, directly or "
+                               "not, for the key being spawned", x->forbidden_what, i, who);
         }
     }
+    return 0;
+}
+
+/* Spawn, step 4: t's data in address order, unique (modes merged), into
+ * sorted (room for t->naccess): the order in which the histories are
+ * locked, so concurrent spawns cannot deadlock.  Scratch accesses are left
+ * out: they order nothing.  Returns how many. */
+static uint32_t spawn_sort(const weft__task *t, weft__task_access *sorted)
+{
     uint32_t nordered = 0;
-    for (uint32_t i = 0; i < na; i++)
+    for (uint32_t i = 0; i < t->naccess; i++)
         if (!is_scratch(&t->access[i]))
             sorted[nordered++] = t->access[i];
     /* Where and whether it is used changes nothing in the order; through
      * which view of a tile (its own, its parent's) it is accessed does
-     * (weft__access_link). */
+     * (weft__access_link), and whether it is partial (WEFT__OVERLAP). */
     for (uint32_t i = 0; i < nordered; i++)
         sorted[i].mode &= ~(unsigned)(WEFT_HOST | WEFT__ORDER_ONLY | WEFT_ON_GPU_MASK);
     if (nordered > 1)
@@ -633,16 +755,24 @@ int weft__task_spawn(weft__graph *g, const void *rt_handle, const weft_task_desc
         if (nu && sorted[nu - 1].data == sorted[i].data) {
             unsigned a = sorted[nu - 1].mode, b = sorted[i].mode;
             unsigned commute = a & b & WEFT_COMMUTE; /* in the group only if every access is */
-            sorted[nu - 1].mode = ((a | b) & WEFT_RW) | commute | (a & b & WEFT__VIA_PARENT);
+            sorted[nu - 1].mode = ((a | b) & WEFT_RW) | commute | (a & b & (WEFT__VIA_PARENT | WEFT__OVERLAP));
         } else {
             sorted[nu++] = sorted[i];
         }
     }
+    return nu;
+}
 
-    weft__access_lock_all(sorted, nu);
+/* Spawn, step 5 (the histories of sorted[0 .. nu-1] locked): plan the
+ * inferred edges, check a task space's cycle, and allocate the edges —
+ * the last step that can fail.  0, or an error (reported). */
+static int spawn_plan(weft__task *t, const weft_task_desc *d, const weft__spawn_extra *x,
+                      weft__task_access *sorted, uint32_t nu, uint32_t nuser, uint32_t nfam, size_t *extra)
+{
     uint32_t ninferred = 0;
     int rc = count_families(t, nuser) != nfam ? WEFT_EBUSY : weft__access_plan(sorted, nu, &ninferred);
-    char cycle[192] = "";
+    if (rc == WEFT_EBUSY)
+        return weft__error(rc, "weft_spawn: data it names was partitioned into tiles meanwhile");
     if (rc == 0 && x && x->forbidden) {
         const weft__task *p = NULL;
         uint32_t hi = 0;
@@ -655,39 +785,33 @@ int weft__task_spawn(weft__graph *g, const void *rt_handle, const weft_task_desc
                 j++;
             char who[80];
             task_label(p, who, sizeof who);
-            snprintf(cycle, sizeof cycle, "its data access %u follows %s, a %s of that data,", j, who,
-                     writer ? "writer" : "reader");
-            rc = WEFT_EDEADLK;
+            return weft__error(WEFT_EDEADLK, "%s: its data access %u follows %s, a %s of that data, which "
+                               "already waits, directly or not, for the key being spawned", x->forbidden_what, j,
+                               who, writer ? "writer" : "reader");
         }
     }
     uint32_t nedges = (uint32_t)d->ndeps + ninferred;
-    t->edges = t->edge_inline;
     if (rc == 0 && nedges > WEFT__INLINE_EDGES) {
         t->edges = weft__alloc(sizeof(weft__edge) * nedges);
         if (!t->edges) {
             t->edges = t->edge_inline;
             rc = WEFT_ENOMEM;
         }
-        extra += sizeof(weft__edge) * nedges;
+        *extra += sizeof(weft__edge) * nedges;
     }
-    if (rc != 0) {
-        weft__access_unlock_all(sorted, nu);
-        if (sorted != stack_sorted)
-            weft__free(sorted);
-        task_free(t);
-        if (rc == WEFT_EDEADLK)
-            return weft__error(rc, "%s: %s which already waits, directly or not, for the key being spawned",
-                               x->forbidden_what, cycle);
-        if (rc == WEFT_EBUSY)
-            return weft__error(rc, "weft_spawn: data it names was partitioned into tiles meanwhile");
+    if (rc != 0)
         return weft__error(rc, "weft_spawn: out of memory");
-    }
+    atomic_store_explicit(&t->nedges, nedges, memory_order_relaxed);
+    return 0;
+}
 
-    /* From here on nothing can fail. */
+/* Spawn, step 6 (nothing can fail any more): t's fields from d and x. */
+static void spawn_fill(weft__graph *g, weft__task *t, const void *rt_handle, const weft_task_desc *d,
+                       const weft__spawn_extra *x, bool want_handle, uint32_t nu, size_t extra)
+{
     bool space_owned = x && x->space_owned;
     t->g = g;
     t->rt_handle = rt_handle;
-    atomic_store_explicit(&t->nedges, nedges, memory_order_relaxed);
     t->body = d->body;
     t->arg = d->arg;
     t->arg_destroy = d->arg_destroy;
@@ -698,7 +822,7 @@ int weft__task_spawn(weft__graph *g, const void *rt_handle, const weft_task_desc
     atomic_init(&t->successors, NULL);
     atomic_init(&t->state, WEFT__T_WAITING);
     atomic_init(&t->run_gate, WEFT__GATE_OPEN);
-    atomic_init(&t->pending, (int32_t)nedges + 1);
+    atomic_init(&t->pending, (int32_t)weft__task_nedges(t) + 1);
     /* A store, not an init: a late pinner of the slot's previous task may read it. */
     atomic_store_explicit(&t->refs, 1 + (want_handle ? 1 : 0) + (space_owned ? 1 : 0) + (int32_t)nu,
                           memory_order_relaxed);
@@ -716,7 +840,13 @@ int weft__task_spawn(weft__graph *g, const void *rt_handle, const weft_task_desc
     t->qn.seq = t->id;
     if (extra)
         atomic_fetch_add_explicit(&g->extra_bytes, extra, memory_order_relaxed);
+}
 
+/* Spawn, step 7 (the histories locked): t's edges, its continuation and
+ * reduction records in place. */
+static void spawn_link(weft__task *t, const weft_task_desc *d, const weft__spawn_extra *x,
+                       const weft__task_access *sorted, uint32_t nu, uint32_t nuser)
+{
     /* A continuation's explicit dependencies are what its task awaits:
      * their failure is for its body to see, not a cancellation. */
     bool carry = !(x && x->cont_of);
@@ -734,24 +864,68 @@ int weft__task_spawn(weft__graph *g, const void *rt_handle, const weft_task_desc
     for (uint32_t i = 0; i < nuser; i++)
         if (weft__access_part(&t->access[i]))
             weft__reduce_enlist(t->access[i].data, t->access[i].part, t->id);
+}
+
+/* Spawn, step 8: a placeholder the new task fulfils follows it (and so do
+ * its dependents).  A placeholder cancelled by request before its key was
+ * spawned passes the request on: the new task never runs. */
+static void spawn_fulfil(weft__task *t, weft__task *p)
+{
+    if (atomic_load_explicit(&p->run_gate, memory_order_acquire) == WEFT__GATE_DOOMED &&
+        p->cause_kind == WEFT__CAUSE_REQUEST)
+        weft__task_doom(t, t->id, t->name, WEFT__CAUSE_REQUEST);
+    atomic_fetch_add(&p->pending, 1);
+    weft__edge_add(p, &p->edge_inline[0], t, true, false);
+    atomic_store_explicit(&p->nedges, 1, memory_order_release); /* walkers may read it now */
+    if (atomic_fetch_sub_explicit(&p->pending, 1, memory_order_acq_rel) == 1)
+        task_ready(p, NULL);
+}
+
+int weft__task_spawn(weft__graph *g, const void *rt_handle, const weft_task_desc *d,
+                     const weft__spawn_extra *x, bool want_handle, weft__task **out)
+{
+    size_t extra = 0;
+    weft__task *t = NULL;
+    int rc = spawn_new(g, d, &extra, &t);
+    if (rc)
+        return rc;
+    uint32_t nuser = (uint32_t)d->naccesses, nfam = 0, nov = 0;
+    rc = spawn_pin(t, rt_handle, d, &nfam, &nov);
+    /* Tiles and partitioned data, overlapping ranges: the handles it is
+     * also ordered with. */
+    if (rc == 0 && nfam)
+        rc = add_family_orders(t, &extra);
+    if (rc == 0 && nov)
+        rc = add_overlap_orders(t, d, nuser, &extra);
+    if (rc == 0)
+        rc = spawn_check_deps(d, x);
+    weft__task_access stack_sorted[STACK_ACCESSES];
+    weft__task_access *sorted = stack_sorted;
+    if (rc == 0 && t->naccess > STACK_ACCESSES &&
+        !(sorted = weft__alloc(sizeof(weft__task_access) * t->naccess))) {
+        sorted = stack_sorted;
+        rc = weft__error(WEFT_ENOMEM, "weft_spawn: out of memory");
+    }
+    if (rc != 0) {
+        task_free(t);
+        return rc;
+    }
+    uint32_t nu = spawn_sort(t, sorted);
+    weft__access_lock_all(sorted, nu);
+    rc = spawn_plan(t, d, x, sorted, nu, nuser, nfam, &extra);
+    if (rc == 0) {
+        spawn_fill(g, t, rt_handle, d, x, want_handle, nu, extra);
+        spawn_link(t, d, x, sorted, nu, nuser);
+    }
     weft__access_unlock_all(sorted, nu);
     if (sorted != stack_sorted)
         weft__free(sorted);
-
-    if (x && x->fulfil) {
-        /* The placeholder follows the new task (and so do its dependents).
-         * A placeholder cancelled by request before its key was spawned
-         * passes the request on: the new task never runs. */
-        weft__task *p = x->fulfil;
-        if (atomic_load_explicit(&p->run_gate, memory_order_acquire) == WEFT__GATE_DOOMED &&
-            p->cause_kind == WEFT__CAUSE_REQUEST)
-            weft__task_doom(t, t->id, t->name, WEFT__CAUSE_REQUEST);
-        atomic_fetch_add(&p->pending, 1);
-        weft__edge_add(p, &p->edge_inline[0], t, true, false);
-        atomic_store_explicit(&p->nedges, 1, memory_order_release); /* walkers may read it now */
-        if (atomic_fetch_sub_explicit(&p->pending, 1, memory_order_acq_rel) == 1)
-            task_ready(p, NULL);
+    if (rc != 0) {
+        task_free(t);
+        return rc;
     }
+    if (x && x->fulfil)
+        spawn_fulfil(t, x->fulfil);
     *out = t;
     /* Drop the spawn guard; if every dependency is already done, it is ready. */
     if (atomic_fetch_sub_explicit(&t->pending, 1, memory_order_acq_rel) == 1)
@@ -1319,6 +1493,14 @@ int weft__task_acquire(weft__task *t, bool waited_events)
      * nothing it follows is still in flight there (its streams wait for
      * no predecessor's events): on its devices' prefetch queues. */
     unsigned prefetch = waited_events || t->g->no_prefetch ? 0 : WEFT__DATA_PREFETCH;
+    /* Handles over memory its own data overlaps: their value on the host,
+     * before its own accesses are acquired there. */
+    for (uint32_t i = 0; i < t->naccess; i++) {
+        const weft__task_access *a = &t->access[i];
+        int src;
+        if ((a->mode & WEFT__OVERLAP) && (src = weft__data_host_sync(a->data, (a->mode & WEFT_W) != 0, t->id)) != 0)
+            return src;
+    }
     for (unsigned idle = 0, held = 0;;) {
         int rc = 0;
         uint32_t i = 0;
