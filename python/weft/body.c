@@ -20,6 +20,27 @@ weft_py_task_publish(TaskObject *t, weft_ctx *ctx)
     }
 }
 
+/* A body that failed with a TypeError or AttributeError while one of its
+ * arguments is a weft.Task probably took the task for its value (as Dask's
+ * delayed calls do): say so under the traceback. */
+static void
+note_task_args(modstate *st, PyObject *args, PyObject *exc)
+{
+    if (!PyErr_GivenExceptionMatches(exc, PyExc_TypeError) && !PyErr_GivenExceptionMatches(exc, PyExc_AttributeError))
+        return;
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(args); i++) {
+        if (Py_TYPE(PyTuple_GET_ITEM(args, i)) != st->Task_T) continue;
+        PyObject *note = PyUnicode_FromFormat(
+            "argument %zd of this task is a weft.Task, which weft passes to the body as it is (not its "
+            "result, and not as a dependency): spawn with deps=[t] and call t.result() in the body", i);
+        PyObject *rv = note ? PyObject_CallMethodOneArg(exc, st->s_add_note, note) : NULL;
+        Py_XDECREF(rv);
+        Py_XDECREF(note);
+        if (PyErr_Occurred()) PyErr_Clear();
+        return;
+    }
+}
+
 int
 weft_py_trampoline(weft_ctx *ctx, void *arg)
 {
@@ -97,6 +118,7 @@ weft_py_trampoline(weft_ctx *ctx, void *arg)
          * thread may read the list at once (found by TSan). */
         int first = weft_py_task_set_exc(t, exc);
         t->ran = 1;
+        if (first && args) note_task_args(r->st, args, exc);
         /* (Under the id of its first segment, which its dependents name.) */
         if (first) weft_py_record_failure(r, t, fn ? fn : coro, exc, t->cid ? t->cid : weft_ctx_task_id(ctx));
     }

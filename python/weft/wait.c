@@ -101,11 +101,23 @@ tell_stall(TaskObject *t, RuntimeObject *r)
         slots = PyUnicode_FromString(key);
         if (slots == NULL) return -1;
     }
+    /* An unnamed task by its function's name, which its C task carries. */
+    weft_task_info info;
+    weft_task *h = atomic_load(&t->h);
+    int known = h && weft_task_info_get(h, &info) == 0 && info.name[0];
+    PyObject *who = t->name ? PyUnicode_FromFormat("%R", t->name)
+                  : known   ? PyUnicode_FromFormat("%s (id %llu)", info.name, (unsigned long long)info.id)
+                            : PyUnicode_FromString("(unnamed)");
+    if (who == NULL) {
+        Py_DECREF(slots);
+        return -1;
+    }
     int rc = PyErr_WarnFormat(r->st->TaskWarning, 1,
-                              "weft: waiting for task %R, which waits (directly or not) for task-space slots "
+                              "weft: waiting for task %U, which waits (directly or not) for task-space slots "
                               "nobody has spawned into (%U): only a spawn into them ends this wait (spawn them "
                               "from another thread, or leave them out of deps=; a negative index such as T[-1] "
-                              "names no slot, as in Parla)", t->name ? t->name : Py_None, slots);
+                              "names no slot, as in Parla)", who, slots);
+    Py_DECREF(who);
     Py_DECREF(slots);
     return rc < 0 ? -1 : 1;
 }

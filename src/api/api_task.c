@@ -500,6 +500,13 @@ static int outcome(const weft__task *t)
     case WEFT__T_COMPLETED:
         return 0;
     case WEFT__T_FAILED:
+        if (t->fail_why == WEFT__FAIL_CHECK)
+            return weft__error(WEFT_ETASKFAILED, "task %llu '%s' failed: the checking mode found an error in "
+                                                 "its body (printed on stderr, \"weft: data check: ...\")",
+                               (unsigned long long)t->id, t->name);
+        if (t->fail_why == WEFT__FAIL_DEVICE)
+            return weft__error(WEFT_ETASKFAILED, "task %llu '%s' failed: its device work failed (%s)",
+                               (unsigned long long)t->id, t->name, weft_strerror(t->result));
         return weft__error(WEFT_ETASKFAILED, "task %llu '%s' failed: its body returned %d",
                            (unsigned long long)t->id, t->name, t->result);
     default:

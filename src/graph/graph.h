@@ -163,6 +163,11 @@ struct weft__task {
                                           set at spawn, a GPU-only placed task: its
                                           completion also waits for the early-released
                                           predecessors it holds ops for */
+    /* Why a failed task failed, for its message: its body's result
+     * (WEFT__FAIL_BODY), the checking mode's report on its body
+     * (WEFT__FAIL_CHECK, result WEFT_EDEVICE), or its device work
+     * (WEFT__FAIL_DEVICE, result the device's error). */
+    uint8_t fail_why;
     bool start_cancelled;              /* cancelled at start with ops held (has_ops at spawn), or a
                                           continued task whose continuation was cancelled: it
                                           ends CANCELLED (final_of) */
@@ -349,6 +354,8 @@ void weft__task_halo_end(weft__task *t, const weft__halo_guard *g, int *result);
  * WEFT_HOST) and, when q is not NULL, the stream there (NULL on the host):
  * the GPU its WEFT_ON_GPU names, else the task's device. */
 unsigned weft__task_access_dev(const weft__task *t, const weft__task_access *a, struct weft__dqueue **q);
+enum { WEFT__FAIL_BODY = 0, WEFT__FAIL_CHECK = 1, WEFT__FAIL_DEVICE = 2 };
+
 /* The body will not run (WEFT__START_CANCEL): complete t as cancelled. */
 void weft__task_cancelled(weft__task *t, weft__qnode **next);
 void weft__task_body_returned(weft__task *t, int result, weft__qnode **next);

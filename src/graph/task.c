@@ -835,6 +835,7 @@ static void spawn_fill(weft__graph *g, weft__task *t, const void *rt_handle, con
     atomic_store_explicit(&t->cont, NULL, memory_order_relaxed);
     atomic_store_explicit(&t->cont_final, 0, memory_order_relaxed);
     t->cont_result = 0;
+    t->fail_why = WEFT__FAIL_BODY;
     t->id = atomic_fetch_add_explicit(&g->next_id, 1, memory_order_relaxed);
     t->qn.priority = d->priority;
     t->qn.seq = t->id;
@@ -1074,8 +1075,10 @@ static _Thread_local bool tl_completing;
 static void ops_finished(weft__task *t, weft__qnode **next)
 {
     int err = atomic_load(&t->op_error);
-    if (err && t->result == 0)
+    if (err && t->result == 0) {
         t->result = err;
+        t->fail_why = WEFT__FAIL_DEVICE;
+    }
     /* A continued task ends as its continuations did: failed with the
      * result of the one that failed, or cancelled (by request, naming
      * itself: its continuation was cancelled) — unless its own body
@@ -1401,8 +1404,10 @@ void weft__task_halo_end(weft__task *t, const weft__halo_guard *g, int *result)
                  "(weft_tile_info)",
                  t->name, (unsigned long long)t->id, i, d->tile->index, d->tile->fam->parent_id);
         weft__vcheck_report(msg);
-        if (*result == 0)
+        if (*result == 0) {
             *result = WEFT_EDEVICE;
+            t->fail_why = WEFT__FAIL_CHECK;
+        }
         return;
     }
 }
@@ -1457,8 +1462,10 @@ static void guard_compare(weft__task *t, weft__guard *g, int *result)
                  t->name, (unsigned long long)t->id, i, a->data->id, is_scratch(a) ? "scratch buffer" : "replica",
                  a->data->devs[weft__task_access_dev(t, a, NULL)]->name);
         weft__vcheck_report(msg);
-        if (*result == 0)
+        if (*result == 0) {
             *result = WEFT_EDEVICE;
+            t->fail_why = WEFT__FAIL_CHECK;
+        }
         break;
     }
 }
