@@ -213,3 +213,20 @@ def test_cancelled_dependent_names_a_retrieved_failure(rt):
     assert isinstance(e, weft.CancelledError) and e.cause_name == "A"
     assert e.__cause__ is a.exception()
     weft.wait_all()
+
+
+def test_a_task_argument_taken_for_its_value_gets_a_note():
+    # Dask's habit: a Task passed as an argument is not its result; the
+    # body's TypeError says what to write instead.
+    with weft.Runtime(workers=2) as rt:
+        a = rt.spawn(lambda: 1)
+        c = rt.spawn(lambda x: x + 1, a)
+        with pytest.raises(TypeError) as ei:
+            c.result(timeout=30)
+        notes = getattr(ei.value, "__notes__", [])
+        assert any("argument 0 of this task is a weft.Task" in n and "deps=[t]" in n for n in notes), notes
+        # An unrelated failure gets no such note.
+        d = rt.spawn(lambda x: 1 / 0, a)
+        with pytest.raises(ZeroDivisionError) as ei:
+            d.result(timeout=30)
+        assert not any("weft.Task" in n for n in getattr(ei.value, "__notes__", []))
