@@ -374,7 +374,7 @@ static void test_unregister_middle(void) {
 
 static int fail_body(weft_ctx *ctx, void *arg) {
     (void)arg;
-    memset(weft_ctx_data(ctx, 0), 0xee, 16); /* in place, then fails */
+    memset(weft_ctx_data(ctx, 0), 0xee, weft_ctx_bytes(ctx, 0)); /* in place, then fails */
     return 7;
 }
 
