@@ -52,7 +52,13 @@
  *   runtime.c  weft.Runtime, and which runtime weft.spawn & co. mean
  *   task.c     weft.Task, and the exceptions of failed/cancelled tasks
  *   space.c    weft.TaskSpace
- *   data.c     weft.Data, and the registry of the memory ranges buffers cover
+ *   data.c     the registry of the memory ranges buffers cover: one weft.Data
+ *              per range; register, look up, unregister
+ *   data_type.c  weft.Data, the Python type: methods, getters, repr, dealloc
+ *   accesses.c the C accesses of a spawn, from the objects it names
+ *   tiles.c    Data.partition, and the tile bookkeeping
+ *   scratch.c  the C handles of spawn's scratch=
+ *   reduce.c   the element type of a reduction's buffer
  *   spawn.c    spawning (into task spaces too), the decorator form
  *   wait.c     timeouts, waiting for a task or for a runtime, Ctrl-C
  *   view.c     weft.View: a task's data on its device (buffer protocol, the
@@ -262,19 +268,19 @@ typedef struct {
 } weft_py_objslot;
 
 /* A runtime's data registry (data.c): which weft.Data stands for which
- * object and which memory, and which overlapping ranges each one's tasks
- * name.  The fields below `lock` are plain C (malloc'd arrays), so that
- * every step on them runs no Python code. */
+ * object and which memory, and the scratch= handles (scratch.c).  The
+ * fields below `lock` are plain C (malloc'd arrays), so that every step on
+ * them runs no Python code. */
 typedef struct {
     /* lock protects: the fields below, and in every Data of this runtime its
-     * handle d (once registered), has_view, closing, spawning, lower and
-     * pending (with their counts).  Each step under it is plain C: no Python
-     * code or API that could run any, no Python allocation (memory comes
-     * from malloc, never PyMem: tracemalloc's hooks take a PyMutex), no
-     * reference dropped, no GIL, critical section or PyMutex taken, no wait;
-     * the only other locks taken under it are the C core's, by a hand-over's
-     * weft_spawn with WEFT_SPAWN_NOWAIT (never waits, never runs a task
-     * inline, and the core calls no extension code with a lock held).  So a
+     * handle d (once registered), has_view, closing, acquired, and its
+     * tiles' fields (tiles, grid, partitioning).  Each step under it is
+     * plain C: no Python code or API that could run any, no Python
+     * allocation (memory comes from malloc, never PyMem: tracemalloc's
+     * hooks take a PyMutex), no reference dropped, no GIL, critical
+     * section or PyMutex taken, no wait; the only other locks taken under
+     * it are the C core's, by weft_data_wont_use (brief ones: it never
+     * waits, and the core calls no extension code with a lock held).  So a
      * thread takes it while attached (holding the GIL on a GIL build, where
      * it is then never contended) and never detaches while holding it: a
      * thread waiting for it delays a stop-the-world pause only until the
@@ -291,7 +297,7 @@ typedef struct {
      * size, to bound overlap scans. */
     struct DataObject **spans;
     size_t nspans, capspans, max_span;
-    /* The C handles of spawn's scratch= (data.c, weft_py_scratch_handle):
+    /* The C handles of spawn's scratch= (scratch.c, weft_py_scratch_handle):
      * one registered with no memory (weft_data_register(rt, NULL, n)) per
      * size in bytes asked for, made on first use and kept while the
      * runtime is open (its destroy unregisters them). */
@@ -436,14 +442,12 @@ typedef struct DataObject {
     int readonly;      /* obj's buffer is read-only */
     weft_data *d;      /* NULL once unregistered (rt->reg.lock once in the registry) */
     char dummy;        /* stands in for a zero-length buffer */
-    /* Its place in the runtime's registry (data.c), under rt->reg.lock.
-     * Relations are borrowed: a Data leaves the registry only once no other
-     * Data lists it. */
+    /* Its place in the runtime's registry (data.c), under rt->reg.lock. */
     uintptr_t lo, hi;  /* the memory it covers, [lo, hi); lo == hi: none (a zero-length
                           buffer, found by its object only, never in rt->reg.spans) */
     int closing;       /* unregister in progress: no new task names it */
     int acquired;      /* acquisitions holding its handle (acquire.c): unregister refuses */
-    /* Tiles (data.c, Data.partition).  A partitioned Data: `tiles`, a tuple
+    /* Tiles (tiles.c, Data.partition).  A partitioned Data: `tiles`, a tuple
      * of its tiles (row-major, strong), set once by partition under
      * rt->reg.lock and never changed again (the collector clears it only
      * once the Data is unreachable), with grid_rows x grid_cols;
@@ -705,21 +709,19 @@ PyObject *weft_py_make_cancelled(TaskObject *t, const char *why);
 PyObject *weft_py_task_cancel_exc(TaskObject *t, const char *why);
 
 /* ------------------------------------------------------------------------ */
-/* Data (data.c)                                                             */
+/* Data (data.c, data_type.c, accesses.c, tiles.c, scratch.c, reduce.c)      */
 /* ------------------------------------------------------------------------ */
 
-extern PyType_Spec weft_py_data_spec;
-/* Each function below takes the registry's lock itself, for its steps only
- * (never across a call into Python or a wait); call none with it held. */
-/* Set up / tear down r's registry (Runtime_new, Runtime_dealloc). */
+/* Each function below, up to the shared helpers at the end, takes the
+ * registry's lock itself, for its steps only (never across a call into
+ * Python or a wait); call none with it held. */
+/* The registry (data.c).  Set up / tear down r's registry (Runtime_new,
+ * Runtime_dealloc). */
 void weft_py_registry_init(RuntimeObject *r);
 void weft_py_registry_fini(RuntimeObject *r);
 /* Runtime_traverse / Runtime_clear: the registry's references. */
 int weft_py_registry_traverse(RuntimeObject *r, visitproc visit, void *arg);
 void weft_py_registry_clear(RuntimeObject *r);
-/* Release d's buffer (its C handle already unregistered, or the runtime
- * gone); once, whoever asks.  May run Python code. */
-int weft_py_data_release(DataObject *d);
 /* The Data of obj (a Data, or a buffer object: the Data of the memory its
  * buffer covers), registering it on first use; a new reference. */
 DataObject *weft_py_data_lookup(RuntimeObject *r, PyObject *obj, const char *what);
@@ -727,31 +729,29 @@ DataObject *weft_py_data_lookup(RuntimeObject *r, PyObject *obj, const char *wha
  * reference), or NULL: with a ValueError if it is not registered. */
 DataObject *weft_py_data_find(RuntimeObject *r, PyObject *obj, const char *what);
 int weft_py_data_unregister(DataObject *d);
-/* Data.partition, for Runtime.partition too: the tiles as a list (a 1-D
- * grid) or a list of lists (new reference), or NULL with an exception. */
-PyObject *weft_py_data_partition(DataObject *d, PyObject *args, PyObject *kwds);
-/* The WEFT_RED_* element type of a reduction over obj (a buffer object or
- * a weft.Data) from its buffer's format; -1 with a TypeError naming the
- * type when it is none of int32, int64, uint32, uint64, float32, float64. */
-int weft_py_reduce_type(modstate *st, PyObject *obj, const char *what, unsigned *type);
-/* A user reduction (weft.Reduction) of `itemsize`-byte elements named
- * `name` reducing obj: 0 if obj's elements are of that size (or bytes), -1
- * with a TypeError saying what the buffer's are. */
-int weft_py_reduce_user_check(modstate *st, PyObject *obj, const char *what, Py_ssize_t itemsize,
-                              PyObject *name);
-/* The operator of a reduction: weft.SUM / weft.MIN / weft.MAX (their C
- * values), or "sum" / "min" / "max"; 0 if op is none of them (no error is
- * left set). */
-unsigned weft_py_reduce_op(PyObject *op);
 /* The runtime closed (r->rt already NULL): release every buffer and empty
  * the registry; nothing enters it any more. */
 void weft_py_data_forget_all(RuntimeObject *r);
-/* The C handle for scratch buffers of n bytes in r (scratch=), registered
- * on first use; NULL with an exception (the runtime closed). */
+/* Whether obj (a Data, or a buffer object) has anything registered to
+ * acquire: a Data, an object or memory registered, or memory overlapping a
+ * registered range (1); 0 for memory Weft never saw; -1 with an exception
+ * (not a buffer). */
+int weft_py_data_known(RuntimeObject *r, PyObject *obj, const char *what);
+/* Add `by` to the `acquired` count of each Data in the tuple dats. */
+void weft_py_data_count_acquired(RuntimeObject *r, PyObject *dats, int by);
+
+/* weft.Data (data_type.c). */
+extern PyType_Spec weft_py_data_spec;
+/* Data.partition, for Runtime.partition too (tiles.c): the tiles as a list
+ * (a 1-D grid) or a list of lists (new reference), or NULL with an
+ * exception. */
+PyObject *weft_py_data_partition(DataObject *d, PyObject *args, PyObject *kwds);
+/* The C handle for scratch buffers of n bytes in r (scratch=; scratch.c),
+ * registered on first use; NULL with an exception (the runtime closed). */
 weft_data *weft_py_scratch_handle(RuntimeObject *r, size_t n, const char *what);
 
-/* The C accesses of one spawn: the Data each names is held (a reference)
- * until weft_py_accs_clear.  Owned by the spawning
+/* The C accesses of one spawn (accesses.c): the Data each names is held (a
+ * reference) until weft_py_accs_clear.  Owned by the spawning
  * thread; its arrays come from malloc (they grow under the registry's lock). */
 #define WEFT_PY_ACCS_SMALL 8
 typedef struct {
@@ -778,13 +778,77 @@ int weft_py_accs_stale(const weft_py_accs *a);
 void weft_py_accs_clear(weft_py_accs *a);
 void weft_py_accs_free(weft_py_accs *a);
 
-/* Whether obj (a Data, or a buffer object) has anything registered to
- * acquire: a Data, an object or memory registered, or memory overlapping a
- * registered range (1); 0 for memory Weft never saw; -1 with an exception
- * (not a buffer). */
-int weft_py_data_known(RuntimeObject *r, PyObject *obj, const char *what);
-/* Add `by` to the `acquired` count of each Data in the tuple dats. */
-void weft_py_data_count_acquired(RuntimeObject *r, PyObject *dats, int by);
+/* The WEFT_RED_* element type of a reduction over obj (a buffer object or
+ * a weft.Data) from its buffer's format (reduce.c); -1 with a TypeError
+ * naming the type when it is none of int32, int64, uint32, uint64,
+ * float32, float64. */
+int weft_py_reduce_type(modstate *st, PyObject *obj, const char *what, unsigned *type);
+/* A user reduction (weft.Reduction) of `itemsize`-byte elements named
+ * `name` reducing obj: 0 if obj's elements are of that size (or bytes), -1
+ * with a TypeError saying what the buffer's are. */
+int weft_py_reduce_user_check(modstate *st, PyObject *obj, const char *what, Py_ssize_t itemsize,
+                              PyObject *name);
+/* The operator of a reduction (spawn.c): weft.SUM / weft.MIN / weft.MAX
+ * (their C values), or "sum" / "min" / "max"; 0 if op is none of them (no
+ * error is left set). */
+unsigned weft_py_reduce_op(PyObject *op);
+
+/* Shared helpers, between the data files only.  The registry's lock:
+ * taken with the thread attached; the holder runs plain C until
+ * weft_py_reg_unlock (weft_py_registry says why waiting for it attached is
+ * safe). */
+static inline void
+weft_py_reg_lock(RuntimeObject *r)
+{
+    pthread_mutex_lock(&r->reg.lock);
+}
+
+static inline void
+weft_py_reg_unlock(RuntimeObject *r)
+{
+    pthread_mutex_unlock(&r->reg.lock);
+}
+
+/* What a registry step found wrong (data.c, accesses.c): its caller raises
+ * it with weft_py_reg_raise once the lock is released (making an exception
+ * is Python work). */
+enum {
+    REG_OK = 0,
+    REG_NOMEM,        /* out of memory */
+    REG_CLOSED,       /* the runtime is closed */
+    REG_UNREGISTERED, /* the Data was unregistered (or its runtime closed) */
+    REG_CLOSING,      /* the Data, over [lo, hi), is being unregistered */
+    REG_DEVICE_OVERLAP, /* device views of the Data over [lo, hi), which overlaps other ranges */
+    REG_PARTITIONED,  /* the new range [lo, hi) overlaps [olo, ohi), which is partitioned into tiles */
+    REG_COMM_OVERLAP  /* a communication buffer over [lo, hi), which overlaps other ranges */
+};
+typedef struct {
+    int kind;
+    uintptr_t lo, hi, olo, ohi;
+} reg_err;
+/* Raise e (nothing for REG_OK); given: the caller named a weft.Data. */
+void weft_py_reg_raise(const reg_err *e, const char *what, int given);
+/* The ValueError of a read-only buffer named for writing; NULL. */
+PyObject *weft_py_err_read_only(PyObject *obj, const char *what);
+/* The Data of buffer object obj: the one registered under obj itself, else
+ * the one of the memory its buffer covers, else a new one (registered).  A
+ * new reference, or NULL with an exception.  register_ok: register it if
+ * none is; else NULL with no exception.  want_write: obj's buffer must be
+ * writable.  Call without the lock. */
+DataObject *weft_py_data_of_object(RuntimeObject *r, PyObject *obj, const char *what, int want_write,
+                                   int register_ok);
+/* Whether another registered range overlaps d's memory (the lock held). */
+int weft_py_registry_overlaps(const weft_py_registry *g, const DataObject *d);
+/* Spawn a no-op task with these accesses, the GIL released for a spawn
+ * that may block (unregister's and partition's probes, which follow every
+ * task on a handle).  A Weft code; no Python exception. */
+int weft_py_spawn_noop(RuntimeObject *r, const weft_access *acc, size_t n, const char *name,
+                       weft_task **out);
+/* tiles.c: a new Data's tile fields (no tiles, not a tile); and, part of a
+ * step (the lock held), d's tiles went with it (unregistered, or the
+ * runtime closed): their handles are no longer valid. */
+void weft_py_tile_fields_init(DataObject *d);
+void weft_py_tiles_forget(DataObject *d);
 
 /* ------------------------------------------------------------------------ */
 /* Acquire (acquire.c)                                                       */
