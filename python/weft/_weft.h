@@ -862,8 +862,8 @@ PyObject *weft_py_runtime_fetch(RuntimeObject *r, PyObject *args, PyObject *kwds
 
 /* A mode bit of the extension's own (never passed to the C core): the
  * access of a communication operation (comm.c), whose C task names only
- * the handles given to weft_comm_post, so a Data with overlapping ranges
- * (relations) is refused. */
+ * the handles given to weft_comm_post, and whose buffers are used on GPUs,
+ * so a Data over memory that overlaps other registered ranges is refused. */
 #define WEFT_PY_COMM_ACCESS 0x80000000u
 
 /* ------------------------------------------------------------------------ */

@@ -736,7 +736,8 @@ weft_py_data_unregister(DataObject *d)
         if (r->rt == NULL) goto out; /* closed meanwhile: close releases it */
         if (rc == WEFT_EDEADLK || rc == WEFT_EBUSY)
             PyErr_SetString(PyExc_RuntimeError, "unregister(): the calling task itself accesses this "
-                            "data (or waits for a task that does)");
+                            "data (or waits for a task that does), so the unregister would wait for it: "
+                            "unregister it after that task, from outside it (or from a task that follows it)");
         else
             weft_py_err_weft(rc, "unregister()");
         goto fail;
@@ -759,7 +760,8 @@ weft_py_data_unregister(DataObject *d)
          * closing. */
         if (rc == WEFT_EBUSY)
             PyErr_SetString(PyExc_RuntimeError,
-                            "unregister(): the calling task itself accesses this data");
+                            "unregister(): the calling task itself accesses this data: unregister it after "
+                            "that task, from outside it (or from a task that follows it)");
         else
             weft_py_err_weft(rc, "unregister()");
         goto fail;

@@ -282,7 +282,8 @@ partition_handles(RuntimeObject *r, weft_data *h, const weft_tiling *t, weft_dat
             PyErr_Format(rc == WEFT_EBUSY && strstr(weft_last_error(), "pending") == NULL ? PyExc_ValueError
                                                                                           : PyExc_RuntimeError,
                          "partition(): %s", rc == WEFT_EDEADLK ? "the calling task itself accesses this data "
-                         "(or waits for a task that does)" : weft_last_error());
+                         "(or waits for a task that does): partition it from outside that task, or from a "
+                         "task that follows it" : weft_last_error());
         else
             weft_py_err_weft(rc, "partition()"); /* a bad tiling: ValueError with the core's reason */
         PyMem_Free(hs);
