@@ -519,10 +519,7 @@ enum weft_access_mode {
      * scratch (a buffer each), and beside another access to d (then it has
      * d's value and, separately, a scratch buffer).  weft_data_unregister(d)
      * waits for d's scratch tasks too (called from a task, it helps run
-     * only the tasks that access d otherwise; other workers run those, so
-     * a task that unregisters d while no other worker is free to run d's
-     * queued scratch tasks waits for ever: unregister such a d from
-     * outside tasks, or after waiting for its scratch tasks).
+     * them, as it helps run d's other tasks).
      * Not allowed (WEFT_EINVAL at spawn, the message naming the access):
      * WEFT_SCRATCH with WEFT_R, WEFT_W, WEFT_RW, WEFT_COMMUTE or
      * WEFT_REDUCE; WEFT_ON_GPU with WEFT_HOST. */

@@ -587,6 +587,47 @@ static void test_checked(void) {
     CHECK_OK(weft_runtime_destroy(rt));
 }
 
+/* A task that unregisters a handle whose scratch tasks are still queued,
+ * with no other worker to run them: its wait runs them itself (they are in
+ * the handle's history for that), so the unregister returns. */
+static atomic_int scratch_ran;
+
+static int scratch_user(weft_ctx *ctx, void *arg) {
+    (void)arg;
+    unsigned char *p = weft_ctx_data(ctx, 0);
+    if (!p) return 1;
+    p[0] = 1;
+    atomic_fetch_add(&scratch_ran, 1);
+    return 0;
+}
+
+static int unregistering_parent(weft_ctx *ctx, void *arg) {
+    weft_data *s = arg;
+    weft_access a = {s, WEFT_SCRATCH};
+    for (int i = 0; i < 3; i++) {
+        weft_task_desc d;
+        weft_task_desc_init(&d);
+        d.body = scratch_user;
+        d.accesses = &a;
+        d.naccesses = 1;
+        if (weft_spawn(weft_ctx_runtime(ctx), &d, NULL) != 0) return 2;
+    }
+    return weft_data_unregister(s) == 0 && atomic_load(&scratch_ran) == 3 ? 0 : 3;
+}
+
+static void test_unregister_from_a_task(void) {
+    for (unsigned workers = 1; workers <= 2; workers++) {
+        weft_runtime *rt = make("cpu", workers, 0, false);
+        weft_data *s;
+        CHECK_OK(weft_data_register(rt, NULL, 64, &s));
+        atomic_store(&scratch_ran, 0);
+        weft_task *t = spawn_plain(rt, unregistering_parent, s, NULL, 0);
+        wait_ok(t);
+        CHECK(atomic_load(&scratch_ran) == 3);
+        CHECK_OK(weft_runtime_destroy(rt));
+    }
+}
+
 int main(void) {
     test_watchdog(test_pick(120, 400));
     test_step("on the CPU");
@@ -609,6 +650,8 @@ int main(void) {
     test_misuse();
     test_step("checking mode");
     test_checked();
+    test_step("unregister from a task, its scratch tasks queued");
+    test_unregister_from_a_task();
     printf("test_scratch: ok\n");
     return 0;
 }

@@ -62,6 +62,12 @@ typedef struct history {
      * access (not partial, not handed over): a partial writer linked
      * before it wrote memory that has been written again since. */
     uint64_t own_write;
+    /* Tasks with a scratch access (WEFT_SCRATCH) to the data: in no order,
+     * kept so that an unregister's wait can help run them; finished ones
+     * are pruned as the next is reserved.  scratch_room: slots reserved by
+     * spawns that have not linked yet. */
+    weft__task **scratch;
+    uint32_t nscratch, cap_scratch, scratch_room;
     /* Commute exclusion at run time. */
     _Atomic(weft__task *) commute_owner;
     weft__task *commute_waiters;       /* under lock, linked by wait_next */
@@ -104,6 +110,8 @@ void weft__history_free(void *hist)
     drop_all(h->base, &h->nbase);
     drop_all(h->pwriters, &h->npwriters);
     drop_all(h->preaders, &h->npreaders);
+    drop_all(h->scratch, &h->nscratch);
+    weft__free(h->scratch);
     weft__free(h->pwriters);
     weft__free(h->preaders);
     weft__free(h->writers);
@@ -129,6 +137,9 @@ size_t weft__history_members(weft__data *d, weft__task **out, size_t max)
         out[k++] = h->pwriters[i];
     for (uint32_t i = 0; i < h->npreaders && k < max; i++)
         out[k++] = h->preaders[i];
+    for (uint32_t i = 0; i < h->nscratch && k < max; i++)
+        if (!weft__state_final(atomic_load_explicit(&h->scratch[i]->state, memory_order_acquire)))
+            out[k++] = h->scratch[i];
     for (size_t i = 0; i < k; i++)
         weft__task_ref(out[i]);
     pthread_mutex_unlock(&h->lock);
@@ -210,6 +221,36 @@ static bool room_for_one(weft__task ***arr, uint32_t *n, uint32_t *cap, bool com
             return false;
     }
     return reserve(arr, cap, *n + 1);
+}
+
+bool weft__history_scratch_reserve(weft__data *d)
+{
+    history *h = H(d);
+    pthread_mutex_lock(&h->lock);
+    prune(h->scratch, &h->nscratch, false);
+    bool ok = reserve(&h->scratch, &h->cap_scratch, h->nscratch + h->scratch_room + 1);
+    if (ok)
+        h->scratch_room++;
+    pthread_mutex_unlock(&h->lock);
+    return ok;
+}
+
+void weft__history_scratch_add(weft__data *d, weft__task *t)
+{
+    history *h = H(d);
+    weft__task_ref(t);
+    pthread_mutex_lock(&h->lock);
+    h->scratch_room--;
+    h->scratch[h->nscratch++] = t; /* (room reserved) */
+    pthread_mutex_unlock(&h->lock);
+}
+
+void weft__history_scratch_unreserve(weft__data *d)
+{
+    history *h = H(d);
+    pthread_mutex_lock(&h->lock);
+    h->scratch_room--;
+    pthread_mutex_unlock(&h->lock);
 }
 
 /* Partial accesses since the last writer(s), which a task that is not

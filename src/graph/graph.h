@@ -414,9 +414,18 @@ static inline uint32_t weft__task_nedges(const weft__task *t)
 bool weft__edge_pin_pred(const weft__edge *e);
 
 /* The current members of a handle's history (last writers, readers since,
- * the commute group's base), referenced; at most max.  Every unfinished task
- * that names the handle is one of them or one of their predecessors. */
+ * the commute group's base, its scratch users not finished), referenced; at
+ * most max.  Every unfinished task that names the handle is one of them or
+ * one of their predecessors. */
 size_t weft__history_members(weft__data *d, weft__task **out, size_t max);
+
+/* Scratch users (WEFT_SCRATCH accesses order nothing, but an unregister
+ * waits for them, and a wait from a task helps run them): a spawn reserves
+ * room for its task in d's list before it links (false: out of memory),
+ * then adds it (a reference) or gives the room back. */
+bool weft__history_scratch_reserve(weft__data *d);
+void weft__history_scratch_add(weft__data *d, weft__task *t);
+void weft__history_scratch_unreserve(weft__data *d);
 
 /* access.c */
 void *weft__history_new(void);              /* NULL on ENOMEM */

@@ -427,6 +427,40 @@ static bool touches_host(const weft_task_desc *d)
  * own, not as the data. */
 static bool is_scratch(const weft__task_access *a) { return (a->mode & WEFT_SCRATCH) != 0; }
 
+/* Scratch users: room in the histories of the data t names for scratch
+ * (the first nuser accesses) before it links, so that an unregister can
+ * find it; *n counts the rooms taken (given back on failure).  0, or
+ * WEFT_ENOMEM (reported). */
+static int reserve_scratch_users(weft__task *t, uint32_t nuser, uint32_t *n)
+{
+    for (uint32_t i = 0; i < nuser; i++) {
+        if (!is_scratch(&t->access[i]))
+            continue;
+        if (!weft__history_scratch_reserve(t->access[i].data))
+            return weft__error(WEFT_ENOMEM, "weft_spawn: out of memory");
+        (*n)++;
+    }
+    return 0;
+}
+
+static void unreserve_scratch_users(weft__task *t, uint32_t n)
+{
+    for (uint32_t i = 0; n > 0; i++)
+        if (is_scratch(&t->access[i])) {
+            weft__history_scratch_unreserve(t->access[i].data);
+            n--;
+        }
+}
+
+static void add_scratch_users(weft__task *t, uint32_t n)
+{
+    for (uint32_t i = 0; n > 0; i++)
+        if (is_scratch(&t->access[i])) {
+            weft__history_scratch_add(t->access[i].data, t);
+            n--;
+        }
+}
+
 /* Append to t's accesses the order-only ones its tiles and partitioned
  * data imply (data/tile.h), counted as users like the others.  0, or an
  * error (reported). */
@@ -900,6 +934,9 @@ int weft__task_spawn(weft__graph *g, const void *rt_handle, const weft_task_desc
         rc = add_overlap_orders(t, d, nuser, &extra);
     if (rc == 0)
         rc = spawn_check_deps(d, x);
+    uint32_t nscratch = 0; /* scratch users' room reserved so far */
+    if (rc == 0)
+        rc = reserve_scratch_users(t, nuser, &nscratch);
     weft__task_access stack_sorted[STACK_ACCESSES];
     weft__task_access *sorted = stack_sorted;
     if (rc == 0 && t->naccess > STACK_ACCESSES &&
@@ -908,6 +945,7 @@ int weft__task_spawn(weft__graph *g, const void *rt_handle, const weft_task_desc
         rc = weft__error(WEFT_ENOMEM, "weft_spawn: out of memory");
     }
     if (rc != 0) {
+        unreserve_scratch_users(t, nscratch);
         task_free(t);
         return rc;
     }
@@ -922,9 +960,11 @@ int weft__task_spawn(weft__graph *g, const void *rt_handle, const weft_task_desc
     if (sorted != stack_sorted)
         weft__free(sorted);
     if (rc != 0) {
+        unreserve_scratch_users(t, nscratch);
         task_free(t);
         return rc;
     }
+    add_scratch_users(t, nscratch); /* (before the guard drops: t cannot have finished) */
     if (x && x->fulfil)
         spawn_fulfil(t, x->fulfil);
     *out = t;
