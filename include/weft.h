@@ -667,8 +667,8 @@ WEFT_API WEFT_NODISCARD int weft_reduction_register(weft_runtime *rt, const weft
  * their members are ordered).  Parts that do not overlap each other stay
  * independent even when a larger registered range covers both: writers of
  * a[0:4) and of a[4:8) run at once although a[0:8) is registered too (a
- * task on a[0:8) is ordered with both; only a third range overlapping both
- * parts would order them).  A handle that overlaps another one is
+ * task on a[0:8) is ordered with both; only tasks on a third range
+ * overlapping both parts order them, through themselves).  A handle that overlaps another one is
  * host-only while it does: a task that may run on a GPU must name it with
  * WEFT_HOST, it cannot be reduced into (WEFT_REDUCE) nor partitioned, and
  * a range overlapping a partitioned one is refused — each refused with

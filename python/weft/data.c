@@ -524,8 +524,9 @@ get_buffer(PyObject *obj, Py_buffer *view, int *readonly, const char *what)
     PyErr_Clear();
     if (PyObject_GetBuffer(obj, view, PyBUF_ANY_CONTIGUOUS) < 0) {
         PyObject *cause = weft_py_fetch_exc();
-        PyErr_Format(PyExc_ValueError, "%s: '%.100s' object does not export a contiguous buffer",
-                     what, Py_TYPE(obj)->tp_name);
+        PyErr_Format(PyExc_ValueError, "%s: '%.100s' object does not export a contiguous buffer (a range "
+                     "is one contiguous piece of memory: name contiguous rows, or partition the array into "
+                     "tiles for 2-D blocks)", what, Py_TYPE(obj)->tp_name);
         if (cause) {
             PyObject *e = weft_py_fetch_exc();
             PyException_SetCause(e, cause);
