@@ -15,7 +15,9 @@
 #   python     the extension built with this machine's python3, and the whole
 #              Python suite, the CUDA devices among the defaults
 #   py-cuda    a Python runtime on the CUDA devices: rt.devices, and CuPy /
-#              PyTorch (when there) on a placed task's device and stream
+#              PyTorch / Numba (when there) on a placed task's device and
+#              stream; a device_data=True coroutine's data across an await
+#   cholesky   apps/cholesky on cpu,cuda (cuBLAS/cuSOLVER variants), PASS
 #   data       weft-bench-data on cuda:0: copy_bw_ratio (goal >= 0.95),
 #              steady_copy_bytes (0 required)
 #   clover     CloverLeaf (apps/cloverleaf) with the CUDA kernels: test
@@ -128,8 +130,45 @@ with weft.Runtime(devices="cpu,cuda") as rt:
             return float(torch.ones(100, device="cuda").sum())
         assert rt.spawn(tbody, placement=weft.gpu).result() == 100.0
         print("py-cuda: PyTorch on the task's device and stream: ok")
+    try:
+        from numba import cuda as ncuda
+    except ImportError:
+        ncuda = None
+    if ncuda is not None and ncuda.is_available():
+        def nbody():
+            c = weft.context()
+            assert ncuda.get_current_device().id == c.ordinals[0], "Numba's current device is not the task's"
+            s = ncuda.external_stream(c.streams[0])
+            x = ncuda.to_device(list(range(10)), stream=s)
+            s.synchronize()
+            return sum(x.copy_to_host())
+        assert rt.spawn(nbody, placement=weft.gpu).result() == 45
+        print("py-cuda: Numba on the task's device, with its stream: ok")
+    if cp is not None:
+        import numpy as np
+        out = np.zeros(1000)
+        async def coro():
+            a = weft.context().array(out)  # the task's copy on its GPU (a CuPy array)
+            a[:] = 1.0
+            v = await weft.spawn(lambda: 41.0)
+            b = weft.context().array(out)  # resumed on the same GPU, the same data
+            b += v
+            return "ok"
+        assert rt.spawn(coro, readwrites=[out], placement=weft.gpu, device_data=True).result() == "ok"
+        assert rt.fetch(out).tolist() == [42.0] * 1000
+        print("py-cuda: a device_data=True coroutine keeps its data across an await: ok")
 print("py-cuda: ok")
 EOF
+}
+
+# Tiled Cholesky with its cuBLAS/cuSOLVER variants beside the CPU's: the
+# residual and the factor against LAPACK's (--check), and the table of
+# tasks per kernel per device.
+cholesky() {
+  local exe=build-gpu/apps/cholesky/weft-cholesky
+  [ -x "$exe" ] || { echo "weft-cholesky was not built (OpenBLAS/LAPACKE missing?)"; return 1; }
+  "$exe" -n 8192 -b 1024 --devices cpu,cuda --check | tee "$out/cholesky.txt" || return 1
+  grep -q "PASS" "$out/cholesky.txt"
 }
 
 # Data on the GPU: copies through the data layer against raw
@@ -194,8 +233,9 @@ step test_cuda "device layer, tasks on the GPU, destroy in flight" test_cuda
 step ctest "whole C suite on this machine" all_ctest
 step asan "test_cuda under ASan+UBSan" asan
 step python "extension + Python suite, system python3" python_suite
-step py-cuda "CuPy/PyTorch on a placed task's device and stream" py_cuda
+step py-cuda "CuPy/PyTorch/Numba on a placed task's device and stream; a device_data coroutine across an await" py_cuda
 step data "copy bandwidth, overlap, locality on cuda:0 (weft-bench-data)" data_bw
+step cholesky "tiled Cholesky on cpu,cuda (checked residual, where the work went)" cholesky
 step clover "CloverLeaf tp1 and clover_bm16_short.in on cuda:0 (PASS)" clover
 step clover-py "CloverLeaf's Python driver on cuda:0 (PASS, the C driver's energy)" clover_py
 grep -h "GPU tasks:\|CUDA device 0" "$out/test_cuda.log" 2>/dev/null
