@@ -491,8 +491,10 @@ def context() -> Context:
 
 
 def _library_current(ctx: Context, i: int) -> contextlib.ExitStack[bool | None]:
-    """CuPy's / PyTorch's current device and stream for GPU i, if it is a
-    CUDA device and the program imported the library."""
+    """CuPy's / PyTorch's current device and stream, and Numba's current
+    device (Numba has no current stream: its kernels take
+    numba.cuda.external_stream(ctx.streams[i])), for GPU i, if it is a CUDA
+    device and the program imported the library."""
     stack = contextlib.ExitStack()
     if i < len(ctx.kinds) and ctx.kinds[i] == "cuda":
         cp = sys.modules.get("cupy")
@@ -503,6 +505,9 @@ def _library_current(ctx: Context, i: int) -> contextlib.ExitStack[bool | None]:
         if torch is not None and torch.cuda.is_available():
             stack.enter_context(torch.cuda.device(ctx.ordinals[i]))
             stack.enter_context(torch.cuda.stream(torch.cuda.ExternalStream(ctx.streams[i])))
+        ncuda = sys.modules.get("numba.cuda")
+        if ncuda is not None and ncuda.is_available():
+            stack.enter_context(ncuda.gpus[ctx.ordinals[i]])
     return stack
 
 
