@@ -338,9 +338,6 @@ typedef struct RuntimeObject {
                                    get the claim in time (gil.c; relaxed, a lost update
                                    between workers only shifts it) */
     int gil_off;                /* free-threaded build running without the GIL: no hand-off */
-    int check_host;             /* the checking mode (WEFT_VGPU_CHECK at creation): a
-                                   device_data=True body on GPUs must not write the
-                                   registered buffers themselves (body.c) */
     struct cell *_Atomic cells; /* finished cells whose `placed` reference is to drop
                                    (weft_py_release_drain) */
     struct TaskObject *_Atomic released; /* tasks whose bodies ran, references to drop

@@ -20,60 +20,6 @@ weft_py_task_publish(TaskObject *t, weft_ctx *ctx)
     }
 }
 
-/* The checking mode's seal on a device_data=True body on GPUs: its data is
- * its replicas there, and what it writes into the registered buffers
- * themselves is lost (while the task holds data for writing, nothing else
- * writes those buffers).  seal_host digests the buffers of its writing
- * accesses (not tiles: their halos are neighbours' to write) before the
- * body; host_written compares after it (a body that returned, not one that
- * suspended at an await) and, if one changed, raises.  NULL: nothing to
- * check (or no memory: unchecked). */
-static uint64_t
-digest(const unsigned char *p, Py_ssize_t n)
-{
-    uint64_t h = 1469598103934665603ull;
-    for (Py_ssize_t i = 0; i < n; i++) h = (h ^ p[i]) * 1099511628211ull;
-    return h;
-}
-
-static int
-sealed_access(TaskObject *t, PyObject *acc, Py_ssize_t k)
-{
-    Py_ssize_t nnamed = PyTuple_GET_SIZE(acc) - (Py_ssize_t)t->acc_nscratch;
-    DataObject *d = (DataObject *)PyTuple_GET_ITEM(acc, k);
-    return k >= (Py_ssize_t)t->acc_nreads && k < nnamed - (Py_ssize_t)t->acc_nreduces && d->parent == NULL &&
-           d->has_view;
-}
-
-static uint64_t *
-seal_host(RuntimeObject *r, TaskObject *t, weft_ctx *ctx, PyObject *acc)
-{
-    if (!r->check_host || !t->device_data || acc == NULL || weft_ctx_gpu_count(ctx) == 0) return NULL;
-    Py_ssize_t n = PyTuple_GET_SIZE(acc);
-    uint64_t *h = PyMem_Malloc(sizeof *h * (size_t)(n ? n : 1));
-    for (Py_ssize_t k = 0; h && k < n; k++) {
-        DataObject *d = (DataObject *)PyTuple_GET_ITEM(acc, k);
-        h[k] = sealed_access(t, acc, k) ? digest(d->view.buf, d->view.len) : 0;
-    }
-    return h;
-}
-
-static int
-host_written(TaskObject *t, PyObject *acc, const uint64_t *h)
-{
-    for (Py_ssize_t k = 0; k < PyTuple_GET_SIZE(acc); k++) {
-        DataObject *d = (DataObject *)PyTuple_GET_ITEM(acc, k);
-        if (!sealed_access(t, acc, k) || digest(d->view.buf, d->view.len) == h[k]) continue;
-        if (!PyErr_Occurred())
-            PyErr_Format(PyExc_RuntimeError,
-                         "data check: the body wrote the registered buffer of its access %zd itself, but with "
-                         "device_data=True the task's data is its copy on its GPU and that write is lost: write "
-                         "through weft.context().array(x) or .view(x) (or spawn without device_data=True)", k);
-        return 1;
-    }
-    return 0;
-}
-
 /* A body that failed with a TypeError or AttributeError while one of its
  * arguments is a weft.Task probably took the task for its value (as Dask's
  * delayed calls do): say so under the traceback. */
@@ -128,7 +74,6 @@ weft_py_trampoline(weft_ctx *ctx, void *arg)
     weft_py_tl_frame = &frame;
     PyObject *res;
     int placed = bodies || weft_ctx_gpu_count(ctx) || weft_py_tl_ctx, suspended = 0;
-    uint64_t *sealed = seal_host(r, t, ctx, acc);
     if (c->resume) {
         /* A continuation: the coroutine goes on where its await left it. */
         coro = t->coro;
@@ -153,10 +98,6 @@ weft_py_trampoline(weft_ctx *ctx, void *arg)
     if (res != NULL && PyCoro_CheckExact(res) && !c->resume) { /* an `async def` body: run it here */
         coro = res;
         res = weft_py_drive(r, t, ctx, placed, coro, &suspended);
-    }
-    if (sealed) { /* (a segment that suspended is not checked: its continuation has the coroutine) */
-        if (res != NULL && !suspended && host_written(t, acc, sealed)) Py_CLEAR(res);
-        PyMem_Free(sealed);
     }
     int rc = 0;
     if (suspended) {

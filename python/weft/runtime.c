@@ -158,8 +158,6 @@ runtime_object(PyTypeObject *type, modstate *st, const runtime_args *a)
     atomic_init(&r->gil_spin_now, a->gil_spin);
     atomic_init(&r->py_in_body, 0);
     r->gil_off = 0;
-    const char *check = getenv("WEFT_VGPU_CHECK"); /* (as the C runtime reads it) */
-    r->check_host = check && *check && strcmp(check, "0") != 0;
 #ifdef Py_GIL_DISABLED
     {
         /* Without a GIL there is nothing to hand off: workers skip the claim
