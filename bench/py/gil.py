@@ -52,6 +52,10 @@ from concurrent.futures import wait as futures_wait
 
 import weft
 
+# The suite's own measure of other processes' load (bench/py/bench.py).
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from bench import _cpu_snapshot, _others_busy  # noqa: E402
+
 C_SOURCE = r"""
 #include <stdint.h>
 #include <time.h>
@@ -241,26 +245,6 @@ def available(mod):
 
 
 # --- disturbance ------------------------------------------------------------
-
-
-def _cpu_snapshot():
-    """(machine busy jiffies, machine total jiffies, this process's CPU s)."""
-    try:
-        with open("/proc/stat") as f:
-            v = [int(x) for x in f.readline().split()[1:9]]
-    except OSError:
-        return None
-    t = os.times()
-    return sum(v) - v[3] - v[4], sum(v), t.user + t.system
-
-
-def _others_busy(a, b):
-    """Fraction of the machine other processes used between a and b."""
-    if a is None or b is None or b[1] == a[1]:
-        return 0.0
-    hz = os.sysconf("SC_CLK_TCK")
-    other = (b[0] - a[0]) - (b[2] - a[2]) * hz
-    return max(0.0, other / (b[1] - a[1]))
 
 
 STATS = {"rerun": 0, "busy_kept": 0}
