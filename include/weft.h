@@ -238,6 +238,31 @@ typedef struct weft_config {
      *                  its most loaded GPU, the CPU alone by the tasks
      *                  mapped on CPU alternatives per worker; the earlier
      *                  of equals; within it as "load"
+     *   "dmda"         earliest finish (StarPU's dmda, HEFT): when a task
+     *                  is ready, each alternative on each device set it
+     *                  allows is given a predicted finish — the device's
+     *                  backlog of work decided on it, plus the copies its
+     *                  data would need there (each device's link model:
+     *                  latency and bandwidth, measured on CUDA, modelled on
+     *                  virtual GPUs), plus its execution there as its
+     *                  kind's performance model predicts (kinds:
+     *                  weft_task_desc.kind) — and the task waits for the
+     *                  earliest, even if another fits now.  While a kind's
+     *                  model on a device kind has fewer than 3 observations,
+     *                  its tasks go to such devices by backlog, to calibrate
+     *                  it.  A task decided on a GPU held whole by another
+     *                  may queue its work after that one's (one such task
+     *                  per GPU).  With GPUs, one worker stays free of the
+     *                  CPU alternatives, to run the bodies that feed the
+     *                  GPUs.  Models persist between runs in a file per
+     *                  machine: $WEFT_PERFMODEL_DIR/<hostname>.models (by
+     *                  default under $XDG_CACHE_HOME/weft/perfmodels, else
+     *                  ~/.cache/weft/perfmodels), read at
+     *                  weft_runtime_create and written back at
+     *                  weft_runtime_destroy; delete it to forget them;
+     *                  WEFT_PERFMODEL=off keeps them in memory only.  A
+     *                  file that does not parse is ignored with a warning
+     *                  on stderr.  weft_models_print shows them.
      * NULL means "load".  An unknown name makes weft_runtime_create fail
      * with WEFT_EINVAL.  Read during weft_runtime_create only.
      * Env: WEFT_POLICY. */
@@ -308,11 +333,37 @@ typedef struct weft_stats {
      * needed them (prefetch: a task that waits for no predecessor's events
      * and whose stream has work in flight). */
     uint64_t bytes_prefetched;
+    /* The "dmda" policy's decisions (weft_config.policy), by what the
+     * chosen device's prediction rested on: a history of the task's kind
+     * at its size, a fit over other sizes, or none yet (calibrating); and
+     * the tasks whose time came out more than twice, or less than half,
+     * what the history or fit predicted. */
+    uint64_t model_hits, model_fits, model_calibrating, model_mispredicted;
 } weft_stats;
 
 /* Snapshot of the counters (approximate while tasks run).  Errors:
  * WEFT_EINVAL, WEFT_ECLOSED.  Never blocks; may be called from a task. */
 WEFT_API WEFT_NODISCARD int weft_runtime_stats(weft_runtime *rt, weft_stats *out);
+
+/* The "dmda" policy's prediction of how long a task of kind `kind`
+ * (weft_task_desc.kind) whose accesses name `bytes` bytes takes on device
+ * `device` (0 .. weft_device_count - 1; its kind of device), in ns, into
+ * *ns: 1 (from the times observed at that size), 2 (from a fit over other
+ * sizes), or 0 (nothing observed: *ns is untouched).  Errors: WEFT_EINVAL
+ * (bad runtime, kind NULL, device out of range, ns NULL; the runtime's
+ * policy is not "dmda"), WEFT_ECLOSED.  Never blocks; thread-safe; may be
+ * called from a task.  (For a lower bound of a run's makespan: an
+ * application knows its graph; apps/cholesky computes one.) */
+WEFT_API WEFT_NODISCARD int weft_runtime_predict(weft_runtime *rt, const char *kind, unsigned device,
+                                                 size_t bytes, double *ns);
+
+/* Print the performance models stored for this machine (the file
+ * weft_config.policy's "dmda" describes) as a table on standard output:
+ * per kind, device kind and size, the count and mean time and spread, and
+ * each model's fit.  Returns 0, or WEFT_EINVAL when no model file is known
+ * (WEFT_PERFMODEL=off, no home directory) with a message.  The
+ * `weft-models` program calls it. */
+WEFT_API WEFT_NODISCARD int weft_models_print(void);
 
 /* ------------------------------------------------------------------------ */
 /* Devices                                                                   */
@@ -1018,6 +1069,14 @@ typedef struct weft_task_desc {
      * Not owned by the task: arg_destroy does not see it (on_finish may
      * free it; it is called exactly once when the spawn succeeded). */
     void *finish_arg;
+    /* What kind of work the task does, for the "dmda" policy's
+     * performance models (weft_config.policy): tasks of one kind take
+     * times that depend on their devices and the bytes of their accesses
+     * only ("gemm", "potrf").  NULL: its body's name (the first placement
+     * alternative's own body, else `body`): the symbol's name when the
+     * function is exported, else its object file and offset, the same in
+     * every run of one build.  Copied (first 63 bytes). */
+    const char *kind;
 } weft_task_desc;
 
 /* Flags of weft_task_desc. */

@@ -96,7 +96,18 @@ typedef struct chol_opts {
     unsigned workers;        /* 0: weft's default */
     chol_gpu_model model;    /* the virtual GPUs' kernels */
     int gpu_first;           /* placements: GPU before CPU (1) or CPU first (0) */
+    /* Kernels modelled only (no arithmetic; the factor is not computed):
+     * a CPU kernel sleeps for its time under cpu_model (per core), a
+     * virtual GPU's is an empty kernel stretched to model's.  For
+     * scheduling studies at sizes this machine could not compute soon. */
+    int model_only;
+    chol_gpu_model cpu_model;
+    int bound;               /* compute the makespan's lower bound (chol_result.bound) */
 } chol_opts;
+
+/* Defaults of the modelled CPU core (model_only): 40 GF/s on GEMM, the
+ * panel kernels less efficient. */
+void chol_cpu_model_default(chol_gpu_model *m);
 
 /* What a factorisation did. */
 typedef struct chol_result {
@@ -105,6 +116,15 @@ typedef struct chol_result {
     char dev_name[65][32];   /* their names */
     uint64_t tasks[CHOL_NKERNELS][65];   /* tasks per kernel per device */
     uint64_t bytes_copied;   /* weft_stats.bytes_copied */
+    /* The makespan's lower bound from the runtime's models (policy
+     * "dmda"; bound 0 when it has none): the critical path with each task
+     * on its fastest device, and the area bound (the work spread over the
+     * CPU's computing workers and the GPUs at their predicted speeds, each
+     * task split between them where that is best: a linear program over
+     * two kinds of device, solved exactly by bisection). */
+    double bound, bound_path, bound_area;
+    unsigned cpu_slots, gpus;  /* the devices the area bound spreads over */
+    uint64_t model_hits, model_fits, model_calibrating, model_mispredicted;
 } chol_result;
 
 /* Factor a (opts->n x opts->n, row-major, symmetric positive definite) in

@@ -74,6 +74,15 @@ void chol_gpu_model_default(chol_gpu_model *m)
     m->eff[CHOL_GEMM] = 1.0;
 }
 
+void chol_cpu_model_default(chol_gpu_model *m)
+{
+    m->gflops = 40.0;
+    m->eff[CHOL_POTRF] = 0.6;
+    m->eff[CHOL_TRSM] = 0.8;
+    m->eff[CHOL_SYRK] = 0.9;
+    m->eff[CHOL_GEMM] = 1.0;
+}
+
 uint64_t chol_gpu_model_ns(const chol_gpu_model *m, const chol_call *call)
 {
     double rate = m->gflops * m->eff[call->kernel]; /* flops per ns */

@@ -14,7 +14,9 @@
  * counts its task against its device, so the run can say where the work
  * went.
  */
+#include <math.h>
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -88,12 +90,31 @@ static int vgpu_kernel(void *arg)
     return run_call(arg);
 }
 
+/* A modelled kernel's work: none (its time is the stretch). */
+static int empty_kernel(void *arg)
+{
+    (void)arg;
+    return 0;
+}
+
+/* Sleep ns (a modelled CPU kernel). */
+static void sleep_ns(uint64_t ns)
+{
+    struct timespec ts = {(time_t)(ns / 1000000000u), (long)(ns % 1000000000u)};
+    while (nanosleep(&ts, &ts) != 0)
+        ;
+}
+
 /* The "cpu" variant: the call on the host's tiles. */
 static int body_cpu(weft_ctx *ctx, void *arg)
 {
     chol_task *t = arg;
     bind_tiles(ctx, t);
     atomic_fetch_add(&t->run->tasks[t->call.kernel][0], 1);
+    if (t->run->o->model_only) {
+        sleep_ns(chol_gpu_model_ns(&t->run->o->cpu_model, &t->call));
+        return 0;
+    }
     return run_call(t);
 }
 
@@ -114,7 +135,7 @@ static int body_gpu(weft_ctx *ctx, void *arg)
         rg[i].mode = i + 1 == t->nacc ? WEFT_RW : WEFT_R;
     }
     uint64_t ns = chol_gpu_model_ns(&r->o->model, &t->call);
-    return weft_ctx_queue_rw(ctx, 0, vgpu_kernel, t, ns, rg, t->nacc);
+    return weft_ctx_queue_rw(ctx, 0, r->o->model_only ? empty_kernel : vgpu_kernel, t, ns, rg, t->nacc);
 }
 
 /* Spawn kernel `kernel` of step k on tiles (i, j): reads A[i][k] (TRSM:
@@ -153,6 +174,7 @@ static int spawn_kernel(chol_run *r, int kernel, unsigned k, unsigned i, unsigne
     d.accesses = acc;
     d.naccesses = t->nacc;
     d.name = name;
+    d.kind = chol_kernel_name(kernel); /* (the performance models' name) */
     d.placements = r->pl;
     d.nplacements = r->npl;
     /* The panel first: earlier steps before later ones, and within a step
@@ -215,7 +237,162 @@ static int setup_devices(chol_run *r, chol_result *res)
     if (has_gpu && !r->o->gpu_first)
         r->pl[r->npl++] = gpu;
     res->ndev = r->ndev;
+    for (unsigned i = 1; r->o->model_only && i < r->ndev; i++)
+        if (r->kind[i] == WEFT_DEVICE_CUDA) {
+            fprintf(stderr, "weft-cholesky: --model-only models virtual GPUs and the CPU; %s is a CUDA GPU (use "
+                            "vgpu:N, or run the real kernels without --model-only)\n",
+                    res->dev_name[i]);
+            return WEFT_EINVAL;
+        }
     return chol_cuda_new(r->rt, &r->cuda);
+}
+
+/* ------------------------------------------------------------------------ */
+/* The makespan's lower bound                                                */
+/* ------------------------------------------------------------------------ */
+
+/* The tasks of the graph as the bound sees them: each one's predicted time
+ * on the CPU and on a GPU (seconds; INFINITY where it cannot run or
+ * nothing predicts it). */
+typedef struct bound_task {
+    double tc, tg;
+} bound_task;
+
+static double predicted(weft_runtime *rt, int kernel, unsigned dev, size_t bytes)
+{
+    double ns = 0;
+    int rc = weft_runtime_predict(rt, chol_kernel_name(kernel), dev, bytes, &ns);
+    return rc > 0 && ns > 0 ? ns * 1e-9 : INFINITY;
+}
+
+/* Whether the tasks fit in time T on cs CPU slots and gs GPUs, each task
+ * split between the two where that is best (the order: the tasks the CPU
+ * is relatively best at first). */
+static bool area_fits(const bound_task *bt, const size_t *order, size_t n, unsigned cs, unsigned gs, double T)
+{
+    double cpu = cs * T, gpu = 0;
+    for (size_t i = 0; i < n; i++) { /* what must go on one kind */
+        if (!isfinite(bt[i].tg))
+            cpu -= bt[i].tc;
+        else if (!isfinite(bt[i].tc))
+            gpu += bt[i].tg;
+    }
+    for (size_t o = 0; o < n; o++) {
+        const bound_task *b = &bt[order[o]];
+        if (!isfinite(b->tc) || !isfinite(b->tg))
+            continue;
+        double on_cpu = cpu <= 0 ? 0 : cpu >= b->tc ? 1 : cpu / b->tc;
+        cpu -= on_cpu * b->tc;
+        gpu += (1 - on_cpu) * b->tg;
+    }
+    return cpu >= -1e-12 && gpu <= gs * T * (1 + 1e-12);
+}
+
+static const bound_task *sort_base;
+static int by_ratio(const void *x, const void *y)
+{
+    const bound_task *a = &sort_base[*(const size_t *)x], *b = &sort_base[*(const size_t *)y];
+    double ra = a->tc / a->tg, rb = b->tc / b->tg;
+    return (ra > rb) - (ra < rb);
+}
+
+/* The area bound by bisection on T (area_fits is monotone in T). */
+static double area_bound(const bound_task *bt, size_t n, unsigned cs, unsigned gs)
+{
+    size_t *order = malloc(n * sizeof *order);
+    if (!order)
+        return 0;
+    double hi = 0;
+    for (size_t i = 0; i < n; i++) {
+        order[i] = i;
+        double best = bt[i].tc < bt[i].tg ? bt[i].tc : bt[i].tg;
+        hi += isfinite(best) ? best : 0;
+    }
+    sort_base = bt;
+    qsort(order, n, sizeof *order, by_ratio);
+    double lo = 0;
+    for (int it = 0; it < 100 && hi - lo > 1e-9 * hi; it++) {
+        double mid = (lo + hi) / 2;
+        if (area_fits(bt, order, n, cs ? cs : 1, gs ? gs : 1, mid))
+            hi = mid;
+        else
+            lo = mid;
+    }
+    free(order);
+    return hi;
+}
+
+/* The task of `kernel` at step k on tiles (i, j), into *b; the path's
+ * finish times of the tiles it touches are updated (ready: per tile, the
+ * earliest its last write can finish). */
+static void bound_step(chol_run *r, int kernel, unsigned k, unsigned i, unsigned j, double *ready,
+                       bound_task *b, bool cpu, bool gpu)
+{
+    unsigned nt = r->nt;
+    size_t t[3], n = 0; /* tiles: the inputs, then the one written */
+    if (kernel == CHOL_TRSM)
+        t[n++] = k * nt + k;
+    else if (kernel != CHOL_POTRF)
+        t[n++] = i * nt + k;
+    if (kernel == CHOL_GEMM)
+        t[n++] = j * nt + k;
+    t[n++] = i * nt + j;
+    size_t bytes = 0;
+    double start = 0;
+    for (size_t x = 0; x < n; x++) {
+        bytes += r->span[t[x] / nt] * r->span[t[x] % nt] * sizeof(double);
+        start = ready[t[x]] > start ? ready[t[x]] : start;
+    }
+    if (r->o->model_only) { /* the modelled machine's own times: exact */
+        chol_call call = {.kernel = kernel, .m = (int)r->span[i], .n = (int)r->span[j], .k = (int)r->span[k]};
+        b->tc = cpu ? (double)chol_gpu_model_ns(&r->o->cpu_model, &call) * 1e-9 : INFINITY;
+        b->tg = gpu ? (double)chol_gpu_model_ns(&r->o->model, &call) * 1e-9 : INFINITY;
+    } else {
+        b->tc = cpu ? predicted(r->rt, kernel, 0, bytes) : INFINITY;
+        b->tg = gpu ? predicted(r->rt, kernel, 1, bytes) : INFINITY;
+    }
+    double best = b->tc < b->tg ? b->tc : b->tg;
+    ready[t[n - 1]] = start + (isfinite(best) ? best : 0);
+}
+
+/* res->bound*: the lower bound of this graph's makespan from the
+ * runtime's models (after the run: what it observed), or under
+ * --model-only from the modelled kernels' own times (the runtime's
+ * observations there include what simulating the machine costs this one:
+ * the virtual GPUs' copies are real memcpy). */
+static void compute_bound(chol_run *r, chol_result *res)
+{
+    unsigned nt = r->nt;
+    size_t ntask = (size_t)nt * (nt + 1) * (nt + 2) / 6 + 1;
+    double *ready = calloc((size_t)nt * nt, sizeof *ready);
+    bound_task *bt = calloc(ntask, sizeof *bt);
+    bool cpu = false, gpu = r->ndev > 1;
+    for (size_t i = 0; i < r->npl; i++)
+        cpu |= r->pl[i].gpus == 0;
+    res->gpus = gpu ? r->ndev - 1 : 0;
+    unsigned w = weft_runtime_workers(r->rt);
+    res->cpu_slots = !cpu ? 0 : gpu && w > 1 ? w - 1 : w; /* (as "dmda" keeps a worker for the GPUs) */
+    size_t n = 0;
+    for (unsigned k = 0; ready && bt && k < nt; k++) {
+        bound_step(r, CHOL_POTRF, k, k, k, ready, &bt[n++], cpu, gpu);
+        for (unsigned i = k + 1; i < nt; i++)
+            bound_step(r, CHOL_TRSM, k, i, k, ready, &bt[n++], cpu, gpu);
+        for (unsigned i = k + 1; i < nt; i++) {
+            bound_step(r, CHOL_SYRK, k, i, i, ready, &bt[n++], cpu, gpu);
+            for (unsigned j = k + 1; j < i; j++)
+                bound_step(r, CHOL_GEMM, k, i, j, ready, &bt[n++], cpu, gpu);
+        }
+    }
+    bool known = n > 0;
+    for (size_t i = 0; i < n; i++)
+        known &= isfinite(bt[i].tc) || isfinite(bt[i].tg);
+    if (known) {
+        res->bound_path = ready[(size_t)nt * nt - 1];
+        res->bound_area = area_bound(bt, n, res->cpu_slots, res->gpus);
+        res->bound = res->bound_path > res->bound_area ? res->bound_path : res->bound_area;
+    }
+    free(ready);
+    free(bt);
 }
 
 /* Register a, partition it into tiles, run the graph, unregister (the
@@ -284,8 +461,15 @@ int chol_weft(double *a, const chol_opts *o, chol_result *res)
     if (rc == 0)
         rc = factor(r, a, res);
     weft_stats st;
-    if (r->rt && weft_runtime_stats(r->rt, &st) == 0)
+    if (r->rt && weft_runtime_stats(r->rt, &st) == 0) {
         res->bytes_copied = st.bytes_copied;
+        res->model_hits = st.model_hits;
+        res->model_fits = st.model_fits;
+        res->model_calibrating = st.model_calibrating;
+        res->model_mispredicted = st.model_mispredicted;
+    }
+    if (rc == 0 && o->bound)
+        compute_bound(r, res);
     for (unsigned k = 0; k < CHOL_NKERNELS; k++)
         for (unsigned i = 0; i < r->ndev; i++)
             res->tasks[k][i] = atomic_load(&r->tasks[k][i]);

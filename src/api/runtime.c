@@ -202,6 +202,9 @@ static void rt_free(weft__rt *rt)
     if (rt->placer_ready)
         weft__placer_fini(&rt->placer);
     rt->placer_ready = false;
+    if (rt->models_ready) /* (written back to its file here) */
+        weft__pm_close(&rt->models);
+    rt->models_ready = false;
     for (unsigned i = 0; i < WEFT__MAX_DEVICES; i++) /* their copy queues, before the devices stop */
         weft__mnode_fini(&rt->mnodes[i]);
     for (unsigned i = rt->ndev; i-- > 0;)
@@ -238,7 +241,9 @@ int weft_runtime_create(const weft_config *cfg_in, weft_runtime **out)
         return weft__error(WEFT_EINVAL, "weft_runtime_create: devices \"%s\": %s", cfg.devices, why);
     const weft__policy *policy = weft__policy_find(cfg.policy);
     if (!policy)
-        return weft__error(WEFT_EINVAL, "weft_runtime_create: unknown policy \"%s\" (\"load\" or \"round-robin\")",
+        return weft__error(WEFT_EINVAL,
+                           "weft_runtime_create: unknown policy \"%s\" (\"dmda\", \"load\", \"balance\" or "
+                           "\"round-robin\")",
                            cfg.policy);
 
     weft__rt *rt = weft__slot_alloc(WEFT__POOL_RUNTIME, sizeof(weft__rt));
@@ -292,6 +297,15 @@ int weft_runtime_create(const weft_config *cfg_in, weft_runtime **out)
     }
     rt->placer.cpu_slots = rt->nworkers;
     rt->placer_ready = true;
+    if (policy->eft) {
+        char path[1024];
+        if (weft__pm_open(&rt->models, weft__pm_path(path, sizeof path) ? path : NULL) != 0) {
+            rt_free(rt);
+            return weft__error(WEFT_ENOMEM, "weft_runtime_create: out of memory");
+        }
+        rt->models_ready = true;
+        weft__placer_models(&rt->placer, &rt->models);
+    }
     rt->graph.placer = &rt->placer;
     rt->cfg.policy = policy->name;
     if (cfg.trace_path) {
@@ -433,6 +447,14 @@ int weft_runtime_stats(weft_runtime *h, weft_stats *out)
     s.wait_wakeups_timer = atomic_load(&rt->waits.n_wake_timer);
     s.bytes_copied = atomic_load(&rt->copied.bytes);
     s.bytes_prefetched = atomic_load(&rt->copied.prefetched);
+    if (rt->placer_ready) {
+        pthread_mutex_lock(&rt->placer.lock);
+        s.model_hits = rt->placer.pm_hits;
+        s.model_fits = rt->placer.pm_fits;
+        s.model_calibrating = rt->placer.pm_calibrating;
+        s.model_mispredicted = rt->placer.pm_mispredicted;
+        pthread_mutex_unlock(&rt->placer.lock);
+    }
     *out = s;
     return 0;
 }

@@ -40,6 +40,8 @@ struct weft__rt {
     weft__sched sched;
     weft__placer placer;               /* the GPUs of dev[] (not test devices) and the policy */
     bool placer_ready;
+    weft__perfmodel models;            /* the earliest-finish policy's (sched/perfmodel.h) */
+    bool models_ready;
     weft__device *dev[WEFT__MAX_DEVICES]; /* [0] the host; then the virtual GPUs (and test devices) */
     unsigned ndev;
     bool cpu_tasks;                    /* "cpu" was among the devices asked for */

@@ -969,6 +969,24 @@ const weft__data *weft__data_at_address(weft__mnode *m, const void *p, size_t n)
 
 unsigned weft__data_home(weft__data *d) { return atomic_load_explicit(&d->home, memory_order_relaxed); }
 
+uint64_t weft__data_valid_mask(weft__data *d)
+{
+    if (!atomic_load_explicit(&d->on_devices, memory_order_acquire))
+        return 1;
+    uint64_t m = 0;
+    if (pthread_mutex_trylock(&d->lock) != 0) {
+        /* (Never waited for: a device's thread may be asking, and one that
+         * holds the lock may wait for that device.  Where it is is enough.) */
+        unsigned home = weft__data_home(d);
+        return home < 64 ? 1ull << home : 0;
+    }
+    for (unsigned i = 0; i < d->nrep && i < 64; i++)
+        if (weft__rep_valid(d, i))
+            m |= 1ull << i;
+    pthread_mutex_unlock(&d->lock);
+    return m;
+}
+
 /* Replica i holds no value now (the lock held).  A copy into it may have
  * failed (its `ready` fired with the error, which a queue that waits for
  * it takes): `ready` is recorded once more on its queue, after the report

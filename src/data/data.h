@@ -237,6 +237,10 @@ static inline void *weft__data_replica(const weft__data *d, unsigned dev)
  * device replica, else 0 (the host's only).  A hint for mapping (it may
  * change right after). */
 unsigned weft__data_home(weft__data *d);
+/* The devices holding the newest value of d now (bit i: device i, for the
+ * first 64): a hint for the scheduler, stale at once.  Never waits: when
+ * d's lock is held, only where d is (weft__data_home). */
+uint64_t weft__data_valid_mask(weft__data *d);
 
 struct weft__partial; /* a reducer's private copy (data/reduce.h) */
 

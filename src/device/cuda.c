@@ -550,6 +550,53 @@ int weft__cuda_count(void)
     return n;
 }
 
+/* The device's links as the scheduler models them (weft__device.link_ns,
+ * host_bw, peer_bw): a small and a 32 MiB copy from pinned host memory,
+ * timed with events; peer copies are taken as twice the host's bandwidth
+ * (NVLink-class peers; PCIe peers are slower, which only makes the model
+ * favour moving data less).  Where any step fails, nominal PCIe figures
+ * (10 us, 25 GB/s). */
+static void measure_links(weft__device *dev, int ordinal)
+{
+    dev->link_ns = 10000;
+    dev->host_bw = 25e9;
+    dev->peer_bw = 50e9;
+    size_t big = (size_t)32 << 20;
+    void *h = NULL, *d = NULL;
+    cudaEvent_t e0 = NULL, e1 = NULL;
+    float small_ms = 0, big_ms = 0;
+    int prev = -1;
+    (void)cudaGetDevice(&prev);
+    bool ok = cudaSetDevice(ordinal) == cudaSuccess && cudaMallocHost(&h, big) == cudaSuccess &&
+              cudaMalloc(&d, big) == cudaSuccess && cudaEventCreate(&e0) == cudaSuccess &&
+              cudaEventCreate(&e1) == cudaSuccess;
+    for (int rep = 0; ok && rep < 2; rep++) { /* (the first of each warms up) */
+        ok = cudaEventRecord(e0, 0) == cudaSuccess && cudaMemcpyAsync(d, h, 8, cudaMemcpyHostToDevice, 0) == cudaSuccess &&
+             cudaEventRecord(e1, 0) == cudaSuccess && cudaEventSynchronize(e1) == cudaSuccess &&
+             cudaEventElapsedTime(&small_ms, e0, e1) == cudaSuccess;
+        ok = ok && cudaEventRecord(e0, 0) == cudaSuccess &&
+             cudaMemcpyAsync(d, h, big, cudaMemcpyHostToDevice, 0) == cudaSuccess &&
+             cudaEventRecord(e1, 0) == cudaSuccess && cudaEventSynchronize(e1) == cudaSuccess &&
+             cudaEventElapsedTime(&big_ms, e0, e1) == cudaSuccess;
+    }
+    if (ok && big_ms > small_ms && small_ms > 0) {
+        dev->link_ns = (uint64_t)(small_ms * 1e6);
+        dev->host_bw = (double)big / ((big_ms - small_ms) * 1e-3);
+        dev->peer_bw = 2 * dev->host_bw;
+    }
+    if (e0)
+        (void)cudaEventDestroy(e0);
+    if (e1)
+        (void)cudaEventDestroy(e1);
+    if (d)
+        (void)cudaFree(d);
+    if (h)
+        (void)cudaFreeHost(h);
+    if (prev >= 0)
+        (void)cudaSetDevice(prev);
+    (void)cudaGetLastError();
+}
+
 int weft__cuda_new(weft__waitset *ws, int ordinal, weft__device **out)
 {
     *out = NULL;
@@ -574,10 +621,13 @@ int weft__cuda_new(weft__waitset *ws, int ordinal, weft__device **out)
     dev->ordinal = ordinal;
     snprintf(dev->name, sizeof dev->name, "%.*s", (int)sizeof dev->name - 1, prop.name);
     dev->capacity = prop.totalGlobalMem;
+    snprintf(dev->arch, sizeof dev->arch, "cuda:%.*s", (int)sizeof dev->arch - 6, prop.name);
     atomic_init(&dev->used, 0);
     dev->ws = ws;
     dev->impl = c;
     int rc = cu_start(dev);
+    if (rc == 0)
+        measure_links(dev, ordinal);
     if (rc != 0) {
         if (rc == WEFT_ENOMEM)
             weft__error(WEFT_ENOMEM, "out of memory");

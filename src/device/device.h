@@ -134,6 +134,14 @@ struct weft__device {
                                       (each counted as weft__device_bytes of its size) */
     weft__waitset *ws;             /* host waiters on this device's events */
     weft__dqueue *default_queue;   /* made by start */
+    /* What the scheduler's models see (sched/eft.c): its architecture
+     * ("cpu", "vgpu", "cuda:<product name>"), and its links: a copy of n
+     * bytes to or from the host takes about link_ns + n / host_bw seconds'
+     * worth (host_bw in bytes per second), one from another GPU link_ns +
+     * n / peer_bw.  Set by the kind when the device is made (the host: 0). */
+    char arch[48];
+    uint64_t link_ns;
+    double host_bw, peer_bw;
     void *impl;                    /* the kind's own state */
 };
 

@@ -129,6 +129,7 @@ weft__device *weft__host_device_new(weft__waitset *ws)
     dev->capacity = SIZE_MAX;
     dev->ws = ws;
     strcpy(dev->name, "cpu");
+    strcpy(dev->arch, "cpu");
     dev->kind = WEFT_DEVICE_CPU;
     dev->ordinal = -1;
     if (dev->ops->start(dev) != 0) {

@@ -1052,6 +1052,10 @@ weft__device *weft__vgpu_new(weft__waitset *ws, const weft__vgpu_params *p, cons
     snprintf(dev->name, sizeof dev->name, "%s", name ? name : "vgpu");
     dev->kind = WEFT_DEVICE_VGPU;
     dev->ordinal = 0;
+    snprintf(dev->arch, sizeof dev->arch, "vgpu");
+    dev->link_ns = v->p.latency_ns; /* (its copy model: weft__vgpu_copy_ns) */
+    dev->host_bw = v->p.host_bw;
+    dev->peer_bw = v->p.peer_bw;
     if (vg_start(dev) != 0) {
         if (v->p.scheduled)
             weft__vsched_leave();

@@ -16,6 +16,7 @@
 #include "data/tile.h"
 #include "device/vcheck.h"
 
+#include <dlfcn.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -194,6 +195,42 @@ static void count_here(weft__graph *g, size_t off)
         atomic_fetch_add((_Atomic uint64_t *)((char *)&g->ext + off), 1);
 }
 
+/* The earliest-finish policy's estimate of the time (ns) to bring t's data
+ * to each device: xfer[0] the host, xfer[1 + g] GPU g.  Each access that
+ * reads (not a write-only one, a reduction's or a scratch buffer) costs,
+ * where no valid replica of its data is, a copy from the host (or to the
+ * host from a GPU that has it), else from another GPU: the link's latency
+ * plus the bytes over its bandwidth (weft__device.link_ns, host_bw,
+ * peer_bw). */
+static void transfer_times(const weft__task *t, double *xfer)
+{
+    const weft__placer *p = t->g->placer;
+    for (unsigned d = 0; d <= p->ngpu; d++)
+        xfer[d] = 0;
+    for (uint32_t i = 0; i < t->naccess; i++) {
+        const weft__task_access *a = &t->access[i];
+        if (!(a->mode & WEFT_R) || (a->mode & (WEFT_REDUCE | WEFT_SCRATCH | WEFT__ORDER_ONLY)))
+            continue;
+        uint64_t valid = weft__data_valid_mask(a->data);
+        double n = (double)a->data->size;
+        int some_gpu = -1; /* a GPU that has it */
+        for (unsigned g = 0; g < p->ngpu && some_gpu < 0; g++)
+            if (p->dev_index[g] < 64 && (valid >> p->dev_index[g] & 1))
+                some_gpu = (int)g;
+        if (!(valid & 1) && some_gpu >= 0) {
+            const weft__device *src = p->gpu[some_gpu];
+            xfer[0] += (double)src->link_ns + (src->host_bw > 0 ? n / src->host_bw * 1e9 : 0);
+        }
+        for (unsigned g = 0; g < p->ngpu; g++) {
+            const weft__device *dev = p->gpu[g];
+            if (p->dev_index[g] < 64 && (valid >> p->dev_index[g] & 1))
+                continue;
+            double bw = (valid & 1) || some_gpu < 0 ? dev->host_bw : dev->peer_bw;
+            xfer[1 + g] += (double)dev->link_ns + (bw > 0 ? n / bw * 1e9 : 0);
+        }
+    }
+}
+
 /* Map a task with placements: reserve its device set now, or park it until
  * a finishing task gives resources back (false).  A task that will not run
  * (doomed) reserves nothing. */
@@ -236,7 +273,10 @@ static bool place_task(weft__task *t)
             }
         }
     }
-    int r = weft__place_map(t->g->placer, t->place);
+    double xfer[WEFT__MAX_DEVICES];
+    if (t->g->placer->policy->eft)
+        transfer_times(t, xfer);
+    int r = weft__place_map(t->g->placer, t->place, xfer);
     if (near)
         weft__task_unref(near);
     if (r < 0) /* nothing to wait for: the memory is held outside any task */
@@ -678,6 +718,45 @@ static unsigned task_mode(unsigned mode)
 /* Spawn, step 1: a task object for d with its placement and room for its
  * accesses (*extra: the bytes allocated out of line).  0 or an error
  * (reported). */
+/* The bytes of the data d's accesses name (the size its models go by). */
+static uint64_t access_bytes(const weft_task_desc *d)
+{
+    uint64_t n = 0;
+    for (size_t i = 0; i < d->naccesses; i++) {
+        const weft__data *dd = weft__data_get(d->accesses[i].data);
+        if (dd)
+            n += dd->size;
+    }
+    return n;
+}
+
+/* The kind of task d spawns, as its performance models name it: d->kind,
+ * else its body's name (the first placement alternative's own body, else
+ * d->body): the symbol's name when the function is exported, else its
+ * object file's name and offset there (the same in every run of the same
+ * build). */
+static const char *task_kind(const weft_task_desc *d, char *buf, size_t len)
+{
+    if (d->kind && d->kind[0])
+        return d->kind;
+    weft_body_fn body = d->nplacements && d->placements[0].body ? d->placements[0].body : d->body;
+    Dl_info info;
+    void *fn;
+    memcpy(&fn, &body, sizeof fn < sizeof body ? sizeof fn : sizeof body);
+    if (fn && dladdr(fn, &info) && info.dli_fname) {
+        const char *base = strrchr(info.dli_fname, '/');
+        base = base ? base + 1 : info.dli_fname;
+        if (info.dli_sname && info.dli_saddr == fn)
+            snprintf(buf, len, "%s", info.dli_sname);
+        else
+            snprintf(buf, len, "%s+0x%llx", base,
+                     (unsigned long long)((uintptr_t)fn - (uintptr_t)info.dli_fbase));
+        return buf;
+    }
+    snprintf(buf, len, "body@%p", fn);
+    return buf;
+}
+
 static int spawn_new(weft__graph *g, const weft_task_desc *d, size_t *extra, weft__task **out)
 {
     weft__task *t = weft__slot_alloc(WEFT__POOL_TASK, sizeof(weft__task));
@@ -693,6 +772,10 @@ static int spawn_new(weft__graph *g, const weft_task_desc *d, size_t *extra, wef
         if (prc) {
             task_free(t);
             return prc;
+        }
+        if (g->placer->policy->eft) {
+            char kind[WEFT__PM_NAME];
+            weft__place_kind(g->placer, t->place, task_kind(d, kind, sizeof kind), d->priority, access_bytes(d));
         }
         t->early_ok = t->place->gpu_only && !touches_host(d);
         if (t->early_ok) {
@@ -1093,6 +1176,8 @@ int weft__task_start(weft__task *t)
         return WEFT__START_CANCEL;
     }
     atomic_store_explicit(&t->state, WEFT__T_RUNNING, memory_order_relaxed);
+    if (t->place)
+        weft__place_started(t->g->placer, t->place);
     if (t->cont_of) /* the task it continues runs again, as its users see it */
         atomic_store_explicit(&t->cont_of->state, WEFT__T_RUNNING, memory_order_relaxed);
     return WEFT__START_RUN;
@@ -1839,6 +1924,10 @@ void weft__task_complete(weft__task *t, int final, weft__qnode **next)
      * good value is the data's again), and its replicas unpinned, before
      * anything that follows it may acquire: the members of its commute
      * groups and its successors. */
+    /* Its time goes into its model, and its device's backlog drops, before
+     * its successors are decided on (the earliest-finish policy). */
+    if (t->place)
+        weft__place_finished(g->placer, t->place, final == WEFT__T_COMPLETED && !t->continued);
     bool copies_failed = atomic_load(&t->queue_error);
     bool untouched = atomic_load(&t->dev_fate) == WEFT__FATE_SKIPPED && !t->body_copied;
     for (uint32_t i = t->naccess; i-- > 0;)

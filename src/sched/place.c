@@ -5,6 +5,7 @@
  * task gives its reservation back.
  */
 #include "sched/place.h"
+#include "sched/eft.h"
 #include "testing.h"
 
 #include <stdio.h>
@@ -103,9 +104,10 @@ static bool choose_rr(weft__placer *p, const weft__alt *a, uint8_t *out)
 }
 
 static const weft__policy policies[] = {
-    {"load", choose_load, false},
-    {"round-robin", choose_rr, false},
-    {"balance", choose_load, true},
+    {"load", choose_load, false, false},
+    {"round-robin", choose_rr, false, false},
+    {"balance", choose_load, true, false},
+    {"dmda", choose_load, false, true},
 };
 
 const weft__policy *weft__policy_find(const char *name)
@@ -295,6 +297,8 @@ int weft__place_new(const weft__placer *p, const weft_placement *alts, size_t n,
     pl->gpu = (uint8_t *)(pl->event + maxgpu);
     pl->gpu_only = true;
     pl->near_gpu = -1;
+    pl->target = -1;
+    pl->pred_how = -1;
     for (size_t i = 0; i < n; i++) {
         char why[160];
         weft__alt *a = &pl->alt[i];
@@ -452,7 +456,7 @@ static bool any_held(const weft__placer *p)
     for (unsigned g = 0; g < p->ngpu; g++)
         if (p->load[g] > 0)
             return true;
-    return p->cpu_load > 0;
+    return p->cpu_load > 0 || p->eft_cpu_mapped > 0;
 }
 
 /* Whether a may ride on pred's reservation of its first GPU (see
@@ -475,6 +479,17 @@ static bool map_alt(weft__placer *p, weft__place *pl, unsigned i, const uint8_t 
     const weft__alt *a = &pl->alt[i];
     if (!a->possible)
         return false;
+    bool eft = p->policy->eft && chosen;
+    if (eft && !a->gpus && p->eft_cpu_mapped >= p->eft[0].slots)
+        return false; /* a worker stays free for the GPUs' bodies */
+    if (eft && a->gpus == 1 && !(pl->near_gpu == chosen[0] && pl->ride_on)) {
+        /* Not beside a pinned predecessor on that GPU (its first map
+         * only): it may ride on the GPU's holder, on the holder's stream. */
+        weft__place *h = p->holder[chosen[0]];
+        pl->near_gpu = (int16_t)chosen[0];
+        pl->ride_on = h && !h->riding && !h->released ? h : NULL;
+        pl->near_queue = pl->ride_on ? h->queue[0] : NULL;
+    }
     bool near_ok = a->gpus == 1 && pl->near_gpu >= 0 && (a->gpu < 0 || a->gpu == pl->near_gpu);
     bool near = near_ok && weft__placer_fits(p, (unsigned)pl->near_gpu, a);
     bool ride = near_ok && !near && can_ride(p, pl->ride_on, a);
@@ -493,6 +508,9 @@ static bool map_alt(weft__placer *p, weft__place *pl, unsigned i, const uint8_t 
         near = true;
     } else if (a->gpus) {
         if (!near) {
+            for (unsigned k = 0; eft && k < a->gpus; k++)
+                if (!weft__placer_fits(p, chosen[k], a))
+                    return false; /* (its decision waits for these GPUs) */
             if (chosen)
                 memcpy(out, chosen, a->gpus);
             else if (!p->policy->choose(p, a, out))
@@ -505,6 +523,10 @@ static bool map_alt(weft__placer *p, weft__place *pl, unsigned i, const uint8_t 
     }
     if (!a->gpus)
         p->cpu_mapped++;
+    if (eft && !a->gpus)
+        p->eft_cpu_mapped++;
+    if (eft && a->gpus && !pl->riding && a->share == WEFT__SHARE_UNITS)
+        p->holder[out[0]] = pl;
     pl->chosen = (int16_t)i;
     pl->ngpu = a->gpus;
     for (unsigned k = 0; k < a->gpus; k++) {
@@ -542,6 +564,8 @@ static double alt_load(weft__placer *p, const weft__alt *a, uint8_t *out)
  * earlier of equals), on the GPUs its scoring chose. */
 static bool try_map(weft__placer *p, weft__place *pl)
 {
+    if (p->policy->eft) /* where it was decided (sched/eft.c), or nowhere */
+        return pl->target >= 0 && map_alt(p, pl, (unsigned)pl->target, pl->tgpu);
     if (p->policy->balance) {
         int best = -1;
         double least = 0;
@@ -574,9 +598,13 @@ int weft__placer_gpu_of(const weft__placer *p, unsigned dev)
     return -1;
 }
 
-int weft__place_map(weft__placer *p, weft__place *pl)
+static void park(weft__placer *p, weft__place *pl);
+
+int weft__place_map(weft__placer *p, weft__place *pl, const double *xfer)
 {
     pthread_mutex_lock(&p->lock);
+    if (p->policy->eft && pl->target < 0)
+        weft__eft_decide(p, pl, xfer);
     bool mapped = try_map(p, pl);
     if (!pl->riding)
         pl->ride_on = NULL; /* a candidate only while its task is pinned (now) */
@@ -588,14 +616,29 @@ int weft__place_map(weft__placer *p, weft__place *pl)
         pthread_mutex_unlock(&p->lock);
         return -1;
     }
+    park(p, pl);
+    pthread_mutex_unlock(&p->lock);
+    return 0;
+}
+
+/* Add pl to the parked list (the lock held): last; under the earliest-
+ * finish policy after those of its priority or higher. */
+static void park(weft__placer *p, weft__place *pl)
+{
     pl->parked_next = NULL;
+    if (p->policy->eft && p->parked_tail && p->parked_tail->priority < pl->priority) {
+        weft__place **at = &p->parked;
+        while (*at && (*at)->priority >= pl->priority)
+            at = &(*at)->parked_next;
+        pl->parked_next = *at;
+        *at = pl; /* (not last: parked_tail stays) */
+        return;
+    }
     if (p->parked_tail)
         p->parked_tail->parked_next = pl;
     else
         p->parked = pl;
     p->parked_tail = pl;
-    pthread_mutex_unlock(&p->lock);
-    return 0;
 }
 
 static weft__place *map_parked(weft__placer *p);
@@ -617,6 +660,10 @@ weft__place *weft__place_release(weft__placer *p, weft__place *pl)
         unreserve_cpu(p, a);
         if (!a->gpus)
             p->cpu_mapped--;
+        if (p->policy->eft && !a->gpus)
+            p->eft_cpu_mapped--;
+        if (pl->ngpu && p->holder[pl->gpu[0]] == pl)
+            p->holder[pl->gpu[0]] = pl->rider; /* (it takes the share over, below) */
         for (unsigned k = 0; k < pl->ngpu; k++) {
             unsigned g = pl->gpu[k];
             p->load[g]--;
@@ -701,10 +748,14 @@ void weft__place_unlend(weft__placer *p, weft__place *pl)
  * released here): each release maps what it made room for, at O(1) per
  * task mapped, and a task needing much is not passed over by later ones
  * needing less. */
+static void map_parked_eft(weft__placer *p, weft__place ***tail);
+
 static weft__place *map_parked(weft__placer *p)
 {
     weft__place *mapped = NULL, **tail = &mapped;
-    while (p->parked && try_map(p, p->parked)) {
+    if (p->policy->eft)
+        map_parked_eft(p, &tail);
+    while (!p->policy->eft && p->parked && try_map(p, p->parked)) {
         weft__place *m = p->parked;
         p->parked = m->parked_next;
         m->parked_next = NULL;
@@ -719,4 +770,32 @@ static weft__place *map_parked(weft__placer *p)
         p->parked_tail = NULL;
     pthread_mutex_unlock(&p->lock);
     return mapped;
+}
+
+/* map_parked under the earliest-finish policy: every parked placement
+ * whose target fits now, in the parked order, but that a placement waiting
+ * for the same first device is never passed over (the lock held).
+ * Appends those mapped at **tail (*tail: the caller's list's end). */
+static void map_parked_eft(weft__placer *p, weft__place ***tail)
+{
+    weft__place **mt = *tail;
+    bool blocked[WEFT__MAX_DEVICES] = {false}; /* 0: the CPU, 1 + g */
+    weft__place *last = NULL;
+    for (weft__place **at = &p->parked; *at;) {
+        weft__place *pl = *at;
+        const weft__alt *a = pl->target >= 0 ? &pl->alt[pl->target] : NULL;
+        unsigned first = a && a->gpus ? 1u + pl->tgpu[0] : 0;
+        if (!blocked[first] && try_map(p, pl)) {
+            *at = pl->parked_next;
+            pl->parked_next = NULL;
+            *mt = pl;
+            mt = &pl->parked_next;
+            continue;
+        }
+        blocked[first] = true;
+        last = pl;
+        at = &pl->parked_next;
+    }
+    p->parked_tail = last;
+    *tail = mt;
 }

@@ -14,9 +14,12 @@
 
 #include "internal.h"
 #include "device/device.h"
+#include "sched/perfmodel.h"
 
 #define WEFT__SHARE_UNITS 1024u /* a whole GPU's compute, in units */
 #define WEFT__STREAMS 4u        /* streams per GPU handed out in turn */
+#define WEFT__ARCHS 4u          /* kinds of device the earliest-finish policy tells apart */
+#define WEFT__CALIBRATE 3u      /* observations of a (kind, arch) before its model is trusted */
 
 /* One alternative, checked and normalised at spawn. */
 typedef struct weft__alt {
@@ -71,8 +74,26 @@ typedef struct weft__place {
     weft__dqueue **queue;       /* the stream on each */
     weft__pevent **event;       /* its completion event on each (events_ready) */
     uint16_t nevent;            /* events taken from the pools (given back at release) */
+    /* The earliest-finish policy (weft__policy.eft; sched/eft.c).  Set at
+     * spawn: the task's priority, the bytes of its accesses, its model on
+     * each arch.  Set by the decision, under the placer's lock: the target
+     * (an alternative and its GPUs, which the map then waits for), the
+     * predicted execution and transfer times, and where the task is in the
+     * device's accounting (queued when decided, running from its start,
+     * done when it finished). */
+    int priority;
+    uint64_t size;
+    weft__pm_model *model[WEFT__ARCHS];
+    int16_t target;             /* the alternative decided on, -1: none yet */
+    uint8_t tgpu[WEFT__MAX_DEVICES - 1];
+    double pred_exec, pred_xfer, weight;
+    int8_t pred_how;            /* WEFT__PM_*, or -1: calibrating */
+    uint8_t acct;               /* WEFT__ACCT_* */
+    uint64_t t_start, t_commit;
     weft__alt alt[];            /* then queue[], event[], gpu[] */
 } weft__place;
+
+enum { WEFT__ACCT_NONE = 0, WEFT__ACCT_QUEUED, WEFT__ACCT_RUNNING, WEFT__ACCT_DONE };
 
 typedef struct weft__placer weft__placer;
 
@@ -83,7 +104,23 @@ typedef struct weft__policy {
     const char *name;
     bool (*choose)(weft__placer *p, const weft__alt *a, uint8_t *out);
     bool balance; /* among a task's alternatives that fit, the least loaded (else the first) */
+    bool eft;     /* earliest finish: decide once, when ready, where it would finish first
+                     (sched/eft.c), then wait for that device set */
 } weft__policy;
+
+/* The earliest-finish policy's view of one device (the CPU's workers as
+ * one pool of `slots`, or a GPU as one): the predicted work decided on it
+ * and not started (ns, weighted by the share of the device each task
+ * takes) and its weights, and of the running tasks the sum of their
+ * weighted predicted ends and of their weights: its backlog is queued +
+ * (Σ end·w − now·Σ w), over slots — none for a task that fits beside
+ * what is decided there (the weights, its own too, within the slots). */
+typedef struct weft__eft_dev {
+    double queued, queued_w, run_end, run_w;
+    unsigned running;
+    unsigned slots;
+    uint64_t last_done;         /* a GPU: when its last task's work completed */
+} weft__eft_dev;
 
 struct weft__placer {
     /* lock protects everything below that changes after init: shares, loads,
@@ -114,7 +151,25 @@ struct weft__placer {
      * (cpu_slots, set by the runtime): the CPU's load for "balance". */
     uint32_t cpu_mapped, cpu_slots;
     uint32_t rr;
-    weft__place *parked, *parked_tail;          /* waiting for resources, oldest first */
+    weft__place *parked, *parked_tail;          /* waiting for resources, oldest first (under
+                                                   the earliest-finish policy: by priority,
+                                                   then in the order decided) */
+    /* The earliest-finish policy: the models (NULL: none, and the policy
+     * spreads tasks by their number instead), the archs (0: the CPU's;
+     * a GPU's in gpu_arch[]), each device's accounting (0: the CPU, 1 + g:
+     * GPU g), and what its predictions were worth (weft_stats). */
+    weft__perfmodel *pm;
+    unsigned narch;
+    char arch[WEFT__ARCHS][WEFT__PM_NAME];
+    uint8_t gpu_arch[WEFT__MAX_DEVICES - 1];
+    weft__eft_dev eft[WEFT__MAX_DEVICES];
+    uint64_t pm_hits, pm_fits, pm_calibrating, pm_mispredicted;
+    /* Under the policy, the task holding each GPU whole (the one a task
+     * decided on that GPU may ride on, its work queued after the holder's
+     * on its stream), and the tasks decided on the CPU that hold a worker
+     * slot (at most eft[0].slots). */
+    weft__place *holder[WEFT__MAX_DEVICES - 1];
+    uint32_t eft_cpu_mapped;
     weft__pevent *events[WEFT__MAX_DEVICES - 1]; /* spare events of each GPU */
 };
 
@@ -161,8 +216,13 @@ static inline weft__device *weft__place_gpu(const weft__placer *p, const weft__p
  * waiting would never end.  A one-GPU alternative goes, when it fits there,
  * to near_gpu and near_queue (the graph sets them to a predecessor's whose
  * events order it): a chain then stays in one stream, in order, with no
- * event to wait for across streams. */
-int weft__place_map(weft__placer *p, weft__place *pl);
+ * event to wait for across streams.  Under the earliest-finish policy the
+ * device set is decided first (once: sched/eft.h) from xfer, the
+ * predicted time (ns) to bring pl's data to each device (0: the host,
+ * 1 + g: GPU g); then pl waits for that set, and may ride on the task
+ * holding its GPU (its work queued after the holder's).  xfer is not read
+ * under other policies (NULL is fine there). */
+int weft__place_map(weft__placer *p, weft__place *pl, const double *xfer);
 /* Give pl's reservation and its events back (if it was mapped), then map the parked
  * placements in the order they parked until one does not fit.  Returns
  * those it mapped (linked by parked_next) for the caller to queue — and,
@@ -178,6 +238,25 @@ weft__place *weft__place_release(weft__placer *p, weft__place *pl);
  * until a task finishes). */
 weft__place *weft__place_lend(weft__placer *p, weft__place *pl);
 void weft__place_unlend(weft__placer *p, weft__place *pl);
+
+/* The earliest-finish policy (sched/eft.c).  Before the workers start:
+ * the models (pm, owned by the caller; NULL: none) and the arch of the CPU
+ * and of each GPU (its weft__device.arch). */
+void weft__placer_models(weft__placer *p, weft__perfmodel *pm);
+/* At spawn, under the policy: pl's kind (its models on every arch), its
+ * priority and the bytes of its accesses.  Never fails (a model that could
+ * not be made predicts nothing). */
+void weft__place_kind(weft__placer *p, weft__place *pl, const char *kind, int priority, uint64_t size);
+/* pl's task starts its body now (its device's work moves from queued to
+ * running). */
+void weft__place_started(weft__placer *p, weft__place *pl);
+/* pl's task finished (ok: completed, its time a fair observation): its
+ * work leaves its device's accounting, and its time (from its start, or
+ * from when its GPU's previous task completed, to now, less the predicted
+ * transfers) goes into its model. */
+void weft__place_finished(weft__placer *p, weft__place *pl, bool ok);
+/* Print the models (weft_runtime_models). */
+void weft__placer_print_models(weft__placer *p, FILE *f);
 
 /* The body of the chosen alternative (or dflt). */
 static inline weft_body_fn weft__place_body(const weft__place *pl, weft_body_fn dflt)

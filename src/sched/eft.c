@@ -1,0 +1,319 @@
+/*
+ * sched/eft.c — the earliest-finish-time policy ("dmda", as StarPU's and
+ * HEFT's): a ready task goes where its predicted finish is earliest.
+ *
+ * For each device set an alternative of the task allows, its finish is
+ *     the device's backlog (the work decided on it, predicted)
+ *   + the transfers its data would need there (the graph's estimate)
+ *   + its execution there (its kind's model on the device's arch).
+ * The CPU's workers are one pool of slots (less one when there are GPUs:
+ * a worker stays free to run the bodies that feed them, as StarPU gives
+ * each GPU a core); a GPU is one slot, a task taking its share of it.
+ *
+ * Calibration: while a candidate's model has fewer than WEFT__CALIBRATE
+ * observations (or predicts nothing), only such candidates are considered,
+ * each charged a guess (another arch's prediction, else 100 µs), so that
+ * tasks spread over them, by backlog, until each has a model.
+ *
+ * The decision is made once, when the task is ready; the map then waits
+ * for that device set (sched/place.c).  Everything here runs under the
+ * placer's lock, but the calls at the end, which take it.
+ */
+#include "sched/place.h"
+#include "sched/eft.h"
+
+#include <math.h>
+#include <string.h>
+
+#define GUESS_NS 1e5 /* a task's time when nothing predicts it */
+
+void weft__placer_models(weft__placer *p, weft__perfmodel *pm)
+{
+    p->pm = pm;
+    p->narch = 1;
+    snprintf(p->arch[0], sizeof p->arch[0], "cpu");
+    for (unsigned g = 0; g < p->ngpu; g++) {
+        unsigned a = 1;
+        while (a < p->narch && strcmp(p->arch[a], p->gpu[g]->arch) != 0)
+            a++;
+        if (a == p->narch && p->narch < WEFT__ARCHS)
+            snprintf(p->arch[p->narch++], sizeof p->arch[0], "%s", p->gpu[g]->arch);
+        p->gpu_arch[g] = (uint8_t)(a < p->narch ? a : p->narch - 1); /* (archs beyond the table share the last) */
+    }
+    unsigned workers = p->cpu_slots ? p->cpu_slots : 1;
+    p->eft[0].slots = p->ngpu && workers > 1 ? workers - 1 : workers;
+    for (unsigned g = 0; g < p->ngpu; g++)
+        p->eft[1 + g].slots = 1;
+}
+
+void weft__place_kind(weft__placer *p, weft__place *pl, const char *kind, int priority, uint64_t size)
+{
+    pl->priority = priority;
+    pl->size = size;
+    pl->target = -1;
+    pl->pred_how = -1;
+    for (unsigned a = 0; a < p->narch && p->pm; a++)
+        pl->model[a] = weft__pm_model_get(p->pm, kind, p->arch[a]);
+}
+
+/* When device d (0: the CPU, 1 + g) could start pl, predicted: when it
+ * would be free, but not before pl's data is (ready: its predecessor still
+ * running, when pl was released before it finished). */
+static double avail(const weft__placer *p, unsigned d, double now, double ready, double w)
+{
+    const weft__eft_dev *e = &p->eft[d];
+    unsigned slots = e->slots ? e->slots : 1;
+    double run = e->run_end - now * e->run_w;
+    double at = e->run_w + e->queued_w + w <= slots + 1e-9 ? now : now + ((run > 0 ? run : 0) + e->queued) / slots;
+    return at > ready ? at : ready;
+}
+
+/* When pl's data will be ready: now, or when the predecessor it was
+ * released early after (pinned in ride_on while it is decided) is
+ * predicted to finish. */
+static double data_ready(const weft__place *pl, double now)
+{
+    const weft__place *pred = pl->ride_on;
+    double at = now;
+    if (pred && pred->acct == WEFT__ACCT_RUNNING)
+        at = (double)pred->t_start + pred->pred_exec + pred->pred_xfer;
+    else if (pred && pred->acct == WEFT__ACCT_QUEUED)
+        at = now + pred->pred_exec + pred->pred_xfer;
+    return at > now ? at : now;
+}
+
+/* pl's execution on arch ar: *ns, and what it rests on (WEFT__PM_*), or -1
+ * while the model calibrates (*ns then its own guess, or 0). */
+static int predict(const weft__placer *p, const weft__place *pl, unsigned ar, double *ns)
+{
+    *ns = 0;
+    uint64_t seen = 0;
+    int how = pl->model[ar] ? weft__pm_predict(p->pm, pl->model[ar], pl->size, ns, &seen) : WEFT__PM_NONE;
+    if (how == WEFT__PM_NONE)
+        *ns = 0;
+    return how == WEFT__PM_NONE || seen < WEFT__CALIBRATE ? -1 : how;
+}
+
+/* The share of device d decided on (running or queued). */
+static double committed(const weft__placer *p, unsigned d) { return p->eft[d].run_w + p->eft[d].queued_w; }
+
+/* A candidate: an alternative on a device set, and its predicted finish. */
+typedef struct cand {
+    unsigned alt;
+    uint8_t gpu[WEFT__MAX_DEVICES - 1];
+    double exec, xfer, fin;
+    int how;
+} cand;
+
+/* Whether GPU g could ever hold a's data and memory. */
+static bool room_ever(const weft__placer *p, unsigned g, const weft__alt *a)
+{
+    size_t need = a->memory + a->data;
+    return need >= a->memory && need <= p->gpu[g]->capacity;
+}
+
+/* The GPUs alternative a may use, earliest free (with its transfers) first:
+ * their number. */
+static unsigned gpus_by_finish(const weft__placer *p, const weft__alt *a, const double *xfer, double now,
+                               double ready, uint8_t *out)
+{
+    unsigned n = 0;
+    double w = (double)a->share / WEFT__SHARE_UNITS;
+    for (unsigned g = 0; g < p->ngpu; g++) {
+        bool allowed = a->set ? (a->set >> g & 1) : a->gpu < 0 || (unsigned)a->gpu == g;
+        if (allowed && room_ever(p, g, a))
+            out[n++] = (uint8_t)g;
+    }
+    for (unsigned i = 1; i < n; i++) /* insertion sort: few GPUs */
+        for (unsigned j = i; j > 0; j--) {
+            double x = avail(p, 1 + out[j], now, ready, w) + xfer[1 + out[j]];
+            double y = avail(p, 1 + out[j - 1], now, ready, w) + xfer[1 + out[j - 1]];
+            if (!(x < y) && !(x == y && committed(p, 1 + out[j]) < committed(p, 1 + out[j - 1])))
+                break; /* (equals: the one with less decided on it) */
+            uint8_t t = out[j];
+            out[j] = out[j - 1];
+            out[j - 1] = t;
+        }
+    return n;
+}
+
+/* The candidate of alternative i on its best device set (false: none). */
+static bool candidate(const weft__placer *p, const weft__place *pl, unsigned i, const double *xfer, double now,
+                      cand *c)
+{
+    const weft__alt *a = &pl->alt[i];
+    double ready = data_ready(pl, now);
+    c->alt = i;
+    if (!a->gpus) {
+        c->how = predict(p, pl, 0, &c->exec);
+        c->xfer = xfer[0];
+        c->fin = avail(p, 0, now, ready, 1) + c->xfer;
+        return true;
+    }
+    uint8_t order[WEFT__MAX_DEVICES - 1];
+    unsigned n = gpus_by_finish(p, a, xfer, now, ready, order);
+    if (n < a->gpus)
+        return false;
+    memcpy(c->gpu, order, a->gpus);
+    c->how = predict(p, pl, p->gpu_arch[order[0]], &c->exec);
+    c->xfer = 0;
+    c->fin = 0;
+    for (unsigned k = 0; k < a->gpus; k++) {
+        double f = avail(p, 1 + order[k], now, ready, (double)a->share / WEFT__SHARE_UNITS) + xfer[1 + order[k]];
+        c->fin = f > c->fin ? f : c->fin;
+        c->xfer = xfer[1 + order[k]] > c->xfer ? xfer[1 + order[k]] : c->xfer;
+    }
+    /* (a one-GPU alternative: order[0] is its earliest finish, so the
+     * candidate is the best GPU for it; several GPUs: the earliest k) */
+    return true;
+}
+
+/* The devices of pl's target: 0 for the CPU, else 1 + each GPU; their number. */
+static unsigned target_devs(const weft__place *pl, unsigned *dev)
+{
+    const weft__alt *a = &pl->alt[pl->target];
+    if (!a->gpus) {
+        dev[0] = 0;
+        return 1;
+    }
+    for (unsigned k = 0; k < a->gpus; k++)
+        dev[k] = 1u + pl->tgpu[k];
+    return a->gpus;
+}
+
+/* Charge (sign +1) or discharge (-1) pl's predicted work to its target's
+ * queued work. */
+static void charge_queued(weft__placer *p, const weft__place *pl, double sign)
+{
+    unsigned dev[WEFT__MAX_DEVICES];
+    unsigned n = target_devs(pl, dev);
+    for (unsigned k = 0; k < n; k++) {
+        weft__eft_dev *e = &p->eft[dev[k]];
+        e->queued += sign * (pl->pred_exec + pl->pred_xfer) * pl->weight;
+        e->queued_w += sign * pl->weight;
+        if (e->queued < 0 || e->queued_w < 1e-9)
+            e->queued = e->queued_w = 0;
+    }
+}
+
+void weft__eft_decide(weft__placer *p, weft__place *pl, const double *xfer)
+{
+    double now = (double)weft__now_ns();
+    cand best = {0}, c;
+    bool have = false, calibrating = false;
+    for (unsigned i = 0; i < pl->nalt; i++)
+        if (pl->alt[i].possible && candidate(p, pl, i, xfer, now, &c))
+            calibrating |= c.how < 0;
+    /* A calibrating candidate's guess: the least another arch predicts. */
+    double guess = INFINITY;
+    for (unsigned a = 0; a < p->narch; a++) {
+        double ns;
+        if (predict(p, pl, a, &ns) >= 0 && ns < guess)
+            guess = ns;
+    }
+    if (!isfinite(guess))
+        guess = GUESS_NS;
+    for (unsigned i = 0; i < pl->nalt; i++) {
+        if (!pl->alt[i].possible || !candidate(p, pl, i, xfer, now, &c) || (calibrating && c.how >= 0))
+            continue;
+        if (c.how < 0 && !(c.exec > 0))
+            c.exec = guess;
+        c.fin += c.exec;
+        if (!have || c.fin < best.fin) {
+            best = c;
+            have = true;
+        }
+    }
+    if (!have) { /* (no alternative is possible: the map refuses it) */
+        pl->target = -1;
+        return;
+    }
+    const weft__alt *a = &pl->alt[best.alt];
+    pl->target = (int16_t)best.alt;
+    memcpy(pl->tgpu, best.gpu, a->gpus);
+    pl->pred_exec = best.exec;
+    pl->pred_xfer = best.xfer;
+    pl->pred_how = (int8_t)best.how;
+    pl->weight = a->gpus ? (double)a->share / WEFT__SHARE_UNITS : 1.0;
+    pl->acct = WEFT__ACCT_QUEUED;
+    pl->t_commit = (uint64_t)now;
+    charge_queued(p, pl, +1);
+    if (best.how == WEFT__PM_HISTORY)
+        p->pm_hits++;
+    else if (best.how == WEFT__PM_FIT)
+        p->pm_fits++;
+    else
+        p->pm_calibrating++;
+}
+
+void weft__place_started(weft__placer *p, weft__place *pl)
+{
+    if (!p->policy->eft)
+        return;
+    pthread_mutex_lock(&p->lock);
+    if (pl->acct == WEFT__ACCT_QUEUED && pl->target >= 0) {
+        uint64_t now = weft__now_ns();
+        charge_queued(p, pl, -1);
+        unsigned dev[WEFT__MAX_DEVICES];
+        unsigned n = target_devs(pl, dev);
+        for (unsigned k = 0; k < n; k++) {
+            weft__eft_dev *e = &p->eft[dev[k]];
+            e->run_end += ((double)now + pl->pred_exec + pl->pred_xfer) * pl->weight;
+            e->run_w += pl->weight;
+            e->running++;
+        }
+        pl->t_start = now;
+        pl->acct = WEFT__ACCT_RUNNING;
+    }
+    pthread_mutex_unlock(&p->lock);
+}
+
+/* Take a running pl out of its devices' accounting; its observed execution
+ * (ns), 0 if none. */
+static double stop_running(weft__placer *p, weft__place *pl, uint64_t now)
+{
+    unsigned dev[WEFT__MAX_DEVICES];
+    unsigned n = target_devs(pl, dev);
+    uint64_t start = pl->t_start;
+    for (unsigned k = 0; k < n; k++) {
+        weft__eft_dev *e = &p->eft[dev[k]];
+        e->run_end -= ((double)pl->t_start + pl->pred_exec + pl->pred_xfer) * pl->weight;
+        e->run_w -= pl->weight;
+        if (--e->running == 0)
+            e->run_end = e->run_w = 0; /* (no rounding left over) */
+        if (dev[k] && e->last_done > start && k == 0)
+            start = e->last_done; /* its GPU finished the work queued before its own then */
+        if (dev[k])
+            e->last_done = now;
+    }
+    double obs = (double)(now - start) - (dev[0] ? pl->pred_xfer : 0);
+    return obs > 0 ? obs : 1;
+}
+
+void weft__place_finished(weft__placer *p, weft__place *pl, bool ok)
+{
+    if (!p->policy->eft)
+        return;
+    pthread_mutex_lock(&p->lock);
+    double obs = 0;
+    unsigned ar = 0;
+    if (pl->acct == WEFT__ACCT_QUEUED) {
+        charge_queued(p, pl, -1);
+    } else if (pl->acct == WEFT__ACCT_RUNNING) {
+        obs = stop_running(p, pl, weft__now_ns());
+        const weft__alt *a = &pl->alt[pl->target];
+        ar = a->gpus ? p->gpu_arch[pl->tgpu[0]] : 0;
+        if (ok && pl->pred_how > 0 && (obs > 2 * pl->pred_exec || 2 * obs < pl->pred_exec))
+            p->pm_mispredicted++;
+    }
+    pl->acct = WEFT__ACCT_DONE;
+    pthread_mutex_unlock(&p->lock);
+    if (ok && obs > 0 && p->pm && pl->model[ar])
+        weft__pm_observe(p->pm, pl->model[ar], pl->size, obs);
+}
+
+void weft__placer_print_models(weft__placer *p, FILE *f)
+{
+    if (p->pm)
+        weft__pm_print(p->pm, f);
+}

@@ -1,0 +1,205 @@
+/* The earliest-finish policy ("dmda") on virtual GPUs, over kinds whose
+ * best device is known: a kind modelled ten times faster on GPUs goes to
+ * them once calibrated; a kind with only a CPU alternative stays there;
+ * a task whose large data is on GPU 2 goes to GPU 2.  Models persist:
+ * a second runtime decides from the first one's (no calibration), and a
+ * corrupt model file is ignored with a warning. */
+#include "check.h"
+
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+static char dir[256];
+
+static weft_runtime *make(void) {
+    weft_config cfg;
+    weft_config_init(&cfg);
+    cfg.workers = 2;
+    cfg.devices = "cpu,vgpu:4";
+    cfg.policy = "dmda";
+    cfg.vgpu_memory = 256u << 20;
+    weft_runtime *rt = NULL;
+    CHECKF(weft_runtime_create(&cfg, &rt) == 0, "%s", weft_last_error());
+    return rt;
+}
+
+static void sleep_us(unsigned us) {
+    struct timespec ts = {0, (long)us * 1000};
+    while (nanosleep(&ts, &ts) != 0)
+        ;
+}
+
+/* Where each task ran: -1 the CPU, else its GPU. */
+static _Atomic int on_gpu[64], on_cpu;
+
+static int cpu_body(weft_ctx *ctx, void *arg) {
+    (void)ctx;
+    (void)arg;
+    atomic_fetch_add(&on_cpu, 1);
+    sleep_us(4000); /* ten times the GPU's */
+    return 0;
+}
+
+static int empty(void *arg) {
+    (void)arg;
+    return 0;
+}
+
+static int gpu_body(weft_ctx *ctx, void *arg) {
+    (void)arg;
+    atomic_fetch_add(&on_gpu[weft_ctx_gpu(ctx, 0) - 1], 1);
+    return weft_ctx_queue(ctx, 0, empty, NULL, 400000);
+}
+
+static void reset(void) {
+    for (int g = 0; g < 64; g++)
+        atomic_store(&on_gpu[g], 0);
+    atomic_store(&on_cpu, 0);
+}
+
+static int gpus_total(void) {
+    int n = 0;
+    for (int g = 0; g < 64; g++)
+        n += atomic_load(&on_gpu[g]);
+    return n;
+}
+
+/* n independent tasks of `kind` with alternatives `where` (bodies by kind
+ * of device), then a wait. */
+static void wave(weft_runtime *rt, const char *kind, const char *const *where, size_t nw, int n,
+                 const weft_access *acc, size_t nacc) {
+    weft_placement pl[2];
+    for (size_t i = 0; i < nw; i++) {
+        CHECK_OK(weft_placement_parse(where[i], &pl[i]));
+        pl[i].body = pl[i].gpus ? gpu_body : cpu_body;
+    }
+    for (int i = 0; i < n; i++) {
+        weft_task_desc d;
+        weft_task_desc_init(&d);
+        d.placements = pl;
+        d.nplacements = nw;
+        d.kind = kind;
+        d.accesses = acc;
+        d.naccesses = nacc;
+        CHECK_OK(weft_spawn(rt, &d, NULL));
+    }
+    CHECK_OK(weft_wait_all(rt));
+}
+
+static weft_stats stats(weft_runtime *rt) {
+    weft_stats s;
+    CHECK_OK(weft_runtime_stats(rt, &s));
+    return s;
+}
+
+static const char *both[] = {"cpu", "gpu"};
+static const char *cpu_only[] = {"cpu"};
+
+static void test_first_run(void) {
+    weft_runtime *rt = make();
+    /* calibration: some on each kind of device */
+    reset();
+    for (int w = 0; w < 4; w++)
+        wave(rt, "fast_on_gpu", both, 2, 8, NULL, 0);
+    printf("  calibrating: %d on the CPU, %d on GPUs\n", atomic_load(&on_cpu), gpus_total());
+    CHECK(atomic_load(&on_cpu) >= 3 && gpus_total() >= 3);
+    double ns = 0;
+    CHECK(weft_runtime_predict(rt, "fast_on_gpu", 0, 0, &ns) == 1 && ns > 3e6);
+    CHECK(weft_runtime_predict(rt, "fast_on_gpu", 1, 0, &ns) == 1 && ns < 3e6);
+    CHECK(weft_runtime_predict(rt, "never_seen", 1, 0, &ns) == 0);
+    /* calibrated: on GPUs (a GPU runs ten in the time the CPU runs one) */
+    reset();
+    wave(rt, "fast_on_gpu", both, 2, 8, NULL, 0);
+    printf("  calibrated: %d on the CPU, %d on GPUs\n", atomic_load(&on_cpu), gpus_total());
+    CHECK(atomic_load(&on_cpu) == 0 && gpus_total() == 8);
+    /* only on the CPU */
+    reset();
+    wave(rt, "cpu_kind", cpu_only, 1, 4, NULL, 0);
+    CHECK(atomic_load(&on_cpu) == 4 && gpus_total() == 0);
+    /* data on GPU 2 (its only valid copy there, 64 MiB: moving it costs
+     * milliseconds, more than waiting for GPU 2) */
+    size_t big = 64u << 20;
+    char *buf = malloc(big);
+    CHECK(buf != NULL);
+    memset(buf, 1, big);
+    weft_data *h;
+    CHECK_OK(weft_data_register(rt, buf, big, &h));
+    const char *gpu2[] = {"gpu:2"}, *any[] = {"gpu"};
+    weft_access w = {h, WEFT_RW};
+    reset();
+    wave(rt, "writer", gpu2, 1, 1, &w, 1);
+    CHECK(atomic_load(&on_gpu[2]) == 1);
+    weft_access r = {h, WEFT_R};
+    reset();
+    for (int i = 0; i < 4; i++) /* calibrates on whichever GPU first; then by the data */
+        wave(rt, "reader", any, 1, 1, &r, 1);
+    reset();
+    wave(rt, "reader", any, 1, 3, &r, 1);
+    printf("  readers of GPU 2's data: %d %d %d %d\n", atomic_load(&on_gpu[0]), atomic_load(&on_gpu[1]),
+           atomic_load(&on_gpu[2]), atomic_load(&on_gpu[3]));
+    CHECK(atomic_load(&on_gpu[2]) == 3);
+    CHECK_OK(weft_data_unregister(h));
+    free(buf);
+    weft_stats s = stats(rt);
+    CHECK(s.model_calibrating > 0 && s.model_hits > 0);
+    CHECK_OK(weft_runtime_destroy(rt));
+}
+
+static void test_second_run(void) {
+    weft_runtime *rt = make();
+    reset();
+    wave(rt, "fast_on_gpu", both, 2, 8, NULL, 0);
+    weft_stats s = stats(rt);
+    printf("  second run: %d on the CPU, %d on GPUs; %llu calibrating, %llu hits\n", atomic_load(&on_cpu),
+           gpus_total(), (unsigned long long)s.model_calibrating, (unsigned long long)s.model_hits);
+    CHECK(s.model_calibrating == 0 && s.model_hits == 8);
+    CHECK(atomic_load(&on_cpu) == 0 && gpus_total() == 8);
+    CHECK_OK(weft_runtime_destroy(rt));
+}
+
+static void test_corrupt_file(void) {
+    char host[128] = "localhost", path[512];
+    CHECK(gethostname(host, sizeof host - 1) == 0);
+    snprintf(path, sizeof path, "%s/%s.models", dir, host);
+    FILE *f = fopen(path, "r");
+    CHECKF(f != NULL, "no model file at %s", path);
+    fclose(f);
+    f = fopen(path, "w");
+    CHECK(f != NULL);
+    fputs("# weft performance models 1\nfast_on_gpu\tvgpu\tnot a number\n\x01\x02\n", f);
+    fclose(f);
+    fprintf(stderr, "  (a warning about %s is expected next)\n", path);
+    weft_runtime *rt = make();
+    reset();
+    wave(rt, "fast_on_gpu", both, 2, 8, NULL, 0);
+    weft_stats s = stats(rt);
+    CHECK(s.model_calibrating > 0); /* learned again */
+    CHECK_OK(weft_runtime_destroy(rt));
+    f = fopen(path, "r"); /* and written over, whole */
+    CHECK(f != NULL);
+    char line[128];
+    CHECK(fgets(line, sizeof line, f) && strcmp(line, "# weft performance models 1\n") == 0);
+    fclose(f);
+}
+
+int main(void) {
+    snprintf(dir, sizeof dir, "/tmp/weft-test-dmda-%ld", (long)getpid());
+    setenv("WEFT_PERFMODEL_DIR", dir, 1);
+    unsetenv("WEFT_PERFMODEL");
+    test_watchdog(test_pick(60, 240));
+    test_step("first run");
+    test_first_run();
+    test_step("second run");
+    test_second_run();
+    test_step("corrupt file");
+    test_corrupt_file();
+    char cmd[300];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    if (system(cmd) != 0)
+        fprintf(stderr, "could not remove %s\n", dir);
+    return 0;
+}
