@@ -263,8 +263,9 @@ typedef struct weft_config {
      *                  WEFT_PERFMODEL=off keeps them in memory only.  A
      *                  file that does not parse is ignored with a warning
      *                  on stderr.  weft_models_print shows them.
-     * NULL means "load".  An unknown name makes weft_runtime_create fail
-     * with WEFT_EINVAL.  Read during weft_runtime_create only.
+     * NULL means "dmda" on a runtime with GPUs, else "load".  An unknown
+     * name makes weft_runtime_create fail with WEFT_EINVAL.  Read during
+     * weft_runtime_create only.
      * Env: WEFT_POLICY. */
     const char *policy;
 } weft_config;

@@ -218,7 +218,10 @@ static void spawn_kernels(weft_runtime *rt, const char *set, double share, size_
 }
 
 static void test_shares_and_memory(void) {
-    weft_runtime *rt = g_rt = make_dev("cpu,vgpu:2", NULL);
+    /* "load": a task that does not fit waits (parked).  Under "dmda" the
+     * second whole-GPU task below would ride on the first instead (its
+     * work queued after the holder's; test_dmda). */
+    weft_runtime *rt = g_rt = make_dev("cpu,vgpu:2", "load");
     /* four quarter-GPU tasks run at once on one GPU: each kernel waits for
      * all four to have started */
     atomic_store(&started, 0);
@@ -369,7 +372,9 @@ static int where_body(weft_ctx *ctx, void *arg) {
 }
 
 static void test_variants_and_policies(void) {
-    weft_runtime *rt = g_rt = make_dev("cpu,vgpu:2", NULL);
+    /* "load"'s first fit (the default with GPUs, "dmda", decides by
+     * predicted finish instead: test_dmda) */
+    weft_runtime *rt = g_rt = make_dev("cpu,vgpu:2", "load");
     /* [2*gpu, cpu]: the GPUs while free, else the CPU body */
     weft_placement p[2];
     p[0] = parsed("2*gpu");
@@ -403,7 +408,7 @@ static void test_variants_and_policies(void) {
     for (int i = 0; i < 8; i++) CHECKF(seen_gpu[i] == 1 + i % 4, "task %d on device %d", i, seen_gpu[i]);
     CHECK_OK(weft_runtime_destroy(rt));
     /* load: concurrent one-GPU tasks spread over the GPUs */
-    rt = g_rt = make_dev("cpu,vgpu:4", NULL);
+    rt = g_rt = make_dev("cpu,vgpu:4", "load");
     atomic_store(&started, 0);
     atomic_store(&kernels_done, 0);
     kq all4 = {barrier_kernel, 4, NULL}; /* only if all four run at once */
@@ -414,7 +419,7 @@ static void test_variants_and_policies(void) {
     /* Parla's list [cpu, gpu:0 .. gpu:3]: under "load" the CPU, first and
      * always free, takes every task; under "balance" they spread */
     for (int balance = 0; balance < 2; balance++) {
-        rt = g_rt = make_dev("cpu,vgpu:4", balance ? "balance" : NULL);
+        rt = g_rt = make_dev("cpu,vgpu:4", balance ? "balance" : "load");
         weft_placement list[5];
         list[0] = parsed("cpu");
         for (int i = 0; i < 4; i++) {

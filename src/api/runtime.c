@@ -290,6 +290,8 @@ int weft_runtime_create(const weft_config *cfg_in, weft_runtime **out)
         rt_free(rt);
         return drc;
     }
+    if (!cfg.policy || !*cfg.policy) /* the default: earliest finish when there are GPUs */
+        policy = weft__policy_find(rt->ndev > 1 ? "dmda" : "load");
     drc = weft__placer_init(&rt->placer, rt->dev, rt->ndev, policy);
     if (drc != 0) {
         rt_free(rt);

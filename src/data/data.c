@@ -137,6 +137,7 @@ weft__data *weft__data_new(weft__waitset *ws, const void *rt_handle, void *ptr, 
     atomic_init(&d->on_devices, false);
     atomic_init(&d->has_partials, false);
     atomic_init(&d->home, 0);
+    atomic_init(&d->valid, 1);
     d->devs = devs;
     d->mnodes = mnodes;
     d->nrep = ndev ? ndev : 1;
@@ -159,6 +160,7 @@ void weft__data_live_on(weft__data *d, unsigned dev, void *p)
     d->rep[dev].tag = d->cur;
     atomic_store(&d->on_devices, true);
     atomic_store(&d->home, dev);
+    atomic_store(&d->valid, dev < 64 ? 1ull << dev : 0);
 }
 
 /* The host's replica of data registered on a device: Weft's own buffer,
@@ -460,10 +462,16 @@ int weft__data_source_for(const weft__data *d, unsigned dst)
 static void set_home(weft__data *d)
 {
     unsigned home = 0;
-    for (unsigned i = 1; i < d->nrep && !home; i++)
-        if (weft__rep_valid(d, i))
-            home = i;
+    uint64_t valid = 0;
+    for (unsigned i = 0; i < d->nrep; i++)
+        if (weft__rep_valid(d, i)) {
+            if (!home && i)
+                home = i;
+            if (i < 64)
+                valid |= 1ull << i;
+        }
     atomic_store_explicit(&d->home, home, memory_order_relaxed);
+    atomic_store_explicit(&d->valid, valid, memory_order_relaxed);
 }
 
 /* Queue on the prefetch queue pq of device dev the copy of d's interior
@@ -973,18 +981,7 @@ uint64_t weft__data_valid_mask(weft__data *d)
 {
     if (!atomic_load_explicit(&d->on_devices, memory_order_acquire))
         return 1;
-    uint64_t m = 0;
-    if (pthread_mutex_trylock(&d->lock) != 0) {
-        /* (Never waited for: a device's thread may be asking, and one that
-         * holds the lock may wait for that device.  Where it is is enough.) */
-        unsigned home = weft__data_home(d);
-        return home < 64 ? 1ull << home : 0;
-    }
-    for (unsigned i = 0; i < d->nrep && i < 64; i++)
-        if (weft__rep_valid(d, i))
-            m |= 1ull << i;
-    pthread_mutex_unlock(&d->lock);
-    return m;
+    return atomic_load_explicit(&d->valid, memory_order_relaxed);
 }
 
 /* Replica i holds no value now (the lock held).  A copy into it may have

@@ -186,6 +186,9 @@ typedef struct weft__data {
      * read without it: mapping may happen on a device's thread, which
      * never takes a handle's lock. */
     _Atomic unsigned home;
+    /* And every device holding the newest value (bit i: device i, the
+     * first 64), kept with home (weft__data_valid_mask). */
+    _Atomic uint64_t valid;
     /* A copy to the host in flight for host readers (under lock): its
      * event on host_fetch_dev's queue (that replica pinned while it
      * exists), and the readers waiting for it (the last one destroys it;
@@ -238,8 +241,9 @@ static inline void *weft__data_replica(const weft__data *d, unsigned dev)
  * change right after). */
 unsigned weft__data_home(weft__data *d);
 /* The devices holding the newest value of d now (bit i: device i, for the
- * first 64): a hint for the scheduler, stale at once.  Never waits: when
- * d's lock is held, only where d is (weft__data_home). */
+ * first 64), as of the last change of where d is: a hint for the
+ * scheduler, stale at once.  Never blocks (read without the lock: a
+ * device's thread may ask). */
 uint64_t weft__data_valid_mask(weft__data *d);
 
 struct weft__partial; /* a reducer's private copy (data/reduce.h) */

@@ -26,6 +26,10 @@
 #include <string.h>
 
 #define GUESS_NS 1e5 /* a task's time when nothing predicts it */
+/* Copies count this many times their time (StarPU's beta): a copy also
+ * takes bandwidth other tasks' copies need, and moving a chain's data
+ * away from its GPU to gain less than that is not worth the churn. */
+#define XFER_WEIGHT 2.0
 
 void weft__placer_models(weft__placer *p, weft__perfmodel *pm)
 {
@@ -75,10 +79,15 @@ static double data_ready(const weft__place *pl, double now)
 {
     const weft__place *pred = pl->ride_on;
     double at = now;
-    if (pred && pred->acct == WEFT__ACCT_RUNNING)
-        at = (double)pred->t_start + pred->pred_exec + pred->pred_xfer;
-    else if (pred && pred->acct == WEFT__ACCT_QUEUED)
-        at = now + pred->pred_exec + pred->pred_xfer;
+    if (pred && (pred->acct == WEFT__ACCT_RUNNING || pred->acct == WEFT__ACCT_QUEUED)) {
+        /* (its finish as decided: after what was decided before it there;
+         * a body released early starts long before its stream reaches its
+         * work) */
+        at = pred->pred_fin;
+        double run = (double)pred->t_start + pred->pred_exec + pred->pred_xfer;
+        if (pred->acct == WEFT__ACCT_RUNNING && run > at)
+            at = run;
+    }
     return at > now ? at : now;
 }
 
@@ -218,7 +227,7 @@ void weft__eft_decide(weft__placer *p, weft__place *pl, const double *xfer)
             continue;
         if (c.how < 0 && !(c.exec > 0))
             c.exec = guess;
-        c.fin += c.exec;
+        c.fin += c.exec + c.xfer * (XFER_WEIGHT - 1);
         if (!have || c.fin < best.fin) {
             best = c;
             have = true;
@@ -234,6 +243,7 @@ void weft__eft_decide(weft__placer *p, weft__place *pl, const double *xfer)
     pl->pred_exec = best.exec;
     pl->pred_xfer = best.xfer;
     pl->pred_how = (int8_t)best.how;
+    pl->pred_fin = best.fin - best.xfer * (XFER_WEIGHT - 1);
     pl->weight = a->gpus ? (double)a->share / WEFT__SHARE_UNITS : 1.0;
     pl->acct = WEFT__ACCT_QUEUED;
     pl->t_commit = (uint64_t)now;

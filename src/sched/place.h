@@ -87,6 +87,7 @@ typedef struct weft__place {
     int16_t target;             /* the alternative decided on, -1: none yet */
     uint8_t tgpu[WEFT__MAX_DEVICES - 1];
     double pred_exec, pred_xfer, weight;
+    double pred_fin;            /* its predicted finish when decided (weft__now_ns's clock) */
     int8_t pred_how;            /* WEFT__PM_*, or -1: calibrating */
     uint8_t acct;               /* WEFT__ACCT_* */
     uint64_t t_start, t_commit;
