@@ -32,8 +32,8 @@ which other processes used more than a quarter of the machine is run again
 
 Output: three tables (us), then the overhead_<name> weft <ratio> lines.
 
-    python bench/py/overheads.py [--reps 7] [--sizes 4096,1048576,67108864]
-                                 [--chain 500] [--kernel-us 50] [--calls 2000]
+    python bench/py/overheads.py [--reps 9] [--sizes 4096,1048576,67108864]
+                                 [--chain 1000] [--kernel-us 50] [--calls 2000]
                                  [--no-busy-check]
 """
 from __future__ import annotations
@@ -122,7 +122,7 @@ def bench_handoff(sizes: list[int], reps: int, check_busy: bool) -> dict[int, di
     with weft.Runtime(workers=2) as rt:
         for size in sizes:
             a = np.ones(max(1, size // 8))
-            loops = max(3, min(2000, (256 << 20) // max(size, 1)))
+            loops = max(5, min(20000, (1 << 30) // max(size, 1)))
             times = rounds(reps, list(HANDOFF),
                            lambda w: rt.spawn(handoff_body, w, loops, reads=[a]).result(), check_busy)
             row = {w: statistics.median(t) * 1e6 for w, t in times.items()}
@@ -243,9 +243,9 @@ def size_name(size: int) -> str:
 
 def main(argv: list[str] | None = None) -> dict[str, float]:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--reps", type=int, default=7)
+    ap.add_argument("--reps", type=int, default=9)
     ap.add_argument("--sizes", default="4096,1048576,67108864", help="bytes handed over, comma-separated")
-    ap.add_argument("--chain", type=int, default=500, help="tasks in each chain")
+    ap.add_argument("--chain", type=int, default=1000, help="tasks in each chain")
     ap.add_argument("--kernel-us", type=float, default=50.0, help="modelled time of the queued kernel")
     ap.add_argument("--calls", type=int, default=2000, help="calls timed for each way of reaching the data")
     ap.add_argument("--no-busy-check", action="store_true", help="keep rounds while other processes are busy")
