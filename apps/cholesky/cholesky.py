@@ -114,7 +114,7 @@ def _ld(x: np.ndarray) -> int:
     if x.dtype != np.float64 or (x.shape[1] > 1 and x.strides[1] != 8) or x.strides[0] % 8:
         raise ValueError(f"cholesky.py: a tile must be float64 rows of unit stride, not {x.dtype} "
                          f"with strides {x.strides}")
-    return max(x.strides[0] // 8, x.shape[1], 1)
+    return int(max(x.strides[0] // 8, x.shape[1], 1))
 
 
 def _ptr(x: np.ndarray) -> int:
@@ -124,6 +124,7 @@ def _ptr(x: np.ndarray) -> int:
 if _F is not None:
     import ctypes as _ct
 
+    _R: dict[str, Any] = _F
     _U, _L, _N, _T = (_ct.c_char(c) for c in b"ULNT")
     _ONE, _MINUS_ONE = _ct.c_double(1.0), _ct.c_double(-1.0)
 
@@ -135,7 +136,7 @@ if _F is not None:
         one is left as it was): DPOTRF('U') on the column-major view."""
         info = _ct.c_int(0)
         n, ldc = _ints(c.shape[0], _ld(c))
-        _F["dpotrf"](_ct.byref(_U), n, _ptr(c), ldc, _ct.byref(info))
+        _R["dpotrf"](_ct.byref(_U), n, _ptr(c), ldc, _ct.byref(info))
         if info.value != 0:
             raise np.linalg.LinAlgError(f"dpotrf: info {info.value} (not positive definite)")
 
@@ -143,20 +144,20 @@ if _F is not None:
         """c = c L^-T, L the lower triangle of l (m x n c: column-major,
         c^T := L^-1 c^T, L^T being the upper triangle of l's view)."""
         m, n, lda, ldb = _ints(c.shape[1], c.shape[0], _ld(l), _ld(c))
-        _F["dtrsm"](_ct.byref(_L), _ct.byref(_U), _ct.byref(_T), _ct.byref(_N), m, n, _ct.byref(_ONE),
+        _R["dtrsm"](_ct.byref(_L), _ct.byref(_U), _ct.byref(_T), _ct.byref(_N), m, n, _ct.byref(_ONE),
                     _ptr(l), lda, _ptr(c), ldb)
 
     def k_syrk(a: np.ndarray, c: np.ndarray) -> None:
         """The lower triangle of c -= a a^T (column-major: the upper
         triangle of c -= (a^T)^T a^T); the upper one is left as it was."""
         n, k, lda, ldc = _ints(c.shape[0], a.shape[1], _ld(a), _ld(c))
-        _F["dsyrk"](_ct.byref(_U), _ct.byref(_T), n, k, _ct.byref(_MINUS_ONE), _ptr(a), lda,
+        _R["dsyrk"](_ct.byref(_U), _ct.byref(_T), n, k, _ct.byref(_MINUS_ONE), _ptr(a), lda,
                     _ct.byref(_ONE), _ptr(c), ldc)
 
     def k_gemm(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> None:
         """c -= a b^T (column-major: c^T -= (b^T)^T a^T)."""
         m, n, k, lda, ldb, ldc = _ints(c.shape[1], c.shape[0], a.shape[1], _ld(b), _ld(a), _ld(c))
-        _F["dgemm"](_ct.byref(_T), _ct.byref(_N), m, n, k, _ct.byref(_MINUS_ONE), _ptr(b), lda, _ptr(a), ldb,
+        _R["dgemm"](_ct.byref(_T), _ct.byref(_N), m, n, k, _ct.byref(_MINUS_ONE), _ptr(b), lda, _ptr(a), ldb,
                     _ct.byref(_ONE), _ptr(c), ldc)
 else:
     def k_potrf(c: np.ndarray) -> None:

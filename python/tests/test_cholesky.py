@@ -93,3 +93,21 @@ def test_same_factor_on_every_device_mix(chol):
     ref = factors["cpu"]
     for devices, low in factors.items():
         assert np.linalg.norm(low - ref) / np.linalg.norm(ref) < 1e-13, devices
+
+
+DASK_SCRIPT = os.path.join(REPO, "bench", "py", "cholesky_dask.py")
+
+
+def test_dask_cholesky_script():
+    """bench/py/cholesky_dask.py (chol_dask's Dask leg) factors the same
+    matrix correctly, and refuses N not a multiple of B with the reason."""
+    pytest.importorskip("dask.array", reason="Dask is not installed: bench/cholesky.sh prints no chol_dask")
+    env = dict(os.environ, OPENBLAS_NUM_THREADS="1")
+    p = subprocess.run([sys.executable, DASK_SCRIPT, "-n", "384", "-b", "64", "--check"], capture_output=True,
+                       text=True, timeout=120, env=env)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert re.search(r"^time [0-9.]+ s", p.stdout, re.M), p.stdout
+    assert re.search(r"^check: .*PASS$", p.stdout, re.M), p.stdout
+    p = subprocess.run([sys.executable, DASK_SCRIPT, "-n", "400", "-b", "64"], capture_output=True, text=True,
+                       timeout=120, env=env)
+    assert p.returncode == 2 and "not a multiple of B=64" in p.stderr, p.stdout + p.stderr
