@@ -6,7 +6,9 @@ in tiles of at most 64 (7 x 7 near-equal tiles: N not a multiple of B);
 and the same L, to rounding, from every device mix, in this process.
 The matrix is the C driver's (chol_matrix_fill), entry for entry.  The
 kernels are SciPy's BLAS/LAPACK when SciPy is installed, NumPy's without
-it: both are run (the second with SciPy's import blocked)."""
+it: both are run (the second with SciPy's import blocked).  Dask's
+Cholesky on the same matrix (bench/py/cholesky_dask.py, bench/cholesky.sh's
+chol_dask) is checked too, where Dask is installed."""
 import importlib.util
 import os
 import re
