@@ -6,10 +6,15 @@
 #   Weft's C driver against LAPACKE_dpotrf on 2 OpenBLAS threads, the same
 #   matrix, alternated in one process (weft-cholesky --vs-lapack):
 #     chol_vs_lapack weft <LAPACK's time / Weft's>          (goal >= 1.2)
-#   the Python driver (NumPy kernels) against the C driver, alternated:
+#   the Python driver (SciPy's BLAS/LAPACK kernels) against the C driver,
+#   and Dask's Cholesky (bench/py/cholesky_dask.py: dask.array.linalg.cholesky,
+#   B x B chunks, threaded scheduler, 2 threads), alternated:
 #     chol_py_vs_c weft <C time / Python time>              (goal >= 0.95)
+#     chol_dask weft <Dask's time / the C driver's>
 # Medians of CHOL_BENCH_REPEATS runs each (default 3).  The times are the
-# factorisation's alone (spawning the graph until the matrix holds L).
+# factorisation's alone (spawning the graph until the matrix holds L; for
+# Dask, building its graph until every chunk of L is computed).  Dask needs
+# N a multiple of B, and Dask installed (bench/requirements.txt).
 #
 #   bench/cholesky.sh            N=8192, B=512
 #   bench/cholesky.sh --quick    N=2048, B=256
@@ -27,7 +32,7 @@ while [ $# -gt 0 ]; do
     --quick) n=2048; b=256 ;;
     -n) n=$2; shift ;;
     -b) b=$2; shift ;;
-    -h|--help) sed -n '2,17p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,22p' "$0"; exit 0 ;;
     *) echo "cholesky.sh: unknown option $1" >&2; exit 2 ;;
   esac
   shift
@@ -49,14 +54,30 @@ if [ ! -x "$py" ]; then
 fi
 # time_of OUTPUT: the "time <s> s" of a driver's output.
 time_of() { sed -n 's/^time \([0-9.]*\) s.*/\1/p' <<<"$1"; }
-tc=() tp=()
+dask=1
+if ! "$py" -c 'import dask.array' >/dev/null 2>&1; then
+  dask=0; echo "# Dask is not installed in $py (pip install -r bench/requirements.txt): no chol_dask"
+elif (( n % b )); then
+  dask=0; echo "# N=$n is not a multiple of B=$b (Dask's Cholesky takes equal square chunks): no chol_dask"
+fi
+"$py" -c "import importlib.util as u, sys; s = u.spec_from_file_location('c', 'apps/cholesky/cholesky.py'); \
+m = u.module_from_spec(s); s.loader.exec_module(m); print('# Python kernels:', m.KERNEL_IMPL)"
+tc=() tp=() td=()
 for ((i = 0; i < reps; i++)); do
   tc+=("$(time_of "$("$exe" "${common[@]}")")")
   tp+=("$(time_of "$(OPENBLAS_NUM_THREADS=1 "$py" apps/cholesky/cholesky.py "${common[@]}")")")
-  echo "run $i: C ${tc[-1]} s, Python ${tp[-1]} s"
+  if ((dask)); then
+    td+=("$(time_of "$(OPENBLAS_NUM_THREADS=1 "$py" bench/py/cholesky_dask.py -n "$n" -b "$b" --workers 2)")")
+  fi
+  echo "run $i: C ${tc[-1]} s, Python ${tp[-1]} s$( ((dask)) && echo ", Dask ${td[-1]} s")"
 done
 median() { printf '%s\n' "$@" | sort -g | sed -n "$(( ($# + 1) / 2 ))p"; }
 mc=$(median "${tc[@]}")
 mp=$(median "${tp[@]}")
 echo "median: C $mc s, Python $mp s"
 awk -v c="$mc" -v p="$mp" 'BEGIN { printf "chol_py_vs_c weft %.3f\n", c / p }'
+if ((dask)); then
+  md=$(median "${td[@]}")
+  echo "median: Dask $md s"
+  awk -v c="$mc" -v d="$md" 'BEGIN { printf "chol_dask weft %.3f\n", d / c }'
+fi

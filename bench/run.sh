@@ -14,8 +14,11 @@
 #                           communication (allreduce_bw_ratio, p2p_extra_us,
 #                           halo_overlap_ratio), and CloverLeaf
 #                           (bench/clover.sh), and tiled Cholesky
-#                           (bench/cholesky.sh: chol_vs_lapack, chol_py_vs_c);
-#                           the GIL contention sweep (bench/py/gil.py) after
+#                           (bench/cholesky.sh: chol_vs_lapack, chol_py_vs_c,
+#                           chol_dask);
+#                           the GIL contention sweep (bench/py/gil.py) and
+#                           Python's overheads beside the naive ways
+#                           (bench/py/overheads.py: overhead_* lines) after
 #                           the Python runs
 #   bench/run.sh --quick    stencil_1d only (weft, weft_root, openmp, spin)
 #   bench/run.sh --docs     as the default, and rewrite the generated part of
@@ -32,7 +35,7 @@ for a in "$@"; do
   case $a in
     --quick) mode=quick ;;
     --docs) mode=docs ;;
-    -h|--help) sed -n '2,20p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,22p' "$0"; exit 0 ;;
     *) echo "run.sh: unknown option $a" >&2; exit 2 ;;
   esac
 done
@@ -134,6 +137,17 @@ if [ "$mode" != quick ] && [ -x .venv/bin/python ]; then
   .venv/bin/python bench/py/gil.py
 fi
 
+# Python's overheads, each beside the naive way: handing a task's data to
+# NumPy without a copy (buffer protocol, __array_interface__, DLPack) or
+# with one; a chain of GPU tasks ordered by events or waiting for their
+# streams (virtual GPUs); an array directly or through a Weft view; ends
+# with overhead_<name> weft <ratio> lines.
+if [ "$mode" != quick ] && [ -x .venv/bin/python ]; then
+  echo
+  echo "== Python's overheads beside the naive ways (zero-copy hand-off, events, views)"
+  .venv/bin/python bench/py/overheads.py
+fi
+
 # Free-threaded CPython beside the GIL build (when
 # scripts/python-ft.sh has built it); ends with ft_speedup_15us,
 # ft_speedup_50us and ft_py_task_us lines.
@@ -210,8 +224,8 @@ if [ "$mode" != quick ]; then
 fi
 
 # Tiled Cholesky (bench/cholesky.sh): the C driver against LAPACKE_dpotrf,
-# the Python driver against the C driver; ends with chol_vs_lapack and
-# chol_py_vs_c lines.
+# the Python driver and Dask's Cholesky against the C driver; ends with
+# chol_vs_lapack, chol_py_vs_c and chol_dask lines.
 if [ "$mode" != quick ]; then
   echo
   bench/cholesky.sh

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Tiled Cholesky on Weft from Python: the task graph of the C driver
-(apps/cholesky/run_weft.c) with NumPy kernels.
+(apps/cholesky/run_weft.c) with the C kernels' BLAS/LAPACK routines, from SciPy.
 
     cholesky.py [-n N] [-b B] [--devices STR] [--policy NAME] [--workers W]
                 [--cpu-first] [--check] [--trace FILE] [--seed S]
@@ -9,14 +9,16 @@
 The matrix is chol_matrix_fill's (the same as the C driver's for the same
 N and seed), partitioned into ceil(N/B) x ceil(N/B) near-equal tiles.  Each
 kernel call (POTRF, TRSM, SYRK, GEMM) is a task with two variants:
-  - the CPU's: NumPy on the host's tiles (numpy.linalg.cholesky for
-    POTRF, scipy.linalg.solve_triangular for TRSM when SciPy is installed,
-    else numpy.linalg.solve on the triangle; matmul for SYRK and GEMM), one
-    OpenBLAS thread per task (OPENBLAS_NUM_THREADS=1 unless set);
-  - a virtual GPU's: the same NumPy call queued on the task's stream
+  - the CPU's: on the host's tiles, in place, the C kernels' routines
+    (DPOTRF, DTRSM, DSYRK, DGEMM) from SciPy's OpenBLAS when SciPy is
+    installed; else NumPy alone (numpy.linalg.cholesky, numpy.linalg.solve
+    on the triangle, full products: more flops), which the output says;
+    one OpenBLAS thread per task (OPENBLAS_NUM_THREADS=1 unless set, and
+    threadpoolctl's limit, when it is installed, for a BLAS loaded before);
+  - a virtual GPU's: the same kernel queued on the task's stream
     (device_data=True: the tiles' replicas there), stretched to the modelled
     GPU time (the C driver's model and defaults).
-Prints the wall time (spawning the graph until the matrix holds the factor,
+Prints the kernels used, the wall time (spawning the graph until the matrix holds the factor,
 the median of --repeat runs), GF/s (N^3/3 flops) and the tasks of each
 kernel on each device; --check verifies ||L L^T - A||_F / ||A||_F and
 ||L - numpy.linalg.cholesky(A)||_F / ||.||_F against 1e-12 (exit status 1
@@ -29,6 +31,7 @@ import os
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # before NumPy loads its BLAS
 
 import argparse
+import contextlib
 import sys
 import threading
 import time
@@ -37,11 +40,6 @@ from typing import Any, Callable
 import numpy as np
 
 import weft
-
-try:
-    from scipy.linalg import solve_triangular as _solve_tri
-except ImportError:  # NumPy alone: a general solve on the triangle
-    _solve_tri = None
 
 KERNELS = ("potrf", "trsm", "syrk", "gemm")
 TOL = 1e-12
@@ -68,30 +66,117 @@ def matrix(n: int, seed: int = 1) -> np.ndarray:
 
 
 # --- the kernels, on tiles as NumPy arrays (row-major, any row stride) ------
+#
+# With SciPy: the routines the C kernels call (apps/cholesky/kernels.c),
+# DPOTRF, DTRSM, DSYRK and DGEMM, from the OpenBLAS SciPy links, called
+# in place on the tiles.  SciPy's f2py wrappers (scipy.linalg.blas.dgemm,
+# ...) take no leading dimension, so on a tile of the host's matrix (rows
+# the matrix's pitch apart) they would copy it in and the result out; the
+# Fortran routines themselves, whose addresses scipy.linalg.cython_blas
+# and cython_lapack export, take the pitch, and ctypes calls them without
+# the GIL.  A row-major m x n tile with pitch ld is, read column-major,
+# its n x m transpose with leading dimension ld: each call below is the
+# C kernel's CBLAS row-major call spelled column-major (what CBLAS does
+# for it), and DPOTRF('U') on the transpose writes the row-major lower
+# factor, as the C kernel's LAPACKE call does.
 
-def k_potrf(c: np.ndarray) -> None:
-    """The lower triangle of c becomes its Cholesky factor (the upper one is
-    left as it was)."""
-    low = np.linalg.cholesky(c)
-    c[:] = low + np.triu(c, 1)
+def _fortran_routines() -> dict[str, Any] | None:
+    """SciPy's dpotrf, dtrsm, dsyrk and dgemm as ctypes functions (every
+    argument a pointer), or None without SciPy."""
+    try:
+        import ctypes
+
+        from scipy.linalg import cython_blas, cython_lapack
+    except ImportError:
+        return None
+    get_name = ctypes.pythonapi.PyCapsule_GetName
+    get_name.restype, get_name.argtypes = ctypes.c_char_p, [ctypes.py_object]
+    get_ptr = ctypes.pythonapi.PyCapsule_GetPointer
+    get_ptr.restype, get_ptr.argtypes = ctypes.c_void_p, [ctypes.py_object, ctypes.c_char_p]
+    nargs = {"dpotrf": 5, "dtrsm": 11, "dsyrk": 10, "dgemm": 13}
+    fns = {}
+    for name, n in nargs.items():
+        capsule = (cython_lapack if name == "dpotrf" else cython_blas).__pyx_capi__[name]
+        addr = get_ptr(capsule, get_name(capsule))
+        fns[name] = ctypes.CFUNCTYPE(None, *[ctypes.c_void_p] * n)(addr)  # releases the GIL
+    return fns
 
 
-def k_trsm(l: np.ndarray, c: np.ndarray) -> None:
-    """c = c L^-T, L the lower triangle of l: L X^T = c^T."""
-    if _solve_tri is not None:
-        c[:] = _solve_tri(l, c.T, lower=True).T
-    else:
+_F = _fortran_routines()
+KERNEL_IMPL = ("SciPy's BLAS/LAPACK (dpotrf, dtrsm, dsyrk, dgemm, in place)" if _F is not None else
+               "NumPy alone (SciPy is not installed: numpy.linalg.cholesky, a general solve for TRSM "
+               "and full products for SYRK: more flops than the C kernels)")
+
+
+def _ld(x: np.ndarray) -> int:
+    """The row pitch of a row-major tile, in elements (a Fortran leading
+    dimension: at least its width, and 1)."""
+    if x.dtype != np.float64 or (x.shape[1] > 1 and x.strides[1] != 8) or x.strides[0] % 8:
+        raise ValueError(f"cholesky.py: a tile must be float64 rows of unit stride, not {x.dtype} "
+                         f"with strides {x.strides}")
+    return int(max(x.strides[0] // 8, x.shape[1], 1))
+
+
+def _ptr(x: np.ndarray) -> int:
+    return int(x.__array_interface__["data"][0])
+
+
+if _F is not None:
+    import ctypes as _ct
+
+    _R: dict[str, Any] = _F
+    _U, _L, _N, _T = (_ct.c_char(c) for c in b"ULNT")
+    _ONE, _MINUS_ONE = _ct.c_double(1.0), _ct.c_double(-1.0)
+
+    def _ints(*v: int) -> list[Any]:
+        return [_ct.byref(_ct.c_int(x)) for x in v]
+
+    def k_potrf(c: np.ndarray) -> None:
+        """The lower triangle of c becomes its Cholesky factor (the upper
+        one is left as it was): DPOTRF('U') on the column-major view."""
+        info = _ct.c_int(0)
+        n, ldc = _ints(c.shape[0], _ld(c))
+        _R["dpotrf"](_ct.byref(_U), n, _ptr(c), ldc, _ct.byref(info))
+        if info.value != 0:
+            raise np.linalg.LinAlgError(f"dpotrf: info {info.value} (not positive definite)")
+
+    def k_trsm(l: np.ndarray, c: np.ndarray) -> None:
+        """c = c L^-T, L the lower triangle of l (m x n c: column-major,
+        c^T := L^-1 c^T, L^T being the upper triangle of l's view)."""
+        m, n, lda, ldb = _ints(c.shape[1], c.shape[0], _ld(l), _ld(c))
+        _R["dtrsm"](_ct.byref(_L), _ct.byref(_U), _ct.byref(_T), _ct.byref(_N), m, n, _ct.byref(_ONE),
+                    _ptr(l), lda, _ptr(c), ldb)
+
+    def k_syrk(a: np.ndarray, c: np.ndarray) -> None:
+        """The lower triangle of c -= a a^T (column-major: the upper
+        triangle of c -= (a^T)^T a^T); the upper one is left as it was."""
+        n, k, lda, ldc = _ints(c.shape[0], a.shape[1], _ld(a), _ld(c))
+        _R["dsyrk"](_ct.byref(_U), _ct.byref(_T), n, k, _ct.byref(_MINUS_ONE), _ptr(a), lda,
+                    _ct.byref(_ONE), _ptr(c), ldc)
+
+    def k_gemm(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> None:
+        """c -= a b^T (column-major: c^T -= (b^T)^T a^T)."""
+        m, n, k, lda, ldb, ldc = _ints(c.shape[1], c.shape[0], a.shape[1], _ld(b), _ld(a), _ld(c))
+        _R["dgemm"](_ct.byref(_T), _ct.byref(_N), m, n, k, _ct.byref(_MINUS_ONE), _ptr(b), lda, _ptr(a), ldb,
+                    _ct.byref(_ONE), _ptr(c), ldc)
+else:
+    def k_potrf(c: np.ndarray) -> None:
+        """The lower triangle of c becomes its Cholesky factor (the upper
+        one is left as it was)."""
+        low = np.linalg.cholesky(c)
+        c[:] = low + np.triu(c, 1)
+
+    def k_trsm(l: np.ndarray, c: np.ndarray) -> None:
+        """c = c L^-T, L the lower triangle of l: L X^T = c^T."""
         c[:] = np.linalg.solve(np.tril(l), c.T).T
 
+    def k_syrk(a: np.ndarray, c: np.ndarray) -> None:
+        """c -= a a^T (the whole tile: its lower triangle is what counts)."""
+        c -= a @ a.T
 
-def k_syrk(a: np.ndarray, c: np.ndarray) -> None:
-    """c -= a a^T (the whole tile: its lower triangle is what counts)."""
-    c -= a @ a.T
-
-
-def k_gemm(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> None:
-    """c -= a b^T."""
-    c -= a @ b.T
+    def k_gemm(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> None:
+        """c -= a b^T."""
+        c -= a @ b.T
 
 
 KERNEL_FN: tuple[Callable[..., None], ...] = (k_potrf, k_trsm, k_syrk, k_gemm)
@@ -165,6 +250,18 @@ def spawn_graph(rt: weft.Runtime, run: Run, tiles: list[list[Any]], span: list[i
                 spawn(3, k, i, j, [tiles[i][k], tiles[j][k]], tiles[i][j])
 
 
+def one_blas_thread() -> Any:
+    """threadpoolctl's limit of every BLAS loaded to one thread, as a
+    context manager (for a BLAS loaded before OPENBLAS_NUM_THREADS was
+    set: NumPy and SciPy each bundle their own OpenBLAS), or nothing
+    without threadpoolctl."""
+    try:
+        from threadpoolctl import threadpool_limits
+    except ImportError:
+        return contextlib.nullcontext()
+    return threadpool_limits(1, user_api="blas")
+
+
 def factor(a: np.ndarray, b: int, *, devices: str | None = None, policy: str | None = None,
            workers: int = 0, trace: str | None = None, gpu_first: bool = True, gflops: float = 400.0,
            eff: tuple[float, ...] = (0.25, 0.6, 0.8, 1.0)) -> tuple[float, Run, list[str]]:
@@ -174,7 +271,7 @@ def factor(a: np.ndarray, b: int, *, devices: str | None = None, policy: str | N
     devices' names."""
     n = a.shape[0]
     nt = -(-n // b)
-    with weft.Runtime(workers=workers, devices=devices, policy=policy, trace=trace) as rt:
+    with one_blas_thread(), weft.Runtime(workers=workers, devices=devices, policy=policy, trace=trace) as rt:
         names = [d["name"] for d in rt.devices]
         cpu_tasks = bool(rt.devices[0].get("cpu_tasks", True))
         has_gpu = len(names) > 1
@@ -206,7 +303,7 @@ def check(a0: np.ndarray, low_of: np.ndarray) -> tuple[float, float]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description="Tiled Cholesky on Weft from Python (NumPy kernels).")
+    p = argparse.ArgumentParser(description="Tiled Cholesky on Weft from Python (SciPy's BLAS/LAPACK kernels).")
     p.add_argument("-n", type=int, default=1024)
     p.add_argument("-b", type=int, default=128)
     p.add_argument("--devices")
@@ -226,6 +323,7 @@ def main(argv: list[str] | None = None) -> int:
     nt = -(-o.n // o.b)
     print(f"cholesky.py: N={o.n} B={o.b} ({nt} x {nt} tiles), devices {o.devices or '(default)'}, "
           f"policy {o.policy or '(default)'}")
+    print(f"kernels: {KERNEL_IMPL}")
     a0 = matrix(o.n, o.seed)
     times = []
     for _ in range(max(1, o.repeat)):
