@@ -642,6 +642,10 @@ void weft_py_task_observed(TaskObject *t);
  * (fn.__name__ of a function or method, a builtin's name, a class's name),
  * as a C string borrowed from fn (valid while fn lives), or NULL. */
 const char *weft_py_fn_label(PyObject *fn);
+/* fn's kind for the "dmda" policy's models (weft_task_desc.kind): its
+ * qualified name (test.<locals>.f), else weft_py_fn_label's; borrowed
+ * from fn. */
+const char *weft_py_fn_kind(PyObject *fn);
 /* The room a task's name takes in a weft_task_desc (the core copies the
  * first 31 bytes). */
 #define WEFT_PY_DESC_NAME 32

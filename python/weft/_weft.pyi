@@ -207,7 +207,7 @@ class Runtime:
         spawn_gil: Literal["hold", "release", "yield"] | None = None,
         devices: str | None = None,
         vgpu_memory: int | None = None,
-        policy: Literal["load", "round-robin", "balance"] | None = None,
+        policy: Literal["dmda", "load", "round-robin", "balance"] | None = None,
     ) -> Self: ...
     @overload
     def spawn(self, fn: Native, arg: _BufferLike | None = None, /, **options: Unpack[_SpawnOptionsBase]) -> Task[None]: ...

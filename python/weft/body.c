@@ -447,6 +447,19 @@ weft_py_fn_label(PyObject *fn)
 }
 
 const char *
+weft_py_fn_kind(PyObject *fn)
+{
+    if (PyMethod_Check(fn)) fn = PyMethod_GET_FUNCTION(fn);
+    if (PyFunction_Check(fn)) {
+        PyObject *n = ((PyFunctionObject *)fn)->func_qualname; /* its UTF-8 is cached in the str */
+        const char *s = n && PyUnicode_Check(n) ? PyUnicode_AsUTF8(n) : NULL;
+        if (s == NULL) PyErr_Clear();
+        return s;
+    }
+    return weft_py_fn_label(fn);
+}
+
+const char *
 weft_py_desc_name(TaskObject *t, char buf[WEFT_PY_DESC_NAME])
 {
     if (t->name == NULL) return NULL;

@@ -72,9 +72,10 @@ desc_fill(weft_task_desc *desc, TaskObject *t, cell *c, weft_task **deps, size_t
     desc->placements = pl;
     desc->nplacements = npl;
     if (npl) desc->on_finish = weft_py_on_finish;
-    /* Its kind for the "dmda" policy's models: its function's name (every
-     * Python body shares one C trampoline, which would name them all). */
-    if (npl && t->fn) desc->kind = weft_py_fn_label(t->fn);
+    /* Its kind for the "dmda" policy's models: its function's qualified
+     * name (every Python body shares one C trampoline, which would name
+     * them all). */
+    if (npl && t->fn) desc->kind = weft_py_fn_kind(t->fn);
     if (t->name) {
         desc->name = weft_py_desc_name(t, namebuf);
     } else if (t->fn) {
