@@ -127,14 +127,31 @@ if [ "$mode" != quick ] && [ -x bench/py/run.sh ]; then
 fi
 
 # Python tasks under GIL contention: bodies of T us, a fraction f in Python
-# and the rest in C with the GIL released, on 1 and 2 workers, beside
-# ThreadPoolExecutor and Dask (installed by bench/py/run.sh above); ends with
-# gil_eff_min_t200, gil_eff_min_t50, gil_chain_extra_us and
-# gil_default_vs_best lines.
+# and the rest in C with the GIL released, on 1 and 2 workers, on the CPU
+# beside ThreadPoolExecutor and Dask (installed by bench/py/run.sh above),
+# and placed on virtual GPUs; ends with gil_eff_min_t200, gil_eff_min_t50,
+# gil_chain_extra_us and gil_default_vs_best lines (weft, weft_vgpu).  Then
+# the same under the free-threaded interpreter (PYTHON_GIL=0; weft_ft,
+# weft_ft_vgpu lines) when scripts/python-ft.sh has built it, and a
+# heat-map per system (bench/py/gil_plot.py: in docs/ with --docs).
 if [ "$mode" != quick ] && [ -x .venv/bin/python ]; then
   echo
   echo "== Python tasks under GIL contention: weft (default, gil_spin_ns=0) beside ThreadPoolExecutor, Dask"
-  .venv/bin/python bench/py/gil.py
+  gil_json=(--json "$out/gil.json")
+  .venv/bin/python bench/py/gil.py --json "$out/gil.json"
+  ft_interp=$(scripts/python-ft.sh --print-interpreter)
+  if [ -x "$ft_interp" ]; then
+    echo
+    echo "== the same under free-threaded CPython ($ft_interp, PYTHON_GIL=0)"
+    [ -x build-ft/venv/bin/python ] || "$ft_interp" -m venv build-ft/venv
+    build-ft/venv/bin/python -m pip install -q . >/dev/null
+    PYTHON_GIL=0 build-ft/venv/bin/python bench/py/gil.py --json "$out/gil-ft.json"
+    gil_json+=(--json "$out/gil-ft.json")
+  else
+    echo "# no free-threaded interpreter at $ft_interp (scripts/python-ft.sh --build makes it): no weft_ft figures"
+  fi
+  .venv/bin/python bench/py/gil_plot.py "${gil_json[@]}" --out "$( [ "$mode" = docs ] && echo docs || echo "$out")" ||
+    echo "# gil_plot.py failed: no heat-maps"
 fi
 
 # Python's overheads, each beside the naive way: handing a task's data to

@@ -20,6 +20,7 @@
 #include <sched.h>
 #include <signal.h>
 #include <string.h>
+#include <unistd.h>
 
 _Thread_local weft__worker *weft__tls_worker;
 
@@ -215,6 +216,16 @@ static void stop_polling(weft__rt *rt, const weft__worker *w)
         atomic_compare_exchange_strong(&rt->polls.polling_worker, &me, 0);
 }
 
+/* The cores this thread may run on (at least 1). */
+static unsigned cores_here(void)
+{
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 0)
+        return (unsigned)CPU_COUNT(&set);
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n > 0 ? (unsigned)n : 1;
+}
+
 static void *worker_main(void *arg)
 {
     weft__worker *w = arg;
@@ -224,6 +235,7 @@ static void *worker_main(void *arg)
     weft__tls_stats = &w->stats;
     if (rt->cfg.on_worker_start)
         rt->cfg.on_worker_start(w->index, rt->cfg.hook_arg);
+    const bool crowded = rt->nworkers >= cores_here();
     for (;;) {
         weft__qnode *n = weft__sched_find(&rt->sched, w->q);
         if (n) {
@@ -273,8 +285,14 @@ static void *worker_main(void *arg)
             weft__cpu_relax();
             /* Spinning holds a core that device threads (virtual GPUs'
              * queues, MPI progress threads) may be waiting for: let them
-             * run now and then. */
-            if ((i & 15) == 0 && atomic_load_explicit(&rt->yield_idle, memory_order_relaxed))
+             * run now and then.  So may the thread that waits for the
+             * runtime (wait_all) once nothing is in flight, when the
+             * workers fill the machine's cores: without the yield it ran
+             * only when the spin ended (some 180 us after the last task,
+             * 2 workers on 2 cores). */
+            if ((i & 15) == 0 &&
+                (atomic_load_explicit(&rt->yield_idle, memory_order_relaxed) ||
+                 (crowded && atomic_load_explicit(&rt->graph.inflight, memory_order_relaxed) == 0)))
                 sched_yield();
             if ((i & 63) == 0 && weft__now_ns() >= spin_until) {
                 /* While work that completes by polling is in flight, one

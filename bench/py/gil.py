@@ -8,7 +8,11 @@ point (T, f), shape and worker count, every system runs the same N bodies,
 interleaved round by round with a plain sequential loop of them:
 
   efficiency = (sequential time / system time) / bound
-  bound      = min(workers, 1/f) for independent tasks, 1 for a chain
+
+where the bound is the best speed-up the point allows (bound() below):
+min(workers, 1/f) for independent tasks under the GIL, the worker count
+without it (a free-threaded interpreter run with PYTHON_GIL=0), 1 for a
+chain.
 
 Shapes: `indep` (N independent tasks, then a wait for all of them) and
 `chain` (each task depends on the one before).  Systems: Weft with its
@@ -19,23 +23,38 @@ installed).  Each figure is the median over --reps rounds of the ratio
 taken within one round; a round during which other processes used more
 than a quarter of the machine is run again (at most twice).
 
-The calibration (each body's measured Python and C parts, timed on their
-own back to back, the least of 7 timings) is printed first.  The output ends with
+Where (--where): `cpu`, the bodies as above; `vgpu`, Weft's policies only,
+on a runtime with devices "cpu,vgpu:2": each task is placed on a whole
+virtual GPU (placement=weft.gpu), runs its Python part on the worker and
+queues its C part on the task's stream (ctx.queue_native), where the
+stream's thread runs it without the GIL.  Its bound: min(2, 1/f) for
+independent tasks (two GPUs), 1/max(f, 1-f) for a chain (a link's body
+starts once the body before it has returned, so its Python part may
+overlap the C part before it).
 
-  gil_eff_min_t200 weft <v>    least efficiency, independent tasks, 2 workers,
-                               T >= 200 us, every f
-  gil_eff_min_t50 weft <v>     least efficiency, independent tasks, 2 workers,
-                               T = 50 us, f <= 0.25
-  gil_chain_extra_us weft <v>  a chain's cost per task beyond its bodies
-                               (2 workers, T = 50 us, the largest over f)
-  gil_default_vs_best weft <v> the worst ratio, over every point, of the
-                               default policy's time to the best Weft
-                               policy's (1.0: the default is the best)
+The calibration (each body's measured Python and C parts, timed on their
+own back to back, the least of 7 timings) is printed first.  The output
+ends with, for each variant (<name>: weft, or weft_vgpu on virtual GPUs;
+weft_ft, weft_ft_vgpu without the GIL):
+
+  gil_eff_min_t200 <name> <v>    least efficiency, independent tasks, 2
+                                 workers, T >= 200 us, every f
+  gil_eff_min_t50 <name> <v>     least efficiency, independent tasks, 2
+                                 workers, T = 50 us, f <= 0.25
+  gil_chain_extra_us <name> <v>  a chain's cost per task beyond its bodies
+                                 (2 workers, the least T, the largest over f)
+  gil_default_vs_best <name> <v> the worst ratio, over every point, of the
+                                 default policy's time to the best Weft
+                                 policy's (1.0: the default is the best)
+
+--json FILE writes every row (bench/py/gil_plot.py draws heat-maps from it).
 
     python bench/py/gil.py [--quick] [--reps 5] [--T 50,200,1000]
                            [--f 0,0.1,0.25,0.5,1] [--workers 1,2]
+                           [--where cpu,vgpu]
                            [--systems weft,weft_spin0,threadpool,dask]
                            [--work-ms 10] [--json FILE]
+    PYTHON_GIL=0 build-ft/venv/bin/python bench/py/gil.py   # free-threaded
 """
 import argparse
 import ctypes
@@ -43,6 +62,8 @@ import json
 import os
 import shutil
 import statistics
+import struct
+import sysconfig
 import subprocess
 import sys
 import tempfile
@@ -58,6 +79,7 @@ from bench import _cpu_snapshot, _others_busy  # noqa: E402
 
 C_SOURCE = r"""
 #include <stdint.h>
+#include <string.h>
 #include <time.h>
 
 static uint64_t now_ns(void)
@@ -74,11 +96,22 @@ void gil_bench_spin(uint64_t ns)
     while (now_ns() - t0 < ns) {
     }
 }
+
+/* The same, queued on a virtual GPU's stream (ctx.queue_native): arg
+ * points to the nanoseconds. */
+int gil_bench_spin_q(void *arg)
+{
+    uint64_t ns;
+    memcpy(&ns, arg, sizeof ns);
+    gil_bench_spin(ns);
+    return 0;
+}
 """
 
 
 def build_kernel():
-    """(the C function through ctypes, the temporary folder it lives in)."""
+    """(the C function through ctypes, its form for queue_native, the
+    temporary folder they live in)."""
     tmp = tempfile.mkdtemp(prefix="weft-gil-bench-")
     src, so = os.path.join(tmp, "spin.c"), os.path.join(tmp, "spin.so")
     with open(src, "w") as f:
@@ -89,7 +122,10 @@ def build_kernel():
     fn = lib.gil_bench_spin
     fn.argtypes = [ctypes.c_uint64]
     fn.restype = None
-    return fn, tmp
+    qfn = lib.gil_bench_spin_q
+    qfn.argtypes = [ctypes.c_void_p]
+    qfn.restype = ctypes.c_int
+    return fn, qfn, tmp
 
 
 def make_body(cspin):
@@ -99,6 +135,21 @@ def make_body(cspin):
             x += 1
         if c_ns:
             cspin(c_ns)  # compiled: the GIL released
+        record(i)
+        return i
+
+    return body
+
+
+def make_vgpu_body(qspin):
+    """The body placed on a virtual GPU: its Python part on the worker, its
+    C part queued on the task's stream (run there without the GIL)."""
+    def body(i, n_py, c_arg, record):
+        x = 0
+        for _ in range(n_py):  # pure Python: the GIL held
+            x += 1
+        if c_arg is not None:
+            weft.context().queue_native(qspin, c_arg)
         record(i)
         return i
 
@@ -148,24 +199,35 @@ def run_seq(ctx, body, n, shape, n_py, c_ns):
     return time.perf_counter() - t0, out
 
 
+NGPU = 2  # virtual GPUs of the `vgpu` variant ("cpu,vgpu:2")
+
+
 def _weft_runner(gil_spin_ns):
     def run(ctx, body, n, shape, n_py, c_ns):
+        vgpu = ctx["where"] == "vgpu"
         key = ("weft", gil_spin_ns)
         rt = ctx.get(key)
         if rt is None:
             kw = {} if gil_spin_ns is None else {"gil_spin_ns": gil_spin_ns}
+            if vgpu:
+                kw["devices"] = f"cpu,vgpu:{NGPU}"
             rt = ctx[key] = weft.Runtime(workers=ctx["workers"], **kw)
         out = []
         rec = out.append
         spawn = rt.spawn
+        kw = {}
+        c = c_ns
+        if vgpu:  # a whole GPU each: at most NGPU C parts at once
+            body, kw = ctx["vbody"], {"placement": weft.gpu}
+            c = struct.pack("Q", c_ns) if c_ns else None
         t0 = time.perf_counter()
         if shape == "indep":
             for i in range(n):
-                spawn(body, i, n_py, c_ns, rec)
+                spawn(body, i, n_py, c, rec, **kw)
         else:
-            prev = spawn(body, 0, n_py, c_ns, rec)
+            prev = spawn(body, 0, n_py, c, rec, **kw)
             for i in range(1, n):
-                prev = spawn(body, i, n_py, c_ns, rec, deps=[prev])
+                prev = spawn(body, i, n_py, c, rec, deps=[prev], **kw)
         rt.wait_all()
         return time.perf_counter() - t0, out
 
@@ -290,6 +352,54 @@ def fmt(v):
     return "    -" if v is None else f"{v:5.2f}"
 
 
+def gil_enabled():
+    return getattr(sys, "_is_gil_enabled", lambda: True)()
+
+
+def bound(shape, where, workers, f, gil):
+    """The best speed-up over the sequential loop that the point allows.
+    Python parts run one at a time under the GIL (`gil`), else up to one per
+    worker; C parts run on the workers (`cpu`) or one per virtual GPU
+    (`vgpu`, a whole GPU per task).  A chain on the CPU is sequential; on
+    virtual GPUs a link's Python part may overlap the C part of the link
+    before it (its body starts once the one before has returned), so a
+    chain there is a 2-stage pipeline."""
+    slots = workers if where == "cpu" else NGPU
+    if shape == "chain":
+        return 1.0 if where == "cpu" else 1.0 / max(f, 1.0 - f)
+    py_at_once = 1 if gil else workers
+    return min(slots, py_at_once / f) if f > 0 else float(slots)
+
+
+def label(where, gil):
+    """The name of Weft's summary lines for a variant."""
+    return "weft" + ("" if gil else "_ft") + ("" if where == "cpu" else "_vgpu")
+
+
+def summarise(rows, Ts, gil):
+    """The gil_* lines, one set per variant (cpu, vgpu) that ran."""
+    lines = []
+    for where in ("cpu", "vgpu"):
+        mine = [r for r in rows if r["where"] == where]
+        if not mine:
+            continue
+        name = label(where, gil)
+
+        def least(pred):
+            v = [r["eff"]["weft"] for r in mine if "weft" in r["eff"] and pred(r)]
+            return f"{min(v):.3f}" if v else "n/a"
+
+        indep2 = lambda r: r["shape"] == "indep" and r["workers"] == 2  # noqa: E731
+        lines.append(f"gil_eff_min_t200 {name} {least(lambda r: indep2(r) and r['T'] >= 200)}")
+        lines.append(f"gil_eff_min_t50 {name} {least(lambda r: indep2(r) and r['T'] == 50 and r['f'] <= 0.25)}")
+        ch = [r["extra_us"]["weft"] for r in mine
+              if r["shape"] == "chain" and r["workers"] == 2 and r["T"] == min(Ts) and "weft" in r["extra_us"]]
+        lines.append(f"gil_chain_extra_us {name} {max(ch):.2f}" if ch else f"gil_chain_extra_us {name} n/a")
+        dvb = [r["default_vs_best"] for r in mine if "default_vs_best" in r]
+        lines.append(f"gil_default_vs_best {name} {max(dvb):.3f}" if dvb else f"gil_default_vs_best {name} n/a")
+    return lines
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true",
@@ -298,6 +408,9 @@ def main(argv=None):
     ap.add_argument("--f", default="0,0.1,0.25,0.5,1", help="Python fractions of the body")
     ap.add_argument("--workers", default="1,2")
     ap.add_argument("--shapes", default="indep,chain")
+    ap.add_argument("--where", default="cpu,vgpu",
+                    help="cpu: bodies on the workers; vgpu: bodies placed on virtual GPUs "
+                         f"(cpu,vgpu:{NGPU}) queueing their C part on the task's stream (Weft only)")
     ap.add_argument("--systems", default="weft,weft_spin0,threadpool,dask")
     ap.add_argument("--reps", type=int, default=5, help="rounds per point (the median is kept)")
     ap.add_argument("--work-ms", type=float, default=10.0,
@@ -312,6 +425,11 @@ def main(argv=None):
     fs = [float(x) for x in args.f.split(",")]
     workers_list = [int(x) for x in args.workers.split(",")]
     shapes = [s for s in args.shapes.split(",") if s]
+    wheres = [w for w in args.where.split(",") if w]
+    for w in wheres:
+        if w not in ("cpu", "vgpu"):
+            ap.error(f"--where: {w!r} is neither cpu nor vgpu")
+    gil = gil_enabled()
     systems = []
     for s in (x.strip() for x in args.systems.split(",")):
         if not s:
@@ -324,12 +442,14 @@ def main(argv=None):
             continue
         systems.append(s)
 
-    cspin, tmp = build_kernel()
+    cspin, qspin, tmp = build_kernel()
     try:
         body = make_body(cspin)
         ns_iter = calibrate(body)
-        print(f"# GIL contention sweep: python={sys.version.split()[0]} cpus={os.cpu_count()} "
-              f"reps={args.reps} work={args.work_ms} ms/run systems={','.join(systems)}", flush=True)
+        print(f"# GIL contention sweep: python={sys.version.split()[0]} "
+              f"({'GIL build' if gil and not sysconfig.get_config_var('Py_GIL_DISABLED') else 'free-threaded build, GIL ' + ('on' if gil else 'off')}) "
+              f"cpus={os.cpu_count()} reps={args.reps} work={args.work_ms} ms/run "
+              f"systems={','.join(systems)} where={','.join(wheres)}", flush=True)
         print(f"# calibration: {ns_iter:.2f} ns per Python loop iteration", flush=True)
         plan = {}
         print("#      T     f   python_us    C_us   body_us  bodies", flush=True)
@@ -347,69 +467,70 @@ def main(argv=None):
                 print(f"# {T:6.0f} {f:5.2f} {py:10.2f} {c:8.2f} {full:8.2f} {n:6d}", flush=True)
 
         rows = []
-        for workers in workers_list:
-            ctx = {"workers": workers}
-            try:
-                for shape in shapes:
-                    for T in Ts:
-                        for f in fs:
-                            n_py, c_ns, n = plan[(T, f)]
-                            # A warm-up (runtimes, pools, caches), not timed.
-                            point(ctx, body, systems, min(n, 8), shape, n_py, c_ns, 1, False)
-                            walls = point(ctx, body, systems, n, shape, n_py, c_ns, args.reps,
-                                          not args.no_busy_check)
-                            bound = 1.0 if shape == "chain" else (
-                                min(workers, 1 / f) if f > 0 else float(workers))
-                            seq = walls["seq"]
-                            row = {"T": T, "f": f, "shape": shape, "workers": workers, "n": n,
-                                   "seq_us": statistics.median(seq) / n * 1e6, "eff": {}, "us": {},
-                                   "extra_us": {}}
-                            for s in systems:
-                                ratios = [a / b for a, b in zip(seq, walls[s])]
-                                row["eff"][s] = statistics.median(ratios) / bound
-                                row["us"][s] = statistics.median(walls[s]) / n * 1e6
-                                row["extra_us"][s] = statistics.median(
-                                    (b - a) / n * 1e6 for a, b in zip(seq, walls[s]))
-                            if all(p in systems for p in WEFT_POLICIES):
-                                # The default's time over the best policy's, round by round.
-                                row["default_vs_best"] = max(1.0, statistics.median(
-                                    w / min(walls[p][k] for p in WEFT_POLICIES)
-                                    for k, w in enumerate(walls["weft"])))
-                            rows.append(row)
-            finally:
-                close_all(ctx)
+        for where in wheres:
+            # Virtual GPUs: Weft's policies only (its peers have no devices).
+            here = systems if where == "cpu" else [s for s in systems if s in WEFT_POLICIES]
+            if not here:
+                continue
+            for workers in workers_list:
+                ctx = {"workers": workers, "where": where, "vbody": make_vgpu_body(qspin)}
+                try:
+                    for shape in shapes:
+                        for T in Ts:
+                            for f in fs:
+                                rows.append(run_point(ctx, body, here, shape, T, f, plan[(T, f)], args, gil))
+                finally:
+                    close_all(ctx)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
-    # The table: efficiency of every system at every point.
-    head = " ".join(f"{s:>10}" for s in systems)
-    print(f"# efficiency (speed-up over the sequential loop / bound; chain: bound 1)")
-    print(f"# {'shape':<6}{'w':>2}{'T_us':>6}{'f':>6} {'seq_us':>8} {head}  weft_extra_us  default/best")
-    for row in rows:
-        cells = " ".join(f"{fmt(row['eff'][s]):>10}" for s in systems)
-        dvb = row.get("default_vs_best")
-        ex = row["extra_us"].get("weft") if row["shape"] == "chain" else None
-        print(f"# {row['shape']:<6}{row['workers']:>2}{row['T']:>6.0f}{row['f']:>6.2f} {row['seq_us']:>8.1f} "
-              f"{cells}  {'' if ex is None else f'{ex:13.2f}'}  {'' if dvb is None else f'{dvb:12.3f}'}")
+    print_table(rows, systems)
     print(f"# rounds run again because other processes were busy: {STATS['rerun']}; "
           f"kept although disturbed: {STATS['busy_kept']}")
-
-    def least(pred):
-        v = [r["eff"]["weft"] for r in rows if "weft" in r["eff"] and pred(r)]
-        return f"{min(v):.3f}" if v else "n/a"
-
-    indep2 = lambda r: r["shape"] == "indep" and r["workers"] == 2  # noqa: E731
-    print(f"gil_eff_min_t200 weft {least(lambda r: indep2(r) and r['T'] >= 200)}")
-    print(f"gil_eff_min_t50 weft {least(lambda r: indep2(r) and r['T'] == 50 and r['f'] <= 0.25)}")
-    ch = [r["extra_us"]["weft"] for r in rows
-          if r["shape"] == "chain" and r["workers"] == 2 and r["T"] == min(Ts) and "weft" in r["extra_us"]]
-    print(f"gil_chain_extra_us weft {max(ch):.2f}" if ch else "gil_chain_extra_us weft n/a")
-    dvb = [r["default_vs_best"] for r in rows if "default_vs_best" in r]
-    print(f"gil_default_vs_best weft {max(dvb):.3f}" if dvb else "gil_default_vs_best weft n/a")
+    for line in summarise(rows, Ts, gil):
+        print(line)
     if args.json:
         with open(args.json, "w") as fo:
-            json.dump({"rows": rows, "stats": STATS}, fo)
+            json.dump({"python": sys.version.split()[0], "gil": gil, "rows": rows, "stats": STATS}, fo)
     return rows
+
+
+def run_point(ctx, body, systems, shape, T, f, planned, args, gil):
+    """One row: every system's efficiency at (shape, T, f) on ctx's workers."""
+    n_py, c_ns, n = planned
+    workers, where = ctx["workers"], ctx["where"]
+    # A warm-up (runtimes, pools, caches), not timed.
+    point(ctx, body, systems, min(n, 8), shape, n_py, c_ns, 1, False)
+    walls = point(ctx, body, systems, n, shape, n_py, c_ns, args.reps, not args.no_busy_check)
+    b = bound(shape, where, workers, f, gil)
+    seq = walls["seq"]
+    row = {"T": T, "f": f, "shape": shape, "workers": workers, "where": where, "n": n, "bound": b,
+           "seq_us": statistics.median(seq) / n * 1e6, "eff": {}, "us": {}, "extra_us": {}}
+    for s in systems:
+        ratios = [a / w for a, w in zip(seq, walls[s])]
+        row["eff"][s] = statistics.median(ratios) / b
+        row["us"][s] = statistics.median(walls[s]) / n * 1e6
+        row["extra_us"][s] = statistics.median((w - a) / n * 1e6 for a, w in zip(seq, walls[s]))
+    if all(p in systems for p in WEFT_POLICIES):
+        # The default's time over the best policy's, round by round.
+        row["default_vs_best"] = max(1.0, statistics.median(
+            w / min(walls[p][k] for p in WEFT_POLICIES) for k, w in enumerate(walls["weft"])))
+    return row
+
+
+def print_table(rows, systems):
+    """The table: efficiency of every system at every point."""
+    head = " ".join(f"{s:>10}" for s in systems)
+    print("# efficiency (speed-up over the sequential loop / bound)")
+    print(f"# {'where':<5}{'shape':<6}{'w':>2}{'T_us':>6}{'f':>6}{'bound':>6} {'seq_us':>8} {head}"
+          "  weft_extra_us  default/best")
+    for row in rows:
+        cells = " ".join(f"{fmt(row['eff'].get(s)):>10}" for s in systems)
+        dvb = row.get("default_vs_best")
+        ex = row["extra_us"].get("weft") if row["shape"] == "chain" else None
+        print(f"# {row['where']:<5}{row['shape']:<6}{row['workers']:>2}{row['T']:>6.0f}{row['f']:>6.2f}"
+              f"{row['bound']:>6.2f} {row['seq_us']:>8.1f} "
+              f"{cells}  {'' if ex is None else f'{ex:13.2f}'}  {'' if dvb is None else f'{dvb:12.3f}'}")
 
 
 if __name__ == "__main__":

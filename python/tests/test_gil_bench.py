@@ -2,8 +2,11 @@
 one round; checks that every system ran every body (gil.py checks each
 run's results itself) and the output's form, not the timings."""
 import importlib.util
+import json
 import pathlib
 import re
+
+import pytest
 
 import weft
 
@@ -17,23 +20,62 @@ def load():
     return mod
 
 
-def test_gil_sweep_smoke(capsys):
+def test_gil_sweep_smoke(capsys, tmp_path):
     gil = load()
     systems = "weft,weft_spin0,threadpool"
+    js = tmp_path / "gil.json"
     rows = gil.main(["--T", "50", "--f", "0,0.5", "--workers", "1,2", "--reps", "1", "--work-ms", "0.4",
-                     "--systems", systems, "--no-busy-check"])
+                     "--systems", systems, "--no-busy-check", "--json", str(js)])
     out = capsys.readouterr().out
-    # every point of the sweep, every system, a positive efficiency
-    assert len(rows) == 2 * 2 * 2  # f values x worker counts x shapes
+    # every point of the sweep: f values x worker counts x shapes, on the CPU
+    # (every system) and on virtual GPUs (Weft's policies), a positive efficiency
+    assert len(rows) == 2 * 2 * 2 * 2
     for row in rows:
-        assert set(row["eff"]) == set(systems.split(","))
+        want = systems.split(",") if row["where"] == "cpu" else ["weft", "weft_spin0"]
+        assert set(row["eff"]) == set(want)
         assert all(v > 0 for v in row["eff"].values())
         assert row["default_vs_best"] >= 1.0
+    assert {r["where"] for r in rows} == {"cpu", "vgpu"}
     assert re.search(r"^# calibration: [0-9.]+ ns per Python loop iteration$", out, re.M)
-    for name in ("gil_eff_min_t200", "gil_eff_min_t50", "gil_chain_extra_us", "gil_default_vs_best"):
-        assert re.search(rf"^{name} weft (n/a|-?[0-9.]+)$", out, re.M), name
-    assert re.search(r"^gil_eff_min_t50 weft [0-9.]+$", out, re.M)
-    assert re.search(r"^gil_eff_min_t200 weft n/a$", out, re.M)  # no T >= 200 in this sweep
+    ft = "" if gil.gil_enabled() else "_ft"
+    for where in ("", "_vgpu"):
+        for name in ("gil_eff_min_t200", "gil_eff_min_t50", "gil_chain_extra_us", "gil_default_vs_best"):
+            assert re.search(rf"^{name} weft{ft}{where} (n/a|-?[0-9.]+)$", out, re.M), name
+        assert re.search(rf"^gil_eff_min_t50 weft{ft}{where} [0-9.]+$", out, re.M)
+        assert re.search(rf"^gil_eff_min_t200 weft{ft}{where} n/a$", out, re.M)  # no T >= 200 here
+    assert json.loads(js.read_text())["rows"] == json.loads(json.dumps(rows))
+
+
+def test_gil_bounds():
+    """The speed-up each point allows: Python parts one at a time under the
+    GIL, C parts on the workers or one per virtual GPU, a chain on virtual
+    GPUs a 2-stage pipeline."""
+    b = load().bound
+    assert b("indep", "cpu", 2, 0.0, True) == 2
+    assert b("indep", "cpu", 2, 0.5, True) == 2
+    assert b("indep", "cpu", 2, 1.0, True) == 1
+    assert b("indep", "cpu", 1, 0.25, True) == 1
+    assert b("indep", "cpu", 2, 1.0, False) == 2  # free-threaded: Python parts in parallel
+    assert b("chain", "cpu", 2, 0.5, True) == 1
+    assert b("indep", "vgpu", 1, 0.0, True) == 2  # C parts on both GPUs, whatever the workers
+    assert b("chain", "vgpu", 2, 0.5, True) == 2
+    assert b("chain", "vgpu", 2, 0.1, True) == pytest.approx(1 / 0.9)
+
+
+def test_gil_heatmaps(tmp_path):
+    pytest.importorskip("matplotlib", reason="gil_plot.py needs matplotlib (bench/requirements.txt)")
+    gil = load()
+    js = tmp_path / "gil.json"
+    gil.main(["--T", "50,200", "--f", "0,1", "--workers", "2", "--reps", "1", "--work-ms", "0.4",
+              "--systems", "weft,threadpool", "--no-busy-check", "--json", str(js)])
+    spec = importlib.util.spec_from_file_location("weft_gil_plot", GIL_PY.parent / "gil_plot.py")
+    plot = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(plot)
+    assert plot.main(["--json", str(js), "--out", str(tmp_path / "png")]) == 0
+    pngs = sorted(p.name for p in (tmp_path / "png").iterdir())
+    assert pngs == ["gil-heatmap-threadpool.png", "gil-heatmap-weft.png"]
+    for p in pngs:
+        assert (tmp_path / "png" / p).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
 def test_gil_spin_adapts_both_ways(c_library):
