@@ -36,8 +36,11 @@ __all__ = ["View", "Deck", "G", "initialise", "generate", "ideal_gas", "viscosit
            "advec_mom", "advec_mom_range", "reset_field", "field_summary", "reflect", "halo_unpack", "split",
            "split_xy", "advec_split", "call_ranges", "deck_of"]
 
-jit = numba.njit(nogil=True, cache=True)
-jit_inline = numba.njit(nogil=True, cache=True, inline="always")   # helpers inlined in Numba's IR
+# error_model="numpy": a division by zero gives IEEE's inf or NaN, as in C
+# (Numba's default raises ZeroDivisionError, and its check per division
+# keeps loops from vectorising)
+jit = numba.njit(nogil=True, cache=True, error_model="numpy")
+jit_inline = numba.njit(nogil=True, cache=True, error_model="numpy", inline="always")   # helpers inlined in Numba's IR
 
 G = 2   # ghost layers: C's index j is array index j + G
 
@@ -333,14 +336,31 @@ def calc_dt(v, d, c_x0, c_y0):
         yv1 = v.f[CF_YVEL0][k + 1]
         dsy = celldy[k]
         # the row's minimum first, in the reference's order, then locate
-        # it only when it beats the best so far
+        # it only when it beats the best so far (the row's loop as
+        # _cell_dt, written out: a helper taking the rows as arguments
+        # costs their reference counts on every cell)
         rmin = G_BIG
         for j in range(G, nx + G):
-            m = _cell_dt(j, celldx, dsy, xarea, ya0, ya1, volume, density0, visc, ss, xv0, xv1, yv0, yv1,
-                         dtc_safe, dtu_safe, dtv_safe, dtdiv_safe)[0]
-            rmin = dmin2(rmin, m)
+            dsx = celldx[j]
+            cc = ss[j] * ss[j]
+            cc = cc + 2.0 * visc[j] / density0[j]
+            cc = dmax2(math.sqrt(cc), G_SMALL)
+            dtct = dtc_safe * dmin2(dsx, dsy) / cc
+            dv1 = (xv0[j] + xv1[j]) * xarea[j]
+            dv2 = (xv0[j + 1] + xv1[j + 1]) * xarea[j + 1]
+            div = dv2 - dv1
+            dtut = dtu_safe * 2.0 * volume[j] / dmax2(dmax2(abs(dv1), abs(dv2)), G_SMALL * volume[j])
+            dv1 = (yv0[j] + yv0[j + 1]) * ya0[j]
+            dv2 = (yv1[j] + yv1[j + 1]) * ya1[j]
+            div = div + dv2 - dv1
+            dtvt = dtv_safe * 2.0 * volume[j] / dmax2(dmax2(abs(dv1), abs(dv2)), G_SMALL * volume[j])
+            div = div / (2.0 * volume[j])
+            dtdivt = dtdiv_safe * (-1.0 / div) if div < -G_SMALL else G_BIG
+            rmin = dmin2(rmin, dmin2(dmin2(dtct, dtut), dmin2(dtvt, dtdivt)))
         if not (rmin < out_dt):
             continue
+        # recompute this row to find the first cell holding the minimum
+        # and which limit set it (sound, xvel, yvel, div, in that order)
         for j in range(G, nx + G):
             m, dtct, dtut, dtvt = _cell_dt(j, celldx, dsy, xarea, ya0, ya1, volume, density0, visc, ss, xv0, xv1,
                                            yv0, yv1, dtc_safe, dtu_safe, dtv_safe, dtdiv_safe)
