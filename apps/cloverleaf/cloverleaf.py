@@ -8,7 +8,11 @@ task's stream (weft.context().streams) with the task's device replicas.
     python apps/cloverleaf/cloverleaf.py DECK [--devices LIST] [--chunks N]
                                               [--cpu-chunks N] [--workers N] [--trace FILE] [--png FILE]
                                               [--mpi] [--triad] [--no-exchange] [--split | --no-split]
-                                              [--split-advection]
+                                              [--split-advection] [--kernels c|numba]
+
+--kernels numba: the kernel tasks' bodies are Python calling the kernels of
+kernels_numba.py (compiled by Numba, GIL released; on the CPU and virtual
+GPUs only), the same task graph, the same fields bit for bit.
 
 prints what build/apps/cloverleaf/weft-cloverleaf prints: the field summary
 table, the verification line (a deck with a test_problem), the kernel
