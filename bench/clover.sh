@@ -13,6 +13,9 @@
 #     clover_py_vs_c weft <C time / Python time>              (goal >= 0.95)
 #   and on 4 virtual GPUs (beside the C driver's runs with the exchange):
 #     clover_py_vs_c_vgpu4 weft <C time / Python time>        (goal >= 0.95)
+#   the Python driver with the Python kernels (kernels_numba.py, --kernels
+#   numba) beside it with the C kernels, 2 workers on the CPU, alternated:
+#     clover_numba_vs_c weft <C kernels' time / Numba kernels' time> (goal >= 0.95)
 #   4 virtual GPUs (one chunk each) and 2 MPI ranks, each with and without
 #   the halo exchange between chunks (--no-exchange):
 #     clover_halo_hidden weft <time with / time without>      (goal <= 1.1)
@@ -93,6 +96,27 @@ if [ ${#py_times[@]} -gt 0 ]; then
   echo "clover_py_vs_c weft $(awk -v c="$c_med" -v p="$py_med" 'BEGIN { printf "%.3f", c / p }')"
 else
   echo "# no .venv (make python-venv): no Python driver figure"
+fi
+
+# The Python driver with the Python kernels (--kernels numba) beside the
+# same driver with the C kernels, 2 workers on the CPU, alternated; one run
+# first fills Numba's cache (its compile is not timed).
+if [ -x "$py" ] && "$py" -c "import numba" 2>/dev/null; then
+  run py_numba_warm 0 "$py" apps/cloverleaf/cloverleaf.py --kernels numba --devices cpu --workers 2 \
+    apps/cloverleaf/decks/clover_tp1.in >/dev/null
+  nc_times=() nn_times=()
+  for i in $(seq "$reps"); do
+    nc_times+=("$(run py_kc "$i" "$py" apps/cloverleaf/cloverleaf.py --kernels c --devices cpu --workers 2 "$deck")")
+    nn_times+=("$(run py_knumba "$i" "$py" apps/cloverleaf/cloverleaf.py --kernels numba --devices cpu --workers 2 "$deck")")
+  done
+  nc=$(printf '%s\n' "${nc_times[@]}" | median)
+  nn=$(printf '%s\n' "${nn_times[@]}" | median)
+  echo "Python driver, 2 workers: C kernels ${nc_times[*]} s (median $nc), Numba kernels ${nn_times[*]} s (median $nn)"
+  sed -n '/^ Profile/,/^ *$/p' "$out/py_kc.1.txt" | sed 's/^/# C kernels: /'
+  sed -n '/^ Profile/,/^ *$/p' "$out/py_knumba.1.txt" | sed 's/^/# Numba kernels: /'
+  echo "clover_numba_vs_c weft $(awk -v c="$nc" -v n="$nn" 'BEGIN { printf "%.3f", c / n }')"
+else
+  echo "# no Numba in .venv (make python-venv): no Python-kernel figure"
 fi
 
 with=() without=() py_vg=()

@@ -234,7 +234,7 @@ fi
 
 # CloverLeaf (bench/clover.sh): bandwidth against STREAM triad,
 # the Python driver against the C driver, the halo exchange hidden or not;
-# ends with clover_triad_ratio, clover_py_vs_c and clover_halo_hidden lines.
+# ends with clover_triad_ratio, clover_py_vs_c, clover_numba_vs_c and clover_halo_hidden lines.
 if [ "$mode" != quick ]; then
   echo
   bench/clover.sh

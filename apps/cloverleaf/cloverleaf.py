@@ -8,7 +8,11 @@ task's stream (weft.context().streams) with the task's device replicas.
     python apps/cloverleaf/cloverleaf.py DECK [--devices LIST] [--chunks N]
                                               [--cpu-chunks N] [--workers N] [--trace FILE] [--png FILE]
                                               [--mpi] [--triad] [--no-exchange] [--split | --no-split]
-                                              [--split-advection]
+                                              [--split-advection] [--kernels c|numba]
+
+--kernels numba: the kernel tasks' bodies are Python calling the kernels of
+kernels_numba.py (compiled by Numba, GIL released; on the CPU and virtual
+GPUs only), the same task graph, the same fields bit for bit.
 
 prints what build/apps/cloverleaf/weft-cloverleaf prints: the field summary
 table, the verification line (a deck with a test_problem), the kernel
@@ -258,6 +262,7 @@ def kernels():
         "clover_halo_block": (None, [POINTER(CloverChunk), c_int, c_int, c_uint, POINTER(CloverStrip)]),
         "clover_halo_block_ghost": (None, [POINTER(CloverChunk), c_int, c_int, c_uint, c_uint, POINTER(CloverStrip)]),
         "clover_halo_unpack": (None, [PV, PV, POINTER(CloverChunk), POINTER(c_int), c_int, c_int]),
+        "clover_halo_recv_blocks": (c_int, [POINTER(CloverChunk), c_int, c_int, POINTER(CloverStrip), POINTER(c_uint)]),
         "clover_next_dt": (c_int, [POINTER(CloverDeck), POINTER(CloverClock), c_double]),
         "clover_format_summary_header": (c_int, [c_char_p, c_size_t]),
         "clover_format_summary": (c_int, [c_char_p, c_size_t, c_int, c_double, PD]),
@@ -285,6 +290,8 @@ def kernels():
     _LIB = lib
     return lib
 
+
+_kernel_lib = kernels   # run() takes a `kernels` argument (which kernels the tasks run)
 
 _CU = None
 
@@ -323,6 +330,36 @@ def cuda_kernels():
     lib.clover_cu_use_device.restype, lib.clover_cu_use_device.argtypes = c_int, [c_int]
     _CU = lib
     return lib
+
+
+_NB = None
+
+
+def numba_kernels():
+    """The Python kernels (kernels_numba.py beside this file, compiled by
+    Numba), imported once.  Raises RuntimeError naming what is missing
+    when Numba does not import."""
+    global _NB
+    if _NB is not None:
+        return _NB
+    try:
+        import numba  # noqa: F401  (the kernels' compiler)
+    except ImportError as e:
+        raise RuntimeError(f"cloverleaf: --kernels numba needs Numba, which does not import here ({e}); "
+                           "install it (pip install numba) or use --kernels c") from e
+    import importlib.util
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "kernels_numba.py")
+    mod = sys.modules.get("kernels_numba")
+    if mod is None or getattr(mod, "__file__", None) != path:
+        spec = importlib.util.spec_from_file_location("kernels_numba", path)
+        mod = importlib.util.module_from_spec(spec)
+        sys.modules["kernels_numba"] = mod
+        spec.loader.exec_module(mod)
+    _NB = mod
+    return mod
+
+
+KERNEL_CHOICES = ("c", "numba")
 
 
 # ---------------------------------------------------------------------------
@@ -597,7 +634,7 @@ class _Job:
     (call_cuda.h's clover_cu_bound_run)."""
 
     __slots__ = ("chunk", "kern", "name", "reads", "readwrites", "reduces", "order", "nreads", "red", "part",
-                 "head", "arg", "has_dt", "ptrs")
+                 "head", "arg", "has_dt", "ptrs", "nb")
 
     def __init__(self, chunk, kern, reads, readwrites, red=RED_NONE, red_buf=None, red_op=None, part=PART_WHOLE):
         self.chunk, self.kern, self.red = chunk, kern, red
@@ -611,6 +648,23 @@ class _Job:
         self.order = tuple(reads) + tuple(readwrites) + ((RED,) if red != RED_NONE else ())
         self.nreads = len(reads)
         self.ptrs = struct.Struct(f"={len(self.order)}Q")   # on a CUDA GPU: the addresses after arg
+        self.nb = None     # --kernels numba: the job's _NbCall
+
+
+class _NbCall:
+    """A job's call of the Python kernels (--kernels numba; call.c's
+    clover_call_run in Python): `run(v, out, stage, red, dt)` calls the
+    kernel (or its part's ranges) on kernels_numba Views; `unpack` (a border
+    job's staged update: fields as an int32 array, their blocks, depth,
+    edges) first copies the staged ghosts in and reflects; `host` the
+    Views over the chunk's arrays (v, out, stage), used on the CPU, where
+    the task's data is the host's; on a virtual GPU the body makes them
+    from the task's addresses (what[] says what each access is)."""
+
+    __slots__ = ("run", "unpack", "host", "what", "red_dtype")
+
+    def __init__(self, run, unpack, host, what, red_dtype):
+        self.run, self.unpack, self.host, self.what, self.red_dtype = run, unpack, host, what, red_dtype
 
 
 _DT = struct.Struct("=d")
@@ -641,6 +695,72 @@ def _cuda_body(sim, job, arg):
         raise RuntimeError(f"cloverleaf: {job.name}: CUDA error {rc}")
 
 
+class _At:
+    """An array interface at an address (a task's access where it runs)."""
+    __slots__ = ("__array_interface__",)
+
+    def __init__(self, addr, shape, typestr):
+        self.__array_interface__ = {"data": (addr, False), "shape": shape, "typestr": typestr, "version": 3}
+
+
+def _nb_run(sim, job, v, out, stage, red, dt):
+    """One Python-kernel call (call.c's clover_call_run): a border job's
+    unpack and reflection, then the kernel; times into the profile."""
+    nb, kn = job.nb, sim.kn
+    t0 = _now()
+    if nb.unpack is not None:
+        fields, blocks, depth, edges = nb.unpack
+        kn.halo_unpack(v, stage, fields, len(fields), blocks)
+        t1 = _now()
+        sim.prof.append((K_UNPACK, t1 - t0))
+        t0 = t1
+        if edges:
+            kn.reflect(v, fields, len(fields), depth, edges)
+            t1 = _now()
+            sim.prof.append((K_REFLECT, t1 - t0))
+            t0 = t1
+    nb.run(v, out, stage, red, dt)
+    sim.prof.append((job.kern, _now() - t0))
+
+
+def _nb_body(sim, job, dt):
+    """A kernel task's body with --kernels numba.  On the CPU: the kernel
+    on the chunk's arrays (the task's data where it runs: the host's), the
+    reduction on the task's private copy (its view); the kernels release
+    the GIL.  On a virtual GPU (device_data=True, as the C kernels' native
+    body): the kernel queued on the task's stream over arrays at the
+    task's addresses there (the replicas), as weft.native queues the C
+    call; the stream's thread runs it."""
+    ctx = weft.context()
+    nb = job.nb
+    if job.chunk.gpu < 0:
+        red = np.asarray(ctx.view(len(job.order) - 1)) if job.red != RED_NONE else None
+        v, out, stage = nb.host
+        _nb_run(sim, job, v, out, stage, red, dt)
+        return
+    ch = job.chunk
+    shape, gshape = (ch.ny + 5, ch.nx + 5), (len(ch.geom),)
+    f, o, st = [sim.nb_dummy(ch)] * CF_NFIELDS, [sim.nb_dummy(ch)] * CF_NFIELDS, [sim.nb_dummy(ch)] * CF_NFIELDS
+    geom, red = sim.nb_dummy_geom(ch), None
+    for w, addr in zip(nb.what, ctx.addresses):
+        if w >= 0:
+            f[w] = np.asarray(_At(addr, shape, "<f8"))
+        elif w <= OUT:
+            o[OUT - w] = np.asarray(_At(addr, shape, "<f8"))
+        elif w <= STAGE:
+            st[STAGE - w] = np.asarray(_At(addr, shape, "<f8"))
+        elif w == GEOM:
+            geom = np.asarray(_At(addr, gshape, "<f8"))
+        else:
+            red = np.asarray(_At(addr, (nb.red_dtype[1],), nb.red_dtype[0]))
+    kn = sim.kn
+    v = kn.View(ch.nx, ch.ny, tuple(f), geom)
+    out = kn.View(ch.nx, ch.ny, tuple(o), geom)
+    stage = kn.View(ch.nx, ch.ny, tuple(st), geom)
+    n = len(job.order)
+    ctx.queue(_nb_run, sim, job, v, out, stage, red, dt, reads=tuple(range(n)), writes=tuple(range(job.nreads, n)))
+
+
 def _host_halo_body(sim, copies, reflects):
     """The halo update of this rank's chunks on the CPU (one task for all
     of them): reflect at the boundary, then copy the blocks between them
@@ -648,8 +768,9 @@ def _host_halo_body(sim, copies, reflects):
     alone (copies None); across ranks the exchange with other ranks
     follows this task."""
     t0 = _now()
-    for view_ptr, fields, nfields, depth, edges in reflects:
-        sim.lib.clover_k_reflect(view_ptr, fields, nfields, depth, edges)
+    reflect = sim.kn.reflect if sim.kn is not None else sim.lib.clover_k_reflect
+    for view, fields, nfields, depth, edges in reflects:
+        reflect(view, fields, nfields, depth, edges)
     t1 = _now()
     for dst, src in copies or ():
         dst[...] = src
@@ -733,13 +854,24 @@ class _Sim:
     rank's being lo .. hi - 1 of the n = nloc * nranks of the mesh."""
 
     def __init__(self, rt, deck, chunks, out, net=None, no_exchange=False, cpu_chunks=0, split=None,
-                 split_advection=False):
+                 split_advection=False, kernels_="c"):
         self.rt, self.deck, self.out, self.net, self.no_exchange = rt, deck, out, net, bool(no_exchange)
         self.lib = lib = kernels()
         self.deck_ref = byref(deck)
         kinds = [d["kind"] for d in rt.devices[1:]]
         if _CUDA_ON_VGPU:
             kinds = ["cuda" if k == "vgpu" else k for k in kinds]
+        # --kernels numba: the Python kernels (kernels_numba.py) on the CPU
+        # and on virtual GPUs; there are no CUDA versions of them
+        if kernels_ not in KERNEL_CHOICES:
+            raise ValueError(f"cloverleaf: kernels={kernels_!r}: not one of {', '.join(KERNEL_CHOICES)}")
+        if kernels_ == "numba" and "cuda" in kinds:
+            raise ValueError("cloverleaf: --kernels numba runs on the CPU and on virtual GPUs only: the Python "
+                             "kernels have no CUDA version (apps/cloverleaf/README.md); use --kernels c on CUDA "
+                             "devices, or --devices cpu")
+        self.kn = numba_kernels() if kernels_ == "numba" else None
+        self.nbdeck = self.kn.deck_of(deck) if self.kn is not None else None
+        self._nb_dummies = {}
         # CUDA GPUs run kernels.cu's kernels (libclover_cuda_kernels.so);
         # virtual GPUs the C kernels on their streams.
         self.cu = cuda_kernels() if "cuda" in kinds else None
@@ -879,6 +1011,8 @@ class _Sim:
         else:
             raise ValueError(f"cloverleaf: no kernel {key!r}")
         self._bind(ch, key, j)
+        if self.kn is not None:
+            self._bind_nb(ch, key, j)
         self.jobs[(c, key, self.swapped)] = j
         return j
 
@@ -936,6 +1070,130 @@ class _Sim:
         j.head = bytes(b)[:CloverBound.dt.offset]
         j.arg = j.head + _DT.pack(0.0)
 
+    def nb_dummy(self, ch):
+        """What a Python kernel's View holds for a field its task does not
+        access (C's NULL): an array of the chunk's shape full of NaN, so
+        that a kernel reading it gives NaN, not plausible values."""
+        key = (ch.nx, ch.ny)
+        a = self._nb_dummies.get(key)
+        if a is None:
+            a = self._nb_dummies[key] = np.full((ch.ny + 5, ch.nx + 5), np.nan)
+        return a
+
+    def nb_dummy_geom(self, ch):
+        key = ("geom", ch.nx, ch.ny)
+        a = self._nb_dummies.get(key)
+        if a is None:
+            a = self._nb_dummies[key] = np.full(len(ch.geom), np.nan)
+        return a
+
+    def nb_chunk_view(self, ch):
+        """A View of every field of chunk ch as its arrays are now (the
+        host's reflections)."""
+        return self.kn.View(ch.nx, ch.ny, tuple(ch.arrays), ch.geom)
+
+    def _bind_nb(self, ch, key, j):
+        """Job j's call of the Python kernels (_NbCall): call.c's
+        clover_call_run's dispatch, with the job's fixed arguments."""
+        kn, kind, part = self.kn, key[0], j.part
+        dummy = self.nb_dummy(ch)
+        f, o, st, geom = [dummy] * CF_NFIELDS, [dummy] * CF_NFIELDS, [dummy] * CF_NFIELDS, self.nb_dummy_geom(ch)
+        for w in j.order:
+            if w >= 0:
+                f[w] = ch.arrays[w]
+            elif w <= OUT:
+                o[OUT - w] = ch.out_arrays[OUT - w]
+            elif w <= STAGE:
+                st[STAGE - w] = ch.stage_arrays[STAGE - w]
+            elif w == GEOM:
+                geom = ch.geom
+        host = tuple(kn.View(ch.nx, ch.ny, tuple(x), geom) for x in (f, o, st))
+        red_dtype = {RED_NONE: None, RED_DT_MIN: ("<f8", 1), RED_ERR_MAX: ("<i4", 1), RED_SUM: ("<f8", CS_N)}[j.red]
+        rg = ()
+        if part != PART_WHOLE:
+            b = key[2] if kind == K_ADVEC_MOM else key[1] if kind == K_ADVEC_CELL else 0
+            rg = tuple(tuple(int(x) for x in r) for r in
+                       kn.call_ranges(kind == K_ACCELERATE, kind in (K_ADVEC_CELL, K_ADVEC_MOM), kind == K_ADVEC_MOM,
+                                      ch.nx, ch.ny, b, part == PART_INTERIOR))
+        upd = None
+        if kind in (K_VISCOSITY, K_ACCELERATE):
+            upd = key[2:] or None
+        elif kind == K_ADVEC_CELL and len(key) > 3:
+            upd = key[4]
+        elif kind == K_ADVEC_MOM and len(key) > 4:
+            upd = key[5]
+        unpack = None
+        if upd is not None and part == PART_BORDER:
+            fields, depth = upd
+            blocks = np.zeros((len(fields), 9, 3), dtype=np.int64)   # at most 8 blocks, then a row of 0
+            strips = (CloverStrip * 8)()
+            for i, fl in enumerate(fields):
+                n = self.lib.clover_halo_recv_blocks(ch.ref, fl, depth, strips, None)
+                for b in range(n):
+                    blocks[i, b] = (strips[b].recv_off, strips[b].rows, strips[b].cols)
+            unpack = (np.array(fields, dtype=np.int32), blocks, depth, ch.c.edges)
+        run = self._nb_run_of(kn, kind, key, self.nbdeck, ch.c.x0, ch.c.y0, rg, ch.c.edges)
+        j.nb = _NbCall(run, unpack, host, j.order, red_dtype)
+
+    @staticmethod
+    def _nb_run_of(kn, kind, key, d, x0, y0, rg, edges):
+        """The call of kind `kind` as run(v, out, stage, red, dt) (call.c's
+        switch; rg: a split part's ranges, () for the whole kernel)."""
+        if kind == K_INIT:
+            return lambda v, o, s, r, dt: kn.initialise(v, d, x0, y0)
+        if kind == K_GENERATE:
+            return lambda v, o, s, r, dt: kn.generate(v, d)
+        if kind == K_IDEAL_GAS:
+            a = key[1]
+            return lambda v, o, s, r, dt: kn.ideal_gas(v, a)
+        if kind == K_VISCOSITY:
+            if not rg:
+                return lambda v, o, s, r, dt: kn.viscosity(v)
+            return lambda v, o, s, r, dt: [kn.viscosity_range(v, x) for x in rg]
+        if kind == K_CALC_DT:
+            def calc_dt(v, o, s, r, dt):
+                m = kn.calc_dt(v, d, x0, y0)[0]
+                if m < r[0]:
+                    r[0] = m
+            return calc_dt
+        if kind == K_PDV:
+            a = key[1]
+
+            def pdv(v, o, s, r, dt):
+                if kn.pdv(v, a, dt):
+                    r[0] = 1
+            return pdv
+        if kind == K_REVERT:
+            return lambda v, o, s, r, dt: kn.revert(v)
+        if kind == K_ACCELERATE:
+            if not rg:
+                return lambda v, o, s, r, dt: kn.accelerate(v, dt)
+            return lambda v, o, s, r, dt: [kn.accelerate_range(v, dt, x) for x in rg]
+        if kind == K_FLUX_CALC:
+            return lambda v, o, s, r, dt: kn.flux_calc(v, dt)
+        if kind == K_ADVEC_CELL:
+            dr, sweep = key[1:3]
+            if not rg:
+                return lambda v, o, s, r, dt: kn.advec_cell(v, dr, sweep)
+            return lambda v, o, s, r, dt: [kn.advec_cell_range(v, dr, sweep, x, o) for x in rg]
+        if kind == K_ADVEC_MOM:
+            vel, dr, sweep = key[1:4]
+            if not rg:
+                return lambda v, o, s, r, dt: kn.advec_mom(v, vel, dr, sweep)
+            return lambda v, o, s, r, dt: [kn.advec_mom_range(v, vel, dr, sweep, x, o) for x in rg]
+        if kind == K_RESET:
+            return lambda v, o, s, r, dt: kn.reset_field(v)
+        if kind == K_SUMMARY:
+            def summary(v, o, s, r, dt):
+                part = np.empty(CS_N)
+                kn.field_summary(v, part)
+                r += part      # acc[i] + part[i], as call.c folds it
+            return summary
+        if kind == K_REFLECT:
+            fields, depth = np.array(key[1], dtype=np.int32), key[2]
+            return lambda v, o, s, r, dt: kn.reflect(v, fields, len(fields), depth, edges)
+        raise ValueError(f"cloverleaf: no Python kernel for {key!r}")
+
     def spawn(self, c, key, *dyn):
         """Spawn job `key` on chunk c (dyn: the arguments that change, dt)."""
         j = self.jobs.get((c, key, self.swapped)) or self.job(c, key)
@@ -943,6 +1201,11 @@ class _Sim:
         # On a GPU all but the least share (run_weft.c's job_spawn): one
         # kernel task at a time per GPU, and the halo exchange beside it.
         share = GPU_SHARE if ch.gpu >= 0 else None
+        if self.kn is not None:
+            self.rt.spawn(_nb_body, self, j, dyn[-1] if j.has_dt else 0.0, reads=j.reads, readwrites=j.readwrites,
+                          reduces=j.reduces, name=j.name, placement=ch.placement, device_data=ch.gpu >= 0,
+                          share=share)
+            return
         arg = j.head + _DT.pack(dyn[-1]) if j.has_dt else j.arg
         if ch.cuda:
             self.rt.spawn(_cuda_body, self, j, arg, reads=j.reads, readwrites=j.readwrites, reduces=j.reduces,
@@ -1101,8 +1364,12 @@ class _Sim:
         if self.gpu_halo:
             reflects = [ch.index for ch in boundary]
         else:
-            arr = (c_int * len(fields))(*fields)
-            reflects = [(ch.view_ptr, arr, len(fields), depth, ch.c.edges) for ch in boundary]
+            if self.kn is not None:
+                arr = np.array(fields, dtype=np.int32)
+                reflects = [(self.nb_chunk_view(ch), arr, len(fields), depth, ch.c.edges) for ch in boundary]
+            else:
+                arr = (c_int * len(fields))(*fields)
+                reflects = [(ch.view_ptr, arr, len(fields), depth, ch.c.edges) for ch in boundary]
         handles = tuple(ch.data[f] for f in fields for ch in self.mine)
         plan = (local, net, reflects, handles)
         self.halos[(depth, fields, self.swapped)] = plan
@@ -1301,7 +1568,7 @@ def profile_text(profile, wall):
 
 
 def run(deck, devices=None, chunks=0, workers=0, trace=None, out=None, fields=False, png=None, mpi=False,
-        no_exchange=False, cpu_chunks=0, split=None, split_advection=False):
+        no_exchange=False, cpu_chunks=0, split=None, split_advection=False, kernels="c"):
     """Run a deck (a CloverDeck from load_deck/parse_deck, or a path) with
     the Python driver over weft.
 
@@ -1324,7 +1591,10 @@ def run(deck, devices=None, chunks=0, workers=0, trace=None, out=None, fields=Fa
     exchanges run beside the kernels (on the CPU the split only adds tasks);
     split_advection: with the split, the advection kernels split too (out
     of place over their three updates; off by default: slower on virtual
-    GPUs on 2 cores, as the C driver's --split-advection).
+    GPUs on 2 cores, as the C driver's --split-advection); kernels: "c" (the
+    compiled C kernels, libclover_kernels.so) or "numba" (kernels_numba.py's,
+    called by Python task bodies: on the CPU and virtual GPUs only,
+    ValueError on CUDA devices; RuntimeError where Numba does not import).
     Returns a Result; raises on an error (a bad deck, a failed task, the
     PdV check, dt below dtmin)."""
     if not isinstance(deck, CloverDeck):
@@ -1345,7 +1615,7 @@ def run(deck, devices=None, chunks=0, workers=0, trace=None, out=None, fields=Fa
             rank = net.rank if net is not None else 0
             if rank != 0:
                 out = None    # across ranks, rank 0 reports
-            sim = _Sim(rt, deck, chunks, out, net, no_exchange, cpu_chunks, split, split_advection)
+            sim = _Sim(rt, deck, chunks, out, net, no_exchange, cpu_chunks, split, split_advection, kernels)
             sim.start()
             sums0, sums, steps, t, wall = sim.loop()
             rt.wait_all()
@@ -1364,7 +1634,7 @@ def run(deck, devices=None, chunks=0, workers=0, trace=None, out=None, fields=Fa
     if out:
         out.write(line)
         out.write(profile_text(prof, wall))
-    if png and rank == 0 and kernels().clover_write_png(os.fsencode(png), dens.ctypes.data_as(PD), deck.x_cells,
+    if png and rank == 0 and _kernel_lib().clover_write_png(os.fsencode(png), dens.ctypes.data_as(PD), deck.x_cells,
                                                         deck.y_cells, deck.x_cells) != 0:
         print(f"cloverleaf: writing {png} failed", file=sys.stderr)
     return Result(sums0=sums0, sums=sums, steps=steps, summaries=sim.summaries, time=t, wall_s=wall,
@@ -1415,6 +1685,9 @@ def main(argv=None):
                     "interiors (the default where the chunks are on GPUs)")
     sp.add_argument("--no-split", dest="split", action="store_const", const=False,
                     help="the halo updates before viscosity and accelerate not overlapped (for comparison)")
+    ap.add_argument("--kernels", choices=KERNEL_CHOICES, default="c", help="the kernels the tasks run: c (the "
+                    "compiled C kernels, default) or numba (kernels_numba.py, compiled by Numba; CPU and virtual GPUs "
+                    "only)")
     ap.add_argument("--split-advection", action="store_true", help="with the split, the advection kernels split "
                     "as well (out of place over their updates; off by default)")
     a = ap.parse_args(argv)
@@ -1451,7 +1724,7 @@ def main(argv=None):
     try:
         r = run(deck, devices=a.devices, chunks=a.chunks, workers=a.workers, trace=a.trace, out=out, png=a.png,
                 mpi=mpi, no_exchange=a.no_exchange, cpu_chunks=a.cpu_chunks, split=a.split,
-                split_advection=a.split_advection)
+                split_advection=a.split_advection, kernels=a.kernels)
     except (DeckError, KernelsNotFound, ValueError, RuntimeError, weft.CancelledError) as e:
         sys.stdout.flush()
         print(f"cloverleaf.py: {e}", file=sys.stderr)

@@ -434,3 +434,225 @@ def test_mpi_two_ranks_run_fields_match_oracle(clover, tmp_path):
     for r in (0, 1):
         for devices in ("cpu", "cpu,vgpu:2", "cpu,vgpu:1"):
             assert f"rank {r} {devices} ok" in p.stdout, out
+
+
+# ---------------------------------------------------------------------------
+# The Python kernels (kernels_numba.py, --kernels numba): each kernel against
+# the C kernel on the same fields, and the driver with them against the
+# driver with the C kernels and the oracle.  Numba compiles them once
+# (cache=True keeps the code in apps/cloverleaf/__pycache__ for later runs).
+# ---------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def kn(clover):
+    pytest.importorskip("numba", reason="Numba does not import here (not installed, or no wheel for this "
+                        "interpreter, e.g. free-threaded or sanitizer builds): the Python kernels cannot run")
+    return clover.numba_kernels()
+
+
+def _random_chunk(clover, nx, ny, seed):
+    """Every field and the geometry of an nx x ny chunk, random: positive
+    where the kernels divide by it, small and of both signs where it is a
+    velocity, flux or pressure."""
+    rng = np.random.default_rng(seed)
+    f = [rng.uniform(0.5, 1.5, (ny + 5, nx + 5)) for _ in range(clover.CF_NFIELDS)]
+    for i in (clover.CF_XVEL0, clover.CF_XVEL1, clover.CF_YVEL0, clover.CF_YVEL1, clover.CF_VOL_FLUX_X,
+              clover.CF_VOL_FLUX_Y, clover.CF_MASS_FLUX_X, clover.CF_MASS_FLUX_Y, clover.CF_PRESSURE):
+        f[i] = rng.uniform(-0.05, 0.05, (ny + 5, nx + 5))
+    return f, rng.uniform(0.5, 1.5, clover.kernels().clover_geom_count(nx, ny))
+
+
+def test_numba_kernels_match_c_kernels_bit_for_bit(clover, kn):
+    """Every Python kernel (whole, and over each part of clover_split and
+    clover_advec_split, in place and out of place), the reflection of every
+    field at every edge and a staged update's unpack, on random fields:
+    every field, the geometry and the results equal the C kernel's bit for
+    bit, the work arrays' scratch rows included."""
+    from ctypes import byref, c_double, c_int, POINTER
+    lib = clover.kernels()
+    nx, ny = 13, 11
+    deck = clover.load_deck(os.path.join(DECKS, "clover_bm_short.in"))
+    d = kn.deck_of(deck)
+    chunk = clover.CloverChunk(3, 4, nx, ny, 15, -1, -1, -1, -1)
+    R = clover.CloverRange
+
+    def cview(f, g):
+        v = clover.CloverView(nx, ny, nx + 5)
+        for i, a in enumerate(f):
+            v.f[i] = a.ctypes.data
+        v.geom = g.ctypes.data
+        return v
+
+    fields = np.arange(18, dtype=np.int32)
+    stage_fields = np.array([clover.CF_PRESSURE, clover.CF_XVEL0, clover.CF_MASS_FLUX_Y], dtype=np.int32)
+    inner = clover.CloverChunk(3, 4, nx, ny, 0, 0, 2, 1, 3)     # neighbours on every side
+    blocks = np.zeros((len(stage_fields), 9, 3), dtype=np.int64)
+    strips = (clover.CloverStrip * 8)()
+    for i, fl in enumerate(stage_fields):
+        for b in range(lib.clover_halo_recv_blocks(byref(inner), int(fl), 2, strips, None)):
+            blocks[i, b] = (strips[b].recv_off, strips[b].rows, strips[b].cols)
+    assert blocks[:, :, 1].sum() > 0
+    cases = {
+        "initialise": (lambda v, o: lib.clover_k_initialise(byref(v), byref(deck), byref(chunk)),
+                       lambda v, o: kn.initialise(v, d, 3, 4)),
+        "generate": (lambda v, o: lib.clover_k_generate(byref(v), byref(deck)), lambda v, o: kn.generate(v, d)),
+        "calc_dt": (lambda v, o: (lambda r: (r.dt, r.control, r.j, r.k))(
+                        lib.clover_k_calc_dt(byref(v), byref(deck), byref(chunk))),
+                    lambda v, o: kn.calc_dt(v, d, 3, 4)),
+        "revert": (lambda v, o: lib.clover_k_revert(byref(v)), lambda v, o: kn.revert(v)),
+        "reset_field": (lambda v, o: lib.clover_k_reset_field(byref(v)), lambda v, o: kn.reset_field(v)),
+        "viscosity": (lambda v, o: lib.clover_k_viscosity(byref(v)), lambda v, o: kn.viscosity(v)),
+        "field_summary": (lambda v, o: (lambda s: (lib.clover_k_field_summary(byref(v), s), list(s))[1])(
+                              (c_double * 6)()),
+                          lambda v, o: (lambda s: (kn.field_summary(v, s), s.tolist())[1])(np.zeros(6))),
+        "halo_unpack": (lambda v, o: lib.clover_halo_unpack(byref(v), byref(o), byref(inner),
+                                                           stage_fields.ctypes.data_as(POINTER(c_int)), 3, 2),
+                        lambda v, o: kn.halo_unpack(v, o, stage_fields, 3, blocks)),
+    }
+    for p in (0, 1):
+        cases[f"ideal_gas {p}"] = (lambda v, o, p=p: lib.clover_k_ideal_gas(byref(v), p),
+                                   lambda v, o, p=p: kn.ideal_gas(v, p))
+        cases[f"pdv {p}"] = (lambda v, o, p=p: lib.clover_k_pdv(byref(v), p, 0.013),
+                             lambda v, o, p=p: kn.pdv(v, p, 0.013))
+    for dt in (0.013, 0.05):
+        cases[f"accelerate {dt}"] = (lambda v, o, dt=dt: lib.clover_k_accelerate(byref(v), dt),
+                                     lambda v, o, dt=dt: kn.accelerate(v, dt))
+        cases[f"flux_calc {dt}"] = (lambda v, o, dt=dt: lib.clover_k_flux_calc(byref(v), dt),
+                                    lambda v, o, dt=dt: kn.flux_calc(v, dt))
+    for r in kn.split(nx, ny, 1) + kn.split(nx + 1, ny + 1, 1):
+        cases[f"viscosity_range {r}"] = (lambda v, o, r=r: lib.clover_k_viscosity_range(byref(v), byref(R(*r))),
+                                         lambda v, o, r=r: kn.viscosity_range(v, r))
+        cases[f"accelerate_range {r}"] = (
+            lambda v, o, r=r: lib.clover_k_accelerate_range(byref(v), 0.013, byref(R(*r))),
+            lambda v, o, r=r: kn.accelerate_range(v, 0.013, r))
+    for dr in (1, 2):
+        for sweep in (1, 2):
+            cases[f"advec_cell {dr} {sweep}"] = (
+                lambda v, o, dr=dr, sweep=sweep: lib.clover_k_advec_cell(byref(v), dr, sweep),
+                lambda v, o, dr=dr, sweep=sweep: kn.advec_cell(v, dr, sweep))
+            for r in kn.advec_split(nx, ny, 0, dr):
+                cases[f"advec_cell_range {dr} {sweep} {r}"] = (
+                    lambda v, o, dr=dr, sweep=sweep, r=r: lib.clover_k_advec_cell_range(byref(v), dr, sweep,
+                                                                                       byref(R(*r)), byref(o)),
+                    lambda v, o, dr=dr, sweep=sweep, r=r: kn.advec_cell_range(v, dr, sweep, r, o))
+            for vel in (clover.CF_XVEL1, clover.CF_YVEL1):
+                cases[f"advec_mom {vel} {dr} {sweep}"] = (
+                    lambda v, o, vel=vel, dr=dr, sweep=sweep: lib.clover_k_advec_mom(byref(v), vel, dr, sweep),
+                    lambda v, o, vel=vel, dr=dr, sweep=sweep: kn.advec_mom(v, vel, dr, sweep))
+                for r in kn.advec_split(nx, ny, 1, dr):
+                    cases[f"advec_mom_range {vel} {dr} {sweep} {r}"] = (
+                        lambda v, o, vel=vel, dr=dr, sweep=sweep, r=r: lib.clover_k_advec_mom_range(
+                            byref(v), vel, dr, sweep, byref(R(*r)), byref(o)),
+                        lambda v, o, vel=vel, dr=dr, sweep=sweep, r=r: kn.advec_mom_range(v, vel, dr, sweep, r, o))
+    for edges in (1, 2, 4, 8, 15):
+        for depth in (1, 2):
+            cases[f"reflect {edges} {depth}"] = (
+                lambda v, o, e=edges, dp=depth: lib.clover_k_reflect(byref(v), fields.ctypes.data_as(POINTER(c_int)),
+                                                                    len(fields), dp, e),
+                lambda v, o, e=edges, dp=depth: kn.reflect(v, fields, len(fields), dp, e))
+    bad = []
+    for i, (name, (c_fn, nb_fn)) in enumerate(cases.items()):
+        (fa, ga), (oa, _) = _random_chunk(clover, nx, ny, i), _random_chunk(clover, nx, ny, 1000 + i)
+        (fb, gb), (ob, _) = _random_chunk(clover, nx, ny, i), _random_chunk(clover, nx, ny, 1000 + i)
+        rc = c_fn(cview(fa, ga), cview(oa, ga))
+        rn = nb_fn(kn.View(nx, ny, tuple(fb), gb), kn.View(nx, ny, tuple(ob), gb))
+        if (tuple(rc) if isinstance(rc, (list, tuple)) else rc) != (tuple(rn) if isinstance(rn, (list, tuple))
+                                                                    else rn):
+            bad.append(f"{name}: returned {rc} (C) and {rn} (Numba)")
+        for what, xs, ys in (("field", fa, fb), ("out", oa, ob)):
+            for fi, (x, y) in enumerate(zip(xs, ys)):
+                if not same_bits(x, y):
+                    bad.append(f"{name}: {what} {clover.FIELD_NAMES[fi]} differs")
+        if not same_bits(ga, gb):
+            bad.append(f"{name}: the geometry differs")
+    assert not bad, "\n".join(bad)
+
+
+def _numba_case(clover, deck_name, steps=4):
+    return _deck(clover, deck_name, steps)
+
+
+@pytest.mark.parametrize("deck_name,devices,chunks,check,split_adv", [
+    ("clover_tp1.in", "cpu", 2, False, False),
+    ("clover_tp1.in", "cpu,vgpu:4", 0, True, False),    # checking mode: each queued kernel names its accesses
+    ("bm_cut", "cpu", 4, False, False),                 # 2 x 2: corners between the chunks
+    ("bm_cut", "cpu,vgpu:4", 0, False, False),
+    ("bm_cut", "cpu,vgpu:4", 0, False, True),           # the advection split: parts out of place
+])
+def test_numba_kernels_driver_matches_c_kernels(clover, kn, monkeypatch, deck_name, devices, chunks, check,
+                                                split_adv):
+    """--kernels numba: the same task graph (the same calls per kernel),
+    test problem 1 PASSes, and the fields and field summaries are the C
+    kernels' (and the oracle's) bit for bit."""
+    if check:
+        monkeypatch.setenv("WEFT_VGPU_CHECK", "1")
+    else:
+        monkeypatch.delenv("WEFT_VGPU_CHECK", raising=False)
+    deck = _numba_case(clover, deck_name)
+    kw = dict(devices=devices, chunks=chunks, workers=2, fields=True, split=True if split_adv else None,
+              split_advection=split_adv)
+    c = clover.run(deck, kernels="c", **kw)
+    nb = clover.run(deck, kernels="numba", **kw)
+    assert {k: n for k, (n, _) in nb.profile.items()} == {k: n for k, (n, _) in c.profile.items()}
+    if deck_name == "clover_tp1.in":
+        assert nb.verified == 1, "test problem 1 must PASS"
+    assert (nb.steps, nb.time, nb.nchunks) == (c.steps, c.time, c.nchunks)
+    for a, b in zip(nb.sums, c.sums):
+        assert rel(a, b) <= 1e-12, (nb.sums, c.sums)
+    assert nb.sums == c.sums and nb.sums0 == c.sums0, "bit for bit"
+    assert same_bits(nb.density, c.density) and same_bits(nb.energy, c.energy)
+    ref = clover.serial_run(deck, 1)
+    assert same_bits(nb.density, ref.density) and same_bits(nb.energy, ref.energy)
+
+
+def test_numba_kernels_refused_on_cuda_and_unknown(clover, kn, monkeypatch):
+    """--kernels numba on a CUDA device is refused, saying why (virtual
+    GPUs standing in for CUDA devices, as the CUDA tests do); an unknown
+    kernels= names the choices."""
+    deck = clover.load_deck(os.path.join(DECKS, "clover_tp1.in"))
+    monkeypatch.setattr(clover, "_CUDA_ON_VGPU", True)
+    with pytest.raises(ValueError, match="--kernels numba runs on the CPU and on virtual GPUs only"):
+        clover.run(deck, devices="cpu,vgpu:1", kernels="numba")
+    monkeypatch.setattr(clover, "_CUDA_ON_VGPU", False)
+    with pytest.raises(ValueError, match="not one of c, numba"):
+        clover.run(deck, devices="cpu", kernels="fortran")
+
+
+MPI_NUMBA_SCRIPT = r"""
+import importlib.util, os, re
+spec = importlib.util.spec_from_file_location("cloverleaf", {app!r})
+cl = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(cl)
+with open({bm!r}) as f:
+    text = f.read()
+text = re.sub(r"\b([xy]_cells)\s*=\s*\d+", r"\1=120", text)
+text = re.sub(r"\bend_step\s*=\s*\d+", "end_step=4", text)
+for deck in (cl.load_deck({tp1!r}), cl.parse_deck(text, "clover_bm_short_cut.in")):
+    ref = cl.serial_run(deck, 1)
+    c = cl.run(deck, devices="cpu", chunks=1, workers=1, fields=True, mpi=True, kernels="c")
+    nb = cl.run(deck, devices="cpu", chunks=1, workers=1, fields=True, mpi=True, kernels="numba")
+    assert (nb.nranks, nb.nchunks, nb.steps) == (2, 2, ref.steps)
+    assert nb.sums == c.sums, (nb.rank, nb.sums, c.sums)
+    assert nb.density.tobytes() == ref.density.tobytes() and nb.energy.tobytes() == ref.energy.tobytes()
+    if deck.test_problem == 1:
+        assert nb.verified == 1
+    os.write(1, f"rank {{nb.rank}} {{deck.x_cells}} ok\n".encode())
+"""
+
+
+@needs_mpirun
+def test_mpi_two_ranks_numba_kernels_match_c_kernels(clover, kn, tmp_path):
+    """Across 2 MPI ranks with --kernels numba: test problem 1 PASSes, and
+    on it and the cut benchmark deck the summaries are the C kernels' bit
+    for bit and the fields the oracle's (the Numba cache is warm from the
+    tests above: the ranks load it)."""
+    script = tmp_path / "clover_numba_mpi.py"
+    script.write_text(MPI_NUMBA_SCRIPT.format(app=os.path.join(APP, "cloverleaf.py"),
+                                              bm=os.path.join(DECKS, "clover_bm_short.in"),
+                                              tp1=os.path.join(DECKS, "clover_tp1.in")))
+    p = mpirun([str(script)])
+    out = p.stdout + p.stderr
+    assert p.returncode == 0, out
+    for r in (0, 1):
+        for n in (10, 120):
+            assert f"rank {r} {n} ok" in p.stdout, out
