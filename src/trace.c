@@ -20,6 +20,13 @@ typedef struct trace_event {
     int variant;               /* the alternative run, -1: a task without placements */
     char devices[40];          /* its GPUs' names joined by '+' ("" for none) */
     char data[96];             /* its data where it ran: replica state and copies (see data_note) */
+    /* The "dmda" policy's decision (how < -1: none): its predicted
+     * execution and copies (ns), its predicted finish (weft__now_ns's
+     * clock), and what the prediction rested on (WEFT__PM_*, -1
+     * calibrating).  What happened: the span itself for a CPU task, the
+     * stream tracks' spans for a GPU task's work. */
+    double pred_exec, pred_xfer, pred_fin;
+    int how;
 } trace_event;
 
 /* What t's data looked like when it started, as "d2.t1@vgpu:1 M<-vgpu:3
@@ -134,6 +141,13 @@ static void body_ran(void *self, unsigned worker, const weft__task *t, uint64_t 
         at += (size_t)snprintf(e->devices + at, sizeof e->devices - at, "%s%s", k ? "+" : "",
                                rt->placer.gpu[t->place->gpu[k]]->name);
     data_note(rt, t, e->data, sizeof e->data);
+    e->how = -2;
+    if (t->place && t->place->target >= 0 && rt->placer.policy->eft) { /* (decided before it was queued) */
+        e->how = t->place->pred_how;
+        e->pred_exec = t->place->pred_exec;
+        e->pred_xfer = t->place->pred_xfer;
+        e->pred_fin = t->place->pred_fin;
+    }
     b->count++;
 }
 
@@ -251,6 +265,14 @@ int weft__trace_write(weft__tracer *tr)
                 if (e->data[0]) {
                     fputs(",\"data\":", f);
                     write_json_string(f, e->data);
+                }
+                if (e->how >= -1) {
+                    static const char *const how[] = {"calibrating", "none", "history", "fit"};
+                    double fin = e->pred_fin - (double)tr->t0_ns;
+                    fprintf(f, ",\"model\":\"%s\",\"predicted_us\":%.1f,\"copies_us\":%.1f,"
+                               "\"predicted_finish_us\":%.1f",
+                            how[e->how + 1 < 4 ? e->how + 1 : 1], e->pred_exec / 1e3, e->pred_xfer / 1e3,
+                            fin > 0 ? fin / 1e3 : 0);
                 }
                 fputs("}}", f);
             }

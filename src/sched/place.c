@@ -744,12 +744,12 @@ void weft__place_unlend(weft__placer *p, weft__place *pl)
     pthread_mutex_unlock(&p->lock);
 }
 
+static void map_parked_eft(weft__placer *p, weft__place ***tail);
+
 /* The parked placements in order, until one does not fit (the lock held;
  * released here): each release maps what it made room for, at O(1) per
  * task mapped, and a task needing much is not passed over by later ones
- * needing less. */
-static void map_parked_eft(weft__placer *p, weft__place ***tail);
-
+ * needing less.  (Under the earliest-finish policy: map_parked_eft.) */
 static weft__place *map_parked(weft__placer *p)
 {
     weft__place *mapped = NULL, **tail = &mapped;
