@@ -63,13 +63,38 @@ void weft__place_kind(weft__placer *p, weft__place *pl, const char *kind, int pr
 /* When device d (0: the CPU, 1 + g) could start pl, predicted: when it
  * would be free, but not before pl's data is (ready: its predecessor still
  * running, when pl was released before it finished). */
-static double avail(const weft__placer *p, unsigned d, double now, double ready, double w)
+static double avail(const weft__placer *p, unsigned d, double now, double ready, double w, int prio)
 {
     const weft__eft_dev *e = &p->eft[d];
     unsigned slots = e->slots ? e->slots : 1;
-    double run = e->run_end - now * e->run_w;
-    double at = e->run_w + e->queued_w + w <= slots + 1e-9 ? now : now + ((run > 0 ? run : 0) + e->queued) / slots;
+    double run = e->run_end - now * e->run_w, queued = 0, queued_w = 0;
+    for (unsigned k = 0; k < e->nprio; k++)
+        if (e->prio[k] >= prio || k == WEFT__EFT_PRIOS - 1) {
+            queued += e->queued_at[k];
+            queued_w += e->queued_w_at[k];
+        }
+    double at = e->run_w + queued_w + w <= slots + 1e-9 ? now : now + ((run > 0 ? run : 0) + queued) / slots;
     return at > ready ? at : ready;
+}
+
+/* The bucket of priority prio in e (made if new; the last when full). */
+static unsigned prio_bucket(weft__eft_dev *e, int prio)
+{
+    for (unsigned k = 0; k < e->nprio; k++)
+        if (e->prio[k] == prio)
+            return k;
+    for (unsigned k = 0; k < e->nprio; k++) /* an empty one */
+        if (e->queued_w_at[k] <= 0 && k != WEFT__EFT_PRIOS - 1) {
+            e->prio[k] = prio;
+            e->queued_at[k] = e->queued_w_at[k] = 0;
+            return k;
+        }
+    if (e->nprio < WEFT__EFT_PRIOS) {
+        e->prio[e->nprio] = prio;
+        e->queued_at[e->nprio] = e->queued_w_at[e->nprio] = 0;
+        return e->nprio++;
+    }
+    return WEFT__EFT_PRIOS - 1;
 }
 
 /* When pl's data will be ready: now, or when the predecessor it was
@@ -91,8 +116,9 @@ static double data_ready(const weft__place *pl, double now)
     return at > now ? at : now;
 }
 
-/* pl's execution on arch ar: *ns, and what it rests on (WEFT__PM_*), or -1
- * while the model calibrates (*ns then its own guess, or 0). */
+/* pl's execution on arch ar: *ns, and what it rests on (WEFT__PM_*; NONE
+ * with *ns 0 while the tasks sent to calibrate it have not come back), or
+ * -1 while the model calibrates (*ns then its own guess, or 0). */
 static int predict(const weft__placer *p, const weft__place *pl, unsigned ar, double *ns)
 {
     *ns = 0;
@@ -100,7 +126,8 @@ static int predict(const weft__placer *p, const weft__place *pl, unsigned ar, do
     int how = pl->model[ar] ? weft__pm_predict(p->pm, pl->model[ar], pl->size, ns, &seen) : WEFT__PM_NONE;
     if (how == WEFT__PM_NONE)
         *ns = 0;
-    return how == WEFT__PM_NONE || seen < WEFT__CALIBRATE ? -1 : how;
+    /* (enough sent to calibrate it, none back yet: no model, no calibration) */
+    return seen < WEFT__CALIBRATE ? -1 : how;
 }
 
 /* The share of device d decided on (running or queued). */
@@ -124,7 +151,7 @@ static bool room_ever(const weft__placer *p, unsigned g, const weft__alt *a)
 /* The GPUs alternative a may use, earliest free (with its transfers) first:
  * their number. */
 static unsigned gpus_by_finish(const weft__placer *p, const weft__alt *a, const double *xfer, double now,
-                               double ready, uint8_t *out)
+                               double ready, int prio, uint8_t *out)
 {
     unsigned n = 0;
     double w = (double)a->share / WEFT__SHARE_UNITS;
@@ -135,8 +162,8 @@ static unsigned gpus_by_finish(const weft__placer *p, const weft__alt *a, const 
     }
     for (unsigned i = 1; i < n; i++) /* insertion sort: few GPUs */
         for (unsigned j = i; j > 0; j--) {
-            double x = avail(p, 1 + out[j], now, ready, w) + xfer[1 + out[j]];
-            double y = avail(p, 1 + out[j - 1], now, ready, w) + xfer[1 + out[j - 1]];
+            double x = avail(p, 1 + out[j], now, ready, w, prio) + xfer[1 + out[j]];
+            double y = avail(p, 1 + out[j - 1], now, ready, w, prio) + xfer[1 + out[j - 1]];
             if (!(x < y) && !(x == y && committed(p, 1 + out[j]) < committed(p, 1 + out[j - 1])))
                 break; /* (equals: the one with less decided on it) */
             uint8_t t = out[j];
@@ -156,11 +183,11 @@ static bool candidate(const weft__placer *p, const weft__place *pl, unsigned i, 
     if (!a->gpus) {
         c->how = predict(p, pl, 0, &c->exec);
         c->xfer = xfer[0];
-        c->fin = avail(p, 0, now, ready, 1) + c->xfer;
+        c->fin = avail(p, 0, now, ready, 1, pl->priority) + c->xfer;
         return true;
     }
     uint8_t order[WEFT__MAX_DEVICES - 1];
-    unsigned n = gpus_by_finish(p, a, xfer, now, ready, order);
+    unsigned n = gpus_by_finish(p, a, xfer, now, ready, pl->priority, order);
     if (n < a->gpus)
         return false;
     memcpy(c->gpu, order, a->gpus);
@@ -168,7 +195,8 @@ static bool candidate(const weft__placer *p, const weft__place *pl, unsigned i, 
     c->xfer = 0;
     c->fin = 0;
     for (unsigned k = 0; k < a->gpus; k++) {
-        double f = avail(p, 1 + order[k], now, ready, (double)a->share / WEFT__SHARE_UNITS) + xfer[1 + order[k]];
+        double f = avail(p, 1 + order[k], now, ready, (double)a->share / WEFT__SHARE_UNITS, pl->priority) +
+                   xfer[1 + order[k]];
         c->fin = f > c->fin ? f : c->fin;
         c->xfer = xfer[1 + order[k]] > c->xfer ? xfer[1 + order[k]] : c->xfer;
     }
@@ -198,10 +226,18 @@ static void charge_queued(weft__placer *p, const weft__place *pl, double sign)
     unsigned n = target_devs(pl, dev);
     for (unsigned k = 0; k < n; k++) {
         weft__eft_dev *e = &p->eft[dev[k]];
-        e->queued += sign * (pl->pred_exec + pl->pred_xfer) * pl->weight;
+        unsigned b = prio_bucket(e, pl->priority);
+        double work = sign * (pl->pred_exec + pl->pred_xfer) * pl->weight;
+        e->queued += work;
         e->queued_w += sign * pl->weight;
-        if (e->queued < 0 || e->queued_w < 1e-9)
+        e->queued_at[b] += work;
+        e->queued_w_at[b] += sign * pl->weight;
+        if (e->queued_at[b] < 0 || e->queued_w_at[b] < 1e-9)
+            e->queued_at[b] = e->queued_w_at[b] = 0;
+        if (e->queued < 0 || e->queued_w < 1e-9) { /* nothing queued: no rounding (nor lumping) left over */
             e->queued = e->queued_w = 0;
+            e->nprio = 0;
+        }
     }
 }
 
@@ -217,7 +253,7 @@ void weft__eft_decide(weft__placer *p, weft__place *pl, const double *xfer)
     double guess = INFINITY;
     for (unsigned a = 0; a < p->narch; a++) {
         double ns;
-        if (predict(p, pl, a, &ns) >= 0 && ns < guess)
+        if (predict(p, pl, a, &ns) > 0 && ns > 0 && ns < guess)
             guess = ns;
     }
     if (!isfinite(guess))
@@ -225,7 +261,7 @@ void weft__eft_decide(weft__placer *p, weft__place *pl, const double *xfer)
     for (unsigned i = 0; i < pl->nalt; i++) {
         if (!pl->alt[i].possible || !candidate(p, pl, i, xfer, now, &c) || (calibrating && c.how >= 0))
             continue;
-        if (c.how < 0 && !(c.exec > 0))
+        if (c.how <= 0 && !(c.exec > 0))
             c.exec = guess;
         c.fin += c.exec + c.xfer * (XFER_WEIGHT - 1);
         if (!have || c.fin < best.fin) {
@@ -254,6 +290,11 @@ void weft__eft_decide(weft__placer *p, weft__place *pl, const double *xfer)
         p->pm_fits++;
     else
         p->pm_calibrating++;
+    unsigned ar = a->gpus ? p->gpu_arch[best.gpu[0]] : 0;
+    if (best.how < 0 && p->pm && pl->model[ar]) {
+        pl->calibrates = pl->model[ar];
+        weft__pm_pending(p->pm, pl->calibrates, +1);
+    }
 }
 
 void weft__place_started(weft__placer *p, weft__place *pl)
@@ -317,13 +358,12 @@ void weft__place_finished(weft__placer *p, weft__place *pl, bool ok)
             p->pm_mispredicted++;
     }
     pl->acct = WEFT__ACCT_DONE;
+    weft__pm_model *cal = pl->calibrates;
+    pl->calibrates = NULL;
     pthread_mutex_unlock(&p->lock);
+
     if (ok && obs > 0 && p->pm && pl->model[ar])
         weft__pm_observe(p->pm, pl->model[ar], pl->size, obs);
-}
-
-void weft__placer_print_models(weft__placer *p, FILE *f)
-{
-    if (p->pm)
-        weft__pm_print(p->pm, f);
+    if (cal) /* (after its observation: seen + pending never dips between) */
+        weft__pm_pending(p->pm, cal, -1);
 }

@@ -23,6 +23,7 @@ struct weft__pm_model {
     struct weft__pm_model *next;
     char kind[WEFT__PM_NAME], arch[WEFT__PM_NAME];
     uint64_t seen;               /* observations, all sizes */
+    uint64_t pending;            /* tasks sent to calibrate it, not observed yet */
     /* The fit's sums over the sizes with a history (one point each: ln
      * size, ln mean): n, Σx, Σy, Σxx, Σxy. */
     double n, sx, sy, sxx, sxy;
@@ -144,7 +145,7 @@ int weft__pm_predict(weft__perfmodel *pm, weft__pm_model *m, uint64_t size, doub
 {
     int how = WEFT__PM_NONE;
     pthread_mutex_lock(&pm->lock);
-    *seen = m->seen;
+    *seen = m->seen + m->pending;
     weft__pm_hist *h = hist_find(pm, m, size);
     double var = m->n * m->sxx - m->sx * m->sx;
     if (h && h->count) {
@@ -160,6 +161,14 @@ int weft__pm_predict(weft__perfmodel *pm, weft__pm_model *m, uint64_t size, doub
     }
     pthread_mutex_unlock(&pm->lock);
     return how;
+}
+
+void weft__pm_pending(weft__perfmodel *pm, weft__pm_model *m, int delta)
+{
+    pthread_mutex_lock(&pm->lock);
+    if (delta > 0 || m->pending > 0)
+        m->pending += (uint64_t)(int64_t)delta;
+    pthread_mutex_unlock(&pm->lock);
 }
 
 void weft__pm_observe(weft__perfmodel *pm, weft__pm_model *m, uint64_t size, double ns)

@@ -63,8 +63,14 @@ bool weft__pm_path(char *buf, size_t len);
 weft__pm_model *weft__pm_model_get(weft__perfmodel *pm, const char *kind, const char *arch);
 
 /* Predict m's time at `size` bytes: WEFT__PM_HISTORY, WEFT__PM_FIT or
- * WEFT__PM_NONE (*ns unset).  *seen: the observations m has in all. */
+ * WEFT__PM_NONE (*ns unset).  *seen: the observations m has in all, and
+ * those on their way (weft__pm_pending). */
 int weft__pm_predict(weft__perfmodel *pm, weft__pm_model *m, uint64_t size, double *ns, uint64_t *seen);
+
+/* Count a task sent to calibrate m (delta +1), or one that observed or
+ * gave up (-1): calibration spreads over the devices by what is on its
+ * way, not only by what came back. */
+void weft__pm_pending(weft__perfmodel *pm, weft__pm_model *m, int delta);
 
 /* Record an observation of m at `size` bytes (ns > 0). */
 void weft__pm_observe(weft__perfmodel *pm, weft__pm_model *m, uint64_t size, double ns);

@@ -89,6 +89,7 @@ typedef struct weft__place {
     double pred_exec, pred_xfer, weight;
     double pred_fin;            /* its predicted finish when decided (weft__now_ns's clock) */
     int8_t pred_how;            /* WEFT__PM_*, or -1: calibrating */
+    weft__pm_model *calibrates; /* the model it was sent to calibrate (counted pending), or NULL */
     uint8_t acct;               /* WEFT__ACCT_* */
     uint64_t t_start, t_commit;
     weft__alt alt[];            /* then queue[], event[], gpu[] */
@@ -113,10 +114,19 @@ typedef struct weft__policy {
  * one pool of `slots`, or a GPU as one): the predicted work decided on it
  * and not started (ns, weighted by the share of the device each task
  * takes) and its weights, and of the running tasks the sum of their
- * weighted predicted ends and of their weights: its backlog is queued +
- * (Σ end·w − now·Σ w), over slots — none for a task that fits beside
- * what is decided there (the weights, its own too, within the slots). */
+ * weighted predicted ends and of their weights: its backlog for a task of
+ * priority p is the queued work of priority p or higher + (Σ end·w −
+ * now·Σ w), over slots — none for a task that fits beside what is
+ * decided there (the weights, its own too, within the slots). */
+#define WEFT__EFT_PRIOS 32  /* priorities told apart in a device's queued work */
 typedef struct weft__eft_dev {
+    /* The queued work by priority: a task parked for the device waits
+     * only for those of its priority or higher (the parked list is in
+     * priority order).  Bucket k holds priority prio[k]; more distinct
+     * priorities than buckets share the last, counted for every task. */
+    double queued_at[WEFT__EFT_PRIOS], queued_w_at[WEFT__EFT_PRIOS];
+    int prio[WEFT__EFT_PRIOS];
+    unsigned nprio;
     double queued, queued_w, run_end, run_w;
     unsigned running;
     unsigned slots;
@@ -256,8 +266,6 @@ void weft__place_started(weft__placer *p, weft__place *pl);
  * from when its GPU's previous task completed, to now, less the predicted
  * transfers) goes into its model. */
 void weft__place_finished(weft__placer *p, weft__place *pl, bool ok);
-/* Print the models (weft_runtime_models). */
-void weft__placer_print_models(weft__placer *p, FILE *f);
 
 /* The body of the chosen alternative (or dflt). */
 static inline weft_body_fn weft__place_body(const weft__place *pl, weft_body_fn dflt)
