@@ -6,6 +6,9 @@
 #   Weft's C driver against LAPACKE_dpotrf on 2 OpenBLAS threads, the same
 #   matrix, alternated in one process (weft-cholesky --vs-lapack):
 #     chol_vs_lapack weft <LAPACK's time / Weft's>          (goal >= 1.2)
+#   heterogeneous and modelled (weft-cholesky --model-only --vs-firstfit):
+#     chol_vs_firstfit weft <first fit's time / dmda's>     (goal >= 1.5)
+#     chol_bound_ratio weft <dmda's makespan / its bound>   (goal <= 1.15)
 #   the Python driver (SciPy's BLAS/LAPACK kernels) against the C driver,
 #   and Dask's Cholesky (bench/py/cholesky_dask.py: dask.array.linalg.cholesky,
 #   B x B chunks, threaded scheduler, 2 threads), alternated:
@@ -47,6 +50,21 @@ echo "== tiled Cholesky, N=$n B=$b, 2 workers, $reps runs each (medians)"
 out=$("$exe" "${common[@]}" --vs-lapack "$reps" --lapack-threads 2)
 grep -v '^chol_vs_lapack ' <<<"$out"
 grep '^chol_vs_lapack ' <<<"$out"
+
+# Heterogeneous, modelled: cpu,vgpu:4, GPU kernels modelled ten times a core
+# (--model-only: nothing computed), N=16384, B=1024 (8192 when N < 8192), the
+# "dmda" policy against first fit ("load") alternated, with models learned
+# from nothing in a directory of the run's own (the first "dmda" run
+# calibrates and is not counted).
+hn=16384
+[ "$n" -lt 8192 ] && hn=8192
+models=$(mktemp -d)
+echo "== heterogeneous (modelled), N=$hn B=1024, cpu,vgpu:4, 2 workers, $reps runs each"
+out=$(WEFT_PERFMODEL_DIR=$models "$exe" -n "$hn" -b 1024 --devices cpu,vgpu:4 --workers 2 --model-only \
+      --vs-firstfit "$reps")
+rm -rf "$models"
+grep -v '^chol_vs_firstfit \|^chol_bound_ratio ' <<<"$out"
+grep '^chol_vs_firstfit \|^chol_bound_ratio ' <<<"$out"
 
 if [ ! -x "$py" ]; then
   echo "# $py is missing (make python-venv): no chol_py_vs_c"

@@ -3,17 +3,22 @@
  * HEFT's): a ready task goes where its predicted finish is earliest.
  *
  * For each device set an alternative of the task allows, its finish is
- *     the device's backlog (the work decided on it, predicted)
- *   + the transfers its data would need there (the graph's estimate)
+ *     when the device could start it: its backlog (the predicted work
+ *     decided on it, of the task's priority or higher, and what remains
+ *     of the running tasks'), and not before the predecessor it was
+ *     released early after is predicted to finish
+ *   + the transfers its data would need there (the graph's estimate),
+ *     counted XFER_WEIGHT times
  *   + its execution there (its kind's model on the device's arch).
  * The CPU's workers are one pool of slots (less one when there are GPUs:
  * a worker stays free to run the bodies that feed them, as StarPU gives
  * each GPU a core); a GPU is one slot, a task taking its share of it.
+ * Ties go to the device with less decided on it.
  *
  * Calibration: while a candidate's model has fewer than WEFT__CALIBRATE
- * observations (or predicts nothing), only such candidates are considered,
- * each charged a guess (another arch's prediction, else 100 µs), so that
- * tasks spread over them, by backlog, until each has a model.
+ * observations and tasks sent to observe it, only such candidates are
+ * considered, each charged a guess (another arch's prediction, else 100
+ * µs), so that tasks spread over them, by backlog, until each has a model.
  *
  * The decision is made once, when the task is ready; the map then waits
  * for that device set (sched/place.c).  Everything here runs under the

@@ -564,8 +564,12 @@ static double alt_load(weft__placer *p, const weft__alt *a, uint8_t *out)
  * earlier of equals), on the GPUs its scoring chose. */
 static bool try_map(weft__placer *p, weft__place *pl)
 {
-    if (p->policy->eft) /* where it was decided (sched/eft.c), or nowhere */
-        return pl->target >= 0 && map_alt(p, pl, (unsigned)pl->target, pl->tgpu);
+    if (p->policy->eft) { /* where it was decided (sched/eft.c), or nowhere */
+        bool mapped = pl->target >= 0 && map_alt(p, pl, (unsigned)pl->target, pl->tgpu);
+        if (!pl->riding)
+            pl->ride_on = NULL; /* (a candidate only during this map: it may be freed after) */
+        return mapped;
+    }
     if (p->policy->balance) {
         int best = -1;
         double least = 0;
