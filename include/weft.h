@@ -1078,6 +1078,13 @@ typedef struct weft_task_desc {
      * function is exported, else its object file and offset, the same in
      * every run of one build.  Copied (first 63 bytes). */
     const char *kind;
+    /* The task's work (its flops, or any measure its time on every device
+     * is proportional to; 0: none): while its kind has no model on a kind
+     * of device, "dmda" predicts its time there from the time per unit
+     * of cost the tasks with a cost took there, instead of sending tasks
+     * of the kind there to calibrate.  Must be finite and not negative
+     * (else WEFT_EINVAL). */
+    double cost;
 } weft_task_desc;
 
 /* Flags of weft_task_desc. */

@@ -33,6 +33,8 @@ static void sleep_us(unsigned us) {
         ;
 }
 
+static uint64_t g_gpu_ns = 2000000; /* a GPU body's kernel */
+
 /* Where each task ran: -1 the CPU, else its GPU. */
 static _Atomic int on_gpu[64], on_cpu;
 
@@ -40,7 +42,7 @@ static int cpu_body(weft_ctx *ctx, void *arg) {
     (void)ctx;
     (void)arg;
     atomic_fetch_add(&on_cpu, 1);
-    sleep_us(4000); /* ten times the GPU's */
+    sleep_us(20000); /* ten times the GPU's */
     return 0;
 }
 
@@ -52,7 +54,7 @@ static int empty(void *arg) {
 static int gpu_body(weft_ctx *ctx, void *arg) {
     (void)arg;
     atomic_fetch_add(&on_gpu[weft_ctx_gpu(ctx, 0) - 1], 1);
-    return weft_ctx_queue(ctx, 0, empty, NULL, 400000);
+    return weft_ctx_queue(ctx, 0, empty, NULL, g_gpu_ns);
 }
 
 static void reset(void) {
@@ -67,6 +69,8 @@ static int gpus_total(void) {
         n += atomic_load(&on_gpu[g]);
     return n;
 }
+
+static double g_cost; /* weft_task_desc.cost of the waves' tasks */
 
 /* n independent tasks of `kind` with alternatives `where` (bodies by kind
  * of device), then a wait. */
@@ -83,6 +87,7 @@ static void wave(weft_runtime *rt, const char *kind, const char *const *where, s
         d.placements = pl;
         d.nplacements = nw;
         d.kind = kind;
+        d.cost = g_cost;
         d.accesses = acc;
         d.naccesses = nacc;
         CHECK_OK(weft_spawn(rt, &d, NULL));
@@ -107,9 +112,11 @@ static void test_first_run(void) {
         wave(rt, "fast_on_gpu", both, 2, 8, NULL, 0);
     printf("  calibrating: %d on the CPU, %d on GPUs\n", atomic_load(&on_cpu), gpus_total());
     CHECK(atomic_load(&on_cpu) >= 3 && gpus_total() >= 3);
-    double ns = 0;
-    CHECK(weft_runtime_predict(rt, "fast_on_gpu", 0, 0, &ns) == 1 && ns > 3e6);
-    CHECK(weft_runtime_predict(rt, "fast_on_gpu", 1, 0, &ns) == 1 && ns < 3e6);
+    double on_cpu_ns = 0, on_gpu_ns = 0, ns;
+    CHECK(weft_runtime_predict(rt, "fast_on_gpu", 0, 0, &on_cpu_ns) == 1);
+    CHECK(weft_runtime_predict(rt, "fast_on_gpu", 1, 0, &on_gpu_ns) == 1);
+    printf("  predicted: %.1f ms on the CPU, %.1f ms on a GPU\n", on_cpu_ns / 1e6, on_gpu_ns / 1e6);
+    CHECK(on_cpu_ns > 3 * on_gpu_ns); /* (ten times, less what a loaded machine adds to both) */
     CHECK(weft_runtime_predict(rt, "never_seen", 1, 0, &ns) == 0);
     /* calibrated: on GPUs (a GPU runs ten in the time the CPU runs one) */
     reset();
@@ -120,8 +127,11 @@ static void test_first_run(void) {
     reset();
     wave(rt, "cpu_kind", cpu_only, 1, 4, NULL, 0);
     CHECK(atomic_load(&on_cpu) == 4 && gpus_total() == 0);
-    /* data on GPU 2 (its only valid copy there, 64 MiB: moving it costs
-     * milliseconds, more than waiting for GPU 2) */
+    /* data on GPU 2 (its only valid copy there, 64 MiB over links
+     * modelled at 1 GB/s: moving it costs 67 ms, far more than waiting
+     * for GPU 2's 0.2 ms kernels, even as a loaded machine stretches
+     * them) */
+    g_gpu_ns = 200000;
     size_t big = 64u << 20;
     char *buf = malloc(big);
     CHECK(buf != NULL);
@@ -144,8 +154,69 @@ static void test_first_run(void) {
     CHECK(atomic_load(&on_gpu[2]) == 3);
     CHECK_OK(weft_data_unregister(h));
     free(buf);
+    g_gpu_ns = 2000000;
     weft_stats s = stats(rt);
     CHECK(s.model_calibrating > 0 && s.model_hits > 0);
+    CHECK_OK(weft_runtime_destroy(rt));
+}
+
+/* Costs: tasks of a kind never seen, with a cost, are predicted from the
+ * time per unit of cost tasks with a cost took on each kind of device,
+ * instead of calibrating; a negative or NaN cost is refused. */
+static void test_costs(void) {
+    weft_runtime *rt = make();
+    g_cost = 1e6;
+    for (int w = 0; w < 4; w++) /* the rates: CPU 20 ns, GPU 2 ns per unit */
+        wave(rt, "rated", both, 2, 8, NULL, 0);
+    weft_stats before = stats(rt);
+    reset();
+    wave(rt, "hinted", both, 2, 8, NULL, 0); /* a new kind: no calibration */
+    weft_stats after = stats(rt);
+    printf("  a new kind with a cost: %d on the CPU, %d on GPUs; %llu calibrating\n", atomic_load(&on_cpu),
+           gpus_total(), (unsigned long long)(after.model_calibrating - before.model_calibrating));
+    CHECK(after.model_calibrating == before.model_calibrating && after.model_fits >= before.model_fits + 8);
+    CHECK(atomic_load(&on_cpu) == 0 && gpus_total() == 8);
+    g_cost = 0;
+    weft_task_desc d;
+    weft_task_desc_init(&d);
+    d.body = cpu_body;
+    for (int i = 0; i < 2; i++) {
+        d.cost = i ? -1.0 : 0.0 / 0.0;
+        CHECK_ERR(weft_spawn(rt, &d, NULL), WEFT_EINVAL);
+        CHECKF(strstr(weft_last_error(), "cost") != NULL, "%s", weft_last_error());
+    }
+    CHECK_OK(weft_runtime_destroy(rt));
+}
+
+/* A task on two GPUs at once goes to the two with the least decided on
+ * them, and its data's GPU among them. */
+static _Atomic int pair_seen[64];
+static int pair_body(weft_ctx *ctx, void *arg) {
+    (void)arg;
+    atomic_fetch_add(&pair_seen[weft_ctx_gpu(ctx, 0) - 1], 1);
+    atomic_fetch_add(&pair_seen[weft_ctx_gpu(ctx, 1) - 1], 1);
+    CHECK_OK(weft_ctx_queue(ctx, 0, empty, NULL, 200000));
+    return weft_ctx_queue(ctx, 1, empty, NULL, 200000);
+}
+
+static void test_two_gpus(void) {
+    weft_runtime *rt = make();
+    weft_placement two;
+    CHECK_OK(weft_placement_parse("2*gpu", &two));
+    two.body = pair_body;
+    for (int i = 0; i < 16; i++) {
+        weft_task_desc d;
+        weft_task_desc_init(&d);
+        d.placements = &two;
+        d.nplacements = 1;
+        d.kind = "pair";
+        CHECK_OK(weft_spawn(rt, &d, NULL));
+    }
+    CHECK_OK(weft_wait_all(rt));
+    printf("  16 two-GPU tasks: %d %d %d %d\n", atomic_load(&pair_seen[0]), atomic_load(&pair_seen[1]),
+           atomic_load(&pair_seen[2]), atomic_load(&pair_seen[3]));
+    for (int g = 0; g < 4; g++) /* spread: each GPU takes some */
+        CHECKF(atomic_load(&pair_seen[g]) >= 2, "GPU %d ran %d", g, atomic_load(&pair_seen[g]));
     CHECK_OK(weft_runtime_destroy(rt));
 }
 
@@ -189,12 +260,18 @@ static void test_corrupt_file(void) {
 int main(void) {
     snprintf(dir, sizeof dir, "/tmp/weft-test-dmda-%ld", (long)getpid());
     setenv("WEFT_PERFMODEL_DIR", dir, 1);
+    setenv("WEFT_VGPU_HOST_GBPS", "1", 1);
+    setenv("WEFT_VGPU_PEER_GBPS", "1", 1);
     unsetenv("WEFT_PERFMODEL");
     test_watchdog(test_pick(60, 240));
     test_step("first run");
     test_first_run();
     test_step("second run");
     test_second_run();
+    test_step("costs");
+    test_costs();
+    test_step("two GPUs");
+    test_two_gpus();
     test_step("corrupt file");
     test_corrupt_file();
     char cmd[300];

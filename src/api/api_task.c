@@ -255,6 +255,10 @@ int weft__desc_check(const weft_runtime *h, const weft_task_desc *d, const char 
         return weft__error(WEFT_EINVAL, "%s: nplacements is %zu but placements is NULL", fn, d->nplacements);
     if (d->naccesses > UINT16_MAX || d->ndeps > UINT32_MAX / 2)
         return weft__error(WEFT_EINVAL, "%s: too many dependencies or accesses", fn);
+    if (!(d->cost >= 0) || d->cost > 1e300) /* NaN too */
+        return weft__error(WEFT_EINVAL, "%s: cost %g is not a finite number of at least 0 (the task's work, in "
+                                        "flops or any unit its time is proportional to; 0: none)",
+                           fn, d->cost);
     for (size_t i = 0; i < d->ndeps; i++) {
         weft__task *p = weft__task_get(d->deps[i]);
         if (!p)

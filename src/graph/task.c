@@ -775,7 +775,8 @@ static int spawn_new(weft__graph *g, const weft_task_desc *d, size_t *extra, wef
         }
         if (g->placer->policy->eft) {
             char kind[WEFT__PM_NAME];
-            weft__place_kind(g->placer, t->place, task_kind(d, kind, sizeof kind), d->priority, access_bytes(d));
+            weft__place_kind(g->placer, t->place, task_kind(d, kind, sizeof kind), d->priority, access_bytes(d),
+                             d->cost);
         }
         t->early_ok = t->place->gpu_only && !touches_host(d);
         if (t->early_ok) {

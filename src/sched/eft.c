@@ -55,14 +55,23 @@ void weft__placer_models(weft__placer *p, weft__perfmodel *pm)
         p->eft[1 + g].slots = 1;
 }
 
-void weft__place_kind(weft__placer *p, weft__place *pl, const char *kind, int priority, uint64_t size)
+/* The model of each arch's time per unit of cost (weft_task_desc.cost),
+ * kept as a kind of its own, at size 0. */
+#define PER_COST_KIND "(time per unit of cost)"
+
+void weft__place_kind(weft__placer *p, weft__place *pl, const char *kind, int priority, uint64_t size,
+                      double cost)
 {
     pl->priority = priority;
     pl->size = size;
+    pl->cost = cost;
     pl->target = -1;
     pl->pred_how = -1;
-    for (unsigned a = 0; a < p->narch && p->pm; a++)
+    for (unsigned a = 0; a < p->narch && p->pm; a++) {
         pl->model[a] = weft__pm_model_get(p->pm, kind, p->arch[a]);
+        if (cost > 0)
+            pl->per_cost[a] = weft__pm_model_get(p->pm, PER_COST_KIND, p->arch[a]);
+    }
 }
 
 /* When device d (0: the CPU, 1 + g) could start pl, predicted: when it
@@ -131,6 +140,13 @@ static int predict(const weft__placer *p, const weft__place *pl, unsigned ar, do
     int how = pl->model[ar] ? weft__pm_predict(p->pm, pl->model[ar], pl->size, ns, &seen) : WEFT__PM_NONE;
     if (how == WEFT__PM_NONE)
         *ns = 0;
+    double per = 0;
+    uint64_t rated = 0;
+    if (seen < WEFT__CALIBRATE && pl->per_cost[ar] &&
+        weft__pm_predict(p->pm, pl->per_cost[ar], 0, &per, &rated) == WEFT__PM_HISTORY && per > 0) {
+        *ns = pl->cost * per; /* its cost at the rate tasks with a cost showed there */
+        return WEFT__PM_FIT;
+    }
     /* (enough sent to calibrate it, none back yet: no model, no calibration) */
     return seen < WEFT__CALIBRATE ? -1 : how;
 }
@@ -369,6 +385,8 @@ void weft__place_finished(weft__placer *p, weft__place *pl, bool ok)
 
     if (ok && obs > 0 && p->pm && pl->model[ar])
         weft__pm_observe(p->pm, pl->model[ar], pl->size, obs);
+    if (ok && obs > 0 && p->pm && pl->per_cost[ar])
+        weft__pm_observe(p->pm, pl->per_cost[ar], 0, obs / pl->cost);
     if (cal) /* (after its observation: seen + pending never dips between) */
         weft__pm_pending(p->pm, cal, -1);
 }

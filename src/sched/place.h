@@ -84,6 +84,8 @@ typedef struct weft__place {
     int priority;
     uint64_t size;
     weft__pm_model *model[WEFT__ARCHS];
+    double cost;                /* weft_task_desc.cost (0: none) */
+    weft__pm_model *per_cost[WEFT__ARCHS]; /* each arch's time per unit of cost (when cost > 0) */
     int16_t target;             /* the alternative decided on, -1: none yet */
     uint8_t tgpu[WEFT__MAX_DEVICES - 1];
     double pred_exec, pred_xfer, weight;
@@ -255,9 +257,10 @@ void weft__place_unlend(weft__placer *p, weft__place *pl);
  * and of each GPU (its weft__device.arch). */
 void weft__placer_models(weft__placer *p, weft__perfmodel *pm);
 /* At spawn, under the policy: pl's kind (its models on every arch), its
- * priority and the bytes of its accesses.  Never fails (a model that could
- * not be made predicts nothing). */
-void weft__place_kind(weft__placer *p, weft__place *pl, const char *kind, int priority, uint64_t size);
+ * priority, the bytes of its accesses and its cost (weft_task_desc.cost).
+ * Never fails (a model that could not be made predicts nothing). */
+void weft__place_kind(weft__placer *p, weft__place *pl, const char *kind, int priority, uint64_t size,
+                      double cost);
 /* pl's task starts its body now (its device's work moves from queued to
  * running). */
 void weft__place_started(weft__placer *p, weft__place *pl);
