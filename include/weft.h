@@ -212,8 +212,12 @@ typedef struct weft_config {
      * weft_runtime_create: WEFT_VGPU_LATENCY_US (default 2),
      * WEFT_VGPU_HOST_GBPS (host <-> GPU, default 25), WEFT_VGPU_PEER_GBPS
      * (GPU <-> GPU, and the virtual communicator's links, default 50);
-     * values that are not positive numbers are ignored.  A copy into a GPU
-     * goes on the GPU's copy queue, beside the kernels queued there before,
+     * values that are not positive numbers are ignored.
+     * WEFT_VGPU_COPIES=timing makes copies take their modelled time and
+     * move no bytes — data on virtual GPUs is then NOT the program's (a
+     * warning says so once on stderr) — for scheduling studies whose
+     * kernels compute nothing (weft-cholesky --model-only); ignored in the
+     * checking mode.  A copy into a GPU goes on the GPU's copy queue, beside the kernels queued there before,
      * when the task's stream is busy (weft_stats.bytes_prefetched);
      * WEFT_PREFETCH=0 (read at weft_runtime_create) puts every copy on the
      * stream of the task that needs it instead.  WEFT_VGPU_SCHEDULE=<seed>

@@ -189,6 +189,8 @@ typedef struct weft__vgpu_params {
     bool scheduled;           /* the seeded schedule (device/vsched.h), from schedule_seed; the
                                  default reads WEFT_VGPU_SCHEDULE */
     uint64_t schedule_seed;
+    bool copy_timing_only;    /* copies take their modelled time and move nothing
+                                 (WEFT_VGPU_COPIES=timing; never with check) */
 } weft__vgpu_params;
 void weft__vgpu_params_default(weft__vgpu_params *p);
 /* A started virtual GPU (NULL on ENOMEM or if a thread could not start). */

@@ -508,7 +508,9 @@ static bool run_item(weft__dqueue *q, item *it)
         if (!q->scheduled && v->p.fixed_timing)
             sleep_ns(v->p.fixed_delay_ns);
         size_t rows = it->rows ? it->rows : 1;
-        if (copy_checked(q, it, rows)) {
+        if (v->p.copy_timing_only) {
+            /* (nothing moved: WEFT_VGPU_COPIES=timing) */
+        } else if (copy_checked(q, it, rows)) {
             for (size_t r = 0; r < rows; r++)
                 memmove((char *)it->dst + r * it->dpitch, (const char *)it->src + r * it->spitch, it->n);
         } else if (atomic_load_explicit(&q->error, memory_order_relaxed) == 0) {
@@ -1014,6 +1016,16 @@ void weft__vgpu_params_default(weft__vgpu_params *p)
         p->host_bw = v * 1e9;
     if ((v = env_number("WEFT_VGPU_PEER_GBPS")) > 0)
         p->peer_bw = v * 1e9;
+    const char *copies = getenv("WEFT_VGPU_COPIES");
+    p->copy_timing_only = copies && strcmp(copies, "timing") == 0 && !p->check;
+    static atomic_bool told;
+    if (p->copy_timing_only && !atomic_exchange(&told, true))
+        fprintf(stderr, "weft: WEFT_VGPU_COPIES=timing: copies to, from and between virtual GPUs take their "
+                        "modelled time and move no bytes, so data on virtual GPUs is not the program's (for "
+                        "scheduling studies whose kernels compute nothing, as weft-cholesky --model-only)\n");
+    else if (copies && strcmp(copies, "timing") == 0 && p->check && !atomic_exchange(&told, true))
+        fprintf(stderr, "weft: WEFT_VGPU_COPIES=timing is ignored in the checking mode (WEFT_VGPU_CHECK): "
+                        "copies move their bytes\n");
 }
 
 weft__device *weft__vgpu_new(weft__waitset *ws, const weft__vgpu_params *p, const char *name)
