@@ -334,6 +334,7 @@ def calc_dt(v, d, c_x0, c_y0):
     dtc_safe, dtu_safe = d.dtc_safe, d.dtu_safe
     dtv_safe, dtdiv_safe = d.dtv_safe, d.dtdiv_safe
     out_dt, out_control, out_j, out_k = G_BIG, 1, c_x0 + 1, c_y0 + 1
+    mrow = np.empty(nx + G)   # each cell's dt, a row at a time
     for k in range(G, ny + G):
         xarea = v.f[CF_XAREA][k]
         ya0 = v.f[CF_YAREA][k]
@@ -347,11 +348,12 @@ def calc_dt(v, d, c_x0, c_y0):
         yv0 = v.f[CF_YVEL0][k]
         yv1 = v.f[CF_YVEL0][k + 1]
         dsy = celldy[k]
-        # the row's minimum first, in the reference's order, then locate
-        # it only when it beats the best so far (the row's loop as
-        # _cell_dt, written out: a helper taking the rows as arguments
-        # costs their reference counts on every cell)
-        rmin = G_BIG
+        # each cell's dt into a row (a vector loop), the row's minimum in
+        # the reference's order (a scalar loop, as C's: a minimum
+        # vectorises only under fastmath), then locate it only when it
+        # beats the best so far (the row's loop as _cell_dt, written out:
+        # a helper taking the rows as arguments costs their reference
+        # counts on every cell)
         j = G
         while j < nx + G:
             dsx = celldx[j]
@@ -369,7 +371,12 @@ def calc_dt(v, d, c_x0, c_y0):
             dtvt = dtv_safe * 2.0 * volume[j] / dmax2(dmax2(abs(dv1), abs(dv2)), G_SMALL * volume[j])
             div = div / (2.0 * volume[j])
             dtdivt = dtdiv_safe * (-1.0 / div) if div < -G_SMALL else G_BIG
-            rmin = dmin2(rmin, dmin2(dmin2(dtct, dtut), dmin2(dtvt, dtdivt)))
+            mrow[j] = dmin2(dmin2(dtct, dtut), dmin2(dtvt, dtdivt))
+            j += 1
+        rmin = G_BIG
+        j = G
+        while j < nx + G:
+            rmin = dmin2(rmin, mrow[j])
             j += 1
         if not (rmin < out_dt):
             continue
