@@ -728,11 +728,12 @@ def advec_cell_x(v, sweep, c, out):
         while j < J1 + 1:
             vf = vfx[j]
             pos = vf > 0.0
-            mf, ef = cell_flux(vf, density1[j - 2] if pos else density1[j + 1],
-                               density1[j - 1] if pos else density1[j], density1[j] if pos else density1[j - 1],
-                               energy1[j - 2] if pos else energy1[j + 1], energy1[j - 1] if pos else energy1[j],
-                               energy1[j] if pos else energy1[j - 1], pre_vol[j - 1] if pos else pre_vol[j],
-                               ratio_pos[j] if pos else ratio_neg[j], one_by_six)
+            mfp, efp = cell_flux(vf, density1[j - 2], density1[j - 1], density1[j], energy1[j - 2], energy1[j - 1],
+                                 energy1[j], pre_vol[j - 1], ratio_pos[j], one_by_six)
+            mfn, efn = cell_flux(vf, density1[j + 1], density1[j], density1[j - 1], energy1[j + 1], energy1[j],
+                                 energy1[j - 1], pre_vol[j], ratio_neg[j], one_by_six)
+            mf = mfp if pos else mfn
+            ef = efp if pos else efn
             mfx[j] = mf
             ener_flux[j] = ef
             j += 1
@@ -804,10 +805,12 @@ def advec_cell_y(v, sweep, c, out):
             while j < J1:
                 vf = vfy[j]
                 pos = vf > 0.0
-                mf, ef = cell_flux(vf, d_upp[j] if pos else d_upn[j], d_dop[j] if pos else d_k[j],
-                                   d_k[j] if pos else d_dop[j], e_upp[j] if pos else e_upn[j],
-                                   e_dop[j] if pos else e_k[j], e_k[j] if pos else e_dop[j],
-                                   pv_dop[j] if pos else pv_k[j], ratio_pos if pos else ratio_neg, one_by_six)
+                mfp, efp = cell_flux(vf, d_upp[j], d_dop[j], d_k[j], e_upp[j], e_dop[j], e_k[j], pv_dop[j], ratio_pos,
+                                     one_by_six)
+                mfn, efn = cell_flux(vf, d_upn[j], d_k[j], d_dop[j], e_upn[j], e_k[j], e_dop[j], pv_k[j], ratio_neg,
+                                     one_by_six)
+                mf = mfp if pos else mfn
+                ef = efp if pos else efn
                 mfy[j] = mf
                 ener_flux[j] = ef
                 j += 1
@@ -847,6 +850,18 @@ def mom_limiter(vdiffuw, vdiffdw, sigma, width, cdif):
     wind = -1.0 if vdiffdw <= 0.0 else 1.0
     limiter = wind * dmin2(dmin2(width * ((2.0 - sigma) * adw / width + (1.0 + sigma) * auw / cdif) / 6.0, auw), adw)
     return limiter if vdiffuw * vdiffdw > 0.0 else 0.0
+
+
+@jit_inline
+def mom_advec_vel(nf, vup, vdo, vdn, pre, width, cdif):
+    """The advected velocity at a node of node flux nf, from the upwind,
+    donor and downwind velocities, the donor's node_mass_pre and the
+    widths."""
+    sigma = abs(nf) / pre
+    vdiffuw = vdo - vup
+    vdiffdw = vdn - vdo
+    limiter = mom_limiter(vdiffuw, vdiffdw, sigma, width, cdif)
+    return vdo + (1.0 - sigma) * limiter
 
 
 @jit
@@ -918,18 +933,9 @@ def mom_y_fused(v, vel, i, pvflux, j0, j1, out):
         prei = post - nfm[j] + nfi
         pre_i[j] = prei
         nf = nfm[j]
-        neg = nf < 0.0
-        vup = vpp[j] if neg else vel_ku[j]
-        vdo = vp[j] if neg else v0[j]
-        vdn = v0[j] if neg else vp[j]
-        pre = prei if neg else pre_k[j]
-        cdif = cd_neg if neg else cd_pos
-        sigma = abs(nf) / pre
-        vdiffuw = vdo - vup
-        vdiffdw = vdn - vdo
-        limiter = mom_limiter(vdiffuw, vdiffdw, sigma, width, cdif)
-        advec_vel = vdo + (1.0 - sigma) * limiter
-        mom_flux_k[j] = advec_vel * nf
+        avn = mom_advec_vel(nf, vpp[j], vp[j], v0[j], prei, width, cd_neg)
+        avp = mom_advec_vel(nf, vel_ku[j], v0[j], vp[j], pre_k[j], width, cd_pos)
+        mom_flux_k[j] = (avn if nf < 0.0 else avp) * nf
         vout[j] = (vel_ku[j] * pre_ku[j] + mfl_kum[j] - mfl_ku[j]) / post_ku[j]
         j += 1
 
@@ -985,19 +991,10 @@ def advec_mom_x(v, vel, mom_sweep, c, out):
         j = J0 - 1
         while j < J1:
             nf = node_flux[j]
-            neg = nf < 0.0
-            vup = vel1[j + 2] if neg else vel1[j - 1]
-            vdo = vel1[j + 1] if neg else vel1[j]
-            vdn = vel1[j] if neg else vel1[j + 1]
-            pre = nm_pre[j + 1] if neg else nm_pre[j]
-            cdif = celldx[j + 1] if neg else celldx[j - 1]
-            sigma = abs(nf) / pre
             width = celldx[j]
-            vdiffuw = vdo - vup
-            vdiffdw = vdn - vdo
-            limiter = mom_limiter(vdiffuw, vdiffdw, sigma, width, cdif)
-            advec_vel = vdo + (1.0 - sigma) * limiter
-            mom_flux[j] = advec_vel * nf
+            avn = mom_advec_vel(nf, vel1[j + 2], vel1[j + 1], vel1[j], nm_pre[j + 1], width, celldx[j + 1])
+            avp = mom_advec_vel(nf, vel1[j - 1], vel1[j], vel1[j + 1], nm_pre[j], width, celldx[j - 1])
+            mom_flux[j] = (avn if nf < 0.0 else avp) * nf
             j += 1
         vout = out.f[vel][k]
         j = J0
@@ -1066,18 +1063,10 @@ def advec_mom_y(v, vel, mom_sweep, c, out):
             cd_pos = celldy[k - 1]
             j = J0
             while j < J1:
-                neg = nfk[j] < 0.0
-                vup = vpp[j] if neg else vm[j]
-                vdo = vp[j] if neg else v0[j]
-                vdn = v0[j] if neg else vp[j]
-                pre = pre_k1[j] if neg else pre_k[j]
-                cdif = cd_neg if neg else cd_pos
-                sigma = abs(nfk[j]) / pre
-                vdiffuw = vdo - vup
-                vdiffdw = vdn - vdo
-                limiter = mom_limiter(vdiffuw, vdiffdw, sigma, width, cdif)
-                advec_vel = vdo + (1.0 - sigma) * limiter
-                mom_flux[j] = advec_vel * nfk[j]
+                nf = nfk[j]
+                avn = mom_advec_vel(nf, vpp[j], vp[j], v0[j], pre_k1[j], width, cd_neg)
+                avp = mom_advec_vel(nf, vm[j], v0[j], vp[j], pre_k[j], width, cd_pos)
+                mom_flux[j] = (avn if nf < 0.0 else avp) * nf
                 j += 1
         ku = i - 2
         if ku < K0:
