@@ -24,6 +24,22 @@ Where the C kernels stage values in rows of a block (viscosity, calc_dt:
 to take the square roots in a vector loop), the same value is computed in
 one loop here: the operations on each element are the same, only the
 order across elements differs, which no result depends on.
+
+Written so that LLVM vectorises the loops over a row's columns:
+- they are while loops (j = start; while j < stop: ...; j += 1), not
+  range() loops: Numba's range iterator adds the step to the index
+  without a no-overflow flag, so LLVM cannot prove the index non-negative
+  and every a[j] keeps Numba's negative-index wraparound, which leaves
+  the loop scalar or makes it gather and scatter (4-5x slower);
+- a value chosen by the flow's sign from two rows or columns (the
+  advections' upwind cells) is computed for both signs from plain loads
+  and the result chosen: picking the inputs compiles to loads through a
+  selected address, which LLVM does not vectorise.  The chosen value has
+  the same operations on the same inputs; the other, perhaps inf or NaN,
+  is dropped (error_model="numpy": nothing raises);
+- a minimum over a row (calc_dt) is a scalar loop after the vector loop
+  that stores each cell's value, as in C (a floating-point minimum
+  vectorises only under fastmath, which would change results).
 """
 import math
 from collections import namedtuple
