@@ -24,6 +24,22 @@ Where the C kernels stage values in rows of a block (viscosity, calc_dt:
 to take the square roots in a vector loop), the same value is computed in
 one loop here: the operations on each element are the same, only the
 order across elements differs, which no result depends on.
+
+Written so that LLVM vectorises the loops over a row's columns:
+- they are while loops (j = start; while j < stop: ...; j += 1), not
+  range() loops: Numba's range iterator adds the step to the index
+  without a no-overflow flag, so LLVM cannot prove the index non-negative
+  and every a[j] keeps Numba's negative-index wraparound, which leaves
+  the loop scalar or makes it gather and scatter (4-5x slower);
+- a value chosen by the flow's sign from two rows or columns (the
+  advections' upwind cells) is computed for both signs from plain loads
+  and the result chosen: picking the inputs compiles to loads through a
+  selected address, which LLVM does not vectorise.  The chosen value has
+  the same operations on the same inputs; the other, perhaps inf or NaN,
+  is dropped (error_model="numpy": nothing raises);
+- a minimum over a row (calc_dt) is a scalar loop after the vector loop
+  that stores each cell's value, as in C (a floating-point minimum
+  vectorises only under fastmath, which would change results).
 """
 import math
 from collections import namedtuple
@@ -165,13 +181,15 @@ def initialise(v, d, c_x0, c_y0):
     vertexx, vertexdx = geo(v, CG_VERTEXX), geo(v, CG_VERTEXDX)
     celly, celldy = geo(v, CG_CELLY), geo(v, CG_CELLDY)
     vertexy, vertexdy = geo(v, CG_VERTEXY), geo(v, CG_VERTEXDY)
-    for j in range(0, nx + 5):
+    j = 0
+    while j < nx + 5:
         x = d.xmin + dx * float(c_x0 + j - G)
         xr = d.xmin + dx * float(c_x0 + j - G + 1)
         vertexx[j] = x
         vertexdx[j] = dx
         cellx[j] = 0.5 * (x + xr)
         celldx[j] = dx
+        j += 1
     for k in range(0, ny + 5):
         y = d.ymin + dy * float(c_y0 + k - G)
         yt = d.ymin + dy * float(c_y0 + k - G + 1)
@@ -185,10 +203,12 @@ def initialise(v, d, c_x0, c_y0):
         xarea = v.f[CF_XAREA][k]
         yarea = v.f[CF_YAREA][k]
         cdy = celldy[k]
-        for j in range(0, nx + 5):
+        j = 0
+        while j < nx + 5:
             volume[j] = vol
             xarea[j] = cdy
             yarea[j] = celldx[j]
+            j += 1
 
 
 @jit
@@ -213,11 +233,13 @@ def generate(v, d):
         energy0 = v.f[CF_ENERGY0][k]
         xvel0 = v.f[CF_XVEL0][k]
         yvel0 = v.f[CF_YVEL0][k]
-        for j in range(0, nx + 5):
+        j = 0
+        while j < nx + 5:
             density0[j] = s1[ST_DENSITY]
             energy0[j] = s1[ST_ENERGY]
             xvel0[j] = s1[ST_XVEL]
             yvel0[j] = s1[ST_YVEL]
+            j += 1
     for s in range(1, d.nstates):
         st = d.states[s]
         geometry = int(st[ST_GEOMETRY])
@@ -225,7 +247,8 @@ def generate(v, d):
         for k in range(0, ny + 1 + G + 1):
             density0 = v.f[CF_DENSITY0][k]
             energy0 = v.f[CF_ENERGY0][k]
-            for j in range(0, nx + 1 + G + 1):
+            j = 0
+            while j < nx + 1 + G + 1:
                 hit = False
                 if geometry == CLOVER_GEOM_RECTANGLE:
                     hit = (vertexx[j + 1] >= st[ST_XMIN] and vertexx[j] < st[ST_XMAX]
@@ -239,6 +262,7 @@ def generate(v, d):
                     energy0[j] = st[ST_ENERGY]
                     density0[j] = st[ST_DENSITY]
                     set_node_block(v, j, k, st[ST_XVEL], st[ST_YVEL])
+                j += 1
 
 
 # ---- equation of state, viscosity, time step -------------------------------
@@ -254,7 +278,8 @@ def ideal_gas(v, predict):
         energy = v.f[fe][k]
         pressure = v.f[CF_PRESSURE][k]
         soundspeed = v.f[CF_SOUNDSPEED][k]
-        for j in range(G, nx + G):
+        j = G
+        while j < nx + G:
             dn = density[j]
             vv = 1.0 / dn
             p = gm1 * dn * energy[j]
@@ -263,6 +288,7 @@ def ideal_gas(v, predict):
             ss2 = vv * vv * (p * pbe - pbv)
             pressure[j] = p
             soundspeed[j] = math.sqrt(ss2)
+            j += 1
 
 
 @jit
@@ -289,7 +315,8 @@ def viscosity_range(v, r):
         visc = v.f[CF_VISCOSITY][k]
         cdy = celldy[k]
         cdy2 = celldy[k] + celldy[k + 1]
-        for j in range(c[0] + G, c[1] + G):
+        j = c[0] + G
+        while j < c[1] + G:
             cdx = celldx[j]
             ugrad = (xv0[j + 1] + xv1[j + 1]) - (xv0[j] + xv1[j])
             vgrad = (yv1[j] + yv1[j + 1]) - (yv0[j] + yv0[j + 1])
@@ -311,6 +338,7 @@ def viscosity_range(v, r):
             grad2 = grad * grad
             q = 2.0 * density0[j] * grad2 * limiter * limiter
             visc[j] = 0.0 if (limiter > 0.0) or (div >= 0.0) else q
+            j += 1
 
 
 @jit
@@ -322,6 +350,7 @@ def calc_dt(v, d, c_x0, c_y0):
     dtc_safe, dtu_safe = d.dtc_safe, d.dtu_safe
     dtv_safe, dtdiv_safe = d.dtv_safe, d.dtdiv_safe
     out_dt, out_control, out_j, out_k = G_BIG, 1, c_x0 + 1, c_y0 + 1
+    mrow = np.empty(nx + G)   # each cell's dt, a row at a time
     for k in range(G, ny + G):
         xarea = v.f[CF_XAREA][k]
         ya0 = v.f[CF_YAREA][k]
@@ -335,12 +364,14 @@ def calc_dt(v, d, c_x0, c_y0):
         yv0 = v.f[CF_YVEL0][k]
         yv1 = v.f[CF_YVEL0][k + 1]
         dsy = celldy[k]
-        # the row's minimum first, in the reference's order, then locate
-        # it only when it beats the best so far (the row's loop as
-        # _cell_dt, written out: a helper taking the rows as arguments
-        # costs their reference counts on every cell)
-        rmin = G_BIG
-        for j in range(G, nx + G):
+        # each cell's dt into a row (a vector loop), the row's minimum in
+        # the reference's order (a scalar loop, as C's: a minimum
+        # vectorises only under fastmath), then locate it only when it
+        # beats the best so far (the row's loop as _cell_dt, written out:
+        # a helper taking the rows as arguments costs their reference
+        # counts on every cell)
+        j = G
+        while j < nx + G:
             dsx = celldx[j]
             cc = ss[j] * ss[j]
             cc = cc + 2.0 * visc[j] / density0[j]
@@ -356,12 +387,19 @@ def calc_dt(v, d, c_x0, c_y0):
             dtvt = dtv_safe * 2.0 * volume[j] / dmax2(dmax2(abs(dv1), abs(dv2)), G_SMALL * volume[j])
             div = div / (2.0 * volume[j])
             dtdivt = dtdiv_safe * (-1.0 / div) if div < -G_SMALL else G_BIG
-            rmin = dmin2(rmin, dmin2(dmin2(dtct, dtut), dmin2(dtvt, dtdivt)))
+            mrow[j] = dmin2(dmin2(dtct, dtut), dmin2(dtvt, dtdivt))
+            j += 1
+        rmin = G_BIG
+        j = G
+        while j < nx + G:
+            rmin = dmin2(rmin, mrow[j])
+            j += 1
         if not (rmin < out_dt):
             continue
         # recompute this row to find the first cell holding the minimum
         # and which limit set it (sound, xvel, yvel, div, in that order)
-        for j in range(G, nx + G):
+        j = G
+        while j < nx + G:
             m, dtct, dtut, dtvt = _cell_dt(j, celldx, dsy, xarea, ya0, ya1, volume, density0, visc, ss, xv0, xv1,
                                            yv0, yv1, dtc_safe, dtu_safe, dtv_safe, dtdiv_safe)
             if m == rmin:
@@ -370,6 +408,7 @@ def calc_dt(v, d, c_x0, c_y0):
                 out_j = c_x0 + j - G + 1
                 out_k = c_y0 + k - G + 1
                 break
+            j += 1
     return out_dt, out_control, out_j, out_k
 
 
@@ -421,7 +460,8 @@ def pdv(v, predict, dt):
         if predict:
             # the predictor uses the start-of-step velocities twice
             xb0, xb1, yb0, yb1 = xa0, xa1, ya_0, ya_1
-            for j in range(G, nx + G):
+            j = G
+            while j < nx + G:
                 left = (xarea[j] * (xa0[j] + xa1[j] + xb0[j] + xb1[j])) * 0.25 * dt * 0.5
                 right = (xarea[j + 1] * (xa0[j + 1] + xa1[j + 1] + xb0[j + 1] + xb1[j + 1])) * 0.25 * dt * 0.5
                 bottom = (ya0[j] * (ya_0[j] + ya_0[j + 1] + yb0[j] + yb0[j + 1])) * 0.25 * dt * 0.5
@@ -435,12 +475,14 @@ def pdv(v, predict, dt):
                 echg = (pressure[j] / density0[j] + visc[j] / density0[j]) * total * recip
                 energy1[j] = energy0[j] - echg
                 density1[j] = density0[j] * vc
+                j += 1
         else:
             xb0 = v.f[CF_XVEL1][k]
             xb1 = v.f[CF_XVEL1][k + 1]
             yb0 = v.f[CF_YVEL1][k]
             yb1 = v.f[CF_YVEL1][k + 1]
-            for j in range(G, nx + G):
+            j = G
+            while j < nx + G:
                 left = (xarea[j] * (xa0[j] + xa1[j] + xb0[j] + xb1[j])) * 0.25 * dt
                 right = (xarea[j + 1] * (xa0[j + 1] + xa1[j + 1] + xb0[j + 1] + xb1[j + 1])) * 0.25 * dt
                 bottom = (ya0[j] * (ya_0[j] + ya_0[j + 1] + yb0[j] + yb0[j + 1])) * 0.25 * dt
@@ -454,6 +496,7 @@ def pdv(v, predict, dt):
                 echg = (pressure[j] / density0[j] + visc[j] / density0[j]) * total * recip
                 energy1[j] = energy0[j] - echg
                 density1[j] = density0[j] * vc
+                j += 1
         bad |= rowbad
     return 1 if bad else 0
 
@@ -466,9 +509,11 @@ def revert(v):
         e0 = v.f[CF_ENERGY0][k]
         d1 = v.f[CF_DENSITY1][k]
         e1 = v.f[CF_ENERGY1][k]
-        for j in range(G, nx + G):
+        j = G
+        while j < nx + G:
             d1[j] = d0[j]
             e1[j] = e0[j]
+            j += 1
 
 
 @jit
@@ -497,7 +542,8 @@ def accelerate_range(v, dt, r):
         yvel0 = v.f[CF_YVEL0][k]
         xvel1 = v.f[CF_XVEL1][k]
         yvel1 = v.f[CF_YVEL1][k]
-        for j in range(c[0] + G, c[1] + G):
+        j = c[0] + G
+        while j < c[1] + G:
             nodal_mass = (dm[j - 1] * vm[j - 1] + dm[j] * vm[j] + d0[j] * v0[j] + d0[j - 1] * v0[j - 1]) * 0.25
             s = halfdt / nodal_mass
             xv = xvel0[j] - s * (xa0[j] * (p0[j] - p0[j - 1]) + xam[j] * (pm[j] - pm[j - 1]))
@@ -506,6 +552,7 @@ def accelerate_range(v, dt, r):
             yv = yv - s * (ya0[j] * (q0[j] - qm[j]) + ya0[j - 1] * (q0[j - 1] - qm[j - 1]))
             xvel1[j] = xv
             yvel1[j] = yv
+            j += 1
 
 
 @jit
@@ -524,10 +571,14 @@ def flux_calc(v, dt):
         vfx = v.f[CF_VOL_FLUX_X][k]
         vfy = v.f[CF_VOL_FLUX_Y][k]
         if k < ny + G:
-            for j in range(G, nx + 1 + G):
+            j = G
+            while j < nx + 1 + G:
                 vfx[j] = qdt * xarea[j] * (xa0[j] + xa1[j] + xb0[j] + xb1[j])
-        for j in range(G, nx + G):
+                j += 1
+        j = G
+        while j < nx + G:
             vfy[j] = qdt * yarea[j] * (yv0[j] + yv0[j + 1] + yv1[j] + yv1[j + 1])
+            j += 1
 
 
 @jit
@@ -539,16 +590,20 @@ def reset_field(v):
             e1 = v.f[CF_ENERGY1][k]
             d0 = v.f[CF_DENSITY0][k]
             e0 = v.f[CF_ENERGY0][k]
-            for j in range(G, nx + G):
+            j = G
+            while j < nx + G:
                 d0[j] = d1[j]
                 e0[j] = e1[j]
+                j += 1
         x1 = v.f[CF_XVEL1][k]
         y1 = v.f[CF_YVEL1][k]
         x0 = v.f[CF_XVEL0][k]
         y0 = v.f[CF_YVEL0][k]
-        for j in range(G, nx + 1 + G):
+        j = G
+        while j < nx + 1 + G:
             x0[j] = x1[j]
             y0[j] = y1[j]
+            j += 1
 
 
 # ---- summary ---------------------------------------------------------------
@@ -584,7 +639,8 @@ def field_summary(v, sums):
         xb = v.f[CF_XVEL0][k + 1]
         ya = v.f[CF_YVEL0][k]
         yb = v.f[CF_YVEL0][k + 1]
-        for j in range(G, nx + G):
+        j = G
+        while j < nx + G:
             vsqrd = 0.0
             vsqrd = vsqrd + 0.25 * (xa[j] * xa[j] + ya[j] * ya[j])
             vsqrd = vsqrd + 0.25 * (xa[j + 1] * xa[j + 1] + ya[j + 1] * ya[j + 1])
@@ -597,6 +653,7 @@ def field_summary(v, sums):
             ie = csum_add(ie, cell_mass * energy0[j])
             ke = csum_add(ke, cell_mass * 0.5 * vsqrd)
             press = csum_add(press, cell_vol * pressure[j])
+            j += 1
     sums[CS_VOL] = vol[0] + vol[1]
     sums[CS_MASS] = mass[0] + mass[1]
     sums[CS_IE] = ie[0] + ie[1]
@@ -635,13 +692,15 @@ def cell_update(j0, j1, din, ein, dout, eout, pre_vol, m0, m1, e0, e1, f0, f1, o
     """advec.c's CELL_UPDATE over array columns [j0, j1): the fluxes on the
     cells' lower/left faces are m0, e0, f0 at [j + o0], the upper/right
     ones m1, e1, f1 at [j + o1]."""
-    for j in range(j0, j1):
+    j = j0
+    while j < j1:
         pm = din[j] * pre_vol[j]
         qm = pm + m0[j + o0] - m1[j + o1]
         pe = (ein[j] * pm + e0[j + o0] - e1[j + o1]) / qm
         av = pre_vol[j] + f0[j + o0] - f1[j + o1]
         dout[j] = qm / av
         eout[j] = pe
+        j += 1
 
 
 @jit
@@ -656,9 +715,11 @@ def advec_cell_x(v, sweep, c, out):
     vertexdx = geo(v, CG_VERTEXDX)
     ratio_pos = v.f[CF_WORK2][0]
     ratio_neg = v.f[CF_WORK2][1]
-    for j in range(J0, J1 + 1):
+    j = J0
+    while j < J1 + 1:
         ratio_pos[j] = vertexdx[j] / vertexdx[j - 1]
         ratio_neg[j] = vertexdx[j] / vertexdx[j + 1]
+        j += 1
     pre_vol = v.f[CF_WORK1][0]
     ener_flux = v.f[CF_WORK7][0]
     for k in range(c[2] + G, c[3] + G):
@@ -670,21 +731,28 @@ def advec_cell_x(v, sweep, c, out):
         energy1 = v.f[CF_ENERGY1][k]
         mfx = v.f[CF_MASS_FLUX_X][k]
         if sweep == 1:
-            for j in range(J0 - 1, pv1 + 1):
+            j = J0 - 1
+            while j < pv1 + 1:
                 pre_vol[j] = volume[j] + (vfx[j + 1] - vfx[j] + vfy1[j] - vfy0[j])
+                j += 1
         else:
-            for j in range(J0 - 1, pv1 + 1):
+            j = J0 - 1
+            while j < pv1 + 1:
                 pre_vol[j] = volume[j] + vfx[j + 1] - vfx[j]
-        for j in range(J0, J1 + 1):
+                j += 1
+        j = J0
+        while j < J1 + 1:
             vf = vfx[j]
             pos = vf > 0.0
-            mf, ef = cell_flux(vf, density1[j - 2] if pos else density1[j + 1],
-                               density1[j - 1] if pos else density1[j], density1[j] if pos else density1[j - 1],
-                               energy1[j - 2] if pos else energy1[j + 1], energy1[j - 1] if pos else energy1[j],
-                               energy1[j] if pos else energy1[j - 1], pre_vol[j - 1] if pos else pre_vol[j],
-                               ratio_pos[j] if pos else ratio_neg[j], one_by_six)
+            mfp, efp = cell_flux(vf, density1[j - 2], density1[j - 1], density1[j], energy1[j - 2], energy1[j - 1],
+                                 energy1[j], pre_vol[j - 1], ratio_pos[j], one_by_six)
+            mfn, efn = cell_flux(vf, density1[j + 1], density1[j], density1[j - 1], energy1[j + 1], energy1[j],
+                                 energy1[j - 1], pre_vol[j], ratio_neg[j], one_by_six)
+            mf = mfp if pos else mfn
+            ef = efp if pos else efn
             mfx[j] = mf
             ener_flux[j] = ef
+            j += 1
         if last:
             j = nx + 1 + G
             vf = vfx[j]
@@ -722,11 +790,15 @@ def advec_cell_y(v, sweep, c, out):
             vfy1 = v.f[CF_VOL_FLUX_Y][k + 1]
             pv = v.f[CF_WORK1][ring3(k)]
             if sweep == 1:
-                for j in range(J0, J1):
+                j = J0
+                while j < J1:
                     pv[j] = volume[j] + (vfy1[j] - vfy0[j] + vfx[j + 1] - vfx[j])
+                    j += 1
             else:
-                for j in range(J0, J1):
+                j = J0
+                while j < J1:
                     pv[j] = volume[j] + vfy1[j] - vfy0[j]
+                    j += 1
         if k >= K0 and k <= kl:
             vfy = v.f[CF_VOL_FLUX_Y][k]
             mfy = v.f[CF_MASS_FLUX_Y][k]
@@ -745,15 +817,19 @@ def advec_cell_y(v, sweep, c, out):
             pv_k = v.f[CF_WORK1][ring3(k)]
             ratio_pos = vertexdy[k] / vertexdy[dn_pos]
             ratio_neg = vertexdy[k] / vertexdy[up_neg]
-            for j in range(J0, J1):
+            j = J0
+            while j < J1:
                 vf = vfy[j]
                 pos = vf > 0.0
-                mf, ef = cell_flux(vf, d_upp[j] if pos else d_upn[j], d_dop[j] if pos else d_k[j],
-                                   d_k[j] if pos else d_dop[j], e_upp[j] if pos else e_upn[j],
-                                   e_dop[j] if pos else e_k[j], e_k[j] if pos else e_dop[j],
-                                   pv_dop[j] if pos else pv_k[j], ratio_pos if pos else ratio_neg, one_by_six)
+                mfp, efp = cell_flux(vf, d_upp[j], d_dop[j], d_k[j], e_upp[j], e_dop[j], e_k[j], pv_dop[j], ratio_pos,
+                                     one_by_six)
+                mfn, efn = cell_flux(vf, d_upn[j], d_k[j], d_dop[j], e_upn[j], e_k[j], e_dop[j], pv_k[j], ratio_neg,
+                                     one_by_six)
+                mf = mfp if pos else mfn
+                ef = efp if pos else efn
                 mfy[j] = mf
                 ener_flux[j] = ef
+                j += 1
         ku = k - 2   # the row that no later flux reads
         if ku < K0:
             continue
@@ -792,6 +868,18 @@ def mom_limiter(vdiffuw, vdiffdw, sigma, width, cdif):
     return limiter if vdiffuw * vdiffdw > 0.0 else 0.0
 
 
+@jit_inline
+def mom_advec_vel(nf, vup, vdo, vdn, pre, width, cdif):
+    """The advected velocity at a node of node flux nf, from the upwind,
+    donor and downwind velocities, the donor's node_mass_pre and the
+    widths."""
+    sigma = abs(nf) / pre
+    vdiffuw = vdo - vup
+    vdiffdw = vdn - vdo
+    limiter = mom_limiter(vdiffuw, vdiffdw, sigma, width, cdif)
+    return vdo + (1.0 - sigma) * limiter
+
+
 @jit
 def mom_post_vol(v, mom_sweep, k, j0, j1, pv):
     """post_vol of cell row k (array rows and columns), j in [j0, j1], into
@@ -800,12 +888,16 @@ def mom_post_vol(v, mom_sweep, k, j0, j1, pv):
     if mom_sweep == 1:
         vfy0 = v.f[CF_VOL_FLUX_Y][k]
         vfy1 = v.f[CF_VOL_FLUX_Y][k + 1]
-        for j in range(j0, j1 + 1):
+        j = j0
+        while j < j1 + 1:
             pv[j] = volume[j] + vfy1[j] - vfy0[j]
+            j += 1
     else:
         vfx = v.f[CF_VOL_FLUX_X][k]
-        for j in range(j0, j1 + 1):
+        j = j0
+        while j < j1 + 1:
             pv[j] = volume[j] + vfx[j + 1] - vfx[j]
+            j += 1
 
 
 @jit
@@ -844,7 +936,8 @@ def mom_y_fused(v, vel, i, pvflux, j0, j1, out):
     cd_pos = celldy[k - 1]
     if pvflux:
         pv0[j0 - 1] = vol0[j0 - 1] + vfx0[j0] - vfx0[j0 - 1]
-    for j in range(j0, j1):
+    j = j0
+    while j < j1:
         pvj = vol0[j] + vfx0[j + 1] - vfx0[j] if pvflux else vol0[j]
         pvjm = vol0[j - 1] + vfx0[j] - vfx0[j - 1] if pvflux else vol0[j - 1]
         if pvflux:
@@ -856,19 +949,11 @@ def mom_y_fused(v, vel, i, pvflux, j0, j1, out):
         prei = post - nfm[j] + nfi
         pre_i[j] = prei
         nf = nfm[j]
-        neg = nf < 0.0
-        vup = vpp[j] if neg else vel_ku[j]
-        vdo = vp[j] if neg else v0[j]
-        vdn = v0[j] if neg else vp[j]
-        pre = prei if neg else pre_k[j]
-        cdif = cd_neg if neg else cd_pos
-        sigma = abs(nf) / pre
-        vdiffuw = vdo - vup
-        vdiffdw = vdn - vdo
-        limiter = mom_limiter(vdiffuw, vdiffdw, sigma, width, cdif)
-        advec_vel = vdo + (1.0 - sigma) * limiter
-        mom_flux_k[j] = advec_vel * nf
+        avn = mom_advec_vel(nf, vpp[j], vp[j], v0[j], prei, width, cd_neg)
+        avp = mom_advec_vel(nf, vel_ku[j], v0[j], vp[j], pre_k[j], width, cd_pos)
+        mom_flux_k[j] = (avn if nf < 0.0 else avp) * nf
         vout[j] = (vel_ku[j] * pre_ku[j] + mfl_kum[j] - mfl_ku[j]) / post_ku[j]
+        j += 1
 
 
 @jit
@@ -886,7 +971,8 @@ def mom_x_nodes(v, k, pvflux, ja, jb, node_flux, nm_post, nm_pre):
     pv0 = v.f[CF_WORK7][ring2(k)]
     if pvflux:
         pv0[ja - 1] = vol0[ja - 1] + vfy1[ja - 1] - vfy0[ja - 1]
-    for j in range(ja, jb + 1):
+    j = ja
+    while j < jb + 1:
         pvj = vol0[j] + vfy1[j] - vfy0[j] if pvflux else vol0[j]
         pvjm = vol0[j - 1] + vfy1[j - 1] - vfy0[j - 1] if pvflux else vol0[j - 1]
         if pvflux:
@@ -897,6 +983,7 @@ def mom_x_nodes(v, k, pvflux, ja, jb, node_flux, nm_post, nm_pre):
         post = 0.25 * (dm[j] * pvm[j] + d0[j] * pvj + dm[j - 1] * pvm[j - 1] + d0[j - 1] * pvjm)
         nm_post[j] = post
         nm_pre[j] = post - nfjm + nfj
+        j += 1
 
 
 @jit
@@ -917,24 +1004,19 @@ def advec_mom_x(v, vel, mom_sweep, c, out):
     for k in range(K0, K1):
         mom_x_nodes(v, k, not pv_is_volume, J0 - 1, J1, node_flux, nm_post, nm_pre)
         vel1 = v.f[vel][k]
-        for j in range(J0 - 1, J1):
+        j = J0 - 1
+        while j < J1:
             nf = node_flux[j]
-            neg = nf < 0.0
-            vup = vel1[j + 2] if neg else vel1[j - 1]
-            vdo = vel1[j + 1] if neg else vel1[j]
-            vdn = vel1[j] if neg else vel1[j + 1]
-            pre = nm_pre[j + 1] if neg else nm_pre[j]
-            cdif = celldx[j + 1] if neg else celldx[j - 1]
-            sigma = abs(nf) / pre
             width = celldx[j]
-            vdiffuw = vdo - vup
-            vdiffdw = vdn - vdo
-            limiter = mom_limiter(vdiffuw, vdiffdw, sigma, width, cdif)
-            advec_vel = vdo + (1.0 - sigma) * limiter
-            mom_flux[j] = advec_vel * nf
+            avn = mom_advec_vel(nf, vel1[j + 2], vel1[j + 1], vel1[j], nm_pre[j + 1], width, celldx[j + 1])
+            avp = mom_advec_vel(nf, vel1[j - 1], vel1[j], vel1[j + 1], nm_pre[j], width, celldx[j - 1])
+            mom_flux[j] = (avn if nf < 0.0 else avp) * nf
+            j += 1
         vout = out.f[vel][k]
-        for j in range(J0, J1):
+        j = J0
+        while j < J1:
             vout[j] = (vel1[j] * nm_pre[j] + mom_flux[j - 1] - mom_flux[j]) / nm_post[j]
+            j += 1
 
 
 @jit
@@ -950,8 +1032,10 @@ def advec_mom_y(v, vel, mom_sweep, c, out):
     mf0 = v.f[CF_MASS_FLUX_Y][K0 - 2]
     mf1 = v.f[CF_MASS_FLUX_Y][K0 - 1]
     nf = v.f[CF_WORK1][ring2(K0 - 2)]
-    for j in range(J0, J1):
+    j = J0
+    while j < J1:
         nf[j] = 0.25 * (mf0[j - 1] + mf0[j] + mf1[j - 1] + mf1[j])
+        j += 1
     for i in range(K0 - 1, K1 + 2):
         if i >= K0 + 2 and i <= K1:
             mom_y_fused(v, vel, i, not pv_is_volume, J0, J1, out)
@@ -962,8 +1046,10 @@ def advec_mom_y(v, vel, mom_sweep, c, out):
             mf0 = v.f[CF_MASS_FLUX_Y][i]
             mf1 = v.f[CF_MASS_FLUX_Y][i + 1]
             node_flux = v.f[CF_WORK1][ring2(i)]
-            for j in range(J0, J1):
+            j = J0
+            while j < J1:
                 node_flux[j] = 0.25 * (mf0[j - 1] + mf0[j] + mf1[j - 1] + mf1[j])
+                j += 1
             dm = v.f[CF_DENSITY1][i - 1]
             d0 = v.f[CF_DENSITY1][i]
             pvm = v.f[CF_VOLUME][i - 1] if pv_is_volume else v.f[CF_WORK7][ring2(i - 1)]
@@ -972,10 +1058,12 @@ def advec_mom_y(v, vel, mom_sweep, c, out):
             nf0 = v.f[CF_WORK1][ring2(i)]
             nm_post = v.f[CF_WORK2][ring3(i)]
             nm_pre = v.f[CF_WORK3][ring3(i)]
-            for j in range(J0, J1):
+            j = J0
+            while j < J1:
                 post = 0.25 * (dm[j] * pvm[j] + d0[j] * pv0[j] + dm[j - 1] * pvm[j - 1] + d0[j - 1] * pv0[j - 1])
                 nm_post[j] = post
                 nm_pre[j] = post - nfm[j] + nf0[j]
+                j += 1
         k = i - 1
         if k >= K0 - 1 and k <= K1 - 1:
             nfk = v.f[CF_WORK1][ring2(k)]
@@ -989,19 +1077,13 @@ def advec_mom_y(v, vel, mom_sweep, c, out):
             width = celldy[k]
             cd_neg = celldy[k + 1]
             cd_pos = celldy[k - 1]
-            for j in range(J0, J1):
-                neg = nfk[j] < 0.0
-                vup = vpp[j] if neg else vm[j]
-                vdo = vp[j] if neg else v0[j]
-                vdn = v0[j] if neg else vp[j]
-                pre = pre_k1[j] if neg else pre_k[j]
-                cdif = cd_neg if neg else cd_pos
-                sigma = abs(nfk[j]) / pre
-                vdiffuw = vdo - vup
-                vdiffdw = vdn - vdo
-                limiter = mom_limiter(vdiffuw, vdiffdw, sigma, width, cdif)
-                advec_vel = vdo + (1.0 - sigma) * limiter
-                mom_flux[j] = advec_vel * nfk[j]
+            j = J0
+            while j < J1:
+                nf = nfk[j]
+                avn = mom_advec_vel(nf, vpp[j], vp[j], v0[j], pre_k1[j], width, cd_neg)
+                avp = mom_advec_vel(nf, vm[j], v0[j], vp[j], pre_k[j], width, cd_pos)
+                mom_flux[j] = (avn if nf < 0.0 else avp) * nf
+                j += 1
         ku = i - 2
         if ku < K0:
             continue
@@ -1011,8 +1093,10 @@ def advec_mom_y(v, vel, mom_sweep, c, out):
         post = v.f[CF_WORK2][ring3(ku)]
         vel1 = v.f[vel][ku]
         vout = out.f[vel][ku]
-        for j in range(J0, J1):
+        j = J0
+        while j < J1:
             vout[j] = (vel1[j] * pre[j] + mfm[j] - mfk[j]) / post[j]
+            j += 1
 
 
 @jit
@@ -1075,24 +1159,32 @@ def reflect(v, fields, nfields, depth, edges):
             for k in range(1, depth + 1):
                 dst = a[G - k]
                 src = a[G + lo_y - 1 + k]
-                for j in range(G - depth, G + nx + jext + depth):
+                j = G - depth
+                while j < G + nx + jext + depth:
                     dst[j] = sy * src[j]
+                    j += 1
         if edges & CLOVER_TOP:
             for k in range(1, depth + 1):
                 dst = a[G + top_y - 1 + k]
                 src = a[G + hi_y - k]
-                for j in range(G - depth, G + nx + jext + depth):
+                j = G - depth
+                while j < G + nx + jext + depth:
                     dst[j] = sy * src[j]
+                    j += 1
         if edges & CLOVER_LEFT:
             for k in range(G - depth, G + ny + kext + depth):
                 row = a[k]
-                for j in range(1, depth + 1):
+                j = 1
+                while j < depth + 1:
                     row[G - j] = sx * row[G + lo_x - 1 + j]
+                    j += 1
         if edges & CLOVER_RIGHT:
             for k in range(G - depth, G + ny + kext + depth):
                 row = a[k]
-                for j in range(1, depth + 1):
+                j = 1
+                while j < depth + 1:
                     row[G + top_x - 1 + j] = sx * row[G + hi_x - j]
+                    j += 1
 
 
 @jit
