@@ -456,7 +456,19 @@ weft_py_fn_kind(PyObject *fn)
         if (s == NULL) PyErr_Clear();
         return s;
     }
-    return weft_py_fn_label(fn);
+    /* A callable that carries one in its own attributes (weft.variants'
+     * wrapper, functools.wraps): the str stays in its __dict__ while fn
+     * lives. */
+    PyObject *d = PyObject_GenericGetDict(fn, NULL);
+    if (d == NULL) {
+        PyErr_Clear();
+        return weft_py_fn_label(fn);
+    }
+    PyObject *n = PyDict_GetItemString(d, "__qualname__"); /* borrowed, from fn's dict */
+    Py_DECREF(d);
+    const char *s = n && PyUnicode_Check(n) ? PyUnicode_AsUTF8(n) : NULL;
+    if (s == NULL) PyErr_Clear();
+    return s ? s : weft_py_fn_label(fn);
 }
 
 const char *

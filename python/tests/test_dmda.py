@@ -1,0 +1,66 @@
+"""The "dmda" policy (the default on a runtime with GPUs) from Python: each
+function is a kind of task with models of its own, named by its qualified
+name, which persist in the model file when the runtime closes."""
+import socket
+
+import pytest
+
+import weft
+
+
+@pytest.fixture
+def model_dir(tmp_path, monkeypatch):
+    monkeypatch.setenv("WEFT_PERFMODEL_DIR", str(tmp_path))
+    monkeypatch.delenv("WEFT_PERFMODEL", raising=False)
+    return tmp_path
+
+
+def models(model_dir):
+    """The model file's lines, as (kind, arch, count) triples."""
+    path = model_dir / f"{socket.gethostname()}.models"
+    rows = []
+    for line in path.read_text().splitlines()[1:]:
+        kind, arch, _size, count, _mean, _m2 = line.split("\t")
+        rows.append((kind, arch, int(count)))
+    return rows
+
+
+def test_functions_are_kinds(model_dir):
+    def square(x):
+        return x * x
+
+    def cube(x):
+        return x * x * x
+
+    @weft.variants
+    def both(x):
+        return ("cpu", x)
+
+    @both.variant(weft.gpu)
+    def both_gpu(x):
+        return ("gpu", x)
+
+    with weft.Runtime(workers=2, devices="cpu,vgpu:2") as rt:
+        for i in range(6):
+            assert rt.spawn(square, i, placement=[weft.gpu, weft.cpu]).result() == i * i
+            assert rt.spawn(cube, i, placement=weft.gpu).result() == i ** 3
+            assert rt.spawn(both, i).result()[1] == i
+    rows = models(model_dir)
+    kinds = {k for k, _, _ in rows}
+    prefix = "test_functions_are_kinds.<locals>."
+    assert {prefix + "square", prefix + "cube", prefix + "both"} <= kinds, kinds
+    # every task observed once, on the kind of device it ran on
+    assert sum(c for k, _, c in rows if k == prefix + "cube") == 6
+    assert {a for k, a, _ in rows if k == prefix + "cube"} == {"vgpu"}
+    assert sum(c for k, _, c in rows if k == prefix + "square") == 6
+
+
+def test_off_keeps_no_file(model_dir, monkeypatch):
+    monkeypatch.setenv("WEFT_PERFMODEL", "off")
+
+    def f():
+        return 1
+
+    with weft.Runtime(workers=2, devices="cpu,vgpu:1") as rt:
+        assert rt.spawn(f, placement=weft.gpu).result() == 1
+    assert not list(model_dir.iterdir())
