@@ -29,7 +29,12 @@
  *   a codelet's cpu_funcs, cuda_funcs  weft_task_desc.placements: alternatives
  *                                      ("cpu", "gpu", "2*gpu", "gpu:1"), each with
  *                                      its own body if it needs one; the policy
- *                                      picks one ("load", "balance")
+ *                                      picks one ("dmda", the default with GPUs:
+ *                                      StarPU's, with models per
+ *                                      weft_task_desc.kind; "load", "balance")
+ *   a codelet's model (STARPU_HISTORY_BASED), ->flops
+ *                                      weft_task_desc.kind, weft_task_desc.cost;
+ *                                      starpu_perfmodel_display: weft-models
  *   STARPU_CUDA_ASYNC, the worker's    weft_ctx_queue / weft_ctx_copy on
  *   stream                             weft_ctx_stream(ctx, i): the body queues, the
  *                                      task ends when its stream work has
@@ -72,7 +77,6 @@
  *                                      hangs; weft_wait_all then names the key)
  *   STARPU_SCRATCH                     WEFT_SCRATCH: a buffer of the data's size
  *                                      where the task runs, its own, unordered
- * Not here yet: performance models (dmda).
  */
 #ifndef WEFT_H
 #define WEFT_H
@@ -230,7 +234,7 @@ typedef struct weft_config {
      * work (the virtual communicator's collectives do: not in this mode). */
     size_t vgpu_memory;
     /* The mapping policy of tasks with placements (weft_placement), by name:
-     *   "load"         (the default) the first alternative, in the order
+     *   "load"         (the default without GPUs) the first alternative, in the order
      *                  given, whose compute share and memory can be reserved
      *                  now; within it the least loaded GPUs (tasks mapped and
      *                  not finished), then the ones with most free memory
@@ -256,9 +260,9 @@ typedef struct weft_config {
      *                  its tasks go to such devices by backlog, to calibrate
      *                  it.  A task decided on a GPU held whole by another
      *                  may queue its work after that one's (one such task
-     *                  per GPU).  With GPUs, one worker stays free of the
-     *                  CPU alternatives, to run the bodies that feed the
-     *                  GPUs.  Models persist between runs in a file per
+     *                  per GPU).  With GPUs and two workers or more, one
+     *                  worker stays free of the CPU alternatives, to run
+     *                  the bodies that feed the GPUs.  Models persist between runs in a file per
      *                  machine: $WEFT_PERFMODEL_DIR/<hostname>.models (by
      *                  default under $XDG_CACHE_HOME/weft/perfmodels, else
      *                  ~/.cache/weft/perfmodels), read at

@@ -4,7 +4,8 @@
  *
  * The file is text, one history per line:
  *   kind <TAB> arch <TAB> bytes <TAB> count <TAB> mean_ns <TAB> m2
- * (m2: the sum of squared deviations from the mean, Welford's), after a
+ * (count: observations, up to PM_WINDOW; m2: the sum of squared deviations
+ * from the mean, Welford's, then its moving form), after a
  * first line "# weft performance models 1".  Names hold no tab or newline
  * (those are replaced by '_' when a model is made).
  */
@@ -18,6 +19,11 @@
 #include <unistd.h>
 
 #define PM_HEADER "# weft performance models 1"
+/* A history's mean is every observation's up to this many, then a moving
+ * average of about as many (each new one weighs 1/PM_WINDOW): a machine's
+ * slow day, or a run with too many BLAS threads, does not stay in a model
+ * for good. */
+#define PM_WINDOW 50.0
 
 struct weft__pm_model {
     struct weft__pm_model *next;
@@ -182,10 +188,15 @@ void weft__pm_observe(weft__perfmodel *pm, weft__pm_model *m, uint64_t size, dou
     if (h) {
         if (h->count)
             fit_point(m, size, h->mean, -1);
-        h->count++;
         double d = ns - h->mean;
-        h->mean += d / (double)h->count;
-        h->m2 += d * (ns - h->mean);
+        if (h->count < PM_WINDOW) { /* Welford's running mean and spread */
+            h->count++;
+            h->mean += d / (double)h->count;
+            h->m2 += d * (ns - h->mean);
+        } else { /* then weighted to the last PM_WINDOW or so: old runs fade */
+            h->mean += d / PM_WINDOW;
+            h->m2 += (d * (ns - h->mean) - h->m2 / (PM_WINDOW - 1)) * (PM_WINDOW - 1) / PM_WINDOW;
+        }
         fit_point(m, size, h->mean, +1);
         if (h->size == m->one_size)
             m->one_mean = h->mean;

@@ -6,7 +6,8 @@
  * or its body's name), the device's architecture ("cpu", "vgpu", "cuda:<its
  * product name>").  Within it, a history per size (the bytes of the task's
  * accesses): the count, mean and spread of the times observed at exactly
- * that size; and a fit over the sizes seen, ln t = a + b ln size, for
+ * that size (every observation's up to 50, then a moving average that
+ * weighs the last 50 or so); and a fit over the sizes seen, ln t = a + b ln size, for
  * sizes not seen yet.  A prediction is the history's mean where it has
  * one (a hit), else the fit's value (two sizes or more), else the one size
  * seen scaled linearly, else none.
