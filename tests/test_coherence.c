@@ -577,6 +577,13 @@ static void halo_write(int rounds) {
     }
 }
 
+/* Writes the application's array itself (arg), wherever the task runs. */
+static int user_write_body(weft_ctx *ctx, void *arg) {
+    (void)ctx;
+    ((int64_t *)arg)[0] = 5;
+    return 0;
+}
+
 static void check_holes(void) {
     weft_runtime *rt = make_checked();
     char why[400];
@@ -627,6 +634,18 @@ static void check_holes(void) {
     weft_task_release(t);
     weft__test_vcheck_last(why, sizeof why);
     CHECKF(strstr(why, "host writer") && strstr(why, "on the host"), "%s", why);
+    /* a GPU task's body that writes the application's own array (its data's
+     * registered memory), not the task's copy: that write would be lost */
+    desc.body = user_write_body;
+    desc.arg = x;
+    desc.name = "user-memory writer";
+    weft_access over = {d, WEFT_W}; /* (an overwrite: the failed writer before does not cancel it) */
+    desc.accesses = &over;
+    CHECK_OK(weft_spawn(rt, &desc, &t));
+    CHECK_ERR(weft_task_wait(t), WEFT_ETASKFAILED);
+    weft_task_release(t);
+    weft__test_vcheck_last(why, sizeof why);
+    CHECKF(strstr(why, "user-memory writer") && strstr(why, "wrote the memory registered"), "%s", why);
     CHECK_ERR(weft_wait_all(rt), WEFT_ETASKFAILED);
     /* the application's copy of data whose newest value is on a GPU holds
      * the poison fill until acquired (or unregistered) */

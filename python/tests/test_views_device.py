@@ -657,3 +657,40 @@ def test_cuda_view():
     assert cai["data"] == (ptr, False) and cai["shape"] == (256,) and cai["typestr"] == "<f4"
     assert dl["device"] == (2, ordinal) == dldev and dl["data"] == ptr
     assert mod.startswith("cupy") or mod.startswith("weft")
+
+
+def test_checking_mode_reports_a_write_to_the_buffer_itself(monkeypatch, capfd):
+    """With device_data=True on a GPU the task's data is its copy there: a
+    body that writes the registered buffer itself (a CPU habit) loses the
+    write.  The checking mode fails such a task and says why on stderr; a
+    body that writes through its view passes, and so does one that writes
+    the buffer of data it accesses on the host; outside the checking mode
+    nothing is checked."""
+    np = pytest.importorskip("numpy")
+    monkeypatch.setenv("WEFT_VGPU_CHECK", "1")
+    a = np.zeros(4)
+    with vgpus() as rt:
+        def cpu_habit(x):
+            x[:] = 7.0
+
+        t = rt.spawn(cpu_habit, a, readwrites=[a], placement=weft.gpu, device_data=True)
+        with pytest.raises(RuntimeError):
+            t.result(timeout=60)
+        assert "wrote the memory registered as access 0 (data d" in capfd.readouterr().err
+
+        def through_view():
+            weft.context().array(a)[:] = 3.0
+
+        # (writes=: an overwrite, which the failed writer before it does not cancel)
+        rt.spawn(through_view, writes=[a], placement=weft.gpu, device_data=True).result(timeout=60)
+        assert rt.fetch(a).tolist() == [3.0] * 4
+        # a chain of GPU writers (each released early, its predecessor's
+        # commit poisoning the buffer meanwhile) is not taken for the body's
+        for _ in range(20):
+            rt.spawn(through_view, readwrites=[a], placement=weft.gpu, device_data=True)
+        rt.wait_all()
+        assert "wrote the memory" not in capfd.readouterr().err
+    monkeypatch.delenv("WEFT_VGPU_CHECK")
+    b = np.zeros(4)
+    with vgpus() as rt:
+        rt.spawn(cpu_habit, b, readwrites=[b], placement=weft.gpu, device_data=True).result(timeout=60)

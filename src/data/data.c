@@ -9,6 +9,7 @@
  * device's copy queue and waited for, since the task runs right after.
  */
 #include "data/data.h"
+#include "device/vcheck.h"
 #include "data/overlap.h"
 #include "data/reduce.h"
 #include "data/scratch.h"
@@ -976,6 +977,21 @@ const weft__data *weft__data_at_address(weft__mnode *m, const void *p, size_t n)
 }
 
 unsigned weft__data_home(weft__data *d) { return atomic_load_explicit(&d->home, memory_order_relaxed); }
+
+bool weft__data_host_seal(weft__data *d, uint64_t *digest, bool *poisoned)
+{
+    if (!d->ptr || d->user_dev || atomic_load(&d->fam) || atomic_load(&d->no_memory))
+        return false;
+    pthread_mutex_lock(&d->lock);
+    const unsigned char *p = d->ptr;
+    bool all = d->size > 0;
+    for (size_t i = 0; i < d->size && all; i++)
+        all = p[i] == WEFT__DATA_POISON;
+    *poisoned = all;
+    *digest = weft__vcheck_digest_of(d->ptr, d->size);
+    pthread_mutex_unlock(&d->lock);
+    return true;
+}
 
 uint64_t weft__data_valid_mask(weft__data *d)
 {

@@ -245,6 +245,13 @@ unsigned weft__data_home(weft__data *d);
  * scheduler, stale at once.  Never blocks (read without the lock: a
  * device's thread may ask). */
 uint64_t weft__data_valid_mask(weft__data *d);
+/* The checking mode's seal on the user's memory of d while a task uses d
+ * on a GPU: a digest of d's bytes there, read under d's lock (the checking
+ * mode's own poison fill is written under it), and whether they are all
+ * the poison fill.  false (nothing to seal) for a handle whose user's
+ * memory is not its own alone or not there: a tile (its family's memory),
+ * data registered where it lives on a device, data with no memory. */
+bool weft__data_host_seal(weft__data *d, uint64_t *digest, bool *poisoned);
 
 struct weft__partial; /* a reducer's private copy (data/reduce.h) */
 

@@ -1425,6 +1425,10 @@ typedef struct weft__guard {
     _Atomic bool expired;              /* a gate gave up waiting: the check is off */
     bool synced;                       /* the body synchronised (weft_ctx_sync): checked then (body's) */
     _Atomic unsigned users;
+    /* Each access's seal on the user's memory (weft__data_host_seal): its
+     * digest, and whether it was sealed (bit i of sealed, the first 64). */
+    uint64_t sealed;
+    uint64_t *host;                    /* naccess digests, after digest[] */
     uint64_t digest[];
 } weft__guard;
 
@@ -1538,6 +1542,18 @@ void weft__task_halo_end(weft__task *t, const weft__halo_guard *g, int *result)
     }
 }
 
+/* Whether access a's user memory is sealed while a GPU task's body runs:
+ * its data's, if the task writes it, unless the task uses it on the host
+ * (WEFT_HOST), or it is a reduction's private copy or a scratch buffer
+ * (not the data). */
+static bool host_sealable(const weft__task_access *a)
+{
+    /* (writing accesses only: while the task holds its data for writing,
+     * nothing but the checking mode's poison fill writes that memory; a
+     * reader's may take a copy of the value meanwhile, for a host reader) */
+    return (a->mode & WEFT_W) && !(a->mode & (WEFT_HOST | WEFT_REDUCE | WEFT_SCRATCH | WEFT__ORDER_ONLY));
+}
+
 weft__guard *weft__task_guard_begin(weft__task *t)
 {
     if (!t->g->check_data || !t->place || !t->place->ngpu || !t->naccess)
@@ -1547,7 +1563,7 @@ weft__guard *weft__task_guard_begin(weft__task *t)
         any = guarded_replica(t, &t->access[i]) != NULL;
     for (unsigned k = 0; k < t->place->ngpu && any; k++)
         any = weft__place_gpu(t->g->placer, t->place, k)->kind == WEFT_DEVICE_VGPU;
-    weft__guard *g = any ? weft__alloc(sizeof *g + t->naccess * sizeof g->digest[0]) : NULL;
+    weft__guard *g = any ? weft__alloc(sizeof *g + 2 * t->naccess * sizeof g->digest[0]) : NULL;
     if (!g || !guard_drain(t)) { /* (no guard: unchecked, as outside the checking mode) */
         weft__free(g);
         return NULL;
@@ -1556,9 +1572,15 @@ weft__guard *weft__task_guard_begin(weft__task *t)
     atomic_init(&g->expired, false);
     g->synced = false;
     atomic_init(&g->users, 1);
+    g->host = g->digest + t->naccess;
+    g->sealed = 0;
     for (uint32_t i = 0; i < t->naccess; i++) {
         void *p = guarded_replica(t, &t->access[i]);
         g->digest[i] = p ? weft__vcheck_digest_of(p, t->access[i].data->size) : 0;
+        bool poisoned;
+        if (i < 64 && p && host_sealable(&t->access[i]) &&
+            weft__data_host_seal(t->access[i].data, &g->host[i], &poisoned))
+            g->sealed |= 1ull << i;
     }
     for (unsigned k = 0; k < t->place->ngpu; k++) {
         weft__device *dev = weft__place_gpu(t->g->placer, t->place, k);
@@ -1568,6 +1590,40 @@ weft__guard *weft__task_guard_begin(weft__task *t)
             atomic_fetch_sub(&g->users, 1);
     }
     return g;
+}
+
+/* Report the user's memory of an access of t that its body wrote while the
+ * task's data was its replicas on GPUs (the first one found): that write
+ * is lost.  The checking mode's own poison fill, which a predecessor's
+ * commit may write meanwhile, is not the body's. */
+static bool guard_compare_host(weft__task *t, weft__guard *g, int *result)
+{
+    if (atomic_load(&t->pred_failed)) /* (an undo of its predecessor's write may restore that memory) */
+        return false;
+    for (uint32_t i = 0; i < t->naccess && i < 64; i++) {
+        if (!(g->sealed >> i & 1))
+            continue;
+        const weft__task_access *a = &t->access[i];
+        uint64_t now;
+        bool poisoned;
+        if (!weft__data_host_seal(a->data, &now, &poisoned) || now == g->host[i] || poisoned)
+            continue;
+        char msg[600];
+        snprintf(msg, sizeof msg,
+                 "data check: the body of task '%s' (%llu) wrote the memory registered as access %u (data d%u) "
+                 "itself, on the host, while the task's data is its copy on %s: that write is lost (the data's "
+                 "value is the copy's); write the copy instead (weft_ctx_data; from Python "
+                 "weft.context().array(x) or .view(x)), or run the task on the CPU",
+                 t->name, (unsigned long long)t->id, i, a->data->id,
+                 a->data->devs[weft__task_access_dev(t, a, NULL)]->name);
+        weft__vcheck_report(msg);
+        if (*result == 0) {
+            *result = WEFT_EDEVICE;
+            t->fail_why = WEFT__FAIL_CHECK;
+        }
+        return true;
+    }
+    return false;
 }
 
 /* Report a replica of t that its body changed on the host since the guard
@@ -1611,6 +1667,7 @@ void weft__task_guard_end(weft__task *t, weft__guard *g, int *result)
         return;
     if (!g->synced)
         guard_compare(t, g, result);
+    (void)guard_compare_host(t, g, result);
     atomic_store(&g->open, true);
     guard_unref(g);
 }
