@@ -81,7 +81,7 @@ test_cuda() {
   return $rc
 }
 
-all_ctest() { (cd build-gpu && ctest --output-on-failure -j "$jobs" --timeout 300); }
+all_ctest() { (cd build-gpu && WEFT_PERFMODEL=off ctest --output-on-failure -j "$jobs" --timeout 300); }
 
 asan() {
   cmake -S . -B build-gpu-asan -DCMAKE_BUILD_TYPE=Debug -DWEFT_WERROR=ON -DWEFT_SANITIZE=address \

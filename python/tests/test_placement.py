@@ -48,7 +48,7 @@ def test_each_kind_of_set():
 
 @pytest.mark.parametrize(
     "placement, kw, why",
-    [("8*gpu", {}, "8 GPUs asked for"), (weft.gpu(9), {}, "GPU 9"), ("gpu", {"share": 2.0}, "share 2"),
+    [("8*gpu", {}, "8 GPUs asked for"), (weft.gpu(9), {}, "GPU 9"), ("gpu", {"share": 2.0}, r"share= takes a number in \(0, 1\], not 2.0"),
      ("gpu", {"memory": 2 << 20}, "bytes of memory")])
 def test_impossible_refused_at_spawn(placement, kw, why):
     with rt4() as rt:

@@ -272,6 +272,9 @@ def _normalize(fn: Any, placement: _Placement, share: float | None,
     """(the default body, [(cpu, gpus, gpu, share, memory, body or None), ...])"""
     if share is not None and not isinstance(share, (int, float)) or isinstance(share, bool):
         raise TypeError(f"spawn(): share= takes a number in (0, 1], not {share!r}")
+    if share is not None and share > 1 or share != share:
+        raise ValueError(f"spawn(): share= takes a number in (0, 1], not {share!r} (a fraction of each GPU "
+                         "of the placement; 1 or leaving share= out: the whole GPU)")
     if share is not None and share <= 0:
         # (Parla's vcus=0 reserves nothing; a share of 0 would reserve the
         # whole device, the opposite: refused rather than taken silently.)

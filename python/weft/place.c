@@ -28,7 +28,7 @@ fast_placement(modstate *st, PyObject *fn, PyObject *placement, PyObject *share,
     if (share && share != Py_None) {
         if (!PyFloat_CheckExact(share) && !PyLong_CheckExact(share)) return -1;
         sh = PyFloat_AsDouble(share);
-        if (sh == 0) return -1; /* refused by the slow path, with its message */
+        if (!(sh > 0 && sh <= 1)) return -1; /* refused by the slow path, with its message */
     }
     if (memory && memory != Py_None) {
         if (!PyLong_CheckExact(memory)) return -1;
