@@ -760,12 +760,10 @@ def advec_cell_x(v, sweep, c, out):
         while j < J1 + 1:
             vf = vfx[j]
             pos = vf > 0.0
-            mfp, efp = cell_flux(vf, density1[j - 2], density1[j - 1], density1[j], energy1[j - 2], energy1[j - 1],
-                                 energy1[j], pre_vol[j - 1], ratio_pos[j], one_by_six)
-            mfn, efn = cell_flux(vf, density1[j + 1], density1[j], density1[j - 1], energy1[j + 1], energy1[j],
-                                 energy1[j - 1], pre_vol[j], ratio_neg[j], one_by_six)
-            mf = mfp if pos else mfn
-            ef = efp if pos else efn
+            mf, ef = cell_flux(vf, pick(pos, density1[j - 2], density1[j + 1]), pick(pos, density1[j - 1], density1[j]),
+                               pick(pos, density1[j], density1[j - 1]), pick(pos, energy1[j - 2], energy1[j + 1]),
+                               pick(pos, energy1[j - 1], energy1[j]), pick(pos, energy1[j], energy1[j - 1]),
+                               pick(pos, pre_vol[j - 1], pre_vol[j]), pick(pos, ratio_pos[j], ratio_neg[j]), one_by_six)
             mfx[j] = mf
             ener_flux[j] = ef
             j += 1
@@ -837,12 +835,10 @@ def advec_cell_y(v, sweep, c, out):
             while j < J1:
                 vf = vfy[j]
                 pos = vf > 0.0
-                mfp, efp = cell_flux(vf, d_upp[j], d_dop[j], d_k[j], e_upp[j], e_dop[j], e_k[j], pv_dop[j], ratio_pos,
-                                     one_by_six)
-                mfn, efn = cell_flux(vf, d_upn[j], d_k[j], d_dop[j], e_upn[j], e_k[j], e_dop[j], pv_k[j], ratio_neg,
-                                     one_by_six)
-                mf = mfp if pos else mfn
-                ef = efp if pos else efn
+                mf, ef = cell_flux(vf, pick(pos, d_upp[j], d_upn[j]), pick(pos, d_dop[j], d_k[j]),
+                                   pick(pos, d_k[j], d_dop[j]), pick(pos, e_upp[j], e_upn[j]),
+                                   pick(pos, e_dop[j], e_k[j]), pick(pos, e_k[j], e_dop[j]),
+                                   pick(pos, pv_dop[j], pv_k[j]), pick(pos, ratio_pos, ratio_neg), one_by_six)
                 mfy[j] = mf
                 ener_flux[j] = ef
                 j += 1
