@@ -31,15 +31,22 @@ Written so that LLVM vectorises the loops over a row's columns:
   without a no-overflow flag, so LLVM cannot prove the index non-negative
   and every a[j] keeps Numba's negative-index wraparound, which leaves
   the loop scalar or makes it gather and scatter (4-5x slower);
-- a value chosen by the flow's sign from two rows or columns (the
-  advections' upwind cells) is computed for both signs from plain loads
-  and the result chosen: picking the inputs compiles to loads through a
-  selected address, which LLVM does not vectorise.  The chosen value has
-  the same operations on the same inputs; the other, perhaps inf or NaN,
-  is dropped (error_model="numpy": nothing raises);
+- a loop start that comes from a parameter (a range's c[0], a helper's
+  j0) is checked at the function's entry (if j0 < 1: raise IndexError):
+  unchecked, LLVM cannot prove j (or j - 1) non-negative and keeps the
+  wraparound, as above;
+- an input chosen by the flow's sign from two rows or columns (the
+  advections' upwind cells) is chosen with pick(c, a, b), one LLVM select
+  of two plain loads: Python's `a if c else b` compiles to branches,
+  which LLVM turns into one load through a selected address (a gather);
 - a minimum over a row (calc_dt) is a scalar loop after the vector loop
   that stores each cell's value, as in C (a floating-point minimum
-  vectorises only under fastmath, which would change results).
+  vectorises only under fastmath, which would change results);
+- advec.c's fused row loop of advec_mom_y (six rows written in one loop)
+  stays scalar under LLVM, so here each quantity has a loop of its own.
+To check a kernel: NUMBA_CACHE_DIR=<an empty folder> (cached code cannot
+be inspected), call it, then look for vgatherqpd / vscatterqpd in
+f.inspect_asm(f.signatures[0]) and for vector.body in f.inspect_llvm(...).
 """
 import math
 from collections import namedtuple
