@@ -31,21 +31,30 @@ Written so that LLVM vectorises the loops over a row's columns:
   without a no-overflow flag, so LLVM cannot prove the index non-negative
   and every a[j] keeps Numba's negative-index wraparound, which leaves
   the loop scalar or makes it gather and scatter (4-5x slower);
-- a value chosen by the flow's sign from two rows or columns (the
-  advections' upwind cells) is computed for both signs from plain loads
-  and the result chosen: picking the inputs compiles to loads through a
-  selected address, which LLVM does not vectorise.  The chosen value has
-  the same operations on the same inputs; the other, perhaps inf or NaN,
-  is dropped (error_model="numpy": nothing raises);
+- a loop start that comes from a parameter (a range's c[0], a helper's
+  j0) is checked at the function's entry (if j0 < 1: raise IndexError):
+  unchecked, LLVM cannot prove j (or j - 1) non-negative and keeps the
+  wraparound, as above;
+- an input chosen by the flow's sign from two rows or columns (the
+  advections' upwind cells) is chosen with pick(c, a, b), one LLVM select
+  of two plain loads: Python's `a if c else b` compiles to branches,
+  which LLVM turns into one load through a selected address (a gather);
 - a minimum over a row (calc_dt) is a scalar loop after the vector loop
   that stores each cell's value, as in C (a floating-point minimum
-  vectorises only under fastmath, which would change results).
+  vectorises only under fastmath, which would change results);
+- advec.c's fused row loop of advec_mom_y (six rows written in one loop)
+  stays scalar under LLVM, so here each quantity has a loop of its own.
+To check a kernel: NUMBA_CACHE_DIR=<an empty folder> (cached code cannot
+be inspected), call it, then look for vgatherqpd / vscatterqpd in
+f.inspect_asm(f.signatures[0]) and for vector.body in f.inspect_llvm(...).
 """
 import math
 from collections import namedtuple
 
 import numba
 import numpy as np
+from numba.core import types
+from numba.core.extending import intrinsic
 
 __all__ = ["View", "Deck", "G", "initialise", "generate", "ideal_gas", "viscosity", "viscosity_range", "calc_dt",
            "pdv", "revert", "accelerate", "accelerate_range", "flux_calc", "advec_cell", "advec_cell_range",
@@ -97,6 +106,20 @@ def deck_of(d):
 
 
 # ---- small helpers (kernels_int.h) -----------------------------------------
+
+@intrinsic
+def pick(typingctx, c, a, b):
+    """a if c else b, as one LLVM select of the two values (both evaluated).
+    Python's conditional expression compiles to two branches, and LLVM then
+    sinks the two loads that feed it into one load through a selected
+    address, which vectorises only as a gather."""
+    if not isinstance(c, types.Boolean) or a != b:
+        raise numba.errors.TypingError(f"pick(c, a, b) takes a bool and two values of one type, got {c}, {a}, {b}")
+
+    def codegen(context, builder, signature, args):
+        return builder.select(args[0], args[1], args[2])
+    return a(c, a, b), codegen
+
 
 @jit
 def dmin2(a, b):
@@ -744,12 +767,10 @@ def advec_cell_x(v, sweep, c, out):
         while j < J1 + 1:
             vf = vfx[j]
             pos = vf > 0.0
-            mfp, efp = cell_flux(vf, density1[j - 2], density1[j - 1], density1[j], energy1[j - 2], energy1[j - 1],
-                                 energy1[j], pre_vol[j - 1], ratio_pos[j], one_by_six)
-            mfn, efn = cell_flux(vf, density1[j + 1], density1[j], density1[j - 1], energy1[j + 1], energy1[j],
-                                 energy1[j - 1], pre_vol[j], ratio_neg[j], one_by_six)
-            mf = mfp if pos else mfn
-            ef = efp if pos else efn
+            mf, ef = cell_flux(vf, pick(pos, density1[j - 2], density1[j + 1]), pick(pos, density1[j - 1], density1[j]),
+                               pick(pos, density1[j], density1[j - 1]), pick(pos, energy1[j - 2], energy1[j + 1]),
+                               pick(pos, energy1[j - 1], energy1[j]), pick(pos, energy1[j], energy1[j - 1]),
+                               pick(pos, pre_vol[j - 1], pre_vol[j]), pick(pos, ratio_pos[j], ratio_neg[j]), one_by_six)
             mfx[j] = mf
             ener_flux[j] = ef
             j += 1
@@ -821,12 +842,10 @@ def advec_cell_y(v, sweep, c, out):
             while j < J1:
                 vf = vfy[j]
                 pos = vf > 0.0
-                mfp, efp = cell_flux(vf, d_upp[j], d_dop[j], d_k[j], e_upp[j], e_dop[j], e_k[j], pv_dop[j], ratio_pos,
-                                     one_by_six)
-                mfn, efn = cell_flux(vf, d_upn[j], d_k[j], d_dop[j], e_upn[j], e_k[j], e_dop[j], pv_k[j], ratio_neg,
-                                     one_by_six)
-                mf = mfp if pos else mfn
-                ef = efp if pos else efn
+                mf, ef = cell_flux(vf, pick(pos, d_upp[j], d_upn[j]), pick(pos, d_dop[j], d_k[j]),
+                                   pick(pos, d_k[j], d_dop[j]), pick(pos, e_upp[j], e_upn[j]),
+                                   pick(pos, e_dop[j], e_k[j]), pick(pos, e_k[j], e_dop[j]),
+                                   pick(pos, pv_dop[j], pv_k[j]), pick(pos, ratio_pos, ratio_neg), one_by_six)
                 mfy[j] = mf
                 ener_flux[j] = ef
                 j += 1
@@ -884,6 +903,8 @@ def mom_advec_vel(nf, vup, vdo, vdn, pre, width, cdif):
 def mom_post_vol(v, mom_sweep, k, j0, j1, pv):
     """post_vol of cell row k (array rows and columns), j in [j0, j1], into
     pv, for mom_sweep 1 (the y fluxes) or 2 (the x fluxes)."""
+    if j0 < 0:
+        raise IndexError("mom_post_vol: j0 < 0")   # and LLVM knows j >= 0 (see the module's docstring)
     volume = v.f[CF_VOLUME][k]
     if mom_sweep == 1:
         vfy0 = v.f[CF_VOL_FLUX_Y][k]
@@ -901,65 +922,11 @@ def mom_post_vol(v, mom_sweep, k, j0, j1, pv):
 
 
 @jit
-def mom_y_fused(v, vel, i, pvflux, j0, j1, out):
-    """advec_mom along y, step i (an array row) for k0 + 2 <= i <= k1, as
-    advec.c's mom_y_fused: post_vol, node_flux, node_mass_post and
-    node_mass_pre of node row i, the momentum flux of node row i - 1 and
-    the update of velocity row i - 2, in one loop over columns [j0, j1)."""
-    celldy = geo(v, CG_CELLDY)
-    vol0 = v.f[CF_VOLUME][i]
-    vfx0 = v.f[CF_VOL_FLUX_X][i]
-    mf0 = v.f[CF_MASS_FLUX_Y][i]
-    mf1 = v.f[CF_MASS_FLUX_Y][i + 1]
-    dm = v.f[CF_DENSITY1][i - 1]
-    d0 = v.f[CF_DENSITY1][i]
-    pvm = v.f[CF_WORK7][ring2(i - 1)] if pvflux else v.f[CF_VOLUME][i - 1]
-    pv0 = v.f[CF_WORK7][ring2(i)]
-    nfm = v.f[CF_WORK1][ring2(i - 1)]
-    nf0 = v.f[CF_WORK1][ring2(i)]
-    post_i = v.f[CF_WORK2][ring3(i)]
-    pre_i = v.f[CF_WORK3][ring3(i)]
-    pre_k = v.f[CF_WORK3][ring3(i - 1)]
-    pre_ku = v.f[CF_WORK3][ring3(i - 2)]
-    post_ku = v.f[CF_WORK2][ring3(i - 2)]
-    mom_flux_k = v.f[CF_WORK5][ring3(i - 1)]
-    mfl_kum = v.f[CF_WORK5][ring3(i - 3)]
-    mfl_ku = v.f[CF_WORK5][ring3(i - 2)]
-    vel_ku = v.f[vel][i - 2]
-    vout = out.f[vel][i - 2]
-    v0 = v.f[vel][i - 1]
-    vp = v.f[vel][i]
-    vpp = v.f[vel][i + 1]
-    k = i - 1
-    width = celldy[k]
-    cd_neg = celldy[k + 1]
-    cd_pos = celldy[k - 1]
-    if pvflux:
-        pv0[j0 - 1] = vol0[j0 - 1] + vfx0[j0] - vfx0[j0 - 1]
-    j = j0
-    while j < j1:
-        pvj = vol0[j] + vfx0[j + 1] - vfx0[j] if pvflux else vol0[j]
-        pvjm = vol0[j - 1] + vfx0[j] - vfx0[j - 1] if pvflux else vol0[j - 1]
-        if pvflux:
-            pv0[j] = pvj
-        nfi = 0.25 * (mf0[j - 1] + mf0[j] + mf1[j - 1] + mf1[j])
-        nf0[j] = nfi
-        post = 0.25 * (dm[j] * pvm[j] + d0[j] * pvj + dm[j - 1] * pvm[j - 1] + d0[j - 1] * pvjm)
-        post_i[j] = post
-        prei = post - nfm[j] + nfi
-        pre_i[j] = prei
-        nf = nfm[j]
-        avn = mom_advec_vel(nf, vpp[j], vp[j], v0[j], prei, width, cd_neg)
-        avp = mom_advec_vel(nf, vel_ku[j], v0[j], vp[j], pre_k[j], width, cd_pos)
-        mom_flux_k[j] = (avn if nf < 0.0 else avp) * nf
-        vout[j] = (vel_ku[j] * pre_ku[j] + mfl_kum[j] - mfl_ku[j]) / post_ku[j]
-        j += 1
-
-
-@jit
 def mom_x_nodes(v, k, pvflux, ja, jb, node_flux, nm_post, nm_pre):
     """advec_mom along x, nodes ja .. jb (array columns) of node row k:
     post_vol, node_flux, node_mass_post and node_mass_pre (advec.c's)."""
+    if ja < 1:
+        raise IndexError("mom_x_nodes: ja < 1")    # and LLVM knows j - 1 >= 0
     mfm = v.f[CF_MASS_FLUX_X][k - 1]
     mf0 = v.f[CF_MASS_FLUX_X][k]
     dm = v.f[CF_DENSITY1][k - 1]
@@ -991,6 +958,8 @@ def advec_mom_x(v, vel, mom_sweep, c, out):
     """advec_mom along x over the nodes of c (C's indices, clipped), into
     out's velocity vel (out is v: in place), each node row finished before
     the next, its node quantities in four rows of WORK4."""
+    if c[0] < 0 or c[2] < 0:
+        raise IndexError("advec_mom_x: the range starts below 0 (clip it)")   # and LLVM knows J0 - 2 >= 0
     pv_is_volume = mom_sweep > 2
     J0, J1 = c[0] + G, c[1] + G
     K0, K1 = c[2] + G, c[3] + G
@@ -1008,9 +977,11 @@ def advec_mom_x(v, vel, mom_sweep, c, out):
         while j < J1:
             nf = node_flux[j]
             width = celldx[j]
-            avn = mom_advec_vel(nf, vel1[j + 2], vel1[j + 1], vel1[j], nm_pre[j + 1], width, celldx[j + 1])
-            avp = mom_advec_vel(nf, vel1[j - 1], vel1[j], vel1[j + 1], nm_pre[j], width, celldx[j - 1])
-            mom_flux[j] = (avn if nf < 0.0 else avp) * nf
+            neg = nf < 0.0
+            av = mom_advec_vel(nf, pick(neg, vel1[j + 2], vel1[j - 1]), pick(neg, vel1[j + 1], vel1[j]),
+                               pick(neg, vel1[j], vel1[j + 1]), pick(neg, nm_pre[j + 1], nm_pre[j]), width,
+                               pick(neg, celldx[j + 1], celldx[j - 1]))
+            mom_flux[j] = av * nf
             j += 1
         vout = out.f[vel][k]
         j = J0
@@ -1022,7 +993,12 @@ def advec_mom_x(v, vel, mom_sweep, c, out):
 @jit
 def advec_mom_y(v, vel, mom_sweep, c, out):
     """advec_mom along y over the nodes of c, as advec.c's advec_mom_y: one
-    pass down the node rows i = k0 - 1 .. k1 + 1, rows in rings."""
+    pass down the node rows i = k0 - 1 .. k1 + 1, rows in rings; each
+    quantity of a row in a loop of its own (advec.c fuses them for the rows
+    k0 + 2 .. k1, but LLVM leaves that loop scalar here, for a reason not
+    established; the separate loops vectorise)."""
+    if c[0] < 0 or c[2] < 0:
+        raise IndexError("advec_mom_y: the range starts below 0 (clip it)")   # and LLVM knows J0 - 1 >= 0
     pv_is_volume = mom_sweep > 2
     J0, J1 = c[0] + G, c[1] + G
     K0, K1 = c[2] + G, c[3] + G
@@ -1037,9 +1013,6 @@ def advec_mom_y(v, vel, mom_sweep, c, out):
         nf[j] = 0.25 * (mf0[j - 1] + mf0[j] + mf1[j - 1] + mf1[j])
         j += 1
     for i in range(K0 - 1, K1 + 2):
-        if i >= K0 + 2 and i <= K1:
-            mom_y_fused(v, vel, i, not pv_is_volume, J0, J1, out)
-            continue
         if i <= K1:
             if not pv_is_volume:
                 mom_post_vol(v, mom_sweep, i, J0 - 1, J1 - 1, v.f[CF_WORK7][ring2(i)])
@@ -1080,9 +1053,10 @@ def advec_mom_y(v, vel, mom_sweep, c, out):
             j = J0
             while j < J1:
                 nf = nfk[j]
-                avn = mom_advec_vel(nf, vpp[j], vp[j], v0[j], pre_k1[j], width, cd_neg)
-                avp = mom_advec_vel(nf, vm[j], v0[j], vp[j], pre_k[j], width, cd_pos)
-                mom_flux[j] = (avn if nf < 0.0 else avp) * nf
+                neg = nf < 0.0
+                av = mom_advec_vel(nf, pick(neg, vpp[j], vm[j]), pick(neg, vp[j], v0[j]), pick(neg, v0[j], vp[j]),
+                                   pick(neg, pre_k1[j], pre_k[j]), width, pick(neg, cd_neg, cd_pos))
+                mom_flux[j] = av * nf
                 j += 1
         ku = i - 2
         if ku < K0:
