@@ -64,3 +64,28 @@ def test_off_keeps_no_file(model_dir, monkeypatch):
     with weft.Runtime(workers=2, devices="cpu,vgpu:1") as rt:
         assert rt.spawn(f, placement=weft.gpu).result() == 1
     assert not list(model_dir.iterdir())
+
+
+def test_cost(model_dir):
+    """cost= is the task's work: a number at least 0, refused otherwise;
+    a function never seen, with a cost, is predicted from the rate other
+    tasks with a cost showed, and its tasks are observed too."""
+    def rated():
+        return 1
+
+    def fresh():
+        return 2
+
+    with weft.Runtime(workers=2, devices="cpu,vgpu:2") as rt:
+        for _ in range(8):
+            assert rt.spawn(rated, placement=[weft.gpu, weft.cpu], cost=1e6).result() == 1
+        assert rt.spawn(fresh, placement=[weft.gpu, weft.cpu], cost=2e6).result() == 2
+        with pytest.raises(ValueError, match="cost= takes a finite number of at least 0"):
+            rt.spawn(fresh, cost=-1.0)
+        with pytest.raises(ValueError, match="cost= takes a finite number"):
+            rt.spawn(fresh, cost=float("nan"))
+        with pytest.raises(TypeError, match="cost= expects a number"):
+            rt.spawn(fresh, cost="big")
+    kinds = {k for k, _, _ in models(model_dir)}
+    assert "(time per unit of cost)" in kinds
+    assert "test_cost.<locals>.fresh" in kinds

@@ -206,7 +206,7 @@ typedef struct {
     PyObject *empty_tuple;
     PyObject *s_deps, *s_reads, *s_writes, *s_readwrites, *s_commutes, *s_name,
         *s_priority, *s_task, *s_kwargs, *s_runtime, *s_add_note, *s_placement, *s_share, *s_memory,
-        *s_device_data, *s_reduces, *s_scratch;
+        *s_device_data, *s_reduces, *s_scratch, *s_cost;
     /* Placement helpers of weft/_placement.py (registered at import by
      * weft/__init__.py through _set_placement): the normaliser a spawn with
      * placement= calls, the runner of a body on CUDA devices (their array
@@ -386,6 +386,7 @@ typedef struct TaskObject {
     weft_task *ph;         /* the C space's handle for the key while declared (lent by the space) */
     _Atomic int phase;
     int priority;
+    double cost;                /* cost= (weft_task_desc.cost; 0: none) */
     int cancel_requested;  /* cancel() on a slot of an unbound space (critical section on the space) */
     int ran;               /* the body finished (result/exc are final) */
     _Atomic int retrieved; /* its exception was handed to the user */

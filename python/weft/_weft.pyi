@@ -116,6 +116,7 @@ class _SpawnOptionsBase(TypedDict, total=False):
     share: float | None
     memory: int | None
     device_data: bool
+    cost: float | None
 
 class _SpawnOptions(_SpawnOptionsBase, total=False):
     kwargs: dict[str, Any] | None

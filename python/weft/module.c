@@ -336,6 +336,7 @@ module_exec(PyObject *m)
     INTERN(s_device_data, "device_data");
     INTERN(s_reduces, "reduces");
     INTERN(s_scratch, "scratch");
+    INTERN(s_cost, "cost");
 #undef INTERN
     if (PyModule_AddIntConstant(m, "R", WEFT_R) < 0 || PyModule_AddIntConstant(m, "W", WEFT_W) < 0 ||
         PyModule_AddIntConstant(m, "RW", WEFT_RW) < 0 ||
@@ -420,6 +421,7 @@ module_clear(PyObject *m)
     Py_CLEAR(st->s_device_data);
     Py_CLEAR(st->s_reduces);
     Py_CLEAR(st->s_scratch);
+    Py_CLEAR(st->s_cost);
     Py_CLEAR(st->place_normalize);
     Py_CLEAR(st->place_call);
     Py_CLEAR(st->Variants_cls);

@@ -69,6 +69,7 @@ desc_fill(weft_task_desc *desc, TaskObject *t, cell *c, weft_task **deps, size_t
     desc->accesses = acc;
     desc->naccesses = nacc;
     desc->priority = t->priority;
+    desc->cost = t->cost;
     desc->placements = pl;
     desc->nplacements = npl;
     if (npl) desc->on_finish = weft_py_on_finish;
@@ -191,7 +192,7 @@ submit_c(RuntimeObject *r, TaskObject *t, weft_task **deps, size_t ndeps, weft_a
 
 typedef struct {
     PyObject *deps, *reads, *writes, *readwrites, *commutes, *name, *priority, *task, *kwargs,
-        *runtime, *placement, *share, *memory, *device_data, *reduces, *scratch;
+        *runtime, *placement, *share, *memory, *device_data, *reduces, *scratch, *cost;
 } spawn_kw;
 
 static int
@@ -221,18 +222,20 @@ parse_kw(modstate *st, PyObject *const *args, Py_ssize_t nargs, PyObject *kwname
         else if (k == st->s_device_data) slot = &kw->device_data;
         else if (k == st->s_reduces) slot = &kw->reduces;
         else if (k == st->s_scratch) slot = &kw->scratch;
+        else if (k == st->s_cost) slot = &kw->cost;
         else {
             PyObject *names[] = {st->s_deps, st->s_reads, st->s_writes, st->s_readwrites,
                                  st->s_commutes, st->s_name, st->s_priority, st->s_task,
                                  st->s_kwargs, allow_runtime ? st->s_runtime : NULL,
                                  st->s_placement, st->s_share, st->s_memory, st->s_device_data,
-                                 st->s_reduces, st->s_scratch};
+                                 st->s_reduces, st->s_scratch, st->s_cost};
             for (size_t j = 0; j < sizeof names / sizeof *names; j++) {
                 if (names[j] && PyUnicode_Compare(k, names[j]) == 0) {
                     PyObject **slots[] = {&kw->deps, &kw->reads, &kw->writes, &kw->readwrites,
                                           &kw->commutes, &kw->name, &kw->priority, &kw->task,
                                           &kw->kwargs, &kw->runtime, &kw->placement, &kw->share,
-                                          &kw->memory, &kw->device_data, &kw->reduces, &kw->scratch};
+                                          &kw->memory, &kw->device_data, &kw->reduces, &kw->scratch,
+                                          &kw->cost};
                     slot = slots[j];
                     break;
                 }
@@ -804,6 +807,7 @@ typedef struct {
     PyObject *fn;       /* the body (place_fn once placed) */
     int native;         /* a weft.Native body (native.c) */
     int priority, device_data;
+    double cost;        /* cost= */
     TaskObject *slot;   /* task=, claimed (PH_SPAWNING) until submitted or given back */
     PyObject *deps;     /* deps=, flattened into Tasks */
     Py_ssize_t nd;
@@ -837,6 +841,7 @@ spawn_call_init(spawn_call *s, modstate *st, RuntimeObject *r, PyObject *const *
     s->nargs = nargs;
     s->fn = nargs ? args[0] : NULL;
     s->native = s->priority = s->device_data = 0;
+    s->cost = 0;
     s->slot = NULL;
     s->deps = NULL;
     s->nd = 0;
@@ -935,8 +940,8 @@ resolve_runtime(spawn_call *s)
     return 0;
 }
 
-/* priority=, name=, kwargs= and device_data=, checked.  0, or -1 with an
- * exception. */
+/* priority=, name=, kwargs=, device_data= and cost=, checked.  0, or -1
+ * with an exception. */
 static int
 parse_options(spawn_call *s)
 {
@@ -966,6 +971,19 @@ parse_options(spawn_call *s)
         return -1;
     }
     if (kw->device_data && (s->device_data = PyObject_IsTrue(kw->device_data)) < 0) return -1;
+    if (kw->cost && kw->cost != Py_None) {
+        if (!PyFloat_Check(kw->cost) && !PyLong_Check(kw->cost)) {
+            PyErr_Format(PyExc_TypeError, "spawn(): cost= expects a number (the task's flops, or any work its "
+                         "time is proportional to), got '%.100s'", Py_TYPE(kw->cost)->tp_name);
+            return -1;
+        }
+        s->cost = PyFloat_AsDouble(kw->cost);
+        if (s->cost == -1.0 && PyErr_Occurred()) return -1;
+        if (!(s->cost >= 0) || s->cost > 1e300) {
+            PyErr_Format(PyExc_ValueError, "spawn(): cost= takes a finite number of at least 0, not %R", kw->cost);
+            return -1;
+        }
+    }
     return 0;
 }
 
@@ -1249,6 +1267,7 @@ make_task(spawn_call *s)
     TaskObject *t = s->t;
     t->rt = (RuntimeObject *)Py_NewRef(s->r);
     t->priority = s->priority;
+    t->cost = s->cost;
     if (s->kw.name && s->kw.name != Py_None) Py_XSETREF(t->name, Py_NewRef(s->kw.name));
     t->fn = Py_NewRef(s->fn);
     Py_XSETREF(t->bodies, Py_XNewRef(s->bodies));

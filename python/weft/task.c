@@ -19,6 +19,7 @@ weft_py_task_new(modstate *st)
     t->space = t->key = NULL;
     t->phase = PH_DECLARED;
     t->priority = 0;
+    t->cost = 0;
     t->cancel_requested = 0;
     t->ran = 0;
     atomic_init(&t->retrieved, 0);
