@@ -15,8 +15,9 @@
 #                           halo_overlap_ratio), and CloverLeaf
 #                           (bench/clover.sh), and tiled Cholesky
 #                           (bench/cholesky.sh: chol_vs_lapack, chol_py_vs_c);
-#                           the GIL contention sweep (bench/py/gil.py) after
-#                           the Python runs
+#                           the GIL contention sweep (bench/py/gil.py) and
+#                           Numba nogil kernels as bodies
+#                           (bench/py/numba_gil.py) after the Python runs
 #   bench/run.sh --quick    stencil_1d only (weft, weft_root, openmp, spin)
 #   bench/run.sh --docs     as the default, and rewrite the generated part of
 #                           docs/performance.md and its plots and data in bench/results
@@ -132,6 +133,16 @@ if [ "$mode" != quick ] && [ -x .venv/bin/python ]; then
   echo
   echo "== Python tasks under GIL contention: weft (default, gil_spin_ns=0) beside ThreadPoolExecutor, Dask"
   .venv/bin/python bench/py/gil.py
+fi
+
+# Numba kernels as bodies: independent tasks of one ~200 us
+# @numba.njit(nogil=True) kernel on 2 workers over a sequential loop, the
+# same with kernels that hold the GIL, and plain threads as the ceiling;
+# ends with numba_nogil_speedup and numba_gil_speedup lines (weft, threads).
+if [ "$mode" != quick ] && [ -x .venv/bin/python ]; then
+  echo
+  echo "== Numba kernels as task bodies: nogil kernels on 2 workers over a sequential loop"
+  .venv/bin/python bench/py/numba_gil.py
 fi
 
 # Free-threaded CPython beside the GIL build (when
