@@ -25,7 +25,8 @@ def _import_numba():
     try:
         import numba
     except ImportError as e:
-        pytest.skip(os.environ.get("WEFT_NUMBA_UNAVAILABLE") or f"numba cannot be imported here: {e}")
+        pytest.skip(os.environ.get("WEFT_NUMBA_UNAVAILABLE") or f"numba cannot be imported here: {e}",
+                    allow_module_level=True)
     return numba
 
 
