@@ -12,7 +12,8 @@ on GPUs; nothing here runs for a plain CPU task.
     "gpu:1", "2*gpu", ...    the same as strings
 
 No array library is imported here: CuPy and PyTorch are used only when the
-program has imported them itself.
+program has imported them itself, Numba only when a body asks for
+Context.numba_array() or numba_stream().
 """
 from __future__ import annotations
 
@@ -424,11 +425,13 @@ class Context:
         v = self.view(which)
         ncuda = _numba_cuda(v.device, f"numba_array({which!r})", v.on_host)
         if v.device.startswith("vgpu"):
+            import importlib
+
             import numpy
 
-            from numba.cuda.simulator.cudadrv.devicearray import FakeCUDAArray
-
-            return FakeCUDAArray(numpy.asarray(v))
+            # the simulator's device array: a wrapper of a NumPy array, no copy
+            sim = importlib.import_module("numba.cuda.simulator.cudadrv.devicearray")
+            return sim.FakeCUDAArray(numpy.asarray(v))
         with ncuda.gpus[int(v.device.split(":")[1])]:
             return ncuda.from_cuda_array_interface(v.__cuda_array_interface__, owner=v, sync=False)
 
