@@ -4,6 +4,11 @@ task's, and RawKernel, ElementwiseKernel and array expressions go there,
 in order between the task's inputs and its dependents.  Needs CuPy and a
 CUDA GPU: skipped, saying which is missing, elsewhere (scripts/gpu-check.sh
 installs the CuPy wheel for the machine's CUDA and runs it on a GPU)."""
+import os
+import subprocess
+import sys
+import textwrap
+
 import pytest
 
 import weft
@@ -71,3 +76,27 @@ def test_a_chain_of_many_small_tasks(cuda_rt):
         cuda_rt.spawn(lambda: weft.context().array(0).__iadd__(1.0), readwrites=[a], placement=weft.gpu,
                       device_data=True)
     assert cuda_rt.spawn(lambda: a.copy(), reads=[a]).result().tolist() == [50.0] * 4096
+
+
+LATE_IMPORT = textwrap.dedent("""
+    import numpy as np, weft
+    x = np.zeros(16)
+    with weft.Runtime(workers=2, devices="cpu,cuda") as rt:
+        def body():
+            import cupy                      # too late: the body started without it
+            try:
+                weft.context().array(0)
+            except RuntimeError as e:
+                return str(e)
+            return "no error"
+        print(rt.spawn(body, readwrites=[x], placement=weft.gpu, device_data=True).result())
+""")
+
+
+def test_cupy_imported_inside_the_body_is_refused(cuda_rt):
+    """A body that imports CuPy itself would run on CuPy's default stream,
+    unordered with the task's copies: ctx.array() says so instead."""
+    r = subprocess.run([sys.executable, "-c", LATE_IMPORT], capture_output=True, text=True, timeout=100,
+                       env=dict(os.environ))
+    assert r.returncode == 0, r.stderr
+    assert "import cupy before the task runs" in r.stdout, r.stdout

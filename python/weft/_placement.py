@@ -397,6 +397,12 @@ class Context:
                 import cupy
             except ImportError:
                 return v
+            if cupy.cuda.get_current_stream().ptr not in self.streams:
+                # CuPy was imported after the body started: its work would
+                # go on a stream that is not ordered with the task's.
+                raise RuntimeError(f"ctx.array({which!r}): CuPy's current stream is not the task's: import cupy "
+                                   "before the task runs (at the top of the program); Weft sets CuPy's current "
+                                   "device and stream in a body only when CuPy was imported as it started")
             return _cupy_array(cupy, v)
         try:
             import numpy
