@@ -10,8 +10,9 @@ nogil=True shows what the GIL costs (about 1: the calls run one at a time).
                                    one per worker, each calling the kernel on
                                    its share of the buffers (no runtime)
 
-Each figure is the median of --reps rounds; in a round the sequential loop
-the weft run and the threads alternate, and a run during which other processes used
+Each figure is the median of --reps rounds; in a round the sequential loop,
+the weft run and the threads alternate (each parallel run after a short
+untimed one of its kind), and a run during which other processes used
 more than 10% of the machine is run again (up to 4 times).
 
     .venv/bin/python bench/py/numba_gil.py [--tasks 400] [--us 200] [--reps 7] [--workers 2]
@@ -112,8 +113,13 @@ def speedup(nogil, tasks, us, reps, workers):
     with weft.Runtime(workers=workers) as rt:
         _weft(rt, work, bufs[:workers * 4], rounds)  # warm up
         for _ in range(reps):
+            # Each parallel run follows a short untimed one of its own kind:
+            # the first two-thread run after the one-thread loop was slower
+            # by up to 10%, whichever system ran it (waking the idle core).
             seq = _quiet(_sequential, work, bufs, rounds)
+            _weft(rt, work, bufs[:4 * workers], rounds)
             par = _quiet(_weft, rt, work, bufs, rounds)
+            _threads(work, bufs[:4 * workers], rounds, workers)
             thr = _quiet(_threads, work, bufs, rounds, workers)
             ratios.append(seq / par)
             ceiling.append(seq / thr)
