@@ -15,11 +15,12 @@
 #                           halo_overlap_ratio), and CloverLeaf
 #                           (bench/clover.sh), and tiled Cholesky
 #                           (bench/cholesky.sh: chol_vs_lapack, chol_py_vs_c,
-#                           chol_dask);
-#                           the GIL contention sweep (bench/py/gil.py) and
+#                           chol_dask, chol_vs_firstfit, chol_bound_ratio);
+#                           the GIL contention sweep (bench/py/gil.py),
 #                           Python's overheads beside the naive ways
-#                           (bench/py/overheads.py: overhead_* lines) after
-#                           the Python runs
+#                           (bench/py/overheads.py: overhead_* lines) and
+#                           Numba nogil kernels as bodies
+#                           (bench/py/numba_gil.py) after the Python runs
 #   bench/run.sh --quick    stencil_1d only (weft, weft_root, openmp, spin)
 #   bench/run.sh --docs     as the default, and rewrite the generated part of
 #                           docs/performance.md and its plots and data in bench/results
@@ -35,7 +36,7 @@ for a in "$@"; do
   case $a in
     --quick) mode=quick ;;
     --docs) mode=docs ;;
-    -h|--help) sed -n '2,22p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,30p' "$0"; exit 0 ;;
     *) echo "run.sh: unknown option $a" >&2; exit 2 ;;
   esac
 done
@@ -163,6 +164,16 @@ if [ "$mode" != quick ] && [ -x .venv/bin/python ]; then
   echo
   echo "== Python's overheads beside the naive ways (zero-copy hand-off, events, views)"
   .venv/bin/python bench/py/overheads.py
+fi
+
+# Numba kernels as bodies: independent tasks of one ~200 us
+# @numba.njit(nogil=True) kernel on 2 workers over a sequential loop, the
+# same with kernels that hold the GIL, and plain threads as the ceiling;
+# ends with numba_nogil_speedup and numba_gil_speedup lines (weft, threads).
+if [ "$mode" != quick ] && [ -x .venv/bin/python ]; then
+  echo
+  echo "== Numba kernels as task bodies: nogil kernels on 2 workers over a sequential loop"
+  .venv/bin/python bench/py/numba_gil.py
 fi
 
 # Free-threaded CPython beside the GIL build (when

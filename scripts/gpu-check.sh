@@ -17,6 +17,14 @@
 #   py-cuda    a Python runtime on the CUDA devices: rt.devices, and CuPy /
 #              PyTorch / Numba (when there) on a placed task's device and
 #              stream; a device_data=True coroutine's data across an await
+#   py-kernels Numba and CuPy kernels as bodies on CUDA: a venv
+#              (build-gpu/venv, the system's packages visible) gets Numba
+#              and the CuPy wheel for this machine's CUDA (cupy-cuda11x /
+#              12x / 13x after nvcc's major version; from PyPI, or from
+#              the wheels in $WEFT_WHEELS when set, for a machine without
+#              network) and the package, then python/tests/test_numba.py
+#              and test_cupy.py run: every test must run (a skip fails the
+#              step: a GPU is here)
 #   cholesky   apps/cholesky on cpu,cuda (cuBLAS/cuSOLVER variants), PASS
 #   data       weft-bench-data on cuda:0: copy_bw_ratio (goal >= 0.95),
 #              steady_copy_bytes (0 required)
@@ -161,6 +169,32 @@ print("py-cuda: ok")
 EOF
 }
 
+# Numba's and CuPy's kernels in bodies on CUDA (python/tests/test_numba.py,
+# test_cupy.py), in a venv of their own with the CuPy wheel built for this
+# machine's CUDA major version.  Numba finds NVVM and libdevice in the CUDA
+# toolkit nvcc belongs to (CUDA_HOME, set from nvcc's folder when unset).
+py_kernels() {
+  local venv=build-gpu/venv major pip_src=()
+  major=$(nvcc --version | sed -n 's/.*release \([0-9]*\)\..*/\1/p' | head -1)
+  [ -n "$major" ] || { echo "py-kernels: cannot read the CUDA version from nvcc --version"; return 1; }
+  [ -n "${WEFT_WHEELS:-}" ] && pip_src=(--no-index --find-links "$WEFT_WHEELS")
+  [ -x "$venv/bin/python" ] || python3 -m venv --system-site-packages "$venv" || return 1
+  "$venv/bin/python" -m pip install -q ${pip_src[@]+"${pip_src[@]}"} --only-binary=:all: numba "cupy-cuda${major}x" || {
+    echo "py-kernels: numba or cupy-cuda${major}x did not install (no network? put their wheels in a folder and set WEFT_WHEELS)"
+    return 1
+  }
+  "$venv/bin/python" -m pip install -q --no-build-isolation --no-deps --no-cache-dir . || return 1
+  export CUDA_HOME=${CUDA_HOME:-$(dirname "$(dirname "$(command -v nvcc)")")}
+  "$venv/bin/python" -m pytest -q -p no:cacheprovider -rs python/tests/test_numba.py python/tests/test_cupy.py |
+    tee "$out/py-kernels.txt"
+  local rc=${PIPESTATUS[0]}
+  [ "$rc" -eq 0 ] || return "$rc"
+  if grep -q "SKIPPED" "$out/py-kernels.txt"; then
+    echo "py-kernels: tests were skipped on a machine with a GPU"
+    return 1
+  fi
+}
+
 # Tiled Cholesky with its cuBLAS/cuSOLVER variants beside the CPU's: the
 # residual and the factor against LAPACK's (--check), and the table of
 # tasks per kernel per device.
@@ -234,6 +268,7 @@ step ctest "whole C suite on this machine" all_ctest
 step asan "test_cuda under ASan+UBSan" asan
 step python "extension + Python suite, system python3" python_suite
 step py-cuda "CuPy/PyTorch/Numba on a placed task's device and stream; a device_data coroutine across an await" py_cuda
+step py-kernels "Numba and CuPy kernels in GPU task bodies (test_numba.py, test_cupy.py)" py_kernels
 step data "copy bandwidth, overlap, locality on cuda:0 (weft-bench-data)" data_bw
 step cholesky "tiled Cholesky on cpu,cuda (checked residual, where the work went)" cholesky
 step clover "CloverLeaf tp1 and clover_bm16_short.in on cuda:0 (PASS)" clover

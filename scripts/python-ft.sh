@@ -143,6 +143,13 @@ fi
 "$venv/bin/python" -m pip install -q --only-binary=:all: numpy ||
   say "no free-threaded NumPy wheel: NumPy tests will be skipped"
 "$venv/bin/python" -m pip install -q .
+# Numba from a wheel only (none exists for the free-threaded 3.13 yet): the
+# tests that need it skip, saying why.
+numba_env=()
+why=$(scripts/python-numba.sh "$venv/bin/python") || {
+  say "$why"
+  numba_env=(WEFT_NUMBA_UNAVAILABLE="$why")
+}
 # mpi4py from source against the system's MPI; if it does not build for
 # this interpreter, the tests that need it skip, saying why.
 mpi4py_env=()
@@ -160,5 +167,5 @@ say "GIL enabled after 'import weft' (PYTHON_GIL=0): $gil_forced"
 [ "$gil_forced" = False ] || die "the GIL is on even with PYTHON_GIL=0"
 
 rc=0
-env ${mpi4py_env[@]+"${mpi4py_env[@]}"} PYTHON_GIL=0 WEFT_EXPECT_FREE_THREADED=1 "$venv/bin/python" -m pytest -q -p no:cacheprovider -rfEs python/tests || rc=$?
+env ${mpi4py_env[@]+"${mpi4py_env[@]}"} ${numba_env[@]+"${numba_env[@]}"} PYTHON_GIL=0 WEFT_EXPECT_FREE_THREADED=1 "$venv/bin/python" -m pytest -q -p no:cacheprovider -rfEs python/tests || rc=$?
 exit "$rc"

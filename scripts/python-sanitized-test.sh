@@ -58,7 +58,12 @@ venv=.venv-$tag
 "$venv/bin/python" -m pip install -q --upgrade pip >/dev/null
 # (Not mypy: the type check runs in .venv only, `make python-test`; mypy has
 # no wheels for the free-threaded interpreter.)
-"$venv/bin/python" -m pip install -q -r <(grep -v '^mypy' python/requirements-test.txt)
+# (Nor Numba from the list: it installs from a wheel only, and has none for
+# the free-threaded interpreter; the tests that need it then skip, saying
+# why, through WEFT_NUMBA_UNAVAILABLE.)
+"$venv/bin/python" -m pip install -q -r <(grep -v -e '^mypy' -e '^numba' python/requirements-test.txt)
+numba_env=()
+why=$(scripts/python-numba.sh "$venv/bin/python") || numba_env=(WEFT_NUMBA_UNAVAILABLE="$why")
 # mpi4py from source against the system's MPI (scripts/ensure-venv.sh says
 # why); on the free-threaded interpreter a failed build is reported to the
 # tests, which skip saying so (scripts/python-mpi4py.sh).
@@ -76,7 +81,7 @@ fi
 rm -rf "$logdir"
 mkdir -p "$logdir"
 rc=0
-env "${san_env[@]}" ${extra_env[@]+"${extra_env[@]}"} ${mpi4py_env[@]+"${mpi4py_env[@]}"} WEFT_PY_SANITIZER="$kind" LD_PRELOAD="$preload" \
+env "${san_env[@]}" ${extra_env[@]+"${extra_env[@]}"} ${mpi4py_env[@]+"${mpi4py_env[@]}"} ${numba_env[@]+"${numba_env[@]}"} WEFT_PY_SANITIZER="$kind" LD_PRELOAD="$preload" \
   "$venv/bin/python" -m pytest -q -p no:cacheprovider python/tests || rc=$?
 
 shopt -s nullglob

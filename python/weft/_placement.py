@@ -12,7 +12,8 @@ on GPUs; nothing here runs for a plain CPU task.
     "gpu:1", "2*gpu", ...    the same as strings
 
 No array library is imported here: CuPy and PyTorch are used only when the
-program has imported them itself.
+program has imported them itself, Numba only when a body asks for
+Context.numba_array() or numba_stream().
 """
 from __future__ import annotations
 
@@ -399,12 +400,69 @@ class Context:
                 import cupy
             except ImportError:
                 return v
+            if cupy.cuda.get_current_stream().ptr not in self.streams:
+                # CuPy was imported after the body started: its work would
+                # go on a stream that is not ordered with the task's.
+                raise RuntimeError(f"ctx.array({which!r}): CuPy's current stream is not the task's: import cupy "
+                                   "before the task runs (at the top of the program); Weft sets CuPy's current "
+                                   "device and stream in a body only when CuPy was imported as it started")
             return _cupy_array(cupy, v)
         try:
             import numpy
         except ImportError:
             return memoryview(v)
         return numpy.asarray(v)
+
+    def numba_array(self, which: _Which) -> Any:
+        """view(which) as a Numba CUDA device array, without a copy, for a
+        numba.cuda.jit kernel launched in the body on numba_stream():
+
+          - on a CUDA GPU: numba.cuda.from_cuda_array_interface on the
+            view's __cuda_array_interface__ (v3), bound to the task's stream
+            and without the host synchronisation the interface's import
+            makes by default (the kernel goes on that stream, after the
+            copies in);
+          - on a virtual GPU under Numba's CUDA simulator
+            (NUMBA_ENABLE_CUDASIM=1 before numba is imported): the
+            simulator's device array over the replica (host memory), which
+            view() returned once the copies in had run.
+
+        Raises RuntimeError for the host's copy (spawn with
+        device_data=True on a GPU placement), for a virtual GPU without the
+        simulator (its memory is the host's: real numba.cuda cannot address
+        it), and for a CUDA GPU under the simulator.  From the body only."""
+        v = self.view(which)
+        ncuda = _numba_cuda(v.device, f"numba_array({which!r})", v.on_host)
+        if v.device.startswith("vgpu"):
+            import importlib
+
+            import numpy
+
+            # the simulator's device array: a wrapper of a NumPy array, no copy
+            sim = importlib.import_module("numba.cuda.simulator.cudadrv.devicearray")
+            return sim.FakeCUDAArray(numpy.asarray(v))
+        with ncuda.gpus[int(v.device.split(":")[1])]:
+            return ncuda.from_cuda_array_interface(v.__cuda_array_interface__, owner=v, sync=False)
+
+    def numba_stream(self, gpu: int = 0) -> Any:
+        """The stream of the task's GPU number `gpu` as a Numba stream, for
+        kernel[blocks, threads, stream](...): on a CUDA GPU
+        numba.cuda.external_stream(streams[gpu]) (made on that device), so
+        the kernel runs after the copies that fill the task's data and
+        before its dependents; on a virtual GPU under Numba's CUDA simulator
+        a simulator stream, which models no order: the simulator runs each
+        kernel on the calling thread when it is launched, after view() /
+        numba_array() waited for the copies in, and before the body
+        returns.  Errors as numba_array()'s.  From the body only."""
+        if not 0 <= gpu < len(self.devices):
+            raise ValueError(f"numba_stream({gpu!r}): the task runs on {len(self.devices)} GPU(s); "
+                             "place it on a GPU (placement=weft.gpu) and number its GPUs from 0")
+        kind = self.kinds[gpu]
+        ncuda = _numba_cuda(f"{kind}:{self.ordinals[gpu]}", f"numba_stream({gpu!r})", False)
+        if kind == "vgpu":
+            return ncuda.stream()
+        with ncuda.gpus[self.ordinals[gpu]]:
+            return ncuda.external_stream(self.streams[gpu])
 
     def queue(self, fn: Callable[..., object], *args: Any, gpu: int = 0, model_ns: int = 0,
               reads: _QueueAccesses = (), writes: _QueueAccesses = ()) -> None:
@@ -477,6 +535,27 @@ def _cupy_array(cupy: Any, v: View) -> Any:
     mem = cupy.cuda.UnownedMemory(v.ptr, v.nbytes, v, int(v.device.split(":")[1]))
     return cupy.ndarray(v.shape, dtype=cupy.dtype(v.typestr), memptr=cupy.cuda.MemoryPointer(mem, 0),
                         strides=v.strides)
+
+
+def _numba_cuda(device: str, what: str, on_host: bool) -> Any:
+    """numba.cuda, where a numba.cuda kernel can use `device`'s memory; or
+    RuntimeError saying why not and what to write instead."""
+    import importlib
+
+    if on_host:
+        raise RuntimeError(f"ctx.{what}: the task's data is the host's copy here, not on a GPU: spawn with "
+                           "device_data=True on a GPU placement for numba.cuda kernels, or use an "
+                           "@numba.njit kernel on ctx.array() on the host")
+    ncuda = importlib.import_module("numba.cuda")
+    sim = bool(importlib.import_module("numba.core.config").ENABLE_CUDASIM)
+    if device.startswith("vgpu") and not sim:
+        raise RuntimeError(f"ctx.{what}: {device} is a virtual GPU, whose memory is the host's: numba.cuda "
+                           "kernels run there only under Numba's CUDA simulator (NUMBA_ENABLE_CUDASIM=1 "
+                           "set before numba is imported); or use an @numba.njit kernel on ctx.array()")
+    if device.startswith("cuda") and sim:
+        raise RuntimeError(f"ctx.{what}: {device} is a CUDA GPU, but Numba runs its CUDA simulator "
+                           "(NUMBA_ENABLE_CUDASIM=1), which cannot use device memory: unset it")
+    return ncuda
 
 
 def context() -> Context:
