@@ -348,8 +348,14 @@ def test_tiles_of_a_closed_runtime():
 def test_tiles_are_collected_with_their_parent():
     import gc
 
+    def refers_to(o, a):
+        try:
+            return isinstance(o, weft.Data) and o.obj is a
+        except ReferenceError:  # (a dead weakref.proxy among gc's objects: another test's)
+            return False
+
     def alive(a):
-        return [o for o in gc.get_objects() if isinstance(o, weft.Data) and o.obj is a]
+        return [o for o in gc.get_objects() if refers_to(o, a)]
 
     with weft.Runtime(workers=1) as rt:
         a = np.zeros(8)
