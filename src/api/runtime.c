@@ -191,6 +191,30 @@ weft__rt *weft__rt_enter(const weft_runtime *h, const char *fn, int *err, int64_
     return rt;
 }
 
+/* The placer over rt's devices under policy (NULL: the default, "dmda"
+ * when there are GPUs, else "load"), and the policy's models if it keeps
+ * any (read from this machine's file).  0 or an error, reported. */
+static int start_placer(weft__rt *rt, const weft__policy *policy)
+{
+    if (!policy)
+        policy = weft__policy_find(rt->ndev > 1 ? "dmda" : "load");
+    int rc = weft__placer_init(&rt->placer, rt->dev, rt->ndev, policy);
+    if (rc != 0)
+        return weft__error(rc, "weft_runtime_create: could not create the GPUs' streams");
+    rt->placer.cpu_slots = rt->nworkers;
+    rt->placer_ready = true;
+    if (policy->eft) {
+        char path[1024];
+        if (weft__pm_open(&rt->models, weft__pm_path(path, sizeof path) ? path : NULL) != 0)
+            return weft__error(WEFT_ENOMEM, "weft_runtime_create: out of memory");
+        rt->models_ready = true;
+        weft__placer_models(&rt->placer, &rt->models);
+    }
+    rt->graph.placer = &rt->placer;
+    rt->cfg.policy = policy->name;
+    return 0;
+}
+
 static void rt_free(weft__rt *rt)
 {
     weft__trace_free(rt->tracer);
@@ -290,26 +314,11 @@ int weft_runtime_create(const weft_config *cfg_in, weft_runtime **out)
         rt_free(rt);
         return drc;
     }
-    if (!cfg.policy || !*cfg.policy) /* the default: earliest finish when there are GPUs */
-        policy = weft__policy_find(rt->ndev > 1 ? "dmda" : "load");
-    drc = weft__placer_init(&rt->placer, rt->dev, rt->ndev, policy);
+    drc = start_placer(rt, cfg.policy && *cfg.policy ? policy : NULL);
     if (drc != 0) {
         rt_free(rt);
-        return weft__error(drc, "weft_runtime_create: could not create the GPUs' streams");
+        return drc;
     }
-    rt->placer.cpu_slots = rt->nworkers;
-    rt->placer_ready = true;
-    if (policy->eft) {
-        char path[1024];
-        if (weft__pm_open(&rt->models, weft__pm_path(path, sizeof path) ? path : NULL) != 0) {
-            rt_free(rt);
-            return weft__error(WEFT_ENOMEM, "weft_runtime_create: out of memory");
-        }
-        rt->models_ready = true;
-        weft__placer_models(&rt->placer, &rt->models);
-    }
-    rt->graph.placer = &rt->placer;
-    rt->cfg.policy = policy->name;
     if (cfg.trace_path) {
         rt->trace_path = weft__strdup(cfg.trace_path);
         if (!rt->trace_path) {
