@@ -428,16 +428,21 @@ weft_py_task_observed(TaskObject *t)
     }
 }
 
+/* n's UTF-8 (cached in the str: valid while n lives), or NULL if n is not
+ * a str (no exception left). */
+static const char *
+str_utf8(PyObject *n)
+{
+    const char *s = n && PyUnicode_Check(n) ? PyUnicode_AsUTF8(n) : NULL;
+    if (s == NULL) PyErr_Clear();
+    return s;
+}
+
 const char *
 weft_py_fn_label(PyObject *fn)
 {
     if (PyMethod_Check(fn)) fn = PyMethod_GET_FUNCTION(fn);
-    if (PyFunction_Check(fn)) {
-        PyObject *n = ((PyFunctionObject *)fn)->func_name; /* its UTF-8 is cached in the str */
-        const char *s = n && PyUnicode_Check(n) ? PyUnicode_AsUTF8(n) : NULL;
-        if (s == NULL) PyErr_Clear();
-        return s;
-    }
+    if (PyFunction_Check(fn)) return str_utf8(((PyFunctionObject *)fn)->func_name);
     if (PyCFunction_Check(fn)) return ((PyCFunctionObject *)fn)->m_ml->ml_name;
     if (PyType_Check(fn)) {
         const char *s = ((PyTypeObject *)fn)->tp_name, *dot = strrchr(s, '.');
@@ -450,12 +455,7 @@ const char *
 weft_py_fn_kind(PyObject *fn)
 {
     if (PyMethod_Check(fn)) fn = PyMethod_GET_FUNCTION(fn);
-    if (PyFunction_Check(fn)) {
-        PyObject *n = ((PyFunctionObject *)fn)->func_qualname; /* its UTF-8 is cached in the str */
-        const char *s = n && PyUnicode_Check(n) ? PyUnicode_AsUTF8(n) : NULL;
-        if (s == NULL) PyErr_Clear();
-        return s;
-    }
+    if (PyFunction_Check(fn)) return str_utf8(((PyFunctionObject *)fn)->func_qualname);
     /* A callable that carries one in its own attributes (weft.variants'
      * wrapper, functools.wraps): the str stays in its __dict__ while fn
      * lives. */
@@ -466,8 +466,7 @@ weft_py_fn_kind(PyObject *fn)
     }
     PyObject *n = PyDict_GetItemString(d, "__qualname__"); /* borrowed, from fn's dict */
     Py_DECREF(d);
-    const char *s = n && PyUnicode_Check(n) ? PyUnicode_AsUTF8(n) : NULL;
-    if (s == NULL) PyErr_Clear();
+    const char *s = str_utf8(n);
     return s ? s : weft_py_fn_label(fn);
 }
 
