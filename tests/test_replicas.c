@@ -292,12 +292,17 @@ static void test_copy_failure(void) {
 
 /* ---- locality: independent chains over their own data -------------------- */
 
-static void test_locality(void) {
+/* one_by_one: each chain's first step spawned after the one before
+ * finished, so that every GPU is idle at each (the tie between them goes
+ * to one not chosen yet; not always the first, where all the data would
+ * meet and have to move later) */
+static void test_locality(bool one_by_one) {
     weft_runtime *rt = make("cpu,vgpu:4", 0);
     enum { C = 4, STEPS = 50 };
     static double arr[C][N];
     static inc incs[C][STEPS];
     weft_data *h[C];
+    memset(arr, 0, sizeof arr);
     for (int c = 0; c < C; c++) CHECK_OK(weft_data_register(rt, arr[c], sizeof arr[c], &h[c]));
     uint64_t before = copied(rt);
     g_share = 0.25; /* a chain's GPU always has room for its next step */
@@ -305,12 +310,13 @@ static void test_locality(void) {
         for (int c = 0; c < C; c++) {
             incs[c][s] = (inc){NULL, 1, arr[c], 0};
             spawn_on(rt, "gpu", inc_body, &incs[c][s], h[c], WEFT_RW, NULL);
+            if (s == 0 && one_by_one) CHECK_OK(weft_wait_all(rt));
         }
     CHECK_OK(weft_wait_all(rt));
     /* each chain settles on one GPU: one copy in, at its first step */
     uint64_t bytes = copied(rt) - before;
-    printf("  %d chains of %d steps: %llu bytes copied (%zu per chain)\n", C, STEPS, (unsigned long long)bytes,
-           sizeof arr[0]);
+    printf("  %d chains of %d steps%s: %llu bytes copied (%zu per chain)\n", C, STEPS,
+           one_by_one ? ", started one by one" : "", (unsigned long long)bytes, sizeof arr[0]);
     CHECKF(bytes == C * sizeof arr[0], "%llu bytes copied, %zu expected", (unsigned long long)bytes, C * sizeof arr[0]);
     /* again, each step spawned after the one before finished (no event
      * between them to place it near): the mapping follows the data */
@@ -815,6 +821,13 @@ int main(int argc, char **argv) {
         printf("graph %llu ok\n", (unsigned long long)seed); /* a failed check has exited with 1 */
         return 0;
     }
+    if (argc > 2 && strcmp(argv[1], "locality") == 0) { /* (to rerun the locality test: times) */
+        for (int i = atoi(argv[2]); i > 0; i--) {
+            test_locality(false);
+            test_locality(true);
+        }
+        return 0;
+    }
     test_step("one array");
     test_one_array();
     test_step("no room");
@@ -829,7 +842,8 @@ int main(int argc, char **argv) {
     test_step("the least loaded source");
     test_least_loaded_source();
     test_step("locality");
-    test_locality();
+    test_locality(false);
+    test_locality(true);
     test_step("data living on a GPU");
     test_on_device();
     test_step("data checking mode");

@@ -154,6 +154,17 @@ static int predict(const weft__placer *p, const weft__place *pl, unsigned ar, do
 /* The share of device d decided on (running or queued). */
 static double committed(const weft__placer *p, unsigned d) { return p->eft[d].run_w + p->eft[d].queued_w; }
 
+/* Of two devices that would finish a task at once, whether d goes before
+ * e: the one with less decided on it, else the one chosen least recently.
+ * (Independent data then spreads over idle GPUs even when each task ends
+ * before the next is spawned; it would all go to the first GPU otherwise,
+ * and move later at the price of copies.) */
+static bool tie_before(const weft__placer *p, unsigned d, unsigned e)
+{
+    double cd = committed(p, d), ce = committed(p, e);
+    return cd < ce || (cd == ce && p->eft[d].chosen < p->eft[e].chosen);
+}
+
 /* A candidate: an alternative on a device set, and its predicted finish. */
 typedef struct cand {
     unsigned alt;
@@ -185,8 +196,8 @@ static unsigned gpus_by_finish(const weft__placer *p, const weft__alt *a, const 
         for (unsigned j = i; j > 0; j--) {
             double x = avail(p, 1 + out[j], now, ready, w, prio) + xfer[1 + out[j]];
             double y = avail(p, 1 + out[j - 1], now, ready, w, prio) + xfer[1 + out[j - 1]];
-            if (!(x < y) && !(x == y && committed(p, 1 + out[j]) < committed(p, 1 + out[j - 1])))
-                break; /* (equals: the one with less decided on it) */
+            if (!(x < y) && !(x == y && tie_before(p, 1 + out[j], 1 + out[j - 1])))
+                break;
             uint8_t t = out[j];
             out[j] = out[j - 1];
             out[j - 1] = t;
@@ -262,6 +273,16 @@ static void charge_queued(weft__placer *p, const weft__place *pl, double sign)
     }
 }
 
+/* Stamp pl's target devices as the ones chosen last (see tie_before). */
+static void stamp_chosen(weft__placer *p, const weft__place *pl)
+{
+    unsigned dev[WEFT__MAX_DEVICES];
+    unsigned n = target_devs(pl, dev);
+    p->decisions++;
+    for (unsigned k = 0; k < n; k++)
+        p->eft[dev[k]].chosen = p->decisions;
+}
+
 void weft__eft_decide(weft__placer *p, weft__place *pl, const double *xfer)
 {
     double now = (double)weft__now_ns();
@@ -305,6 +326,7 @@ void weft__eft_decide(weft__placer *p, weft__place *pl, const double *xfer)
     pl->acct = WEFT__ACCT_QUEUED;
     pl->t_commit = (uint64_t)now;
     charge_queued(p, pl, +1);
+    stamp_chosen(p, pl);
     if (best.how == WEFT__PM_HISTORY)
         p->pm_hits++;
     else if (best.how == WEFT__PM_FIT)

@@ -133,6 +133,7 @@ typedef struct weft__eft_dev {
     unsigned running;
     unsigned slots;
     uint64_t last_done;         /* a GPU: when its last task's work completed */
+    uint64_t chosen;            /* the placer's decision count when a task last went here */
 } weft__eft_dev;
 
 struct weft__placer {
@@ -177,6 +178,7 @@ struct weft__placer {
     uint8_t gpu_arch[WEFT__MAX_DEVICES - 1];
     weft__eft_dev eft[WEFT__MAX_DEVICES];
     uint64_t pm_hits, pm_fits, pm_calibrating, pm_mispredicted;
+    uint64_t decisions;                         /* tasks decided (stamps weft__eft_dev.chosen) */
     /* Under the policy, the task holding each GPU whole (the one a task
      * decided on that GPU may ride on, its work queued after the holder's
      * on its stream), and the tasks decided on the CPU that hold a worker
