@@ -233,7 +233,14 @@ static bool candidate(const weft__placer *p, const weft__place *pl, unsigned i, 
         c->xfer = xfer[1 + order[k]] > c->xfer ? xfer[1 + order[k]] : c->xfer;
     }
     /* (a one-GPU alternative: order[0] is its earliest finish, so the
-     * candidate is the best GPU for it; several GPUs: the earliest k) */
+     * candidate is the best GPU for it; several GPUs: the earliest k, in
+     * ascending order, as the task sees its devices) */
+    for (unsigned i = 1; i < a->gpus; i++)
+        for (unsigned j = i; j > 0 && c->gpu[j] < c->gpu[j - 1]; j--) {
+            uint8_t t = c->gpu[j];
+            c->gpu[j] = c->gpu[j - 1];
+            c->gpu[j - 1] = t;
+        }
     return true;
 }
 
