@@ -276,7 +276,22 @@ typedef struct weft_config {
      * weft_runtime_create only.
      * Env: WEFT_POLICY. */
     const char *policy;
+    /* Record the task graph for a lower bound of the run's makespan
+     * (weft_runtime_bound): WEFT_BOUND_OFF (0, the default),
+     * WEFT_BOUND_RECORD, or WEFT_BOUND_PRINT (record, and have
+     * weft_runtime_destroy print the run's makespan against its bound, one
+     * line on stderr).  While recording, each task spawned keeps a record
+     * (about 100 bytes, and 4 per dependency beyond three) until the
+     * runtime is destroyed, and its spawn, start and finish take the
+     * record's lock.  Another value makes weft_runtime_create fail with
+     * WEFT_EINVAL.  Read during weft_runtime_create only.  Env: WEFT_BOUND
+     * (1: WEFT_BOUND_PRINT, 0: off). */
+    unsigned bound;
 } weft_config;
+
+#define WEFT_BOUND_OFF 0u
+#define WEFT_BOUND_RECORD 1u
+#define WEFT_BOUND_PRINT 2u
 
 /* Fill *cfg with defaults, then apply the environment overrides named above.
  * Malformed environment values are ignored.  Never fails; never blocks. */
@@ -361,10 +376,57 @@ WEFT_API WEFT_NODISCARD int weft_runtime_stats(weft_runtime *rt, weft_stats *out
  * sizes), or 0 (nothing observed: *ns is untouched).  Errors: WEFT_EINVAL
  * (bad runtime, kind NULL, device out of range, ns NULL; the runtime's
  * policy is not "dmda"), WEFT_ECLOSED.  Never blocks; thread-safe; may be
- * called from a task.  (For a lower bound of a run's makespan: an
- * application knows its graph; apps/cholesky computes one.) */
+ * called from a task.  (A lower bound of a run's makespan from these
+ * predictions: weft_runtime_bound.) */
 WEFT_API WEFT_NODISCARD int weft_runtime_predict(weft_runtime *rt, const char *kind, unsigned device,
                                                  size_t bytes, double *ns);
+
+/* A lower bound of a run's makespan (weft_runtime_bound), in seconds. */
+typedef struct weft_bound {
+    uint64_t tasks;      /* finished tasks counted (task-space placeholders are not tasks) */
+    uint64_t pending;    /* tasks recorded and not finished at the call: left out */
+    uint64_t no_model;   /* tasks that ran, some class of device they may run on without a
+                            model's prediction for them (see weft_runtime_bound) */
+    double makespan;     /* the first recorded spawn to the last recorded finish */
+    double path;         /* the critical path: the longest chain of dependencies, each task
+                            at its time on its fastest class of device */
+    double area;         /* the area bound: the least time in which the CPU's slots and the
+                            GPUs could do all the work, each task split between the two
+                            classes at will */
+    double bound;        /* max(path, area) */
+    unsigned cpu_slots;  /* the CPU's slots the area spreads over: the workers, less one under
+                            "dmda" with GPUs (one stays free for the GPUs' bodies); 0 when no
+                            task may run on the CPU */
+    unsigned gpus;       /* the GPUs it spreads over; 0 when no task may run on one */
+} weft_bound;
+
+/* Compute, into *out, a lower bound of the makespan of the tasks rt has
+ * run, from the task graph recorded while weft_config.bound was on (each
+ * task's kind, size, the devices its placements allow — a task without
+ * placements runs on the CPU — and its dependencies, from its explicit
+ * ones and its data accesses) and from the performance models at the
+ * time of the call: a task's time on the CPU is its kind's model's
+ * prediction at its size on the CPU; on the GPUs, the fastest GPU kind's
+ * (as weft_runtime_predict's).  Where no model predicts a task (its
+ * policy keeps no models, it has no placements, or its kind never ran
+ * there), its observed time stands in on the class of device it ran on
+ * (from its start, or its dependencies' finish, or on a GPU the previous
+ * task's finish there, whichever is latest, to its finish), and the
+ * other class counts as closed to it: out->no_model counts such tasks.
+ * A task's time on a GPU is that of the GPUs and share its placement
+ * takes; a task that never ran counts no time.  The bound is a lower
+ * bound of a schedule of these tasks on these devices as far as the
+ * predictions are right and ignores copies (see docs/design.md).
+ * Tasks still in flight are left out (out->pending counts them), with
+ * their dependencies: call it after weft_wait_all for the whole run.
+ * Returns 0; WEFT_EINVAL when rt, out is NULL, or rt records no graph
+ * (create it with weft_config.bound = WEFT_BOUND_RECORD, or WEFT_BOUND=1
+ * in the environment); WEFT_ENOMEM when out of memory, or when tasks
+ * could not be recorded for want of memory (the graph is incomplete);
+ * WEFT_ECLOSED.  Never blocks (it takes the record's and the models'
+ * locks; O(tasks log tasks + dependencies)); thread-safe; may be called
+ * from a task.  *out is the caller's. */
+WEFT_API WEFT_NODISCARD int weft_runtime_bound(weft_runtime *rt, weft_bound *out);
 
 /* Print the performance models stored for this machine (the file
  * weft_config.policy's "dmda" describes) as a table on standard output:

@@ -116,12 +116,14 @@ typedef struct chol_result {
     char dev_name[65][32];   /* their names */
     uint64_t tasks[CHOL_NKERNELS][65];   /* tasks per kernel per device */
     uint64_t bytes_copied;   /* weft_stats.bytes_copied */
-    /* The makespan's lower bound from the runtime's models (policy
-     * "dmda"; bound 0 when it has none): the critical path with each task
-     * on its fastest device, and the area bound (the work spread over the
-     * CPU's computing workers and the GPUs at their predicted speeds, each
-     * task split between them where that is best: a linear program over
-     * two kinds of device, solved exactly by bisection). */
+    /* The makespan's lower bound: the runtime's (weft_runtime_bound, from
+     * its models under policy "dmda"; bound 0 when it has none), or under
+     * model_only the app's from the modelled kernels' times (run_weft.c
+     * says why): the critical path with each task on its fastest device,
+     * and the area bound (the work spread over the CPU's computing workers
+     * and the GPUs at their speeds, each task split between them where
+     * that is best: a linear program over two kinds of device, solved
+     * exactly by bisection). */
     double bound, bound_path, bound_area;
     unsigned cpu_slots, gpus;  /* the devices the area bound spreads over */
     uint64_t model_hits, model_fits, model_calibrating, model_mispredicted;

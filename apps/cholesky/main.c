@@ -23,8 +23,9 @@
  * 1), virtual GPUs' are empty kernels stretched to the GPU model's; for
  * scheduling at sizes this machine could not factor soon (no --check).
  * --bound prints the makespan against its lower bound from the runtime's
- * models (policy "dmda": the default with GPUs) and `chol_bound_ratio weft
- * <makespan / bound>`.  --vs-firstfit R alternates R runs under "dmda"
+ * models (weft_runtime_bound; policy "dmda": the default with GPUs; under
+ * --model-only from the modelled kernels' times) and `chol_bound_ratio
+ * weft <makespan / bound>`.  --vs-firstfit R alternates R runs under "dmda"
  * and R under today's first-fit ("load"), and prints their medians,
  * `chol_vs_firstfit weft <first-fit's time / dmda's>` and the median
  * bound ratio.

@@ -251,19 +251,35 @@ static int setup_devices(chol_run *r, chol_result *res)
 /* The makespan's lower bound                                                */
 /* ------------------------------------------------------------------------ */
 
-/* The tasks of the graph as the bound sees them: each one's predicted time
- * on the CPU and on a GPU (seconds; INFINITY where it cannot run or
- * nothing predicts it). */
+/* A normal run's bound is the runtime's (weft_runtime_bound: it records
+ * the graph and predicts each task from its models).  A --model-only
+ * run's is computed here, from the modelled kernels' own times: the
+ * runtime's models learn what the run observed, which there includes what
+ * simulating the machine costs this one (a sleep's wake-up and each
+ * task's overhead, beside modelled kernels that may take microseconds),
+ * while a scheduling study wants the bound of the machine it models. */
+
+/* The runtime's bound of the run (res->bound 0 when no task had a model:
+ * a policy other than "dmda" keeps none). */
+static void runtime_bound(chol_run *r, chol_result *res)
+{
+    weft_bound b;
+    if (weft_runtime_bound(r->rt, &b) != 0) {
+        fprintf(stderr, "weft-cholesky: the bound: %s\n", weft_last_error());
+        return;
+    }
+    res->bound_path = b.path;
+    res->bound_area = b.area;
+    res->bound = b.no_model < b.tasks ? b.bound : 0;
+    res->cpu_slots = b.cpu_slots;
+    res->gpus = b.gpus;
+}
+
+/* The tasks of the graph as the modelled bound sees them: each one's time
+ * on the CPU and on a GPU (seconds; INFINITY where it cannot run). */
 typedef struct bound_task {
     double tc, tg;
 } bound_task;
-
-static double predicted(weft_runtime *rt, int kernel, unsigned dev, size_t bytes)
-{
-    double ns = 0;
-    int rc = weft_runtime_predict(rt, chol_kernel_name(kernel), dev, bytes, &ns);
-    return rc > 0 && ns > 0 ? ns * 1e-9 : INFINITY;
-}
 
 /* Whether the tasks fit in time T on cs CPU slots and gs GPUs, each task
  * split between the two where that is best (the order: the tasks the CPU
@@ -337,30 +353,19 @@ static void bound_step(chol_run *r, int kernel, unsigned k, unsigned i, unsigned
     if (kernel == CHOL_GEMM)
         t[n++] = j * nt + k;
     t[n++] = i * nt + j;
-    size_t bytes = 0;
     double start = 0;
-    for (size_t x = 0; x < n; x++) {
-        bytes += r->span[t[x] / nt] * r->span[t[x] % nt] * sizeof(double);
+    for (size_t x = 0; x < n; x++)
         start = ready[t[x]] > start ? ready[t[x]] : start;
-    }
-    if (r->o->model_only) { /* the modelled machine's own times: exact */
-        chol_call call = {.kernel = kernel, .m = (int)r->span[i], .n = (int)r->span[j], .k = (int)r->span[k]};
-        b->tc = cpu ? (double)chol_gpu_model_ns(&r->o->cpu_model, &call) * 1e-9 : INFINITY;
-        b->tg = gpu ? (double)chol_gpu_model_ns(&r->o->model, &call) * 1e-9 : INFINITY;
-    } else {
-        b->tc = cpu ? predicted(r->rt, kernel, 0, bytes) : INFINITY;
-        b->tg = gpu ? predicted(r->rt, kernel, 1, bytes) : INFINITY;
-    }
+    chol_call call = {.kernel = kernel, .m = (int)r->span[i], .n = (int)r->span[j], .k = (int)r->span[k]};
+    b->tc = cpu ? (double)chol_gpu_model_ns(&r->o->cpu_model, &call) * 1e-9 : INFINITY;
+    b->tg = gpu ? (double)chol_gpu_model_ns(&r->o->model, &call) * 1e-9 : INFINITY;
     double best = b->tc < b->tg ? b->tc : b->tg;
     ready[t[n - 1]] = start + (isfinite(best) ? best : 0);
 }
 
-/* res->bound*: the lower bound of this graph's makespan from the
- * runtime's models (after the run: what it observed), or under
- * --model-only from the modelled kernels' own times (the runtime's
- * observations there include what simulating the machine costs this one:
- * the virtual GPUs' copies are real memcpy). */
-static void compute_bound(chol_run *r, chol_result *res)
+/* res->bound*: under --model-only, the lower bound of this graph's
+ * makespan from the modelled kernels' own times. */
+static void model_bound(chol_run *r, chol_result *res)
 {
     unsigned nt = r->nt;
     size_t ntask = (size_t)nt * (nt + 1) * (nt + 2) / 6 + 1;
@@ -453,6 +458,8 @@ int chol_weft(double *a, const chol_opts *o, chol_result *res)
         cfg.trace_path = o->trace;
     if (o->workers)
         cfg.workers = o->workers;
+    if (o->bound && !o->model_only && !cfg.bound) /* (WEFT_BOUND=1 may have asked for its line too) */
+        cfg.bound = WEFT_BOUND_RECORD;
     int rc = !r->tiles || !r->span ? WEFT_ENOMEM : weft_runtime_create(&cfg, &r->rt);
     if (rc != 0)
         fprintf(stderr, "weft-cholesky: starting the runtime: %s\n", weft_last_error());
@@ -468,8 +475,10 @@ int chol_weft(double *a, const chol_opts *o, chol_result *res)
         res->model_calibrating = st.model_calibrating;
         res->model_mispredicted = st.model_mispredicted;
     }
-    if (rc == 0 && o->bound)
-        compute_bound(r, res);
+    if (rc == 0 && o->bound && o->model_only)
+        model_bound(r, res);
+    else if (rc == 0 && o->bound)
+        runtime_bound(r, res);
     for (unsigned k = 0; k < CHOL_NKERNELS; k++)
         for (unsigned i = 0; i < r->ndev; i++)
             res->tasks[k][i] = atomic_load(&r->tasks[k][i]);

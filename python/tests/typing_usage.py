@@ -150,6 +150,7 @@ def usage() -> None:
 
         assert_type(rt.devices[0]["kind"], Literal["cpu", "vgpu", "cuda"])
         assert_type(rt.stats()["tasks_run"], int)
+        assert_type(rt.bound()["bound"], float)  # (a runtime made with bound=True)
         rt.wait_all(timeout=None)
         assert_type(weft.current_runtime(), weft.Runtime | None)
         assert_type(weft.current_task(), weft.Task[Any] | None)
@@ -191,6 +192,7 @@ def misuse(rt: weft.Runtime, t: weft.Task[int], T: weft.TaskSpace, a: npt.NDArra
     weft.spawn(weft.native(0x1000), b"", b"")  # type: ignore[call-overload]  # a native body takes one argument
     weft.Runtime(policy="fastest")  # type: ignore[arg-type]                # "load", "round-robin" or "balance"
     weft.Runtime(workers="2")  # type: ignore[arg-type]
+    weft.Runtime(bound=1)  # type: ignore[arg-type]                         # True, False or None
     rt.acquire(a, "x")  # type: ignore[arg-type]                            # mode "r", "w" or "rw"
     t.result().upper()  # type: ignore[attr-defined]                        # the body returned an int
     t.wait(timeout="1s")  # type: ignore[arg-type]                          # seconds, a number

@@ -159,6 +159,19 @@ class _Stats(TypedDict):
     trace_dropped: int
     workers: int
 
+class _Bound(TypedDict):
+    """Runtime.bound(): a lower bound of the makespan (seconds), weft_runtime_bound's."""
+
+    tasks: int
+    pending: int
+    no_model: int
+    makespan: float
+    path: float
+    area: float
+    bound: float
+    cpu_slots: int
+    gpus: int
+
 @type_check_only
 class _MPIComm(Protocol):
     """An mpi4py communicator (mpi4py.MPI.Comm)."""
@@ -209,6 +222,7 @@ class Runtime:
         devices: str | None = None,
         vgpu_memory: int | None = None,
         policy: Literal["dmda", "load", "round-robin", "balance"] | None = None,
+        bound: bool | None = None,
     ) -> Self: ...
     @overload
     def spawn(self, fn: Native, arg: _BufferLike | None = None, /, **options: Unpack[_SpawnOptionsBase]) -> Task[None]: ...
@@ -232,6 +246,7 @@ class Runtime:
     def unregister(self, obj: _BufferLike | Data, /) -> None: ...
     def cancel_pending(self) -> None: ...
     def stats(self) -> _Stats: ...
+    def bound(self) -> _Bound: ...
     def __enter__(self) -> Self: ...
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: types.TracebackType | None, /) -> None: ...
     @property

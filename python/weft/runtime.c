@@ -76,14 +76,19 @@ static int
 runtime_parse(PyObject *args, PyObject *kwds, runtime_args *a)
 {
     static char *kwlist[] = {"workers", "trace", "spin_ns", "max_inflight", "gil_spin_ns",
-                             "spawn_gil", "devices", "vgpu_memory", "policy", NULL};
+                             "spawn_gil", "devices", "vgpu_memory", "policy", "bound", NULL};
     PyObject *workers = NULL, *trace = NULL, *spin = NULL, *maxin = NULL, *gspin = NULL;
-    PyObject *vgpu_mem = NULL;
+    PyObject *vgpu_mem = NULL, *bound = NULL;
     const char *spawn_gil = NULL, *devices = NULL, *policy = NULL;
     a->trace_b = NULL;
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "|O$OOOOzzOz:Runtime", kwlist, &workers, &trace, &spin,
-                                     &maxin, &gspin, &spawn_gil, &devices, &vgpu_mem, &policy))
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "|O$OOOOzzOzO:Runtime", kwlist, &workers, &trace, &spin,
+                                     &maxin, &gspin, &spawn_gil, &devices, &vgpu_mem, &policy, &bound))
         return -1;
+    if (bound != NULL && bound != Py_None && !PyBool_Check(bound)) {
+        PyErr_Format(PyExc_TypeError, "Runtime(): bound= expects True, False or None, got '%.100s'",
+                     Py_TYPE(bound)->tp_name);
+        return -1;
+    }
     if (spawn_gil == NULL) spawn_gil = getenv("WEFT_PY_SPAWN_GIL");
     a->spawn_mode = SPAWN_HOLD;
     if (spawn_gil && *spawn_gil) {
@@ -114,6 +119,10 @@ runtime_parse(PyObject *args, PyObject *kwds, runtime_args *a)
     if (has) cfg->max_inflight = (size_t)v;
     if (devices) cfg->devices = devices; /* read by weft_runtime_create only */
     if (policy) cfg->policy = policy;    /* likewise */
+    /* bound=True records the graph (Runtime.bound()); WEFT_BOUND=1 also
+     * prints the line at close, and is kept; bound=False turns both off. */
+    if (bound == Py_True && cfg->bound == WEFT_BOUND_OFF) cfg->bound = WEFT_BOUND_RECORD;
+    if (bound == Py_False) cfg->bound = WEFT_BOUND_OFF;
     if ((has = parse_size(vgpu_mem, "vgpu_memory", &v)) < 0) return -1;
     if (has) cfg->vgpu_memory = (size_t)v;
     a->gil_spin = 20000; /* 20 us */
@@ -600,6 +609,26 @@ Runtime_stats(RuntimeObject *r, PyObject *Py_UNUSED(ignored))
 }
 
 static PyObject *
+Runtime_bound(RuntimeObject *r, PyObject *Py_UNUSED(ignored))
+{
+    weft_runtime *rt = r->rt;
+    if (rt == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "bound(): the weft runtime is closed");
+        return NULL;
+    }
+    weft_bound b;
+    int rc;
+    Py_BEGIN_ALLOW_THREADS
+    rc = weft_runtime_bound(rt, &b);
+    Py_END_ALLOW_THREADS
+    if (rc != 0) return weft_py_err_weft(rc, "bound()");
+    return Py_BuildValue("{sKsKsKsdsdsdsdsIsI}", "tasks", (unsigned long long)b.tasks, "pending",
+                         (unsigned long long)b.pending, "no_model", (unsigned long long)b.no_model,
+                         "makespan", b.makespan, "path", b.path, "area", b.area, "bound", b.bound,
+                         "cpu_slots", b.cpu_slots, "gpus", b.gpus);
+}
+
+static PyObject *
 Runtime_get_gil_handoff(RuntimeObject *r, void *Py_UNUSED(c))
 {
     return PyBool_FromLong(!r->gil_off);
@@ -683,6 +712,11 @@ static PyMethodDef Runtime_methods[] = {
     {"cancel_pending", (PyCFunction)Runtime_cancel_pending, METH_NOARGS,
      "Cancel every task that has not started (running tasks finish)."},
     {"stats", (PyCFunction)Runtime_stats, METH_NOARGS, "Counters of the C runtime, as a dict."},
+    {"bound", (PyCFunction)Runtime_bound, METH_NOARGS,
+     "bound() -> dict\n\nA lower bound of the makespan of the tasks run so far (the runtime "
+     "records its task graph with Runtime(bound=True) or WEFT_BOUND=1; weft_runtime_bound): "
+     "tasks, pending (not finished: left out), no_model, makespan, path, area and bound "
+     "(seconds), cpu_slots and gpus.  ValueError when the runtime records no graph."},
     {"__enter__", (PyCFunction)Runtime_enter, METH_NOARGS, NULL},
     {"__exit__", (PyCFunction)Runtime_exit, METH_VARARGS, NULL},
     {NULL, NULL, 0, NULL}};
@@ -704,7 +738,7 @@ static PyMemberDef Runtime_members[] = {
 
 static PyType_Slot Runtime_slots[] = {
     {Py_tp_doc, "Runtime(workers=0, *, trace=None, spin_ns=None, max_inflight=None, gil_spin_ns=None, "
-                "spawn_gil=None, devices=None, vgpu_memory=None, policy=None)\n\n"
+                "spawn_gil=None, devices=None, vgpu_memory=None, policy=None, bound=None)\n\n"
                 "A Weft runtime: worker threads that run Python tasks.  Use it as a context "
                 "manager; leaving the block waits for every task, re-raises the first task "
                 "exception and closes the runtime."},

@@ -79,6 +79,8 @@ void weft_config_init(weft_config *cfg)
     const char *policy = getenv("WEFT_POLICY");
     if (policy && *policy)
         cfg->policy = policy;
+    if (env_u64("WEFT_BOUND", &v) && v <= 1)
+        cfg->bound = v ? WEFT_BOUND_PRINT : WEFT_BOUND_OFF;
 }
 
 static int add_device(weft__rt *rt, weft__device *dev)
@@ -215,6 +217,21 @@ static int start_placer(weft__rt *rt, const weft__policy *policy)
     return 0;
 }
 
+/* What rt records of its run beside the work: the trace's path (copied)
+ * and the task graph for the makespan's bound (weft_config.bound).  0 or
+ * WEFT_ENOMEM (the caller reports it). */
+static int start_records(weft__rt *rt, const weft_config *cfg)
+{
+    if (cfg->trace_path) {
+        if (!(rt->trace_path = weft__strdup(cfg->trace_path)))
+            return WEFT_ENOMEM;
+        rt->cfg.trace_path = rt->trace_path;
+    }
+    if (cfg->bound && !(rt->graph.blog = weft__bound_log_new()))
+        return WEFT_ENOMEM;
+    return 0;
+}
+
 static void rt_free(weft__rt *rt)
 {
     weft__trace_free(rt->tracer);
@@ -237,6 +254,8 @@ static void rt_free(weft__rt *rt)
     weft__reduction_free_all(rt->reductions); /* (after the data: unregister combines with them) */
     rt->reductions = NULL;
     weft__free(rt->trace_path);
+    weft__bound_log_free(rt->graph.blog);
+    rt->graph.blog = NULL;
     pthread_mutex_destroy(&rt->data_lock);
     weft__ranges_fini(&rt->ranges);
     weft__slot_free(rt);
@@ -269,6 +288,9 @@ int weft_runtime_create(const weft_config *cfg_in, weft_runtime **out)
                            "weft_runtime_create: unknown policy \"%s\" (\"dmda\", \"load\", \"balance\" or "
                            "\"round-robin\")",
                            cfg.policy);
+    if (cfg.bound > WEFT_BOUND_PRINT)
+        return weft__error(WEFT_EINVAL, "weft_runtime_create: weft_config.bound is %u (WEFT_BOUND_OFF, "
+                                        "WEFT_BOUND_RECORD or WEFT_BOUND_PRINT)", cfg.bound);
 
     weft__rt *rt = weft__slot_alloc(WEFT__POOL_RUNTIME, sizeof(weft__rt));
     if (!rt)
@@ -319,13 +341,9 @@ int weft_runtime_create(const weft_config *cfg_in, weft_runtime **out)
         rt_free(rt);
         return drc;
     }
-    if (cfg.trace_path) {
-        rt->trace_path = weft__strdup(cfg.trace_path);
-        if (!rt->trace_path) {
-            rt_free(rt);
-            return weft__error(WEFT_ENOMEM, "weft_runtime_create: out of memory");
-        }
-        rt->cfg.trace_path = rt->trace_path;
+    if (start_records(rt, &cfg) != 0) {
+        rt_free(rt);
+        return weft__error(WEFT_ENOMEM, "weft_runtime_create: out of memory");
     }
     rt->graph.check_data = weft__vcheck_wanted(); /* the checking mode (WEFT_VGPU_CHECK) */
     uint64_t prefetch = 1; /* the prefetch queues: on unless WEFT_PREFETCH=0 */
@@ -386,6 +404,8 @@ int weft_runtime_destroy(weft_runtime *h)
     int rc = weft_wait_all(h);
     atomic_store(&rt->open, false);
     weft__wait_idle(rt, UINT64_MAX);
+    if (rt->cfg.bound == WEFT_BOUND_PRINT)
+        weft__bound_print(rt);
     if (atomic_exchange(&rt->graph.failures, 0) > 0)
         rc = WEFT_ETASKFAILED;
     weft__workers_stop(rt);

@@ -99,6 +99,12 @@ static inline bool weft__in_callback(void) { return weft__tls_finishing != NULL;
  * finishes tasks, which the wait may need. */
 int weft__refuse_in_callback(const char *fn);
 
+/* api/models.c: the makespan's bound of what rt has run (weft_runtime_bound's,
+ * errors named after fn), and its line on stderr (weft_runtime_destroy,
+ * under WEFT_BOUND_PRINT). */
+int weft__bound_of(weft__rt *rt, weft_bound *out, const char *fn);
+void weft__bound_print(weft__rt *rt);
+
 /* api/api_wait.c: the runtime's waits, built on the wait engine. */
 int weft__wait_task(weft__rt *rt, weft__task *t, uint64_t deadline);
 int weft__wait_idle(weft__rt *rt, uint64_t deadline);           /* inflight == 0 (outside threads) */

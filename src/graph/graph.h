@@ -23,6 +23,7 @@
 #include "device/device.h"
 #include "sched/sched.h"
 #include "sched/place.h"
+#include "sched/bound.h"
 #include "wait.h"
 
 typedef struct weft__task weft__task;
@@ -230,6 +231,7 @@ struct weft__task {
     weft__task *outer;                 /* task this one interrupted on its worker (nested help) */
     weft__task *done_next;             /* in the calling thread's list of completions to run */
     weft__place *place;                /* its placements (NULL: a plain CPU task) */
+    weft__brec *brec;                  /* its record in the graph's log (weft_config.bound), or NULL */
     _Atomic uint32_t nedges;           /* edges[] in use; a placeholder publishes its one edge late (release) */
     uint16_t naccess;
     weft__edge *edges;
@@ -267,6 +269,9 @@ struct weft__graph {
     weft__task_stats ext;
     bool check_data;                   /* the checking mode: each task's data checked as it starts */
     bool no_prefetch;                  /* WEFT_PREFETCH=0: copies in on the task's stream only */
+    weft__bound_log *blog;             /* each task recorded for the makespan's bound
+                                          (weft_config.bound; set before the workers start),
+                                          NULL: not recording */
 };
 
 void weft__graph_init(weft__graph *g, weft__sched *s, weft__waitset *ws, int64_t throttle_low);

@@ -364,6 +364,8 @@ static bool link_edge(weft__task *p, weft__edge *e)
 
 void weft__edge_add(weft__task *t, weft__edge *e, weft__task *p, bool propagate, bool late)
 {
+    if (t->brec && p->brec) /* (the graph as recorded: finished or not, p comes first) */
+        weft__bound_pred(t->brec, p->brec);
     e->succ = t;
     e->pred = p;
     e->pred_gen = atomic_load_explicit(&p->slot.gen, memory_order_relaxed);
@@ -959,6 +961,8 @@ static void spawn_fill(weft__graph *g, weft__task *t, const void *rt_handle, con
     t->qn.seq = t->id;
     if (extra)
         atomic_fetch_add_explicit(&g->extra_bytes, extra, memory_order_relaxed);
+    if (t->brec)
+        weft__bound_id(t->brec, t->id);
 }
 
 /* Spawn, step 7 (the histories locked): t's edges, its continuation and
@@ -1033,9 +1037,16 @@ int weft__task_spawn(weft__graph *g, const void *rt_handle, const weft_task_desc
         task_free(t);
         return rc;
     }
+    /* Recording the graph (weft_config.bound): its kind and size now, its
+     * record once nothing can fail (before it links: its edges go in). */
+    char kind[WEFT__PM_NAME];
+    const char *rkind = g->blog ? task_kind(d, kind, sizeof kind) : NULL;
+    uint64_t rsize = g->blog ? access_bytes(d) : 0;
     uint32_t nu = spawn_sort(t, sorted);
     weft__access_lock_all(sorted, nu);
     rc = spawn_plan(t, d, x, sorted, nu, nuser, nfam, &extra);
+    if (rc == 0 && g->blog)
+        t->brec = weft__bound_task(g->blog, rkind, rsize, t->place, weft__task_nedges(t));
     if (rc == 0) {
         spawn_fill(g, t, rt_handle, d, x, want_handle, nu, extra);
         spawn_link(t, d, x, sorted, nu, nuser);
@@ -1073,6 +1084,8 @@ weft__task *weft__task_proxy_new(weft__graph *g, const void *rt_handle, const ch
     p->edges = p->edge_inline;
     p->access = p->access_inline;
     copy_name(p->name, name);
+    if (g->blog) /* (NULL when out of memory: counted lost) */
+        p->brec = weft__bound_proxy(g->blog);
     atomic_init(&p->successors, NULL);
     atomic_init(&p->state, WEFT__T_WAITING);
     atomic_init(&p->run_gate, WEFT__GATE_OPEN);
@@ -1179,6 +1192,8 @@ int weft__task_start(weft__task *t)
     atomic_store_explicit(&t->state, WEFT__T_RUNNING, memory_order_relaxed);
     if (t->place)
         weft__place_started(t->g->placer, t->place);
+    if (t->brec)
+        weft__bound_started(t->brec);
     if (t->cont_of) /* the task it continues runs again, as its users see it */
         atomic_store_explicit(&t->cont_of->state, WEFT__T_RUNNING, memory_order_relaxed);
     return WEFT__START_RUN;
@@ -1861,6 +1876,8 @@ void weft__task_body_returned(weft__task *t, int result, weft__qnode **next)
         return;
     }
     if (t->continued) {
+        if (t->brec) /* (its own work ends here; its continuation is a task of its own) */
+            weft__bound_body_end(t->brec);
         /* Suspended until its continuation ends (which holds an op): the
          * worker is free now, and so is its reservation, for other tasks
          * (its data stay its own until it finishes).  It waits, as it did
@@ -1986,6 +2003,10 @@ void weft__task_complete(weft__task *t, int final, weft__qnode **next)
      * its successors are decided on (the earliest-finish policy). */
     if (t->place)
         weft__place_finished(g->placer, t->place, final == WEFT__T_COMPLETED && !t->continued);
+    if (t->brec) {
+        bool gpu = t->place && t->place->ngpu;
+        weft__bound_finished(g->blog, t->brec, !t->proxy, gpu, gpu ? weft__place_gpu(g->placer, t->place, 0)->index : 0);
+    }
     bool copies_failed = atomic_load(&t->queue_error);
     bool untouched = atomic_load(&t->dev_fate) == WEFT__FATE_SKIPPED && !t->body_copied;
     for (uint32_t i = t->naccess; i-- > 0;)

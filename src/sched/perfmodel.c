@@ -117,15 +117,24 @@ static void copy_name(char dst[WEFT__PM_NAME], const char *src)
     dst[i] = '\0';
 }
 
+/* The model of (kind, arch), as names k and a already cut, or NULL. */
+static weft__pm_model *model_find(const weft__perfmodel *pm, const char *k, const char *a)
+{
+    for (weft__pm_model *m = pm->models; m; m = m->next)
+        if (strcmp(m->kind, k) == 0 && strcmp(m->arch, a) == 0)
+            return m;
+    return NULL;
+}
+
 static weft__pm_model *model_get(weft__perfmodel *pm, const char *kind, const char *arch)
 {
     char k[WEFT__PM_NAME], a[WEFT__PM_NAME];
     copy_name(k, kind);
     copy_name(a, arch);
-    for (weft__pm_model *m = pm->models; m; m = m->next)
-        if (strcmp(m->kind, k) == 0 && strcmp(m->arch, a) == 0)
-            return m;
-    weft__pm_model *m = calloc(1, sizeof *m);
+    weft__pm_model *m = model_find(pm, k, a);
+    if (m)
+        return m;
+    m = calloc(1, sizeof *m);
     if (!m)
         return NULL;
     memcpy(m->kind, k, sizeof k);
@@ -139,6 +148,17 @@ weft__pm_model *weft__pm_model_get(weft__perfmodel *pm, const char *kind, const 
 {
     pthread_mutex_lock(&pm->lock);
     weft__pm_model *m = model_get(pm, kind, arch);
+    pthread_mutex_unlock(&pm->lock);
+    return m;
+}
+
+weft__pm_model *weft__pm_model_find(weft__perfmodel *pm, const char *kind, const char *arch)
+{
+    char k[WEFT__PM_NAME], a[WEFT__PM_NAME];
+    copy_name(k, kind);
+    copy_name(a, arch);
+    pthread_mutex_lock(&pm->lock);
+    weft__pm_model *m = model_find(pm, k, a);
     pthread_mutex_unlock(&pm->lock);
     return m;
 }

@@ -63,6 +63,10 @@ bool weft__pm_path(char *buf, size_t len);
  * cut. */
 weft__pm_model *weft__pm_model_get(weft__perfmodel *pm, const char *kind, const char *arch);
 
+/* The model of (kind, arch) if there is one (none is made): NULL when no
+ * task of that kind was observed or predicted on that arch. */
+weft__pm_model *weft__pm_model_find(weft__perfmodel *pm, const char *kind, const char *arch);
+
 /* Predict m's time at `size` bytes: WEFT__PM_HISTORY, WEFT__PM_FIT or
  * WEFT__PM_NONE (*ns unset).  *seen: the observations m has in all, and
  * those on their way (weft__pm_pending). */
