@@ -24,7 +24,11 @@
 #              the wheels in $WEFT_WHEELS when set, for a machine without
 #              network) and the package, then python/tests/test_numba.py
 #              and test_cupy.py run: every test must run (a skip fails the
-#              step: a GPU is here)
+#              step: a GPU is here); then CloverLeaf's numba.cuda kernels
+#              (--kernels numba on cuda:0): tp1 PASS, and on
+#              clover_bm16_short.in the C driver's field summary and
+#              kinetic energy, and clover_numba_cuda_vs_c (the C driver's
+#              time over theirs)
 #   cholesky   apps/cholesky on cpu,cuda (cuBLAS/cuSOLVER variants), PASS
 #   data       weft-bench-data on cuda:0: copy_bw_ratio (goal >= 0.95),
 #              steady_copy_bytes (0 required)
@@ -193,6 +197,39 @@ py_kernels() {
     echo "py-kernels: tests were skipped on a machine with a GPU"
     return 1
   fi
+  clover_numba_cuda "$venv/bin/python"
+}
+
+# CloverLeaf's numba.cuda kernels (apps/cloverleaf/kernels_numba_cuda.py,
+# --kernels numba on cuda:0, with py_kernels' venv) against the C driver's
+# kernels.cu: test problem 1 (PASS; it also compiles the kernels into
+# apps/cloverleaf/__pycache__, which the timed run loads), then
+# clover_bm16_short.in by both: their field summary rows and kinetic energy
+# (16 digits) equal, and the C driver's time over theirs.
+clover_numba_cuda() {
+  local py=$1 deck=apps/cloverleaf/decks/clover_bm16_short.in exe=build-gpu/apps/cloverleaf/weft-cloverleaf
+  local nb=("$py" apps/cloverleaf/cloverleaf.py --kernels numba --devices "cpu,cuda:0")
+  "${nb[@]}" apps/cloverleaf/decks/clover_tp1.in > "$out/clover-numba-cuda-tp1.txt" 2>&1
+  cat "$out/clover-numba-cuda-tp1.txt"
+  grep -q "PASS" "$out/clover-numba-cuda-tp1.txt" || return 1
+  "$exe" --devices cpu,cuda:0 "$deck" > "$out/clover-c-cuda.txt" 2>&1
+  grep -q "PASS" "$out/clover-c-cuda.txt" || { cat "$out/clover-c-cuda.txt"; return 1; }
+  "${nb[@]}" "$deck" > "$out/clover-numba-cuda.txt" 2>&1; cat "$out/clover-numba-cuda.txt"
+  grep -q "PASS" "$out/clover-numba-cuda.txt" || return 1
+  local kc kn tc tn
+  kc=$(sed -n 's/.*kinetic energy \([0-9.e+-]*\) against.*/\1/p' "$out/clover-c-cuda.txt")
+  kn=$(sed -n 's/.*kinetic energy \([0-9.e+-]*\) against.*/\1/p' "$out/clover-numba-cuda.txt")
+  if [ -n "$kc" ] && [ "$kc" = "$kn" ] &&
+    diff <(grep '^ step:' "$out/clover-c-cuda.txt") <(grep '^ step:' "$out/clover-numba-cuda.txt"); then
+    echo "clover_bm16_short field summary: the numba.cuda kernels' equals the C driver's (kinetic energy $kn)"
+  else
+    echo "clover_bm16_short field summary: the numba.cuda kernels' differs (kinetic energy: C driver $kc, numba.cuda $kn)"
+    return 1
+  fi
+  tc=$(sed -n 's/.* steps to time .*: \([0-9.]*\) s,.*/\1/p' "$out/clover-c-cuda.txt" | tail -1)
+  tn=$(sed -n 's/.* steps to time .*: \([0-9.]*\) s,.*/\1/p' "$out/clover-numba-cuda.txt" | tail -1)
+  echo "clover_bm16_short on cuda:0: C driver $tc s, Python driver with the numba.cuda kernels $tn s"
+  echo "clover_numba_cuda_vs_c $(awk -v a="$tc" -v b="$tn" 'BEGIN { printf "%.3f", a / b }')"
 }
 
 # Tiled Cholesky with its cuBLAS/cuSOLVER variants beside the CPU's: the
@@ -268,7 +305,7 @@ step ctest "whole C suite on this machine" all_ctest
 step asan "test_cuda under ASan+UBSan" asan
 step python "extension + Python suite, system python3" python_suite
 step py-cuda "CuPy/PyTorch/Numba on a placed task's device and stream; a device_data coroutine across an await" py_cuda
-step py-kernels "Numba and CuPy kernels in GPU task bodies (test_numba.py, test_cupy.py)" py_kernels
+step py-kernels "Numba and CuPy kernels in GPU task bodies (test_numba.py, test_cupy.py; CloverLeaf's numba.cuda kernels)" py_kernels
 step data "copy bandwidth, overlap, locality on cuda:0 (weft-bench-data)" data_bw
 step cholesky "tiled Cholesky on cpu,cuda (checked residual, where the work went)" cholesky
 step clover "CloverLeaf tp1 and clover_bm16_short.in on cuda:0 (PASS)" clover

@@ -8,11 +8,28 @@ task's stream (weft.context().streams) with the task's device replicas.
     python apps/cloverleaf/cloverleaf.py DECK [--devices LIST] [--chunks N]
                                               [--cpu-chunks N] [--workers N] [--trace FILE] [--png FILE]
                                               [--mpi] [--triad] [--no-exchange] [--split | --no-split]
-                                              [--split-advection] [--kernels c|numba]
+                                              [--split-advection] [--kernels c|numba|numba-cuda]
 
---kernels numba: the kernel tasks' bodies are Python calling the kernels of
-kernels_numba.py (compiled by Numba, GIL released; on the CPU and virtual
-GPUs only), the same task graph, the same fields bit for bit.
+--kernels: which kernels the kernel tasks run (the same task graph and the
+same fields bit for bit, whichever):
+
+  c           the compiled C kernels (default), and kernels.cu's on CUDA GPUs;
+  numba       Python task bodies calling the Numba kernels: on the CPU and
+              on virtual GPUs kernels_numba.py's (@numba.njit, GIL
+              released), on CUDA GPUs kernels_numba_cuda.py's
+              (@numba.cuda.jit, launched on the task's stream over its
+              device replicas: ctx.numba_stream(), ctx.numba_array());
+  numba-cuda  kernels_numba_cuda.py's on every GPU's chunks, CUDA GPUs and
+              virtual GPUs alike, and kernels_numba.py's on the CPU's.  On
+              virtual GPUs they run under Numba's CUDA simulator only
+              (NUMBA_ENABLE_CUDASIM=1 set before numba is imported: the
+              tests run them so); elsewhere the run is refused, saying so.
+
+A run whose numba.cuda kernels cannot run where asked is refused with a
+message naming what to write instead (numba-cuda with no GPU, or on
+virtual GPUs without the simulator; CUDA devices under the simulator, or
+without a CUDA driver numba.cuda can use); nothing falls back to other
+kernels.
 
 prints what build/apps/cloverleaf/weft-cloverleaf prints: the field summary
 table, the verification line (a deck with a test_problem), the kernel
@@ -51,7 +68,10 @@ beside this one):
     (weft.native): the worker calls it on the host arrays, or for a task
     placed on its chunk's GPU with device_data=True queues it on the task's
     stream over the device replicas, without Python.  On a CUDA GPU the
-    Python body launches kernels.cu's kernel on the task's stream.
+    Python body launches kernels.cu's kernel on the task's stream.  With
+    --kernels numba the bodies call the Numba kernels instead (_nb_body;
+    _nbc_body for the numba.cuda kernels, on the task's stream over its
+    replicas as Numba device arrays).
   * Halo updates: the chunks on the mesh boundary reflect first, then
     every block a chunk takes from the chunks around it moves in one
     phase, across its faces and its corners (from the diagonal chunk, or
@@ -96,6 +116,7 @@ import ctypes
 import os
 import struct
 import sys
+import threading
 import time
 from ctypes import POINTER, byref, c_char_p, c_double, c_int, c_size_t, c_uint, c_void_p
 
@@ -335,31 +356,59 @@ def cuda_kernels():
 _NB = None
 
 
-def numba_kernels():
-    """The Python kernels (kernels_numba.py beside this file, compiled by
-    Numba), imported once.  Raises RuntimeError naming what is missing
-    when Numba does not import."""
-    global _NB
-    if _NB is not None:
-        return _NB
+def _load_beside(name):
+    """The module `name`.py beside this file, imported once (as `name`).
+    Raises RuntimeError naming what is missing when Numba does not import."""
     try:
         import numba  # noqa: F401  (the kernels' compiler)
     except ImportError as e:
         raise RuntimeError(f"cloverleaf: --kernels numba needs Numba, which does not import here ({e}); "
                            "install it (pip install numba) or use --kernels c") from e
     import importlib.util
-    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "kernels_numba.py")
-    mod = sys.modules.get("kernels_numba")
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), name + ".py")
+    mod = sys.modules.get(name)
     if mod is None or getattr(mod, "__file__", None) != path:
-        spec = importlib.util.spec_from_file_location("kernels_numba", path)
+        spec = importlib.util.spec_from_file_location(name, path)
         mod = importlib.util.module_from_spec(spec)
-        sys.modules["kernels_numba"] = mod
+        sys.modules[name] = mod
         spec.loader.exec_module(mod)
-    _NB = mod
     return mod
 
 
-KERNEL_CHOICES = ("c", "numba")
+def numba_kernels():
+    """The Python kernels (kernels_numba.py beside this file, compiled by
+    Numba), imported once.  Raises RuntimeError naming what is missing
+    when Numba does not import."""
+    global _NB
+    if _NB is None:
+        _NB = _load_beside("kernels_numba")
+    return _NB
+
+
+_NBC = None
+
+
+def numba_cuda_kernels():
+    """The Python kernels for CUDA GPUs (kernels_numba_cuda.py beside this
+    file, compiled by numba.cuda on first launch; run by Numba's CUDA
+    simulator where NUMBA_ENABLE_CUDASIM=1 was set before numba was
+    imported), imported once.  Raises RuntimeError as numba_kernels()."""
+    global _NBC
+    if _NBC is None:
+        _NBC = _load_beside("kernels_numba_cuda")
+    return _NBC
+
+
+# --kernels: c (the compiled C kernels, and kernels.cu's on CUDA GPUs);
+# numba (kernels_numba.py's on the CPU and on virtual GPUs,
+# kernels_numba_cuda.py's on CUDA GPUs); numba-cuda (kernels_numba_cuda.py's
+# on every GPU: CUDA GPUs, and virtual GPUs under Numba's CUDA simulator;
+# kernels_numba.py's on the CPU's chunks).
+KERNEL_CHOICES = ("c", "numba", "numba-cuda")
+
+# Numba's CUDA simulator runs one kernel at a time in a process: under it
+# each kernel task's launches (run when made, in the body) hold this lock.
+_SIM_LOCK = threading.Lock()
 
 
 # ---------------------------------------------------------------------------
@@ -524,6 +573,7 @@ class _Chunk:
     def __init__(self, rt, index, c, gpu, split=False, kinds=(), split_adv=False):
         self.index, self.c, self.gpu = index, c, gpu
         self.cuda = gpu >= 0 and kinds[gpu] == "cuda"   # kernels.cu's kernels, else the C ones
+        self.nbc = False   # --kernels numba(-cuda): kernels_numba_cuda.py's kernels (set by _Sim)
         self.nx, self.ny = c.nx, c.ny
         self.pitch = c.nx + 5
         # One allocation holding every field, then the geometry, as
@@ -761,6 +811,59 @@ def _nb_body(sim, job, dt):
     ctx.queue(_nb_run, sim, job, v, out, stage, red, dt, reads=tuple(range(n)), writes=tuple(range(job.nreads, n)))
 
 
+def _nbc_run(sim, job, v, out, stage, red, dt):
+    """One call of the numba.cuda kernels (call_cuda.c's
+    clover_cu_call_run): a border job's unpack and reflection, then the
+    kernel, launched on v.stream.  The profile counts the calls; their time
+    is the device's (0 here, as the C driver's CUDA calls)."""
+    nb, kc = job.nb, sim.kc
+    if nb.unpack is not None:
+        fields, blocks, depth, edges = nb.unpack
+        kc.halo_unpack(v, stage, fields, len(fields), blocks)
+        sim.prof.append((K_UNPACK, 0))
+        if edges:
+            kc.reflect(v, fields, len(fields), depth, edges)
+            sim.prof.append((K_REFLECT, 0))
+    nb.run(v, out, stage, red, dt)
+    sim.prof.append((job.kern, 0))
+
+
+def _nbc_body(sim, job, dt):
+    """A kernel task's body with the numba.cuda kernels
+    (kernels_numba_cuda.py), on a CUDA GPU or on a virtual GPU under Numba's
+    CUDA simulator: the task's accesses as Numba device arrays
+    (ctx.numba_array: the replicas where the task runs, no copy; what[]
+    says what each is), the kernels launched on the task's stream
+    (ctx.numba_stream).  On CUDA the body returns once they are queued;
+    under the simulator they run as they are launched, one task's at a
+    time (_SIM_LOCK)."""
+    ctx = weft.context()
+    nb, ch, kc = job.nb, job.chunk, sim.kc
+    f, o, st = [None] * CF_NFIELDS, [None] * CF_NFIELDS, [None] * CF_NFIELDS
+    geom = red = None
+    for i, w in enumerate(nb.what):
+        a = ctx.numba_array(i)
+        if w >= 0:
+            f[w] = a
+        elif w <= OUT:
+            o[OUT - w] = a
+        elif w <= STAGE:
+            st[STAGE - w] = a
+        elif w == GEOM:
+            geom = a
+        else:
+            red = a
+    s = ctx.numba_stream()
+    v = kc.View(ch.nx, ch.ny, tuple(f), geom, s)
+    out = kc.View(ch.nx, ch.ny, tuple(o), geom, s)
+    stage = kc.View(ch.nx, ch.ny, tuple(st), geom, s)
+    if kc.SIMULATING:
+        with _SIM_LOCK:
+            _nbc_run(sim, job, v, out, stage, red, dt)
+    else:
+        _nbc_run(sim, job, v, out, stage, red, dt)
+
+
 def _host_halo_body(sim, copies, reflects):
     """The halo update of this rank's chunks on the CPU (one task for all
     of them): reflect at the boundary, then copy the blocks between them
@@ -858,24 +961,20 @@ class _Sim:
         self.rt, self.deck, self.out, self.net, self.no_exchange = rt, deck, out, net, bool(no_exchange)
         self.lib = lib = kernels()
         self.deck_ref = byref(deck)
-        kinds = [d["kind"] for d in rt.devices[1:]]
-        if _CUDA_ON_VGPU:
-            kinds = ["cuda" if k == "vgpu" else k for k in kinds]
-        # --kernels numba: the Python kernels (kernels_numba.py) on the CPU
-        # and on virtual GPUs; there are no CUDA versions of them
+        real_kinds = [d["kind"] for d in rt.devices[1:]]
+        kinds = ["cuda" if k == "vgpu" else k for k in real_kinds] if _CUDA_ON_VGPU else real_kinds
         if kernels_ not in KERNEL_CHOICES:
             raise ValueError(f"cloverleaf: kernels={kernels_!r}: not one of {', '.join(KERNEL_CHOICES)}")
-        if kernels_ == "numba" and "cuda" in kinds:
-            raise ValueError("cloverleaf: --kernels numba runs on the CPU and on virtual GPUs only: the Python "
-                             "kernels have no CUDA version (apps/cloverleaf/README.md); use --kernels c on CUDA "
-                             "devices, or --devices cpu")
-        self.kn = numba_kernels() if kernels_ == "numba" else None
+        # the Python kernels (--kernels numba, numba-cuda): kn on the CPU
+        # (and virtual GPUs), kc on the GPUs whose gpu_nbc is set
+        self.kn, self.kc, self.gpu_nbc = self._python_kernels(kernels_, kinds, real_kinds)
         self.nbdeck = self.kn.deck_of(deck) if self.kn is not None else None
         self._nb_dummies = {}
-        # CUDA GPUs run kernels.cu's kernels (libclover_cuda_kernels.so);
-        # virtual GPUs the C kernels on their streams.
-        self.cu = cuda_kernels() if "cuda" in kinds else None
-        if "cuda" in kinds and self.cu is None:
+        # With the C kernels CUDA GPUs run kernels.cu's kernels
+        # (libclover_cuda_kernels.so); virtual GPUs the C kernels on their
+        # streams.
+        self.cu = cuda_kernels() if "cuda" in kinds and self.kn is None else None
+        if "cuda" in kinds and self.kn is None and self.cu is None:
             raise ValueError("cloverleaf: CUDA devices need the CUDA kernels (libclover_cuda_kernels.so), which "
                              "are built only where nvcc is found; none is beside " + _kernel_paths()[-1])
         self.ngpu = len(kinds)
@@ -914,6 +1013,8 @@ class _Sim:
                        if self.lo <= i < self.hi else _Remote(i, CloverChunk.from_buffer_copy(cc[i]))
                        for i in range(n)]
         self.mine = self.chunks[self.lo:self.hi]
+        for ch in self.mine:
+            ch.nbc = ch.gpu >= 0 and self.gpu_nbc[ch.gpu]
         # The reductions, each its own registered array (a reduction needs
         # memory registered as one range), reset by the host task reading it.
         self.dt_min = np.full(1, np.inf)
@@ -930,6 +1031,41 @@ class _Sim:
         # The kernel tasks' body on the host and on virtual GPUs (_Job):
         # called by the worker, or queued on the task's stream, without Python.
         self.native = weft.native(self.lib.clover_call_bound_run)
+
+    @staticmethod
+    def _python_kernels(kernels_, kinds, real_kinds):
+        """(the njit kernels, kernels_numba.py, or None; the numba.cuda
+        kernels, kernels_numba_cuda.py, or None; for each GPU whether its
+        chunk runs the latter) for --kernels kernels_: numba runs the
+        numba.cuda kernels on CUDA GPUs and the njit kernels elsewhere;
+        numba-cuda the numba.cuda kernels on every GPU (virtual GPUs under
+        Numba's CUDA simulator only) and the njit kernels on the CPU.
+        ValueError where the numba.cuda kernels cannot run on those GPUs,
+        saying what to write instead."""
+        if kernels_ == "c":
+            return None, None, [False] * len(kinds)
+        kn = numba_kernels()
+        nbc = [k == "cuda" or kernels_ == "numba-cuda" for k in kinds]
+        if not any(nbc):
+            if kernels_ == "numba-cuda":
+                raise ValueError("cloverleaf: --kernels numba-cuda runs the numba.cuda kernels on the GPUs' chunks, "
+                                 "and this run has no GPU: use --kernels numba on the CPU, or give GPUs (--devices "
+                                 "cpu,cuda; virtual GPUs, cpu,vgpu:N, under Numba's CUDA simulator)")
+            return kn, None, nbc
+        kc = numba_cuda_kernels()
+        on = {real_kinds[g] for g in range(len(kinds)) if nbc[g]}
+        if kc.SIMULATING and "cuda" in on:
+            raise ValueError(f"cloverleaf: --kernels {kernels_} on CUDA devices, but Numba runs its CUDA simulator "
+                             "(NUMBA_ENABLE_CUDASIM=1), which cannot use device memory: unset NUMBA_ENABLE_CUDASIM")
+        if not kc.SIMULATING and "vgpu" in on:
+            raise ValueError(f"cloverleaf: --kernels {kernels_}: the numba.cuda kernels run on virtual GPUs under "
+                             "Numba's CUDA simulator only: set NUMBA_ENABLE_CUDASIM=1 before numba is imported (in "
+                             "the environment), or use --kernels numba (the njit kernels there)")
+        if not kc.SIMULATING and not kc.cuda.is_available():
+            raise ValueError(f"cloverleaf: --kernels {kernels_} runs the numba.cuda kernels on the CUDA devices, and "
+                             "numba.cuda finds no CUDA driver or device it can use here (numba -s tells why): use "
+                             "--kernels c")
+        return kn, kc, nbc
 
     # -- kernels --------------------------------------------------------
 
@@ -1132,13 +1268,24 @@ class _Sim:
                 for b in range(n):
                     blocks[i, b] = (strips[b].recv_off, strips[b].rows, strips[b].cols)
             unpack = (np.array(fields, dtype=np.int32), blocks, depth, ch.c.edges)
-        run = self._nb_run_of(kn, kind, key, self.nbdeck, ch.c.x0, ch.c.y0, rg, ch.c.edges)
+        run = self._nb_run_of(self.kc if ch.nbc else kn, kind, key, self.nbdeck, ch.c.x0, ch.c.y0, rg, ch.c.edges,
+                              ch.nbc)
         j.nb = _NbCall(run, unpack, host, j.order, red_dtype)
 
     @staticmethod
-    def _nb_run_of(kn, kind, key, d, x0, y0, rg, edges):
+    def _nb_run_of(kn, kind, key, d, x0, y0, rg, edges, device=False):
         """The call of kind `kind` as run(v, out, stage, red, dt) (call.c's
-        switch; rg: a split part's ranges, () for the whole kernel)."""
+        switch; rg: a split part's ranges, () for the whole kernel).  kn:
+        kernels_numba, or (device) kernels_numba_cuda, whose functions take
+        the same arguments but for the reductions, which fold into the
+        task's copy on the device (call_cuda.c's switch)."""
+        if device and kind == K_CALC_DT:
+            return lambda v, o, s, r, dt: kn.calc_dt(v, d, r)
+        if device and kind == K_PDV:
+            a = key[1]
+            return lambda v, o, s, r, dt: kn.pdv(v, a, dt, r)
+        if device and kind == K_SUMMARY:
+            return lambda v, o, s, r, dt: kn.field_summary(v, r)
         if kind == K_INIT:
             return lambda v, o, s, r, dt: kn.initialise(v, d, x0, y0)
         if kind == K_GENERATE:
@@ -1202,9 +1349,9 @@ class _Sim:
         # kernel task at a time per GPU, and the halo exchange beside it.
         share = GPU_SHARE if ch.gpu >= 0 else None
         if self.kn is not None:
-            self.rt.spawn(_nb_body, self, j, dyn[-1] if j.has_dt else 0.0, reads=j.reads, readwrites=j.readwrites,
-                          reduces=j.reduces, name=j.name, placement=ch.placement, device_data=ch.gpu >= 0,
-                          share=share)
+            self.rt.spawn(_nbc_body if ch.nbc else _nb_body, self, j, dyn[-1] if j.has_dt else 0.0, reads=j.reads,
+                          readwrites=j.readwrites, reduces=j.reduces, name=j.name, placement=ch.placement,
+                          device_data=ch.gpu >= 0, share=share)
             return
         arg = j.head + _DT.pack(dyn[-1]) if j.has_dt else j.arg
         if ch.cuda:
@@ -1592,9 +1739,12 @@ def run(deck, devices=None, chunks=0, workers=0, trace=None, out=None, fields=Fa
     split_advection: with the split, the advection kernels split too (out
     of place over their three updates; off by default: slower on virtual
     GPUs on 2 cores, as the C driver's --split-advection); kernels: "c" (the
-    compiled C kernels, libclover_kernels.so) or "numba" (kernels_numba.py's,
-    called by Python task bodies: on the CPU and virtual GPUs only,
-    ValueError on CUDA devices; RuntimeError where Numba does not import).
+    compiled C kernels, libclover_kernels.so), "numba" (kernels_numba.py's
+    on the CPU and virtual GPUs, kernels_numba_cuda.py's on CUDA GPUs,
+    called by Python task bodies) or "numba-cuda" (kernels_numba_cuda.py's
+    on every GPU, virtual GPUs under Numba's CUDA simulator only): the
+    module docstring's rule; ValueError where those kernels cannot run,
+    RuntimeError where Numba does not import.
     Returns a Result; raises on an error (a bad deck, a failed task, the
     PdV check, dt below dtmin)."""
     if not isinstance(deck, CloverDeck):
@@ -1686,8 +1836,10 @@ def main(argv=None):
     sp.add_argument("--no-split", dest="split", action="store_const", const=False,
                     help="the halo updates before viscosity and accelerate not overlapped (for comparison)")
     ap.add_argument("--kernels", choices=KERNEL_CHOICES, default="c", help="the kernels the tasks run: c (the "
-                    "compiled C kernels, default) or numba (kernels_numba.py, compiled by Numba; CPU and virtual GPUs "
-                    "only)")
+                    "compiled C kernels, and kernels.cu's on CUDA GPUs; default), numba (compiled by Numba: "
+                    "kernels_numba.py's on the CPU and virtual GPUs, kernels_numba_cuda.py's numba.cuda kernels on "
+                    "CUDA GPUs) or numba-cuda (kernels_numba_cuda.py's on every GPU; on virtual GPUs under Numba's "
+                    "CUDA simulator only, NUMBA_ENABLE_CUDASIM=1)")
     ap.add_argument("--split-advection", action="store_true", help="with the split, the advection kernels split "
                     "as well (out of place over their updates; off by default)")
     a = ap.parse_args(argv)

@@ -12,6 +12,8 @@ import json
 import os
 import re
 import subprocess
+import sys
+import time
 
 import pytest
 
@@ -605,17 +607,398 @@ def test_numba_kernels_driver_matches_c_kernels(clover, kn, monkeypatch, deck_na
     assert same_bits(nb.density, ref.density) and same_bits(nb.energy, ref.energy)
 
 
-def test_numba_kernels_refused_on_cuda_and_unknown(clover, kn, monkeypatch):
-    """--kernels numba on a CUDA device is refused, saying why (virtual
-    GPUs standing in for CUDA devices, as the CUDA tests do); an unknown
-    kernels= names the choices."""
+def test_numba_kernels_choice_and_refusals(clover, kn, monkeypatch):
+    """--kernels numba picks the numba.cuda kernels on CUDA devices and the
+    njit ones elsewhere; where the numba.cuda kernels cannot run (virtual
+    GPUs without Numba's CUDA simulator, as here: virtual GPUs standing in
+    for CUDA devices, as the CUDA tests do; no GPU with numba-cuda; CUDA
+    devices without a CUDA driver) the run is refused, saying what to
+    write instead; an unknown kernels= names the choices."""
+    kc = clover.numba_cuda_kernels()
+    if kc.SIMULATING:
+        pytest.skip("NUMBA_ENABLE_CUDASIM is set for the whole run: the simulator's rules are the subprocess test's")
     deck = clover.load_deck(os.path.join(DECKS, "clover_tp1.in"))
+    assert clover._Sim._python_kernels("numba", ["vgpu"], ["vgpu"]) == (kn, None, [False])
     monkeypatch.setattr(clover, "_CUDA_ON_VGPU", True)
-    with pytest.raises(ValueError, match="--kernels numba runs on the CPU and on virtual GPUs only"):
+    with pytest.raises(ValueError, match="--kernels numba: the numba.cuda kernels run on virtual GPUs under Numba's "
+                                         "CUDA simulator only: set NUMBA_ENABLE_CUDASIM=1"):
         clover.run(deck, devices="cpu,vgpu:1", kernels="numba")
     monkeypatch.setattr(clover, "_CUDA_ON_VGPU", False)
-    with pytest.raises(ValueError, match="not one of c, numba"):
+    with pytest.raises(ValueError, match="--kernels numba-cuda: the numba.cuda kernels run on virtual GPUs under"):
+        clover.run(deck, devices="cpu,vgpu:2", kernels="numba-cuda")
+    with pytest.raises(ValueError, match="this run has no GPU: use --kernels numba on the CPU"):
+        clover.run(deck, devices="cpu", kernels="numba-cuda")
+    if not kc.cuda.is_available():
+        with pytest.raises(ValueError, match="numba.cuda finds no CUDA driver or device.*use --kernels c"):
+            clover._Sim._python_kernels("numba", ["cuda"], ["cuda"])
+    with pytest.raises(ValueError, match="not one of c, numba, numba-cuda"):
         clover.run(deck, devices="cpu", kernels="fortran")
+
+
+# ---------------------------------------------------------------------------
+# The numba.cuda kernels (kernels_numba_cuda.py: kernels.cu in Python, for
+# CUDA GPUs): the driver with them on virtual GPUs under Numba's CUDA
+# simulator against the C kernels and kernels.cu (on the host emulation),
+# and every kernel compiled to PTX without a fused multiply-add.  The
+# simulator runs each CUDA thread as a Python thread: the whole of test
+# problem 1 (75 steps) takes 379 s here on two virtual GPUs (PASS), so the
+# deck is cut to NBC_STEPS steps (x and y sweeps three times each: about
+# 33 s); the kernels' arithmetic is checked one by one on random fields
+# besides.  The run on a GPU: scripts/gpu-check.sh, py-kernels.
+# ---------------------------------------------------------------------------
+
+NBC_STEPS = 6
+NBC_DEVICES = "cpu,vgpu:2"
+
+
+def _tp1_cut(clover, steps):
+    with open(os.path.join(DECKS, "clover_tp1.in")) as f:
+        text = f.read()
+    return clover.parse_deck(text.replace("*endclover", f" end_step={steps}\n*endclover"), "clover_tp1_cut.in")
+
+
+NBC_SIM_SCRIPT = r"""
+import importlib.util, json, sys, time
+import numpy as np
+from numba import cuda
+spec = importlib.util.spec_from_file_location("cloverleaf", {app!r})
+cl = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(cl)
+kc, kn = cl.numba_cuda_kernels(), cl.numba_kernels()
+assert kc.SIMULATING, "NUMBA_ENABLE_CUDASIM=1 did not reach numba"
+launches = [0]
+launch = kc._launch
+
+def counted(*a):
+    launches[0] += 1
+    launch(*a)
+
+kc._launch = counted
+with open({tp1!r}) as f:
+    deck = cl.parse_deck(f.read().replace("*endclover", " end_step={steps}\n*endclover"), "clover_tp1_cut.in")
+t0 = time.perf_counter()
+res = cl.run(deck, devices={devices!r}, workers=2, fields=True, kernels="numba-cuda")
+wall = time.perf_counter() - t0
+np.savez({npz!r}, density=res.density, energy=res.energy)
+# the rule: --kernels numba takes the numba.cuda kernels on CUDA devices
+# (a run on a virtual GPU standing in for one, as the CUDA tests do: the
+# path a CUDA GPU's run takes), the njit ones on virtual GPUs; under the
+# simulator real CUDA devices are refused
+with open({tp1!r}) as f:
+    deck1 = cl.parse_deck(f.read().replace("*endclover", " end_step=1\n*endclover"), "clover_tp1_cut.in")
+before = launches[0]
+cl._CUDA_ON_VGPU = True
+r1 = cl.run(deck1, devices="cpu,vgpu:1", workers=1, fields=True, kernels="numba")
+cl._CUDA_ON_VGPU = False
+np.savez({npz1!r}, density=r1.density, energy=r1.energy)
+auto_launches = launches[0] - before
+assert cl._Sim._python_kernels("numba", ["cuda"], ["vgpu"]) == (kn, kc, [True])
+assert cl._Sim._python_kernels("numba", ["vgpu"], ["vgpu"]) == (kn, None, [False])
+try:
+    cl._Sim._python_kernels("numba", ["cuda"], ["cuda"])
+    raise AssertionError("CUDA devices under the simulator were not refused")
+except ValueError as e:
+    assert "unset NUMBA_ENABLE_CUDASIM" in str(e), e
+# the launchers' paths the driver does not take: calc_dt without WORK1 and
+# field_summary with it (several runs: 24 x 24 cells), and pdv's flag
+nx = ny = 24
+rng = np.random.default_rng(7)
+f = [rng.uniform(0.5, 1.5, (ny + 5, nx + 5)) for _ in range(kc.CF_NFIELDS)]
+for i in (kc.CF_XVEL0, kc.CF_XVEL1, kc.CF_YVEL0, kc.CF_YVEL1, kc.CF_PRESSURE):
+    f[i] = rng.uniform(-0.05, 0.05, (ny + 5, nx + 5))
+geom = rng.uniform(0.5, 1.5, cl.kernels().clover_geom_count(nx, ny))
+d = kn.deck_of(deck)
+hv = kn.View(nx, ny, tuple(f), geom)
+ref_dt = kn.calc_dt(hv, d, 0, 0)[0]
+ref_sums = np.zeros(kc.CS_N)
+kn.field_summary(hv, ref_sums)
+s = cuda.stream()
+dev = [cuda.to_device(a) for a in f]
+direct = {{}}
+for work in (True, False):
+    v = kc.View(nx, ny, tuple(a if work or i != kc.CF_WORK1 else None for i, a in enumerate(dev)),
+                cuda.to_device(geom), s)
+    dt = cuda.to_device(np.full(1, np.inf))
+    kc.calc_dt(v, d, dt)
+    sums = cuda.to_device(np.full(kc.CS_N, -0.0))
+    kc.field_summary(v, sums)
+    direct[work] = (float(dt.copy_to_host()[0]), sums.copy_to_host().tolist())
+err = cuda.to_device(np.zeros(1, np.int32))
+kc.pdv(kc.View(nx, ny, tuple(dev), None, s), 1, 1e6, err)
+# each launcher (whole, and over each part of the split) against the njit
+# kernel (the C kernels' bits) on random fields: every field but the work
+# arrays (kernels.cu's scratch is its own), the geometry and the result
+# equal bit for bit
+from ctypes import byref
+nx, ny = 13, 11
+
+
+def rand(seed):
+    g = np.random.default_rng(seed)
+    f = [g.uniform(0.5, 1.5, (ny + 5, nx + 5)) for _ in range(kc.CF_NFIELDS)]
+    for i in (kc.CF_XVEL0, kc.CF_XVEL1, kc.CF_YVEL0, kc.CF_YVEL1, kc.CF_VOL_FLUX_X, kc.CF_VOL_FLUX_Y,
+              kc.CF_MASS_FLUX_X, kc.CF_MASS_FLUX_Y, kc.CF_PRESSURE):
+        f[i] = g.uniform(-0.05, 0.05, (ny + 5, nx + 5))
+    return f, g.uniform(0.5, 1.5, cl.kernels().clover_geom_count(nx, ny))
+
+
+fields = np.arange(18, dtype=np.int32)
+stage_fields = np.array([kc.CF_PRESSURE, kc.CF_XVEL0, kc.CF_MASS_FLUX_Y], dtype=np.int32)
+inner = cl.CloverChunk(3, 4, nx, ny, 0, 0, 2, 1, 3)     # neighbours on every side
+blocks = np.zeros((len(stage_fields), 9, 3), dtype=np.int64)
+strips = (cl.CloverStrip * 8)()
+for i, fl in enumerate(stage_fields):
+    for b in range(cl.kernels().clover_halo_recv_blocks(byref(inner), int(fl), 2, strips, None)):
+        blocks[i, b] = (strips[b].recv_off, strips[b].rows, strips[b].cols)
+
+
+def dev_dt(v, o):
+    r = cuda.to_device(np.full(1, np.inf))
+    kc.calc_dt(v, d, r)
+    return float(r.copy_to_host()[0])
+
+
+def dev_pdv(v, p):
+    r = cuda.to_device(np.zeros(1, np.int32))
+    kc.pdv(v, p, 0.013, r)
+    return int(r.copy_to_host()[0])
+
+
+cases = {{
+    "initialise": (lambda v, o: kc.initialise(v, d, 3, 4), lambda v, o: kn.initialise(v, d, 3, 4)),
+    "generate": (lambda v, o: kc.generate(v, d), lambda v, o: kn.generate(v, d)),
+    "calc_dt": (dev_dt, lambda v, o: kn.calc_dt(v, d, 3, 4)[0]),
+    "revert": (lambda v, o: kc.revert(v), lambda v, o: kn.revert(v)),
+    "reset_field": (lambda v, o: kc.reset_field(v), lambda v, o: kn.reset_field(v)),
+    "viscosity": (lambda v, o: kc.viscosity(v), lambda v, o: kn.viscosity(v)),
+    "halo_unpack": (lambda v, o: kc.halo_unpack(v, o, stage_fields, 3, blocks),
+                    lambda v, o: kn.halo_unpack(v, o, stage_fields, 3, blocks)),
+}}
+for p in (0, 1):
+    cases[f"ideal_gas {{p}}"] = (lambda v, o, p=p: kc.ideal_gas(v, p), lambda v, o, p=p: kn.ideal_gas(v, p))
+    cases[f"pdv {{p}}"] = (lambda v, o, p=p: dev_pdv(v, p), lambda v, o, p=p: kn.pdv(v, p, 0.013))
+cases["accelerate"] = (lambda v, o: kc.accelerate(v, 0.013), lambda v, o: kn.accelerate(v, 0.013))
+cases["flux_calc"] = (lambda v, o: kc.flux_calc(v, 0.013), lambda v, o: kn.flux_calc(v, 0.013))
+for r in kn.split(nx, ny, 1) + kn.split(nx + 1, ny + 1, 1):
+    cases[f"viscosity_range {{r}}"] = (lambda v, o, r=r: kc.viscosity_range(v, r),
+                                     lambda v, o, r=r: kn.viscosity_range(v, r))
+    cases[f"accelerate_range {{r}}"] = (lambda v, o, r=r: kc.accelerate_range(v, 0.013, r),
+                                      lambda v, o, r=r: kn.accelerate_range(v, 0.013, r))
+for dr in (1, 2):
+    for sweep in (1, 2):
+        cases[f"advec_cell {{dr}} {{sweep}}"] = (lambda v, o, dr=dr, sweep=sweep: kc.advec_cell(v, dr, sweep),
+                                             lambda v, o, dr=dr, sweep=sweep: kn.advec_cell(v, dr, sweep))
+        for r in kn.advec_split(nx, ny, 0, dr):
+            cases[f"advec_cell_range {{dr}} {{sweep}} {{r}}"] = (
+                lambda v, o, dr=dr, sweep=sweep, r=r: kc.advec_cell_range(v, dr, sweep, r, o),
+                lambda v, o, dr=dr, sweep=sweep, r=r: kn.advec_cell_range(v, dr, sweep, r, o))
+        for vel in (kc.CF_XVEL1, kc.CF_YVEL1):
+            cases[f"advec_mom {{vel}} {{dr}} {{sweep}}"] = (
+                lambda v, o, vel=vel, dr=dr, sweep=sweep: kc.advec_mom(v, vel, dr, sweep),
+                lambda v, o, vel=vel, dr=dr, sweep=sweep: kn.advec_mom(v, vel, dr, sweep))
+            for r in kn.advec_split(nx, ny, 1, dr):
+                cases[f"advec_mom_range {{vel}} {{dr}} {{sweep}} {{r}}"] = (
+                    lambda v, o, vel=vel, dr=dr, sweep=sweep, r=r: kc.advec_mom_range(v, vel, dr, sweep, r, o),
+                    lambda v, o, vel=vel, dr=dr, sweep=sweep, r=r: kn.advec_mom_range(v, vel, dr, sweep, r, o))
+for edges, depth in ((15, 1), (15, 2), (5, 2), (10, 2)):
+    cases[f"reflect {{edges}} {{depth}}"] = (
+        lambda v, o, e=edges, dp=depth: kc.reflect(v, fields, len(fields), dp, e),
+        lambda v, o, e=edges, dp=depth: kn.reflect(v, fields, len(fields), dp, e))
+kernel_bad = []
+for i, (name, (fc, fn)) in enumerate(cases.items()):
+    (fa, ga), (oa, _) = rand(i), rand(1000 + i)
+    (fb, gb), (ob, _) = rand(i), rand(1000 + i)
+    da, doa, dga = [cuda.to_device(a) for a in fa], [cuda.to_device(a) for a in oa], cuda.to_device(ga)
+    rc = fc(kc.View(nx, ny, tuple(da), dga, s), kc.View(nx, ny, tuple(doa), dga, s))
+    rn = fn(kn.View(nx, ny, tuple(fb), gb), kn.View(nx, ny, tuple(ob), gb))
+    if rc != rn:
+        kernel_bad.append(f"{{name}}: returned {{rc}} (numba.cuda) and {{rn}} (njit)")
+    for what, xs, ys in (("field", da, fb), ("out", doa, ob)):
+        for fi, (x, y) in enumerate(zip(xs, ys)):
+            if fi < kc.CF_WORK1 and x.copy_to_host().tobytes() != y.tobytes():
+                kernel_bad.append(f"{{name}}: {{what}} {{kc.FIELD_NAMES[fi]}} differs")
+    if dga.copy_to_host().tobytes() != gb.tobytes():
+        kernel_bad.append(f"{{name}}: the geometry differs")
+print(json.dumps(dict(sums=res.sums, sums0=res.sums0, steps=res.steps, time=res.time, verified=res.verified,
+                      calls={{k: n for k, (n, _) in res.profile.items()}}, wall=wall, launches=launches[0],
+                      ref_dt=ref_dt, ref_sums=ref_sums.tolist(), dt_work=direct[True][0], dt_one=direct[False][0],
+                      sums_work=direct[True][1], sums_one=direct[False][1], pdv_err=int(err.copy_to_host()[0]),
+                      pdv_ref=int(kn.pdv(hv, 1, 1e6)), auto_launches=auto_launches, auto_sums=r1.sums,
+                      kernel_cases=len(cases), kernel_bad=kernel_bad)))
+"""
+
+
+@pytest.fixture(scope="module")
+def nbc_sim(clover, kn, tmp_path_factory):
+    """The driver with the numba.cuda kernels on NBC_DEVICES under Numba's
+    CUDA simulator, tp1 cut to NBC_STEPS steps, in a subprocess
+    (NUMBA_ENABLE_CUDASIM must be set before numba is imported), with the
+    launchers' other paths on a random chunk: (its results, its fields,
+    the subprocess's seconds)."""
+    if os.environ.get("WEFT_PY_SANITIZER"):
+        # the simulator starts a thread per CUDA thread, tens of thousands
+        # a run, each one intercepted by the sanitizer's runtime; the
+        # kernels are Python there, not the extension: make python-test
+        # runs it
+        pytest.skip("the CUDA simulator's thread per CUDA thread is too slow under a sanitizer")
+    d = tmp_path_factory.mktemp("nbc_sim")
+    script = d / "nbc_sim.py"
+    script.write_text(NBC_SIM_SCRIPT.format(app=os.path.join(APP, "cloverleaf.py"), tp1=os.path.join(DECKS,
+                      "clover_tp1.in"), steps=NBC_STEPS, devices=NBC_DEVICES, npz=str(d / "fields.npz"),
+                      npz1=str(d / "fields1.npz")))
+    env = {**os.environ, "NUMBA_ENABLE_CUDASIM": "1"}
+    env.pop("WEFT_VGPU_CHECK", None)
+    t0 = time.perf_counter()
+    p = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=840, env=env)
+    secs = time.perf_counter() - t0
+    assert p.returncode == 0, p.stdout + p.stderr
+    return json.loads(p.stdout.strip().splitlines()[-1]), np.load(d / "fields.npz"), secs, np.load(d / "fields1.npz")
+
+
+@pytest.mark.timeout(900)
+def test_numba_cuda_kernels_on_the_simulator_match_c_kernels(clover, nbc_sim):
+    """Under the simulator: every launcher of kernels_numba_cuda (whole,
+    and over each part of the split, in place and out of place; the
+    reflections, an unpack) on random fields gives the njit kernel's (so
+    the C kernel's) fields, geometry and result bit for bit, the work
+    arrays aside (kernels.cu's scratch is its own); calc_dt without WORK1
+    and field_summary through it give the bits of the paths the driver
+    takes, the minimum dt is the njit kernel's, and pdv raises its flag
+    where the njit kernel does.  --kernels numba-cuda on two virtual GPUs
+    (the split kernels' border jobs unpack and reflect with them): the
+    same task graph as the C kernels', the same steps and time, the fields
+    the C kernels' (and the oracle's) bit for bit, the field summaries to
+    1e-12 (kernels.cu's tree of sums, not the host's compensated sum: the
+    next test checks those bits).  And --kernels numba on a virtual GPU
+    standing in for a CUDA device (the path of a CUDA GPU's run) takes the
+    numba.cuda kernels: one step, the C kernels' fields."""
+    res, fields, secs, fields1 = nbc_sim
+    print(f"simulated run: {secs:.1f} s for {res['steps']} steps ({res['wall']:.1f} s in the loop)")
+    assert res["kernel_cases"] > 60 and not res["kernel_bad"], "\n".join(res["kernel_bad"])
+    deck = _tp1_cut(clover, NBC_STEPS)
+    c = clover.run(deck, devices=NBC_DEVICES, workers=2, fields=True, kernels="c")
+    assert res["launches"] > 0, "no numba.cuda kernel ran"
+    assert res["calls"] == {k: n for k, (n, _) in c.profile.items()}
+    assert (res["steps"], res["time"]) == (NBC_STEPS, c.time)
+    assert same_bits(fields["density"], c.density) and same_bits(fields["energy"], c.energy)
+    ref = clover.serial_run(deck, 1)
+    assert same_bits(fields["density"], ref.density) and same_bits(fields["energy"], ref.energy)
+    for got, want in ((res["sums"], c.sums), (res["sums0"], c.sums0)):
+        for a, b in zip(got, want):
+            assert rel(a, b) <= 1e-12, (got, want)
+    assert res["dt_work"] == res["dt_one"] == res["ref_dt"]
+    assert res["sums_work"] == res["sums_one"]
+    for a, b in zip(res["sums_work"], res["ref_sums"]):
+        assert rel(a, b) <= 1e-12, (res["sums_work"], res["ref_sums"])
+    assert res["pdv_err"] == res["pdv_ref"] == 1
+    assert res["auto_launches"] > 0, "--kernels numba on a CUDA device did not take the numba.cuda kernels"
+    c1 = clover.run(_tp1_cut(clover, 1), devices="cpu,vgpu:1", workers=1, fields=True, kernels="c")
+    assert same_bits(fields1["density"], c1.density) and same_bits(fields1["energy"], c1.energy)
+    for a, b in zip(res["auto_sums"], c1.sums):
+        assert rel(a, b) <= 1e-12, (res["auto_sums"], c1.sums)
+
+
+@pytest.mark.timeout(900)
+def test_numba_cuda_kernels_match_kernels_cu_on_the_emulation(clover, cuda_emu_lib, nbc_sim, monkeypatch):
+    """The same run with kernels.cu (the C driver's CUDA path on the host
+    emulation, virtual GPUs standing in for CUDA devices): the field
+    summaries too are the same bits (the same tree of sums)."""
+    res, fields, _, _ = nbc_sim
+    monkeypatch.delenv("WEFT_VGPU_CHECK", raising=False)
+    monkeypatch.setenv("CLOVER_CUDA_KERNELS", cuda_emu_lib)
+    monkeypatch.setattr(clover, "_CU", None)
+    monkeypatch.setattr(clover, "_CUDA_ON_VGPU", True)
+    import ctypes
+    emu = ctypes.CDLL(cuda_emu_lib)
+    emu.clover_emu_set_any_memory(1)
+    try:
+        cu = clover.run(_tp1_cut(clover, NBC_STEPS), devices=NBC_DEVICES, workers=2, fields=True, kernels="c")
+    finally:
+        emu.clover_emu_set_any_memory(0)
+    assert res["sums"] == cu.sums and res["sums0"] == cu.sums0
+    assert same_bits(fields["density"], cu.density) and same_bits(fields["energy"], cu.energy)
+
+
+def _every_launch(clover, kc, monkeypatch):
+    """Every launcher of kernels_numba_cuda on a random chunk of NumPy
+    arrays (every path: each direction and sweep, whole and over a range,
+    with and without WORK1, reflections of 1 to 8 fields, an unpack), with
+    kc._launch recording each kernel and its argument types instead of
+    launching: {(kernel, signature)}."""
+    from numba import typeof
+    seen = set()
+    monkeypatch.setattr(kc, "_launch", lambda kern, grid, block, stream, args:
+                        seen.add((kern, tuple(typeof(a) for a in args))))
+    nx, ny = 10, 6
+    f, geom = _random_chunk(clover, nx, ny, 3)
+    v = kc.View(nx, ny, tuple(f), geom, 0)
+    nowork = v._replace(f=tuple(None if i == kc.CF_WORK1 else a for i, a in enumerate(f)))
+    d = clover.numba_kernels().deck_of(clover.load_deck(os.path.join(DECKS, "clover_tp1.in")))
+    red, err, sums = np.zeros(1), np.zeros(1, np.int32), np.zeros(kc.CS_N)
+    kc.initialise(v, d, 0, 0)
+    kc.generate(v, d)
+    for p in (0, 1):
+        kc.ideal_gas(v, p)
+        kc.pdv(v, p, 0.01, err)
+    kc.viscosity(v)
+    kc.viscosity_range(v, (0, 3, 0, 2))
+    kc.calc_dt(v, d, red)
+    kc.calc_dt(nowork, d, red)
+    kc.revert(v)
+    kc.accelerate(v, 0.01)
+    kc.accelerate_range(v, 0.01, (0, 2, 0, 2))
+    kc.flux_calc(v, 0.01)
+    for dr in (1, 2):
+        for sweep in (1, 2):
+            kc.advec_cell(v, dr, sweep)
+            kc.advec_cell_range(v, dr, sweep, (0, 3, 0, 3), v)
+            for vel in (kc.CF_XVEL1, kc.CF_YVEL1):
+                kc.advec_mom(v, vel, dr, sweep)
+                kc.advec_mom_range(v, vel, dr, sweep, (0, 3, 0, 3), v)
+    kc.reset_field(v)
+    kc.field_summary(v, sums)
+    kc.field_summary(nowork, sums)
+    for n in range(1, 9):
+        kc.reflect(v, np.arange(n, dtype=np.int32), n, 2, 15)
+    blocks = np.zeros((1, 9, 3), np.int64)
+    blocks[0, 0] = (2 * (nx + 5), 3, 2)
+    kc.halo_unpack(v, v, np.array([0], np.int32), 1, blocks)
+    return seen
+
+
+@pytest.mark.timeout(600)
+def test_numba_cuda_kernels_compile_without_fused_multiply_add(clover, kn, monkeypatch):
+    """Every kernel of kernels_numba_cuda, with the argument types its
+    launchers give it, compiles to PTX (NVVM, the CUDA toolkit's, without
+    a GPU) in which every floating-point product is mul.rn.f64 (never fused
+    into an fma, as kernels.cu's -fmad=false), division and square root
+    are IEEE's (div.rn, sqrt.rn), and no fma, mad or plain mul is left.
+    Skipped where NVVM cannot be loaded."""
+    kc = clover.numba_cuda_kernels()
+    if kc.SIMULATING:
+        pytest.skip("NUMBA_ENABLE_CUDASIM is set: numba.cuda compiles nothing under the simulator")
+    from numba import cuda, float64
+    try:
+        cuda.compile_ptx(lambda a: None, (float64[:],), cc=(9, 0))
+    except Exception as e:   # NvvmSupportError, CudaSupportError, OSError: no toolkit
+        pytest.skip(f"NVVM (the CUDA toolkit's libnvvm) cannot be loaded here: {e}")
+    launches = _every_launch(clover, kc, monkeypatch)
+    kernels = {k for k, _ in launches}
+    assert kernels == {getattr(kc, n) for n in dir(kc) if n.startswith("k_")}, "a kernel no launcher reaches"
+    # Numba asks the current device for its compute capability when it
+    # types a call of a device function; there is no GPU here: sm_90's
+    import numba.cuda.dispatcher
+    monkeypatch.setattr(numba.cuda.dispatcher, "get_current_device",
+                        lambda: type("Device", (), {"compute_capability": (9, 0)})())
+    bad, ops = [], {}
+    for kern, sig in sorted(launches, key=lambda x: (x[0].__name__, str(x[1]))):
+        ptx, _ = cuda.compile_ptx(kern.py_func, sig, cc=(9, 0))
+        for op in re.findall(r"\b((?:fma|mad|mul|div|sqrt)(?:\.\w+)*\.f(?:32|64))\b", ptx):
+            ops[op] = ops.get(op, 0) + 1
+            if op not in ("mul.rn.f64", "div.rn.f64", "sqrt.rn.f64"):
+                bad.append(f"{kern.__name__}: {op}")
+    assert not bad, "\n".join(sorted(set(bad)))
+    assert ops.get("mul.rn.f64", 0) > 300 and ops.get("div.rn.f64", 0) > 20 and ops.get("sqrt.rn.f64", 0) > 0, ops
 
 
 MPI_NUMBA_SCRIPT = r"""
