@@ -290,9 +290,11 @@ int weft_data_unregister(weft_data *h)
     if (f) { /* its tiles first: closed (new spawns fail), waited for, freed */
         for (unsigned i = 0; i < f->ntiles; i++)
             (void)weft__data_close(f->tiles[i]);
+        for (unsigned i = 0; i < f->ntiles; i++)
+            weft__wait_data_unused(rt, f->tiles[i]);
+        weft__family_write_back_start(f); /* every device copies its tiles back at once */
         for (unsigned i = 0; i < f->ntiles; i++) {
             weft__data *t = f->tiles[i];
-            weft__wait_data_unused(rt, t);
             list_remove(rt, t);
             weft__history_free(t->hist);
             weft__data_free(t);

@@ -546,8 +546,10 @@ static int fetch(weft__data *d, unsigned dev, weft__dqueue *q, bool may_prefetch
 
 /* Start a copy of the newest value to the host for host readers (the lock
  * held): d->host_fetch, an event after it on the copy queue of the device
- * it comes from, which stays pinned until the event is destroyed.  0, or
- * the error that kept it from being queued. */
+ * it comes from, which stays pinned until the event is destroyed.  The
+ * device counts it among the copies it is a source of (mnode.sourcing), so
+ * that fetches started together spread over the devices that hold the
+ * value.  0, or the error that kept it from being queued. */
 static int start_host_fetch(weft__data *d)
 {
     int src = weft__data_source_for(d, 0);
@@ -559,7 +561,18 @@ static int start_host_fetch(weft__data *d)
     d->host_fetch_dev = (unsigned)src;
     d->host_fetch_tag = d->cur;
     atomic_fetch_add(&d->rep[src].pins, 1); /* not evicted while it is copied from */
+    atomic_fetch_add_explicit(&d->mnodes[src].sourcing, 1, memory_order_relaxed);
     return 0;
+}
+
+void weft__data_host_fetch_start(weft__data *d)
+{
+    pthread_mutex_lock(&d->lock);
+    if (atomic_load_explicit(&d->on_devices, memory_order_acquire) && !d->user_dev &&
+        !atomic_load_explicit(&d->has_partials, memory_order_acquire) && !weft__rep_valid(d, 0) &&
+        !d->host_fetch && d->nrep > 1)
+        (void)start_host_fetch(d); /* (not started: the free copies it itself) */
+    pthread_mutex_unlock(&d->lock);
 }
 
 /* Make the host's replica valid for a host reader (the lock held; released
@@ -583,6 +596,7 @@ static int fetch_to_host(weft__data *d)
         d->devs[src]->ops->event_destroy(e);
         d->host_fetch = NULL;
         atomic_fetch_sub(&d->rep[src].pins, 1); /* (no wake-up under the lock: a waiter for room looks again) */
+        atomic_fetch_sub_explicit(&d->mnodes[src].sourcing, 1, memory_order_relaxed);
         if (rc != 0)
             copy_queue_failed(d, src, FETCH_Q);
     }

@@ -90,7 +90,8 @@ typedef struct weft__mnode {
      * room (WEFT__DATA_RETRY) waits for it to change (key: the node). */
     _Atomic uint64_t unpinned;
     /* Tasks holding a replica here as the source of a copy to their
-     * device (weft__data_hold.from), until they finish: the load of the
+     * device (weft__data_hold.from), until they finish, and copies to the
+     * host in flight from here (weft__data.host_fetch): the load of the
      * links out of this device, by which a copy chooses among equally
      * good sources (weft__data_source_for). */
     _Atomic uint32_t sourcing;
@@ -398,7 +399,7 @@ static inline char *weft__data_at(const weft__data *d, unsigned i, size_t r, siz
 }
 /* The replica to copy d from for device dst: a modified one, else the
  * shared one on a device of dst's kind whose links are least loaded (fewest
- * tasks copying from it: weft__mnode.sourcing; the lowest device among
+ * copies from it: weft__mnode.sourcing; the lowest device among
  * equals), else the host's; -1 none, below -1 only on a device of another
  * kind. */
 int weft__data_source_for(const weft__data *d, unsigned dst);
@@ -407,6 +408,13 @@ int weft__data_wait_ready(weft__data *d, unsigned i, weft__dqueue *q);
 int weft__data_note_ready(weft__data *d, unsigned i, weft__dqueue *q);
 /* Make the host's replica valid (a copy waited for with the lock let go). */
 int weft__data_to_host(weft__data *d);
+/* Start the copy weft__data_to_host would wait for, if d's newest value
+ * is on a device only (d's lock taken here; not for data registered on a
+ * device, nor with reductions not combined).  Nothing is reported: a copy
+ * that could not start is made by the wait, and one that fails is the
+ * wait's to report.  For an unregister, before it frees many handles, so
+ * that their copies back run at once on every device that holds them. */
+void weft__data_host_fetch_start(weft__data *d);
 /* Before a copy into replica dev outside acquire (the lock held): while it
  * is the last copy of a value an open write may fall back to, wait (the
  * lock let go) until that write ends. */

@@ -548,6 +548,16 @@ void weft__tile_release_halo(weft__data *d, const weft__data_hold *hold, bool no
             weft__data_unpin_replica(x->fam->tiles[x->nb[k].tile], hold->halo[k], notify);
 }
 
+void weft__family_write_back_start(weft__family *f)
+{
+    pthread_mutex_lock(&f->lock);
+    if (f->tiles_synced == atomic_load(&f->parent_wver))
+        for (unsigned i = 0; i < f->ntiles; i++)
+            if (f->tiles[i])
+                weft__data_host_fetch_start(f->tiles[i]);
+    pthread_mutex_unlock(&f->lock);
+}
+
 void weft__family_leave(weft__data *d)
 {
     weft__family *f = atomic_load_explicit(&d->fam, memory_order_acquire);

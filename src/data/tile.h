@@ -131,6 +131,12 @@ void weft__tile_release_halo(weft__data *d, const weft__data_hold *hold, bool no
  * tile's reductions combined, a tile whose value the parent's replaced is
  * not written back), then d leaves it; the last to leave frees it. */
 void weft__family_leave(weft__data *d);
+/* Every task on the family done (an unregister, before it frees the
+ * tiles): the copies back to the host of the tiles whose newest value is
+ * on a device only, started together (weft__data_host_fetch_start), unless
+ * the parent was written after them (their values are not written back).
+ * Takes the family's lock, then each tile's. */
+void weft__family_write_back_start(weft__family *f);
 
 /* The handles a task accessing d with mode must also be ordered with
  * (order-only, not acquired): a tile read follows its neighbours; a parent
