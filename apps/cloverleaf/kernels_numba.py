@@ -10,31 +10,50 @@ while a kernel runs, so tasks calling them on Weft's workers run in
 parallel, and the compiled code is kept in __pycache__ for the next run.
 
 The arrays.  A kernel gets a View (the C clover_view): nx, ny, f (a tuple
-of the CF_NFIELDS fields, each a 2-D float64 array of shape (ny + 5,
-nx + 5); a field the kernel does not touch may be any such array, as C's
-NULL) and geom (the geometry array, 1-D).  Indices here are the arrays'
-own: a C loop over j in [0, nx) is a loop over j in [G, nx + G) here, C's
-row(v, f, k)[j] is row(v.f[f], k)[j] with k the array's row, and C's j + 1 is j + 1
-here too; so every expression reads as the C one, and only loop bounds
-and explicit positions (C's nx + 1 is nx + 1 + G) carry the G = 2 ghost
-offset.  A sub-range (C's clover_range) is the tuple (j0, j1, k0, k1) in
-C's (unshifted) indices, as clover_split makes it.
+of the CF_NFIELDS fields, each a 2-D C-contiguous float64 array of shape
+(ny + 5, nx + 5); a field the kernel does not touch may be any such
+array, as C's NULL) and geom (the geometry array, 1-D).  Indices here are
+the arrays' own: a C loop over j in [0, nx) is a loop over j in
+[G, nx + G) here, C's row(v, f, k)[j] is row(f_x, k)[j] with f_x = v.f[f]
+and k the array's row, and C's j + 1 is j + 1 here too; so every
+expression reads as the C one, and only loop bounds and explicit
+positions (C's nx + 1 is nx + 1 + G) carry the G = 2 ghost offset.  A
+sub-range (C's clover_range) is the tuple (j0, j1, k0, k1) in C's
+(unshifted) indices, as clover_split makes it.
 
 Where the C kernels stage values in rows of a block (viscosity, calc_dt:
 to take the square roots in a vector loop), the same value is computed in
 one loop here: the operations on each element are the same, only the
 order across elements differs, which no result depends on.
 
+Rows are raw pointers.  A function takes each field it uses out of the
+View once, at its start (f_density1 = v.f[CF_DENSITY1]), and a row as
+row(f_density1, k), a CPointer(float64) (geometry arrays: geo(), also a
+pointer).  A row as an array (v.f[f][k]) is a view holding a reference:
+NRT_incref and NRT_decref, atomic and never inlined, per row taken, and
+v.f[f] with a run-time f (advec_mom's vel) increfs and decrefs all 25
+fields of the tuple; in the loops over rows that was a quarter of
+advec_mom's time, and the two workers' atomics meet on the same
+counters.  A pointer holds no reference: it is valid while the View's
+arrays are, for the whole call.  Indexing a pointer has no negative-index
+wraparound either (p[j - 1] is one load).
+
+In place is out=None.  advec_cell and advec_mom update in place by
+passing out=None (not out=v): the update then writes the row it read,
+through the same pointer, which LLVM vectorises with no check; with a
+second View it cannot prove the rows apart, checks their overlap when
+the loop starts, finds it, and runs the scalar loop.
+
 Written so that LLVM vectorises the loops over a row's columns:
-- they are while loops (j = start; while j < stop: ...; j += 1), not
-  range() loops: Numba's range iterator adds the step to the index
-  without a no-overflow flag, so LLVM cannot prove the index non-negative
-  and every a[j] keeps Numba's negative-index wraparound, which leaves
-  the loop scalar or makes it gather and scatter (4-5x slower);
-- a loop start that comes from a parameter (a range's c[0], a helper's
-  j0) is checked at the function's entry (if j0 < 1: raise IndexError):
-  unchecked, LLVM cannot prove j (or j - 1) non-negative and keeps the
-  wraparound, as above;
+- the column loops are while loops (j = start; while j < stop: ...;
+  j += 1), and a loop start that comes from a parameter (a range's c[0],
+  a helper's j0) is checked at the function's entry (if j0 < 1: raise
+  IndexError).  Over arrays both are needed: Numba's range iterator adds
+  the step without a no-overflow flag, so LLVM cannot prove the index
+  non-negative and every a[j] keeps Numba's negative-index wraparound,
+  which leaves the loop scalar or makes it gather and scatter (4-5x
+  slower).  Over pointer rows a range() loop vectorises as well; calc_dt's
+  mrow is an array, and needs them;
 - an input chosen by the flow's sign from two rows or columns (the
   advections' upwind cells) is chosen with pick(c, a, b), one LLVM select
   of two plain loads: Python's `a if c else b` compiles to branches,
@@ -42,11 +61,18 @@ Written so that LLVM vectorises the loops over a row's columns:
 - a minimum over a row (calc_dt) is a scalar loop after the vector loop
   that stores each cell's value, as in C (a floating-point minimum
   vectorises only under fastmath, which would change results);
-- advec.c's fused row loop of advec_mom_y (six rows written in one loop)
-  stays scalar under LLVM, so here each quantity has a loop of its own.
+- advec.c's fused row loop of advec_mom_y (six rows written, about
+  twenty read in one loop) stays scalar under LLVM ("too many memory
+  checks needed": it cannot prove the rows apart, and the run-time
+  overlap checks it would need are over its limit; raising the limit,
+  -runtime-memory-check-threshold, still left it scalar), so here each
+  quantity has a loop of its own, as in advec_mom_y's first rows.
 To check a kernel: NUMBA_CACHE_DIR=<an empty folder> (cached code cannot
 be inspected), call it, then look for vgatherqpd / vscatterqpd in
-f.inspect_asm(f.signatures[0]) and for vector.body in f.inspect_llvm(...).
+f.inspect_asm(f.signatures[0]), for vector.body in f.inspect_llvm(...),
+and count the calls (NRT_incref, NRT_decref) inside its loops; LLVM says
+why a loop stays scalar when llvmlite.binding.set_option("",
+"-pass-remarks-missed=loop-vectorize") is called before the compile.
 """
 import math
 from collections import namedtuple
@@ -1041,7 +1067,7 @@ def mom_post_vol(v, mom_sweep, k, j0, j1, pv):
     f_vol_flux_y = v.f[CF_VOL_FLUX_Y]
     f_vol_flux_x = v.f[CF_VOL_FLUX_X]
     if j0 < 0:
-        raise IndexError("mom_post_vol: j0 < 0")   # and LLVM knows j >= 0 (see the module's docstring)
+        raise IndexError("mom_post_vol: j0 < 0")   # (see the module's docstring)
     volume = row(f_volume, k)
     if mom_sweep == 1:
         vfy0 = row(f_vol_flux_y, k)
@@ -1068,7 +1094,7 @@ def mom_x_nodes(v, k, pvflux, ja, jb, node_flux, nm_post, nm_pre):
     f_vol_flux_y = v.f[CF_VOL_FLUX_Y]
     f_work7 = v.f[CF_WORK7]
     if ja < 1:
-        raise IndexError("mom_x_nodes: ja < 1")    # and LLVM knows j - 1 >= 0
+        raise IndexError("mom_x_nodes: ja < 1")    # (see the module's docstring)
     mfm = row(f_mass_flux_x, k - 1)
     mf0 = row(f_mass_flux_x, k)
     dm = row(f_density1, k - 1)
@@ -1105,7 +1131,7 @@ def advec_mom_x(v, vel, mom_sweep, c, out):
     f_vel = v.f[vel]
     o_vel = f_vel if out is None else out.f[vel]   # None: in place (see advec_cell_x)
     if c[0] < 0 or c[2] < 0:
-        raise IndexError("advec_mom_x: the range starts below 0 (clip it)")   # and LLVM knows J0 - 2 >= 0
+        raise IndexError("advec_mom_x: the range starts below 0 (clip it)")   # (see the module's docstring)
     pv_is_volume = mom_sweep > 2
     J0, J1 = c[0] + G, c[1] + G
     K0, K1 = c[2] + G, c[3] + G
@@ -1141,8 +1167,9 @@ def advec_mom_y(v, vel, mom_sweep, c, out):
     """advec_mom along y over the nodes of c, as advec.c's advec_mom_y: one
     pass down the node rows i = k0 - 1 .. k1 + 1, rows in rings; each
     quantity of a row in a loop of its own (advec.c fuses them for the rows
-    k0 + 2 .. k1, but LLVM leaves that loop scalar here, for a reason not
-    established; the separate loops vectorise)."""
+    k0 + 2 .. k1, but LLVM leaves that loop scalar here: too many run-time
+    overlap checks, see the module's docstring; the separate loops
+    vectorise)."""
     f_work7 = v.f[CF_WORK7]
     f_mass_flux_y = v.f[CF_MASS_FLUX_Y]
     f_work1 = v.f[CF_WORK1]
@@ -1154,7 +1181,7 @@ def advec_mom_y(v, vel, mom_sweep, c, out):
     f_work5 = v.f[CF_WORK5]
     o_vel = f_vel if out is None else out.f[vel]   # None: in place (see advec_cell_x)
     if c[0] < 0 or c[2] < 0:
-        raise IndexError("advec_mom_y: the range starts below 0 (clip it)")   # and LLVM knows J0 - 1 >= 0
+        raise IndexError("advec_mom_y: the range starts below 0 (clip it)")   # (see the module's docstring)
     pv_is_volume = mom_sweep > 2
     J0, J1 = c[0] + G, c[1] + G
     K0, K1 = c[2] + G, c[3] + G
