@@ -1060,12 +1060,11 @@ def mom_advec_vel(nf, vup, vdo, vdn, pre, width, cdif):
 
 
 @jit
-def mom_post_vol(v, mom_sweep, k, j0, j1, pv):
+def mom_post_vol(f_volume, f_vol_flux_x, f_vol_flux_y, mom_sweep, k, j0, j1, pv):
     """post_vol of cell row k (array rows and columns), j in [j0, j1], into
-    pv, for mom_sweep 1 (the y fluxes) or 2 (the x fluxes)."""
-    f_volume = v.f[CF_VOLUME]
-    f_vol_flux_y = v.f[CF_VOL_FLUX_Y]
-    f_vol_flux_x = v.f[CF_VOL_FLUX_X]
+    pv, for mom_sweep 1 (the y fluxes) or 2 (the x fluxes).  Called per
+    row: it takes the fields, not the View (whose 25 arrays a call would
+    pass, and whose fields' references it would take)."""
     if j0 < 0:
         raise IndexError("mom_post_vol: j0 < 0")   # (see the module's docstring)
     volume = row(f_volume, k)
@@ -1085,14 +1084,11 @@ def mom_post_vol(v, mom_sweep, k, j0, j1, pv):
 
 
 @jit
-def mom_x_nodes(v, k, pvflux, ja, jb, node_flux, nm_post, nm_pre):
+def mom_x_nodes(f_mass_flux_x, f_density1, f_volume, f_vol_flux_y, f_work7, k, pvflux, ja, jb, node_flux, nm_post,
+                nm_pre):
     """advec_mom along x, nodes ja .. jb (array columns) of node row k:
-    post_vol, node_flux, node_mass_post and node_mass_pre (advec.c's)."""
-    f_mass_flux_x = v.f[CF_MASS_FLUX_X]
-    f_density1 = v.f[CF_DENSITY1]
-    f_volume = v.f[CF_VOLUME]
-    f_vol_flux_y = v.f[CF_VOL_FLUX_Y]
-    f_work7 = v.f[CF_WORK7]
+    post_vol, node_flux, node_mass_post and node_mass_pre (advec.c's); the
+    fields as mom_post_vol's."""
     if ja < 1:
         raise IndexError("mom_x_nodes: ja < 1")    # (see the module's docstring)
     mfm = row(f_mass_flux_x, k - 1)
@@ -1127,6 +1123,11 @@ def advec_mom_x(v, vel, mom_sweep, c, out):
     out's velocity vel (out None: in place), each node row finished before
     the next, its node quantities in four rows of WORK4."""
     f_work4 = v.f[CF_WORK4]
+    f_mass_flux_x = v.f[CF_MASS_FLUX_X]
+    f_density1 = v.f[CF_DENSITY1]
+    f_volume = v.f[CF_VOLUME]
+    f_vol_flux_x = v.f[CF_VOL_FLUX_X]
+    f_vol_flux_y = v.f[CF_VOL_FLUX_Y]
     f_work7 = v.f[CF_WORK7]
     f_vel = v.f[vel]
     o_vel = f_vel if out is None else out.f[vel]   # None: in place (see advec_cell_x)
@@ -1141,9 +1142,10 @@ def advec_mom_x(v, vel, mom_sweep, c, out):
     nm_pre = row(f_work4, 2)
     mom_flux = row(f_work4, 3)
     if not pv_is_volume:
-        mom_post_vol(v, mom_sweep, K0 - 1, J0 - 2, J1, row(f_work7, ring2(K0 - 1)))
+        mom_post_vol(f_volume, f_vol_flux_x, f_vol_flux_y, mom_sweep, K0 - 1, J0 - 2, J1, row(f_work7, ring2(K0 - 1)))
     for k in range(K0, K1):
-        mom_x_nodes(v, k, not pv_is_volume, J0 - 1, J1, node_flux, nm_post, nm_pre)
+        mom_x_nodes(f_mass_flux_x, f_density1, f_volume, f_vol_flux_y, f_work7, k, not pv_is_volume, J0 - 1, J1,
+                    node_flux, nm_post, nm_pre)
         vel1 = row(f_vel, k)
         j = J0 - 1
         while j < J1:
@@ -1179,6 +1181,8 @@ def advec_mom_y(v, vel, mom_sweep, c, out):
     f_work3 = v.f[CF_WORK3]
     f_vel = v.f[vel]
     f_work5 = v.f[CF_WORK5]
+    f_vol_flux_x = v.f[CF_VOL_FLUX_X]
+    f_vol_flux_y = v.f[CF_VOL_FLUX_Y]
     o_vel = f_vel if out is None else out.f[vel]   # None: in place (see advec_cell_x)
     if c[0] < 0 or c[2] < 0:
         raise IndexError("advec_mom_y: the range starts below 0 (clip it)")   # (see the module's docstring)
@@ -1187,7 +1191,8 @@ def advec_mom_y(v, vel, mom_sweep, c, out):
     K0, K1 = c[2] + G, c[3] + G
     celldy = geo(v, CG_CELLDY)
     if not pv_is_volume:
-        mom_post_vol(v, mom_sweep, K0 - 2, J0 - 1, J1 - 1, row(f_work7, ring2(K0 - 2)))
+        mom_post_vol(f_volume, f_vol_flux_x, f_vol_flux_y, mom_sweep, K0 - 2, J0 - 1, J1 - 1,
+                     row(f_work7, ring2(K0 - 2)))
     mf0 = row(f_mass_flux_y, K0 - 2)
     mf1 = row(f_mass_flux_y, K0 - 1)
     nf = row(f_work1, ring2(K0 - 2))
@@ -1198,7 +1203,8 @@ def advec_mom_y(v, vel, mom_sweep, c, out):
     for i in range(K0 - 1, K1 + 2):
         if i <= K1:
             if not pv_is_volume:
-                mom_post_vol(v, mom_sweep, i, J0 - 1, J1 - 1, row(f_work7, ring2(i)))
+                mom_post_vol(f_volume, f_vol_flux_x, f_vol_flux_y, mom_sweep, i, J0 - 1, J1 - 1,
+                             row(f_work7, ring2(i)))
             mf0 = row(f_mass_flux_y, i)
             mf1 = row(f_mass_flux_y, i + 1)
             node_flux = row(f_work1, ring2(i))
