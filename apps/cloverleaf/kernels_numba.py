@@ -10,31 +10,50 @@ while a kernel runs, so tasks calling them on Weft's workers run in
 parallel, and the compiled code is kept in __pycache__ for the next run.
 
 The arrays.  A kernel gets a View (the C clover_view): nx, ny, f (a tuple
-of the CF_NFIELDS fields, each a 2-D float64 array of shape (ny + 5,
-nx + 5); a field the kernel does not touch may be any such array, as C's
-NULL) and geom (the geometry array, 1-D).  Indices here are the arrays'
-own: a C loop over j in [0, nx) is a loop over j in [G, nx + G) here, C's
-row(v, f, k) is v.f[f][k] with k the array's row, and C's j + 1 is j + 1
-here too; so every expression reads as the C one, and only loop bounds
-and explicit positions (C's nx + 1 is nx + 1 + G) carry the G = 2 ghost
-offset.  A sub-range (C's clover_range) is the tuple (j0, j1, k0, k1) in
-C's (unshifted) indices, as clover_split makes it.
+of the CF_NFIELDS fields, each a 2-D C-contiguous float64 array of shape
+(ny + 5, nx + 5); a field the kernel does not touch may be any such
+array, as C's NULL) and geom (the geometry array, 1-D).  Indices here are
+the arrays' own: a C loop over j in [0, nx) is a loop over j in
+[G, nx + G) here, C's row(v, f, k)[j] is row(f_x, k)[j] with f_x = v.f[f]
+and k the array's row, and C's j + 1 is j + 1 here too; so every
+expression reads as the C one, and only loop bounds and explicit
+positions (C's nx + 1 is nx + 1 + G) carry the G = 2 ghost offset.  A
+sub-range (C's clover_range) is the tuple (j0, j1, k0, k1) in C's
+(unshifted) indices, as clover_split makes it.
 
 Where the C kernels stage values in rows of a block (viscosity, calc_dt:
 to take the square roots in a vector loop), the same value is computed in
 one loop here: the operations on each element are the same, only the
 order across elements differs, which no result depends on.
 
+Rows are raw pointers.  A function takes each field it uses out of the
+View once, at its start (f_density1 = v.f[CF_DENSITY1]), and a row as
+row(f_density1, k), a CPointer(float64) (geometry arrays: geo(), also a
+pointer).  A row as an array (v.f[f][k]) is a view holding a reference:
+NRT_incref and NRT_decref, atomic and never inlined, per row taken, and
+v.f[f] with a run-time f (advec_mom's vel) increfs and decrefs all 25
+fields of the tuple; in the loops over rows that was a quarter of
+advec_mom's time, and the two workers' atomics meet on the same
+counters.  A pointer holds no reference: it is valid while the View's
+arrays are, for the whole call.  Indexing a pointer has no negative-index
+wraparound either (p[j - 1] is one load).
+
+In place is out=None.  advec_cell and advec_mom update in place by
+passing out=None (not out=v): the update then writes the row it read,
+through the same pointer, which LLVM vectorises with no check; with a
+second View it cannot prove the rows apart, checks their overlap when
+the loop starts, finds it, and runs the scalar loop.
+
 Written so that LLVM vectorises the loops over a row's columns:
-- they are while loops (j = start; while j < stop: ...; j += 1), not
-  range() loops: Numba's range iterator adds the step to the index
-  without a no-overflow flag, so LLVM cannot prove the index non-negative
-  and every a[j] keeps Numba's negative-index wraparound, which leaves
-  the loop scalar or makes it gather and scatter (4-5x slower);
-- a loop start that comes from a parameter (a range's c[0], a helper's
-  j0) is checked at the function's entry (if j0 < 1: raise IndexError):
-  unchecked, LLVM cannot prove j (or j - 1) non-negative and keeps the
-  wraparound, as above;
+- the column loops are while loops (j = start; while j < stop: ...;
+  j += 1), and a loop start that comes from a parameter (a range's c[0],
+  a helper's j0) is checked at the function's entry (if j0 < 1: raise
+  IndexError).  Over arrays both are needed: Numba's range iterator adds
+  the step without a no-overflow flag, so LLVM cannot prove the index
+  non-negative and every a[j] keeps Numba's negative-index wraparound,
+  which leaves the loop scalar or makes it gather and scatter (4-5x
+  slower).  Over pointer rows a range() loop vectorises as well; calc_dt's
+  mrow is an array, and needs them;
 - an input chosen by the flow's sign from two rows or columns (the
   advections' upwind cells) is chosen with pick(c, a, b), one LLVM select
   of two plain loads: Python's `a if c else b` compiles to branches,
@@ -42,11 +61,18 @@ Written so that LLVM vectorises the loops over a row's columns:
 - a minimum over a row (calc_dt) is a scalar loop after the vector loop
   that stores each cell's value, as in C (a floating-point minimum
   vectorises only under fastmath, which would change results);
-- advec.c's fused row loop of advec_mom_y (six rows written in one loop)
-  stays scalar under LLVM, so here each quantity has a loop of its own.
+- advec.c's fused row loop of advec_mom_y (six rows written, about
+  twenty read in one loop) stays scalar under LLVM ("too many memory
+  checks needed": it cannot prove the rows apart, and the run-time
+  overlap checks it would need are over its limit; raising the limit,
+  -runtime-memory-check-threshold, still left it scalar), so here each
+  quantity has a loop of its own, as in advec_mom_y's first rows.
 To check a kernel: NUMBA_CACHE_DIR=<an empty folder> (cached code cannot
 be inspected), call it, then look for vgatherqpd / vscatterqpd in
-f.inspect_asm(f.signatures[0]) and for vector.body in f.inspect_llvm(...).
+f.inspect_asm(f.signatures[0]), for vector.body in f.inspect_llvm(...),
+and count the calls (NRT_incref, NRT_decref) inside its loops; LLVM says
+why a loop stays scalar when llvmlite.binding.set_option("",
+"-pass-remarks-missed=loop-vectorize") is called before the compile.
 """
 import math
 from collections import namedtuple
@@ -121,6 +147,41 @@ def pick(typingctx, c, a, b):
     return a(c, a, b), codegen
 
 
+@intrinsic
+def row(typingctx, a, k):
+    """Row k of a 2-D C-contiguous float64 array, as a raw pointer to its
+    first element (types.CPointer: p[j] is one load or store at p + j, as
+    C's row(v, f, k)[j]).  A row as an array (a[k]) is a view that holds a
+    reference: taking it costs two atomic operations (NRT_incref and
+    NRT_decref, calls LLVM cannot remove), a few hundred per row of
+    advec_mom.  The pointer holds none: it is valid while a is, which the
+    caller's View guarantees for the whole call."""
+    if not (isinstance(a, types.Array) and a.ndim == 2 and a.layout == "C" and a.dtype == types.float64
+            and isinstance(k, types.Integer)):
+        raise numba.errors.TypingError(f"row(a, k) takes a 2-D C-contiguous float64 array and an int, got {a}, {k}")
+
+    def codegen(context, builder, signature, args):
+        ary = context.make_array(signature.args[0])(context, builder, args[0])
+        k = context.cast(builder, args[1], signature.args[1], types.intp)
+        ncols = builder.extract_value(ary.shape, 1)
+        return builder.gep(ary.data, [builder.mul(k, ncols)], inbounds=True)
+    return types.CPointer(types.float64)(a, k), codegen
+
+
+@intrinsic
+def at(typingctx, a, o):
+    """A raw pointer to element o of a 1-D C-contiguous float64 array (see row)."""
+    if not (isinstance(a, types.Array) and a.ndim == 1 and a.layout == "C" and a.dtype == types.float64
+            and isinstance(o, types.Integer)):
+        raise numba.errors.TypingError(f"at(a, o) takes a 1-D C-contiguous float64 array and an int, got {a}, {o}")
+
+    def codegen(context, builder, signature, args):
+        ary = context.make_array(signature.args[0])(context, builder, args[0])
+        o = context.cast(builder, args[1], signature.args[1], types.intp)
+        return builder.gep(ary.data, [o], inbounds=True)
+    return types.CPointer(types.float64)(a, o), codegen
+
+
 @jit
 def dmin2(a, b):
     return a if a < b else b
@@ -133,13 +194,12 @@ def dmax2(a, b):
 
 @jit
 def geo(v, which):
-    """Geometry array `which` (clover_geom_offset), indexed as the fields' j (or k)."""
+    """Geometry array `which` (clover_geom_offset), indexed as the fields' j
+    (or k): a raw pointer into v.geom (see row)."""
     nx, ny = v.nx, v.ny
     if which < CG_CELLY:
-        o = which * (nx + 5)
-        return v.geom[o:o + nx + 5]
-    o = 4 * (nx + 5) + (which - CG_CELLY) * (ny + 5)
-    return v.geom[o:o + ny + 5]
+        return at(v.geom, which * (nx + 5))
+    return at(v.geom, 4 * (nx + 5) + (which - CG_CELLY) * (ny + 5))
 
 
 @jit
@@ -197,6 +257,9 @@ def call_ranges(kern_is_accelerate, kern_is_advec, kern_is_mom, nx, ny, b, part_
 @jit
 def initialise(v, d, c_x0, c_y0):
     """clover_k_initialise (the chunk given by its first cell, c_x0, c_y0)."""
+    f_volume = v.f[CF_VOLUME]
+    f_xarea = v.f[CF_XAREA]
+    f_yarea = v.f[CF_YAREA]
     nx, ny = v.nx, v.ny
     dx = (d.xmax - d.xmin) / float(d.x_cells)
     dy = (d.ymax - d.ymin) / float(d.y_cells)
@@ -222,9 +285,9 @@ def initialise(v, d, c_x0, c_y0):
         celldy[k] = dy
     vol = dx * dy
     for k in range(0, ny + 5):
-        volume = v.f[CF_VOLUME][k]
-        xarea = v.f[CF_XAREA][k]
-        yarea = v.f[CF_YAREA][k]
+        volume = row(f_volume, k)
+        xarea = row(f_xarea, k)
+        yarea = row(f_yarea, k)
         cdy = celldy[k]
         j = 0
         while j < nx + 5:
@@ -236,9 +299,11 @@ def initialise(v, d, c_x0, c_y0):
 
 @jit
 def set_node_block(v, j, k, xv, yv):
+    f_xvel0 = v.f[CF_XVEL0]
+    f_yvel0 = v.f[CF_YVEL0]
     for kt in range(k, k + 2):
-        xvel0 = v.f[CF_XVEL0][kt]
-        yvel0 = v.f[CF_YVEL0][kt]
+        xvel0 = row(f_xvel0, kt)
+        yvel0 = row(f_yvel0, kt)
         xvel0[j] = xv
         xvel0[j + 1] = xv
         yvel0[j] = yv
@@ -247,15 +312,19 @@ def set_node_block(v, j, k, xv, yv):
 
 @jit
 def generate(v, d):
+    f_density0 = v.f[CF_DENSITY0]
+    f_energy0 = v.f[CF_ENERGY0]
+    f_xvel0 = v.f[CF_XVEL0]
+    f_yvel0 = v.f[CF_YVEL0]
     nx, ny = v.nx, v.ny
     s1 = d.states[0]
     cellx, celly = geo(v, CG_CELLX), geo(v, CG_CELLY)
     vertexx, vertexy = geo(v, CG_VERTEXX), geo(v, CG_VERTEXY)
     for k in range(0, ny + 5):
-        density0 = v.f[CF_DENSITY0][k]
-        energy0 = v.f[CF_ENERGY0][k]
-        xvel0 = v.f[CF_XVEL0][k]
-        yvel0 = v.f[CF_YVEL0][k]
+        density0 = row(f_density0, k)
+        energy0 = row(f_energy0, k)
+        xvel0 = row(f_xvel0, k)
+        yvel0 = row(f_yvel0, k)
         j = 0
         while j < nx + 5:
             density0[j] = s1[ST_DENSITY]
@@ -268,8 +337,8 @@ def generate(v, d):
         geometry = int(st[ST_GEOMETRY])
         xc, yc = st[ST_XMIN], st[ST_YMIN]
         for k in range(0, ny + 1 + G + 1):
-            density0 = v.f[CF_DENSITY0][k]
-            energy0 = v.f[CF_ENERGY0][k]
+            density0 = row(f_density0, k)
+            energy0 = row(f_energy0, k)
             j = 0
             while j < nx + 1 + G + 1:
                 hit = False
@@ -292,15 +361,19 @@ def generate(v, d):
 
 @jit
 def ideal_gas(v, predict):
+    f_pressure = v.f[CF_PRESSURE]
+    f_soundspeed = v.f[CF_SOUNDSPEED]
     nx, ny = v.nx, v.ny
     fd = CF_DENSITY1 if predict else CF_DENSITY0
     fe = CF_ENERGY1 if predict else CF_ENERGY0
+    f_fd = v.f[fd]
+    f_fe = v.f[fe]
     gm1 = 1.4 - 1.0
     for k in range(G, ny + G):
-        density = v.f[fd][k]
-        energy = v.f[fe][k]
-        pressure = v.f[CF_PRESSURE][k]
-        soundspeed = v.f[CF_SOUNDSPEED][k]
+        density = row(f_fd, k)
+        energy = row(f_fe, k)
+        pressure = row(f_pressure, k)
+        soundspeed = row(f_soundspeed, k)
         j = G
         while j < nx + G:
             dn = density[j]
@@ -321,21 +394,26 @@ def viscosity(v):
 
 @jit
 def viscosity_range(v, r):
+    f_density0 = v.f[CF_DENSITY0]
+    f_pressure = v.f[CF_PRESSURE]
+    f_xvel0 = v.f[CF_XVEL0]
+    f_yvel0 = v.f[CF_YVEL0]
+    f_viscosity = v.f[CF_VISCOSITY]
     c = clip(r, v.nx, v.ny)
     if c[1] <= c[0]:
         return
     celldx = geo(v, CG_CELLDX)
     celldy = geo(v, CG_CELLDY)
     for k in range(c[2] + G, c[3] + G):
-        density0 = v.f[CF_DENSITY0][k]
-        pm = v.f[CF_PRESSURE][k - 1]
-        p0 = v.f[CF_PRESSURE][k]
-        pp = v.f[CF_PRESSURE][k + 1]
-        xv0 = v.f[CF_XVEL0][k]
-        xv1 = v.f[CF_XVEL0][k + 1]
-        yv0 = v.f[CF_YVEL0][k]
-        yv1 = v.f[CF_YVEL0][k + 1]
-        visc = v.f[CF_VISCOSITY][k]
+        density0 = row(f_density0, k)
+        pm = row(f_pressure, k - 1)
+        p0 = row(f_pressure, k)
+        pp = row(f_pressure, k + 1)
+        xv0 = row(f_xvel0, k)
+        xv1 = row(f_xvel0, k + 1)
+        yv0 = row(f_yvel0, k)
+        yv1 = row(f_yvel0, k + 1)
+        visc = row(f_viscosity, k)
         cdy = celldy[k]
         cdy2 = celldy[k] + celldy[k + 1]
         j = c[0] + G
@@ -367,6 +445,14 @@ def viscosity_range(v, r):
 @jit
 def calc_dt(v, d, c_x0, c_y0):
     """clover_k_calc_dt: (dt, control, j, k) of the chunk whose first cell is c_x0, c_y0."""
+    f_xarea = v.f[CF_XAREA]
+    f_yarea = v.f[CF_YAREA]
+    f_volume = v.f[CF_VOLUME]
+    f_density0 = v.f[CF_DENSITY0]
+    f_viscosity = v.f[CF_VISCOSITY]
+    f_soundspeed = v.f[CF_SOUNDSPEED]
+    f_xvel0 = v.f[CF_XVEL0]
+    f_yvel0 = v.f[CF_YVEL0]
     nx, ny = v.nx, v.ny
     celldx = geo(v, CG_CELLDX)
     celldy = geo(v, CG_CELLDY)
@@ -375,17 +461,17 @@ def calc_dt(v, d, c_x0, c_y0):
     out_dt, out_control, out_j, out_k = G_BIG, 1, c_x0 + 1, c_y0 + 1
     mrow = np.empty(nx + G)   # each cell's dt, a row at a time
     for k in range(G, ny + G):
-        xarea = v.f[CF_XAREA][k]
-        ya0 = v.f[CF_YAREA][k]
-        ya1 = v.f[CF_YAREA][k + 1]
-        volume = v.f[CF_VOLUME][k]
-        density0 = v.f[CF_DENSITY0][k]
-        visc = v.f[CF_VISCOSITY][k]
-        ss = v.f[CF_SOUNDSPEED][k]
-        xv0 = v.f[CF_XVEL0][k]
-        xv1 = v.f[CF_XVEL0][k + 1]
-        yv0 = v.f[CF_YVEL0][k]
-        yv1 = v.f[CF_YVEL0][k + 1]
+        xarea = row(f_xarea, k)
+        ya0 = row(f_yarea, k)
+        ya1 = row(f_yarea, k + 1)
+        volume = row(f_volume, k)
+        density0 = row(f_density0, k)
+        visc = row(f_viscosity, k)
+        ss = row(f_soundspeed, k)
+        xv0 = row(f_xvel0, k)
+        xv1 = row(f_xvel0, k + 1)
+        yv0 = row(f_yvel0, k)
+        yv1 = row(f_yvel0, k + 1)
         dsy = celldy[k]
         # each cell's dt into a row (a vector loop), the row's minimum in
         # the reference's order (a scalar loop, as C's: a minimum
@@ -462,23 +548,36 @@ def _cell_dt(j, celldx, dsy, xarea, ya0, ya1, volume, density0, visc, ss, xv0, x
 @jit
 def pdv(v, predict, dt):
     """clover_k_pdv: 1 if a cell's volume would turn non-positive, else 0."""
+    f_xarea = v.f[CF_XAREA]
+    f_yarea = v.f[CF_YAREA]
+    f_volume = v.f[CF_VOLUME]
+    f_density0 = v.f[CF_DENSITY0]
+    f_energy0 = v.f[CF_ENERGY0]
+    f_pressure = v.f[CF_PRESSURE]
+    f_viscosity = v.f[CF_VISCOSITY]
+    f_xvel0 = v.f[CF_XVEL0]
+    f_yvel0 = v.f[CF_YVEL0]
+    f_density1 = v.f[CF_DENSITY1]
+    f_energy1 = v.f[CF_ENERGY1]
+    f_xvel1 = v.f[CF_XVEL1]
+    f_yvel1 = v.f[CF_YVEL1]
     nx, ny = v.nx, v.ny
     bad = False
     for k in range(G, ny + G):
-        xarea = v.f[CF_XAREA][k]
-        ya0 = v.f[CF_YAREA][k]
-        ya1 = v.f[CF_YAREA][k + 1]
-        volume = v.f[CF_VOLUME][k]
-        density0 = v.f[CF_DENSITY0][k]
-        energy0 = v.f[CF_ENERGY0][k]
-        pressure = v.f[CF_PRESSURE][k]
-        visc = v.f[CF_VISCOSITY][k]
-        xa0 = v.f[CF_XVEL0][k]
-        xa1 = v.f[CF_XVEL0][k + 1]
-        ya_0 = v.f[CF_YVEL0][k]
-        ya_1 = v.f[CF_YVEL0][k + 1]
-        density1 = v.f[CF_DENSITY1][k]
-        energy1 = v.f[CF_ENERGY1][k]
+        xarea = row(f_xarea, k)
+        ya0 = row(f_yarea, k)
+        ya1 = row(f_yarea, k + 1)
+        volume = row(f_volume, k)
+        density0 = row(f_density0, k)
+        energy0 = row(f_energy0, k)
+        pressure = row(f_pressure, k)
+        visc = row(f_viscosity, k)
+        xa0 = row(f_xvel0, k)
+        xa1 = row(f_xvel0, k + 1)
+        ya_0 = row(f_yvel0, k)
+        ya_1 = row(f_yvel0, k + 1)
+        density1 = row(f_density1, k)
+        energy1 = row(f_energy1, k)
         rowbad = False
         if predict:
             # the predictor uses the start-of-step velocities twice
@@ -500,10 +599,10 @@ def pdv(v, predict, dt):
                 density1[j] = density0[j] * vc
                 j += 1
         else:
-            xb0 = v.f[CF_XVEL1][k]
-            xb1 = v.f[CF_XVEL1][k + 1]
-            yb0 = v.f[CF_YVEL1][k]
-            yb1 = v.f[CF_YVEL1][k + 1]
+            xb0 = row(f_xvel1, k)
+            xb1 = row(f_xvel1, k + 1)
+            yb0 = row(f_yvel1, k)
+            yb1 = row(f_yvel1, k + 1)
             j = G
             while j < nx + G:
                 left = (xarea[j] * (xa0[j] + xa1[j] + xb0[j] + xb1[j])) * 0.25 * dt
@@ -526,12 +625,16 @@ def pdv(v, predict, dt):
 
 @jit
 def revert(v):
+    f_density0 = v.f[CF_DENSITY0]
+    f_energy0 = v.f[CF_ENERGY0]
+    f_density1 = v.f[CF_DENSITY1]
+    f_energy1 = v.f[CF_ENERGY1]
     nx, ny = v.nx, v.ny
     for k in range(G, ny + G):
-        d0 = v.f[CF_DENSITY0][k]
-        e0 = v.f[CF_ENERGY0][k]
-        d1 = v.f[CF_DENSITY1][k]
-        e1 = v.f[CF_ENERGY1][k]
+        d0 = row(f_density0, k)
+        e0 = row(f_energy0, k)
+        d1 = row(f_density1, k)
+        e1 = row(f_energy1, k)
         j = G
         while j < nx + G:
             d1[j] = d0[j]
@@ -547,24 +650,34 @@ def accelerate(v, dt):
 @jit
 def accelerate_range(v, dt, r):
     """Over the nodes: C's j in [0, nx], k in [0, ny]."""
+    f_density0 = v.f[CF_DENSITY0]
+    f_volume = v.f[CF_VOLUME]
+    f_xarea = v.f[CF_XAREA]
+    f_yarea = v.f[CF_YAREA]
+    f_pressure = v.f[CF_PRESSURE]
+    f_viscosity = v.f[CF_VISCOSITY]
+    f_xvel0 = v.f[CF_XVEL0]
+    f_yvel0 = v.f[CF_YVEL0]
+    f_xvel1 = v.f[CF_XVEL1]
+    f_yvel1 = v.f[CF_YVEL1]
     c = clip(r, v.nx + 1, v.ny + 1)
     halfdt = 0.5 * dt
     for k in range(c[2] + G, c[3] + G):
-        dm = v.f[CF_DENSITY0][k - 1]
-        d0 = v.f[CF_DENSITY0][k]
-        vm = v.f[CF_VOLUME][k - 1]
-        v0 = v.f[CF_VOLUME][k]
-        xam = v.f[CF_XAREA][k - 1]
-        xa0 = v.f[CF_XAREA][k]
-        ya0 = v.f[CF_YAREA][k]
-        pm = v.f[CF_PRESSURE][k - 1]
-        p0 = v.f[CF_PRESSURE][k]
-        qm = v.f[CF_VISCOSITY][k - 1]
-        q0 = v.f[CF_VISCOSITY][k]
-        xvel0 = v.f[CF_XVEL0][k]
-        yvel0 = v.f[CF_YVEL0][k]
-        xvel1 = v.f[CF_XVEL1][k]
-        yvel1 = v.f[CF_YVEL1][k]
+        dm = row(f_density0, k - 1)
+        d0 = row(f_density0, k)
+        vm = row(f_volume, k - 1)
+        v0 = row(f_volume, k)
+        xam = row(f_xarea, k - 1)
+        xa0 = row(f_xarea, k)
+        ya0 = row(f_yarea, k)
+        pm = row(f_pressure, k - 1)
+        p0 = row(f_pressure, k)
+        qm = row(f_viscosity, k - 1)
+        q0 = row(f_viscosity, k)
+        xvel0 = row(f_xvel0, k)
+        yvel0 = row(f_yvel0, k)
+        xvel1 = row(f_xvel1, k)
+        yvel1 = row(f_yvel1, k)
         j = c[0] + G
         while j < c[1] + G:
             nodal_mass = (dm[j - 1] * vm[j - 1] + dm[j] * vm[j] + d0[j] * v0[j] + d0[j - 1] * v0[j - 1]) * 0.25
@@ -580,19 +693,27 @@ def accelerate_range(v, dt, r):
 
 @jit
 def flux_calc(v, dt):
+    f_xarea = v.f[CF_XAREA]
+    f_yarea = v.f[CF_YAREA]
+    f_xvel0 = v.f[CF_XVEL0]
+    f_xvel1 = v.f[CF_XVEL1]
+    f_yvel0 = v.f[CF_YVEL0]
+    f_yvel1 = v.f[CF_YVEL1]
+    f_vol_flux_x = v.f[CF_VOL_FLUX_X]
+    f_vol_flux_y = v.f[CF_VOL_FLUX_Y]
     nx, ny = v.nx, v.ny
     qdt = 0.25 * dt
     for k in range(G, ny + 1 + G):
-        xarea = v.f[CF_XAREA][k]
-        yarea = v.f[CF_YAREA][k]
-        xa0 = v.f[CF_XVEL0][k]
-        xa1 = v.f[CF_XVEL0][k + 1]
-        xb0 = v.f[CF_XVEL1][k]
-        xb1 = v.f[CF_XVEL1][k + 1]
-        yv0 = v.f[CF_YVEL0][k]
-        yv1 = v.f[CF_YVEL1][k]
-        vfx = v.f[CF_VOL_FLUX_X][k]
-        vfy = v.f[CF_VOL_FLUX_Y][k]
+        xarea = row(f_xarea, k)
+        yarea = row(f_yarea, k)
+        xa0 = row(f_xvel0, k)
+        xa1 = row(f_xvel0, k + 1)
+        xb0 = row(f_xvel1, k)
+        xb1 = row(f_xvel1, k + 1)
+        yv0 = row(f_yvel0, k)
+        yv1 = row(f_yvel1, k)
+        vfx = row(f_vol_flux_x, k)
+        vfy = row(f_vol_flux_y, k)
         if k < ny + G:
             j = G
             while j < nx + 1 + G:
@@ -606,22 +727,30 @@ def flux_calc(v, dt):
 
 @jit
 def reset_field(v):
+    f_density1 = v.f[CF_DENSITY1]
+    f_energy1 = v.f[CF_ENERGY1]
+    f_density0 = v.f[CF_DENSITY0]
+    f_energy0 = v.f[CF_ENERGY0]
+    f_xvel1 = v.f[CF_XVEL1]
+    f_yvel1 = v.f[CF_YVEL1]
+    f_xvel0 = v.f[CF_XVEL0]
+    f_yvel0 = v.f[CF_YVEL0]
     nx, ny = v.nx, v.ny
     for k in range(G, ny + 1 + G):
         if k < ny + G:
-            d1 = v.f[CF_DENSITY1][k]
-            e1 = v.f[CF_ENERGY1][k]
-            d0 = v.f[CF_DENSITY0][k]
-            e0 = v.f[CF_ENERGY0][k]
+            d1 = row(f_density1, k)
+            e1 = row(f_energy1, k)
+            d0 = row(f_density0, k)
+            e0 = row(f_energy0, k)
             j = G
             while j < nx + G:
                 d0[j] = d1[j]
                 e0[j] = e1[j]
                 j += 1
-        x1 = v.f[CF_XVEL1][k]
-        y1 = v.f[CF_YVEL1][k]
-        x0 = v.f[CF_XVEL0][k]
-        y0 = v.f[CF_YVEL0][k]
+        x1 = row(f_xvel1, k)
+        y1 = row(f_yvel1, k)
+        x0 = row(f_xvel0, k)
+        y0 = row(f_yvel0, k)
         j = G
         while j < nx + 1 + G:
             x0[j] = x1[j]
@@ -647,6 +776,12 @@ def csum_add(acc, x):
 def field_summary(v, sums):
     """clover_k_field_summary: the chunk's volume, mass, internal and
     kinetic energy and pressure sums, into sums[CS_N]."""
+    f_volume = v.f[CF_VOLUME]
+    f_density0 = v.f[CF_DENSITY0]
+    f_energy0 = v.f[CF_ENERGY0]
+    f_pressure = v.f[CF_PRESSURE]
+    f_xvel0 = v.f[CF_XVEL0]
+    f_yvel0 = v.f[CF_YVEL0]
     nx, ny = v.nx, v.ny
     vol = (0.0, 0.0)
     mass = (0.0, 0.0)
@@ -654,14 +789,14 @@ def field_summary(v, sums):
     ke = (0.0, 0.0)
     press = (0.0, 0.0)
     for k in range(G, ny + G):
-        volume = v.f[CF_VOLUME][k]
-        density0 = v.f[CF_DENSITY0][k]
-        energy0 = v.f[CF_ENERGY0][k]
-        pressure = v.f[CF_PRESSURE][k]
-        xa = v.f[CF_XVEL0][k]
-        xb = v.f[CF_XVEL0][k + 1]
-        ya = v.f[CF_YVEL0][k]
-        yb = v.f[CF_YVEL0][k + 1]
+        volume = row(f_volume, k)
+        density0 = row(f_density0, k)
+        energy0 = row(f_energy0, k)
+        pressure = row(f_pressure, k)
+        xa = row(f_xvel0, k)
+        xb = row(f_xvel0, k + 1)
+        ya = row(f_yvel0, k)
+        yb = row(f_yvel0, k + 1)
         j = G
         while j < nx + G:
             vsqrd = 0.0
@@ -729,30 +864,43 @@ def cell_update(j0, j1, din, ein, dout, eout, pre_vol, m0, m1, e0, e1, f0, f1, o
 @jit
 def advec_cell_x(v, sweep, c, out):
     """advec_cell along x over the cells of c (C's indices, clipped), into
-    out's density1 and energy1 (out is v: in place)."""
+    out's density1 and energy1 (out None: in place)."""
+    f_work2 = v.f[CF_WORK2]
+    f_work1 = v.f[CF_WORK1]
+    f_work7 = v.f[CF_WORK7]
+    f_volume = v.f[CF_VOLUME]
+    f_vol_flux_x = v.f[CF_VOL_FLUX_X]
+    f_vol_flux_y = v.f[CF_VOL_FLUX_Y]
+    f_density1 = v.f[CF_DENSITY1]
+    f_energy1 = v.f[CF_ENERGY1]
+    f_mass_flux_x = v.f[CF_MASS_FLUX_X]
+    if out is None:   # in place: the same rows, so LLVM sees each element read before it is written
+        o_density1, o_energy1 = f_density1, f_energy1
+    else:
+        o_density1, o_energy1 = out.f[CF_DENSITY1], out.f[CF_ENERGY1]
     nx = v.nx
     one_by_six = 1.0 / 6.0
     last = c[1] == nx
     pv1 = nx + 1 + G if last else c[1] + G       # pre_vol of the donors j0 - 1 .. pv1
     J0, J1 = c[0] + G, c[1] + G
     vertexdx = geo(v, CG_VERTEXDX)
-    ratio_pos = v.f[CF_WORK2][0]
-    ratio_neg = v.f[CF_WORK2][1]
+    ratio_pos = row(f_work2, 0)
+    ratio_neg = row(f_work2, 1)
     j = J0
     while j < J1 + 1:
         ratio_pos[j] = vertexdx[j] / vertexdx[j - 1]
         ratio_neg[j] = vertexdx[j] / vertexdx[j + 1]
         j += 1
-    pre_vol = v.f[CF_WORK1][0]
-    ener_flux = v.f[CF_WORK7][0]
+    pre_vol = row(f_work1, 0)
+    ener_flux = row(f_work7, 0)
     for k in range(c[2] + G, c[3] + G):
-        volume = v.f[CF_VOLUME][k]
-        vfx = v.f[CF_VOL_FLUX_X][k]
-        vfy0 = v.f[CF_VOL_FLUX_Y][k]
-        vfy1 = v.f[CF_VOL_FLUX_Y][k + 1]
-        density1 = v.f[CF_DENSITY1][k]
-        energy1 = v.f[CF_ENERGY1][k]
-        mfx = v.f[CF_MASS_FLUX_X][k]
+        volume = row(f_volume, k)
+        vfx = row(f_vol_flux_x, k)
+        vfy0 = row(f_vol_flux_y, k)
+        vfy1 = row(f_vol_flux_y, k + 1)
+        density1 = row(f_density1, k)
+        energy1 = row(f_energy1, k)
+        mfx = row(f_mass_flux_x, k)
         if sweep == 1:
             j = J0 - 1
             while j < pv1 + 1:
@@ -787,7 +935,7 @@ def advec_cell_x(v, sweep, c, out):
             mfx[j] = mf
             ener_flux[j] = ef
         # the fluxes of this row read only this row's old values
-        cell_update(J0, J1, density1, energy1, out.f[CF_DENSITY1][k], out.f[CF_ENERGY1][k], pre_vol, mfx, mfx,
+        cell_update(J0, J1, density1, energy1, row(o_density1, k), row(o_energy1, k), pre_vol, mfx, mfx,
                     ener_flux, ener_flux, vfx, vfx, 0, 1)
 
 
@@ -797,6 +945,18 @@ def advec_cell_y(v, sweep, c, out):
     one pass down the cell rows k = k0 - 1 .. k1 + 1 (pre_vol of row k, the
     fluxes on face k, the update of row k - 2), pre_vol and ener_flux in
     rings of three rows of WORK1 and WORK7."""
+    f_volume = v.f[CF_VOLUME]
+    f_vol_flux_x = v.f[CF_VOL_FLUX_X]
+    f_vol_flux_y = v.f[CF_VOL_FLUX_Y]
+    f_work1 = v.f[CF_WORK1]
+    f_mass_flux_y = v.f[CF_MASS_FLUX_Y]
+    f_work7 = v.f[CF_WORK7]
+    f_density1 = v.f[CF_DENSITY1]
+    f_energy1 = v.f[CF_ENERGY1]
+    if out is None:   # in place: the same rows, so LLVM sees each element read before it is written
+        o_density1, o_energy1 = f_density1, f_energy1
+    else:
+        o_density1, o_energy1 = out.f[CF_DENSITY1], out.f[CF_ENERGY1]
     ny = v.ny
     one_by_six = 1.0 / 6.0
     J0, J1 = c[0] + G, c[1] + G
@@ -805,11 +965,11 @@ def advec_cell_y(v, sweep, c, out):
     vertexdy = geo(v, CG_VERTEXDY)
     for k in range(K0 - 1, K1 + 2):
         if k <= kl:
-            volume = v.f[CF_VOLUME][k]
-            vfx = v.f[CF_VOL_FLUX_X][k]
-            vfy0 = v.f[CF_VOL_FLUX_Y][k]
-            vfy1 = v.f[CF_VOL_FLUX_Y][k + 1]
-            pv = v.f[CF_WORK1][ring3(k)]
+            volume = row(f_volume, k)
+            vfx = row(f_vol_flux_x, k)
+            vfy0 = row(f_vol_flux_y, k)
+            vfy1 = row(f_vol_flux_y, k + 1)
+            pv = row(f_work1, ring3(k))
             if sweep == 1:
                 j = J0
                 while j < J1:
@@ -821,21 +981,21 @@ def advec_cell_y(v, sweep, c, out):
                     pv[j] = volume[j] + vfy1[j] - vfy0[j]
                     j += 1
         if k >= K0 and k <= kl:
-            vfy = v.f[CF_VOL_FLUX_Y][k]
-            mfy = v.f[CF_MASS_FLUX_Y][k]
-            ener_flux = v.f[CF_WORK7][ring3(k)]
+            vfy = row(f_vol_flux_y, k)
+            mfy = row(f_mass_flux_y, k)
+            ener_flux = row(f_work7, ring3(k))
             up_pos, dn_pos = k - 2, k - 1
             up_neg = k + 1 if k + 1 < ny + 1 + G else ny + 1 + G
-            d_upp = v.f[CF_DENSITY1][up_pos]
-            d_dop = v.f[CF_DENSITY1][dn_pos]
-            d_k = v.f[CF_DENSITY1][k]
-            d_upn = v.f[CF_DENSITY1][up_neg]
-            e_upp = v.f[CF_ENERGY1][up_pos]
-            e_dop = v.f[CF_ENERGY1][dn_pos]
-            e_k = v.f[CF_ENERGY1][k]
-            e_upn = v.f[CF_ENERGY1][up_neg]
-            pv_dop = v.f[CF_WORK1][ring3(dn_pos)]
-            pv_k = v.f[CF_WORK1][ring3(k)]
+            d_upp = row(f_density1, up_pos)
+            d_dop = row(f_density1, dn_pos)
+            d_k = row(f_density1, k)
+            d_upn = row(f_density1, up_neg)
+            e_upp = row(f_energy1, up_pos)
+            e_dop = row(f_energy1, dn_pos)
+            e_k = row(f_energy1, k)
+            e_upn = row(f_energy1, up_neg)
+            pv_dop = row(f_work1, ring3(dn_pos))
+            pv_k = row(f_work1, ring3(k))
             ratio_pos = vertexdy[k] / vertexdy[dn_pos]
             ratio_neg = vertexdy[k] / vertexdy[up_neg]
             j = J0
@@ -852,19 +1012,19 @@ def advec_cell_y(v, sweep, c, out):
         ku = k - 2   # the row that no later flux reads
         if ku < K0:
             continue
-        cell_update(J0, J1, v.f[CF_DENSITY1][ku], v.f[CF_ENERGY1][ku], out.f[CF_DENSITY1][ku],
-                    out.f[CF_ENERGY1][ku], v.f[CF_WORK1][ring3(ku)], v.f[CF_MASS_FLUX_Y][ku],
-                    v.f[CF_MASS_FLUX_Y][ku + 1], v.f[CF_WORK7][ring3(ku)], v.f[CF_WORK7][ring3(ku + 1)],
-                    v.f[CF_VOL_FLUX_Y][ku], v.f[CF_VOL_FLUX_Y][ku + 1], 0, 0)
+        cell_update(J0, J1, row(f_density1, ku), row(f_energy1, ku), row(o_density1, ku),
+                    row(o_energy1, ku), row(f_work1, ring3(ku)), row(f_mass_flux_y, ku),
+                    row(f_mass_flux_y, ku + 1), row(f_work7, ring3(ku)), row(f_work7, ring3(ku + 1)),
+                    row(f_vol_flux_y, ku), row(f_vol_flux_y, ku + 1), 0, 0)
 
 
 @jit
 def advec_cell(v, dr, sweep):
     c = (0, v.nx, 0, v.ny)
     if dr == 1:
-        advec_cell_x(v, sweep, c, v)
+        advec_cell_x(v, sweep, c, None)
     else:
-        advec_cell_y(v, sweep, c, v)
+        advec_cell_y(v, sweep, c, None)
 
 
 @jit
@@ -900,21 +1060,23 @@ def mom_advec_vel(nf, vup, vdo, vdn, pre, width, cdif):
 
 
 @jit
-def mom_post_vol(v, mom_sweep, k, j0, j1, pv):
+def mom_post_vol(f_volume, f_vol_flux_x, f_vol_flux_y, mom_sweep, k, j0, j1, pv):
     """post_vol of cell row k (array rows and columns), j in [j0, j1], into
-    pv, for mom_sweep 1 (the y fluxes) or 2 (the x fluxes)."""
+    pv, for mom_sweep 1 (the y fluxes) or 2 (the x fluxes).  Called per
+    row: it takes the fields, not the View (whose 25 arrays a call would
+    pass, and whose fields' references it would take)."""
     if j0 < 0:
-        raise IndexError("mom_post_vol: j0 < 0")   # and LLVM knows j >= 0 (see the module's docstring)
-    volume = v.f[CF_VOLUME][k]
+        raise IndexError("mom_post_vol: j0 < 0")   # (see the module's docstring)
+    volume = row(f_volume, k)
     if mom_sweep == 1:
-        vfy0 = v.f[CF_VOL_FLUX_Y][k]
-        vfy1 = v.f[CF_VOL_FLUX_Y][k + 1]
+        vfy0 = row(f_vol_flux_y, k)
+        vfy1 = row(f_vol_flux_y, k + 1)
         j = j0
         while j < j1 + 1:
             pv[j] = volume[j] + vfy1[j] - vfy0[j]
             j += 1
     else:
-        vfx = v.f[CF_VOL_FLUX_X][k]
+        vfx = row(f_vol_flux_x, k)
         j = j0
         while j < j1 + 1:
             pv[j] = volume[j] + vfx[j + 1] - vfx[j]
@@ -922,20 +1084,22 @@ def mom_post_vol(v, mom_sweep, k, j0, j1, pv):
 
 
 @jit
-def mom_x_nodes(v, k, pvflux, ja, jb, node_flux, nm_post, nm_pre):
+def mom_x_nodes(f_mass_flux_x, f_density1, f_volume, f_vol_flux_y, f_work7, k, pvflux, ja, jb, node_flux, nm_post,
+                nm_pre):
     """advec_mom along x, nodes ja .. jb (array columns) of node row k:
-    post_vol, node_flux, node_mass_post and node_mass_pre (advec.c's)."""
+    post_vol, node_flux, node_mass_post and node_mass_pre (advec.c's); the
+    fields as mom_post_vol's."""
     if ja < 1:
-        raise IndexError("mom_x_nodes: ja < 1")    # and LLVM knows j - 1 >= 0
-    mfm = v.f[CF_MASS_FLUX_X][k - 1]
-    mf0 = v.f[CF_MASS_FLUX_X][k]
-    dm = v.f[CF_DENSITY1][k - 1]
-    d0 = v.f[CF_DENSITY1][k]
-    vol0 = v.f[CF_VOLUME][k]
-    vfy0 = v.f[CF_VOL_FLUX_Y][k]
-    vfy1 = v.f[CF_VOL_FLUX_Y][k + 1]
-    pvm = v.f[CF_WORK7][ring2(k - 1)] if pvflux else v.f[CF_VOLUME][k - 1]
-    pv0 = v.f[CF_WORK7][ring2(k)]
+        raise IndexError("mom_x_nodes: ja < 1")    # (see the module's docstring)
+    mfm = row(f_mass_flux_x, k - 1)
+    mf0 = row(f_mass_flux_x, k)
+    dm = row(f_density1, k - 1)
+    d0 = row(f_density1, k)
+    vol0 = row(f_volume, k)
+    vfy0 = row(f_vol_flux_y, k)
+    vfy1 = row(f_vol_flux_y, k + 1)
+    pvm = row(f_work7, ring2(k - 1)) if pvflux else row(f_volume, k - 1)
+    pv0 = row(f_work7, ring2(k))
     if pvflux:
         pv0[ja - 1] = vol0[ja - 1] + vfy1[ja - 1] - vfy0[ja - 1]
     j = ja
@@ -956,23 +1120,33 @@ def mom_x_nodes(v, k, pvflux, ja, jb, node_flux, nm_post, nm_pre):
 @jit
 def advec_mom_x(v, vel, mom_sweep, c, out):
     """advec_mom along x over the nodes of c (C's indices, clipped), into
-    out's velocity vel (out is v: in place), each node row finished before
+    out's velocity vel (out None: in place), each node row finished before
     the next, its node quantities in four rows of WORK4."""
+    f_work4 = v.f[CF_WORK4]
+    f_mass_flux_x = v.f[CF_MASS_FLUX_X]
+    f_density1 = v.f[CF_DENSITY1]
+    f_volume = v.f[CF_VOLUME]
+    f_vol_flux_x = v.f[CF_VOL_FLUX_X]
+    f_vol_flux_y = v.f[CF_VOL_FLUX_Y]
+    f_work7 = v.f[CF_WORK7]
+    f_vel = v.f[vel]
+    o_vel = f_vel if out is None else out.f[vel]   # None: in place (see advec_cell_x)
     if c[0] < 0 or c[2] < 0:
-        raise IndexError("advec_mom_x: the range starts below 0 (clip it)")   # and LLVM knows J0 - 2 >= 0
+        raise IndexError("advec_mom_x: the range starts below 0 (clip it)")   # (see the module's docstring)
     pv_is_volume = mom_sweep > 2
     J0, J1 = c[0] + G, c[1] + G
     K0, K1 = c[2] + G, c[3] + G
     celldx = geo(v, CG_CELLDX)
-    node_flux = v.f[CF_WORK4][0]
-    nm_post = v.f[CF_WORK4][1]
-    nm_pre = v.f[CF_WORK4][2]
-    mom_flux = v.f[CF_WORK4][3]
+    node_flux = row(f_work4, 0)
+    nm_post = row(f_work4, 1)
+    nm_pre = row(f_work4, 2)
+    mom_flux = row(f_work4, 3)
     if not pv_is_volume:
-        mom_post_vol(v, mom_sweep, K0 - 1, J0 - 2, J1, v.f[CF_WORK7][ring2(K0 - 1)])
+        mom_post_vol(f_volume, f_vol_flux_x, f_vol_flux_y, mom_sweep, K0 - 1, J0 - 2, J1, row(f_work7, ring2(K0 - 1)))
     for k in range(K0, K1):
-        mom_x_nodes(v, k, not pv_is_volume, J0 - 1, J1, node_flux, nm_post, nm_pre)
-        vel1 = v.f[vel][k]
+        mom_x_nodes(f_mass_flux_x, f_density1, f_volume, f_vol_flux_y, f_work7, k, not pv_is_volume, J0 - 1, J1,
+                    node_flux, nm_post, nm_pre)
+        vel1 = row(f_vel, k)
         j = J0 - 1
         while j < J1:
             nf = node_flux[j]
@@ -983,7 +1157,7 @@ def advec_mom_x(v, vel, mom_sweep, c, out):
                                pick(neg, celldx[j + 1], celldx[j - 1]))
             mom_flux[j] = av * nf
             j += 1
-        vout = out.f[vel][k]
+        vout = row(o_vel, k)
         j = J0
         while j < J1:
             vout[j] = (vel1[j] * nm_pre[j] + mom_flux[j - 1] - mom_flux[j]) / nm_post[j]
@@ -995,19 +1169,33 @@ def advec_mom_y(v, vel, mom_sweep, c, out):
     """advec_mom along y over the nodes of c, as advec.c's advec_mom_y: one
     pass down the node rows i = k0 - 1 .. k1 + 1, rows in rings; each
     quantity of a row in a loop of its own (advec.c fuses them for the rows
-    k0 + 2 .. k1, but LLVM leaves that loop scalar here, for a reason not
-    established; the separate loops vectorise)."""
+    k0 + 2 .. k1, but LLVM leaves that loop scalar here: too many run-time
+    overlap checks, see the module's docstring; the separate loops
+    vectorise)."""
+    f_work7 = v.f[CF_WORK7]
+    f_mass_flux_y = v.f[CF_MASS_FLUX_Y]
+    f_work1 = v.f[CF_WORK1]
+    f_density1 = v.f[CF_DENSITY1]
+    f_volume = v.f[CF_VOLUME]
+    f_work2 = v.f[CF_WORK2]
+    f_work3 = v.f[CF_WORK3]
+    f_vel = v.f[vel]
+    f_work5 = v.f[CF_WORK5]
+    f_vol_flux_x = v.f[CF_VOL_FLUX_X]
+    f_vol_flux_y = v.f[CF_VOL_FLUX_Y]
+    o_vel = f_vel if out is None else out.f[vel]   # None: in place (see advec_cell_x)
     if c[0] < 0 or c[2] < 0:
-        raise IndexError("advec_mom_y: the range starts below 0 (clip it)")   # and LLVM knows J0 - 1 >= 0
+        raise IndexError("advec_mom_y: the range starts below 0 (clip it)")   # (see the module's docstring)
     pv_is_volume = mom_sweep > 2
     J0, J1 = c[0] + G, c[1] + G
     K0, K1 = c[2] + G, c[3] + G
     celldy = geo(v, CG_CELLDY)
     if not pv_is_volume:
-        mom_post_vol(v, mom_sweep, K0 - 2, J0 - 1, J1 - 1, v.f[CF_WORK7][ring2(K0 - 2)])
-    mf0 = v.f[CF_MASS_FLUX_Y][K0 - 2]
-    mf1 = v.f[CF_MASS_FLUX_Y][K0 - 1]
-    nf = v.f[CF_WORK1][ring2(K0 - 2)]
+        mom_post_vol(f_volume, f_vol_flux_x, f_vol_flux_y, mom_sweep, K0 - 2, J0 - 1, J1 - 1,
+                     row(f_work7, ring2(K0 - 2)))
+    mf0 = row(f_mass_flux_y, K0 - 2)
+    mf1 = row(f_mass_flux_y, K0 - 1)
+    nf = row(f_work1, ring2(K0 - 2))
     j = J0
     while j < J1:
         nf[j] = 0.25 * (mf0[j - 1] + mf0[j] + mf1[j - 1] + mf1[j])
@@ -1015,22 +1203,23 @@ def advec_mom_y(v, vel, mom_sweep, c, out):
     for i in range(K0 - 1, K1 + 2):
         if i <= K1:
             if not pv_is_volume:
-                mom_post_vol(v, mom_sweep, i, J0 - 1, J1 - 1, v.f[CF_WORK7][ring2(i)])
-            mf0 = v.f[CF_MASS_FLUX_Y][i]
-            mf1 = v.f[CF_MASS_FLUX_Y][i + 1]
-            node_flux = v.f[CF_WORK1][ring2(i)]
+                mom_post_vol(f_volume, f_vol_flux_x, f_vol_flux_y, mom_sweep, i, J0 - 1, J1 - 1,
+                             row(f_work7, ring2(i)))
+            mf0 = row(f_mass_flux_y, i)
+            mf1 = row(f_mass_flux_y, i + 1)
+            node_flux = row(f_work1, ring2(i))
             j = J0
             while j < J1:
                 node_flux[j] = 0.25 * (mf0[j - 1] + mf0[j] + mf1[j - 1] + mf1[j])
                 j += 1
-            dm = v.f[CF_DENSITY1][i - 1]
-            d0 = v.f[CF_DENSITY1][i]
-            pvm = v.f[CF_VOLUME][i - 1] if pv_is_volume else v.f[CF_WORK7][ring2(i - 1)]
-            pv0 = v.f[CF_VOLUME][i] if pv_is_volume else v.f[CF_WORK7][ring2(i)]
-            nfm = v.f[CF_WORK1][ring2(i - 1)]
-            nf0 = v.f[CF_WORK1][ring2(i)]
-            nm_post = v.f[CF_WORK2][ring3(i)]
-            nm_pre = v.f[CF_WORK3][ring3(i)]
+            dm = row(f_density1, i - 1)
+            d0 = row(f_density1, i)
+            pvm = row(f_volume, i - 1) if pv_is_volume else row(f_work7, ring2(i - 1))
+            pv0 = row(f_volume, i) if pv_is_volume else row(f_work7, ring2(i))
+            nfm = row(f_work1, ring2(i - 1))
+            nf0 = row(f_work1, ring2(i))
+            nm_post = row(f_work2, ring3(i))
+            nm_pre = row(f_work3, ring3(i))
             j = J0
             while j < J1:
                 post = 0.25 * (dm[j] * pvm[j] + d0[j] * pv0[j] + dm[j - 1] * pvm[j - 1] + d0[j - 1] * pv0[j - 1])
@@ -1039,14 +1228,14 @@ def advec_mom_y(v, vel, mom_sweep, c, out):
                 j += 1
         k = i - 1
         if k >= K0 - 1 and k <= K1 - 1:
-            nfk = v.f[CF_WORK1][ring2(k)]
-            pre_k = v.f[CF_WORK3][ring3(k)]
-            pre_k1 = v.f[CF_WORK3][ring3(k + 1)]
-            vm = v.f[vel][k - 1]
-            v0 = v.f[vel][k]
-            vp = v.f[vel][k + 1]
-            vpp = v.f[vel][k + 2]
-            mom_flux = v.f[CF_WORK5][ring3(k)]
+            nfk = row(f_work1, ring2(k))
+            pre_k = row(f_work3, ring3(k))
+            pre_k1 = row(f_work3, ring3(k + 1))
+            vm = row(f_vel, k - 1)
+            v0 = row(f_vel, k)
+            vp = row(f_vel, k + 1)
+            vpp = row(f_vel, k + 2)
+            mom_flux = row(f_work5, ring3(k))
             width = celldy[k]
             cd_neg = celldy[k + 1]
             cd_pos = celldy[k - 1]
@@ -1061,12 +1250,12 @@ def advec_mom_y(v, vel, mom_sweep, c, out):
         ku = i - 2
         if ku < K0:
             continue
-        mfm = v.f[CF_WORK5][ring3(ku - 1)]
-        mfk = v.f[CF_WORK5][ring3(ku)]
-        pre = v.f[CF_WORK3][ring3(ku)]
-        post = v.f[CF_WORK2][ring3(ku)]
-        vel1 = v.f[vel][ku]
-        vout = out.f[vel][ku]
+        mfm = row(f_work5, ring3(ku - 1))
+        mfk = row(f_work5, ring3(ku))
+        pre = row(f_work3, ring3(ku))
+        post = row(f_work2, ring3(ku))
+        vel1 = row(f_vel, ku)
+        vout = row(o_vel, ku)
         j = J0
         while j < J1:
             vout[j] = (vel1[j] * pre[j] + mfm[j] - mfk[j]) / post[j]
@@ -1078,9 +1267,9 @@ def advec_mom(v, vel, dr, sweep):
     c = (0, v.nx + 1, 0, v.ny + 1)
     mom_sweep = dr + 2 * (sweep - 1)
     if dr == 1:
-        advec_mom_x(v, vel, mom_sweep, c, v)
+        advec_mom_x(v, vel, mom_sweep, c, None)
     else:
-        advec_mom_y(v, vel, mom_sweep, c, v)
+        advec_mom_y(v, vel, mom_sweep, c, None)
 
 
 @jit
@@ -1131,33 +1320,33 @@ def reflect(v, fields, nfields, depth, edges):
         sy, sx = float(sy_i), float(sx_i)
         if edges & CLOVER_BOTTOM:
             for k in range(1, depth + 1):
-                dst = a[G - k]
-                src = a[G + lo_y - 1 + k]
+                dst = row(a, G - k)
+                src = row(a, G + lo_y - 1 + k)
                 j = G - depth
                 while j < G + nx + jext + depth:
                     dst[j] = sy * src[j]
                     j += 1
         if edges & CLOVER_TOP:
             for k in range(1, depth + 1):
-                dst = a[G + top_y - 1 + k]
-                src = a[G + hi_y - k]
+                dst = row(a, G + top_y - 1 + k)
+                src = row(a, G + hi_y - k)
                 j = G - depth
                 while j < G + nx + jext + depth:
                     dst[j] = sy * src[j]
                     j += 1
         if edges & CLOVER_LEFT:
             for k in range(G - depth, G + ny + kext + depth):
-                row = a[k]
+                r = row(a, k)
                 j = 1
                 while j < depth + 1:
-                    row[G - j] = sx * row[G + lo_x - 1 + j]
+                    r[G - j] = sx * r[G + lo_x - 1 + j]
                     j += 1
         if edges & CLOVER_RIGHT:
             for k in range(G - depth, G + ny + kext + depth):
-                row = a[k]
+                r = row(a, k)
                 j = 1
                 while j < depth + 1:
-                    row[G + top_x - 1 + j] = sx * row[G + hi_x - j]
+                    r[G + top_x - 1 + j] = sx * r[G + hi_x - j]
                     j += 1
 
 
