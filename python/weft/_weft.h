@@ -22,11 +22,13 @@
  *     we made"; a body or an argument destructor that the C runtime runs
  *     inline on such a thread (helping while spawning, a failed spawn) then
  *     runs without touching the GIL.
- *   - Workers hand the GIL to each other without sleeping: a worker claims
- *     the runtime's `py_busy` counter before taking the GIL and, while
- *     another worker holds the claim, spins briefly instead of sleeping in
- *     CPython's condition variable.  That turns the futex hand-off of the
- *     GIL into a cache-line transfer (gil.c; see bench/py/).
+ *   - Workers hand the GIL to each other without sleeping: a worker that
+ *     needs the GIL while another worker holds it spins briefly instead of
+ *     sleeping in CPython's condition variable, and takes it the moment it
+ *     is released.  The spin reads the GIL's own state where its layout is
+ *     known (gil_state.c), else the workers' claim on the runtime's
+ *     `py_busy` counter.  That turns the futex hand-off of the GIL into a
+ *     cache-line transfer (gil.c; see bench/py/).
  *   - Task spaces are the C runtime's (weft_space_*): a weft.TaskSpace binds
  *     to a C space of the runtime it is first used with, and gives each
  *     Python key an integer index there.  T[i] is a Task object in the
@@ -39,13 +41,17 @@
  *     slice, range, list or negative int in it names a weft.TaskList of
  *     slots instead (weft/_space.py).
  *
- * Module state holds every type and object; the only static storage is three
- * thread-local pointers describing the thread the code runs on (a worker
- * thread belongs to exactly one runtime, so to one interpreter).
+ * Module state holds every type and object; the static storage is
+ * thread-local facts describing the thread the code runs on (a worker
+ * thread belongs to exactly one runtime, so to one interpreter), and the
+ * count of workers spinning for the GIL, which share the process's cores
+ * whatever their runtime (gil.c).
  *
  * The files, by concern:
  *   module.c   module state, init, module-level functions, error helpers
  *   gil.c      thread-locals, clock, GIL hand-off between workers, worker hooks
+ *   gil_state.c  where CPython keeps the GIL's state (its internal headers, per
+ *              version), for the hand-off
  *   body.c     the task body trampoline, its argument destructor, failure records
  *   coro.c     `async def` bodies: the coroutine driver (suspending a task in a C
  *              continuation, weft_ctx_continue), and what a coroutine may await
@@ -85,6 +91,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "gil_state.h"
 #include "weft.h" /* the core's public API: the extension includes nothing else of it */
 
 #if PY_VERSION_HEX < 0x030B0000
@@ -308,6 +315,10 @@ typedef struct {
     size_t nscratch, capscratch;
 } weft_py_registry;
 
+/* Workers whose thread state the GIL hand-off recognises as the GIL's
+ * holder (gil.c); the others' are not spun against. */
+#define WEFT_PY_GIL_WORKERS_KNOWN 64
+
 typedef struct RuntimeObject {
     PyObject_HEAD
     weft_runtime *_Atomic rt; /* NULL once closed (atomic: read by any thread, cleared by close) */
@@ -317,7 +328,8 @@ typedef struct RuntimeObject {
     PyInterpreterState *interp;
     unsigned workers;
     _Atomic size_t inflight;    /* tasks of ours in the C runtime (diagnostics: weft._inflight) */
-    _Atomic int py_busy;        /* workers holding or taking the GIL now */
+    _Atomic int py_busy;        /* workers holding or taking the GIL now (the claim,
+                                   where the GIL's state is not known: gil.c) */
     _Atomic int dev_gil_wait;   /* device threads waiting for the GIL now: workers let them
                                    go first (gil.c) */
     int spawn_gil;              /* SPAWN_HOLD, SPAWN_RELEASE or SPAWN_YIELD */
@@ -338,6 +350,13 @@ typedef struct RuntimeObject {
                                    get the claim in time (gil.c; relaxed, a lost update
                                    between workers only shifts it) */
     int gil_off;                /* free-threaded build running without the GIL: no hand-off */
+    weft_py_gil_state gil;      /* the GIL's own state where its layout is known (gil_state.c),
+                                   else NULLs: the hand-off spins on the claim (gil.c) */
+    PyThreadState *_Atomic worker_ts[WEFT_PY_GIL_WORKERS_KNOWN]; /* the workers' thread
+                                   states (by worker number; NULL when not running): the GIL's
+                                   holder is a worker when it is one of these (gil.c) */
+    _Atomic unsigned worker_ts_n; /* worker_ts[0, worker_ts_n) may be set */
+    _Atomic int gil_taking;     /* a worker is taking the GIL (its turn; gil.c) */
     struct cell *_Atomic cells; /* finished cells whose `placed` reference is to drop
                                    (weft_py_release_drain) */
     struct TaskObject *_Atomic released; /* tasks whose bodies ran, references to drop
@@ -549,8 +568,11 @@ extern PyMethodDef weft_py_place_methods[];
 /* GIL hand-off (gil.c)                                                      */
 /* ------------------------------------------------------------------------ */
 
-/* Claim / drop r->py_busy around holding the GIL on a worker. */
+/* Claim / drop r->py_busy around holding the GIL on a worker: enter before
+ * taking the GIL, taken right after (where the GIL's state is known it ends
+ * the turn to take it: gil.c), exit after releasing it. */
 void weft_py_busy_enter(RuntimeObject *r);
+void weft_py_busy_taken(RuntimeObject *r);
 void weft_py_busy_exit(RuntimeObject *r);
 /* Take the GIL on a worker (or any thread not holding it); returns what
  * weft_py_gil_give needs to hand it back.  r: the runtime whose claim to
@@ -599,6 +621,7 @@ weft_py_owner_rt(void)
 #define END_NOGIL_W                                                          \
         if (_own_rt) weft_py_busy_enter(_own_rt);                            \
         PyEval_RestoreThread(_save);                                         \
+        if (_own_rt) weft_py_busy_taken(_own_rt);                            \
         weft_py_tl_attached = _prev_att;                                     \
     }
 

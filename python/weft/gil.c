@@ -15,31 +15,113 @@ _Thread_local int weft_py_tl_attached;
 /* GIL hand-off                                                              */
 /* ------------------------------------------------------------------------ */
 
-/* Workers of one runtime hand the GIL to each other without sleeping.
- * Before taking the GIL a worker claims r->py_busy (0 -> 1); while another
- * worker holds the claim it may spin rather than sleep in the GIL's
- * condition variable, whose wake-up costs more than an empty Python task.
- * After the spin it takes the GIL anyway (a body that runs long Python
- * code, or one that released the GIL in NumPy, must not serialise the
- * others).  The claim is dropped right after the GIL is released.  A
- * non-worker thread (the main thread spawning) never claims, so workers
- * never spin against it.  On a free-threaded build running without the GIL
- * (r->gil_off) there is nothing to hand off: no claim, no spin.
+/* Workers of one runtime hand the GIL to each other without sleeping in
+ * the GIL's condition variable, whose wake-up costs more than an empty
+ * Python task.  A worker counts itself in r->py_busy while it takes and
+ * holds the GIL for a body (the spawning thread's SPAWN_YIELD reads it).
  *
- * The claim covers the whole body, also its parts that run with the GIL
- * released (a C kernel through ctypes, NumPy): a worker that spins against
- * such a body waits for nothing, the GIL being free.  So the spin adapts to
- * whether it works: r->gil_spin_now, at most r->spin_gil_ns (gil_spin_ns),
- * doubles when a spin got the claim in time and halves when it ran out
- * while a worker's body ran (r->py_in_body), down to 0: take the GIL at
- * once.  At 0, one contended take in
- * GIL_PROBE_EVERY (on each worker) spins a quarter of gil_spin_ns, so that
- * short bodies that hold the GIL bring the spin back.  Empty and short
- * bodies keep the full spin; bodies longer than it, whether in Python or
- * in C, end up not spinning. */
+ * Where the GIL's own state is known (r->gil, gil_state.c), a worker that
+ * needs the GIL spins while another worker of the runtime holds it or has
+ * the turn to take it (r->gil_taking), and takes the turn the moment
+ * neither is true; the turn ends when its PyEval_RestoreThread returns.
+ * One worker at a time so goes for a free GIL: two that both found it free
+ * would race in CPython's take, and the loser sleep in its condition
+ * variable.  A body that releases the GIL inside (a C call through ctypes,
+ * NumPy) lets the next worker in at once: no worker spins against it.  A
+ * non-worker thread holding the GIL (the main thread spawning) is not spun
+ * against: the worker takes the turn and waits in the GIL.  The spin lasts
+ * at most r->spin_gil_ns (gil_spin_ns), then the worker takes the GIL
+ * without the turn; at most spinners_max workers spin at once.
+ *
+ * Where it is not known, the spin follows a claim instead: the first
+ * worker claims r->py_busy (0 -> 1), the others spin until the claim is
+ * dropped, right after the GIL is released.  The claim covers the whole
+ * body, also its parts that run with the GIL released, against which that
+ * spin waits for nothing, so it adapts: r->gil_spin_now, at most
+ * r->spin_gil_ns, doubles when a spin got the claim in time and halves
+ * when it ran out while a worker's body ran (r->py_in_body), down to 0:
+ * take the GIL at once.  At 0, one contended take in GIL_PROBE_EVERY (on
+ * each worker) spins a quarter of gil_spin_ns, so that short bodies that
+ * hold the GIL bring the spin back.
+ *
+ * On a free-threaded build running without the GIL (r->gil_off) there is
+ * nothing to hand off: no count, no spin. */
 #define GIL_PROBE_EVERY 32u
 
 static _Thread_local unsigned tl_unspun; /* contended takes without a spin, on this worker */
+
+/* Workers spinning for the GIL now, over every runtime: they share the
+ * cores.  At most spinners_max (the CPUs this process may run on, but one:
+ * the GIL's holder needs one) spin at once; the others sleep in the GIL. */
+static _Atomic int spinners;
+static int spinners_max;
+static pthread_once_t spinners_once = PTHREAD_ONCE_INIT;
+
+static void
+spinners_init(void)
+{
+    cpu_set_t set;
+    int n = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : 0;
+    if (n <= 0) n = (int)sysconf(_SC_NPROCESSORS_ONLN);
+    spinners_max = n > 1 ? n - 1 : 0;
+}
+
+/* Whether the GIL's holder ts is one of r's workers. */
+static int
+gil_holder_is_worker(RuntimeObject *r, uintptr_t ts)
+{
+    if (ts == 0) return 0;
+    unsigned n = atomic_load_explicit(&r->worker_ts_n, memory_order_relaxed);
+    for (unsigned i = 0; i < n; i++)
+        if ((uintptr_t)atomic_load_explicit(&r->worker_ts[i], memory_order_relaxed) == ts) return 1;
+    return 0;
+}
+
+static _Thread_local int tl_taking; /* this worker has r->gil_taking (gil.c's turn to take) */
+
+/* Whether another worker of r holds the GIL or has the turn to take it. */
+static int
+gil_workers_busy(RuntimeObject *r)
+{
+    if (atomic_load_explicit(&r->gil_taking, memory_order_relaxed)) return 1;
+    return atomic_load_explicit(r->gil.locked, memory_order_relaxed) == 1 &&
+           gil_holder_is_worker(r, atomic_load_explicit(r->gil.holder, memory_order_relaxed));
+}
+
+/* Try to get the turn to take the GIL (r->gil_taking 0 -> 1). */
+static int
+gil_turn(RuntimeObject *r)
+{
+    int exp = 0;
+    if (!atomic_compare_exchange_strong_explicit(&r->gil_taking, &exp, 1, memory_order_relaxed,
+                                                 memory_order_relaxed))
+        return 0;
+    tl_taking = 1;
+    return 1;
+}
+
+/* Wait for the turn to take the GIL (r->gil known): spin while another
+ * worker of r holds the GIL or has the turn, at most r->spin_gil_ns; the
+ * holder is compared, never dereferenced (it may be gone).  Without the
+ * turn (the spin ran out, or too many spin) the worker takes the GIL
+ * anyway, in CPython's condition variable if it must. */
+static void
+gil_wait_turn(RuntimeObject *r)
+{
+    if (!gil_workers_busy(r) && gil_turn(r)) return;
+    uint64_t most = r->spin_gil_ns;
+    if (most == 0) return;
+    pthread_once(&spinners_once, spinners_init);
+    if (atomic_fetch_add_explicit(&spinners, 1, memory_order_relaxed) < spinners_max) {
+        uint64_t t0 = weft_py_now_ns();
+        for (unsigned n = 1;; n++) {
+            weft_py_cpu_relax();
+            if (!gil_workers_busy(r) && gil_turn(r)) break;
+            if ((n & 7) == 0 && weft_py_now_ns() - t0 > most) break;
+        }
+    }
+    atomic_fetch_sub_explicit(&spinners, 1, memory_order_relaxed);
+}
 
 void
 weft_py_busy_enter(RuntimeObject *r)
@@ -54,6 +136,11 @@ weft_py_busy_enter(RuntimeObject *r)
         while (atomic_load_explicit(&r->dev_gil_wait, memory_order_relaxed) > 0 &&
                weft_py_now_ns() - t0 < r->spin_gil_ns)
             sched_yield();
+    }
+    if (r->gil.locked) {
+        atomic_fetch_add_explicit(&r->py_busy, 1, memory_order_relaxed);
+        gil_wait_turn(r);
+        return;
     }
     int exp = 0;
     if (atomic_compare_exchange_strong_explicit(&r->py_busy, &exp, 1, memory_order_acquire,
@@ -89,6 +176,15 @@ weft_py_busy_enter(RuntimeObject *r)
 }
 
 void
+weft_py_busy_taken(RuntimeObject *r)
+{
+    if (tl_taking) {
+        tl_taking = 0;
+        atomic_store_explicit(&r->gil_taking, 0, memory_order_relaxed);
+    }
+}
+
+void
 weft_py_busy_exit(RuntimeObject *r)
 {
     if (r->gil_off) return;
@@ -104,6 +200,7 @@ weft_py_gil_take(RuntimeObject *r)
     if (ts == NULL) return (int)PyGILState_Ensure();
     if (r) weft_py_busy_enter(r);
     PyEval_RestoreThread(ts);
+    if (r) weft_py_busy_taken(r);
     if (r && !r->gil_off) atomic_store_explicit(&r->py_in_body, 1, memory_order_relaxed);
     return -1;
 }
@@ -197,15 +294,23 @@ weft_py_on_worker_start(unsigned worker, void *arg)
     RuntimeObject *r = arg;
     /* Created on the worker thread itself so that it is bound to it. */
     weft_py_tl_ts = PyThreadState_New(r->interp);
+    if (worker < WEFT_PY_GIL_WORKERS_KNOWN) {
+        atomic_store_explicit(&r->worker_ts[worker], weft_py_tl_ts, memory_order_relaxed);
+        unsigned n = atomic_load_explicit(&r->worker_ts_n, memory_order_relaxed);
+        while (n < worker + 1 && !atomic_compare_exchange_weak_explicit(&r->worker_ts_n, &n, worker + 1,
+                                                                       memory_order_relaxed, memory_order_relaxed)) {
+        }
+    }
 }
 
 void
 weft_py_on_worker_stop(unsigned worker, void *arg)
 {
-    (void)worker;
-    (void)arg;
+    RuntimeObject *r = arg;
     PyThreadState *ts = weft_py_tl_ts;
     if (ts == NULL) return;
+    /* Before it is deleted: its memory may become another thread's state. */
+    if (worker < WEFT_PY_GIL_WORKERS_KNOWN) atomic_store_explicit(&r->worker_ts[worker], NULL, memory_order_relaxed);
     PyEval_RestoreThread(ts);
     PyThreadState_Clear(ts);
     PyThreadState_DeleteCurrent();

@@ -216,6 +216,21 @@ mod_inflight(PyObject *m, PyObject *arg)
     return PyLong_FromSize_t(atomic_load(&((RuntimeObject *)arg)->inflight));
 }
 
+/* What a runtime's workers spin on while another worker needs the GIL
+ * (gil.c): "gil" (the GIL's own state), "claim" (where its layout is not
+ * known) or "none" (no GIL: nothing to hand off). */
+static PyObject *
+mod_gil_spin_signal(PyObject *m, PyObject *arg)
+{
+    modstate *st = weft_py_state_of_module(m);
+    if (!Py_IS_TYPE(arg, st->Runtime_T)) {
+        PyErr_SetString(PyExc_TypeError, "expected a weft.Runtime");
+        return NULL;
+    }
+    RuntimeObject *r = (RuntimeObject *)arg;
+    return PyUnicode_FromString(r->gil_off ? "none" : r->gil.locked ? "gil" : "claim");
+}
+
 static PyMethodDef module_methods[] = {
     {"spawn", (PyCFunction)(void (*)(void))mod_spawn, METH_FASTCALL | METH_KEYWORDS,
      "spawn(fn, *args, deps=(), reads=(), writes=(), readwrites=(), commutes=(), name=None,\n"
@@ -265,6 +280,9 @@ static PyMethodDef module_methods[] = {
     {"_busy", (PyCFunction)mod_busy, METH_O,
      "_busy(us): spin for us microseconds with the GIL released."},
     {"_inflight", (PyCFunction)mod_inflight, METH_O, "tasks of a runtime in the C runtime now"},
+    {"_gil_spin_signal", (PyCFunction)mod_gil_spin_signal, METH_O,
+     "what a runtime's workers spin on for the GIL: 'gil' (its own state), 'claim' (CPython "
+     "versions whose GIL layout Weft does not know), 'none' (no GIL)"},
     {NULL, NULL, 0, NULL}};
 
 /* ------------------------------------------------------------------------ */

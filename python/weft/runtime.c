@@ -179,6 +179,14 @@ runtime_object(PyTypeObject *type, modstate *st, const runtime_args *a)
         Py_XDECREF(on);
     }
 #endif
+    for (unsigned i = 0; i < WEFT_PY_GIL_WORKERS_KNOWN; i++) atomic_init(&r->worker_ts[i], NULL);
+    atomic_init(&r->worker_ts_n, 0);
+    atomic_init(&r->gil_taking, 0);
+    r->gil.locked = NULL;
+    r->gil.holder = NULL;
+    /* Where the GIL's layout is known, the workers' spin follows its state
+     * (gil.c); this thread holds the GIL, which the view checks. */
+    if (!r->gil_off) weft_py_gil_view(&r->gil);
     atomic_init(&r->closing, 0);
     r->weakreflist = NULL;
     PyObject_GC_Track(r);
