@@ -3,8 +3,10 @@
  * them once calibrated; a kind with only a CPU alternative stays there;
  * a task whose large data is on GPU 2 goes to GPU 2.  Models persist:
  * a second runtime decides from the first one's (no calibration), and a
- * corrupt model file is ignored with a warning. */
+ * corrupt model file is ignored with a warning.  A GPU task's model learns
+ * what its kernels ran, whatever else delays its completion. */
 #include "check.h"
+#include "testing.h"
 
 #include <stdatomic.h>
 #include <stdio.h>
@@ -257,6 +259,49 @@ static void test_corrupt_file(void) {
     fclose(f);
 }
 
+/* n tasks of `kind` on GPU 0, each with `share` of it, then a wait. */
+static void on_gpu0(weft_runtime *rt, const char *kind, double share, int n) {
+    weft_placement pl;
+    CHECK_OK(weft_placement_parse("gpu:0", &pl));
+    pl.body = gpu_body;
+    pl.share = share;
+    for (int i = 0; i < n; i++) {
+        weft_task_desc d;
+        weft_task_desc_init(&d);
+        d.placements = &pl;
+        d.nplacements = 1;
+        d.kind = kind;
+        CHECK_OK(weft_spawn(rt, &d, NULL));
+    }
+    CHECK_OK(weft_wait_all(rt));
+}
+
+/* A GPU task's time, for its model, is what its kernels ran on the GPU:
+ * kernels running beside others (four at once, each on a quarter of the
+ * GPU) each count whole, and a task whose completion is reported late (a
+ * recorder held up on the host) counts no more than its kernel. */
+static void test_device_time(void) {
+    weft_runtime *rt = make();
+    g_gpu_ns = 4000000;
+    on_gpu0(rt, "beside", 0.25, 8);
+    double ns = 0;
+    CHECK(weft_runtime_predict(rt, "beside", 1, 0, &ns) == 1);
+    printf("  four at once, 4 ms kernels: model %.2f ms\n", ns * 1e-6);
+    CHECK(ns >= 3.9e6 && ns < 40e6);
+
+    g_gpu_ns = 2000000;
+    weft__test_vgpu_record_delay(60000000);
+    uint64_t t0 = now_ns();
+    on_gpu0(rt, "held_up", 1.0, 1);
+    uint64_t took = now_ns() - t0;
+    CHECK(weft_runtime_predict(rt, "held_up", 1, 0, &ns) == 1);
+    printf("  completion held up: took %.1f ms, 2 ms kernel: model %.2f ms\n", (double)took * 1e-6, ns * 1e-6);
+    CHECK(took >= 60000000); /* (the hold-up happened) */
+    CHECK(ns >= 1.9e6 && ns < 30e6);
+    g_gpu_ns = 2000000;
+    CHECK_OK(weft_runtime_destroy(rt));
+}
+
 int main(void) {
     snprintf(dir, sizeof dir, "/tmp/weft-test-dmda-%ld", (long)getpid());
     setenv("WEFT_PERFMODEL_DIR", dir, 1);
@@ -272,6 +317,8 @@ int main(void) {
     test_costs();
     test_step("two GPUs");
     test_two_gpus();
+    test_step("device time");
+    test_device_time();
     test_step("corrupt file");
     test_corrupt_file();
     char cmd[300];

@@ -225,7 +225,7 @@ static int reader_kernel(void *arg) {
     return p[0] == 7 ? 0 : 6;
 }
 static int launch_rw(const weft__device_ops *o, weft__dqueue *q, weft__kernel_fn fn, void *arg, const weft_range *rw) {
-    weft__launch k = {fn, arg, 0, rw, 1, NULL, NULL, NULL};
+    weft__launch k = {fn, arg, 0, rw, 1, NULL, NULL, NULL, NULL};
     return o->launch(q, &k);
 }
 static int report_of(const weft__device_ops *o, weft__dqueue *q) {
@@ -463,18 +463,18 @@ static void sched_run(uint64_t seed, int *order) {
     atomic_store(&sched_gate, 0);
     atomic_store(&sched_gate_in, 0);
     sched_nlog = 0;
-    weft__launch gate = {gate_kernel, NULL, 0, NULL, 0, NULL, NULL, NULL};
+    weft__launch gate = {gate_kernel, NULL, 0, NULL, 0, NULL, NULL, NULL, NULL};
     CHECK_OK(o->launch(qa, &gate));
     CHECK(wait_flag(&sched_gate_in, 20000) == 0); /* holds the turn: what follows is offered meanwhile */
     for (int i = 0; i < SCHED_ITEMS; i++) { /* a: 100+i, b: 200+i, c: 300+i; c waits for a's 6th */
-        weft__launch ka = {log_kernel, (void *)(intptr_t)(100 + i), (uint64_t)(i % 3) * 1000, NULL, 0, NULL, NULL, NULL};
+        weft__launch ka = {log_kernel, (void *)(intptr_t)(100 + i), (uint64_t)(i % 3) * 1000, NULL, 0, NULL, NULL, NULL, NULL};
         CHECK_OK(o->launch(qa, &ka));
         if (i == 5) CHECK_OK(o->event_record(e, qa));
     }
     CHECK_OK(o->queue_wait(qc, e));
     for (int i = 0; i < SCHED_ITEMS; i++) {
-        weft__launch kb = {log_kernel, (void *)(intptr_t)(200 + i), 1500, NULL, 0, NULL, NULL, NULL};
-        weft__launch kc = {log_kernel, (void *)(intptr_t)(300 + i), 500, NULL, 0, NULL, NULL, NULL};
+        weft__launch kb = {log_kernel, (void *)(intptr_t)(200 + i), 1500, NULL, 0, NULL, NULL, NULL, NULL};
+        weft__launch kc = {log_kernel, (void *)(intptr_t)(300 + i), 500, NULL, 0, NULL, NULL, NULL, NULL};
         CHECK_OK(o->launch(qb, &kb));
         CHECK_OK(o->launch(qc, &kc));
     }

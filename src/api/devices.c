@@ -158,7 +158,8 @@ int weft_ctx_queue(const weft_ctx *ctx, unsigned i, int (*fn)(void *arg), void *
         return weft__error(WEFT_EINVAL, "weft_ctx_queue: GPU %u of a task with %u", i, weft_ctx_gpu_count(ctx));
     weft__dqueue *q = ctx->task->place->queue[i];
     weft__device *dev = ctx->rt->placer.gpu[ctx->task->place->gpu[i]];
-    weft__launch k = {fn, arg, model_ns, NULL, 0, weft__task_op_failed, ctx->task, weft__task_skip_work};
+    weft__launch k = {fn, arg, model_ns, NULL, 0, weft__task_op_failed, ctx->task, weft__task_skip_work,
+                      i == 0 ? &ctx->task->place->ran_ns : NULL};
     int rc = dev->ops->launch(q, &k);
     return rc ? weft__error(rc, "weft_ctx_queue: could not queue on %s (%s)", dev->name, weft_strerror(rc)) : 0;
 }
@@ -244,7 +245,7 @@ int weft_ctx_queue_rw(const weft_ctx *ctx, unsigned i, int (*fn)(void *arg), voi
         }
     }
     weft__launch k = {fn,   arg, model_ns, sealed ? sealed : ranges, n, weft__task_op_failed, ctx->task,
-                      weft__task_skip_work};
+                      weft__task_skip_work, i == 0 ? &ctx->task->place->ran_ns : NULL};
     int rc = dev->ops->launch(q, &k);
     weft__free(sealed); /* (launch copies the ranges) */
     return rc ? weft__error(rc, "weft_ctx_queue_rw: could not queue on %s (%s)", dev->name, weft_strerror(rc)) : 0;

@@ -64,6 +64,11 @@ typedef struct weft__launch {
      * failed): true, and fn does not run (NULL: it always runs).  A kind
      * that cannot ask runs it (on CUDA a failure is the context's). */
     bool (*skip)(void *cookie);
+    /* Where the queue adds the time the kernel ran on the device (ns),
+     * before anything queued after it runs (NULL: not asked).  A kind that
+     * cannot time its kernels leaves it: the reader then falls back on
+     * elapsed time (sched/eft.c). */
+    _Atomic uint64_t *ran_ns;
 } weft__launch;
 
 typedef struct weft__device_ops {
@@ -163,7 +168,7 @@ void weft__device_uncharge(weft__device *dev, size_t n);
 static inline int weft__device_launch(const weft__device_ops *ops, weft__dqueue *q, weft__kernel_fn fn, void *arg,
                                       uint64_t model_ns)
 {
-    weft__launch k = {fn, arg, model_ns, NULL, 0, NULL, NULL, NULL};
+    weft__launch k = {fn, arg, model_ns, NULL, 0, NULL, NULL, NULL, NULL};
     return ops->launch(q, &k);
 }
 

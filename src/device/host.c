@@ -83,7 +83,10 @@ static int host_copy2d(weft__dqueue *q, void *dst, size_t dpitch, const void *sr
 
 static int host_launch(weft__dqueue *q, const weft__launch *k)
 {
+    uint64_t t0 = k->ran_ns ? weft__now_ns() : 0;
     int r = k->fn(k->arg);
+    if (k->ran_ns)
+        atomic_fetch_add_explicit(k->ran_ns, weft__now_ns() - t0, memory_order_relaxed);
     if (r != 0 && k->on_error)
         k->on_error(k->cookie, r);
     else if (r != 0 && q->error == 0)

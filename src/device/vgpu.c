@@ -224,6 +224,7 @@ typedef struct item {
     size_t nrw;
     weft__done_fn on_error;    /* IT_KERNEL: where its failure goes, with cookie (NULL: q->error) */
     bool (*skip)(void *cookie); /* IT_KERNEL: not run if it says so (weft__launch) */
+    _Atomic uint64_t *ran_ns;  /* IT_KERNEL: where its run time goes (weft__launch), or NULL */
     weft__vclock *host;        /* checking mode: the host's clock when queued */
     weft__done_fn done;
     void *cookie;
@@ -487,6 +488,8 @@ static bool run_item(weft__dqueue *q, item *it)
         }
         if (slept && !v->p.fixed_timing)
             stretch_to(t0, it->ns);
+        if (it->ran_ns)
+            atomic_fetch_add_explicit(it->ran_ns, weft__now_ns() - t0, memory_order_relaxed);
         if (r != 0 && it->on_error)
             it->on_error(it->cookie, r);
         else if (r != 0 && atomic_load_explicit(&q->error, memory_order_relaxed) == 0)
@@ -939,6 +942,7 @@ static int vg_launch(weft__dqueue *q, const weft__launch *k)
     it->on_error = k->on_error;
     it->cookie = k->cookie;
     it->skip = k->skip;
+    it->ran_ns = k->ran_ns;
     if (q->clock && k->nrw) { /* only checking mode looks at the ranges */
         it->rw = weft__alloc(k->nrw * sizeof *k->rw);
         if (!it->rw) {

@@ -1358,7 +1358,7 @@ static int poison_body(void *arg)
 static int poison_on_stream(weft__task *t, weft__device *dev, weft__dqueue *q, void *p, size_t n)
 {
     weft_range r = {p, n, WEFT_W};
-    weft__launch k = {poison_body, NULL, 0, &r, 1, weft__task_op_failed, t, NULL};
+    weft__launch k = {poison_body, NULL, 0, &r, 1, weft__task_op_failed, t, NULL, NULL};
     return dev->ops->launch(q, &k);
 }
 
@@ -1599,7 +1599,7 @@ weft__guard *weft__task_guard_begin(weft__task *t)
     }
     for (unsigned k = 0; k < t->place->ngpu; k++) {
         weft__device *dev = weft__place_gpu(t->g->placer, t->place, k);
-        weft__launch gate = {gate_kernel, g, 0, NULL, 0, weft__task_op_failed, t, NULL};
+        weft__launch gate = {gate_kernel, g, 0, NULL, 0, weft__task_op_failed, t, NULL, NULL};
         atomic_fetch_add(&g->users, 1);
         if (dev->ops->launch(t->place->queue[k], &gate) != 0)
             atomic_fetch_sub(&g->users, 1);
@@ -1856,6 +1856,8 @@ bool weft__task_skip_work(void *cookie)
 void weft__task_body_returned(weft__task *t, int result, weft__qnode **next)
 {
     t->result = result;
+    if (t->place && t->place->ngpu)
+        weft__place_body_returned(t->place);
     /* Its events are recorded before its completion reports are queued, so
      * that no queue touches an event after the task completed (and gave its
      * events back).  A continued task records none: its successors follow

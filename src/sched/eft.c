@@ -364,13 +364,22 @@ void weft__place_started(weft__placer *p, weft__place *pl)
             e->running++;
         }
         pl->t_start = now;
+        atomic_store_explicit(&pl->ran_ns, 0, memory_order_relaxed);
+        atomic_store_explicit(&pl->body_end, 0, memory_order_relaxed);
         pl->acct = WEFT__ACCT_RUNNING;
     }
     pthread_mutex_unlock(&p->lock);
 }
 
 /* Take a running pl out of its devices' accounting; its observed execution
- * (ns), 0 if none. */
+ * (ns), 0 if none.  On a GPU whose kind timed its kernels, that is the
+ * time they ran there, or its body's time on the host if longer: its
+ * elapsed time would also count its wait behind other work queued on the
+ * GPU, its copies and the report of its completion, and a model that
+ * learned those would steer tasks away from GPUs and overstate the bound.
+ * Otherwise it is the elapsed time, from its start or from when its GPU's
+ * previous task completed (work queued before its own then), less the
+ * predicted transfers. */
 static double stop_running(weft__placer *p, weft__place *pl, uint64_t now)
 {
     unsigned dev[WEFT__MAX_DEVICES];
@@ -383,12 +392,23 @@ static double stop_running(weft__placer *p, weft__place *pl, uint64_t now)
         if (--e->running == 0)
             e->run_end = e->run_w = 0; /* (no rounding left over) */
         if (dev[k] && e->last_done > start && k == 0)
-            start = e->last_done; /* its GPU finished the work queued before its own then */
+            start = e->last_done;
         if (dev[k])
             e->last_done = now;
     }
+    uint64_t ran = atomic_load_explicit(&pl->ran_ns, memory_order_relaxed);
+    if (dev[0] && ran > 0) {
+        uint64_t body_end = atomic_load_explicit(&pl->body_end, memory_order_relaxed);
+        uint64_t body = body_end > pl->t_start ? body_end - pl->t_start : 0;
+        return (double)(ran > body ? ran : body);
+    }
     double obs = (double)(now - start) - (dev[0] ? pl->pred_xfer : 0);
     return obs > 0 ? obs : 1;
+}
+
+void weft__place_body_returned(weft__place *pl)
+{
+    atomic_store_explicit(&pl->body_end, weft__now_ns(), memory_order_relaxed);
 }
 
 void weft__place_finished(weft__placer *p, weft__place *pl, bool ok)

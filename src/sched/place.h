@@ -94,6 +94,11 @@ typedef struct weft__place {
     weft__pm_model *calibrates; /* the model it was sent to calibrate (counted pending), or NULL */
     uint8_t acct;               /* WEFT__ACCT_* */
     uint64_t t_start, t_commit;
+    /* Its time measured on the devices, for its model: what its kernels on
+     * its first GPU ran there, as that GPU's kind timed them (0: none timed),
+     * and when its body returned (0: not yet).  Written by the queue's and
+     * the body's threads, read once it finished. */
+    _Atomic uint64_t ran_ns, body_end;
     weft__alt alt[];            /* then queue[], event[], gpu[] */
 } weft__place;
 
@@ -266,10 +271,12 @@ void weft__place_kind(weft__placer *p, weft__place *pl, const char *kind, int pr
 /* pl's task starts its body now (its device's work moves from queued to
  * running). */
 void weft__place_started(weft__placer *p, weft__place *pl);
+/* pl's task's body returned (its GPU work may still run).  Any thread. */
+void weft__place_body_returned(weft__place *pl);
 /* pl's task finished (ok: completed, its time a fair observation): its
- * work leaves its device's accounting, and its time (from its start, or
- * from when its GPU's previous task completed, to now, less the predicted
- * transfers) goes into its model. */
+ * work leaves its device's accounting, and its time goes into its model
+ * (on a GPU whose kind times kernels, what they ran there; else elapsed
+ * time: sched/eft.c, stop_running). */
 void weft__place_finished(weft__placer *p, weft__place *pl, bool ok);
 
 /* The body of the chosen alternative (or dflt). */
