@@ -38,7 +38,8 @@ struct weft__bound_log {
     size_t nchunk, chunk_cap;
     uint32_t count;                     /* records made */
     char (*kinds)[WEFT__PM_NAME];       /* each kind once, cut to the models' length */
-    uint32_t nkinds, kinds_cap;
+    uint32_t nkinds;
+    size_t kinds_cap;
     uint32_t *hash;                     /* kinds by name: index + 1 (0: empty), hash_size slots */
     uint32_t hash_size;
     arena_block *arena;                 /* predecessor lists; the first has room */
@@ -129,6 +130,24 @@ static bool hash_grow(weft__bound_log *log, uint32_t size)
     return true;
 }
 
+/* arr (used of *cap elements of `size` bytes) with room for one more: arr
+ * itself, or a copy with twice the capacity (16 at first), arr freed; NULL
+ * when out of memory (arr is left as it was). */
+static void *with_room(void *arr, size_t *cap, size_t used, size_t size)
+{
+    if (used < *cap)
+        return arr;
+    size_t n = *cap ? 2 * *cap : 16;
+    void *a = weft__alloc(n * size);
+    if (!a)
+        return NULL;
+    if (used)
+        memcpy(a, arr, used * size);
+    weft__free(arr);
+    *cap = n;
+    return a;
+}
+
 /* The index of kind (cut to the models' length), added if new.  false:
  * out of memory. */
 static bool kind_index(weft__bound_log *log, const char *kind, uint32_t *out)
@@ -143,17 +162,10 @@ static bool kind_index(weft__bound_log *log, const char *kind, uint32_t *out)
             *out = log->hash[at] - 1;
             return true;
         }
-    if (log->nkinds == log->kinds_cap) {
-        uint32_t cap = log->kinds_cap ? 2 * log->kinds_cap : 16;
-        char(*k)[WEFT__PM_NAME] = weft__alloc(cap * sizeof *k);
-        if (!k)
-            return false;
-        if (log->nkinds)
-            memcpy(k, log->kinds, log->nkinds * sizeof *k);
-        weft__free(log->kinds);
-        log->kinds = k;
-        log->kinds_cap = cap;
-    }
+    void *kinds = with_room(log->kinds, &log->kinds_cap, log->nkinds, sizeof *log->kinds);
+    if (!kinds)
+        return false;
+    log->kinds = kinds;
     memcpy(log->kinds[log->nkinds], name, sizeof name);
     log->hash[at] = log->nkinds + 1;
     *out = log->nkinds++;
@@ -167,17 +179,10 @@ static weft__brec *rec_new(weft__bound_log *log)
         return NULL;
     size_t c = log->count / WEFT__BOUND_CHUNK;
     if (c == log->nchunk) {
-        if (log->nchunk == log->chunk_cap) {
-            size_t cap = log->chunk_cap ? 2 * log->chunk_cap : 16;
-            weft__brec **t = weft__alloc(cap * sizeof *t);
-            if (!t)
-                return NULL;
-            if (log->nchunk)
-                memcpy(t, log->chunk, log->nchunk * sizeof *t);
-            weft__free(log->chunk);
-            log->chunk = t;
-            log->chunk_cap = cap;
-        }
+        void *chunks = with_room(log->chunk, &log->chunk_cap, log->nchunk, sizeof *log->chunk);
+        if (!chunks)
+            return NULL;
+        log->chunk = chunks;
         if (!(log->chunk[c] = weft__alloc(WEFT__BOUND_CHUNK * sizeof(weft__brec))))
             return NULL;
         log->nchunk++;
