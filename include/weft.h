@@ -289,6 +289,8 @@ typedef struct weft_config {
     unsigned bound;
 } weft_config;
 
+/* The longest weft_task_desc.kind, in bytes (without its NUL). */
+#define WEFT_KIND_MAX 63
 #define WEFT_BOUND_OFF 0u
 #define WEFT_BOUND_RECORD 1u
 #define WEFT_BOUND_PRINT 2u
@@ -1146,7 +1148,13 @@ typedef struct weft_task_desc {
      * only ("gemm", "potrf").  NULL: its body's name (the first placement
      * alternative's own body, else `body`): the symbol's name when the
      * function is exported, else its object file and offset, the same in
-     * every run of one build.  Copied (first 63 bytes). */
+     * every run of one build (a derived name longer than WEFT_KIND_MAX
+     * bytes keeps its start and a hash of the rest).  Copied.  The spawn
+     * fails with WEFT_EINVAL when kind is "" (NULL asks for the derived
+     * name), longer than WEFT_KIND_MAX bytes (two kinds would then share a
+     * model), or holds a control character.  Kinds and costs are used by
+     * "dmda" only: on another policy the runtime says so once, on stderr,
+     * at the first task that carries either. */
     const char *kind;
     /* The task's work (its flops, or any measure its time on every device
      * is proportional to; 0: none): while its kind has no model on a kind

@@ -137,6 +137,28 @@ static void test_spawn_args(void) {
     desc.naccesses = 1;
     EXPECT_SPAWN_ERROR(rt, &desc, WEFT_EINVAL);
 
+    /* Kinds the models could not keep apart: "", longer than the models
+     * keep, a control character (each refused, naming what is wrong). */
+    weft_task_desc_init(&desc);
+    desc.body = test_noop;
+    desc.kind = "";
+    EXPECT_SPAWN_ERROR(rt, &desc, WEFT_EINVAL);
+    CHECKF(strstr(weft_last_error(), "kind is \"\"") != NULL, "%s", weft_last_error());
+    char longkind[WEFT_KIND_MAX + 2];
+    memset(longkind, 'k', sizeof longkind - 1);
+    longkind[sizeof longkind - 1] = 0;
+    desc.kind = longkind;
+    EXPECT_SPAWN_ERROR(rt, &desc, WEFT_EINVAL);
+    CHECK(strstr(weft_last_error(), "64 bytes, more than the 63") != NULL);
+    desc.kind = "gemm\n2";
+    EXPECT_SPAWN_ERROR(rt, &desc, WEFT_EINVAL);
+    CHECK(strstr(weft_last_error(), "control character (0x0a) at byte 4") != NULL);
+    longkind[WEFT_KIND_MAX] = 0; /* (63 bytes: kept whole) */
+    desc.kind = longkind;
+    desc.arg_destroy = NULL;
+    CHECK_OK(weft_spawn(rt, &desc, NULL));
+    desc.kind = NULL;
+
     /* spawn_simple */
     CHECK_ERR(weft_spawn_simple(NULL, test_noop, NULL, &out), WEFT_EINVAL);
     CHECK_ERR(weft_spawn_simple(rt, NULL, NULL, &out), WEFT_EINVAL);
@@ -149,12 +171,12 @@ static void test_spawn_args(void) {
     CHECK_OK(weft_spawn_simple(rt, test_noop, NULL, &t));
     weft_task_info info;
     CHECK_OK(weft_task_info_get(t, &info));
-    CHECKF(info.id == 4, "next task has id %" PRIu64 " (3 tasks were accepted before)", info.id);
+    CHECKF(info.id == 5, "next task has id %" PRIu64 " (4 tasks were accepted before)", info.id);
     weft_task_release(t);
 
     weft_stats st;
     CHECK_OK(weft_runtime_stats(rt, &st));
-    CHECK(st.tasks_spawned == 4 && st.tasks_failed == 0 && st.tasks_cancelled == 0);
+    CHECK(st.tasks_spawned == 5 && st.tasks_failed == 0 && st.tasks_cancelled == 0);
 
     weft_task_release(good);
     weft_task_release(foreign);

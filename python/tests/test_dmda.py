@@ -89,3 +89,41 @@ def test_cost(model_dir):
     kinds = {k for k, _, _ in models(model_dir)}
     assert "(time per unit of cost)" in kinds
     assert "test_cost.<locals>.fresh" in kinds
+
+
+def test_long_qualified_names_stay_apart(model_dir):
+    """Two functions whose qualified names differ only past the models'
+    63 bytes are two kinds: the names keep their start and a hash."""
+    class AClassWhoseNameIsLongEnoughToPushQualifiedNamesPastTheLimit:
+        @staticmethod
+        def first_kernel_of_the_class(x):
+            return x
+
+        @staticmethod
+        def second_kernel_of_the_class(x):
+            return x
+
+    c = AClassWhoseNameIsLongEnoughToPushQualifiedNamesPastTheLimit
+    with weft.Runtime(workers=2, devices="cpu,vgpu:1") as rt:
+        for i in range(4):
+            assert rt.spawn(c.first_kernel_of_the_class, i, placement=weft.gpu).result() == i
+            assert rt.spawn(c.second_kernel_of_the_class, i, placement=weft.gpu).result() == i
+    long_kinds = [(k, n) for k, _, n in models(model_dir) if k.startswith("test_long_qualified") and "~" in k]
+    assert len(long_kinds) == 2, long_kinds
+    assert all(len(k.encode()) <= 63 and n == 4 for k, n in long_kinds), long_kinds
+
+
+def test_cost_on_another_policy_is_told_once(model_dir, capfd):
+    def f(x):
+        return x
+
+    with weft.Runtime(workers=2, devices="cpu,vgpu:1", policy="load") as rt:
+        for i in range(3):  # a kind of its own (the function) alone is not a hint
+            rt.spawn(f, i, placement=[weft.cpu, weft.gpu]).result()
+    assert "warning" not in capfd.readouterr().err
+    with weft.Runtime(workers=2, devices="cpu,vgpu:1", policy="load") as rt:
+        for i in range(3):
+            rt.spawn(f, i, placement=[weft.cpu, weft.gpu], cost=1e6).result()
+    err = capfd.readouterr().err
+    assert err.count("weft: warning: tasks carry a kind or a cost") == 1, err
+    assert 'policy is "load"' in err and 'policy="dmda"' in err

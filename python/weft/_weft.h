@@ -327,6 +327,8 @@ typedef struct RuntimeObject {
     modstate *st;
     PyInterpreterState *interp;
     unsigned workers;
+    int models;                 /* its policy places tasks by performance models ("dmda"):
+                                   tasks are given their kind (spawn.c) */
     _Atomic size_t inflight;    /* tasks of ours in the C runtime (diagnostics: weft._inflight) */
     _Atomic int py_busy;        /* workers holding or taking the GIL now (the claim,
                                    where the GIL's state is not known: gil.c) */
@@ -669,7 +671,7 @@ const char *weft_py_fn_label(PyObject *fn);
 /* fn's kind for the "dmda" policy's models (weft_task_desc.kind): its
  * qualified name (test.<locals>.f), else weft_py_fn_label's; borrowed
  * from fn. */
-const char *weft_py_fn_kind(PyObject *fn);
+const char *weft_py_fn_kind(PyObject *fn, char buf[WEFT_KIND_MAX + 1]);
 /* The room a task's name takes in a weft_task_desc (the core copies the
  * first 31 bytes). */
 #define WEFT_PY_DESC_NAME 32

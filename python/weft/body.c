@@ -451,11 +451,25 @@ weft_py_fn_label(PyObject *fn)
     return NULL;
 }
 
+/* s as a kind Weft accepts (weft_task_desc.kind), into buf when it must
+ * change: a name longer than WEFT_KIND_MAX bytes keeps its start, '~' and
+ * a hash of the whole, so that long qualified names stay apart. */
+static const char *
+kind_fit(const char *s, char buf[WEFT_KIND_MAX + 1])
+{
+    size_t n = s ? strlen(s) : 0;
+    if (n <= WEFT_KIND_MAX) return s;
+    uint64_t h = 0xcbf29ce484222325u; /* FNV-1a */
+    for (size_t i = 0; i < n; i++) h = (h ^ (unsigned char)s[i]) * 0x100000001b3u;
+    snprintf(buf, WEFT_KIND_MAX + 1, "%.*s~%016llx", WEFT_KIND_MAX - 17, s, (unsigned long long)h);
+    return buf;
+}
+
 const char *
-weft_py_fn_kind(PyObject *fn)
+weft_py_fn_kind(PyObject *fn, char buf[WEFT_KIND_MAX + 1])
 {
     if (PyMethod_Check(fn)) fn = PyMethod_GET_FUNCTION(fn);
-    if (PyFunction_Check(fn)) return str_utf8(((PyFunctionObject *)fn)->func_qualname);
+    if (PyFunction_Check(fn)) return kind_fit(str_utf8(((PyFunctionObject *)fn)->func_qualname), buf);
     /* A callable that carries one in its own attributes (weft.variants'
      * wrapper, functools.wraps): the str stays in its __dict__ while fn
      * lives. */
@@ -467,7 +481,7 @@ weft_py_fn_kind(PyObject *fn)
     PyObject *n = PyDict_GetItemString(d, "__qualname__"); /* borrowed, from fn's dict */
     Py_DECREF(d);
     const char *s = str_utf8(n);
-    return s ? s : weft_py_fn_label(fn);
+    return kind_fit(s && s[0] ? s : weft_py_fn_label(fn), buf);
 }
 
 const char *

@@ -228,6 +228,8 @@ Runtime_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
     }
     r->rt = rt;
     r->workers = weft_runtime_workers(rt);
+    double ns;
+    r->models = weft_runtime_predict(rt, "?", 0, 0, &ns) >= 0; /* (WEFT_EINVAL: a policy without models) */
     if (PyList_Append(st->open, (PyObject *)r) < 0) {
         BEGIN_NOGIL
         rc = weft_runtime_destroy(rt);

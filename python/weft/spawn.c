@@ -55,10 +55,11 @@ cell_new(RuntimeObject *r, TaskObject *t, weft_py_native_call *nat)
 }
 
 /* desc for t's task: its body and cell c, dependencies, accesses,
- * placements, and its name (namebuf holds a slot's). */
+ * placements, and its name (namebuf holds a slot's; kindbuf a long kind's shortened form). */
 static void
 desc_fill(weft_task_desc *desc, TaskObject *t, cell *c, weft_task **deps, size_t ndeps, weft_access *acc,
-          size_t nacc, const weft_placement *pl, size_t npl, char namebuf[WEFT_PY_DESC_NAME])
+          size_t nacc, const weft_placement *pl, size_t npl, char namebuf[WEFT_PY_DESC_NAME],
+          char kindbuf[WEFT_KIND_MAX + 1])
 {
     weft_task_desc_init(desc);
     desc->body = c->native ? weft_py_native_trampoline : weft_py_trampoline;
@@ -73,10 +74,10 @@ desc_fill(weft_task_desc *desc, TaskObject *t, cell *c, weft_task **deps, size_t
     desc->placements = pl;
     desc->nplacements = npl;
     if (npl) desc->on_finish = weft_py_on_finish;
-    /* Its kind for the "dmda" policy's models: its function's qualified
-     * name (every Python body shares one C trampoline, which would name
-     * them all). */
-    if (npl && t->fn) desc->kind = weft_py_fn_kind(t->fn);
+    /* Its kind for the "dmda" policy's models, where the runtime keeps
+     * them: its function's qualified name (every Python body shares one C
+     * trampoline, which would name them all). */
+    if (npl && t->fn && c->rt->models) desc->kind = weft_py_fn_kind(t->fn, kindbuf);
     if (t->name) {
         desc->name = weft_py_desc_name(t, namebuf);
     } else if (t->fn) {
@@ -173,8 +174,8 @@ submit_c(RuntimeObject *r, TaskObject *t, weft_task **deps, size_t ndeps, weft_a
         t->cont_npl = npl;
     }
     weft_task_desc desc;
-    char namebuf[WEFT_PY_DESC_NAME];
-    desc_fill(&desc, t, c, deps, ndeps, acc, nacc, pl, npl, namebuf);
+    char namebuf[WEFT_PY_DESC_NAME], kindbuf[WEFT_KIND_MAX + 1];
+    desc_fill(&desc, t, c, deps, ndeps, acc, nacc, pl, npl, namebuf, kindbuf);
     atomic_fetch_add_explicit(&r->inflight, 1, memory_order_relaxed);
     weft_task *h = NULL;
     int rc = spawn_into_core(r, rt, space, t, &desc, &h);

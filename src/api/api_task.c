@@ -238,6 +238,28 @@ static int body_check(const weft_task_desc *d, const char *fn)
 
 /* Validate a descriptor against runtime handle h: 0 or an error (with a
  * message; arg_destroy not called). */
+/* A kind the models can keep apart from every other: not empty, at most
+ * WEFT_KIND_MAX bytes (a longer one would be cut, and two cut to the same
+ * bytes would share one model), no control character (the model file
+ * keeps a kind per line, tab-separated). */
+static int kind_check(const char *kind, const char *fn)
+{
+    if (!kind[0])
+        return weft__error(WEFT_EINVAL, "%s: kind is \"\": name the kind of work (\"gemm\"), or leave kind NULL "
+                                        "to have the body's name used", fn);
+    size_t n = strlen(kind);
+    if (n > WEFT_KIND_MAX)
+        return weft__error(WEFT_EINVAL, "%s: kind \"%.32s...\" is %zu bytes, more than the %d a model's name keeps "
+                                        "(kinds that differ only after that would share one model): shorten it",
+                           fn, kind, n, WEFT_KIND_MAX);
+    for (size_t i = 0; i < n; i++)
+        if ((unsigned char)kind[i] < 0x20 || kind[i] == 0x7f)
+            return weft__error(WEFT_EINVAL, "%s: kind \"%.32s\" has a control character (0x%02x) at byte %zu: a "
+                                            "kind is a name of printable characters", fn, kind,
+                               (unsigned)(unsigned char)kind[i], i);
+    return 0;
+}
+
 int weft__desc_check(const weft_runtime *h, const weft_task_desc *d, const char *fn)
 {
     if (!d)
@@ -259,6 +281,11 @@ int weft__desc_check(const weft_runtime *h, const weft_task_desc *d, const char 
         return weft__error(WEFT_EINVAL, "%s: cost %g is not a finite number of at least 0 (the task's work, in "
                                         "flops or any unit its time is proportional to; 0: none)",
                            fn, d->cost);
+    if (d->kind) {
+        int rc = kind_check(d->kind, fn);
+        if (rc)
+            return rc;
+    }
     for (size_t i = 0; i < d->ndeps; i++) {
         weft__task *p = weft__task_get(d->deps[i]);
         if (!p)

@@ -739,7 +739,7 @@ static uint64_t access_bytes(const weft_task_desc *d)
  * build). */
 static const char *task_kind(const weft_task_desc *d, char *buf, size_t len)
 {
-    if (d->kind && d->kind[0])
+    if (d->kind) /* (checked: a name the models keep whole) */
         return d->kind;
     weft_body_fn body = d->nplacements && d->placements[0].body ? d->placements[0].body : d->body;
     Dl_info info;
@@ -749,7 +749,7 @@ static const char *task_kind(const weft_task_desc *d, char *buf, size_t len)
         const char *base = strrchr(info.dli_fname, '/');
         base = base ? base + 1 : info.dli_fname;
         if (info.dli_sname && info.dli_saddr == fn)
-            snprintf(buf, len, "%s", info.dli_sname);
+            weft__kind_fold(buf, len, info.dli_sname);
         else
             snprintf(buf, len, "%s+0x%llx", base,
                      (unsigned long long)((uintptr_t)fn - (uintptr_t)info.dli_fbase));
@@ -779,6 +779,8 @@ static int spawn_new(weft__graph *g, const weft_task_desc *d, size_t *extra, wef
             char kind[WEFT__PM_NAME];
             weft__place_kind(g->placer, t->place, task_kind(d, kind, sizeof kind), d->priority, access_bytes(d),
                              d->cost);
+        } else if (d->kind || d->cost > 0) {
+            weft__place_hints_unused(g->placer);
         }
         t->early_ok = t->place->gpu_only && !touches_host(d);
         if (t->early_ok) {

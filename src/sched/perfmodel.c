@@ -109,6 +109,19 @@ static weft__pm_hist *hist_new(weft__perfmodel *pm, weft__pm_model *m, uint64_t 
     return h;
 }
 
+void weft__kind_fold(char *buf, size_t len, const char *name)
+{
+    size_t n = strlen(name);
+    if (n < len || len < 18) {
+        snprintf(buf, len, "%s", name);
+        return;
+    }
+    uint64_t h = 0xcbf29ce484222325u; /* FNV-1a */
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ (unsigned char)name[i]) * 0x100000001b3u;
+    snprintf(buf, len, "%.*s~%016llx", (int)(len - 18), name, (unsigned long long)h);
+}
+
 static void copy_name(char dst[WEFT__PM_NAME], const char *src)
 {
     size_t i = 0;

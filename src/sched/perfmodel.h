@@ -58,6 +58,11 @@ void weft__pm_close(weft__perfmodel *pm);
  * or no directory is known.  The directory is made if it is missing. */
 bool weft__pm_path(char *buf, size_t len);
 
+/* name as a kind of at most len - 1 bytes, into buf: itself when it fits,
+ * else its start, '~' and a hash of the whole (16 hex digits), so that
+ * derived names that differ only past the limit stay apart. */
+void weft__kind_fold(char *buf, size_t len, const char *name);
+
 /* The model of (kind, arch), made if new: a handle for the calls below, or
  * NULL when out of memory.  Names longer than WEFT__PM_NAME - 1 bytes are
  * cut. */

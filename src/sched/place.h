@@ -191,7 +191,12 @@ struct weft__placer {
     weft__place *holder[WEFT__MAX_DEVICES - 1];
     uint32_t eft_cpu_mapped;
     weft__pevent *events[WEFT__MAX_DEVICES - 1]; /* spare events of each GPU */
+    _Atomic bool hints_told;                    /* weft__place_hints_unused has warned */
 };
+
+/* A task with placements carries a kind or a cost, which p's policy does
+ * not use: a warning on stderr, the first time only.  Any thread. */
+void weft__place_hints_unused(weft__placer *p);
 
 /* The policy of this name (NULL: the default), or NULL if unknown. */
 const weft__policy *weft__policy_find(const char *name);
