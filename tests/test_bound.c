@@ -10,6 +10,8 @@
  *             formula's, and the bound lies between it and the makespan
  *   off       recording off: the documented error; bad configurations
  *   nomodel   a task without placements (no model): its observed time
+ *   rated     a kind with a cost never run on the CPU: timed there at the
+ *             rate per unit of cost (no task without a model)
  *   space     a dependency through a task-space placeholder is kept
  *   print     WEFT_BOUND_PRINT: destroy's line on stderr
  *   lost      a record that could not be allocated: the bound refuses
@@ -263,12 +265,95 @@ static void test_lost(void) {
     CHECK(lost);
 }
 
+static _Atomic int rated_on_cpu;
+
+static int rated_cpu_body(weft_ctx *ctx, void *arg) {
+    atomic_fetch_add(&rated_on_cpu, 1);
+    return cpu_body(ctx, arg);
+}
+
+/* n tasks of `kind` with cost `cost`: on the CPU sleeping cpu_us, or (gpu_us
+ * > 0) on a GPU with a kernel of gpu_us. */
+static void spawn_costed(weft_runtime *rt, const char *kind, double cost, unsigned cpu_us, unsigned gpu_us, int n) {
+    weft_placement pl[2];
+    CHECK_OK(weft_placement_parse("cpu", &pl[0]));
+    pl[0].body = rated_cpu_body;
+    CHECK_OK(weft_placement_parse("gpu", &pl[1]));
+    pl[1].body = gpu_body;
+    for (int i = 0; i < n; i++) {
+        weft_task_desc d;
+        weft_task_desc_init(&d);
+        d.arg = (void *)(uintptr_t)(gpu_us ? gpu_us : cpu_us);
+        d.kind = kind;
+        d.cost = cost;
+        d.placements = pl;
+        d.nplacements = gpu_us ? 2 : 1;
+        CHECK_OK(weft_spawn(rt, &d, NULL));
+    }
+}
+
+/* A kind with a cost that never ran on the CPU is timed there at the rate
+ * per unit of cost that other tasks showed on the CPU, as the policy
+ * predicts it: it has a time on both classes.  (Models kept in a file of
+ * the test's own: a first runtime learns the CPU's rate and the kind on
+ * the GPU; the second decides from them, with nothing to calibrate, and
+ * its GPU, a thousand times faster, takes every task.) */
+static void test_rated(void) {
+    char dir[] = "/tmp/weft-test-bound-XXXXXX";
+    CHECK(mkdtemp(dir) != NULL);
+    setenv("WEFT_PERFMODEL_DIR", dir, 1);
+    unsetenv("WEFT_PERFMODEL");
+    weft_runtime *rt = make("cpu,vgpu:1", WEFT_BOUND_RECORD);
+    spawn_costed(rt, "cpu_rate", 1e6, 200000, 0, 3);
+    CHECK_OK(weft_wait_all(rt));
+    CHECK_OK(weft_runtime_destroy(rt));
+    rt = make("cpu,vgpu:1", WEFT_BOUND_RECORD);
+    weft_placement gpu;
+    CHECK_OK(weft_placement_parse("gpu", &gpu));
+    gpu.body = gpu_body;
+    for (int i = 0; i < 3; i++) { /* (the kind on the GPU only) */
+        weft_task_desc d;
+        weft_task_desc_init(&d);
+        d.arg = (void *)(uintptr_t)200;
+        d.kind = "gpu_fast";
+        d.cost = 1e6;
+        d.placements = &gpu;
+        d.nplacements = 1;
+        CHECK_OK(weft_spawn(rt, &d, NULL));
+    }
+    CHECK_OK(weft_wait_all(rt));
+    CHECK_OK(weft_runtime_destroy(rt));
+
+    rt = make("cpu,vgpu:1", WEFT_BOUND_RECORD);
+    atomic_store(&rated_on_cpu, 0);
+    enum { N = 6 };
+    spawn_costed(rt, "gpu_fast", 1e6, 200000, 200, N);
+    CHECK_OK(weft_wait_all(rt));
+    CHECKF(atomic_load(&rated_on_cpu) == 0, "%d gpu_fast tasks ran on the CPU", atomic_load(&rated_on_cpu));
+    double none;
+    CHECK(weft_runtime_predict(rt, "gpu_fast", 0, 0, &none) == 0); /* (no model of its own on the CPU) */
+    double tc = 1e6 * predict(rt, "cpu_rate", 0, 0) / 1e6, tg = predict(rt, "gpu_fast", 1, 0);
+    weft_bound b; /* (not bound_of: models learned in other runs may exceed this run's makespan) */
+    CHECKF(weft_runtime_bound(rt, &b) == 0, "%s", weft_last_error());
+    CHECKF(b.tasks == N && b.no_model == 0, "%llu tasks, %llu without a model", (unsigned long long)b.tasks,
+           (unsigned long long)b.no_model);
+    CHECK(b.cpu_slots == 1 && b.gpus == 1);
+    double area = N / (1 / tc + 1 / tg);
+    CHECKF(fabs(b.area - area) <= 1e-6 * area, "area %.9f, the formula's %.9f", b.area, area);
+    CHECK_OK(weft_runtime_destroy(rt));
+    setenv("WEFT_PERFMODEL", "off", 1);
+    char cmd[64];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    CHECK(system(cmd) == 0);
+}
+
 int main(int argc, char **argv) {
     const char *only = argc > 1 ? argv[1] : NULL;
     struct {
         const char *name;
         void (*fn)(void);
     } tests[] = {{"chain", test_chain}, {"indep", test_indep}, {"off", test_off}, {"nomodel", test_nomodel},
+                 {"rated", test_rated},
                  {"space", test_space}, {"print", test_print}, {"lost", test_lost}};
     for (size_t i = 0; i < sizeof tests / sizeof tests[0]; i++)
         if (!only || strcmp(only, tests[i].name) == 0) {

@@ -7,6 +7,7 @@
 #include "data/reduce.h"
 #include "data/scratch.h"
 #include "data/tile.h"
+#include "sched/perfmodel.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -252,6 +253,9 @@ static int kind_check(const char *kind, const char *fn)
         return weft__error(WEFT_EINVAL, "%s: kind \"%.32s...\" is %zu bytes, more than the %d a model's name keeps "
                                         "(kinds that differ only after that would share one model): shorten it",
                            fn, kind, n, WEFT_KIND_MAX);
+    if (strcmp(kind, WEFT__PM_PER_COST) == 0)
+        return weft__error(WEFT_EINVAL, "%s: kind \"%s\" is the name of the models' own rate per unit of cost: "
+                                        "name the kind of work", fn, kind);
     for (size_t i = 0; i < n; i++)
         if ((unsigned char)kind[i] < 0x20 || kind[i] == 0x7f)
             return weft__error(WEFT_EINVAL, "%s: kind \"%.32s\" has a control character (0x%02x) at byte %zu: a "

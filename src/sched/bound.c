@@ -243,6 +243,7 @@ weft__brec *weft__bound_task(weft__bound_log *log, const char *kind, uint64_t si
     weft__brec *r = record(log, kind ? kind : "", nedges);
     if (r) { /* (the spawn's own until it links) */
         r->size = size;
+        r->cost = pl ? pl->cost : 0;
         r->cpu = cpu;
         r->gpu_w = gpu_w;
     }
@@ -278,6 +279,7 @@ typedef struct bnode {
     uint64_t start, end;    /* ns: its body's start, its completion */
     uint64_t own_end;       /* ns: the end of its own work (a continued task's body's) */
     uint64_t size;
+    double cost;
     uint32_t kind, pred_at, npred;
     float gpu_w;
     uint16_t dev;
@@ -321,6 +323,7 @@ static void snapshot_copy(const weft__bound_log *log, const uint32_t *map, bgrap
         b->end = r->t_end;
         b->own_end = r->t_body_end ? r->t_body_end : r->t_end;
         b->size = r->size;
+        b->cost = r->cost;
         b->kind = r->kind;
         b->gpu_w = r->gpu_w;
         b->dev = r->dev;
@@ -437,9 +440,21 @@ static double predicted(weft__perfmodel *pm, weft__pm_model *m, uint64_t size)
     return ns * 1e-9;
 }
 
+/* What a task of kind model m (NULL: none), size and cost takes on an
+ * arch whose time per unit of cost is per (NULL: none), or INFINITY: its
+ * kind's prediction, else its cost at that rate (as the earliest-finish
+ * policy predicts a kind never seen there). */
+static double predicted_or_rated(weft__perfmodel *pm, weft__pm_model *m, weft__pm_model *per, uint64_t size,
+                                 double cost)
+{
+    double t = predicted(pm, m, size);
+    return isfinite(t) || !(cost > 0) ? t : cost * predicted(pm, per, 0);
+}
+
 /* Step 3: each task's time on each class: its model's prediction (the
- * fastest GPU arch's), else its observed time on the class it ran on,
- * else none.  0 or WEFT_ENOMEM (reported). */
+ * fastest GPU arch's), else for a task with a cost its cost at the rate
+ * tasks with a cost showed there, else its observed time on the class it
+ * ran on, else none.  0 or WEFT_ENOMEM (reported). */
 static int predict(bgraph *g, const weft__bound_machine *m, const char *fn)
 {
     unsigned narch = m->pm ? (m->narch < WEFT__ARCHS ? m->narch : WEFT__ARCHS) : 0;
@@ -449,6 +464,9 @@ static int predict(bgraph *g, const weft__bound_machine *m, const char *fn)
     for (uint32_t k = 0; k < g->nkinds; k++)
         for (unsigned a = 0; a < WEFT__ARCHS; a++)
             model[k * WEFT__ARCHS + a] = a < narch ? weft__pm_model_find(m->pm, g->kinds[k], m->arch[a]) : NULL;
+    weft__pm_model *per[WEFT__ARCHS] = {NULL};
+    for (unsigned a = 0; a < narch; a++)
+        per[a] = weft__pm_model_find(m->pm, WEFT__PM_PER_COST, m->arch[a]);
     for (uint32_t i = 0; i < g->n; i++) {
         bnode *b = &g->node[i];
         weft__pm_model **km = &model[b->kind * WEFT__ARCHS];
@@ -456,9 +474,10 @@ static int predict(bgraph *g, const weft__bound_machine *m, const char *fn)
             b->tc = b->tg = 0;
             continue;
         }
-        double pc = b->cpu && narch ? predicted(m->pm, km[0], b->size) : INFINITY, pg = INFINITY;
+        double pc = b->cpu && narch ? predicted_or_rated(m->pm, km[0], per[0], b->size, b->cost) : INFINITY;
+        double pg = INFINITY;
         for (unsigned a = 1; b->gpu_w > 0 && a < narch; a++) {
-            double t = predicted(m->pm, km[a], b->size);
+            double t = predicted_or_rated(m->pm, km[a], per[a], b->size, b->cost);
             pg = t < pg ? t : pg;
         }
         b->tc = !b->cpu ? INFINITY : isfinite(pc) ? pc : !b->on_gpu ? b->obs : INFINITY;

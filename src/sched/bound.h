@@ -42,6 +42,7 @@ enum { WEFT__BREC_PENDING = 0, WEFT__BREC_RAN = 1, WEFT__BREC_CANCELLED = 2 };
 typedef struct weft__brec {
     uint64_t id;                /* the task's id (0: a placeholder) */
     uint64_t size;              /* bytes of its accesses */
+    double cost;                /* weft_task_desc.cost (0: none) */
     uint64_t t_spawn;           /* weft__now_ns() when recorded */
     uint64_t t_start;           /* its body began (0: never) */
     uint64_t t_body_end;        /* a continued task: its body returned (0: not continued) */

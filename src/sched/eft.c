@@ -55,10 +55,6 @@ void weft__placer_models(weft__placer *p, weft__perfmodel *pm)
         p->eft[1 + g].slots = 1;
 }
 
-/* The model of each arch's time per unit of cost (weft_task_desc.cost),
- * kept as a kind of its own, at size 0. */
-#define PER_COST_KIND "(time per unit of cost)"
-
 void weft__place_kind(weft__placer *p, weft__place *pl, const char *kind, int priority, uint64_t size,
                       double cost)
 {
@@ -70,7 +66,7 @@ void weft__place_kind(weft__placer *p, weft__place *pl, const char *kind, int pr
     for (unsigned a = 0; a < p->narch && p->pm; a++) {
         pl->model[a] = weft__pm_model_get(p->pm, kind, p->arch[a]);
         if (cost > 0)
-            pl->per_cost[a] = weft__pm_model_get(p->pm, PER_COST_KIND, p->arch[a]);
+            pl->per_cost[a] = weft__pm_model_get(p->pm, WEFT__PM_PER_COST, p->arch[a]);
     }
 }
 

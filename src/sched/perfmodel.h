@@ -28,6 +28,9 @@
 #include <stdio.h>
 
 #define WEFT__PM_NAME 64   /* a kind's or arch's name, with its NUL */
+/* The model of each arch's time per unit of cost (weft_task_desc.cost),
+ * kept as a kind of its own, at size 0 (a name no task's kind may take). */
+#define WEFT__PM_PER_COST "(time per unit of cost)"
 
 typedef struct weft__pm_hist weft__pm_hist;
 typedef struct weft__pm_model weft__pm_model;
