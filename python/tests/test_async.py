@@ -197,6 +197,20 @@ def test_exception_in_coroutine_fails_the_task(rt):
     assert isinstance(e.__cause__, KeyError)
 
 
+def test_unnamed_coroutine_failing_after_an_await_is_named_by_its_function(rt):
+    # after a suspension (gather of two tasks suspends) the note names the
+    # async function, as before any await, not "<coroutine object ... at 0x...>"
+    async def resumed_then_fails():
+        await weft.gather(weft.spawn(sq, 1), weft.spawn(sq, 2))
+        raise KeyError("k")
+
+    t = rt.spawn(resumed_then_fails)
+    with pytest.raises(KeyError) as ei:
+        t.result(timeout=T_OUT)
+    notes = getattr(ei.value, "__notes__", [])
+    assert "raised by a weft task running resumed_then_fails()" in notes, notes
+
+
 def test_exception_before_any_await(rt):
     async def body():
         raise RuntimeError("early")

@@ -230,3 +230,27 @@ def test_a_task_argument_taken_for_its_value_gets_a_note():
         with pytest.raises(ZeroDivisionError) as ei:
             d.result(timeout=30)
         assert not any("weft.Task" in n for n in getattr(ei.value, "__notes__", []))
+
+
+def test_tasks_in_a_list_or_keyword_argument_get_the_note_too():
+    # Dask's delayed(sum)([x, y]) and add(1, y=y): Tasks inside a list or
+    # tuple argument, or given as a keyword argument, reach the body as Tasks
+    with weft.Runtime(workers=2) as rt:
+        a = rt.spawn(lambda: 1)
+        b = rt.spawn(lambda: 2)
+        cases = [
+            (rt.spawn(sum, [a, b]), "argument 0 of this task holds weft.Tasks"),
+            (rt.spawn(sum, (1, b)), "argument 0 of this task holds weft.Tasks"),
+            (rt.spawn(lambda x, y: x + y, 1, kwargs={"y": b}), "keyword argument 'y' of this task is a weft.Task"),
+            (rt.spawn(lambda x, ys: sum(ys), 1, kwargs={"ys": [1, a]}), "keyword argument 'ys' of this task holds"),
+        ]
+        for t, says in cases:
+            with pytest.raises(TypeError) as ei:
+                t.result(timeout=30)
+            notes = getattr(ei.value, "__notes__", [])
+            assert any(says in n and "deps=" in n and ".result()" in n for n in notes), (says, notes)
+        # a list without Tasks: no such note
+        t = rt.spawn(sum, ["x"])
+        with pytest.raises(TypeError) as ei:
+            t.result(timeout=30)
+        assert not any("weft.Task" in n for n in getattr(ei.value, "__notes__", []))

@@ -137,6 +137,39 @@ def test_variants():
         assert rt.spawn(f, 7).result() == ("cpu", 7, ())
 
 
+@pytest.mark.timeout(60)
+def test_context_variant_is_the_alternative_run_by_a_plain_body():
+    # ctx.variant is the index, in placement=, of the alternative the task
+    # runs on, for a plain function as for weft.variants: here the GPU
+    # alternatives cannot hold memory= (1 MiB GPUs), so the CPU, listed
+    # after them, runs the task
+    @weft.variants
+    def v():
+        c = weft.context()
+        return c.variant, c.devices
+
+    def plain():
+        c = weft.context()
+        return c.variant, c.devices
+
+    with weft.Runtime(workers=2, devices="cpu,vgpu:2", vgpu_memory=1 << 20, policy="load") as rt:
+        for fn in (plain, v):
+            assert rt.spawn(fn, placement=[weft.gpu, weft.cpu], memory=2 << 20).result() == (1, ())
+            assert rt.spawn(fn, placement=[weft.gpu(1), weft.gpu(0), weft.cpu],
+                            memory=2 << 20).result() == (2, ())
+            # the first alternative: 0, on a GPU and on the CPU alike
+            assert rt.spawn(fn, placement=[weft.cpu, weft.gpu]).result() == (0, ())
+            variant, devices = rt.spawn(fn, placement=[weft.gpu, weft.cpu]).result()
+            assert variant == 0 and len(devices) == 1
+        # an async body too, before and after an await
+        async def coro():
+            first = weft.context().variant
+            await rt.spawn(int, "1")
+            return first, weft.context().variant, weft.context().devices
+
+        assert rt.spawn(coro, placement=[weft.gpu, weft.cpu], memory=2 << 20).result() == (1, 1, ())
+
+
 def test_variant_falls_back_while_gpus_are_taken():
     # "load"'s first fit (the default with GPUs, "dmda", decides by
     # predicted finish instead: tests/test_dmda.c)

@@ -200,7 +200,7 @@ def variants(fn: Callable[_P, _R] | None = None, *,
         @step.variant(weft.gpu)
         def step_gpu(x): ...             # the body on one GPU
 
-        rt.spawn(step, x)                # the mapper picks: one GPU if free, else the CPU
+        rt.spawn(step, x)                # the policy picks ("load": one GPU if free, else the CPU)
 
     Spawning it without placement= offers its variants in registration
     order, then the default body on `placement` (the CPU unless given).

@@ -77,7 +77,7 @@ _Deps: TypeAlias = Task[Any] | TaskSpace | Iterable[_Dep3] | None
 # ("gpu:1", "2*gpu", "cpu+gpu"), or a non-empty tuple of them (a pinned set:
 # (weft.gpu(0), weft.gpu(2)); (weft.cpu, weft.gpu)).
 _DeviceSpec: TypeAlias = DeviceSet | str | tuple[_DeviceSpec, *tuple[_DeviceSpec, ...]]
-# placement=: one device set, or a list of alternatives in order of preference.
+# placement=: one device set, or a list of alternatives (the runtime's policy picks one).
 _Placement: TypeAlias = _DeviceSpec | Sequence[_DeviceSpec] | None
 
 # weft.SUM, weft.MIN, weft.MAX: a type of their own, so that an access mode

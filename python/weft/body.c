@@ -20,25 +20,60 @@ weft_py_task_publish(TaskObject *t, weft_ctx *ctx)
     }
 }
 
+/* Is o a weft.Task, or a list or tuple holding one (where Dask's delayed
+ * calls find them too: delayed(sum)([x, y]))?  1 for a Task, 2 for a
+ * sequence holding one, 0 otherwise. */
+static int
+task_in(modstate *st, PyObject *o)
+{
+    if (Py_TYPE(o) == st->Task_T) return 1;
+    if (!PyList_CheckExact(o) && !PyTuple_CheckExact(o)) return 0;
+    int found = 0;
+    Py_BEGIN_CRITICAL_SECTION(o); /* a list the program may change on another thread */
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(o);
+    PyObject **items = PySequence_Fast_ITEMS(o);
+    for (Py_ssize_t i = 0; i < n && !found; i++)
+        found = Py_TYPE(items[i]) == st->Task_T;
+    Py_END_CRITICAL_SECTION();
+    return found ? 2 : 0;
+}
+
 /* A body that failed with a TypeError or AttributeError while one of its
- * arguments is a weft.Task probably took the task for its value (as Dask's
- * delayed calls do): say so under the traceback. */
+ * arguments (positional or keyword) is a weft.Task, or a list or tuple of
+ * them, probably took the task for its value (as Dask's delayed calls do):
+ * say so under the traceback. */
 static void
-note_task_args(modstate *st, PyObject *args, PyObject *exc)
+note_task_args(modstate *st, PyObject *args, PyObject *kwargs, PyObject *exc)
 {
     if (!PyErr_GivenExceptionMatches(exc, PyExc_TypeError) && !PyErr_GivenExceptionMatches(exc, PyExc_AttributeError))
         return;
-    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(args); i++) {
-        if (Py_TYPE(PyTuple_GET_ITEM(args, i)) != st->Task_T) continue;
+    PyObject *what = NULL;
+    int kind = 0;
+    for (Py_ssize_t i = 0; args && i < PyTuple_GET_SIZE(args) && !kind; i++)
+        if ((kind = task_in(st, PyTuple_GET_ITEM(args, i))) != 0) what = PyUnicode_FromFormat("argument %zd", i);
+    if (!kind && kwargs && PyDict_Check(kwargs)) {
+        PyObject *items = PyDict_Items(kwargs); /* (a copy: no other thread changes it under us) */
+        for (Py_ssize_t i = 0; items && i < PyList_GET_SIZE(items) && !kind; i++) {
+            PyObject *kv = PyList_GET_ITEM(items, i);
+            if ((kind = task_in(st, PyTuple_GET_ITEM(kv, 1))) != 0)
+                what = PyUnicode_FromFormat("keyword argument %R", PyTuple_GET_ITEM(kv, 0));
+        }
+        Py_XDECREF(items);
+    }
+    if (kind && what) {
         PyObject *note = PyUnicode_FromFormat(
-            "argument %zd of this task is a weft.Task, which weft passes to the body as it is (not its "
-            "result, and not as a dependency): spawn with deps=[t] and call t.result() in the body", i);
+            kind == 1 ? "%U of this task is a weft.Task, which weft passes to the body as it is (not its result, "
+                        "and not as a dependency): spawn with deps=[t] and call t.result() in the body"
+                      : "%U of this task holds weft.Tasks, which weft passes to the body as they are (not their "
+                        "results, and not as dependencies): spawn with deps=[...] naming them and call .result() "
+                        "on each in the body",
+            what);
         PyObject *rv = note ? PyObject_CallMethodOneArg(exc, st->s_add_note, note) : NULL;
         Py_XDECREF(rv);
         Py_XDECREF(note);
-        if (PyErr_Occurred()) PyErr_Clear();
-        return;
     }
+    Py_XDECREF(what);
+    if (PyErr_Occurred()) PyErr_Clear();
 }
 
 int
@@ -73,7 +108,9 @@ weft_py_trampoline(weft_ctx *ctx, void *arg)
     weft_py_frame *prev_frame = weft_py_tl_frame;
     weft_py_tl_frame = &frame;
     PyObject *res;
-    int placed = bodies || weft_ctx_gpu_count(ctx) || weft_py_tl_ctx, suspended = 0;
+    /* Placed: variants, GPUs, a Context to shadow, or a later alternative
+     * (the CPU after GPUs), whose index the body's Context must tell. */
+    int placed = bodies || weft_ctx_gpu_count(ctx) || weft_ctx_variant(ctx) || weft_py_tl_ctx, suspended = 0;
     if (c->resume) {
         /* A continuation: the coroutine goes on where its await left it. */
         coro = t->coro;
@@ -118,7 +155,7 @@ weft_py_trampoline(weft_ctx *ctx, void *arg)
          * thread may read the list at once (found by TSan). */
         int first = weft_py_task_set_exc(t, exc);
         t->ran = 1;
-        if (first && args) note_task_args(r->st, args, exc);
+        if (first && (args || kwargs)) note_task_args(r->st, args, kwargs, exc);
         /* (Under the id of its first segment, which its dependents name.) */
         if (first) weft_py_record_failure(r, t, fn ? fn : coro, exc, t->cid ? t->cid : weft_ctx_task_id(ctx));
     }
@@ -447,6 +484,15 @@ weft_py_fn_label(PyObject *fn)
     if (PyType_Check(fn)) {
         const char *s = ((PyTypeObject *)fn)->tp_name, *dot = strrchr(s, '.');
         return dot ? dot + 1 : s;
+    }
+    if (PyCoro_CheckExact(fn)) {
+        /* An async body failing after an await (its function is gone by
+         * then): its function's name, a string the coroutine holds. */
+        PyObject *n = PyObject_GetAttrString(fn, "__name__");
+        const char *s = str_utf8(n);
+        if (n == NULL) PyErr_Clear();
+        Py_XDECREF(n);
+        return s;
     }
     return NULL;
 }

@@ -631,6 +631,11 @@ Runtime_bound(RuntimeObject *r, PyObject *Py_UNUSED(ignored))
     Py_BEGIN_ALLOW_THREADS
     rc = weft_runtime_bound(rt, &b);
     Py_END_ALLOW_THREADS
+    if (rc == WEFT_EINVAL) { /* the one reason: no graph recorded; said in Python's terms */
+        PyErr_SetString(PyExc_ValueError, "bound(): this runtime records no task graph: create it with "
+                                          "weft.Runtime(..., bound=True), or with WEFT_BOUND=1 in the environment");
+        return NULL;
+    }
     if (rc != 0) return weft_py_err_weft(rc, "bound()");
     return Py_BuildValue("{sKsKsKsdsdsdsdsIsI}", "tasks", (unsigned long long)b.tasks, "pending",
                          (unsigned long long)b.pending, "no_model", (unsigned long long)b.no_model,

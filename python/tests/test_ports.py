@@ -1,0 +1,31 @@
+"""The ports of other systems' programs (examples/ports/python/*.py) run and
+check themselves: each exits 0 after comparing its result with the
+original's (NumPy, or Dask where installed), or 1 saying "DIFFERS".  Run as
+a user would, in a process of their own, with a model directory of their
+own so that other runs' "dmda" models do not steer the placement."""
+import os
+import subprocess
+import sys
+
+import pytest
+
+PORTS = os.path.join(os.path.dirname(__file__), "..", "..", "examples", "ports", "python")
+SMALL = {
+    "parla_blocked_cholesky.py": ["-b", "48", "-nblocks", "5", "-trials", "2"],
+    "dask_array_reductions.py": ["--n", "480", "--chunk", "120"],
+    "dask_delayed_tree_sum.py": ["--count", "64", "--sleep", "0.0005"],
+}
+
+
+def test_every_port_is_listed():
+    assert sorted(f for f in os.listdir(PORTS) if f.endswith(".py")) == sorted(SMALL)
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("name", sorted(SMALL))
+@pytest.mark.parametrize("env", [{}, {"WEFT_VGPU_CHECK": "1"}])
+def test_port(name, env, tmp_path):
+    r = subprocess.run([sys.executable, os.path.join(PORTS, name), *SMALL[name]], capture_output=True,
+                       text=True, timeout=110,
+                       env={**os.environ, "WEFT_PERFMODEL_DIR": str(tmp_path), "OPENBLAS_NUM_THREADS": "1", **env})
+    assert r.returncode == 0 and "equal to" in r.stdout and "DIFFERS" not in r.stdout, (r.stdout, r.stderr)
