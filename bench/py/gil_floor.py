@@ -23,6 +23,9 @@ scheduler):
                       sleeps, the dropper signals: the shape of CPython's
                       GIL), held for the first f*T us of each body
   c_spin_pin          c_pin with a spin lock
+  capi_awake_pin, c_awake_pin   (not run unless named) capi_pin and c_pin
+                      with a SCHED_IDLE spinner on every CPU: a sleeping
+                      waiter is woken on a CPU that is not halted
 
 efficiency = (sequential time / system time) / min(2, 1/f), the sequential
 time being the system's own one-thread form: gil.py's plain loop for weft
@@ -40,10 +43,11 @@ atomic flag spun on; the median of 5 runs of 20000 round trips), and ends
 with, per point:
 
   gil_floor_eff <system> T=<T> f=<f> <v>
-  gil_floor_weft_vs_best T=<T> f=<f> <v>   weft's efficiency / the best of
-                                           threads, capi and their _pin
-                                           forms (the best CPython allows
-                                           through its API)
+  gil_floor_weft_vs_best T=<T> f=<f> <v>       weft's efficiency / the best
+                                               of threads, capi and their
+                                               _pin forms (the best CPython
+                                               allows through its API)
+  gil_floor_weft_pin_vs_best T=<T> f=<f> <v>   the same for weft_pin
 
     .venv/bin/python bench/py/gil_floor.py [--T 50,200,1000] [--f 0.5]
         [--reps 7] [--work-ms 40] [--systems ...] [--rounds]
@@ -160,11 +164,11 @@ def run_seq(ctx, p):
     return wall
 
 
-def _capi(threads, spin, pin):
+def _capi(threads, spin, pin, awake=0):
     def run(ctx, p):
         lib = ctx["lib"]
         lib.floor_set_pin(pin)
-        ns = lib.floor_capi_bodies(p["capi_py"], p["n"], p["c_ns"], threads, spin, 0)
+        ns = lib.floor_capi_bodies(p["capi_py"], p["n"], p["c_ns"], threads, spin, awake)
         if ns == 0:
             raise RuntimeError("floor_capi_bodies failed (a thread not made, or the Python part raised)")
         return ns / 1e9
@@ -172,11 +176,11 @@ def _capi(threads, spin, pin):
     return run
 
 
-def _c(threads, spin, pin):
+def _c(threads, spin, pin, awake=0):
     def run(ctx, p):
         lib = ctx["lib"]
         lib.floor_set_pin(pin)
-        ns = lib.floor_c_bodies(p["n"], p["held_ns"], p["c_ns"], threads, spin, 0)
+        ns = lib.floor_c_bodies(p["n"], p["held_ns"], p["c_ns"], threads, spin, awake)
         if ns == 0:
             raise RuntimeError("floor_c_bodies: a thread could not be made")
         return ns / 1e9
@@ -195,10 +199,12 @@ SYSTEMS = {
     "capi": (_capi(2, 0, 0), "capi_seq"),
     "capi_pin": (_capi(2, 0, 1), "capi_seq"),
     "capi_spin_pin": (_capi(2, 1, 1), "capi_seq"),
+    "capi_awake_pin": (_capi(2, 0, 1, awake=1), "capi_seq"),
     "c_seq": (_c(1, 0, 0), None),
     "c": (_c(2, 0, 0), "c_seq"),
     "c_pin": (_c(2, 0, 1), "c_seq"),
     "c_spin_pin": (_c(2, 1, 1), "c_seq"),
+    "c_awake_pin": (_c(2, 0, 1, awake=1), "c_seq"),
 }
 RAW = ("threads", "threads_pin", "capi", "capi_pin")  # the best CPython allows, without Weft
 
@@ -270,19 +276,19 @@ def one_point(ctx, shown, names, T, f, args, busy):
     eff = {s: statistics.median(a / w for a, w in zip(walls[SYSTEMS[s][1]], walls[s])) / b
            for s in shown}
     raw = [eff[s] for s in RAW if s in eff]
-    ratio = eff["weft"] / max(raw) if raw and "weft" in eff else None
+    ratios = {w: eff[w] / max(raw) for w in ("weft", "weft_pin") if raw and w in eff}
     seq = walls[names[0]]
     print(f"  {T:6.0f} {f:5.2f} {statistics.median(seq) / p['n'] * 1e6:7.1f} "
           + " ".join(f"{eff[s]:>{max(7, len(s))}.3f}" for s in shown)
-          + ("" if ratio is None else f"  {ratio:9.3f}"), flush=True)
+          + "".join(f"  {w}/best {v:.3f}" for w, v in ratios.items()), flush=True)
     if args.rounds:
         for s in names:
             print(f"#   {s:<14} us per body, by round: "
                   + " ".join(f"{w / p['n'] * 1e6:6.1f}" for w in walls[s]))
     for s in shown:
         print(f"gil_floor_eff {s} T={T:g} f={f:g} {eff[s]:.3f}")
-    if ratio is not None:
-        print(f"gil_floor_weft_vs_best T={T:g} f={f:g} {ratio:.3f}", flush=True)
+    for w, v in ratios.items():
+        print(f"gil_floor_{w}_vs_best T={T:g} f={f:g} {v:.3f}", flush=True)
 
 
 def close_all(ctx):
@@ -338,8 +344,7 @@ def main(argv=None):
         for k, v in pp.items():
             print(f"gil_floor_handoff_us {k} {v:.2f}")
         busy = {"rerun": 0, "kept": 0}
-        print(f"# {'T_us':>6} {'f':>5} {'seq_us':>7} " + " ".join(f"{s:>7}" for s in shown)
-              + "  weft/best", flush=True)
+        print(f"# {'T_us':>6} {'f':>5} {'seq_us':>7} " + " ".join(f"{s:>7}" for s in shown), flush=True)
         for T in Ts:
             for f in fs:
                 one_point(ctx, shown, names, T, f, args, busy)

@@ -117,4 +117,5 @@ def test_gil_floor_smoke(capsys):
         assert re.search(rf"^gil_floor_handoff_us {kind} [0-9.]+$", out, re.M), kind
     for s in floor.DEFAULT.split(","):
         assert re.search(rf"^gil_floor_eff {s} T=50 f=0.5 [0-9.]+$", out, re.M), s
-    assert re.search(r"^gil_floor_weft_vs_best T=50 f=0.5 [0-9.]+$", out, re.M)
+    for w in ("weft", "weft_pin"):
+        assert re.search(rf"^gil_floor_{w}_vs_best T=50 f=0.5 [0-9.]+$", out, re.M), w
