@@ -133,8 +133,10 @@ fi
 # and placed on virtual GPUs; ends with gil_eff_min_t200, gil_eff_min_t50,
 # gil_chain_extra_us and gil_default_vs_best lines (weft, weft_vgpu).  Then
 # the same under the free-threaded interpreter (PYTHON_GIL=0; weft_ft,
-# weft_ft_vgpu lines) when scripts/python-ft.sh has built it, and a
-# heat-map per system (bench/py/gil_plot.py: in docs/ with --docs).
+# weft_ft_vgpu lines) when scripts/python-ft.sh has built it, a
+# heat-map per system (bench/py/gil_plot.py: in docs/ with --docs), and
+# the floor under the f = 0.5 points (bench/py/gil_floor.py: the same
+# bodies with the least machinery; gil_floor_* lines).
 if [ "$mode" != quick ] && [ -x .venv/bin/python ]; then
   echo
   echo "== Python tasks under GIL contention: weft (default, gil_spin_ns=0) beside ThreadPoolExecutor, Dask"
@@ -153,6 +155,9 @@ if [ "$mode" != quick ] && [ -x .venv/bin/python ]; then
   fi
   .venv/bin/python bench/py/gil_plot.py "${gil_json[@]}" --out "$( [ "$mode" = docs ] && echo docs || echo "$out")" ||
     echo "# gil_plot.py failed: no heat-maps"
+  echo
+  echo "== the floor under it: the same bodies on plain threads, through CPython's C API, in pure C"
+  .venv/bin/python bench/py/gil_floor.py
 fi
 
 # Python's overheads, each beside the naive way: handing a task's data to

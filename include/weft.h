@@ -287,6 +287,20 @@ typedef struct weft_config {
      * WEFT_EINVAL.  Read during weft_runtime_create only.  Env: WEFT_BOUND
      * (1: WEFT_BOUND_PRINT, 0: off). */
     unsigned bound;
+    /* Pin each worker to one CPU: worker i to the (i mod n)-th of the n
+     * CPUs the creating thread may run on (its affinity at
+     * weft_runtime_create).  0 (the default) leaves the workers to the
+     * operating system, which may move them.  Pinning keeps two workers off
+     * one CPU while another is idle: a scheduler that places a woken
+     * thread on the CPU that woke it (as a 2-vCPU VM's did, for Python
+     * bodies that sleep in the GIL) can otherwise leave them sharing one
+     * for many milliseconds.  Do not pin where several processes each run
+     * a runtime on the same CPUs (ranks without CPU sets of their own):
+     * every process pins its worker 0 to the same CPU.  Another value than
+     * 0 or 1 makes weft_runtime_create fail with WEFT_EINVAL; a CPU the
+     * operating system refuses makes it fail with WEFT_ESYSTEM.  Read
+     * during weft_runtime_create only.  Env: WEFT_PIN_WORKERS (1 or 0). */
+    unsigned pin_workers;
 } weft_config;
 
 /* The longest weft_task_desc.kind, in bytes (without its NUL). */

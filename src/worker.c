@@ -17,6 +17,7 @@
 #include "worker.h"
 #include "api/runtime.h"
 
+#include <errno.h>
 #include <sched.h>
 #include <signal.h>
 #include <string.h>
@@ -217,11 +218,12 @@ static void stop_polling(weft__rt *rt, const weft__worker *w)
 }
 
 /* The cores this thread may run on (at least 1). */
-static unsigned cores_here(void)
+/* The CPUs this thread may run on: *set, and their count. */
+static unsigned cores_here(cpu_set_t *set)
 {
-    cpu_set_t set;
-    if (sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 0)
-        return (unsigned)CPU_COUNT(&set);
+    if (sched_getaffinity(0, sizeof *set, set) == 0 && CPU_COUNT(set) > 0)
+        return (unsigned)CPU_COUNT(set);
+    CPU_ZERO(set);
     long n = sysconf(_SC_NPROCESSORS_ONLN);
     return n > 0 ? (unsigned)n : 1;
 }
@@ -235,7 +237,7 @@ static void *worker_main(void *arg)
     weft__tls_stats = &w->stats;
     if (rt->cfg.on_worker_start)
         rt->cfg.on_worker_start(w->index, rt->cfg.hook_arg);
-    const bool crowded = rt->nworkers >= cores_here();
+    const bool crowded = rt->nworkers >= rt->cores;
     for (;;) {
         weft__qnode *n = weft__sched_find(&rt->sched, w->q);
         if (n) {
@@ -331,8 +333,48 @@ static void *worker_main(void *arg)
     return NULL;
 }
 
+/* The (i mod n)-th of the n CPUs in set, or -1 if set is empty. */
+static int nth_cpu(const cpu_set_t *set, unsigned i)
+{
+    int n = CPU_COUNT(set);
+    if (n <= 0)
+        return -1;
+    int k = (int)(i % (unsigned)n);
+    for (int c = 0; c < CPU_SETSIZE; c++)
+        if (CPU_ISSET(c, set) && k-- == 0)
+            return c;
+    return -1;
+}
+
+/* Start worker i, pinned to the (i mod n)-th CPU of set (cfg.pin_workers);
+ * 0 or an error number. */
+static int start_worker(weft__rt *rt, unsigned i, const cpu_set_t *set, int *cpu)
+{
+    weft__worker *w = &rt->workers[i];
+    *cpu = -1;
+    if (!rt->cfg.pin_workers)
+        return pthread_create(&w->thread, NULL, worker_main, w);
+    *cpu = nth_cpu(set, i);
+    if (*cpu < 0)
+        return EINVAL; /* the creating thread's CPUs are unknown */
+    pthread_attr_t attr;
+    int e = pthread_attr_init(&attr);
+    if (e != 0)
+        return e;
+    cpu_set_t one;
+    CPU_ZERO(&one);
+    CPU_SET(*cpu, &one);
+    e = pthread_attr_setaffinity_np(&attr, sizeof one, &one);
+    if (e == 0)
+        e = pthread_create(&w->thread, &attr, worker_main, w);
+    pthread_attr_destroy(&attr);
+    return e;
+}
+
 int weft__workers_start(weft__rt *rt)
 {
+    cpu_set_t set;
+    rt->cores = cores_here(&set);
     /* Workers never take asynchronous signals: they belong to the program's
      * own threads (e.g. Python's main thread handles SIGINT). */
     sigset_t all, old;
@@ -340,13 +382,18 @@ int weft__workers_start(weft__rt *rt)
     pthread_sigmask(SIG_BLOCK, &all, &old);
     int rc = 0;
     for (unsigned i = 0; i < rt->nworkers; i++) {
-        weft__worker *w = &rt->workers[i];
-        int e = pthread_create(&w->thread, NULL, worker_main, w);
+        int cpu;
+        int e = start_worker(rt, i, &set, &cpu);
         if (e != 0) {
-            rc = weft__error(WEFT_ESYSTEM, "weft_runtime_create: could not start worker %u: %s", i, strerror(e));
+            if (rt->cfg.pin_workers)
+                rc = weft__error(WEFT_ESYSTEM, "weft_runtime_create: could not start worker %u pinned to CPU %d "
+                                               "(weft_config.pin_workers): %s",
+                                 i, cpu, strerror(e));
+            else
+                rc = weft__error(WEFT_ESYSTEM, "weft_runtime_create: could not start worker %u: %s", i, strerror(e));
             break;
         }
-        w->started = true;
+        rt->workers[i].started = true;
     }
     pthread_sigmask(SIG_SETMASK, &old, NULL);
     if (rc != 0)

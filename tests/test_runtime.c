@@ -1,4 +1,5 @@
 #include <pthread.h>
+#include <sched.h>
 
 /* Runtime: config defaults and environment overrides, create/destroy cycles
  * without thread or memory leaks, stats counters, destroy semantics. */
@@ -11,6 +12,7 @@ static void clear_env(void) {
     unsetenv("WEFT_SPIN_NS");
     unsetenv("WEFT_MAX_INFLIGHT");
     unsetenv("WEFT_MAX_NESTING");
+    unsetenv("WEFT_PIN_WORKERS");
 }
 
 static unsigned online_cpus(void) {
@@ -638,6 +640,73 @@ static void test_wait_all_and_calls_from_tasks(void) {
     CHECK_OK(weft_runtime_destroy(rt));
 }
 
+/* pin_workers: each worker's CPUs, as its start hook saw them. */
+#define PIN_MAX 8
+static cpu_set_t pin_seen[PIN_MAX];
+static atomic_int pin_started;
+static void pin_on_start(unsigned worker, void *arg) {
+    (void)arg;
+    if (worker < PIN_MAX) CHECK(sched_getaffinity(0, sizeof pin_seen[worker], &pin_seen[worker]) == 0);
+    atomic_fetch_add(&pin_started, 1);
+}
+
+/* The (i mod n)-th CPU of set. */
+static int pin_nth(const cpu_set_t *set, unsigned i) {
+    int k = (int)(i % (unsigned)CPU_COUNT(set));
+    for (int c = 0; c < CPU_SETSIZE; c++)
+        if (CPU_ISSET(c, set) && k-- == 0) return c;
+    return -1;
+}
+
+static void test_pin_workers(void) {
+    clear_env();
+    weft_config cfg;
+    weft_config_init(&cfg);
+    CHECKF(cfg.pin_workers == 0, "default pin_workers %u", cfg.pin_workers);
+    setenv("WEFT_PIN_WORKERS", "1", 1);
+    weft_config_init(&cfg);
+    CHECKF(cfg.pin_workers == 1, "WEFT_PIN_WORKERS=1 gave %u", cfg.pin_workers);
+    setenv("WEFT_PIN_WORKERS", "2", 1);
+    weft_config_init(&cfg);
+    CHECKF(cfg.pin_workers == 0, "WEFT_PIN_WORKERS=2 (malformed) gave %u", cfg.pin_workers);
+    clear_env();
+
+    weft_runtime *rt = NULL;
+    weft_config_init(&cfg);
+    cfg.pin_workers = 2;
+    CHECK(weft_runtime_create(&cfg, &rt) == WEFT_EINVAL);
+    CHECKF(strstr(weft_last_error(), "pin_workers") != NULL, "message: %s", weft_last_error());
+
+    cpu_set_t mine;
+    CHECK(sched_getaffinity(0, sizeof mine, &mine) == 0);
+    /* More workers than CPUs too: they wrap around. */
+    unsigned n = (unsigned)CPU_COUNT(&mine) + 1 < PIN_MAX ? (unsigned)CPU_COUNT(&mine) + 1 : PIN_MAX;
+    for (unsigned pin = 0; pin <= 1; pin++) {
+        atomic_store(&pin_started, 0);
+        weft_config_init(&cfg);
+        cfg.workers = n;
+        cfg.pin_workers = pin;
+        cfg.on_worker_start = pin_on_start;
+        CHECK_OK(weft_runtime_create(&cfg, &rt));
+        atomic_int count = 0;
+        for (int k = 0; k < 50; k++) CHECK_OK(weft_spawn_simple(rt, add_one, &count, NULL));
+        CHECK_OK(weft_wait_all(rt));
+        CHECK_OK(weft_runtime_destroy(rt));
+        CHECK(atomic_load(&count) == 50);
+        CHECK(atomic_load(&pin_started) == (int)n);
+        for (unsigned w = 0; w < n; w++) {
+            if (!pin) {
+                CHECKF(CPU_EQUAL(&pin_seen[w], &mine), "unpinned worker %u: not the creator's CPUs", w);
+                continue;
+            }
+            int want = pin_nth(&mine, w);
+            CHECKF(CPU_COUNT(&pin_seen[w]) == 1 && CPU_ISSET(want, &pin_seen[w]),
+                   "pinned worker %u: %d CPUs, CPU %d %s", w, CPU_COUNT(&pin_seen[w]), want,
+                   CPU_ISSET(want, &pin_seen[w]) ? "among them" : "not among them");
+        }
+    }
+}
+
 int main(void) {
     test_watchdog(test_pick(60, 150));
     test_config_defaults();
@@ -656,6 +725,8 @@ int main(void) {
     test_destroy_with_nested_spawns();
     test_wait_all_and_calls_from_tasks();
     test_idle_stats();
+    test_step("pin workers");
+    test_pin_workers();
     printf("test_runtime: ok\n");
     return 0;
 }

@@ -17,6 +17,7 @@ chain.
 Shapes: `indep` (N independent tasks, then a wait for all of them) and
 `chain` (each task depends on the one before).  Systems: Weft with its
 default GIL policy (`weft`), Weft with `gil_spin_ns=0` (`weft_spin0`),
+Weft with its workers pinned one per CPU (`weft_pin`: pin_workers=True),
 `concurrent.futures.ThreadPoolExecutor` (`threadpool`; a chain's task first
 waits for the previous future) and Dask's threaded scheduler (`dask`, when
 installed).  Each figure is the median over --reps rounds of the ratio
@@ -33,7 +34,9 @@ starts once the body before it has returned, so its Python part may
 overlap the C part before it).
 
 The calibration (each body's measured Python and C parts, timed on their
-own back to back, the least of 7 timings) is printed first.  The output
+own back to back, the least of 7 timings) is printed first; each round
+first scales the Python part to f*T us again (the interpreter's speed
+drifts on a shared VM; the range of the scaling is printed at the end).  The output
 ends with, for each variant (<name>: weft, or weft_vgpu on virtual GPUs;
 weft_ft, weft_ft_vgpu without the GIL):
 
@@ -45,14 +48,15 @@ weft_ft, weft_ft_vgpu without the GIL):
                                  (2 workers, the least T, the largest over f)
   gil_default_vs_best <name> <v> the worst ratio, over every point, of the
                                  default policy's time to the best Weft
-                                 policy's (1.0: the default is the best)
+                                 policy's that ran (weft_spin0, weft_pin;
+                                 1.0: the default is the best)
 
 --json FILE writes every row (bench/py/gil_plot.py draws heat-maps from it).
 
     python bench/py/gil.py [--quick] [--reps 5] [--T 50,200,1000]
                            [--f 0,0.1,0.25,0.5,1] [--workers 1,2]
                            [--where cpu,vgpu]
-                           [--systems weft,weft_spin0,threadpool,dask]
+                           [--systems weft,weft_spin0,weft_pin,threadpool,dask]
                            [--work-ms 10] [--json FILE]
     PYTHON_GIL=0 build-ft/venv/bin/python bench/py/gil.py   # free-threaded
 """
@@ -202,13 +206,15 @@ def run_seq(ctx, body, n, shape, n_py, c_ns):
 NGPU = 2  # virtual GPUs of the `vgpu` variant ("cpu,vgpu:2")
 
 
-def _weft_runner(gil_spin_ns):
+def _weft_runner(gil_spin_ns, pin=False):
     def run(ctx, body, n, shape, n_py, c_ns):
         vgpu = ctx["where"] == "vgpu"
-        key = ("weft", gil_spin_ns)
+        key = ("weft", gil_spin_ns, pin)
         rt = ctx.get(key)
         if rt is None:
             kw = {} if gil_spin_ns is None else {"gil_spin_ns": gil_spin_ns}
+            if pin:
+                kw["pin_workers"] = True
             if vgpu:
                 kw["devices"] = f"cpu,vgpu:{NGPU}"
             rt = ctx[key] = weft.Runtime(workers=ctx["workers"], **kw)
@@ -290,10 +296,11 @@ def close_all(ctx):
 SYSTEMS = {
     "weft": (_weft_runner(None), None),
     "weft_spin0": (_weft_runner(0), None),
+    "weft_pin": (_weft_runner(None, pin=True), None),
     "threadpool": (run_threadpool, None),
     "dask": (run_dask, "dask"),
 }
-WEFT_POLICIES = ("weft", "weft_spin0")
+WEFT_POLICIES = ("weft", "weft_spin0", "weft_pin")
 
 
 def available(mod):
@@ -309,7 +316,7 @@ def available(mod):
 # --- disturbance ------------------------------------------------------------
 
 
-STATS = {"rerun": 0, "busy_kept": 0}
+STATS = {"rerun": 0, "busy_kept": 0, "py_scale": (1.0, 1.0)}
 
 
 def check(shape, n, out):
@@ -321,18 +328,36 @@ def check(shape, n, out):
                              f"{'in order' if shape == 'chain' else 'once each'}")
 
 
-def point(ctx, body, systems, n, shape, n_py, c_ns, reps, check_busy):
+def rescale_py(body, n_py, py_us):
+    """n_py scaled so that the body's Python part (its call included) takes
+    py_us again: the least of 5 timings of about 300 us of calls.  The
+    interpreter's speed drifts on a shared VM (by a quarter within a run,
+    seen on this project's 2-vCPU VM) while the C part is timed, and at
+    f = 0.5 a Python part a few percent off its C part moves a point from
+    bound by the GIL to bound by the cores."""
+    calls = max(3, round(300 / py_us))
+    got = min(_per_call_us(lambda: body(0, n_py, 0, _drop), calls) for _ in range(5))
+    return max(1, round(n_py * py_us / got))
+
+
+def point(ctx, body, systems, n, shape, n_py, c_ns, reps, check_busy, py_us=0.0):
     """{system: [wall s of each round]}, seq included.  Each round runs the
     sequential loop, then the systems, starting with the next one each round.
     The run right after the sequential loop can be slower (by up to a third
     on 1 ms bodies on a 2-vCPU VM, where the CPU left idle during the loop
-    seems to come back late), so each system takes that place in turn."""
+    seems to come back late), so each system takes that place in turn.
+    With py_us, each round first scales the Python part to py_us again
+    (rescale_py)."""
     names = ["seq"] + systems
     walls = {s: [] for s in names}
+    n_py0 = n_py
     for r in range(reps):
         k = r % len(systems) if systems else 0
         order = ["seq"] + systems[k:] + systems[:k]
         for attempt in range(3):
+            if py_us > 0 and n_py:
+                n_py = rescale_py(body, n_py, py_us)
+                STATS["py_scale"] = (min(STATS["py_scale"][0], n_py / n_py0), max(STATS["py_scale"][1], n_py / n_py0))
             a = _cpu_snapshot()
             got = {}
             for s in order:
@@ -415,7 +440,7 @@ def main(argv=None):
     ap.add_argument("--where", default="cpu,vgpu",
                     help="cpu: bodies on the workers; vgpu: bodies placed on virtual GPUs "
                          f"(cpu,vgpu:{NGPU}) queueing their C part on the task's stream (Weft only)")
-    ap.add_argument("--systems", default="weft,weft_spin0,threadpool,dask")
+    ap.add_argument("--systems", default="weft,weft_spin0,weft_pin,threadpool,dask")
     ap.add_argument("--reps", type=int, default=5, help="rounds per point (the median is kept)")
     ap.add_argument("--work-ms", type=float, default=10.0,
                     help="sequential work per run (ms): sets the number of bodies (at least 8)")
@@ -490,7 +515,8 @@ def main(argv=None):
 
     print_table(rows, systems)
     print(f"# rounds run again because other processes were busy: {STATS['rerun']}; "
-          f"kept although disturbed: {STATS['busy_kept']}")
+          f"kept although disturbed: {STATS['busy_kept']}; Python parts rescaled per round by "
+          f"{STATS['py_scale'][0]:.2f}-{STATS['py_scale'][1]:.2f} of the calibration")
     for line in summarise(rows, Ts, gil):
         print(line)
     if args.json:
@@ -505,7 +531,7 @@ def run_point(ctx, body, systems, shape, T, f, planned, args, gil):
     workers, where = ctx["workers"], ctx["where"]
     # A warm-up (runtimes, pools, caches), not timed.
     point(ctx, body, systems, min(n, 8), shape, n_py, c_ns, 1, False)
-    walls = point(ctx, body, systems, n, shape, n_py, c_ns, args.reps, not args.no_busy_check)
+    walls = point(ctx, body, systems, n, shape, n_py, c_ns, args.reps, not args.no_busy_check, f * T)
     b = bound(shape, where, workers, f, gil)
     seq = walls["seq"]
     row = {"T": T, "f": f, "shape": shape, "workers": workers, "where": where, "n": n, "bound": b,
@@ -515,10 +541,11 @@ def run_point(ctx, body, systems, shape, T, f, planned, args, gil):
         row["eff"][s] = statistics.median(ratios) / b
         row["us"][s] = statistics.median(walls[s]) / n * 1e6
         row["extra_us"][s] = statistics.median((w - a) / n * 1e6 for a, w in zip(seq, walls[s]))
-    if all(p in systems for p in WEFT_POLICIES):
-        # The default's time over the best policy's, round by round.
+    others = [p for p in WEFT_POLICIES if p != "weft" and p in systems]
+    if "weft" in systems and others:
+        # The default's time over the best policy's that ran, round by round.
         row["default_vs_best"] = max(1.0, statistics.median(
-            w / min(walls[p][k] for p in WEFT_POLICIES) for k, w in enumerate(walls["weft"])))
+            w / min(walls[p][k] for p in ["weft"] + others) for k, w in enumerate(walls["weft"])))
     return row
 
 

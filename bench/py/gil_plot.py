@@ -6,7 +6,8 @@ free-threaded; bodies on the CPU or on virtual GPUs) and a column per shape
     python bench/py/gil_plot.py --json gil.json [--json gil-ft.json] --out docs
 
 Each --json is the file one `gil.py --json FILE` run wrote (the GIL build's,
-the free-threaded build's).  Needs matplotlib (bench/requirements.txt).
+the free-threaded build's); the rows of files from the same build (parts of
+a sweep run separately: --where, --shapes) are put together.  Needs matplotlib (bench/requirements.txt).
 """
 import argparse
 import json
@@ -28,6 +29,20 @@ def variants(runs):
                     place = "on the workers" if where == "cpu" else "C part on a vGPU stream"
                     out.append((f"{build}; {place}", rows))
     return out
+
+
+def merge_builds(runs):
+    """One run per build: the rows of runs of the same interpreter and GIL
+    setting (parts of a sweep, e.g. --where cpu and --where vgpu) put
+    together, in the order given."""
+    out = {}
+    for run in runs:
+        key = (run["python"], run["gil"])
+        if key in out:
+            out[key]["rows"] = out[key]["rows"] + run["rows"]
+        else:
+            out[key] = dict(run)
+    return list(out.values())
 
 
 def plot_system(system, runs, out_dir):
@@ -93,6 +108,7 @@ def main(argv=None):
     for p in args.json:
         with open(p) as f:
             runs.append(json.load(f))
+    runs = merge_builds(runs)
     systems = []
     for run in runs:
         for r in run["rows"]:

@@ -22,7 +22,7 @@ def load():
 
 def test_gil_sweep_smoke(capsys, tmp_path):
     gil = load()
-    systems = "weft,weft_spin0,threadpool"
+    systems = "weft,weft_spin0,weft_pin,threadpool"
     js = tmp_path / "gil.json"
     rows = gil.main(["--T", "50", "--f", "0,0.5", "--workers", "1,2", "--reps", "1", "--work-ms", "0.4",
                      "--systems", systems, "--no-busy-check", "--json", str(js)])
@@ -31,7 +31,7 @@ def test_gil_sweep_smoke(capsys, tmp_path):
     # (every system) and on virtual GPUs (Weft's policies), a positive efficiency
     assert len(rows) == 2 * 2 * 2 * 2
     for row in rows:
-        want = systems.split(",") if row["where"] == "cpu" else ["weft", "weft_spin0"]
+        want = systems.split(",") if row["where"] == "cpu" else ["weft", "weft_spin0", "weft_pin"]
         assert set(row["eff"]) == set(want)
         assert all(v > 0 for v in row["eff"].values())
         assert row["default_vs_best"] >= 1.0
@@ -94,3 +94,28 @@ def test_gil_spin_adapts_both_ways(c_library):
             r.spawn(done.append, i)
         r.wait_all()
     assert len(done) == 2200
+
+
+@pytest.mark.timeout(300)
+def test_gil_floor_smoke(capsys):
+    """bench/py/gil_floor.py (the floor under the GIL sweep): every system
+    runs, the output's form; not the timings."""
+    import sys
+
+    if not load().gil_enabled():
+        pytest.skip("gil_floor.py measures the GIL's hand-off: a GIL build only")
+    spec = importlib.util.spec_from_file_location("weft_gil_floor", GIL_PY.parent / "gil_floor.py")
+    floor = importlib.util.module_from_spec(spec)
+    sys.path.insert(0, str(GIL_PY.parent))
+    try:
+        spec.loader.exec_module(floor)
+        floor.main(["--T", "50", "--f", "0.5", "--reps", "1", "--work-ms", "0.4"])
+    finally:
+        sys.path.remove(str(GIL_PY.parent))
+    out = capsys.readouterr().out
+    for kind in ("condvar", "condvar_awake", "spin"):
+        assert re.search(rf"^gil_floor_handoff_us {kind} [0-9.]+$", out, re.M), kind
+    for s in floor.DEFAULT.split(","):
+        assert re.search(rf"^gil_floor_eff {s} T=50 f=0.5 [0-9.]+$", out, re.M), s
+    for w in ("weft", "weft_pin"):
+        assert re.search(rf"^gil_floor_{w}_vs_best T=50 f=0.5 [0-9.]+$", out, re.M), w

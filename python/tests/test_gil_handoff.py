@@ -81,3 +81,46 @@ def test_python_bodies_under_contention_all_run():
             rt.spawn(body, i)
         rt.wait_all()
     assert sorted(out) == list(range(400))
+
+
+def _affinities(rt, n):
+    """The CPUs each of n tasks may run on, the tasks meeting at a barrier
+    (so that each runs on its own worker)."""
+    import os
+
+    bar = threading.Barrier(n)
+
+    def where():
+        bar.wait(30)
+        return frozenset(os.sched_getaffinity(0))
+
+    tasks = [rt.spawn(where) for _ in range(n)]
+    rt.wait_all()
+    return [t.result() for t in tasks]
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.skipif(not hasattr(__import__("os"), "sched_getaffinity"), reason="no os.sched_getaffinity here")
+def test_pin_workers_puts_each_worker_on_its_own_cpu(monkeypatch):
+    import os
+
+    monkeypatch.delenv("WEFT_PIN_WORKERS", raising=False)
+    mine = frozenset(os.sched_getaffinity(0))
+    n = min(len(mine), 4)
+    with weft.Runtime(workers=n, pin_workers=True) as rt:
+        got = _affinities(rt, n)
+    assert all(len(s) == 1 for s in got), got
+    assert len(set(got)) == n and frozenset().union(*got) <= mine
+    for pin in (None, False):
+        with weft.Runtime(workers=n, pin_workers=pin) as rt:
+            assert _affinities(rt, n) == [mine] * n
+    monkeypatch.setenv("WEFT_PIN_WORKERS", "1")
+    with weft.Runtime(workers=n) as rt:  # the environment's, when pin_workers is not given
+        assert all(len(s) == 1 for s in _affinities(rt, n))
+    with weft.Runtime(workers=n, pin_workers=False) as rt:  # the keyword's over it
+        assert _affinities(rt, n) == [mine] * n
+
+
+def test_pin_workers_takes_a_bool():
+    with pytest.raises(TypeError, match=r"pin_workers= expects True, False or None, got 'int'"):
+        weft.Runtime(workers=1, pin_workers=1)

@@ -223,6 +223,7 @@ class Runtime:
         vgpu_memory: int | None = None,
         policy: Literal["dmda", "load", "round-robin", "balance"] | None = None,
         bound: bool | None = None,
+        pin_workers: bool | None = None,
     ) -> Self: ...
     @overload
     def spawn(self, fn: Native, arg: _BufferLike | None = None, /, **options: Unpack[_SpawnOptionsBase]) -> Task[None]: ...

@@ -76,17 +76,22 @@ static int
 runtime_parse(PyObject *args, PyObject *kwds, runtime_args *a)
 {
     static char *kwlist[] = {"workers", "trace", "spin_ns", "max_inflight", "gil_spin_ns",
-                             "spawn_gil", "devices", "vgpu_memory", "policy", "bound", NULL};
+                             "spawn_gil", "devices", "vgpu_memory", "policy", "bound", "pin_workers", NULL};
     PyObject *workers = NULL, *trace = NULL, *spin = NULL, *maxin = NULL, *gspin = NULL;
-    PyObject *vgpu_mem = NULL, *bound = NULL;
+    PyObject *vgpu_mem = NULL, *bound = NULL, *pin = NULL;
     const char *spawn_gil = NULL, *devices = NULL, *policy = NULL;
     a->trace_b = NULL;
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "|O$OOOOzzOzO:Runtime", kwlist, &workers, &trace, &spin,
-                                     &maxin, &gspin, &spawn_gil, &devices, &vgpu_mem, &policy, &bound))
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "|O$OOOOzzOzOO:Runtime", kwlist, &workers, &trace, &spin,
+                                     &maxin, &gspin, &spawn_gil, &devices, &vgpu_mem, &policy, &bound, &pin))
         return -1;
     if (bound != NULL && bound != Py_None && !PyBool_Check(bound)) {
         PyErr_Format(PyExc_TypeError, "Runtime(): bound= expects True, False or None, got '%.100s'",
                      Py_TYPE(bound)->tp_name);
+        return -1;
+    }
+    if (pin != NULL && pin != Py_None && !PyBool_Check(pin)) {
+        PyErr_Format(PyExc_TypeError, "Runtime(): pin_workers= expects True, False or None, got '%.100s'",
+                     Py_TYPE(pin)->tp_name);
         return -1;
     }
     if (spawn_gil == NULL) spawn_gil = getenv("WEFT_PY_SPAWN_GIL");
@@ -123,6 +128,9 @@ runtime_parse(PyObject *args, PyObject *kwds, runtime_args *a)
      * prints the line at close, and is kept; bound=False turns both off. */
     if (bound == Py_True && cfg->bound == WEFT_BOUND_OFF) cfg->bound = WEFT_BOUND_RECORD;
     if (bound == Py_False) cfg->bound = WEFT_BOUND_OFF;
+    /* pin_workers=None keeps WEFT_PIN_WORKERS (weft_config_init). */
+    if (pin == Py_True) cfg->pin_workers = 1;
+    if (pin == Py_False) cfg->pin_workers = 0;
     if ((has = parse_size(vgpu_mem, "vgpu_memory", &v)) < 0) return -1;
     if (has) cfg->vgpu_memory = (size_t)v;
     a->gil_spin = 20000; /* 20 us */
@@ -753,7 +761,8 @@ static PyMemberDef Runtime_members[] = {
 
 static PyType_Slot Runtime_slots[] = {
     {Py_tp_doc, "Runtime(workers=0, *, trace=None, spin_ns=None, max_inflight=None, gil_spin_ns=None, "
-                "spawn_gil=None, devices=None, vgpu_memory=None, policy=None, bound=None)\n\n"
+                "spawn_gil=None, devices=None, vgpu_memory=None, policy=None, bound=None, "
+                "pin_workers=None)\n\n"
                 "A Weft runtime: worker threads that run Python tasks.  Use it as a context "
                 "manager; leaving the block waits for every task, re-raises the first task "
                 "exception and closes the runtime."},

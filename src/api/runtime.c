@@ -81,6 +81,8 @@ void weft_config_init(weft_config *cfg)
         cfg->policy = policy;
     if (env_u64("WEFT_BOUND", &v) && v <= 1)
         cfg->bound = v ? WEFT_BOUND_PRINT : WEFT_BOUND_OFF;
+    if (env_u64("WEFT_PIN_WORKERS", &v) && v <= 1)
+        cfg->pin_workers = (unsigned)v;
 }
 
 static int add_device(weft__rt *rt, weft__device *dev)
@@ -291,6 +293,9 @@ int weft_runtime_create(const weft_config *cfg_in, weft_runtime **out)
     if (cfg.bound > WEFT_BOUND_PRINT)
         return weft__error(WEFT_EINVAL, "weft_runtime_create: weft_config.bound is %u (WEFT_BOUND_OFF, "
                                         "WEFT_BOUND_RECORD or WEFT_BOUND_PRINT)", cfg.bound);
+    if (cfg.pin_workers > 1)
+        return weft__error(WEFT_EINVAL, "weft_runtime_create: weft_config.pin_workers is %u (0: leave the "
+                                        "workers to the OS, 1: pin each to one CPU)", cfg.pin_workers);
 
     weft__rt *rt = weft__slot_alloc(WEFT__POOL_RUNTIME, sizeof(weft__rt));
     if (!rt)

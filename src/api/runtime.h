@@ -35,6 +35,7 @@ struct weft__rt {
     weft_config cfg;
     char *trace_path;
     unsigned nworkers;
+    unsigned cores;                    /* CPUs the creating thread could run on (set by workers_start) */
     weft__worker *workers;
     size_t max_inflight;
     weft__sched sched;
