@@ -217,8 +217,8 @@ static void stop_polling(weft__rt *rt, const weft__worker *w)
         atomic_compare_exchange_strong(&rt->polls.polling_worker, &me, 0);
 }
 
-/* The cores this thread may run on (at least 1). */
-/* The CPUs this thread may run on: *set, and their count. */
+/* The CPUs this thread may run on: *set, and their count (at least 1; set
+ * empty when the affinity cannot be read). */
 static unsigned cores_here(cpu_set_t *set)
 {
     if (sched_getaffinity(0, sizeof *set, set) == 0 && CPU_COUNT(set) > 0)
