@@ -222,7 +222,8 @@ typedef struct weft_config {
      * warning says so once on stderr) — for scheduling studies whose
      * kernels compute nothing (weft-cholesky --model-only); ignored in the
      * checking mode.  A copy into a GPU goes on the GPU's copy queue, beside the kernels queued there before,
-     * when the task's stream is busy (weft_stats.bytes_prefetched);
+     * when the task's stream is busy (weft_stats.bytes_prefetched; not
+     * for a tile with a halo, whose copies stay on the stream);
      * WEFT_PREFETCH=0 (read at weft_runtime_create) puts every copy on the
      * stream of the task that needs it instead.  WEFT_VGPU_SCHEDULE=<seed>
      * (a number, read when a virtual GPU is made) runs the virtual GPUs in

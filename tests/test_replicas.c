@@ -813,6 +813,61 @@ static void test_prefetch_beside_kernels(bool check) {
     CHECK_OK(weft_runtime_destroy(rt));
 }
 
+/* A tile's copy in goes beside the kernels too, when it has no halo (a
+ * halo's copies are queued on the task's stream, after the interior's). */
+typedef struct tcheck { double *p; size_t n; double want; } tcheck;
+static int tcheck_kernel(void *arg) {
+    tcheck *k = arg;
+    for (size_t i = 0; i < k->n; i++)
+        if (k->p[i] != k->want) return 1;
+    return 0;
+}
+static int tcheck_body(weft_ctx *ctx, void *arg) {
+    tcheck *k = arg;
+    k->p = weft_ctx_data(ctx, 0);
+    weft_range r = {k->p, k->n * sizeof(double), WEFT_R};
+    return weft_ctx_queue_rw(ctx, 0, tcheck_kernel, k, 0, &r, 1);
+}
+
+static void test_prefetch_tiles(unsigned halo) {
+    enum { ROWS = 40, COLS = 25 }; /* N elements */
+    weft_runtime *rt = make("cpu,vgpu:1", 0);
+    static double a[ROWS * COLS];
+    for (int i = 0; i < ROWS * COLS; i++) a[i] = 7;
+    weft_data *h, *tl[2];
+    CHECK_OK(weft_data_register(rt, a, sizeof a, &h));
+    weft_tiling tg = {sizeof(double), ROWS, COLS, 0, 2, 1, halo};
+    CHECK_OK(weft_data_partition(h, &tg, tl));
+    weft_task *busy[4];
+    for (int k = 0; k < 4; k++) spawn_busy(rt, &busy[k]);
+    for (int k = 0; k < 4; k++) {
+        weft_task_status st = WEFT_TASK_WAITING;
+        uint64_t t0 = now_ns();
+        while (st != WEFT_TASK_ENQUEUED && now_ns() - t0 < 5000000000ull) {
+            CHECK_OK(weft_task_status_get(busy[k], &st));
+            sched_yield();
+        }
+        CHECKF(st == WEFT_TASK_ENQUEUED, "halo %u: busy task %d not in flight (%d)", halo, k, (int)st);
+    }
+    weft_tile_info ti;
+    CHECK_OK(weft_data_tile_info(tl[0], &ti));
+    uint64_t p0 = prefetched(rt);
+    g_share = 0.1;
+    tcheck k1 = {NULL, ti.rows * ti.cols, 7};
+    weft_task *t;
+    spawn_on(rt, "gpu:0", tcheck_body, &k1, tl[0], WEFT_R, &t);
+    CHECK_OK(weft_task_wait(t));
+    weft_task_release(t);
+    g_share = 0;
+    if (halo == 0)
+        CHECKF(prefetched(rt) - p0 == ti.rows * ti.cols * sizeof(double), "%llu bytes prefetched",
+               (unsigned long long)(prefetched(rt) - p0));
+    for (int k = 0; k < 4; k++) weft_task_release(busy[k]);
+    CHECK_OK(weft_wait_all(rt));
+    CHECK_OK(weft_data_unregister(h));
+    CHECK_OK(weft_runtime_destroy(rt));
+}
+
 int main(int argc, char **argv) {
     test_watchdog(test_pick(150, 300));
     if (argc > 5 && strcmp(argv[1], "graph") == 0) { /* (to rerun one graph: seed ntasks check vgpu_memory) */
@@ -839,6 +894,8 @@ int main(int argc, char **argv) {
     test_step("copies in beside kernels already queued (prefetch)");
     test_prefetch_beside_kernels(false);
     test_prefetch_beside_kernels(true);
+    test_prefetch_tiles(0);
+    test_prefetch_tiles(1);
     test_step("the least loaded source");
     test_least_loaded_source();
     test_step("locality");

@@ -521,7 +521,7 @@ static int fetch(weft__data *d, unsigned dev, weft__dqueue *q, bool may_prefetch
      * through another queue. */
     const weft__device_ops *ops = ops_of(d, dev);
     weft__dqueue *pq = NULL;
-    if (may_prefetch && !d->tile && q && (!ops->queue_busy || ops->queue_busy(q))) {
+    if (may_prefetch && !(d->tile && d->tile->nnb) && q && (!ops->queue_busy || ops->queue_busy(q))) {
         unsigned k = atomic_fetch_add_explicit(&d->mnodes[dev].prefetch_next, 1, memory_order_relaxed);
         if (copy_queue(d, dev, PREFETCH_Q + (int)(k % WEFT__PREFETCH_QUEUES), &pq) != 0)
             pq = NULL; /* (no queue for it: on q, as without) */

@@ -312,7 +312,7 @@ int weft__data_acquire(weft__data *d, unsigned dev, unsigned mode, uint64_t seq,
  * the device replica may go on one of the device's prefetch queues
  * (weft__mnode copyq[2 ..]) instead of on q, which then waits for it by the replica's
  * `ready` event: the copy runs beside the kernels q has queued already.
- * (Not for a tile's replica: its halo copies are on q.) */
+ * (Not for a tile with a halo: the halo's copies are on q.) */
 #define WEFT__DATA_PREFETCH 0x200u
 _Static_assert((WEFT__DATA_PREFETCH & (0x3fu | WEFT_RED_OP_MASK | WEFT_RED_TYPE_MASK | WEFT_ON_GPU_MASK)) == 0,
                "WEFT__DATA_PREFETCH collides with a public mode bit");
