@@ -386,6 +386,14 @@ typedef struct weft_stats {
  * WEFT_EINVAL, WEFT_ECLOSED.  Never blocks; may be called from a task. */
 WEFT_API WEFT_NODISCARD int weft_runtime_stats(weft_runtime *rt, weft_stats *out);
 
+/* The name of rt's placement policy (weft_config.policy as created:
+ * "dmda", "load", ...; the default resolved) into *name, a string that
+ * lives as long as the program.  Only "dmda" keeps performance models and
+ * uses a task's kind and cost.  Errors: WEFT_EINVAL (bad runtime, name
+ * NULL), WEFT_ECLOSED.  Never blocks; thread-safe; may be called from a
+ * task. */
+WEFT_API WEFT_NODISCARD int weft_runtime_policy(weft_runtime *rt, const char **name);
+
 /* The "dmda" policy's prediction of how long a task of kind `kind`
  * (weft_task_desc.kind) whose accesses name `bytes` bytes takes on device
  * `device` (0 .. weft_device_count - 1; its kind of device), in ns, into

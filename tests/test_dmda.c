@@ -302,13 +302,40 @@ static void test_device_time(void) {
     CHECK_OK(weft_runtime_destroy(rt));
 }
 
+/* weft_runtime_policy: the policy in use, the default resolved. */
+static void test_policy_name(void) {
+    static const struct { const char *devices, *policy, *want; } cases[] = {
+        {"cpu", NULL, "load"}, {"cpu,vgpu:1", NULL, "dmda"}, {"cpu,vgpu:1", "load", "load"}, {"cpu", "dmda", "dmda"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        weft_config cfg;
+        weft_config_init(&cfg);
+        cfg.workers = 1;
+        cfg.devices = cases[i].devices;
+        cfg.policy = cases[i].policy;
+        weft_runtime *rt = NULL;
+        CHECKF(weft_runtime_create(&cfg, &rt) == 0, "%s", weft_last_error());
+        const char *name = NULL;
+        CHECK_OK(weft_runtime_policy(rt, &name));
+        CHECKF(name && strcmp(name, cases[i].want) == 0, "%s, policy %s: \"%s\", not \"%s\"", cases[i].devices,
+               cases[i].policy ? cases[i].policy : "(default)", name ? name : "(null)", cases[i].want);
+        CHECK_ERR(weft_runtime_policy(rt, NULL), WEFT_EINVAL);
+        CHECK_OK(weft_runtime_destroy(rt));
+    }
+    const char *name = NULL;
+    CHECK_ERR(weft_runtime_policy(NULL, &name), WEFT_EINVAL);
+}
+
 int main(void) {
     snprintf(dir, sizeof dir, "/tmp/weft-test-dmda-%ld", (long)getpid());
     setenv("WEFT_PERFMODEL_DIR", dir, 1);
     setenv("WEFT_VGPU_HOST_GBPS", "1", 1);
     setenv("WEFT_VGPU_PEER_GBPS", "1", 1);
     unsetenv("WEFT_PERFMODEL");
+    unsetenv("WEFT_POLICY"); /* (the defaults are tested) */
     test_watchdog(test_pick(60, 240));
+    test_step("policy name");
+    test_policy_name();
     test_step("first run");
     test_first_run();
     test_step("second run");

@@ -38,6 +38,7 @@ typedef struct chol_run {
     weft_placement pl[2];
     size_t npl;
     chol_cuda *cuda;       /* CUDA handles, or NULL */
+    bool models;           /* the runtime's policy keeps models ("dmda"): tasks get kinds */
     _Atomic uint64_t tasks[CHOL_NKERNELS][MAX_DEV];
 } chol_run;
 
@@ -174,7 +175,7 @@ static int spawn_kernel(chol_run *r, int kernel, unsigned k, unsigned i, unsigne
     d.accesses = acc;
     d.naccesses = t->nacc;
     d.name = name;
-    d.kind = chol_kernel_name(kernel); /* (the performance models' name) */
+    d.kind = r->models ? chol_kernel_name(kernel) : NULL; /* (the performance models' name) */
     d.placements = r->pl;
     d.nplacements = r->npl;
     /* The panel first: earlier steps before later ones, and within a step
@@ -463,6 +464,9 @@ int chol_weft(double *a, const chol_opts *o, chol_result *res)
     int rc = !r->tiles || !r->span ? WEFT_ENOMEM : weft_runtime_create(&cfg, &r->rt);
     if (rc != 0)
         fprintf(stderr, "weft-cholesky: starting the runtime: %s\n", weft_last_error());
+    const char *policy = NULL;
+    if (rc == 0 && (rc = weft_runtime_policy(r->rt, &policy)) == 0)
+        r->models = strcmp(policy, "dmda") == 0;
     if (rc == 0)
         rc = setup_devices(r, res);
     if (rc == 0)

@@ -127,3 +127,11 @@ def test_cost_on_another_policy_is_told_once(model_dir, capfd):
     err = capfd.readouterr().err
     assert err.count("weft: warning: tasks carry a kind or a cost") == 1, err
     assert 'policy is "load"' in err and 'policy="dmda"' in err
+
+
+def test_policy_is_the_one_in_use(monkeypatch):
+    monkeypatch.delenv("WEFT_POLICY", raising=False)
+    for devices, policy, want in [("cpu", None, "load"), ("cpu,vgpu:1", None, "dmda"),
+                                  ("cpu,vgpu:1", "load", "load")]:
+        with weft.Runtime(workers=1, devices=devices, policy=policy) as rt:
+            assert rt.policy == want, (devices, policy, rt.policy)

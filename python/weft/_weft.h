@@ -327,6 +327,7 @@ typedef struct RuntimeObject {
     modstate *st;
     PyInterpreterState *interp;
     unsigned workers;
+    const char *policy;         /* its placement policy's name (weft_runtime_policy; static) */
     int models;                 /* its policy places tasks by performance models ("dmda"):
                                    tasks are given their kind (spawn.c) */
     _Atomic size_t inflight;    /* tasks of ours in the C runtime (diagnostics: weft._inflight) */

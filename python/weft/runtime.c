@@ -236,8 +236,9 @@ Runtime_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
     }
     r->rt = rt;
     r->workers = weft_runtime_workers(rt);
-    double ns;
-    r->models = weft_runtime_predict(rt, "?", 0, 0, &ns) >= 0; /* (WEFT_EINVAL: a policy without models) */
+    r->policy = "";
+    (void)weft_runtime_policy(rt, &r->policy); /* (cannot fail on a live runtime) */
+    r->models = strcmp(r->policy, "dmda") == 0; /* (kinds only where models use them) */
     if (PyList_Append(st->open, (PyObject *)r) < 0) {
         BEGIN_NOGIL
         rc = weft_runtime_destroy(rt);
@@ -691,6 +692,12 @@ Runtime_get_workers(RuntimeObject *r, void *Py_UNUSED(c))
 }
 
 static PyObject *
+Runtime_get_policy(RuntimeObject *r, void *Py_UNUSED(c))
+{
+    return PyUnicode_FromString(r->policy ? r->policy : "");
+}
+
+static PyObject *
 Runtime_get_closed(RuntimeObject *r, void *Py_UNUSED(c))
 {
     return PyBool_FromLong(r->rt == NULL);
@@ -746,6 +753,9 @@ static PyMethodDef Runtime_methods[] = {
 
 static PyGetSetDef Runtime_getset[] = {
     {"workers", (getter)Runtime_get_workers, NULL, "number of worker threads", NULL},
+    {"policy", (getter)Runtime_get_policy, NULL,
+     "the placement policy in use (\"dmda\", \"load\", ...; the default resolved); only \"dmda\" "
+     "keeps performance models and uses kinds and cost=", NULL},
     {"devices", (getter)Runtime_get_devices, NULL,
      "the runtime's devices: a list of dicts (kind 'cpu', 'vgpu' or 'cuda', index, ordinal, name, "
      "memory, memory_used), the CPU first", NULL},

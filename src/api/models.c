@@ -1,15 +1,29 @@
 /*
- * api/models.c — the performance models as the API shows them
- * (weft_runtime_predict, weft_models_print): the "dmda" policy's models
- * (sched/perfmodel.h), asked about by kind and device; and the makespan's
- * lower bound from them over the recorded task graph (weft_runtime_bound,
- * sched/bound.h).
+ * api/models.c — the performance models as the API shows them: the policy
+ * in use (weft_runtime_policy); the "dmda" policy's models
+ * (sched/perfmodel.h), asked about by kind and device (weft_runtime_predict,
+ * weft_models_print); and the makespan's lower bound from them over the
+ * recorded task graph (weft_runtime_bound, sched/bound.h).
  */
 #include "api/runtime.h"
 #include "sched/bound.h"
 #include "sched/perfmodel.h"
 
 #include <stdio.h>
+
+int weft_runtime_policy(weft_runtime *h, const char **name)
+{
+    weft__clear_error();
+    if (!name)
+        return weft__error(WEFT_EINVAL, "weft_runtime_policy: name is NULL");
+    int err;
+    weft__rt *rt = weft__rt_enter(h, "weft_runtime_policy", &err, 1, true);
+    if (!rt)
+        return err;
+    *name = rt->placer.policy->name; /* (fixed at create: the policy table's) */
+    weft__rt_leave(rt, 1);
+    return 0;
+}
 
 int weft_runtime_predict(weft_runtime *h, const char *kind, unsigned device, size_t bytes, double *ns)
 {
