@@ -747,6 +747,19 @@ static void spawn_busy(weft_runtime *rt, weft_task **out) {
     d.nplacements = 1;
     CHECK_OK(weft_spawn(rt, &d, out));
 }
+/* Every stream of gpu:0 busy with a 0.3 s kernel: four tasks in flight. */
+static void busy_streams(weft_runtime *rt, weft_task *busy[4]) {
+    for (int k = 0; k < 4; k++) spawn_busy(rt, &busy[k]);
+    for (int k = 0; k < 4; k++) {
+        weft_task_status st = WEFT_TASK_WAITING;
+        uint64_t t0 = now_ns();
+        while (st != WEFT_TASK_ENQUEUED && now_ns() - t0 < 5000000000ull) {
+            CHECK_OK(weft_task_status_get(busy[k], &st));
+            sched_yield();
+        }
+        CHECKF(st == WEFT_TASK_ENQUEUED, "busy task %d not in flight (%d)", k, (int)st);
+    }
+}
 static int set_cpu_body(weft_ctx *ctx, void *arg) {
     (void)arg;
     double *p = weft_ctx_data(ctx, 0);
@@ -763,18 +776,8 @@ static void test_prefetch_beside_kernels(bool check) {
     for (int i = 0; i < N; i++) a[i] = 7;
     CHECK_OK(weft_data_register(rt, a, sizeof a, &h));
     for (int round = 0; round < 3; round++) {
-        /* every stream of the GPU busy with a 0.3 s kernel */
         weft_task *busy[4];
-        for (int k = 0; k < 4; k++) spawn_busy(rt, &busy[k]);
-        for (int k = 0; k < 4; k++) {
-            weft_task_status st = WEFT_TASK_WAITING;
-            uint64_t t0 = now_ns();
-            while (st != WEFT_TASK_ENQUEUED && now_ns() - t0 < 5000000000ull) {
-                CHECK_OK(weft_task_status_get(busy[k], &st));
-                sched_yield();
-            }
-            CHECKF(st == WEFT_TASK_ENQUEUED, "round %d: busy task %d not in flight (%d)", round, k, (int)st);
-        }
+        busy_streams(rt, busy);
         /* a reader of host data lands on a busy stream: its copy goes on the
          * GPU's prefetch queue and its kernel (after the 0.3 s one) sees it */
         uint64_t p0 = prefetched(rt);
@@ -839,16 +842,7 @@ static void test_prefetch_tiles(unsigned halo) {
     weft_tiling tg = {sizeof(double), ROWS, COLS, 0, 2, 1, halo};
     CHECK_OK(weft_data_partition(h, &tg, tl));
     weft_task *busy[4];
-    for (int k = 0; k < 4; k++) spawn_busy(rt, &busy[k]);
-    for (int k = 0; k < 4; k++) {
-        weft_task_status st = WEFT_TASK_WAITING;
-        uint64_t t0 = now_ns();
-        while (st != WEFT_TASK_ENQUEUED && now_ns() - t0 < 5000000000ull) {
-            CHECK_OK(weft_task_status_get(busy[k], &st));
-            sched_yield();
-        }
-        CHECKF(st == WEFT_TASK_ENQUEUED, "halo %u: busy task %d not in flight (%d)", halo, k, (int)st);
-    }
+    busy_streams(rt, busy);
     weft_tile_info ti;
     CHECK_OK(weft_data_tile_info(tl[0], &ti));
     uint64_t p0 = prefetched(rt);
