@@ -164,28 +164,26 @@ def run_seq(ctx, p):
     return wall
 
 
-def _capi(threads, spin, pin, awake=0):
+def _floor(fn, bodies, threads, spin, pin, awake):
+    """A runner of gil_floor.c's fn (floor_capi_bodies or floor_c_bodies):
+    bodies(p) is its arguments before threads, spin and awake."""
     def run(ctx, p):
         lib = ctx["lib"]
         lib.floor_set_pin(pin)
-        ns = lib.floor_capi_bodies(p["capi_py"], p["n"], p["c_ns"], threads, spin, awake)
+        ns = getattr(lib, fn)(*bodies(p), threads, spin, awake)
         if ns == 0:
-            raise RuntimeError("floor_capi_bodies failed (a thread not made, or the Python part raised)")
+            raise RuntimeError(f"{fn} failed (a thread not made, or the Python part raised)")
         return ns / 1e9
 
     return run
+
+
+def _capi(threads, spin, pin, awake=0):
+    return _floor("floor_capi_bodies", lambda p: (p["capi_py"], p["n"], p["c_ns"]), threads, spin, pin, awake)
 
 
 def _c(threads, spin, pin, awake=0):
-    def run(ctx, p):
-        lib = ctx["lib"]
-        lib.floor_set_pin(pin)
-        ns = lib.floor_c_bodies(p["n"], p["held_ns"], p["c_ns"], threads, spin, awake)
-        if ns == 0:
-            raise RuntimeError("floor_c_bodies: a thread could not be made")
-        return ns / 1e9
-
-    return run
+    return _floor("floor_c_bodies", lambda p: (p["n"], p["held_ns"], p["c_ns"]), threads, spin, pin, awake)
 
 
 # name: (runner, the name of its sequential form; None: a sequential form)
