@@ -274,22 +274,37 @@ void
 weft_py_on_finish(void *arg, int status)
 {
     cell *c = arg;
-    if (c->placed == NULL || status != WEFT_ETASKFAILED) return;
-    /* The body returned, and the task failed: its device work did (a
-     * kernel, a copy, a check of the checking mode), or a callable it
-     * queued raised (that exception is the task's already). */
+    /* The task failed, and its body returned on GPUs (c->placed): its
+     * device work failed (a kernel, a copy), the checking mode found an
+     * error in it, or a callable it queued raised (that exception is the
+     * task's already).  Or it failed before its body ran (c->t: its data
+     * could not be made ready, or the checking mode found them wrong).
+     * The core's message says which (weft_task_desc.on_finish), "task 3
+     * 'f' failed: why": the exception says why. */
+    if (status != WEFT_ETASKFAILED || (c->placed == NULL && c->t == NULL)) return;
+    char why[1024];
+    const char *m = weft_last_error(), *after = m[0] ? strstr(m, " failed: ") : NULL;
+    snprintf(why, sizeof why, "%s", after ? after + 9 : m);
     RuntimeObject *r = c->rt;
     int attached = weft_py_tl_attached;
     int g = 0;
     if (!attached) g = weft_py_gil_take(NULL);
     weft_py_tl_attached = 1;
-    TaskObject *t = c->placed;
+    TaskObject *t = c->placed, *unrun = NULL;
     c->placed = NULL;
+    if (t == NULL) t = unrun = (TaskObject *)Py_NewRef(c->t); /* (the cell keeps its own reference) */
     PyObject *exc;
-    if (c->native && c->native->rc != 0) { /* a native body, queued (native.c) */
+    if (unrun == NULL && c->native && c->native->rc != 0) { /* a native body, queued (native.c) */
         PyObject *msg = PyUnicode_FromFormat("the native body %S returned %d on the GPU's stream", t->fn,
                                              c->native->rc);
         exc = msg ? PyObject_CallOneArg(PyExc_RuntimeError, msg) : NULL;
+        Py_XDECREF(msg);
+    } else if (why[0]) {
+        /* ("replace": a task name the core cut inside a character) */
+        PyObject *w = PyUnicode_DecodeUTF8(why, (Py_ssize_t)strlen(why), "replace");
+        PyObject *msg = w ? PyUnicode_FromFormat("the weft task failed: %U", w) : NULL;
+        exc = msg ? PyObject_CallOneArg(PyExc_RuntimeError, msg) : NULL;
+        Py_XDECREF(w);
         Py_XDECREF(msg);
     } else {
         exc = PyObject_CallFunction(PyExc_RuntimeError, "s",
@@ -297,7 +312,7 @@ weft_py_on_finish(void *arg, int status)
                                     "kernel's error; see the message printed by the device)");
     }
     if (exc == NULL) PyErr_Clear();
-    if (weft_py_task_set_exc(t, exc)) weft_py_record_failure(r, t, NULL, exc, c->id);
+    if (weft_py_task_set_exc(t, exc)) weft_py_record_failure(r, t, unrun ? t->fn : NULL, exc, c->id);
     Py_DECREF(t);
     weft_py_tl_attached = attached;
     if (!attached) weft_py_gil_give(NULL, g);
