@@ -1170,7 +1170,8 @@ typedef struct weft_task_desc {
      * bytes keeps its start and a hash of the rest).  Copied.  The spawn
      * fails with WEFT_EINVAL when kind is "" (NULL asks for the derived
      * name), longer than WEFT_KIND_MAX bytes (two kinds would then share a
-     * model), or holds a control character.  Kinds and costs are used by
+     * model), holds a control character, or is "(time per unit of cost)"
+     * (the models' own rate per unit of cost).  Kinds and costs are used by
      * "dmda" only: on another policy the runtime says so once, on stderr,
      * at the first task that carries either. */
     const char *kind;

@@ -34,12 +34,15 @@ def test_one_gpu(spec):
 
 
 def test_each_kind_of_set():
+    def devices():
+        return weft.context().devices
+
     with rt4() as rt:
-        assert rt.spawn(lambda: weft.context().devices, placement="gpu:2").result() == (3,)
-        devs = rt.spawn(lambda: weft.context().devices, placement=weft.gpu * 3).result()
+        assert rt.spawn(devices, placement="gpu:2").result() == (3,)
+        devs = rt.spawn(devices, placement=weft.gpu * 3).result()
         assert len(set(devs)) == 3
-        assert rt.spawn(lambda: weft.context().devices, placement=weft.cpu).result() == ()
-        assert len(rt.spawn(lambda: weft.context().devices, placement=(weft.cpu, weft.gpu)).result()) == 1
+        assert rt.spawn(devices, placement=weft.cpu).result() == ()
+        assert len(rt.spawn(devices, placement=(weft.cpu, weft.gpu)).result()) == 1
         # a plain task: an empty context
         assert rt.spawn(lambda: weft.context().devices).result() == ()
     with pytest.raises(RuntimeError, match="not inside a weft task"):
@@ -346,11 +349,11 @@ def test_pinned_gpu_set_and_balance():
                                 ((weft.cpu, weft.gpu(1), weft.gpu(2)), (2, 3))):
             assert rt.spawn(lambda: weft.context().devices, placement=placement).result(timeout=30) == want
         with pytest.raises(ValueError, match="GPU 0 is named twice"):
-            rt.spawn(lambda: 0, placement=(weft.gpu(0), weft.gpu(0)))
+            rt.spawn(int, placement=(weft.gpu(0), weft.gpu(0)))
         with pytest.raises(ValueError, match=r"name each GPU"):
-            rt.spawn(lambda: 0, placement=(weft.gpu, weft.gpu(1)))
+            rt.spawn(int, placement=(weft.gpu, weft.gpu(1)))
         with pytest.raises(ValueError, match="GPU 7 in its set"):
-            rt.spawn(lambda: 0, placement=(weft.gpu(0), weft.gpu(7)))
+            rt.spawn(int, placement=(weft.gpu(0), weft.gpu(7)))
     for policy in ("load", "balance"):
         with weft.Runtime(workers=2, devices="cpu,vgpu:4", policy=policy) as rt:
             def where():
