@@ -384,3 +384,19 @@ def test_device_set_strings_are_the_c_grammar(text, want):
 def test_bad_device_set_strings(text):
     with pytest.raises(ValueError, match=r"is not a device set \(cpu, gpu, gpu:I, K\*gpu, cpu\+gpu\)"):
         weft._placement._parse(text)
+
+
+def test_a_placement_no_device_can_run_says_what_to_write_in_python():
+    """A placement the runtime has no device for is refused at the spawn,
+    saying why and what to create instead in Python's terms (not the C
+    config's weft_config.devices)."""
+    with weft.Runtime(workers=1, devices="cpu,vgpu:2", vgpu_memory=1 << 20) as rt:
+        with pytest.raises(ValueError) as e:
+            rt.spawn(print, placement=weft.gpu(5))
+        msg = str(e.value)
+        assert "GPU 5 asked for, this runtime has 2 GPUs, numbered 0 to 1" in msg, msg
+        assert 'weft.Runtime(devices="cpu,vgpu:N")' in msg and "weft_config" not in msg, msg
+        with pytest.raises(ValueError) as e:
+            rt.spawn(print, placement=weft.gpu, memory=1 << 30)
+        msg = str(e.value)
+        assert "the largest has 1048576" in msg and "vgpu_memory=" in msg and "weft_config" not in msg, msg

@@ -130,6 +130,18 @@ submit_error(TaskObject *t, weft_space *space, int rc, char *why, size_t whylen)
                      t->name ? t->name : Py_None, why);
         return -1;
     }
+    if (rc == WEFT_ENODEV) {
+        /* The core's reason, with the advice in Python's terms instead of
+         * its own (weft_config's fields). */
+        char reason[512];
+        snprintf(reason, sizeof reason, "%s", why);
+        char *advice = strstr(reason, " (add an alternative");
+        if (advice) *advice = 0;
+        PyErr_Format(PyExc_ValueError, "spawn(): %s (add an alternative this runtime has, such as weft.cpu, or "
+                     "create the runtime with the devices asked for: weft.Runtime(devices=\"cpu,vgpu:N\"), and "
+                     "vgpu_memory= for a virtual GPU's memory; %s)", reason, weft_strerror(rc));
+        return -1;
+    }
     if (rc == WEFT_EINVAL && space && strstr(weft_last_error(), "already spawned")) {
         PyErr_Format(PyExc_ValueError, "spawn(): task %R was already spawned",
                      t->name ? t->name : Py_None);
