@@ -1136,7 +1136,11 @@ typedef struct weft_task_desc {
     /* If set, called once when the task finishes, with finish_arg (or, when
      * finish_arg is NULL, with arg: code that sets only on_finish gets the
      * body's arg) and the task's own outcome: 0, WEFT_ETASKFAILED (its
-     * body returned non-zero or its device work failed) or WEFT_ECANCELLED.
+     * body returned non-zero or its device work failed) or WEFT_ECANCELLED;
+     * for WEFT_ETASKFAILED, weft_last_error() on its thread says why while
+     * it runs, as a wait on the task would (the checking mode's report
+     * when that failed the task); the thread's own message is back when it
+     * returns.
      * It runs before arg_destroy and before any wait on the task returns
      * (and before weft_wait_all can see the task finished), on the thread
      * that finishes the task: a worker, or for a task on GPUs perhaps a
@@ -1175,7 +1179,8 @@ typedef struct weft_task_desc {
      * bytes keeps its start and a hash of the rest).  Copied.  The spawn
      * fails with WEFT_EINVAL when kind is "" (NULL asks for the derived
      * name), longer than WEFT_KIND_MAX bytes (two kinds would then share a
-     * model), or holds a control character.  Kinds and costs are used by
+     * model), holds a control character, or is "(time per unit of cost)"
+     * (the models' own rate per unit of cost).  Kinds and costs are used by
      * "dmda" only: on another policy the runtime says so once, on stderr,
      * at the first task that carries either. */
     const char *kind;
@@ -1245,11 +1250,13 @@ typedef enum weft_task_status {
     WEFT_TASK_ENQUEUED = 6   /* body returned; device work it queued is in flight (not final) */
 } weft_task_status;
 
-/* Wait until the task has finished.  Returns 0 (completed), WEFT_ETASKFAILED,
- * WEFT_ECANCELLED, WEFT_EINVAL (NULL/released handle), WEFT_EBUSY (a task
- * waiting on itself), WEFT_EDEADLK (from a task: the awaited task is itself
- * suspended, lower on the same worker's stack, under the caller, or it
- * depends — through unfinished predecessors, as far as a bounded walk of the
+/* Wait until the task has finished.  Returns 0 (completed), WEFT_ETASKFAILED
+ * or WEFT_ECANCELLED (weft_last_error() says why: the body's result, its
+ * device work's error, the checking mode's report, the task whose failure
+ * or cancellation cancelled it), WEFT_EINVAL (NULL/released handle),
+ * WEFT_EBUSY (a task waiting on itself), WEFT_EDEADLK (from a task: the
+ * awaited task is itself suspended, lower on the same worker's stack, under
+ * the caller, or it depends — through unfinished predecessors, as far as a bounded walk of the
  * graph shows — on the caller or on a task suspended under it: it could only
  * finish after this wait returns; and from an on_finish callback, always:
  * see weft_task_desc.on_finish).  A wait ends when the task finishes (the

@@ -13,7 +13,7 @@
 /* ------------------------------------------------------------------------ */
 
 /* The calling thread's message about its last failed call. */
-static _Thread_local char last_error[512];
+static _Thread_local char last_error[1024];
 
 int weft__error(int code, const char *fmt, ...)
 {

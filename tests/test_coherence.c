@@ -566,6 +566,9 @@ static void halo_write(int rounds) {
         CHECK_OK(weft_task_wait(tb));
         weft_task *tc = spawn_cpu(rt, &bad, "over the halo");
         CHECK_ERR(weft_task_wait(tc), WEFT_ETASKFAILED);
+        /* The wait's message carries the report. */
+        CHECKF(strstr(weft_last_error(), "checking mode found an error") && strstr(weft_last_error(), "wrote the halo"),
+               "%s", weft_last_error());
         char why[400];
         weft__test_vcheck_last(why, sizeof why);
         CHECKF(strstr(why, "over the halo") && strstr(why, "wrote the halo"), "%s", why);
@@ -582,6 +585,15 @@ static int user_write_body(weft_ctx *ctx, void *arg) {
     (void)ctx;
     ((int64_t *)arg)[0] = 5;
     return 0;
+}
+
+/* An on_finish callback: its status and what weft_last_error() says in it. */
+static char finish_msg[1024];
+static int finish_status;
+static void keep_finish_message(void *arg, int status) {
+    (void)arg;
+    finish_status = status;
+    snprintf(finish_msg, sizeof finish_msg, "%s", weft_last_error());
 }
 
 static void check_holes(void) {
@@ -628,8 +640,10 @@ static void check_holes(void) {
     weft_task *t;
     CHECK_OK(weft_spawn(rt, &desc, &t));
     CHECK_ERR(weft_task_wait(t), WEFT_ETASKFAILED);
-    /* The wait says the checking mode failed it, not a body's return value. */
-    CHECKF(strstr(weft_last_error(), "checking mode found an error") && !strstr(weft_last_error(), "returned"),
+    /* The wait says the checking mode failed it, not a body's return
+     * value, and what it found. */
+    CHECKF(strstr(weft_last_error(), "checking mode found an error") && !strstr(weft_last_error(), "returned") &&
+               strstr(weft_last_error(), "'host writer'") && strstr(weft_last_error(), "call weft_ctx_sync first"),
            "%s", weft_last_error());
     weft_task_release(t);
     weft__test_vcheck_last(why, sizeof why);
@@ -641,8 +655,16 @@ static void check_holes(void) {
     desc.name = "user-memory writer";
     weft_access over = {d, WEFT_W}; /* (an overwrite: the failed writer before does not cancel it) */
     desc.accesses = &over;
+    desc.on_finish = keep_finish_message;
     CHECK_OK(weft_spawn(rt, &desc, &t));
     CHECK_ERR(weft_task_wait(t), WEFT_ETASKFAILED);
+    CHECKF(strstr(weft_last_error(), "'user-memory writer'") && strstr(weft_last_error(), "write the copy instead"),
+           "%s", weft_last_error());
+    /* ... and so does its on_finish callback's thread, meanwhile */
+    CHECK(finish_status == WEFT_ETASKFAILED);
+    CHECKF(strstr(finish_msg, "checking mode found an error") && strstr(finish_msg, "write the copy instead"), "%s",
+           finish_msg);
+    desc.on_finish = NULL;
     weft_task_release(t);
     weft__test_vcheck_last(why, sizeof why);
     CHECKF(strstr(why, "user-memory writer") && strstr(why, "wrote the memory registered"), "%s", why);

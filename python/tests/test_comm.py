@@ -217,6 +217,15 @@ def test_misuse(rt):
         c.allreduce(a)
 
 
+def test_a_runtime_without_gpus_has_no_communicator():
+    with weft.Runtime(workers=1, devices="cpu") as r:
+        with pytest.raises(ValueError) as e:
+            weft.Communicator(runtime=r)
+    msg = str(e.value)
+    assert "this runtime has no GPUs" in msg and 'weft.Runtime(devices="cpu,vgpu:4")' in msg, msg
+    assert "weft_config" not in msg, msg
+
+
 def test_failed_writer_cancels_collective(rt):
     with weft.Communicator() as c:
         a = [np.zeros(2) for _ in range(N)]

@@ -135,3 +135,189 @@ def test_policy_is_the_one_in_use(monkeypatch):
                                   ("cpu,vgpu:1", "load", "load")]:
         with weft.Runtime(workers=1, devices=devices, policy=policy) as rt:
             assert rt.policy == want, (devices, policy, rt.policy)
+
+
+def test_kind_keeps_bodies_of_one_qualified_name_apart(model_dir):
+    """kind= names a task's kind of work: two lambdas (one qualified name,
+    '<lambda>') given two kinds are two models, not one."""
+    with weft.Runtime(workers=2, devices="cpu,vgpu:2") as rt:
+        for _ in range(3):
+            rt.spawn(lambda: 1, placement=[weft.cpu, weft.gpu], kind="short").result()
+            rt.spawn(lambda: 2, placement=[weft.cpu, weft.gpu], kind="long").result()
+
+        @rt.spawn(placement=weft.gpu, kind="decorated")
+        def t():
+            return 3
+
+        assert t.result() == 3
+    counts = {}
+    for k, _, n in models(model_dir):
+        counts[k] = counts.get(k, 0) + n
+    assert counts.get("short") == 3 and counts.get("long") == 3 and counts.get("decorated") == 1, counts
+    assert "<lambda>" not in counts, counts
+
+
+def test_kind_is_checked_at_the_spawn(model_dir):
+    def f():
+        return 1
+
+    with weft.Runtime(workers=2, devices="cpu,vgpu:1") as rt:
+        for bad, what in [("", '"": name the kind of work'),
+                          ("k" * 64, "is 64 bytes in UTF-8, more than the 63"),
+                          ("é" * 32, "is 64 bytes in UTF-8"),
+                          ("a\tb", r"control character \(U\+0009\) at index 1"),
+                          ("(time per unit of cost)", "rate per unit of cost")]:
+            with pytest.raises(ValueError, match=r"spawn\(\): kind=.*" + what):
+                rt.spawn(f, placement=weft.gpu, kind=bad)
+        with pytest.raises(TypeError, match=r"kind= expects a str"):
+            rt.spawn(f, placement=weft.gpu, kind=b"gemm")
+        with pytest.raises(ValueError, match="kind="):
+            weft.spawn(f, runtime=rt, kind="")
+        # 63 bytes, and None (the function's own), are kinds
+        assert rt.spawn(f, placement=weft.gpu, kind="k" * 63).result() == 1
+        assert rt.spawn(f, placement=weft.gpu, kind=None).result() == 1
+    kinds = {k for k, _, _ in models(model_dir)}
+    assert "k" * 63 in kinds and "test_kind_is_checked_at_the_spawn.<locals>.f" in kinds
+
+
+def _kind_warnings(record):
+    return [str(w.message) for w in record if issubclass(w.category, weft.TaskWarning)]
+
+
+def test_one_kind_different_code(model_dir):
+    """Two bodies of one qualified name and different code share the kind
+    their name gives: a weft.TaskWarning says so, once, naming both and
+    kind=.  Closures made by one def, methods of one class on two objects,
+    functools.partial of one function run one code: no warning."""
+    import functools
+    import warnings
+
+    def make(i):
+        def task():
+            return i
+        return task
+
+    class Tile:
+        def __init__(self, v):
+            self.v = v
+
+        def get(self):
+            return self.v
+
+    def add(a, b):
+        return a + b
+
+    with warnings.catch_warnings(record=True) as record:
+        warnings.simplefilter("always")
+        with weft.Runtime(workers=2, devices="cpu,vgpu:2") as rt:
+            for i in range(3):
+                assert rt.spawn(make(i), placement=[weft.cpu, weft.gpu]).result() == i
+                assert rt.spawn(Tile(i).get, placement=weft.gpu).result() == i
+                assert rt.spawn(functools.partial(add, i), 1, placement=weft.gpu).result() == i + 1
+            assert _kind_warnings(record) == []
+            first = lambda: 1  # noqa: E731
+            second = lambda: 2  # noqa: E731
+            for _ in range(3):
+                assert rt.spawn(first, placement=[weft.cpu, weft.gpu]).result() == 1
+                assert rt.spawn(second, placement=[weft.cpu, weft.gpu]).result() == 2
+            # given kinds are the program's word: no warning
+            rt.spawn(first, placement=weft.gpu, kind="mine").result()
+            rt.spawn(second, placement=weft.gpu, kind="mine").result()
+    told = _kind_warnings(record)
+    assert len(told) == 1, told
+    line = first.__code__.co_firstlineno
+    assert "tasks of kind 'test_one_kind_different_code.<locals>.<lambda>'" in told[0]
+    assert f"test_dmda.py:{line})" in told[0] and f"test_dmda.py:{line + 1})" in told[0], told[0]
+    assert 'pass kind="..."' in told[0]
+    w = next(w for w in record if issubclass(w.category, weft.TaskWarning))
+    assert w.filename == __file__  # (at the spawn that ran different code)
+    # On a policy that keeps no models, kinds are unused: nothing to tell.
+    with warnings.catch_warnings(record=True) as record:
+        warnings.simplefilter("always")
+        with weft.Runtime(workers=2, devices="cpu,vgpu:1", policy="load") as rt:
+            rt.spawn(first, placement=weft.gpu).result()
+            rt.spawn(second, placement=weft.gpu).result()
+    assert _kind_warnings(record) == []
+
+
+def test_partials_and_callables(model_dir):
+    """A functools.partial is its function's kind, a callable object its
+    class's; two partials of different functions of one qualified name are
+    told apart as functions are."""
+    import functools
+    import warnings
+
+    class Scale:
+        def __call__(self, x):
+            return 2 * x
+
+    def make(k):
+        if k:
+            def f(x):
+                return x + 1
+        else:
+            def f(x):
+                return x - 1
+        return f
+
+    with warnings.catch_warnings(record=True) as record:
+        warnings.simplefilter("always")
+        with weft.Runtime(workers=2, devices="cpu,vgpu:1") as rt:
+            assert rt.spawn(Scale(), 2, placement=weft.gpu).result() == 4
+            assert rt.spawn(Scale(), 3, placement=weft.gpu).result() == 6
+            assert rt.spawn(functools.partial(make(1), 1), placement=weft.gpu).result() == 2
+            assert rt.spawn(functools.partial(make(0), 1), placement=weft.gpu).result() == 0
+    told = _kind_warnings(record)
+    assert len(told) == 1 and "make.<locals>.f" in told[0], told
+    kinds = {k for k, _, _ in models(model_dir)}
+    prefix = "test_partials_and_callables.<locals>."
+    assert {prefix + "Scale", prefix + "make.<locals>.f"} <= kinds, kinds
+
+
+def test_resumed_kind(model_dir):
+    """An `async def` body that suspends at an await (placed on a GPU, an
+    await of an unfinished task does) runs in parts; the core observes only
+    the last (the first continued).  That part goes into "<kind> (resumed)",
+    never into the body's own model, nor into one every async body shares
+    (the C function that runs them all)."""
+    import threading
+    import time
+
+    go = threading.Event()
+
+    def leaf():
+        assert go.wait(60)
+        return 1
+
+    async def body(started):
+        t = weft.spawn(leaf)
+        started.set()
+        return await t + 1   # (leaf waits for go: the body suspends)
+
+    def suspended(rt, spawned):
+        # (its continuation is spawned when it suspends: the third task,
+        # after the body's own and leaf)
+        deadline = time.monotonic() + 60
+        while rt.stats()["tasks_spawned"] < spawned + 3:
+            assert time.monotonic() < deadline
+            time.sleep(0.001)
+
+    with weft.Runtime(workers=3, devices="cpu,vgpu:2") as rt:
+        for _ in range(3):
+            go.clear()
+            started = [threading.Event(), threading.Event()]
+            n = rt.stats()["tasks_spawned"]
+            a = rt.spawn(body, started[0], placement=weft.gpu)
+            assert started[0].wait(60)
+            suspended(rt, n)
+            n = rt.stats()["tasks_spawned"]
+            b = rt.spawn(body, started[1], placement=weft.gpu, kind="given")
+            assert started[1].wait(60)
+            suspended(rt, n)
+            go.set()
+            assert a.result(timeout=60) == 2 and b.result(timeout=60) == 2
+    counts = {}
+    for k, _, n in models(model_dir):
+        counts[k] = counts.get(k, 0) + n
+    kind = "test_resumed_kind.<locals>.body"
+    assert counts == {kind + " (resumed)": 3, "given (resumed)": 3}, counts

@@ -34,12 +34,15 @@ def test_one_gpu(spec):
 
 
 def test_each_kind_of_set():
+    def devices():
+        return weft.context().devices
+
     with rt4() as rt:
-        assert rt.spawn(lambda: weft.context().devices, placement="gpu:2").result() == (3,)
-        devs = rt.spawn(lambda: weft.context().devices, placement=weft.gpu * 3).result()
+        assert rt.spawn(devices, placement="gpu:2").result() == (3,)
+        devs = rt.spawn(devices, placement=weft.gpu * 3).result()
         assert len(set(devs)) == 3
-        assert rt.spawn(lambda: weft.context().devices, placement=weft.cpu).result() == ()
-        assert len(rt.spawn(lambda: weft.context().devices, placement=(weft.cpu, weft.gpu)).result()) == 1
+        assert rt.spawn(devices, placement=weft.cpu).result() == ()
+        assert len(rt.spawn(devices, placement=(weft.cpu, weft.gpu)).result()) == 1
         # a plain task: an empty context
         assert rt.spawn(lambda: weft.context().devices).result() == ()
     with pytest.raises(RuntimeError, match="not inside a weft task"):
@@ -346,11 +349,11 @@ def test_pinned_gpu_set_and_balance():
                                 ((weft.cpu, weft.gpu(1), weft.gpu(2)), (2, 3))):
             assert rt.spawn(lambda: weft.context().devices, placement=placement).result(timeout=30) == want
         with pytest.raises(ValueError, match="GPU 0 is named twice"):
-            rt.spawn(lambda: 0, placement=(weft.gpu(0), weft.gpu(0)))
+            rt.spawn(int, placement=(weft.gpu(0), weft.gpu(0)))
         with pytest.raises(ValueError, match=r"name each GPU"):
-            rt.spawn(lambda: 0, placement=(weft.gpu, weft.gpu(1)))
+            rt.spawn(int, placement=(weft.gpu, weft.gpu(1)))
         with pytest.raises(ValueError, match="GPU 7 in its set"):
-            rt.spawn(lambda: 0, placement=(weft.gpu(0), weft.gpu(7)))
+            rt.spawn(int, placement=(weft.gpu(0), weft.gpu(7)))
     for policy in ("load", "balance"):
         with weft.Runtime(workers=2, devices="cpu,vgpu:4", policy=policy) as rt:
             def where():
@@ -381,3 +384,19 @@ def test_device_set_strings_are_the_c_grammar(text, want):
 def test_bad_device_set_strings(text):
     with pytest.raises(ValueError, match=r"is not a device set \(cpu, gpu, gpu:I, K\*gpu, cpu\+gpu\)"):
         weft._placement._parse(text)
+
+
+def test_a_placement_no_device_can_run_says_what_to_write_in_python():
+    """A placement the runtime has no device for is refused at the spawn,
+    saying why and what to create instead in Python's terms (not the C
+    config's weft_config.devices)."""
+    with weft.Runtime(workers=1, devices="cpu,vgpu:2", vgpu_memory=1 << 20) as rt:
+        with pytest.raises(ValueError) as e:
+            rt.spawn(print, placement=weft.gpu(5))
+        msg = str(e.value)
+        assert "GPU 5 asked for, this runtime has 2 GPUs, numbered 0 to 1" in msg, msg
+        assert 'weft.Runtime(devices="cpu,vgpu:N")' in msg and "weft_config" not in msg, msg
+        with pytest.raises(ValueError) as e:
+            rt.spawn(print, placement=weft.gpu, memory=1 << 30)
+        msg = str(e.value)
+        assert "the largest has 1048576" in msg and "vgpu_memory=" in msg and "weft_config" not in msg, msg

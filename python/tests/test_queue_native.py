@@ -82,8 +82,9 @@ def test_runs_in_stream_order_after_python_work(lib):
 def test_a_c_function_as_an_address_and_without_an_argument(lib):
     with rt4() as rt:
         address = ctypes.cast(lib.is_null, ctypes.c_void_p).value
-        rt.spawn(lambda: weft.context().queue_native(address), placement="gpu").result()
-        rt.spawn(lambda: weft.context().queue_native(lib.is_aligned, b"x"), placement="gpu").result()
+        rt.spawn(lambda: weft.context().queue_native(address), placement="gpu", kind="is_null").result()
+        rt.spawn(lambda: weft.context().queue_native(lib.is_aligned, b"x"), placement="gpu",
+                 kind="is_aligned").result()
 
 
 def test_the_kernels_of_four_gpus_on_device_replicas(lib):
@@ -105,8 +106,11 @@ def test_the_kernels_of_four_gpus_on_device_replicas(lib):
 
 
 def test_a_non_zero_return_fails_the_task_and_cancels_its_dependents(lib):
+    def fail_with(code):
+        weft.context().queue_native(lib.fail_with, ctypes.c_int(code))
+
     with rt4() as rt:
-        a = rt.spawn(lambda: weft.context().queue_native(lib.fail_with, ctypes.c_int(3)), placement="gpu:0")
+        a = rt.spawn(fail_with, 3, placement="gpu:0")
         b = rt.spawn(print, deps=[a], placement="gpu:1")
         with pytest.raises(RuntimeError, match="device work failed"):
             a.result()
@@ -114,7 +118,7 @@ def test_a_non_zero_return_fails_the_task_and_cancels_its_dependents(lib):
             b.result()
         rt.wait_all()
         # still usable
-        rt.spawn(lambda: weft.context().queue_native(lib.fail_with, ctypes.c_int(0)), placement="gpu").result()
+        rt.spawn(fail_with, 0, placement="gpu").result()
 
 
 def test_a_python_callback_through_ctypes():

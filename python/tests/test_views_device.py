@@ -659,6 +659,32 @@ def test_cuda_view():
     assert mod.startswith("cupy") or mod.startswith("weft")
 
 
+def test_checking_mode_failure_carries_its_report(monkeypatch, capfd):
+    """The exception of a task the checking mode failed says what it found
+    (what the body did, what to write instead), not only that device work
+    failed; the report is printed on stderr too."""
+    np = pytest.importorskip("numpy")
+    monkeypatch.setenv("WEFT_VGPU_CHECK", "1")
+    a = np.ones(4)
+    with vgpus() as rt:
+        def scale(x):
+            x *= 2   # the host's buffer, not weft.context().array(x)
+
+        t = rt.spawn(scale, a, readwrites=[a], placement=weft.gpu, device_data=True)
+        err = t.exception(timeout=60)
+        # (wait_all raises it too; writes=: an overwrite, which the failed
+        # writer before it does not cancel)
+        with pytest.raises(RuntimeError) as again:
+            rt.spawn(scale, a, writes=[a], placement=weft.gpu, device_data=True, name="again")
+            rt.wait_all()
+    msg = str(err)
+    assert isinstance(err, RuntimeError) and msg.startswith("the weft task failed: the checking mode found"), msg
+    assert "the body of task 'scale'" in msg and "wrote the memory registered as access 0" in msg, msg
+    assert "write the copy instead" in msg and "weft.context().array(x)" in msg, msg
+    assert "the body of task 'again'" in str(again.value)
+    assert "the body of task 'scale'" in capfd.readouterr().err
+
+
 def test_checking_mode_reports_a_write_to_the_buffer_itself(monkeypatch, capfd):
     """With device_data=True on a GPU the task's data is its copy there: a
     body that writes the registered buffer itself (a CPU habit) loses the

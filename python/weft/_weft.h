@@ -189,7 +189,8 @@ typedef struct {
     PyObject *CancelledError;
     /* weft.TaskWarning (a RuntimeWarning): what closing a runtime reports
      * that nobody saw — keys depended on but never spawned, task exceptions
-     * never retrieved (runtime.c). */
+     * never retrieved (runtime.c); a wait that only a spawn can end
+     * (wait.c); functions of different code sharing a kind (body.c). */
     PyObject *TaskWarning;
     /* Task-space helpers of weft/_space.py (registered at import by
      * weft/__init__.py through _set_space): the expansion of a key naming
@@ -213,7 +214,10 @@ typedef struct {
     PyObject *empty_tuple;
     PyObject *s_deps, *s_reads, *s_writes, *s_readwrites, *s_commutes, *s_name,
         *s_priority, *s_task, *s_kwargs, *s_runtime, *s_add_note, *s_placement, *s_share, *s_memory,
-        *s_device_data, *s_reduces, *s_scratch, *s_cost;
+        *s_device_data, *s_reduces, *s_scratch, *s_cost, *s_kind;
+    /* functools.partial, whose func a spawn's kind check looks through
+     * (body.c, weft_py_spawn_kind). */
+    PyObject *Partial_T;
     /* Placement helpers of weft/_placement.py (registered at import by
      * weft/__init__.py through _set_placement): the normaliser a spawn with
      * placement= calls, the runner of a body on CUDA devices (their array
@@ -375,6 +379,11 @@ typedef struct RuntimeObject {
                                    wait_all raised it), each as "task 'f' raised ValueError(...)";
                                    reported as a weft.TaskWarning when the runtime closes.
                                    Single dict operations (they lock the dict). */
+    PyObject *kinds;            /* dict str -> (code, description), or -> None once told: for
+                                   each kind its tasks took from their functions (models
+                                   only), the code the first one ran, to tell once that two
+                                   functions share a kind (body.c, weft_py_spawn_kind; a
+                                   critical section on the dict around each look and change) */
     PyObject *weakreflist;
 } RuntimeObject;
 
@@ -409,6 +418,9 @@ typedef struct TaskObject {
     _Atomic int phase;
     int priority;
     double cost;                /* cost= (weft_task_desc.cost; 0: none) */
+    PyObject *kind;        /* str: the weft_task_desc.kind of its spawn (kind=, or where the
+                              runtime keeps models, the one its function gives), for its
+                              continuations' ("<kind> (resumed)", coro.c); NULL: none */
     int cancel_requested;  /* cancel() on a slot of an unbound space (critical section on the space) */
     int ran;               /* the body finished (result/exc are final) */
     _Atomic int retrieved; /* its exception was handed to the user */
@@ -669,10 +681,16 @@ void weft_py_task_observed(TaskObject *t);
  * (fn.__name__ of a function or method, a builtin's name, a class's name),
  * as a C string borrowed from fn (valid while fn lives), or NULL. */
 const char *weft_py_fn_label(PyObject *fn);
-/* fn's kind for the "dmda" policy's models (weft_task_desc.kind): its
- * qualified name (test.<locals>.f), else weft_py_fn_label's; borrowed
- * from fn. */
-const char *weft_py_fn_kind(PyObject *fn, char buf[WEFT_KIND_MAX + 1]);
+/* The kind of a spawn of fn on r (weft_task_desc.kind), a new str, into
+ * *kind: kind= (given, a str or None), checked (ValueError naming kind=);
+ * else, where r keeps models and the task has placements (npl), the one
+ * fn gives (its qualified name: weft_py_fn_kind), after telling once per
+ * kind (weft.TaskWarning) that two functions of different code gave it;
+ * else NULL.  0, or -1 with an exception (*kind NULL). */
+int weft_py_spawn_kind(RuntimeObject *r, PyObject *fn, PyObject *given, size_t npl, PyObject **kind);
+/* The kind of a continuation of an `async def` body whose spawn's kind
+ * is kind: "<kind> (resumed)", shortened as a long kind is, into buf. */
+const char *weft_py_resumed_kind(PyObject *kind, char buf[WEFT_KIND_MAX + 1]);
 /* The room a task's name takes in a weft_task_desc (the core copies the
  * first 31 bytes). */
 #define WEFT_PY_DESC_NAME 32

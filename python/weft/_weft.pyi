@@ -117,6 +117,7 @@ class _SpawnOptionsBase(TypedDict, total=False):
     memory: int | None
     device_data: bool
     cost: float | None
+    kind: str | None
 
 class _SpawnOptions(_SpawnOptionsBase, total=False):
     kwargs: dict[str, Any] | None

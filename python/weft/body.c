@@ -274,22 +274,37 @@ void
 weft_py_on_finish(void *arg, int status)
 {
     cell *c = arg;
-    if (c->placed == NULL || status != WEFT_ETASKFAILED) return;
-    /* The body returned, and the task failed: its device work did (a
-     * kernel, a copy, a check of the checking mode), or a callable it
-     * queued raised (that exception is the task's already). */
+    /* The task failed, and its body returned on GPUs (c->placed): its
+     * device work failed (a kernel, a copy), the checking mode found an
+     * error in it, or a callable it queued raised (that exception is the
+     * task's already).  Or it failed before its body ran (c->t: its data
+     * could not be made ready, or the checking mode found them wrong).
+     * The core's message says which (weft_task_desc.on_finish), "task 3
+     * 'f' failed: why": the exception says why. */
+    if (status != WEFT_ETASKFAILED || (c->placed == NULL && c->t == NULL)) return;
+    char why[1024];
+    const char *m = weft_last_error(), *after = m[0] ? strstr(m, " failed: ") : NULL;
+    snprintf(why, sizeof why, "%s", after ? after + 9 : m);
     RuntimeObject *r = c->rt;
     int attached = weft_py_tl_attached;
     int g = 0;
     if (!attached) g = weft_py_gil_take(NULL);
     weft_py_tl_attached = 1;
-    TaskObject *t = c->placed;
+    TaskObject *t = c->placed, *unrun = NULL;
     c->placed = NULL;
+    if (t == NULL) t = unrun = (TaskObject *)Py_NewRef(c->t); /* (the cell keeps its own reference) */
     PyObject *exc;
-    if (c->native && c->native->rc != 0) { /* a native body, queued (native.c) */
+    if (unrun == NULL && c->native && c->native->rc != 0) { /* a native body, queued (native.c) */
         PyObject *msg = PyUnicode_FromFormat("the native body %S returned %d on the GPU's stream", t->fn,
                                              c->native->rc);
         exc = msg ? PyObject_CallOneArg(PyExc_RuntimeError, msg) : NULL;
+        Py_XDECREF(msg);
+    } else if (why[0]) {
+        /* ("replace": a task name the core cut inside a character) */
+        PyObject *w = PyUnicode_DecodeUTF8(why, (Py_ssize_t)strlen(why), "replace");
+        PyObject *msg = w ? PyUnicode_FromFormat("the weft task failed: %U", w) : NULL;
+        exc = msg ? PyObject_CallOneArg(PyExc_RuntimeError, msg) : NULL;
+        Py_XDECREF(w);
         Py_XDECREF(msg);
     } else {
         exc = PyObject_CallFunction(PyExc_RuntimeError, "s",
@@ -297,7 +312,7 @@ weft_py_on_finish(void *arg, int status)
                                     "kernel's error; see the message printed by the device)");
     }
     if (exc == NULL) PyErr_Clear();
-    if (weft_py_task_set_exc(t, exc)) weft_py_record_failure(r, t, NULL, exc, c->id);
+    if (weft_py_task_set_exc(t, exc)) weft_py_record_failure(r, t, unrun ? t->fn : NULL, exc, c->id);
     Py_DECREF(t);
     weft_py_tl_attached = attached;
     if (!attached) weft_py_gil_give(NULL, g);
@@ -498,8 +513,9 @@ weft_py_fn_label(PyObject *fn)
 }
 
 /* s as a kind Weft accepts (weft_task_desc.kind), into buf when it must
- * change: a name longer than WEFT_KIND_MAX bytes keeps its start, '~' and
- * a hash of the whole, so that long qualified names stay apart. */
+ * change: a name longer than WEFT_KIND_MAX bytes keeps its start (whole
+ * UTF-8 characters), '~' and a hash of the whole, so that long qualified
+ * names stay apart. */
 static const char *
 kind_fit(const char *s, char buf[WEFT_KIND_MAX + 1])
 {
@@ -507,27 +523,294 @@ kind_fit(const char *s, char buf[WEFT_KIND_MAX + 1])
     if (n <= WEFT_KIND_MAX) return s;
     uint64_t h = 0xcbf29ce484222325u; /* FNV-1a */
     for (size_t i = 0; i < n; i++) h = (h ^ (unsigned char)s[i]) * 0x100000001b3u;
-    snprintf(buf, WEFT_KIND_MAX + 1, "%.*s~%016llx", WEFT_KIND_MAX - 17, s, (unsigned long long)h);
+    int keep = WEFT_KIND_MAX - 17;
+    while (keep > 0 && ((unsigned char)s[keep] & 0xC0) == 0x80) keep--; /* (not inside a character) */
+    snprintf(buf, WEFT_KIND_MAX + 1, "%.*s~%016llx", keep, s, (unsigned long long)h);
     return buf;
 }
 
-const char *
-weft_py_fn_kind(PyObject *fn, char buf[WEFT_KIND_MAX + 1])
+/* The name under which the core's models keep their rate per unit of cost
+ * (its WEFT__PM_PER_COST, src/sched/perfmodel.h): no kind of work may take
+ * it. */
+#define KIND_PER_COST "(time per unit of cost)"
+
+/* fn with what only passes its calls on taken off (a new reference): a
+ * bound method's function, a functools.partial's func, in turn. */
+static PyObject *
+fn_unwrap(modstate *st, PyObject *fn)
 {
-    if (PyMethod_Check(fn)) fn = PyMethod_GET_FUNCTION(fn);
-    if (PyFunction_Check(fn)) return kind_fit(str_utf8(((PyFunctionObject *)fn)->func_qualname), buf);
-    /* A callable that carries one in its own attributes (weft.variants'
-     * wrapper, functools.wraps): the str stays in its __dict__ while fn
-     * lives. */
-    PyObject *d = PyObject_GenericGetDict(fn, NULL);
-    if (d == NULL) {
-        PyErr_Clear();
-        return weft_py_fn_label(fn);
+    Py_INCREF(fn);
+    for (int i = 0; i < 16; i++) {
+        PyObject *next;
+        if (PyMethod_Check(fn)) {
+            next = Py_NewRef(PyMethod_GET_FUNCTION(fn));
+        } else if (PyObject_TypeCheck(fn, (PyTypeObject *)st->Partial_T)) {
+            if ((next = PyObject_GetAttrString(fn, "func")) == NULL) {
+                PyErr_Clear();
+                break;
+            }
+        } else {
+            break;
+        }
+        Py_SETREF(fn, next);
     }
-    PyObject *n = PyDict_GetItemString(d, "__qualname__"); /* borrowed, from fn's dict */
-    Py_DECREF(d);
-    const char *s = str_utf8(n);
-    return kind_fit(s && s[0] ? s : weft_py_fn_label(fn), buf);
+    return fn;
+}
+
+/* kind as a str the core accepts: itself when it fits, else kind_fit's
+ * (a new reference); NULL (no exception) for none or "". */
+static PyObject *
+kind_str(PyObject *kind)
+{
+    Py_ssize_t n;
+    const char *s = kind && PyUnicode_Check(kind) ? PyUnicode_AsUTF8AndSize(kind, &n) : NULL;
+    if (s == NULL || n == 0) {
+        PyErr_Clear();
+        return NULL;
+    }
+    if (n <= WEFT_KIND_MAX) return Py_NewRef(kind);
+    char buf[WEFT_KIND_MAX + 1];
+    PyObject *k = PyUnicode_FromString(kind_fit(s, buf));
+    if (k == NULL) PyErr_Clear();
+    return k;
+}
+
+/* The kind fn gives (weft_task_desc.kind where kind= is not), a new str, or
+ * NULL (no exception) where it gives none (the core then names the C
+ * function that runs it, which every Python body shares): a function's
+ * qualified name (a bound method's, a functools.partial's func's); a
+ * callable's own __qualname__ (functools.wraps, weft.variants); a
+ * builtin's or a class's name; a callable object's class's qualified
+ * name.  A weft.Native gives none.  Shortened as kind_fit says. */
+static PyObject *
+fn_kind(modstate *st, PyObject *fn)
+{
+    if (weft_py_is_native(st, fn)) return NULL;
+    PyObject *u = fn_unwrap(st, fn), *k = NULL;
+    if (PyFunction_Check(u)) {
+        k = kind_str(((PyFunctionObject *)u)->func_qualname);
+    } else {
+        PyObject *d = PyType_Check(u) ? NULL : PyObject_GenericGetDict(u, NULL);
+        if (d == NULL) PyErr_Clear();
+        PyObject *q = d ? PyDict_GetItemString(d, "__qualname__") : NULL; /* borrowed, from u's dict */
+        k = kind_str(q);
+        Py_XDECREF(d);
+        const char *label = k ? NULL : weft_py_fn_label(u);
+        if (label && (k = PyUnicode_FromString(label)) == NULL) PyErr_Clear();
+        if (k == NULL && !PyType_Check(u) && Py_TYPE(u)->tp_call != NULL) {
+            PyObject *tq = PyType_GetQualName(Py_TYPE(u));
+            k = kind_str(tq);
+            Py_XDECREF(tq);
+        }
+        if (k) {
+            PyObject *fit = kind_str(k);
+            Py_SETREF(k, fit);
+        }
+    }
+    Py_DECREF(u);
+    if (PyErr_Occurred()) PyErr_Clear();
+    return k;
+}
+
+/* What a wrapper made by functools.wraps (or weft.variants) wraps: its
+ * __wrapped__ (a new reference), or NULL (no exception). */
+static PyObject *
+wrapped_of(PyObject *u)
+{
+    if (PyFunction_Check(u) && ((PyFunctionObject *)u)->func_dict == NULL) return NULL;
+    if (PyCFunction_Check(u) || PyType_Check(u)) return NULL;
+    PyObject *w = PyObject_GetAttrString(u, "__wrapped__");
+    if (w == NULL) PyErr_Clear();
+    return w;
+}
+
+/* The code a task of fn runs, for telling apart what shares a kind (a new
+ * reference into *code), through bound methods, functools.partial and
+ * functools.wraps: a function's code object (closures made from one def
+ * share it); a builtin's C function (as an int); a class itself; a
+ * callable object's class's __call__, or that class.  *at: what it was
+ * found in (a new reference), for code_where.  0, or -1 (no exception) if
+ * not found. */
+static int
+fn_code(modstate *st, PyObject *fn, PyObject **code, PyObject **at)
+{
+    PyObject *u = fn_unwrap(st, fn);
+    for (int i = 0; i < 16; i++) {
+        PyObject *w = wrapped_of(u);
+        if (w == NULL) break;
+        Py_SETREF(u, fn_unwrap(st, w));
+        Py_DECREF(w);
+    }
+    if (!PyFunction_Check(u) && !PyCFunction_Check(u) && !PyType_Check(u)) {
+        /* A callable object: its class's __call__. */
+        PyObject *call = PyObject_GetAttrString((PyObject *)Py_TYPE(u), "__call__");
+        if (call == NULL) PyErr_Clear();
+        if (call && PyFunction_Check(call)) {
+            Py_SETREF(u, call);
+        } else {
+            Py_XDECREF(call);
+            Py_SETREF(u, Py_NewRef((PyObject *)Py_TYPE(u)));
+        }
+    }
+    if (PyFunction_Check(u)) *code = Py_NewRef(PyFunction_GET_CODE(u));
+    else if (PyCFunction_Check(u)) *code = PyLong_FromVoidPtr(((PyCFunctionObject *)u)->m_ml);
+    else *code = Py_NewRef(u);
+    if (*code == NULL) {
+        PyErr_Clear();
+        Py_DECREF(u);
+        return -1;
+    }
+    *at = u;
+    return 0;
+}
+
+/* Where fn_code's code is, for messages: "qualname (file:line)" of a
+ * function, "the built-in name()", "the class name" (a new str), or NULL
+ * (no exception). */
+static PyObject *
+code_where(PyObject *at)
+{
+    PyObject *w;
+    if (PyFunction_Check(at)) {
+        PyCodeObject *c = (PyCodeObject *)PyFunction_GET_CODE(at);
+        w = PyUnicode_FromFormat("%U (%U:%d)", c->co_qualname, c->co_filename, c->co_firstlineno);
+    } else if (PyCFunction_Check(at)) {
+        w = PyUnicode_FromFormat("the built-in %s()", ((PyCFunctionObject *)at)->m_ml->ml_name);
+    } else {
+        w = PyUnicode_FromFormat("the class %s", ((PyTypeObject *)at)->tp_name);
+    }
+    if (w == NULL) PyErr_Clear();
+    return w;
+}
+
+/* Whether two codes of fn_code are one. */
+static int
+same_code(PyObject *a, PyObject *b)
+{
+    if (a == b) return 1;
+    if (!PyLong_CheckExact(a) || !PyLong_CheckExact(b)) return 0;
+    int eq = PyObject_RichCompareBool(a, b, Py_EQ);
+    if (eq < 0) PyErr_Clear();
+    return eq > 0;
+}
+
+/* A task of fn takes the kind fn gives (kind, in r->models' runtime):
+ * record the code of the first function to give it, and tell once per
+ * kind (weft.TaskWarning) when another's code differs.  0, or -1 with the
+ * warning's exception (warnings as errors). */
+static int
+kind_code_check(RuntimeObject *r, PyObject *kind, PyObject *fn)
+{
+    PyObject *code, *at;
+    if (r->kinds == NULL || fn_code(r->st, fn, &code, &at) < 0) return 0;
+    PyObject *kinds = r->kinds, *first = NULL, *where = NULL;
+    WEFT_PY_CS_BEGIN(kinds)
+    PyObject *v = PyDict_GetItemWithError(kinds, kind); /* (borrowed: the dict's lock is held) */
+    if (v == NULL && !PyErr_Occurred()) {
+        PyObject *w = code_where(at);
+        PyObject *e = w ? PyTuple_Pack(2, code, w) : NULL;
+        if (e == NULL || PyDict_SetItem(kinds, kind, e) < 0) PyErr_Clear();
+        Py_XDECREF(e);
+        Py_XDECREF(w);
+    } else if (v && v != Py_None && !same_code(PyTuple_GET_ITEM(v, 0), code)) {
+        /* (One place compiled twice — a module imported again, source run
+         * twice — is one function.) */
+        where = code_where(at);
+        if (where && PyUnicode_Compare(PyTuple_GET_ITEM(v, 1), where) != 0) {
+            first = Py_NewRef(PyTuple_GET_ITEM(v, 1));
+            if (PyDict_SetItem(kinds, kind, Py_None) < 0) PyErr_Clear();
+        }
+    }
+    if (PyErr_Occurred()) PyErr_Clear();
+    WEFT_PY_CS_END();
+    int rc = 0;
+    if (first) {
+        rc = PyErr_WarnFormat(r->st->TaskWarning, 1,
+                              "weft: tasks of kind %R run different code: %U and %U; the \"dmda\" policy keeps "
+                              "one performance model per kind, which predicts them alike: pass kind=\"...\" to "
+                              "spawn() to keep them apart (a name for each kind of work)",
+                              kind, first, where);
+        Py_DECREF(first);
+    }
+    Py_XDECREF(where);
+    Py_DECREF(code);
+    Py_DECREF(at);
+    return rc;
+}
+
+/* kind= as given to a spawn: a str the core takes as a kind, checked as
+ * the core checks a weft_task_desc.kind.  0, or -1 with TypeError or
+ * ValueError. */
+static int
+kind_given_check(PyObject *k)
+{
+    if (!PyUnicode_Check(k)) {
+        PyErr_Format(PyExc_TypeError, "spawn(): kind= expects a str (the kind of work, such as \"gemm\", whose "
+                     "performance model the task's time goes into), got '%.100s'", Py_TYPE(k)->tp_name);
+        return -1;
+    }
+    Py_ssize_t n;
+    const char *s = PyUnicode_AsUTF8AndSize(k, &n);
+    if (s == NULL) return -1;
+    if (n == 0) {
+        PyErr_SetString(PyExc_ValueError, "spawn(): kind=\"\": name the kind of work (kind=\"gemm\"), or leave "
+                        "kind= out to have the function's qualified name used");
+        return -1;
+    }
+    if (n > WEFT_KIND_MAX) {
+        PyErr_Format(PyExc_ValueError, "spawn(): kind=%R is %zd bytes in UTF-8, more than the %d a model's name "
+                     "keeps (kinds that differ only after that would share one model): shorten it", k, n,
+                     WEFT_KIND_MAX);
+        return -1;
+    }
+    for (Py_ssize_t i = 0; i < PyUnicode_GET_LENGTH(k); i++) {
+        Py_UCS4 ch = PyUnicode_READ_CHAR(k, i);
+        if (ch < 0x20 || ch == 0x7f) {
+            char code[8];
+            snprintf(code, sizeof code, "U+%04X", (unsigned)ch);
+            PyErr_Format(PyExc_ValueError, "spawn(): kind=%R has a control character (%s) at index %zd: a kind is "
+                         "a name of printable characters", k, code, i);
+            return -1;
+        }
+    }
+    if (strcmp(s, KIND_PER_COST) == 0) {
+        PyErr_Format(PyExc_ValueError, "spawn(): kind=%R is the name the models keep their own rate per unit "
+                     "of cost under: name the kind of work", k);
+        return -1;
+    }
+    return 0;
+}
+
+int
+weft_py_spawn_kind(RuntimeObject *r, PyObject *fn, PyObject *given, size_t npl, PyObject **kind)
+{
+    *kind = NULL;
+    if (given && given != Py_None) {
+        if (kind_given_check(given) < 0) return -1;
+        *kind = Py_NewRef(given);
+        return 0;
+    }
+    if (!npl || !r->models || fn == NULL || (*kind = fn_kind(r->st, fn)) == NULL) return 0;
+    if (kind_code_check(r, *kind, fn) < 0) {
+        Py_CLEAR(*kind);
+        return -1;
+    }
+    return 0;
+}
+
+const char *
+weft_py_resumed_kind(PyObject *kind, char buf[WEFT_KIND_MAX + 1])
+{
+    const char *s = PyUnicode_AsUTF8(kind);
+    if (s == NULL) {
+        PyErr_Clear();
+        return NULL;
+    }
+    char whole[WEFT_KIND_MAX + 16];
+    snprintf(whole, sizeof whole, "%s (resumed)", s);
+    const char *k = kind_fit(whole, buf);
+    if (k == whole) snprintf(buf, WEFT_KIND_MAX + 1, "%s", whole);
+    return buf;
 }
 
 const char *

@@ -324,6 +324,20 @@ gpus_arg(PyObject *gpus, unsigned *list, weft_comm_config *cfg, const char *fn)
     return 0;
 }
 
+/* The exception for the core's refusal rc of a communicator: a runtime
+ * without GPUs said in Python's terms (the core's advice names
+ * weft_config's field), the rest as the core says it.  NULL. */
+static PyObject *
+create_error(int rc, const char *what)
+{
+    if (rc == WEFT_ENODEV && strstr(weft_last_error(), "has no GPUs")) {
+        PyErr_Format(PyExc_ValueError, "%s: this runtime has no GPUs: create it with some "
+                     "(weft.Runtime(devices=\"cpu,vgpu:4\"), or devices=\"cpu,cuda\")", what);
+        return NULL;
+    }
+    return weft_py_err_weft(rc, what);
+}
+
 static PyObject *
 Comm_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
 {
@@ -342,7 +356,7 @@ Comm_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
     if (gpus_arg(gpus, list, &cfg, "Communicator()") < 0) return NULL;
     weft_comm *c = NULL;
     int rc = weft_comm_create(r->rt, &cfg, &c);
-    if (rc != 0) return weft_py_err_weft(rc, "Communicator()");
+    if (rc != 0) return create_error(rc, "Communicator()");
     return comm_wrap(st, r, c, 0);
 }
 
@@ -530,7 +544,7 @@ Comm_mpi(PyObject *cls, PyObject *args, PyObject *kwds)
     END_NOGIL_W
     if (rc != 0) {
         Py_DECREF(r);
-        return weft_py_err_weft(rc, "Communicator.mpi()");
+        return create_error(rc, "Communicator.mpi()");
     }
     PyObject *res = comm_wrap(st, r, c, 1);
     if (res != NULL && cfg.gpus)

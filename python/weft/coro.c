@@ -390,6 +390,12 @@ suspend(RuntimeObject *r, TaskObject *t, weft_ctx *ctx, weft_task **deps, size_t
         desc.nplacements = 1;
     }
     if (desc.nplacements) desc.on_finish = weft_py_on_finish;
+    /* Its kind, for the "dmda" models: the part after an await is not the
+     * whole body (the part before it goes unobserved: the core observes a
+     * task that continued only in its last part), so it is a kind of its
+     * own, "<kind> (resumed)", which predicts the rest of a resumed body. */
+    char kindbuf[WEFT_KIND_MAX + 1];
+    if (desc.nplacements && t->kind) desc.kind = weft_py_resumed_kind(t->kind, kindbuf);
     char namebuf[WEFT_PY_DESC_NAME];
     desc.name = weft_py_desc_name(t, namebuf);
     atomic_fetch_add_explicit(&r->inflight, 1, memory_order_relaxed);

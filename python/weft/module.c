@@ -235,7 +235,7 @@ static PyMethodDef module_methods[] = {
     {"spawn", (PyCFunction)(void (*)(void))mod_spawn, METH_FASTCALL | METH_KEYWORDS,
      "spawn(fn, *args, deps=(), reads=(), writes=(), readwrites=(), commutes=(), name=None,\n"
      "      priority=0, task=None, kwargs=None, runtime=None, placement=None, share=None,\n"
-     "      memory=None, device_data=False, reduces=(), scratch=()) -> Task\n\n"
+     "      memory=None, device_data=False, reduces=(), scratch=(), cost=None, kind=None) -> Task\n\n"
      "Spawn fn(*args, **kwargs) as a task of the current runtime (inside a task: the innermost "
      "`with weft.Runtime()` block that task entered, else its own runtime; outside tasks: the "
      "innermost `with weft.Runtime()`).  deps: tasks (or task-space slots) to "
@@ -248,7 +248,9 @@ static PyMethodDef module_methods[] = {
      "unspecified, no dependencies, its views after all the others (ctx.scratch(k)).  "
      "device_data=True: "
      "a task placed on GPUs gets its data on its first GPU, through weft.context().view(...) "
-     "(without it, every access is the host's copy: the buffers the body is given).\n\n"
+     "(without it, every access is the host's copy: the buffers the body is given).  cost: the "
+     "task's work; kind: the name of its kind of work (a str), whose performance model the \"dmda\" "
+     "policy keeps (without it: fn's qualified name).\n\n"
      "Called with no function, returns a decorator: @weft.spawn(deps=[...]) above a def "
      "spawns the function at once and binds its name to the Task.  The decorator binds the "
      "function's free variables (closure cells) to the values they have at the spawn, so "
@@ -328,7 +330,9 @@ module_exec(PyObject *m)
         "What a closing runtime reports that the program never saw: task-space keys that tasks "
         "depended on but nobody spawned (their dependents were cancelled), and task exceptions "
         "never retrieved (no result(), exception() or wait() on the task, and no wait_all() "
-        "raised them).",
+        "raised them).  Also, at a spawn: a wait on tasks nobody can finish yet, and functions of "
+        "different code that share the kind their qualified name gives (the \"dmda\" policy's "
+        "models; spawn(kind=...) keeps them apart).",
         PyExc_RuntimeWarning, NULL);
     if (st->TaskWarning == NULL) return -1;
     if (PyModule_AddObjectRef(m, "TaskWarning", st->TaskWarning) < 0) return -1;
@@ -355,7 +359,12 @@ module_exec(PyObject *m)
     INTERN(s_reduces, "reduces");
     INTERN(s_scratch, "scratch");
     INTERN(s_cost, "cost");
+    INTERN(s_kind, "kind");
 #undef INTERN
+    PyObject *functools = PyImport_ImportModule("functools");
+    st->Partial_T = functools ? PyObject_GetAttrString(functools, "partial") : NULL;
+    Py_XDECREF(functools);
+    if (st->Partial_T == NULL) return -1;
     if (PyModule_AddIntConstant(m, "R", WEFT_R) < 0 || PyModule_AddIntConstant(m, "W", WEFT_W) < 0 ||
         PyModule_AddIntConstant(m, "RW", WEFT_RW) < 0 ||
         PyModule_AddIntConstant(m, "COMMUTE", WEFT_COMMUTE) < 0 ||
@@ -396,6 +405,7 @@ module_traverse(PyObject *m, visitproc visit, void *arg)
     Py_VISIT(st->Variants_cls);
     Py_VISIT(st->DeviceSet_cls);
     Py_VISIT(st->Context_cls);
+    Py_VISIT(st->Partial_T);
     return 0;
 }
 
@@ -440,6 +450,8 @@ module_clear(PyObject *m)
     Py_CLEAR(st->s_reduces);
     Py_CLEAR(st->s_scratch);
     Py_CLEAR(st->s_cost);
+    Py_CLEAR(st->s_kind);
+    Py_CLEAR(st->Partial_T);
     Py_CLEAR(st->place_normalize);
     Py_CLEAR(st->place_call);
     Py_CLEAR(st->Variants_cls);

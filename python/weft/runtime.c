@@ -170,6 +170,7 @@ runtime_object(PyTypeObject *type, modstate *st, const runtime_args *a)
     r->comms = PyList_New(0);
     r->reductions = PyDict_New();
     r->unobserved = PyDict_New();
+    r->kinds = PyDict_New();
     r->next_space = 0;
     r->spin_gil_ns = a->gil_spin;
     atomic_init(&r->gil_spin_now, a->gil_spin);
@@ -198,7 +199,7 @@ runtime_object(PyTypeObject *type, modstate *st, const runtime_args *a)
     atomic_init(&r->closing, 0);
     r->weakreflist = NULL;
     PyObject_GC_Track(r);
-    if (!r->failures || !r->failed || !r->spaces || !r->comms || !r->reductions || !r->unobserved) {
+    if (!r->failures || !r->failed || !r->spaces || !r->comms || !r->reductions || !r->unobserved || !r->kinds) {
         Py_DECREF(r);
         return NULL;
     }
@@ -448,6 +449,7 @@ Runtime_traverse(RuntimeObject *r, visitproc visit, void *arg)
     Py_VISIT(r->comms);
     Py_VISIT(r->reductions);
     Py_VISIT(r->unobserved);
+    Py_VISIT(r->kinds);
     return weft_py_registry_traverse(r, visit, arg);
 }
 
@@ -461,6 +463,7 @@ Runtime_clear(RuntimeObject *r)
     Py_CLEAR(r->failed);
     if (r->rt == NULL) Py_CLEAR(r->reductions); /* (their C functions serve its runtime until destroyed) */
     Py_CLEAR(r->unobserved);
+    Py_CLEAR(r->kinds);
     return 0;
 }
 
@@ -714,7 +717,8 @@ static PyMethodDef Runtime_methods[] = {
     {"spawn", (PyCFunction)(void (*)(void))Runtime_spawn, METH_FASTCALL | METH_KEYWORDS,
      "spawn(fn, *args, deps=(), reads=(), writes=(), readwrites=(), commutes=(), name=None, "
      "priority=0, task=None, kwargs=None, placement=None, share=None, memory=None, "
-     "device_data=False) -> Task\n\nSpawn fn(*args) on this runtime (see weft.spawn).  "
+     "device_data=False, reduces=(), scratch=(), cost=None, kind=None) -> Task\n\nSpawn fn(*args) on this "
+     "runtime (see weft.spawn).  "
      "Called with no function, returns a decorator that binds the function's free variables "
      "at the spawn, as weft.spawn does."},
     {"wait_all", (PyCFunction)(void (*)(void))Runtime_wait_all, METH_VARARGS | METH_KEYWORDS,

@@ -55,11 +55,10 @@ cell_new(RuntimeObject *r, TaskObject *t, weft_py_native_call *nat)
 }
 
 /* desc for t's task: its body and cell c, dependencies, accesses,
- * placements, and its name (namebuf holds a slot's; kindbuf a long kind's shortened form). */
+ * placements, its kind, and its name (namebuf holds a slot's). */
 static void
 desc_fill(weft_task_desc *desc, TaskObject *t, cell *c, weft_task **deps, size_t ndeps, weft_access *acc,
-          size_t nacc, const weft_placement *pl, size_t npl, char namebuf[WEFT_PY_DESC_NAME],
-          char kindbuf[WEFT_KIND_MAX + 1])
+          size_t nacc, const weft_placement *pl, size_t npl, char namebuf[WEFT_PY_DESC_NAME])
 {
     weft_task_desc_init(desc);
     desc->body = c->native ? weft_py_native_trampoline : weft_py_trampoline;
@@ -74,10 +73,11 @@ desc_fill(weft_task_desc *desc, TaskObject *t, cell *c, weft_task **deps, size_t
     desc->placements = pl;
     desc->nplacements = npl;
     if (npl) desc->on_finish = weft_py_on_finish;
-    /* Its kind for the "dmda" policy's models, where the runtime keeps
-     * them: its function's qualified name (every Python body shares one C
-     * trampoline, which would name them all). */
-    if (npl && t->fn && c->rt->models) desc->kind = weft_py_fn_kind(t->fn, kindbuf);
+    /* Its kind for the "dmda" policy's models (weft_py_spawn_kind): kind=,
+     * or where the runtime keeps models its function's qualified name
+     * (every Python body shares one C trampoline, which would name them
+     * all). */
+    if (t->kind && (desc->kind = PyUnicode_AsUTF8(t->kind)) == NULL) PyErr_Clear();
     if (t->name) {
         desc->name = weft_py_desc_name(t, namebuf);
     } else if (t->fn) {
@@ -130,6 +130,18 @@ submit_error(TaskObject *t, weft_space *space, int rc, char *why, size_t whylen)
                      t->name ? t->name : Py_None, why);
         return -1;
     }
+    if (rc == WEFT_ENODEV) {
+        /* The core's reason, with the advice in Python's terms instead of
+         * its own (weft_config's fields). */
+        char reason[512];
+        snprintf(reason, sizeof reason, "%s", why);
+        char *advice = strstr(reason, " (add an alternative");
+        if (advice) *advice = 0;
+        PyErr_Format(PyExc_ValueError, "spawn(): %s (add an alternative this runtime has, such as weft.cpu, or "
+                     "create the runtime with the devices asked for: weft.Runtime(devices=\"cpu,vgpu:N\"), and "
+                     "vgpu_memory= for a virtual GPU's memory; %s)", reason, weft_strerror(rc));
+        return -1;
+    }
     if (rc == WEFT_EINVAL && space && strstr(weft_last_error(), "already spawned")) {
         PyErr_Format(PyExc_ValueError, "spawn(): task %R was already spawned",
                      t->name ? t->name : Py_None);
@@ -174,8 +186,8 @@ submit_c(RuntimeObject *r, TaskObject *t, weft_task **deps, size_t ndeps, weft_a
         t->cont_npl = npl;
     }
     weft_task_desc desc;
-    char namebuf[WEFT_PY_DESC_NAME], kindbuf[WEFT_KIND_MAX + 1];
-    desc_fill(&desc, t, c, deps, ndeps, acc, nacc, pl, npl, namebuf, kindbuf);
+    char namebuf[WEFT_PY_DESC_NAME];
+    desc_fill(&desc, t, c, deps, ndeps, acc, nacc, pl, npl, namebuf);
     atomic_fetch_add_explicit(&r->inflight, 1, memory_order_relaxed);
     weft_task *h = NULL;
     int rc = spawn_into_core(r, rt, space, t, &desc, &h);
@@ -193,7 +205,7 @@ submit_c(RuntimeObject *r, TaskObject *t, weft_task **deps, size_t ndeps, weft_a
 
 typedef struct {
     PyObject *deps, *reads, *writes, *readwrites, *commutes, *name, *priority, *task, *kwargs,
-        *runtime, *placement, *share, *memory, *device_data, *reduces, *scratch, *cost;
+        *runtime, *placement, *share, *memory, *device_data, *reduces, *scratch, *cost, *kind;
 } spawn_kw;
 
 static int
@@ -224,19 +236,20 @@ parse_kw(modstate *st, PyObject *const *args, Py_ssize_t nargs, PyObject *kwname
         else if (k == st->s_reduces) slot = &kw->reduces;
         else if (k == st->s_scratch) slot = &kw->scratch;
         else if (k == st->s_cost) slot = &kw->cost;
+        else if (k == st->s_kind) slot = &kw->kind;
         else {
             PyObject *names[] = {st->s_deps, st->s_reads, st->s_writes, st->s_readwrites,
                                  st->s_commutes, st->s_name, st->s_priority, st->s_task,
                                  st->s_kwargs, allow_runtime ? st->s_runtime : NULL,
                                  st->s_placement, st->s_share, st->s_memory, st->s_device_data,
-                                 st->s_reduces, st->s_scratch, st->s_cost};
+                                 st->s_reduces, st->s_scratch, st->s_cost, st->s_kind};
             for (size_t j = 0; j < sizeof names / sizeof *names; j++) {
                 if (names[j] && PyUnicode_Compare(k, names[j]) == 0) {
                     PyObject **slots[] = {&kw->deps, &kw->reads, &kw->writes, &kw->readwrites,
                                           &kw->commutes, &kw->name, &kw->priority, &kw->task,
                                           &kw->kwargs, &kw->runtime, &kw->placement, &kw->share,
                                           &kw->memory, &kw->device_data, &kw->reduces, &kw->scratch,
-                                          &kw->cost};
+                                          &kw->cost, &kw->kind};
                     slot = slots[j];
                     break;
                 }
@@ -809,6 +822,7 @@ typedef struct {
     int native;         /* a weft.Native body (native.c) */
     int priority, device_data;
     double cost;        /* cost= */
+    PyObject *kind;     /* the task's kind (weft_py_spawn_kind), or NULL */
     TaskObject *slot;   /* task=, claimed (PH_SPAWNING) until submitted or given back */
     PyObject *deps;     /* deps=, flattened into Tasks */
     Py_ssize_t nd;
@@ -843,6 +857,7 @@ spawn_call_init(spawn_call *s, modstate *st, RuntimeObject *r, PyObject *const *
     s->fn = nargs ? args[0] : NULL;
     s->native = s->priority = s->device_data = 0;
     s->cost = 0;
+    s->kind = NULL;
     s->slot = NULL;
     s->deps = NULL;
     s->nd = 0;
@@ -1269,6 +1284,7 @@ make_task(spawn_call *s)
     t->rt = (RuntimeObject *)Py_NewRef(s->r);
     t->priority = s->priority;
     t->cost = s->cost;
+    Py_XSETREF(t->kind, Py_XNewRef(s->kind));
     if (s->kw.name && s->kw.name != Py_None) Py_XSETREF(t->name, Py_NewRef(s->kw.name));
     t->fn = Py_NewRef(s->fn);
     Py_XSETREF(t->bodies, Py_XNewRef(s->bodies));
@@ -1288,6 +1304,7 @@ undo_task(spawn_call *s)
     Py_CLEAR(t->acc);
     Py_CLEAR(t->args);
     Py_CLEAR(t->kwargs);
+    Py_CLEAR(t->kind);
     if (atomic_load(&t->phase) != PH_SUBMITTED) Py_CLEAR(t->rt);
     Py_CLEAR(s->t);
 }
@@ -1375,6 +1392,7 @@ spawn_release(spawn_call *s)
     PyMem_Free(s->pl);
     Py_XDECREF(s->place_fn);
     Py_XDECREF(s->bodies);
+    Py_XDECREF(s->kind);
     return s->result;
 }
 
@@ -1391,7 +1409,8 @@ spawn_impl(modstate *st, RuntimeObject *r, PyObject *const *args, Py_ssize_t nar
     weft_py_release_drain(s.r);
     if (parse_options(&s) < 0 || claim_slot(&s) < 0) return NULL;
     /* From here every way out goes through spawn_release. */
-    if (resolve_placement(&s) == 0 && collect_deps(&s) == 0 && collect_accesses(&s) == 0)
+    if (resolve_placement(&s) == 0 && weft_py_spawn_kind(s.r, s.fn, s.kw.kind, s.npl, &s.kind) == 0 &&
+        collect_deps(&s) == 0 && collect_accesses(&s) == 0)
         spawn_with_retries(&s);
     return spawn_release(&s);
 }

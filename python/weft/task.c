@@ -20,6 +20,7 @@ weft_py_task_new(modstate *st)
     t->phase = PH_DECLARED;
     t->priority = 0;
     t->cost = 0;
+    t->kind = NULL;
     t->cancel_requested = 0;
     t->ran = 0;
     atomic_init(&t->retrieved, 0);
@@ -240,6 +241,7 @@ Task_dealloc(TaskObject *t)
     Py_CLEAR(t->args);
     Py_CLEAR(t->kwargs);
     Py_CLEAR(t->name);
+    Py_CLEAR(t->kind);
     Py_CLEAR(t->rt);
     Py_CLEAR(t->coro);
     Py_CLEAR(t->seg_acc);

@@ -531,29 +531,7 @@ int weft_spawn_simple(weft_runtime *rt, weft_body_fn body, void *arg, weft_task 
 
 static int outcome(const weft__task *t)
 {
-    switch (atomic_load(&((weft__task *)t)->state)) {
-    case WEFT__T_COMPLETED:
-        return 0;
-    case WEFT__T_FAILED:
-        if (t->fail_why == WEFT__FAIL_CHECK)
-            return weft__error(WEFT_ETASKFAILED, "task %llu '%s' failed: the checking mode found an error in "
-                                                 "its body (printed on stderr, \"weft: data check: ...\")",
-                               (unsigned long long)t->id, t->name);
-        if (t->fail_why == WEFT__FAIL_DEVICE)
-            return weft__error(WEFT_ETASKFAILED, "task %llu '%s' failed: its device work failed (%s)",
-                               (unsigned long long)t->id, t->name, weft_strerror(t->result));
-        return weft__error(WEFT_ETASKFAILED, "task %llu '%s' failed: its body returned %d",
-                           (unsigned long long)t->id, t->name, t->result);
-    default:
-        if (t->cause_kind == WEFT__CAUSE_UNSPAWNED)
-            return weft__error(WEFT_ECANCELLED, "task %llu '%s' was cancelled because key %s was never "
-                                                "spawned (its task space was destroyed)",
-                               (unsigned long long)t->id, t->name, t->cause_name);
-        return weft__error(WEFT_ECANCELLED, "task %llu '%s' was cancelled because task %llu '%s' %s",
-                           (unsigned long long)t->id, t->name, (unsigned long long)t->cause_id, t->cause_name,
-                           t->cause_kind == WEFT__CAUSE_REQUEST ? "was cancelled by request"
-                                                                : "failed or was cancelled");
-    }
+    return weft__task_outcome(t, atomic_load(&((weft__task *)t)->state));
 }
 
 int weft_task_timedwait(weft_task *h, uint64_t timeout_ns)

@@ -169,6 +169,8 @@ struct weft__task {
      * (WEFT__FAIL_CHECK, result WEFT_EDEVICE), or its device work
      * (WEFT__FAIL_DEVICE, result the device's error). */
     uint8_t fail_why;
+    char *fail_msg;                    /* WEFT__FAIL_CHECK: the checking mode's report (owned; freed
+                                          with the task), NULL if it could not be kept */
     bool start_cancelled;              /* cancelled at start with ops held (has_ops at spawn), or a
                                           continued task whose continuation was cancelled: it
                                           ends CANCELLED (final_of) */
@@ -360,6 +362,11 @@ void weft__task_halo_end(weft__task *t, const weft__halo_guard *g, int *result);
  * the GPU its WEFT_ON_GPU names, else the task's device. */
 unsigned weft__task_access_dev(const weft__task *t, const weft__task_access *a, struct weft__dqueue **q);
 enum { WEFT__FAIL_BODY = 0, WEFT__FAIL_CHECK = 1, WEFT__FAIL_DEVICE = 2 };
+/* t's outcome once it ends final (WEFT__T_COMPLETED, FAILED or CANCELLED),
+ * as a wait on it reports it: 0, or WEFT_ETASKFAILED / WEFT_ECANCELLED with
+ * the calling thread's message saying why (the checking mode's report on a
+ * task it failed, what it was cancelled for). */
+int weft__task_outcome(const weft__task *t, int final);
 
 /* The body will not run (WEFT__START_CANCEL): complete t as cancelled. */
 void weft__task_cancelled(weft__task *t, weft__qnode **next);

@@ -127,6 +127,8 @@ static void task_free(weft__task *t)
     if (t->place)
         weft__place_free(t->place);
     t->place = NULL;
+    weft__free(t->fail_msg);
+    t->fail_msg = NULL;
     weft__slot_free(t);
 }
 
@@ -1323,6 +1325,20 @@ bool weft__task_prepare(weft__task *t)
 
 static bool early_pred_failed(weft__task *t, unsigned depth);
 
+/* The checking mode found what msg says about t: reported (device/vcheck.h:
+ * on stderr), and unless t failed already (*result not 0), t fails with
+ * WEFT_EDEVICE, msg its reason (weft__task_outcome). */
+static void check_failed(weft__task *t, const char *msg, int *result)
+{
+    weft__vcheck_report(msg);
+    if (*result != 0)
+        return;
+    *result = WEFT_EDEVICE;
+    t->fail_why = WEFT__FAIL_CHECK;
+    if (!t->fail_msg)
+        t->fail_msg = weft__strdup(msg); /* (NULL out of memory: the outcome says where it was printed) */
+}
+
 /* The checking mode: t's data as t needs it, now that it is acquired?  A
  * violation is reported like the virtual GPUs' (device/vcheck.h) and fails
  * the task — unless a predecessor it was released early behind failed
@@ -1341,8 +1357,9 @@ static int check_data(weft__task *t)
                 return 0;
             snprintf(msg, sizeof msg, "data check: task '%s' (%llu), access %u (data d%u): %s", t->name,
                      (unsigned long long)t->id, i, a->data->id, why);
-            weft__vcheck_report(msg);
-            return WEFT_EDEVICE;
+            int rc = 0;
+            check_failed(t, msg, &rc);
+            return rc;
         }
     }
     return 0;
@@ -1550,11 +1567,7 @@ void weft__task_halo_end(weft__task *t, const weft__halo_guard *g, int *result)
                  "the host: those cells are its neighbours' interiors; write the tile's interior only "
                  "(weft_tile_info)",
                  t->name, (unsigned long long)t->id, i, d->tile->index, d->tile->fam->parent_id);
-        weft__vcheck_report(msg);
-        if (*result == 0) {
-            *result = WEFT_EDEVICE;
-            t->fail_why = WEFT__FAIL_CHECK;
-        }
+        check_failed(t, msg, result);
         return;
     }
 }
@@ -1633,11 +1646,7 @@ static bool guard_compare_host(weft__task *t, weft__guard *g, int *result)
                  "weft.context().array(x) or .view(x)), or run the task on the CPU",
                  t->name, (unsigned long long)t->id, i, a->data->id,
                  a->data->devs[weft__task_access_dev(t, a, NULL)]->name);
-        weft__vcheck_report(msg);
-        if (*result == 0) {
-            *result = WEFT_EDEVICE;
-            t->fail_why = WEFT__FAIL_CHECK;
-        }
+        check_failed(t, msg, result);
         return true;
     }
     return false;
@@ -1660,11 +1669,7 @@ static void guard_compare(weft__task *t, weft__guard *g, int *result)
                  "first (a virtual GPU's replica is then the body's to use on the host)",
                  t->name, (unsigned long long)t->id, i, a->data->id, is_scratch(a) ? "scratch buffer" : "replica",
                  a->data->devs[weft__task_access_dev(t, a, NULL)]->name);
-        weft__vcheck_report(msg);
-        if (*result == 0) {
-            *result = WEFT_EDEVICE;
-            t->fail_why = WEFT__FAIL_CHECK;
-        }
+        check_failed(t, msg, result);
         break;
     }
 }
@@ -1978,19 +1983,60 @@ static void count_final(weft__graph *g, int final, bool done)
 
 _Thread_local const weft__task *weft__tls_finishing;
 
+int weft__task_outcome(const weft__task *t, int final)
+{
+    switch (final) {
+    case WEFT__T_COMPLETED:
+        return 0;
+    case WEFT__T_FAILED:
+        if (t->fail_why == WEFT__FAIL_CHECK && t->fail_msg)
+            return weft__error(WEFT_ETASKFAILED, "task %llu '%s' failed: the checking mode found an error (also "
+                                                 "printed on stderr): %s",
+                               (unsigned long long)t->id, t->name, t->fail_msg);
+        if (t->fail_why == WEFT__FAIL_CHECK)
+            return weft__error(WEFT_ETASKFAILED, "task %llu '%s' failed: the checking mode found an error in "
+                                                 "its body (printed on stderr, \"weft: data check: ...\")",
+                               (unsigned long long)t->id, t->name);
+        if (t->fail_why == WEFT__FAIL_DEVICE)
+            return weft__error(WEFT_ETASKFAILED, "task %llu '%s' failed: its device work failed (%s)%s",
+                               (unsigned long long)t->id, t->name, weft_strerror(t->result),
+                               t->g->check_data ? "; in the checking mode, what a device found is printed on "
+                                                  "stderr"
+                                                : "");
+        return weft__error(WEFT_ETASKFAILED, "task %llu '%s' failed: its body returned %d",
+                           (unsigned long long)t->id, t->name, t->result);
+    default:
+        if (t->cause_kind == WEFT__CAUSE_UNSPAWNED)
+            return weft__error(WEFT_ECANCELLED, "task %llu '%s' was cancelled because key %s was never "
+                                                "spawned (its task space was destroyed)",
+                               (unsigned long long)t->id, t->name, t->cause_name);
+        return weft__error(WEFT_ECANCELLED, "task %llu '%s' was cancelled because task %llu '%s' %s",
+                           (unsigned long long)t->id, t->name, (unsigned long long)t->cause_id, t->cause_name,
+                           t->cause_kind == WEFT__CAUSE_REQUEST ? "was cancelled by request"
+                                                                : "failed or was cancelled");
+    }
+}
+
 /* Call t's on_finish (if any) with its own outcome, marking the thread as
  * inside t's callback meanwhile (weft__tls_finishing).  The mark nests: a
  * callback's spawn may complete another task (a placeholder) on this
- * thread. */
+ * thread.  For a failed task, the thread's message says why meanwhile
+ * (weft__task_outcome); the one it had is back afterwards. */
 static void run_on_finish(weft__task *t, int final)
 {
     if (!t->on_finish)
         return;
     const weft__task *outer = weft__tls_finishing;
     weft__tls_finishing = t;
-    t->on_finish(t->finish_arg, final == WEFT__T_COMPLETED ? 0
-                                : final == WEFT__T_FAILED  ? WEFT_ETASKFAILED
-                                                           : WEFT_ECANCELLED);
+    if (final == WEFT__T_FAILED) {
+        char before[1024];
+        snprintf(before, sizeof before, "%s", weft_last_error());
+        (void)weft__task_outcome(t, final);
+        t->on_finish(t->finish_arg, WEFT_ETASKFAILED);
+        (void)weft__error(0, "%s", before);
+    } else {
+        t->on_finish(t->finish_arg, final == WEFT__T_COMPLETED ? 0 : WEFT_ECANCELLED);
+    }
     weft__tls_finishing = outer;
     t->on_finish = NULL;
 }

@@ -114,10 +114,10 @@ void weft__place_hints_unused(weft__placer *p)
 {
     if (!atomic_exchange(&p->hints_told, true))
         fprintf(stderr,
-                "weft: warning: tasks carry a kind or a cost (weft_task_desc.kind, .cost; cost= in Python), which "
-                "only the \"dmda\" policy uses to place them; this runtime's policy is \"%s\": set "
-                "weft_config.policy = \"dmda\" (WEFT_POLICY=dmda, Runtime(policy=\"dmda\")) to place tasks by "
-                "their performance models\n",
+                "weft: warning: tasks carry a kind or a cost (weft_task_desc.kind, .cost; kind=, cost= in "
+                "Python), which only the \"dmda\" policy uses to place them; this runtime's policy is \"%s\": "
+                "set weft_config.policy = \"dmda\" (WEFT_POLICY=dmda, Runtime(policy=\"dmda\")) to place tasks "
+                "by their performance models\n",
                 p->policy->name);
 }
 
