@@ -1006,7 +1006,9 @@ WEFT_API WEFT_NODISCARD int weft_data_host(const weft_data *d, void **ptr, size_
  * holds it acquired) is lost when the newest value comes back over it.
  * When the value comes back (a task on the host reading d, an acquire
  * with WEFT_R or WEFT_RW, unregister, a GPU's copy evicted to the host,
- * a tile's border band brought to the host for a neighbour's halo) or a
+ * a task on a tile or on its parent bringing the other view's value
+ * home, a tile's border band brought to the host for a neighbour's halo,
+ * a task on a range overlapping d) or a
  * newer GPU write fills the memory again, the memory is compared with
  * what the checking mode left there; a change is printed on stderr
  * ("weft: data check: ...", naming the data — "data d<id>", "tile <i> of
@@ -1019,8 +1021,10 @@ WEFT_API WEFT_NODISCARD int weft_data_host(const weft_data *d, void **ptr, size_
  * acquire, unregister).  Write the memory after weft_data_acquire(d,
  * WEFT_RW) (or WEFT_W), or in a task on the host that names d with
  * WEFT_RW or WEFT_W.  A write-only access (a WEFT_W task on the host, a
- * WEFT_W acquire) brings nothing back and compares nothing: the data's
- * value is what it writes, whatever the memory held.  A partitioned
+ * WEFT_W acquire without a timeout) brings nothing back and compares
+ * nothing: the data's value is what it writes, whatever the memory held
+ * (a timed WEFT_W acquire brings the value back, so that giving up
+ * changes nothing, and compares as WEFT_RW does).  A partitioned
  * array's memory and its tiles' (which the fill spares: the parent's
  * memory is every tile's, and a tile's border band is its neighbours'
  * halo) are watched through a digest of what the runtime left there.
