@@ -863,7 +863,10 @@ WEFT_API WEFT_NODISCARD int weft_data_register_device(weft_runtime *rt, unsigned
  * unregistered), WEFT_EBUSY (the calling task itself accesses d, or a
  * handle overlapping it: waiting would never end; d is a tile: unregister
  * its parent; nothing changes), WEFT_EDEADLK (from an on_finish
- * callback).
+ * callback); WEFT_EDEVICE in the checking mode when its host watch
+ * (weft_data_acquire, below) found d's memory (or a tile's) written while
+ * the newest value was on a GPU — d is unregistered all the same, its
+ * memory holding the newest value.
  * May be called from a task (it then helps run other tasks while it waits). */
 WEFT_API WEFT_NODISCARD int weft_data_unregister(weft_data *d);
 
@@ -994,14 +997,49 @@ WEFT_API WEFT_NODISCARD int weft_data_host(const weft_data *d, void **ptr, size_
  *   WEFT_EDEADLK    called from an on_finish callback;
  *   WEFT_ECLOSED    the runtime is destroyed or being destroyed;
  *   WEFT_ENOMEM, WEFT_EBUSY (d was partitioned meanwhile), or a device's
- *                   error making the host's copy valid.
+ *                   error making the host's copy valid;
+ *   WEFT_EDEVICE    also, in the checking mode, the host watch (below)
+ *                   found the memory written while the newest value was on
+ *                   a GPU: the value is brought back over that write all
+ *                   the same, and nothing is held (acquire again).
  * Blocks.  Thread safe: any thread may release what another acquired.
  * Not from a task (WEFT_EINVAL).  Ownership: the caller keeps the memory
  * as for weft_data_register; Weft does not touch the host copy while it
  * is held.  In the checking mode (WEFT_VGPU_CHECK=1), the registered memory
  * is filled with 0xDB whenever a GPU task's write makes it stale, so a read
  * of it outside an acquisition (or a host task) shows at once; acquire
- * brings the newest value back first. */
+ * brings the newest value back first.
+ *
+ * The checking mode's host watch: a write of that stale memory by the
+ * program itself (code that neither runs in a task naming the data nor
+ * holds it acquired) is lost when the newest value comes back over it.
+ * When the value comes back (a task on the host reading d, an acquire
+ * with WEFT_R or WEFT_RW, unregister, a GPU's copy evicted to the host,
+ * a task on a tile or on its parent bringing the other view's value
+ * home, a tile's border band brought to the host for a neighbour's halo,
+ * a task on a range overlapping d) or a
+ * newer GPU write fills the memory again, the memory is compared with
+ * what the checking mode left there; a change is printed on stderr
+ * ("weft: data check: ...", naming the data — "data d<id>", "tile <i> of
+ * data d<id>" — and the GPU holding the value, and what to write
+ * instead), and fails what brought the value back: the task (before its
+ * body runs; weft_task_wait's WEFT_ETASKFAILED says "the checking mode
+ * found the memory ... written"), the acquire (WEFT_EDEVICE), or
+ * unregister (WEFT_EDEVICE, the data unregistered all the same); where
+ * an eviction or a newer write found it, the next task naming d (or
+ * acquire, unregister).  Write the memory after weft_data_acquire(d,
+ * WEFT_RW) (or WEFT_W), or in a task on the host that names d with
+ * WEFT_RW or WEFT_W.  A write-only access (a WEFT_W task on the host, a
+ * WEFT_W acquire without a timeout) brings nothing back and compares
+ * nothing: the data's value is what it writes, whatever the memory held
+ * (a timed WEFT_W acquire brings the value back, so that giving up
+ * changes nothing, and compares as WEFT_RW does).  A partitioned
+ * array's memory and its tiles' (which the fill spares: the parent's
+ * memory is every tile's, and a tile's border band is its neighbours'
+ * halo) are watched through a digest of what the runtime left there.
+ * Not watched: data registered on a device (the host's copy is Weft's),
+ * data with no memory, reductions' private copies and scratch buffers
+ * (not the data's memory). */
 WEFT_API WEFT_NODISCARD int weft_data_acquire(weft_data *d, unsigned mode, uint64_t timeout_ns);
 
 /* Acquire n data at once, access i with acc[i].mode (WEFT_R, WEFT_W or

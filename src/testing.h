@@ -46,6 +46,11 @@ size_t weft__test_device_used(weft_runtime *rt, unsigned device);
 /* The virtual GPUs' checking mode (WEFT_VGPU_CHECK): the last violation it
  * reported, "" if none. */
 void weft__test_vcheck_last(char *buf, size_t len);
+/* Forget it (the next weft__test_vcheck_last gives "" until another). */
+void weft__test_vcheck_clear(void);
+/* d's number in its runtime (the checking mode's and the trace's d<id>),
+ * 0 for a bad handle. */
+unsigned weft__test_data_id(weft_data *d);
 /* The replica a copy of d to device dev would come from now (the data
  * layer's choice: weft__data_source_for), or -1 for a bad handle. */
 int weft__test_data_source(weft_data *d, unsigned dev);

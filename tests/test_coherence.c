@@ -743,6 +743,250 @@ static void body_computes(bool check, int rounds) {
     CHECK_OK(weft_runtime_destroy(rt));
 }
 
+/* ---- the checking mode's host watch --------------------------------------- */
+
+/* Whether the checking mode's last report is the host watch's, naming what
+ * (e.g. "data d3", "tile 0 of data d3") and dev. */
+static bool watch_reported(const char *what, const char *dev) {
+    char why[1024], name[80];
+    weft__test_vcheck_last(why, sizeof why);
+    snprintf(name, sizeof name, "registered as %s ", what);
+    return strstr(why, "was written on the host while") && strstr(why, name) && strstr(why, dev) &&
+           strstr(why, "weft_data_acquire") && strstr(why, "rt.acquire");
+}
+
+static void clear_report(void) { weft__test_vcheck_clear(); }
+
+static unsigned data_id(weft_data *d) {
+    unsigned id = weft__test_data_id(d);
+    CHECK(id > 0);
+    return id;
+}
+
+/* The program writes the memory of data whose newest value is on a GPU
+ * only (written there by a task), outside any task naming it and without
+ * acquiring it: the value brought back goes over that write.  The
+ * checking mode reports it, naming the data and the GPU, and fails what
+ * brought the value back (a host task, an acquire, unregister) or, when
+ * an eviction did, the next task naming the data. */
+static void host_watch(void) {
+    weft_runtime *rt = make_checked();
+    char name[64];
+    int64_t x[N];
+    fill(x, 1);
+    weft_data *d;
+    CHECK_OK(weft_data_register(rt, x, sizeof x, &d));
+    snprintf(name, sizeof name, "data d%u", data_id(d));
+    /* a host task reading it */
+    job w = {.op = OP_SET, .v = 42};
+    weft_task_release(spawn(rt, "gpu:0", &w, d, WEFT_W, NULL, 0, "W"));
+    CHECK_OK(weft_wait_all(rt));
+    x[0] = 5; /* lost */
+    job r = {.op = OP_READ};
+    weft_task *t = spawn(rt, "cpu", &r, d, WEFT_R, NULL, 0, "R");
+    CHECK_ERR(weft_task_wait(t), WEFT_ETASKFAILED);
+    CHECKF(strstr(weft_last_error(), "checking mode found the memory of data it names written"), "%s",
+           weft_last_error());
+    CHECK(atomic_load(&r.ran) == 0);
+    weft_task_release(t);
+    CHECKF(watch_reported(name, "vgpu:0"), "no report naming %s on vgpu:0", name);
+    all_equal(x, 42, "X brought back over the program's write", 0);
+    CHECK_ERR(weft_wait_all(rt), WEFT_ETASKFAILED);
+    /* reported once: the next reader runs */
+    job r2 = {.op = OP_READ};
+    weft_task_release(spawn(rt, "cpu", &r2, d, WEFT_R, NULL, 0, "R2"));
+    CHECK_OK(weft_wait_all(rt));
+    all_equal(r2.seen, 42, "what R2 read", 0);
+    /* an acquire; a second commit on a GPU before it (the program's write
+     * found when the new value's fill goes over it) */
+    clear_report();
+    job w2 = {.op = OP_ADD, .v = 1};
+    weft_task_release(spawn(rt, "gpu:1", &w2, d, WEFT_RW, NULL, 0, "RW"));
+    CHECK_OK(weft_wait_all(rt));
+    x[N - 1] = 5;
+    job w3 = {.op = OP_ADD, .v = 1};
+    weft_task_release(spawn(rt, "gpu:1", &w3, d, WEFT_RW, NULL, 0, "RW2"));
+    CHECK_OK(weft_wait_all(rt));
+    CHECKF(watch_reported(name, "vgpu:1"), "no report naming %s on vgpu:1", name);
+    CHECK_ERR(weft_data_acquire(d, WEFT_R, 0), WEFT_EDEVICE);
+    CHECKF(strstr(weft_last_error(), "weft_data_acquire: the checking mode found") &&
+           strstr(weft_last_error(), "nothing is held"), "%s", weft_last_error());
+    CHECK_ERR(weft_wait_all(rt), WEFT_ETASKFAILED); /* (the acquisition's task) */
+    CHECK_OK(weft_data_acquire(d, WEFT_R, 0));
+    all_equal(x, 44, "X acquired", 0);
+    CHECK_OK(weft_data_release(d));
+    /* unregister */
+    clear_report();
+    job w4 = {.op = OP_SET, .v = 77};
+    weft_task_release(spawn(rt, "gpu:0", &w4, d, WEFT_W, NULL, 0, "W4"));
+    CHECK_OK(weft_wait_all(rt));
+    x[3] = 5;
+    CHECK_ERR(weft_data_unregister(d), WEFT_EDEVICE);
+    CHECKF(strstr(weft_last_error(), "weft_data_unregister: the checking mode found") &&
+           strstr(weft_last_error(), "the data is unregistered"), "%s", weft_last_error());
+    CHECKF(watch_reported(name, "vgpu:0"), "no report naming %s on vgpu:0", name);
+    all_equal(x, 77, "X after unregister", 0);
+    CHECK_OK(weft_runtime_destroy(rt));
+
+    /* an eviction writes it back: the next task naming it fails */
+    clear_report();
+    rt = test_make_devices("cpu,vgpu:1", 2, 64u << 10, true); /* room for two of the arrays below */
+    enum { M = 3072 };
+    static int64_t arr[3][M];
+    weft_data *h[3];
+    job fills[3];
+    for (int k = 0; k < 3; k++) {
+        for (int i = 0; i < M; i++) arr[k][i] = k;
+        CHECK_OK(weft_data_register(rt, arr[k], sizeof arr[k], &h[k]));
+    }
+    snprintf(name, sizeof name, "data d%u", data_id(h[0]));
+    for (int k = 0; k < 3; k++) {
+        if (k == 2) arr[0][0] = 5; /* lost: the eviction below writes h[0] back */
+        fills[k] = (job){.op = OP_SET, .v = 10 + k};
+        weft_task_release(spawn(rt, "gpu", &fills[k], h[k], WEFT_W, NULL, 0, "fill"));
+        CHECK_OK(weft_wait_all(rt));
+    }
+    CHECKF(watch_reported(name, "vgpu:0"), "no report naming %s on vgpu:0", name);
+    CHECK(arr[0][0] == 10);
+    job g = {.op = OP_READ};
+    t = spawn(rt, "gpu", &g, h[0], WEFT_R, NULL, 0, "reads the evicted");
+    CHECK_ERR(weft_task_wait(t), WEFT_ETASKFAILED);
+    weft_task_release(t);
+    CHECK_ERR(weft_wait_all(rt), WEFT_ETASKFAILED);
+    for (int k = 0; k < 3; k++) CHECK_OK(weft_data_unregister(h[k]));
+    CHECK_OK(weft_runtime_destroy(rt));
+
+    /* tiles: a tile brought back, the parent brought back for a tile, and
+     * a tile's border band brought to the host for its neighbour's halo */
+    clear_report();
+    rt = make_checked();
+    int64_t z[2 * N];
+    for (int i = 0; i < 2 * N; i++) z[i] = 1;
+    weft_data *pd, *tiles[2];
+    CHECK_OK(weft_data_register(rt, z, sizeof z, &pd));
+    partition(pd, tiles);
+    unsigned pid = data_id(pd);
+    job tw = {.op = OP_SET, .v = 9};
+    weft_task_release(spawn(rt, "gpu:1", &tw, tiles[0], WEFT_W, NULL, 0, "tile W"));
+    CHECK_OK(weft_wait_all(rt));
+    z[1] = 5;
+    job tr = {.op = OP_READ};
+    t = spawn(rt, "cpu", &tr, tiles[0], WEFT_R, NULL, 0, "tile R");
+    CHECK_ERR(weft_task_wait(t), WEFT_ETASKFAILED);
+    weft_task_release(t);
+    snprintf(name, sizeof name, "tile 0 of data d%u", pid);
+    CHECKF(watch_reported(name, "vgpu:1"), "no report naming %s on vgpu:1", name);
+    CHECK(z[1] == 9);
+    CHECK_ERR(weft_wait_all(rt), WEFT_ETASKFAILED);
+    clear_report();
+    job pw = {.op = OP_ADD, .v = 100};
+    weft_task_release(spawn(rt, "gpu:0", &pw, pd, WEFT_RW, NULL, 0, "parent RW"));
+    CHECK_OK(weft_wait_all(rt));
+    z[2 * N - 1] = 5; /* in tile 1's part of the parent's memory */
+    job tr1 = {.op = OP_READ};
+    t = spawn(rt, "cpu", &tr1, tiles[1], WEFT_R, NULL, 0, "tile 1 R");
+    CHECK_ERR(weft_task_wait(t), WEFT_ETASKFAILED);
+    weft_task_release(t);
+    snprintf(name, sizeof name, "data d%u", pid);
+    CHECKF(watch_reported(name, "vgpu:0"), "no report naming %s on vgpu:0", name);
+    CHECK(z[2 * N - 1] == 1 && z[0] == 109);
+    CHECK_ERR(weft_wait_all(rt), WEFT_ETASKFAILED);
+    CHECK_OK(weft_data_unregister(pd));
+    clear_report();
+    for (int i = 0; i < 2 * N; i++) z[i] = 1;
+    CHECK_OK(weft_data_register(rt, z, sizeof z, &pd));
+    pid = data_id(pd);
+    weft_tiling tl = {.elem = sizeof(int64_t), .rows = 1, .cols = 2 * N, .grid_rows = 1, .grid_cols = 2, .halo = 1};
+    CHECK_OK(weft_data_partition(pd, &tl, tiles));
+    job bw = {.op = OP_SET, .v = 6}; /* tile 0's interior is the first N of its replica */
+    weft_task_release(spawn(rt, "gpu:0", &bw, tiles[0], WEFT_RW, NULL, 0, "tile 0 RW"));
+    CHECK_OK(weft_wait_all(rt));
+    z[N - 1] = 5; /* tile 0's border band: tile 1's halo */
+    job hr = {.op = OP_READ};
+    t = spawn(rt, "cpu", &hr, tiles[1], WEFT_R, NULL, 0, "tile 1 reads its halo");
+    CHECK_ERR(weft_task_wait(t), WEFT_ETASKFAILED);
+    weft_task_release(t);
+    snprintf(name, sizeof name, "tile 0 of data d%u", pid);
+    CHECKF(watch_reported(name, "vgpu:0"), "no report naming %s on vgpu:0", name);
+    CHECK(z[N - 1] == 6);
+    CHECK_ERR(weft_wait_all(rt), WEFT_ETASKFAILED);
+    clear_report();
+    CHECK_OK(weft_data_unregister(pd)); /* (the band reported once: not again by the copy back) */
+    for (int i = 0; i < 2 * N; i++) CHECKF(z[i] == (i < N ? 6 : 1), "z[%d] = %lld", i, (long long)z[i]);
+    CHECK_OK(weft_runtime_destroy(rt));
+}
+
+/* The legitimate ways to use the memory of data written on a GPU, in the
+ * checking mode: nothing is reported, and every task completes. */
+static void host_watch_quiet(void) {
+    weft_runtime *rt = make_checked();
+    int64_t x[N];
+    fill(x, 1);
+    weft_data *d;
+    CHECK_OK(weft_data_register(rt, x, sizeof x, &d));
+    job w = {.op = OP_SET, .v = 42};
+    /* acquired, then written */
+    weft_task_release(spawn(rt, "gpu:0", &w, d, WEFT_W, NULL, 0, "W"));
+    CHECK_OK(weft_wait_all(rt));
+    CHECK_OK(weft_data_acquire(d, WEFT_RW, 0));
+    x[0] = 5;
+    CHECK_OK(weft_data_release(d));
+    job adds[5]; /* (one per task: spawn writes its job) */
+    for (int k = 0; k < 5; k++) adds[k] = (job){.op = OP_ADD, .v = 1};
+    weft_task_release(spawn(rt, "gpu:1", &adds[0], d, WEFT_RW, NULL, 0, "RW"));
+    CHECK_OK(weft_wait_all(rt));
+    /* a write-only acquisition: nothing comes back, whatever the memory held */
+    x[1] = 3;
+    CHECK_OK(weft_data_acquire(d, WEFT_W, 0));
+    fill(x, 7);
+    CHECK_OK(weft_data_release(d));
+    /* a host task writing it (RW: brought back first; W: not) */
+    weft_task_release(spawn(rt, "gpu:0", &adds[1], d, WEFT_RW, NULL, 0, "RW"));
+    job hw = {.op = OP_ADD, .v = 10};
+    weft_task_release(spawn(rt, "cpu", &hw, d, WEFT_RW, NULL, 0, "host RW"));
+    weft_task_release(spawn(rt, "gpu:1", &adds[2], d, WEFT_RW, NULL, 0, "RW"));
+    CHECK_OK(weft_wait_all(rt));
+    x[2] = 3; /* what a W task overwrites is not the data's value: not reported */
+    job hs = {.op = OP_SET, .v = 20};
+    weft_task_release(spawn(rt, "cpu", &hs, d, WEFT_W, NULL, 0, "host W"));
+    /* readers on both GPUs and the host; a GPU reading the host's copy */
+    weft_task_release(spawn(rt, "gpu:0", &adds[3], d, WEFT_RW, NULL, 0, "RW"));
+    job r0 = {.op = OP_READ}, r1 = {.op = OP_READ}, rh = {.op = OP_READ}, rg = {.op = OP_READ};
+    weft_task_release(spawn(rt, "gpu:1", &r1, d, WEFT_R, NULL, 0, "R gpu:1"));
+    weft_task_release(spawn(rt, "gpu:0", &r0, d, WEFT_R, NULL, 0, "R gpu:0"));
+    weft_task_release(spawn(rt, "cpu", &rh, d, WEFT_R, NULL, 0, "R host"));
+    weft_task_release(spawn(rt, "gpu:1", &rg, d, WEFT_R | WEFT_HOST, NULL, 0, "R host on gpu:1"));
+    CHECK_OK(weft_wait_all(rt));
+    all_equal(rh.seen, 21, "what the host reader saw", 0);
+    all_equal(rg.seen, 21, "what the GPU's host reader saw", 0);
+    weft_task_release(spawn(rt, "gpu:1", &adds[4], d, WEFT_RW, NULL, 0, "RW"));
+    CHECK_OK(weft_wait_all(rt));
+    CHECK_OK(weft_data_unregister(d));
+    all_equal(x, 22, "X after unregister", 0);
+    /* tiles with a halo: GPU writers, host readers of the halo, the parent */
+    int64_t z[2 * N];
+    for (int i = 0; i < 2 * N; i++) z[i] = 1;
+    weft_data *pd, *tiles[2];
+    CHECK_OK(weft_data_register(rt, z, sizeof z, &pd));
+    weft_tiling tl = {.elem = sizeof(int64_t), .rows = 1, .cols = 2 * N, .grid_rows = 1, .grid_cols = 2, .halo = 1};
+    CHECK_OK(weft_data_partition(pd, &tl, tiles));
+    for (int round = 0; round < 3; round++) {
+        job t0 = {.op = OP_SET, .v = 6}, h1 = {.op = OP_READ}, h0 = {.op = OP_READ}, p = {.op = OP_ADD, .v = 1};
+        weft_task_release(spawn(rt, round ? "gpu:1" : "gpu:0", &t0, tiles[0], WEFT_RW, NULL, 0, "tile 0 RW"));
+        weft_task_release(spawn(rt, "cpu", &h1, tiles[1], WEFT_R, NULL, 0, "tile 1 halo"));
+        weft_task_release(spawn(rt, "cpu", &h0, tiles[0], WEFT_R, NULL, 0, "tile 0 R"));
+        weft_task_release(spawn(rt, "gpu:0", &p, pd, WEFT_RW, NULL, 0, "parent RW"));
+        CHECK_OK(weft_wait_all(rt));
+        CHECK(h1.seen[0] == 6 && h0.seen[0] == 6);
+    }
+    CHECK_OK(weft_data_unregister(pd));
+    for (int i = 0; i < 2 * N; i++) CHECKF(z[i] == (i < N ? 7 : 1), "z[%d] = %lld", i, (long long)z[i]);
+    char why[1024];
+    weft__test_vcheck_last(why, sizeof why);
+    CHECKF(why[0] == '\0', "reported: %s", why);
+    CHECK_OK(weft_runtime_destroy(rt));
+}
+
 int main(int argc, char **argv) {
     test_watchdog(120);
     const char *which = argc > 1 ? argv[1] : "all";
@@ -768,6 +1012,8 @@ int main(int argc, char **argv) {
     CASE("halo-write", halo_write(rounds / 4 + 1));
     CASE("body-computes", body_computes(false, rounds / 2 + 1));
     CASE("body-computes-checked", body_computes(true, rounds / 4 + 1));
+    CASE("host-watch", host_watch());
+    CASE("host-watch-quiet", host_watch_quiet());
     printf("test_coherence %s: ok\n", which);
     return 0;
 }

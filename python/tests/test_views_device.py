@@ -720,3 +720,63 @@ def test_checking_mode_reports_a_write_to_the_buffer_itself(monkeypatch, capfd):
     b = np.zeros(4)
     with vgpus() as rt:
         rt.spawn(cpu_habit, b, readwrites=[b], placement=weft.gpu, device_data=True).result(timeout=60)
+
+
+def test_checking_mode_reports_a_program_write_the_gpu_value_goes_over(monkeypatch, capfd):
+    """After a task on a GPU wrote a buffer, its newest value is the GPU's
+    copy: the program writing the buffer itself (outside a task that names
+    it, without rt.acquire) loses that write when the value is brought
+    back.  The checking mode says so on stderr, naming the data and the GPU,
+    and fails what brought it back (rt.fetch here, a host task after); the
+    ways that keep the write (rt.acquire, a task on the host writing the
+    buffer, a write-only task) are not reported."""
+    np = pytest.importorskip("numpy")
+    monkeypatch.setenv("WEFT_VGPU_CHECK", "1")
+    a = np.zeros(4)
+    with vgpus() as rt:
+        def fill(v):
+            weft.context().array(a)[:] = v
+
+        def add(v):
+            weft.context().array(a)[:] += v
+
+        rt.spawn(fill, 3.0, writes=[a], placement=weft.gpu(0), device_data=True).result(timeout=60)
+        a[0] = 5.0  # lost: the GPU's value comes back over it
+        with pytest.raises(RuntimeError, match="checking mode found the data's memory written"):
+            rt.fetch(a, timeout=60)
+        err = capfd.readouterr().err
+        assert "was written on the host while the data's newest value was on vgpu:0 only" in err, err
+        assert "rt.acquire(buf" in err and "registered as data d" in err
+        assert a.tolist() == [3.0] * 4
+        rt.spawn(add, 1.0, readwrites=[a], placement=weft.gpu(1), device_data=True).result(timeout=60)
+        a[1] = 5.0
+        with pytest.raises(RuntimeError, match="data check"):
+            rt.spawn(lambda x: x.tolist(), a, reads=[a]).result(timeout=60)
+        assert "newest value was on vgpu:1 only" in capfd.readouterr().err
+        assert rt.spawn(lambda x: x.tolist(), a, reads=[a]).result(timeout=60) == [4.0] * 4  # (reported once)
+        c = np.zeros(2)
+
+        def fill_c():
+            weft.context().array(c)[:] = 2.0
+
+        rt.spawn(fill_c, writes=[c], placement=weft.gpu(1), device_data=True).result(timeout=60)
+        c[1] = 5.0
+        with pytest.raises(RuntimeError, match="checking mode found the memory .* written"):
+            rt.unregister(c)  # (unregistered all the same)
+        assert c.tolist() == [2.0, 2.0]
+        assert "newest value was on vgpu:1 only" in capfd.readouterr().err
+        # the quiet ways: acquired, a host task writing it, a write-only task
+        rt.spawn(add, 1.0, readwrites=[a], placement=weft.gpu(0), device_data=True).result(timeout=60)
+        with rt.acquire(a, "rw") as b:
+            b[0] = 50.0
+        rt.spawn(add, 1.0, readwrites=[a], placement=weft.gpu(1), device_data=True).result(timeout=60)
+        rt.spawn(lambda x: x.__setitem__(1, 60.0), a, readwrites=[a]).result(timeout=60)
+        rt.spawn(add, 1.0, readwrites=[a], placement=weft.gpu(0), device_data=True).result(timeout=60)
+        a[2] = 7.0  # overwritten by the write-only task: not the data's value
+        rt.spawn(lambda x: x.__setitem__(slice(None), 8.0), a, writes=[a]).result(timeout=60)
+        rt.spawn(add, 1.0, readwrites=[a], placement=weft.gpu(1), device_data=True).result(timeout=60)
+        assert rt.fetch(a, timeout=60).tolist() == [9.0] * 4
+        rt.spawn(add, 1.0, readwrites=[a], placement=weft.gpu(0), device_data=True).result(timeout=60)
+        rt.wait_all()
+    assert a.tolist() == [10.0] * 4
+    assert "was written on the host" not in capfd.readouterr().err

@@ -971,7 +971,9 @@ void weft_py_comms_settle(RuntimeObject *r);
 void weft_py_comms_close_all(RuntimeObject *r);
 /* weft._close_all at exit: finalize MPI if weft started it. */
 void weft_py_mpi_atexit(modstate *st);
-/* The exception of a failed task without a Python body (new ref). */
+/* The exception of a failed task whose Python body did not run (a
+ * communication operation has none; a task whose data could not be made
+ * valid never runs it) (new ref). */
 PyObject *weft_py_bodyless_failure(TaskObject *t);
 
 /* ------------------------------------------------------------------------ */

@@ -53,9 +53,11 @@ weft_py_bodyless_failure(TaskObject *t)
 {
     PyObject *label = weft_py_task_label(t);
     if (label == NULL) return NULL;
-    PyObject *msg = PyUnicode_FromFormat("the weft communication task %R failed (Weft printed the "
-                                         "reason on stderr: a member that did not take part in time, "
-                                         "a broken communicator, a device error)", label);
+    PyObject *msg = PyUnicode_FromFormat("the weft task %R failed with no Python body run (Weft printed "
+                                         "the reason on stderr: for a communication task, a member that "
+                                         "did not take part in time, a broken communicator, a device "
+                                         "error; for any task, its data not made valid where it runs, or "
+                                         "the checking mode's \"data check\")", label);
     Py_DECREF(label);
     if (msg == NULL) return NULL;
     PyObject *e = PyObject_CallOneArg(PyExc_RuntimeError, msg);

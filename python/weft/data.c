@@ -722,12 +722,15 @@ weft_py_data_unregister(DataObject *d)
      * (WEFT_EDEADLK) instead of blocking in weft_data_unregister. */
     weft_access acc = {h, WEFT_RW | WEFT_HOST};
     weft_task *probe = NULL;
+    char probe_failed[512] = ""; /* why the probe itself failed (its data not brought back) */
     rc = weft_py_spawn_noop(r, &acc, 1, "weft.py unregister", &probe);
     if (rc == 0) {
         BEGIN_NOGIL_W
         rc = weft_task_wait(probe);
         END_NOGIL_W
         weft_task_release(probe);
+        if (rc == WEFT_ETASKFAILED) /* (the checking mode's report, a device's error: raised below) */
+            snprintf(probe_failed, sizeof probe_failed, "%s", weft_last_error());
         if (rc == WEFT_ETASKFAILED || rc == WEFT_ECANCELLED) rc = 0; /* it finished */
     }
     if (rc != 0) {
@@ -775,6 +778,13 @@ weft_py_data_unregister(DataObject *d)
     weft_py_reg_unlock(r);
     if (held) Py_DECREF(d); /* the registry's reference: the caller's keeps it alive */
     data_release(d);
+    if (probe_failed[0]) {
+        /* Unregistered all the same; what bringing its value back found is
+         * not silent (the checking mode's host watch: a write of the buffer
+         * lost under the GPU's value). */
+        PyErr_Format(PyExc_RuntimeError, "unregister(): %s; the data is unregistered", probe_failed);
+        goto fail;
+    }
 out:
     Py_DECREF(d);
     return 0;

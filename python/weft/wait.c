@@ -188,7 +188,8 @@ weft_py_raise_outcome(TaskObject *t, int rc, int for_result)
                 weft_py_raise_exc(e);
                 Py_DECREF(e);
             }
-        } else PyErr_SetString(PyExc_RuntimeError, "the weft task failed (its device work failed)");
+        } else PyErr_SetString(PyExc_RuntimeError, "the weft task failed (its device work failed, or the "
+                                                   "checking mode failed it: see the message on stderr)");
         return -1;
     case WEFT_ECANCELLED:
         if (!for_result) return 0;

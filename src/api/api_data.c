@@ -286,6 +286,7 @@ int weft_data_unregister(weft_data *h)
     }
     if (d->range)
         hand_over(rt, d);
+    bool tripped = false;
     weft__family *f = atomic_load(&d->fam);
     if (f) { /* its tiles first: closed (new spawns fail), waited for, freed */
         for (unsigned i = 0; i < f->ntiles; i++)
@@ -297,14 +298,21 @@ int weft_data_unregister(weft_data *h)
             weft__data *t = f->tiles[i];
             list_remove(rt, t);
             weft__history_free(t->hist);
-            weft__data_free(t);
+            tripped |= weft__data_free(t);
         }
     }
     wait_unused(rt, d);
     list_remove(rt, d);
     weft__history_free(d->hist);
-    weft__data_free(d);
+    uint32_t id = d->id;
+    tripped |= weft__data_free(d);
     weft__rt_leave(rt, 1);
+    if (tripped) /* the checking mode's host watch (data/data.h) */
+        return weft__error(WEFT_EDEVICE, "weft_data_unregister: the checking mode found the memory of data d%u "
+                                         "written on the host while its newest value was on a GPU only, "
+                                         "outside a task and without an acquisition: that write is lost, the "
+                                         "memory holds the newest value (printed on stderr, \"weft: data "
+                                         "check: ...\"); the data is unregistered", id);
     return 0;
 }
 
@@ -441,6 +449,12 @@ int weft_data_tile_info(const weft_data *h, weft_tile_info *out)
     *out = (weft_tile_info){x->r0, x->c0 / elem, x->rows, x->row_bytes / elem,
                             x->in_r0, x->in_c0 / elem, x->in_rows, x->in_bytes / elem, x->index};
     return 0;
+}
+
+unsigned weft__test_data_id(weft_data *h)
+{
+    weft__data *d = weft__data_get(h);
+    return d ? d->id : 0;
 }
 
 int weft__test_data_source(weft_data *h, unsigned dev)
@@ -592,6 +606,12 @@ static bool acq_listed(weft__rt *rt, const weft__data *d)
 /* Why task t of an acquisition finished without its body running. */
 static int acq_outcome(const weft__task *t, const char *fn)
 {
+    if (atomic_load(&((weft__task *)t)->state) == WEFT__T_FAILED && t->fail_why == WEFT__FAIL_WATCH)
+        return weft__error(WEFT_EDEVICE, "%s: the checking mode found the data's memory written on the host "
+                                         "while its newest value was on a GPU only, outside a task and "
+                                         "without an acquisition: that write is lost, the memory holds the "
+                                         "newest value now (printed on stderr, \"weft: data check: ...\"); "
+                                         "nothing is held", fn);
     if (atomic_load(&((weft__task *)t)->state) == WEFT__T_FAILED) {
         int r = t->result;
         return weft__error(r < 0 && r >= WEFT_EDEVICE ? r : WEFT_EDEVICE,

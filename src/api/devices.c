@@ -411,5 +411,6 @@ size_t weft__test_device_used(weft_runtime *h, unsigned device)
 int weft__test_cuda_count(void) { return weft__cuda_count(); }
 
 void weft__test_vcheck_last(char *buf, size_t len) { weft__vcheck_last(buf, len); }
+void weft__test_vcheck_clear(void) { weft__vcheck_clear(); }
 
 int weft__test_cuda_compiled(void) { return weft__cuda_compiled(); }

@@ -149,6 +149,8 @@ weft__data *weft__data_new(weft__waitset *ws, const void *rt_handle, void *ptr, 
     d->rep[0].ptr = ptr;
     d->cur = d->last_tag = 1; /* the user's value */
     d->rep[0].tag = d->cur;
+    d->watch = WEFT__WATCH_OFF;
+    atomic_init(&d->watch_tripped, false);
     atomic_store(&d->users, 0);
     return d;
 }
@@ -176,6 +178,146 @@ static int host_buffer(weft__data *d)
     d->rep[0].ptr = d->ptr;
     return 0;
 }
+
+/* ------------------------------------------------------------------------ */
+/* The host watch (the checking mode)                                       */
+/* ------------------------------------------------------------------------ */
+
+/* When a device's write commits and the host's replica is stale from then
+ * on (holding no value an open write may fall back to), the checking mode
+ * marks the user's memory (weft__data_end): the poison fill, or, for a
+ * family's memory (a parent and its tiles, which the fill spares: the
+ * parent's memory is every tile's, and a tile's border band is brought
+ * there for its neighbours' host tasks while its host replica stays
+ * stale), a digest of the handle's interior there.  Until the newest
+ * value comes back, nothing but the program may change that memory: the
+ * runtime's own writes there are copies of the newest value (each
+ * compares first), a tile's border band (compared, then watched as it
+ * left it) and the next commit's fill (compared first).  So a change found
+ * is the program's write (outside any task naming the data, without
+ * weft_data_acquire), lost under the value that replaces it: reported,
+ * and tripped for the next task, acquire or unregister to fail for.  A
+ * host write acquired ends the watch (the memory is the writer's, its
+ * value what the writer writes, whatever the memory held), and so does
+ * any other new tag of the host's replica (an undo's).  A host replica
+ * that holds no value (an aborted host write's garbage) is not watched:
+ * the same tag may come back, over other bytes, after another such write. */
+
+/* Whether the watch is in force (the lock held). */
+static bool watch_on(const weft__data *d)
+{
+    return d->watch != WEFT__WATCH_OFF && d->rep[0].tag == d->watch_tag && !weft__rep_valid(d, 0);
+}
+
+/* FNV-1a over d's interior in the user's memory, row by row. */
+static uint64_t interior_digest(const weft__data *d)
+{
+    uint64_t h = 1469598103934665603ull;
+    for (size_t r = 0; r < d->in_rows; r++) {
+        const unsigned char *row = (const unsigned char *)d->ptr + (d->in_r0 + r) * d->hpitch + d->in_c0;
+        for (size_t c = 0; c < d->in_bytes; c++)
+            h = (h ^ row[c]) * 1099511628211ull;
+    }
+    return h;
+}
+
+/* Whether the user's memory holds what the watch saw (the lock held). */
+static bool watch_holds(const weft__data *d)
+{
+    if (d->watch == WEFT__WATCH_DIGEST)
+        return interior_digest(d) == d->watch_digest;
+    const unsigned char *p = d->ptr;
+    for (size_t i = 0; i < d->size; i++)
+        if (p[i] != WEFT__DATA_POISON)
+            return false;
+    return true;
+}
+
+/* A change found (the lock held): reported, and tripped.  dev: the device
+ * whose value goes over it; refill: a newer value's commit (the memory is
+ * marked again), not a copy back. */
+static void watch_report(weft__data *d, unsigned dev, bool refill)
+{
+    char name[64], msg[1000];
+    if (d->tile)
+        snprintf(name, sizeof name, "tile %u of data d%u", d->tile->index, d->tile->fam->parent_id);
+    else
+        snprintf(name, sizeof name, "data d%u", d->id);
+    snprintf(msg, sizeof msg,
+             "data check: the memory registered as %s (at %p) was written on the host while the data's newest "
+             "value was on %s only (%s), by code that neither runs in a task naming the data nor holds it "
+             "acquired: that write is lost, %s.  Make the memory the newest value before writing it: "
+             "weft_data_acquire(d, WEFT_RW, 0) (WEFT_W to overwrite all of it), then weft_data_release(d); or "
+             "write it in a task on the host that names the data with WEFT_RW or WEFT_W (from Python: "
+             "with rt.acquire(buf, \"rw\"), or a task with readwrites= or writes=)",
+             name, d->ptr, d->devs[dev]->name,
+             d->watch == WEFT__WATCH_POISON ? "the memory held the checking mode's 0xDB fill" : "the host's copy stale",
+             refill ? "a newer value written there replaces it" : "the value brought back from there replaces it");
+    weft__vcheck_report(msg);
+    atomic_store(&d->watch_tripped, true);
+}
+
+/* The newest value (or a newer one, refill) from device dev is about to
+ * go over the user's memory (the lock held): compare; off from here. */
+static void watch_compare(weft__data *d, unsigned dev, bool refill)
+{
+    if (watch_on(d) && !watch_holds(d))
+        watch_report(d, dev, refill);
+    d->watch = WEFT__WATCH_OFF;
+}
+
+/* Watch what the memory holds now (the lock held; the watch in force). */
+static void watch_rebase(weft__data *d)
+{
+    d->watch = WEFT__WATCH_DIGEST;
+    d->watch_digest = interior_digest(d);
+}
+
+/* A device's write committed on device dev, the host's replica stale from
+ * now on (the lock held): the memory compared (a change since the last
+ * commit is lost too), then marked. */
+static void watch_arm(weft__data *d, unsigned dev)
+{
+    watch_compare(d, dev, true);
+    bool fam = atomic_load(&d->fam) != NULL;
+    if (!fam)
+        memset(d->ptr, WEFT__DATA_POISON, d->size);
+    /* A host replica holding no value (an aborted host write's) may be
+     * written and hold no value again later under the same tag: not
+     * watched. */
+    if (d->rep[0].tag == WEFT__TAG_GARBAGE)
+        return;
+    if (fam)
+        watch_rebase(d);
+    else
+        d->watch = WEFT__WATCH_POISON;
+    d->watch_tag = d->rep[0].tag;
+}
+
+bool weft__data_watch_take(weft__data *d)
+{
+    return atomic_load_explicit(&d->watch_tripped, memory_order_relaxed) && atomic_exchange(&d->watch_tripped, false);
+}
+
+void weft__data_watch_pass(weft__data *from, weft__data *d)
+{
+    if (from && from != d && weft__data_watch_take(from))
+        atomic_store(&d->watch_tripped, true);
+}
+
+void weft__data_watch_rebase(weft__data *d)
+{
+    if (!d->ptr)
+        return;
+    pthread_mutex_lock(&d->lock);
+    if (watch_on(d))
+        watch_rebase(d);
+    pthread_mutex_unlock(&d->lock);
+}
+
+void weft__data_watch_before_copy(weft__data *d, unsigned src) { watch_compare(d, src, false); }
+
+void weft__data_watch_off(weft__data *d) { d->watch = WEFT__WATCH_OFF; }
 
 /* ------------------------------------------------------------------------ */
 /* Copies between replicas (the handle's lock held)                         */
@@ -308,6 +450,7 @@ static int copy_rect_to_host_async(weft__data *d, unsigned src, int which, size_
  * tile, the part not in the user's memory already (weft__tile_host_part). */
 static int copy_to_host_async(weft__data *d, unsigned src, int which, weft__devent **e)
 {
+    watch_compare(d, src, false); /* (the checking mode: what the memory held until now) */
     weft__rect p = {d->in_r0, d->in_c0, d->in_rows, d->in_bytes};
     if (d->tile)
         weft__tile_host_part(d, &p);
@@ -331,6 +474,11 @@ int weft__data_parts_to_host(weft__data *d, const weft__rect *parts, unsigned n)
     weft__devent *e[4] = {NULL, NULL, NULL, NULL};
     int rc = 0;
     unsigned queued = 0;
+    /* The checking mode: the memory compared before the parts land on it,
+     * and watched again as they left it (the host's replica stays stale). */
+    bool watched = watch_on(d);
+    if (watched && !watch_holds(d))
+        watch_report(d, (unsigned)src, false);
     for (; queued < n && rc == 0; queued++)
         rc = copy_rect_to_host_async(d, (unsigned)src, FETCH_Q, parts[queued].r, parts[queued].c,
                                      parts[queued].rows, parts[queued].bytes, &e[queued]);
@@ -347,6 +495,8 @@ int weft__data_parts_to_host(weft__data *d, const weft__rect *parts, unsigned n)
     atomic_fetch_sub(&d->rep[src].pins, 1);
     if (rc != 0)
         copy_queue_failed(d, (unsigned)src, FETCH_Q);
+    if (watched && watch_on(d))
+        watch_rebase(d);
     return rc;
 }
 
@@ -922,6 +1072,8 @@ int weft__data_acquire_one(weft__data *d, unsigned dev, unsigned mode, weft__dqu
     }
     /* acquire_write: a new value, in this replica only, recorded open. */
     if (rc == 0 && (mode & WEFT_W)) {
+        if (dev == 0)
+            d->watch = WEFT__WATCH_OFF; /* (the writer's memory from now on, whatever it held) */
         rec->tag = ++d->last_tag;
         rec->prev = d->cur;
         rec->dev = (int16_t)dev;
@@ -1043,11 +1195,13 @@ void weft__data_end(weft__data *d, weft__wrec *rec, bool ok, bool untouched, boo
         rec->next = NULL;
         rec->status = ok ? WEFT__WREC_COMMITTED : WEFT__WREC_ABORTED;
         /* The checking mode: the user's memory, which holds an older value
-         * no write may fall back to, shows it (the poison fill) until the
-         * newest value is brought back (a host task, acquire, unregister). */
-        if (ok && poison && rec->dev > 0 && !atomic_load(&d->fam) && d->ptr && !d->user_dev &&
+         * no write may fall back to, shows it (the poison fill; a family's
+         * is watched by a digest) until the newest value is brought back
+         * (a host task, acquire, unregister), and is watched until then
+         * ("The host watch", above). */
+        if (ok && poison && rec->dev > 0 && (unsigned)rec->dev < d->nrep && d->ptr && !d->user_dev &&
             !tag_live(d, d->rep[0].tag))
-            memset(d->ptr, WEFT__DATA_POISON, d->size);
+            watch_arm(d, (unsigned)rec->dev);
     }
     if (rec->status == WEFT__WREC_ABORTED) {
         /* commit's opposite: no replica holds the aborted value (the one
@@ -1191,7 +1345,7 @@ static int copy_into_user(weft__data *d)
     return rc;
 }
 
-void weft__data_free(weft__data *d)
+bool weft__data_free(weft__data *d)
 {
     weft__scratch_free_all(d); /* (under its lock: another handle's eviction may take one meanwhile) */
     if (atomic_load(&d->fam))
@@ -1234,10 +1388,12 @@ void weft__data_free(weft__data *d)
     }
     if (d->user_dev)
         weft__free(d->ptr); /* the host's copy was Weft's */
+    bool tripped = weft__data_watch_take(d);
     pthread_mutex_destroy(&d->lock);
     weft__free(d->rep);
     d->rep = NULL;
     weft__slot_free(d);
+    return tripped;
 }
 
 weft__data *weft__data_pin(const weft_data *h)

@@ -198,6 +198,18 @@ typedef struct weft__data {
     weft__devent *host_fetch;
     unsigned host_fetch_dev, host_fetch_users;
     uint64_t host_fetch_tag;           /* the value it brings */
+    /* The checking mode's host watch (data.c, "The host watch"), under
+     * lock: what a device's committed write left in the user's memory
+     * when it made the host's replica stale (WEFT__WATCH_POISON: the
+     * poison fill; WEFT__WATCH_DIGEST: bytes of digest watch_digest, for
+     * a family's memory, which the fill spares), in force while the
+     * host's replica still holds watch_tag (WEFT__WATCH_OFF: nothing
+     * watched).  watch_tripped: a change found there was reported; the
+     * next task naming the data, acquire or unregister fails for it
+     * (weft__data_watch_take; atomic: taken without the lock). */
+    uint8_t watch;
+    uint64_t watch_tag, watch_digest;
+    _Atomic bool watch_tripped;
     struct weft__data *list_prev, *list_next; /* the runtime's list (front end, under its data_lock) */
 } weft__data;
 
@@ -212,8 +224,10 @@ weft__data *weft__data_new(weft__waitset *ws, const void *rt_handle, void *ptr, 
 void weft__data_live_on(weft__data *d, unsigned dev, void *p);
 /* Free a handle (no user left): the newest value goes back to the user's
  * memory first if it is only on devices, then the device replicas are
- * freed.  Blocks for that copy. */
-void weft__data_free(weft__data *d);
+ * freed.  Blocks for that copy.  Returns whether the checking mode's host
+ * watch tripped on d (its memory found changed, by that copy back or
+ * earlier, and not taken yet: weft__data_watch_take). */
+bool weft__data_free(weft__data *d);
 
 weft__data *weft__data_get(const weft_data *h);   /* NULL if stale */
 weft__data *weft__data_pin(const weft_data *h);   /* count a user; NULL if stale or closing */
@@ -253,6 +267,30 @@ uint64_t weft__data_valid_mask(weft__data *d);
  * memory is not its own alone or not there: a tile (its family's memory),
  * data registered where it lives on a device, data with no memory. */
 bool weft__data_host_seal(weft__data *d, uint64_t *digest, bool *poisoned);
+
+/* The checking mode's host watch (data.c, "The host watch"): the user's
+ * memory of data whose newest value is on devices only must keep what
+ * the runtime left there until that value comes back; a change found
+ * then (the program wrote the memory outside a task naming the data, or
+ * without weft_data_acquire) is lost under the value brought back, and is
+ * reported on stderr (weft__vcheck_report) and tripped on the handle. */
+enum { WEFT__WATCH_OFF = 0, WEFT__WATCH_POISON, WEFT__WATCH_DIGEST };
+/* Take d's trip (false if none): the caller (a task naming d, an acquire,
+ * an unregister) fails for it.  Never blocks. */
+bool weft__data_watch_take(weft__data *d);
+/* Move from's trip onto d (a family's member whose copy back another's
+ * acquire made: data/tile.c, under the family's lock). */
+void weft__data_watch_pass(weft__data *from, weft__data *d);
+/* The checking mode reported a change of d's user memory by a task's body
+ * itself (task.c's guards): what is there now is watched from here, so
+ * that the same change is not reported twice.  Takes d's lock. */
+void weft__data_watch_rebase(weft__data *d);
+/* Before a copy from device replica src into the user's memory of d (the
+ * lock held) that data/tile.c queues itself: the watch compares, and is
+ * off from here (the memory takes the copy); and, if that copy failed,
+ * off too (part of it may have landed). */
+void weft__data_watch_before_copy(weft__data *d, unsigned src);
+void weft__data_watch_off(weft__data *d);
 
 struct weft__partial; /* a reducer's private copy (data/reduce.h) */
 

@@ -191,8 +191,10 @@ static int to_host_all(weft__data *const *xs, size_t n, weft__device *qdev, weft
             weft__rect p = {x->in_r0, x->in_c0, x->in_rows, x->in_bytes};
             if (x->tile)
                 weft__tile_host_part(x, &p);
-            if (rc == 0)
+            if (rc == 0) {
+                weft__data_watch_before_copy(x, (unsigned)s); /* (the checking mode: what it held until now) */
                 rc = weft__data_copy_rect(qdev->ops, q, x, 0, p.r, p.c, x, (unsigned)s, p.r, p.c, p.rows, p.bytes);
+            }
             if (rc == 0) {
                 atomic_fetch_add(&x->rep[s].pins, 1); /* not evicted before the copy ran */
                 src[i] = (int8_t)s;
@@ -221,6 +223,8 @@ static int to_host_all(weft__data *const *xs, size_t n, weft__device *qdev, weft
             pthread_mutex_lock(&x->lock);
             if (wrc == 0)
                 weft__data_host_copied(x, (unsigned)src[i]);
+            else
+                weft__data_watch_off(x); /* (part of the copy may have landed: not the program's) */
             pthread_mutex_unlock(&x->lock);
             weft__data_unpin_replica(x, src[i], true);
         }
@@ -465,6 +469,18 @@ int weft__family_acquire(weft__data *d, unsigned dev, unsigned mode, uint64_t se
     }
     if (rc == 0 && d->tile && (mode & WEFT_R))
         rc = halo(d, dev, seq, q, hold);
+    /* The checking mode's host watch: a change of the memory of another
+     * member of the family, found by a copy made for this task (the parent
+     * brought back for a tile, the tiles for the parent, a neighbour's
+     * border band), fails this task (weft__data_watch_take). */
+    if (d->tile) {
+        weft__data_watch_pass(f->parent, d);
+        for (unsigned k = 0; (mode & WEFT_R) && k < d->tile->nnb; k++)
+            weft__data_watch_pass(f->tiles[d->tile->nb[k].tile], d);
+    } else {
+        for (unsigned i = 0; i < f->ntiles; i++)
+            weft__data_watch_pass(f->tiles[i], d);
+    }
     pthread_mutex_unlock(&f->lock);
     return rc;
 }

@@ -29,7 +29,7 @@ typedef struct writer {
 } writer;
 static writer *writers;
 static size_t nwriters, capwriters;
-static char last[320];
+static char last[1024];
 
 void weft__vcheck_report(const char *why)
 {
@@ -43,6 +43,13 @@ void weft__vcheck_last(char *buf, size_t len)
 {
     pthread_mutex_lock(&check_lock);
     snprintf(buf, len, "%s", last);
+    pthread_mutex_unlock(&check_lock);
+}
+
+void weft__vcheck_clear(void)
+{
+    pthread_mutex_lock(&check_lock);
+    last[0] = '\0';
     pthread_mutex_unlock(&check_lock);
 }
 

@@ -42,9 +42,11 @@ static inline void weft__vclock_merge(weft__vclock *into, const weft__vclock *fr
 }
 
 /* A violation found: printed on stderr and kept as the last one (for
- * tests: weft__vcheck_last copies it, "" if none). */
+ * tests: weft__vcheck_last copies it, "" if none; weft__vcheck_clear
+ * forgets it). */
 void weft__vcheck_report(const char *why);
 void weft__vcheck_last(char *buf, size_t len);
+void weft__vcheck_clear(void);
 
 /* Work starts on queue qid with clock q: check its reads, poison what it
  * only writes, and note it as the writer of what it writes (as of the clock

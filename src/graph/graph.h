@@ -166,8 +166,10 @@ struct weft__task {
                                           predecessors it holds ops for */
     /* Why a failed task failed, for its message: its body's result
      * (WEFT__FAIL_BODY), the checking mode's report on its body
-     * (WEFT__FAIL_CHECK, result WEFT_EDEVICE), or its device work
-     * (WEFT__FAIL_DEVICE, result the device's error). */
+     * (WEFT__FAIL_CHECK, result WEFT_EDEVICE), its device work
+     * (WEFT__FAIL_DEVICE, result the device's error), or the checking
+     * mode's host watch on its data (WEFT__FAIL_WATCH, result
+     * WEFT_EDEVICE: data/data.h). */
     uint8_t fail_why;
     char *fail_msg;                    /* WEFT__FAIL_CHECK: the checking mode's report (owned; freed
                                           with the task), NULL if it could not be kept */
@@ -361,7 +363,7 @@ void weft__task_halo_end(weft__task *t, const weft__halo_guard *g, int *result);
  * WEFT_HOST) and, when q is not NULL, the stream there (NULL on the host):
  * the GPU its WEFT_ON_GPU names, else the task's device. */
 unsigned weft__task_access_dev(const weft__task *t, const weft__task_access *a, struct weft__dqueue **q);
-enum { WEFT__FAIL_BODY = 0, WEFT__FAIL_CHECK = 1, WEFT__FAIL_DEVICE = 2 };
+enum { WEFT__FAIL_BODY = 0, WEFT__FAIL_CHECK = 1, WEFT__FAIL_DEVICE = 2, WEFT__FAIL_WATCH = 3 };
 /* t's outcome once it ends final (WEFT__T_COMPLETED, FAILED or CANCELLED),
  * as a wait on it reports it: 0, or WEFT_ETASKFAILED / WEFT_ECANCELLED with
  * the calling thread's message saying why (the checking mode's report on a

@@ -1339,6 +1339,20 @@ static void check_failed(weft__task *t, const char *msg, int *result)
         t->fail_msg = weft__strdup(msg); /* (NULL out of memory: the outcome says where it was printed) */
 }
 
+/* The checking mode's host watch (data/data.h): whether the memory of data
+ * t names (its own, order-only and overlapping accesses alike) was found
+ * changed by the program while the data's newest value was on devices
+ * only — by the copy back its own acquire made, or by one made since the
+ * last task naming it (an eviction's).  Each trip is taken: it fails one
+ * task.  The report was printed when it was found. */
+static bool host_watch_tripped(weft__task *t)
+{
+    bool any = false;
+    for (uint32_t i = 0; i < t->naccess; i++)
+        any |= weft__data_watch_take(t->access[i].data);
+    return any;
+}
+
 /* The checking mode: t's data as t needs it, now that it is acquired?  A
  * violation is reported like the virtual GPUs' (device/vcheck.h) and fails
  * the task — unless a predecessor it was released early behind failed
@@ -1567,6 +1581,10 @@ void weft__task_halo_end(weft__task *t, const weft__halo_guard *g, int *result)
                  "the host: those cells are its neighbours' interiors; write the tile's interior only "
                  "(weft_tile_info)",
                  t->name, (unsigned long long)t->id, i, d->tile->index, d->tile->fam->parent_id);
+        /* (the host watch of a neighbour stale on the host takes the cells
+         * as they are now: reported once, here) */
+        for (uint32_t k = 0; k < t->naccess; k++)
+            weft__data_watch_rebase(t->access[k].data);
         check_failed(t, msg, result);
         return;
     }
@@ -1646,6 +1664,7 @@ static bool guard_compare_host(weft__task *t, weft__guard *g, int *result)
                  "weft.context().array(x) or .view(x)), or run the task on the CPU",
                  t->name, (unsigned long long)t->id, i, a->data->id,
                  a->data->devs[weft__task_access_dev(t, a, NULL)]->name);
+        weft__data_watch_rebase(a->data); /* (reported once, here: not again by the host watch) */
         check_failed(t, msg, result);
         return true;
     }
@@ -1743,6 +1762,11 @@ int weft__task_acquire(weft__task *t, bool waited_events)
                 (void)weft__task_access_dev(t, &t->access[j], &aq);
                 rc = weft__reduce_begin(t->access[j].data, t->access[j].part, aq);
             }
+        /* (taken whatever else failed: a trip fails one task, this one) */
+        if (t->g->check_data && rc != WEFT__DATA_RETRY && host_watch_tripped(t) && rc == 0) {
+            rc = WEFT_EDEVICE;
+            t->fail_why = WEFT__FAIL_WATCH;
+        }
         if (rc == 0 && t->g->check_data)
             rc = check_data(t);
         if (rc == 0 && t->g->check_data)
@@ -1996,6 +2020,12 @@ int weft__task_outcome(const weft__task *t, int final)
         if (t->fail_why == WEFT__FAIL_CHECK)
             return weft__error(WEFT_ETASKFAILED, "task %llu '%s' failed: the checking mode found an error in "
                                                  "its body (printed on stderr, \"weft: data check: ...\")",
+                               (unsigned long long)t->id, t->name);
+        if (t->fail_why == WEFT__FAIL_WATCH)
+            return weft__error(WEFT_ETASKFAILED, "task %llu '%s' failed: the checking mode found the memory of "
+                                                 "data it names written on the host while the data's newest "
+                                                 "value was on a GPU only: that write is lost (printed on "
+                                                 "stderr, \"weft: data check: ...\")",
                                (unsigned long long)t->id, t->name);
         if (t->fail_why == WEFT__FAIL_DEVICE)
             return weft__error(WEFT_ETASKFAILED, "task %llu '%s' failed: its device work failed (%s)%s",
