@@ -150,9 +150,11 @@ typedef struct weft_config {
     unsigned workers;
     /* Path of a Chrome-trace JSON file written when the runtime is destroyed,
      * or NULL for no trace.  A track per worker with each task body (a
-     * placed task's args name its variant and devices), and a track per
-     * stream of each virtual GPU with its kernels and copies (CUDA streams
-     * are not traced yet).  The string is copied.  Env: WEFT_TRACE. */
+     * placed task's args name its variant and devices) and the runtime's
+     * notes about its workers (instant events: "workers pinned", see
+     * pin_workers), and a track per stream of each virtual GPU with its
+     * kernels and copies (CUDA streams are not traced yet).  The string is
+     * copied.  Env: WEFT_TRACE. */
     const char *trace_path;
     /* Most trace events kept per worker; later ones are counted as dropped. */
     size_t trace_max_events;
@@ -288,19 +290,60 @@ typedef struct weft_config {
      * WEFT_EINVAL.  Read during weft_runtime_create only.  Env: WEFT_BOUND
      * (1: WEFT_BOUND_PRINT, 0: off). */
     unsigned bound;
-    /* Pin each worker to one CPU: worker i to the (i mod n)-th of the n
-     * CPUs the creating thread may run on (its affinity at
-     * weft_runtime_create).  0 (the default) leaves the workers to the
-     * operating system, which may move them.  Pinning keeps two workers off
-     * one CPU while another is idle: a scheduler that places a woken
-     * thread on the CPU that woke it (as a 2-vCPU VM's did, for Python
-     * bodies that sleep in the GIL) can otherwise leave them sharing one
-     * for many milliseconds.  Do not pin where several processes each run
-     * a runtime on the same CPUs (ranks without CPU sets of their own):
-     * every process pins its worker 0 to the same CPU.  Another value than
-     * 0 or 1 makes weft_runtime_create fail with WEFT_EINVAL; a CPU the
-     * operating system refuses makes it fail with WEFT_ESYSTEM.  Read
-     * during weft_runtime_create only.  Env: WEFT_PIN_WORKERS (1 or 0). */
+    /* Where the workers run:
+     *   WEFT_PIN_AUTO (2, what weft_config_init sets)  unpinned at first;
+     *       the runtime pins them, once, when it sees the operating system
+     *       keep busy workers packed on one CPU while CPU time goes unused
+     *       (below);
+     *   WEFT_PIN_ON (1)   worker i pinned from the start to the (i mod n)-th
+     *       of the n CPUs the creating thread may run on (its affinity at
+     *       weft_runtime_create);
+     *   WEFT_PIN_OFF (0)  left to the operating system, which may move them
+     *       (what a zero-filled weft_config gives).
+     * Why: a scheduler that places a woken thread on the CPU that woke it (as
+     * a 2-vCPU VM's did, for Python bodies that sleep in the GIL) can leave
+     * two workers sharing one CPU, the other idle, for many milliseconds.
+     * WEFT_PIN_ON prevents it, but where several processes each run a
+     * runtime on the same CPUs (ranks without CPU sets of their own) every
+     * process pins its worker 0 to the same CPU.  WEFT_PIN_AUTO pins only
+     * where it sees the problem and CPU time to spare:
+     *   - each worker notes the CPU it runs on (sched_getcpu) as it starts a
+     *     task, about once per millisecond of its running (a countdown of
+     *     tasks, recalibrated with the clock at each note: no system call
+     *     per task); a worker is busy while its latest note is less than
+     *     10 ms old;
+     *   - about once a millisecond, the runtime looks at the latest notes:
+     *     "packed" when two or more busy workers share a CPU.  Three such
+     *     looks in a row, and only then, make it read each CPU's idle time
+     *     in /proc/stat and open a window: it goes on looking, and ends the
+     *     window without deciding when more than a quarter of the looks
+     *     were not packed, or when looks stop for 10 ms (the workers went
+     *     idle); else after 3 ticks of /proc/stat (USER_HZ: 30 ms at
+     *     100 Hz) it reads /proc/stat again and decides;
+     *   - it pins when the workers are no more than the CPUs of the
+     *     creating thread's affinity at weft_runtime_create, at least 8
+     *     looks were made and three quarters of them packed, and those
+     *     CPUs were idle, together, at least half the window (half a CPU
+     *     to spare; each CPU's idle counted a tick short, since /proc/stat
+     *     counts whole ticks): every worker to a CPU of its own
+     *     (pthread_setaffinity_np), busy workers keeping the CPU they were
+     *     last seen on where no other worker has it yet (one of the packed
+     *     workers keeps their CPU), then the others theirs, the rest the
+     *     idlest free CPUs.  It never pins when the CPUs had no time to
+     *     spare (they are oversubscribed, by other processes or ranks:
+     *     pinning would not help).  After a window that pinned nothing the
+     *     next waits 10 ms, doubling up to 1 s.  Once pinned the workers
+     *     stay pinned;
+     *   - weft_stats.autopins counts it, and the trace (trace_path) shows
+     *     a "workers pinned" event naming each worker's CPU.
+     * With fewer than two workers or CPUs, more workers than CPUs, bodies
+     * longer than 10 ms (too few notes), where /proc/stat cannot be read
+     * or the operating system refuses a CPU (the workers are then left, or
+     * put back, unpinned; the trace says so), WEFT_PIN_AUTO never pins.
+     * Another value makes weft_runtime_create fail with WEFT_EINVAL;
+     * under WEFT_PIN_ON a CPU the operating system refuses makes it fail
+     * with WEFT_ESYSTEM.  Read during weft_runtime_create only.  Env:
+     * WEFT_PIN_WORKERS (auto, 1 or 0). */
     unsigned pin_workers;
 } weft_config;
 
@@ -309,6 +352,9 @@ typedef struct weft_config {
 #define WEFT_BOUND_OFF 0u
 #define WEFT_BOUND_RECORD 1u
 #define WEFT_BOUND_PRINT 2u
+#define WEFT_PIN_OFF 0u
+#define WEFT_PIN_ON 1u
+#define WEFT_PIN_AUTO 2u
 
 /* Fill *cfg with defaults, then apply the environment overrides named above.
  * Malformed environment values are ignored.  Never fails; never blocks. */
@@ -380,6 +426,10 @@ typedef struct weft_stats {
      * the tasks whose time came out more than twice, or less than half,
      * what the history or fit predicted. */
     uint64_t model_hits, model_fits, model_calibrating, model_mispredicted;
+    /* Times the runtime pinned its workers by itself (0 or 1: once at
+     * most): weft_config.pin_workers = WEFT_PIN_AUTO saw them packed on
+     * one CPU while another idled. */
+    uint64_t autopins;
 } weft_stats;
 
 /* Snapshot of the counters (approximate while tasks run).  Errors:

@@ -53,7 +53,7 @@ LAYERS = [
     ("data", ["data/*.c"], ["device"]),                 # data handles, replicas, tiles, reductions
     ("sched", ["sched/*.c"], ["device"]),               # ready queues, placement
     ("graph", ["graph/*.c"], ["data", "sched"]),        # tasks, edges, access histories
-    ("worker", ["worker.c"], ["graph"]),                # worker threads, running bodies, observers
+    ("worker", ["worker.c", "autopin.c"], ["graph"]),   # worker threads, running bodies, observers, pinning
     ("trace", ["trace.c"], ["worker"]),                 # the trace: an observer of the workers
     ("comm", ["comm/*.c"], ["data"]),                   # communicator engines and what they share
     ("api", ["api/*.c"], ["trace", "comm"]),            # weft.h's functions, the runtime object

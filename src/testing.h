@@ -67,6 +67,16 @@ void weft__test_vgpu_record_delay(uint64_t ns);
  * the checking mode's tests: sched/place.c). */
 void weft__test_skip_event_waits(int n);
 
+/* The automatic pinning (weft_config.pin_workers = WEFT_PIN_AUTO,
+ * autopin.h), end to end: set every worker's affinity to the n CPUs
+ * cpus[0..n) behind the runtime's back (as an operating system packing
+ * them would leave them), and read the CPUs worker `worker` may run on now
+ * into cpus[0..max) (returns how many: more than max means some were left
+ * out).  0 / a count, or -1 for a bad runtime or worker, or an error
+ * number from the operating system. */
+int weft__test_workers_affinity(weft_runtime *rt, const int *cpus, int n);
+int weft__test_worker_cpus(weft_runtime *rt, unsigned worker, int *cpus, int max);
+
 /* CUDA devices this process sees (0 without a GPU, a driver, or CUDA support
  * in this build), and whether the build has the CUDA kind. */
 int weft__test_cuda_count(void);

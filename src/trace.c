@@ -1,6 +1,7 @@
 /*
  * trace.c — Chrome-trace JSON (opens in Perfetto and chrome://tracing): one
- * track per worker, one complete ("X") event per task, named.
+ * track per worker, one complete ("X") event per task, named, and the
+ * runtime's notes about its workers as instant ("i") events.
  *
  * An observer of the workers (worker.h): each worker's bodies go to a
  * chunked buffer of the trace's own that only that worker appends to,
@@ -13,6 +14,7 @@
 #include <string.h>
 
 #define EVENTS_PER_CHUNK 1024
+#define TRACE_NOTES 8 /* notes kept (the runtime makes one or two in its life) */
 
 typedef struct trace_event {
     uint64_t start_ns, end_ns, id;
@@ -98,11 +100,20 @@ struct weft__tracer {
     unsigned nworkers;
     trace_buf *buf;                    /* [nworkers] */
     /* comm_lock protects comm_spans: the communication track (operations
-     * that complete off the streams, such as MPI's, from start to end).
-     * Taken alone. */
+     * that complete off the streams, such as MPI's, from start to end),
+     * and notes: the runtime's notes about its workers (observers'
+     * on_note: the automatic pinning), instant events on the noting
+     * worker's track.  Taken alone. */
     pthread_mutex_t comm_lock;
     weft__comm_span *comm_spans;
     size_t ncomm_spans, capcomm_spans;
+    struct {
+        uint64_t at_ns;
+        unsigned worker;
+        char name[32];
+        char detail[256];
+    } notes[TRACE_NOTES];
+    unsigned nnotes;
 };
 
 static void body_ran(void *self, unsigned worker, const weft__task *t, uint64_t start_ns, uint64_t end_ns)
@@ -151,7 +162,21 @@ static void body_ran(void *self, unsigned worker, const weft__task *t, uint64_t 
     b->count++;
 }
 
-static const weft__observer_ops trace_observer = {"trace", body_ran};
+static void noted(void *self, unsigned worker, uint64_t at_ns, const char *name, const char *detail)
+{
+    weft__tracer *tr = self;
+    pthread_mutex_lock(&tr->comm_lock);
+    if (tr->nnotes < TRACE_NOTES) {
+        tr->notes[tr->nnotes].at_ns = at_ns;
+        tr->notes[tr->nnotes].worker = worker;
+        snprintf(tr->notes[tr->nnotes].name, sizeof tr->notes[0].name, "%s", name);
+        snprintf(tr->notes[tr->nnotes].detail, sizeof tr->notes[0].detail, "%s", detail);
+        tr->nnotes++;
+    }
+    pthread_mutex_unlock(&tr->comm_lock);
+}
+
+static const weft__observer_ops trace_observer = {"trace", body_ran, noted};
 
 weft__tracer *weft__trace_new(weft__rt *rt, uint64_t t0_ns)
 {
@@ -277,6 +302,17 @@ int weft__trace_write(weft__tracer *tr)
                 fputs("}}", f);
             }
         }
+    }
+    /* The runtime's notes: instant events on the noting worker's track. */
+    for (unsigned k = 0; k < tr->nnotes; k++) {
+        uint64_t ts = tr->notes[k].at_ns > tr->t0_ns ? tr->notes[k].at_ns - tr->t0_ns : 0;
+        fputs(",\n{\"name\":", f);
+        write_json_string(f, tr->notes[k].name);
+        fprintf(f, ",\"cat\":\"runtime\",\"ph\":\"i\",\"s\":\"p\",\"pid\":1,\"tid\":%u,\"ts\":%llu.%03llu,"
+                   "\"args\":{\"detail\":",
+                tr->notes[k].worker, (unsigned long long)(ts / 1000), (unsigned long long)(ts % 1000));
+        write_json_string(f, tr->notes[k].detail);
+        fputs("}}", f);
     }
     /* One track per stream of each GPU that records its work (virtual
      * GPUs): its kernels and copies as spans; and one per copy queue of

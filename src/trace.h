@@ -1,7 +1,8 @@
 /*
  * trace.h — observability: Chrome-trace JSON (opens in Perfetto), one track
- * per worker with one span per task body, a track per GPU stream and copy
- * queue, and the communication track.
+ * per worker with one span per task body (and the runtime's notes about its
+ * workers: the automatic pinning), a track per GPU stream and copy queue,
+ * and the communication track.
  *
  * The trace is an observer of the workers (worker.h): it sees bodies only
  * through the observer table the front end adds it to, and keeps its own

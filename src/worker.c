@@ -16,6 +16,7 @@
  */
 #include "worker.h"
 #include "api/runtime.h"
+#include "autopin.h"
 
 #include <errno.h>
 #include <sched.h>
@@ -47,6 +48,10 @@ static void run_chain(weft__worker *w, weft__qnode *n)
                     break;
                 }
             }
+            /* WEFT_PIN_AUTO's countdown to the worker's next sample of its
+             * CPU (autopin.h): no clock, no system call per task. */
+            if (__builtin_expect(--w->pin_left == 0, 0))
+                weft__autopin_sample(w);
             t->outer = w->current;
             w->current = t;
             atomic_store_explicit(&w->depth, atomic_load_explicit(&w->depth, memory_order_relaxed) + 1,
@@ -346,13 +351,13 @@ static int nth_cpu(const cpu_set_t *set, unsigned i)
     return -1;
 }
 
-/* Start worker i, pinned to the (i mod n)-th CPU of set (cfg.pin_workers);
- * 0 or an error number. */
+/* Start worker i, pinned to the (i mod n)-th CPU of set under
+ * WEFT_PIN_ON (cfg.pin_workers); 0 or an error number. */
 static int start_worker(weft__rt *rt, unsigned i, const cpu_set_t *set, int *cpu)
 {
     weft__worker *w = &rt->workers[i];
     *cpu = -1;
-    if (!rt->cfg.pin_workers)
+    if (rt->cfg.pin_workers != WEFT_PIN_ON)
         return pthread_create(&w->thread, NULL, worker_main, w);
     *cpu = nth_cpu(set, i);
     if (*cpu < 0)
@@ -375,6 +380,8 @@ int weft__workers_start(weft__rt *rt)
 {
     cpu_set_t set;
     rt->cores = cores_here(&set);
+    if (weft__autopin_init(rt, &set) != 0)
+        return weft__error(WEFT_ENOMEM, "weft_runtime_create: out of memory");
     /* Workers never take asynchronous signals: they belong to the program's
      * own threads (e.g. Python's main thread handles SIGINT). */
     sigset_t all, old;
@@ -385,7 +392,7 @@ int weft__workers_start(weft__rt *rt)
         int cpu;
         int e = start_worker(rt, i, &set, &cpu);
         if (e != 0) {
-            if (rt->cfg.pin_workers)
+            if (rt->cfg.pin_workers == WEFT_PIN_ON)
                 rc = weft__error(WEFT_ESYSTEM, "weft_runtime_create: could not start worker %u pinned to CPU %d "
                                                "(weft_config.pin_workers): %s",
                                  i, cpu, strerror(e));

@@ -25,6 +25,13 @@ typedef struct weft__worker {
     _Atomic uint64_t idle_ns;
     _Atomic uint64_t idle_since;       /* start of the current idle period, 0 while busy */
     bool ran;                          /* ran tasks since its last idle moment (its own) */
+    /* WEFT_PIN_AUTO (autopin.h): tasks left until its next sample
+     * (UINT64_MAX: it takes none) and between samples, the time of its
+     * latest sample (its own); that sample in one word, written by it,
+     * read by the worker deciding: (CPU + 1) << 48 | microseconds of
+     * weft__now_ns (0: none). */
+    uint64_t pin_left, pin_every, pin_last_ns;
+    _Atomic uint64_t pin_sample;
 } __attribute__((aligned(WEFT__CACHELINE))) weft__worker;
 
 /* Observers of the workers (Taskflow's ObserverInterface): the tools that
@@ -38,6 +45,11 @@ typedef struct weft__worker {
 typedef struct weft__observer_ops {
     const char *name;
     void (*on_exit)(void *self, unsigned worker, const weft__task *t, uint64_t start_ns, uint64_t end_ns);
+    /* May be NULL.  Something happened to the workers worth a line (the
+     * automatic pinning, autopin.h): `name` and a one-line `detail`, at
+     * at_ns, told by worker `worker` on its thread, rarely (the strings
+     * are the caller's: copy them); it must not block for long. */
+    void (*on_note)(void *self, unsigned worker, uint64_t at_ns, const char *name, const char *detail);
 } weft__observer_ops;
 
 #define WEFT__MAX_OBSERVERS 4

@@ -662,26 +662,31 @@ static void test_pin_workers(void) {
     clear_env();
     weft_config cfg;
     weft_config_init(&cfg);
-    CHECKF(cfg.pin_workers == 0, "default pin_workers %u", cfg.pin_workers);
-    setenv("WEFT_PIN_WORKERS", "1", 1);
-    weft_config_init(&cfg);
-    CHECKF(cfg.pin_workers == 1, "WEFT_PIN_WORKERS=1 gave %u", cfg.pin_workers);
-    setenv("WEFT_PIN_WORKERS", "2", 1);
-    weft_config_init(&cfg);
-    CHECKF(cfg.pin_workers == 0, "WEFT_PIN_WORKERS=2 (malformed) gave %u", cfg.pin_workers);
+    CHECKF(cfg.pin_workers == WEFT_PIN_AUTO, "default pin_workers %u", cfg.pin_workers);
+    CHECK(WEFT_PIN_OFF == 0 && WEFT_PIN_ON == 1); /* (0 and 1 keep their meaning) */
+    static const struct { const char *env; unsigned want; } envs[] = {
+        {"1", WEFT_PIN_ON}, {"0", WEFT_PIN_OFF}, {"auto", WEFT_PIN_AUTO},
+        {"2", WEFT_PIN_AUTO}, {"yes", WEFT_PIN_AUTO}, {"AUTO", WEFT_PIN_AUTO}, /* malformed: the default */
+    };
+    for (size_t i = 0; i < sizeof envs / sizeof envs[0]; i++) {
+        setenv("WEFT_PIN_WORKERS", envs[i].env, 1);
+        weft_config_init(&cfg);
+        CHECKF(cfg.pin_workers == envs[i].want, "WEFT_PIN_WORKERS=%s gave %u", envs[i].env, cfg.pin_workers);
+    }
     clear_env();
 
     weft_runtime *rt = NULL;
     weft_config_init(&cfg);
-    cfg.pin_workers = 2;
+    cfg.pin_workers = 3;
     CHECK(weft_runtime_create(&cfg, &rt) == WEFT_EINVAL);
-    CHECKF(strstr(weft_last_error(), "pin_workers") != NULL, "message: %s", weft_last_error());
+    CHECKF(strstr(weft_last_error(), "pin_workers is 3") != NULL && strstr(weft_last_error(), "WEFT_PIN_AUTO"),
+           "message: %s", weft_last_error());
 
     cpu_set_t mine;
     CHECK(sched_getaffinity(0, sizeof mine, &mine) == 0);
     /* More workers than CPUs too: they wrap around. */
     unsigned n = (unsigned)CPU_COUNT(&mine) + 1 < PIN_MAX ? (unsigned)CPU_COUNT(&mine) + 1 : PIN_MAX;
-    for (unsigned pin = 0; pin <= 1; pin++) {
+    for (unsigned pin = WEFT_PIN_OFF; pin <= WEFT_PIN_AUTO; pin++) { /* auto: unpinned at first */
         atomic_store(&pin_started, 0);
         weft_config_init(&cfg);
         cfg.workers = n;
@@ -695,8 +700,9 @@ static void test_pin_workers(void) {
         CHECK(atomic_load(&count) == 50);
         CHECK(atomic_load(&pin_started) == (int)n);
         for (unsigned w = 0; w < n; w++) {
-            if (!pin) {
-                CHECKF(CPU_EQUAL(&pin_seen[w], &mine), "unpinned worker %u: not the creator's CPUs", w);
+            if (pin != WEFT_PIN_ON) {
+                CHECKF(CPU_EQUAL(&pin_seen[w], &mine), "unpinned worker %u (pin_workers %u): not the creator's CPUs",
+                       w, pin);
                 continue;
             }
             int want = pin_nth(&mine, w);

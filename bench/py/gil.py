@@ -206,15 +206,16 @@ def run_seq(ctx, body, n, shape, n_py, c_ns):
 NGPU = 2  # virtual GPUs of the `vgpu` variant ("cpu,vgpu:2")
 
 
-def _weft_runner(gil_spin_ns, pin=False):
+def _weft_runner(gil_spin_ns, pin=None):
+    """pin: pin_workers= (None: the runtime's default, "auto")."""
     def run(ctx, body, n, shape, n_py, c_ns):
         vgpu = ctx["where"] == "vgpu"
         key = ("weft", gil_spin_ns, pin)
         rt = ctx.get(key)
         if rt is None:
             kw = {} if gil_spin_ns is None else {"gil_spin_ns": gil_spin_ns}
-            if pin:
-                kw["pin_workers"] = True
+            if pin is not None:
+                kw["pin_workers"] = pin
             if vgpu:
                 kw["devices"] = f"cpu,vgpu:{NGPU}"
             rt = ctx[key] = weft.Runtime(workers=ctx["workers"], **kw)

@@ -7,7 +7,10 @@ rotating; `_pin`: the two threads pinned one per CPU, else placed by the
 scheduler):
 
   weft, weft_pin      gil.py's Weft runner (default GIL policy), 2 workers;
-                      weft_pin with pin_workers=True
+                      weft_pin with pin_workers=True (weft: the default,
+                      "auto", which pins them once it sees them packed)
+  weft_nopin          (not run unless named) weft with pin_workers=False:
+                      the workers left to the scheduler
   threads, threads_pin  two threading.Thread sharing one iterator over the
                       bodies: gil.py's body (its C part through ctypes)
   capi, capi_pin      gil_floor.c: two pthreads, each PyGILState_Ensure once,
@@ -147,7 +150,7 @@ def _threads(pin):
 
 
 def _weft(pin):
-    run_weft = gil._weft_runner(None, pin=bool(pin))
+    run_weft = gil._weft_runner(None, pin=pin)
 
     def run(ctx, p):
         sub = ctx.setdefault(("weft_ctx", pin), {"workers": 2, "where": "cpu"})
@@ -189,8 +192,9 @@ def _c(threads, spin, pin, awake=0):
 # name: (runner, the name of its sequential form; None: a sequential form)
 SYSTEMS = {
     "seq": (run_seq, None),
-    "weft": (_weft(0), "seq"),
-    "weft_pin": (_weft(1), "seq"),
+    "weft": (_weft(None), "seq"),
+    "weft_pin": (_weft(True), "seq"),
+    "weft_nopin": (_weft(False), "seq"),
     "threads": (_threads(0), "seq"),
     "threads_pin": (_threads(1), "seq"),
     "capi_seq": (_capi(1, 0, 0), None),

@@ -111,16 +111,26 @@ def test_pin_workers_puts_each_worker_on_its_own_cpu(monkeypatch):
         got = _affinities(rt, n)
     assert all(len(s) == 1 for s in got), got
     assert len(set(got)) == n and frozenset().union(*got) <= mine
-    for pin in (None, False):
+    for pin in (None, False, "auto"):  # None: "auto", which starts unpinned
         with weft.Runtime(workers=n, pin_workers=pin) as rt:
             assert _affinities(rt, n) == [mine] * n
+            assert rt.stats()["autopins"] == 0  # (one task per worker: too few samples to pin)
     monkeypatch.setenv("WEFT_PIN_WORKERS", "1")
     with weft.Runtime(workers=n) as rt:  # the environment's, when pin_workers is not given
         assert all(len(s) == 1 for s in _affinities(rt, n))
     with weft.Runtime(workers=n, pin_workers=False) as rt:  # the keyword's over it
         assert _affinities(rt, n) == [mine] * n
+    with weft.Runtime(workers=n, pin_workers="auto") as rt:  # likewise
+        assert _affinities(rt, n) == [mine] * n
+    monkeypatch.setenv("WEFT_PIN_WORKERS", "auto")
+    with weft.Runtime(workers=n) as rt:
+        assert _affinities(rt, n) == [mine] * n
 
 
-def test_pin_workers_takes_a_bool():
-    with pytest.raises(TypeError, match=r"pin_workers= expects True, False or None, got 'int'"):
+def test_pin_workers_takes_a_bool_or_auto():
+    with pytest.raises(TypeError, match=r"pin_workers= expects True, False, 'auto' or None, got 'int'"):
         weft.Runtime(workers=1, pin_workers=1)
+    with pytest.raises(ValueError, match=r"pin_workers= must be True, False, 'auto' or None, not 'always'"):
+        weft.Runtime(workers=1, pin_workers="always")
+    with weft.Runtime(workers=1, pin_workers="auto") as rt:
+        assert rt.stats()["autopins"] == 0

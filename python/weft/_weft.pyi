@@ -159,6 +159,7 @@ class _Stats(TypedDict):
     bytes_per_task: int
     trace_dropped: int
     workers: int
+    autopins: int
 
 class _Bound(TypedDict):
     """Runtime.bound(): a lower bound of the makespan (seconds), weft_runtime_bound's."""
@@ -224,7 +225,7 @@ class Runtime:
         vgpu_memory: int | None = None,
         policy: Literal["dmda", "load", "round-robin", "balance"] | None = None,
         bound: bool | None = None,
-        pin_workers: bool | None = None,
+        pin_workers: bool | Literal["auto"] | None = None,
     ) -> Self: ...
     @overload
     def spawn(self, fn: Native, arg: _BufferLike | None = None, /, **options: Unpack[_SpawnOptionsBase]) -> Task[None]: ...

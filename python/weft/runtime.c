@@ -89,9 +89,13 @@ runtime_parse(PyObject *args, PyObject *kwds, runtime_args *a)
                      Py_TYPE(bound)->tp_name);
         return -1;
     }
-    if (pin != NULL && pin != Py_None && !PyBool_Check(pin)) {
-        PyErr_Format(PyExc_TypeError, "Runtime(): pin_workers= expects True, False or None, got '%.100s'",
+    if (pin != NULL && pin != Py_None && !PyBool_Check(pin) && !PyUnicode_Check(pin)) {
+        PyErr_Format(PyExc_TypeError, "Runtime(): pin_workers= expects True, False, 'auto' or None, got '%.100s'",
                      Py_TYPE(pin)->tp_name);
+        return -1;
+    }
+    if (pin != NULL && PyUnicode_Check(pin) && PyUnicode_CompareWithASCIIString(pin, "auto") != 0) {
+        PyErr_Format(PyExc_ValueError, "Runtime(): pin_workers= must be True, False, 'auto' or None, not %R", pin);
         return -1;
     }
     if (spawn_gil == NULL) spawn_gil = getenv("WEFT_PY_SPAWN_GIL");
@@ -128,9 +132,10 @@ runtime_parse(PyObject *args, PyObject *kwds, runtime_args *a)
      * prints the line at close, and is kept; bound=False turns both off. */
     if (bound == Py_True && cfg->bound == WEFT_BOUND_OFF) cfg->bound = WEFT_BOUND_RECORD;
     if (bound == Py_False) cfg->bound = WEFT_BOUND_OFF;
-    /* pin_workers=None keeps WEFT_PIN_WORKERS (weft_config_init). */
-    if (pin == Py_True) cfg->pin_workers = 1;
-    if (pin == Py_False) cfg->pin_workers = 0;
+    /* pin_workers=None keeps WEFT_PIN_WORKERS, else 'auto' (weft_config_init). */
+    if (pin == Py_True) cfg->pin_workers = WEFT_PIN_ON;
+    if (pin == Py_False) cfg->pin_workers = WEFT_PIN_OFF;
+    if (pin != NULL && PyUnicode_Check(pin)) cfg->pin_workers = WEFT_PIN_AUTO;
     if ((has = parse_size(vgpu_mem, "vgpu_memory", &v)) < 0) return -1;
     if (has) cfg->vgpu_memory = (size_t)v;
     a->gil_spin = 20000; /* 20 us */
@@ -617,7 +622,7 @@ Runtime_stats(RuntimeObject *r, PyObject *Py_UNUSED(ignored))
     weft_stats s;
     int rc = weft_runtime_stats(r->rt, &s);
     if (rc != 0) return weft_py_err_weft(rc, "stats()");
-    return Py_BuildValue("{sKsKsKsKsKsKsKsKsKsKsKsI}", "tasks_spawned",
+    return Py_BuildValue("{sKsKsKsKsKsKsKsKsKsKsKsIsK}", "tasks_spawned",
                          (unsigned long long)s.tasks_spawned, "tasks_run",
                          (unsigned long long)s.tasks_run, "tasks_failed",
                          (unsigned long long)s.tasks_failed, "tasks_cancelled",
@@ -627,7 +632,8 @@ Runtime_stats(RuntimeObject *r, PyObject *Py_UNUSED(ignored))
                          (unsigned long long)s.inflight, "inflight_peak",
                          (unsigned long long)s.inflight_peak, "bytes_per_task",
                          (unsigned long long)s.bytes_per_task, "trace_dropped",
-                         (unsigned long long)s.trace_dropped, "workers", s.workers);
+                         (unsigned long long)s.trace_dropped, "workers", s.workers, "autopins",
+                         (unsigned long long)s.autopins);
 }
 
 static PyObject *

@@ -81,8 +81,12 @@ void weft_config_init(weft_config *cfg)
         cfg->policy = policy;
     if (env_u64("WEFT_BOUND", &v) && v <= 1)
         cfg->bound = v ? WEFT_BOUND_PRINT : WEFT_BOUND_OFF;
-    if (env_u64("WEFT_PIN_WORKERS", &v) && v <= 1)
-        cfg->pin_workers = (unsigned)v;
+    cfg->pin_workers = WEFT_PIN_AUTO;
+    const char *pin = getenv("WEFT_PIN_WORKERS");
+    if (pin && strcmp(pin, "auto") == 0)
+        cfg->pin_workers = WEFT_PIN_AUTO;
+    else if (env_u64("WEFT_PIN_WORKERS", &v) && v <= 1)
+        cfg->pin_workers = v ? WEFT_PIN_ON : WEFT_PIN_OFF;
 }
 
 static int add_device(weft__rt *rt, weft__device *dev)
@@ -238,6 +242,7 @@ static void rt_free(weft__rt *rt)
 {
     weft__trace_free(rt->tracer);
     rt->tracer = NULL;
+    weft__autopin_fini(rt);
     weft__free(rt->workers);
     rt->workers = NULL;
     if (rt->sched.q)
@@ -293,9 +298,11 @@ int weft_runtime_create(const weft_config *cfg_in, weft_runtime **out)
     if (cfg.bound > WEFT_BOUND_PRINT)
         return weft__error(WEFT_EINVAL, "weft_runtime_create: weft_config.bound is %u (WEFT_BOUND_OFF, "
                                         "WEFT_BOUND_RECORD or WEFT_BOUND_PRINT)", cfg.bound);
-    if (cfg.pin_workers > 1)
-        return weft__error(WEFT_EINVAL, "weft_runtime_create: weft_config.pin_workers is %u (0: leave the "
-                                        "workers to the OS, 1: pin each to one CPU)", cfg.pin_workers);
+    if (cfg.pin_workers > WEFT_PIN_AUTO)
+        return weft__error(WEFT_EINVAL, "weft_runtime_create: weft_config.pin_workers is %u (WEFT_PIN_OFF: "
+                                        "leave the workers to the OS, WEFT_PIN_ON: pin each to one CPU, "
+                                        "WEFT_PIN_AUTO: pin them when the OS packs them on one CPU)",
+                           cfg.pin_workers);
 
     weft__rt *rt = weft__slot_alloc(WEFT__POOL_RUNTIME, sizeof(weft__rt));
     if (!rt)
@@ -483,6 +490,7 @@ int weft_runtime_stats(weft_runtime *h, weft_stats *out)
     s.wait_wakeups_timer = atomic_load(&rt->waits.n_wake_timer);
     s.bytes_copied = atomic_load(&rt->copied.bytes);
     s.bytes_prefetched = atomic_load(&rt->copied.prefetched);
+    s.autopins = atomic_load(&rt->autopin.pins);
     if (rt->placer_ready) {
         pthread_mutex_lock(&rt->placer.lock);
         s.model_hits = rt->placer.pm_hits;
@@ -493,6 +501,41 @@ int weft_runtime_stats(weft_runtime *h, weft_stats *out)
     }
     *out = s;
     return 0;
+}
+
+int weft__test_workers_affinity(weft_runtime *h, const int *cpus, int n)
+{
+    int err;
+    weft__rt *rt = weft__rt_get(h, "weft__test_workers_affinity", &err);
+    if (!rt || n <= 0)
+        return -1;
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    for (int i = 0; i < n; i++)
+        CPU_SET(cpus[i], &set);
+    for (unsigned i = 0; i < rt->nworkers; i++) {
+        int e = pthread_setaffinity_np(rt->workers[i].thread, sizeof set, &set);
+        if (e != 0)
+            return e;
+    }
+    return 0;
+}
+
+int weft__test_worker_cpus(weft_runtime *h, unsigned worker, int *cpus, int max)
+{
+    int err;
+    weft__rt *rt = weft__rt_get(h, "weft__test_worker_cpus", &err);
+    cpu_set_t set;
+    if (!rt || worker >= rt->nworkers || pthread_getaffinity_np(rt->workers[worker].thread, sizeof set, &set) != 0)
+        return -1;
+    int n = 0;
+    for (int c = 0; c < CPU_SETSIZE; c++)
+        if (CPU_ISSET(c, &set)) {
+            if (n < max)
+                cpus[n] = c;
+            n++;
+        }
+    return n;
 }
 
 /* ------------------------------------------------------------------------ */

@@ -10,6 +10,7 @@
 #define WEFT_API_RUNTIME_H
 
 #include "internal.h"
+#include "autopin.h"
 #include "data/data.h"
 #include "data/overlap.h"
 #include "device/device.h"
@@ -36,6 +37,7 @@ struct weft__rt {
     char *trace_path;
     unsigned nworkers;
     unsigned cores;                    /* CPUs the creating thread could run on (set by workers_start) */
+    weft__autopin autopin;             /* pin_workers = WEFT_PIN_AUTO (autopin.h) */
     weft__worker *workers;
     size_t max_inflight;
     weft__sched sched;
