@@ -779,12 +779,47 @@ static void test_reduce_misuse(void) {
     CHECK_OK(weft_runtime_destroy(rt));
 }
 
+/* A task that a wait saw finish no longer names its data: a partition
+ * right after the wait is never refused as "pending" (the task's pins on
+ * its data go before its state is final). */
+static int touch_body(weft_ctx *ctx, void *arg) {
+    (void)arg;
+    ((double *)weft_ctx_data(ctx, 0))[0] += 1;
+    return 0;
+}
+static void test_partition_after_wait(void) {
+    weft_runtime *rt = test_make_devices("cpu", 2, 0, false);
+    static double a[64];
+    for (int round = 0; round < test_pick(2000, 300); round++) {
+        weft_data *d, *tl[4];
+        CHECK_OK(weft_data_register(rt, a, sizeof a, &d));
+        weft_access acc = {d, WEFT_RW};
+        weft_task_desc td;
+        weft_task_desc_init(&td);
+        td.body = touch_body;
+        td.accesses = &acc;
+        td.naccesses = 1;
+        weft_task *t;
+        CHECK_OK(weft_spawn(rt, &td, &t));
+        CHECK_OK(weft_task_wait(t));
+        weft_task_release(t);
+        weft_tiling tg = {sizeof(double), 8, 8, 0, 2, 2, 0};
+        int rc = weft_data_partition(d, &tg, tl);
+        CHECKF(rc == 0, "round %d: %s", round, weft_last_error());
+        CHECK_OK(weft_data_unregister(d));
+    }
+    CHECK(a[0] == test_pick(2000, 300));
+    CHECK_OK(weft_runtime_destroy(rt));
+}
+
 int main(void) {
     test_watchdog(test_pick(200, 400));
     test_step("geometry");
     test_geometry();
     test_step("bad input");
     test_misuse();
+    test_step("partition after a wait");
+    test_partition_after_wait();
     test_step("tile reductions: misuse");
     test_reduce_misuse();
     test_step("tile reductions: combined before each kind of reader");

@@ -2117,6 +2117,12 @@ void weft__task_complete(weft__task *t, int final, weft__qnode **next)
             weft__reduce_finish(t->access[i].data, t->access[i].part, final == WEFT__T_COMPLETED);
             t->access[i].part = NULL;
         }
+    /* Its data pins go before the state is final: a wait that returns has
+     * seen the task stop naming its data (weft_data_partition, which
+     * refuses data that tasks name, may follow it at once).  Nothing below
+     * touches the data. */
+    for (uint32_t i = 0; i < t->naccess; i++)
+        weft__data_unpin(t->access[i].data);
     atomic_store(&t->state, final);
     weft__edge *e = atomic_exchange_explicit(&t->successors, WEFT__CLOSED, memory_order_acq_rel);
     /* Only a task that recorded completion events can have had its edges
@@ -2155,8 +2161,6 @@ void weft__task_complete(weft__task *t, int final, weft__qnode **next)
         }
         e = following;
     }
-    for (uint32_t i = 0; i < t->naccess; i++)
-        weft__data_unpin(t->access[i].data);
     if (t->place && !t->place_returned)
         place_retry(weft__place_release(g->placer, t->place), next);
     /* A continuation: the first one to fail or be cancelled decides how
