@@ -785,7 +785,7 @@ static void host_watch(void) {
     job r = {.op = OP_READ};
     weft_task *t = spawn(rt, "cpu", &r, d, WEFT_R, NULL, 0, "R");
     CHECK_ERR(weft_task_wait(t), WEFT_ETASKFAILED);
-    CHECKF(strstr(weft_last_error(), "checking mode found the memory of data it names written"), "%s",
+    CHECKF(strstr(weft_last_error(), "failed: data it names: the checking mode found the data's memory written"), "%s",
            weft_last_error());
     CHECK(atomic_load(&r.ran) == 0);
     weft_task_release(t);
@@ -809,7 +809,7 @@ static void host_watch(void) {
     CHECK_OK(weft_wait_all(rt));
     CHECKF(watch_reported(name, "vgpu:1"), "no report naming %s on vgpu:1", name);
     CHECK_ERR(weft_data_acquire(d, WEFT_R, 0), WEFT_EDEVICE);
-    CHECKF(strstr(weft_last_error(), "weft_data_acquire: the checking mode found") &&
+    CHECKF(strstr(weft_last_error(), "weft_data_acquire: the checking mode found the data's memory written") &&
            strstr(weft_last_error(), "nothing is held"), "%s", weft_last_error());
     CHECK_ERR(weft_wait_all(rt), WEFT_ETASKFAILED); /* (the acquisition's task) */
     CHECK_OK(weft_data_acquire(d, WEFT_R, 0));
@@ -822,7 +822,8 @@ static void host_watch(void) {
     CHECK_OK(weft_wait_all(rt));
     x[3] = 5;
     CHECK_ERR(weft_data_unregister(d), WEFT_EDEVICE);
-    CHECKF(strstr(weft_last_error(), "weft_data_unregister: the checking mode found") &&
+    CHECKF(strstr(weft_last_error(), "weft_data_unregister: data d") &&
+           strstr(weft_last_error(), ": the checking mode found the data's memory written") &&
            strstr(weft_last_error(), "the data is unregistered"), "%s", weft_last_error());
     CHECKF(watch_reported(name, "vgpu:0"), "no report naming %s on vgpu:0", name);
     all_equal(x, 77, "X after unregister", 0);

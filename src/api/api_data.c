@@ -308,11 +308,8 @@ int weft_data_unregister(weft_data *h)
     tripped |= weft__data_free(d);
     weft__rt_leave(rt, 1);
     if (tripped) /* the checking mode's host watch (data/data.h) */
-        return weft__error(WEFT_EDEVICE, "weft_data_unregister: the checking mode found the memory of data d%u "
-                                         "written on the host while its newest value was on a GPU only, "
-                                         "outside a task and without an acquisition: that write is lost, the "
-                                         "memory holds the newest value (printed on stderr, \"weft: data "
-                                         "check: ...\"); the data is unregistered", id);
+        return weft__error(WEFT_EDEVICE, "weft_data_unregister: data d%u: " WEFT__WATCH_TRIPPED
+                                         "; the data is unregistered", id);
     return 0;
 }
 
@@ -607,11 +604,7 @@ static bool acq_listed(weft__rt *rt, const weft__data *d)
 static int acq_outcome(const weft__task *t, const char *fn)
 {
     if (atomic_load(&((weft__task *)t)->state) == WEFT__T_FAILED && t->fail_why == WEFT__FAIL_WATCH)
-        return weft__error(WEFT_EDEVICE, "%s: the checking mode found the data's memory written on the host "
-                                         "while its newest value was on a GPU only, outside a task and "
-                                         "without an acquisition: that write is lost, the memory holds the "
-                                         "newest value now (printed on stderr, \"weft: data check: ...\"); "
-                                         "nothing is held", fn);
+        return weft__error(WEFT_EDEVICE, "%s: " WEFT__WATCH_TRIPPED "; nothing is held", fn);
     if (atomic_load(&((weft__task *)t)->state) == WEFT__T_FAILED) {
         int r = t->result;
         return weft__error(r < 0 && r >= WEFT_EDEVICE ? r : WEFT_EDEVICE,

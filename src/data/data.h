@@ -275,6 +275,12 @@ bool weft__data_host_seal(weft__data *d, uint64_t *digest, bool *poisoned);
  * without weft_data_acquire) is lost under the value brought back, and is
  * reported on stderr (weft__vcheck_report) and tripped on the handle. */
 enum { WEFT__WATCH_OFF = 0, WEFT__WATCH_POISON, WEFT__WATCH_DIGEST };
+/* What a trip means, in the message of each operation it fails (task.c,
+ * api_data.c), which prefixes what failed and adds what became of it. */
+#define WEFT__WATCH_TRIPPED                                                                                   \
+    "the checking mode found the data's memory written on the host while its newest value was on a GPU "   \
+    "only, outside a task naming the data and without an acquisition: that write is lost, the memory "      \
+    "holds the newest value (printed on stderr, \"weft: data check: ...\")"
 /* Take d's trip (false if none): the caller (a task naming d, an acquire,
  * an unregister) fails for it.  Never blocks. */
 bool weft__data_watch_take(weft__data *d);

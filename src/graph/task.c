@@ -2022,10 +2022,7 @@ int weft__task_outcome(const weft__task *t, int final)
                                                  "its body (printed on stderr, \"weft: data check: ...\")",
                                (unsigned long long)t->id, t->name);
         if (t->fail_why == WEFT__FAIL_WATCH)
-            return weft__error(WEFT_ETASKFAILED, "task %llu '%s' failed: the checking mode found the memory of "
-                                                 "data it names written on the host while the data's newest "
-                                                 "value was on a GPU only: that write is lost (printed on "
-                                                 "stderr, \"weft: data check: ...\")",
+            return weft__error(WEFT_ETASKFAILED, "task %llu '%s' failed: data it names: " WEFT__WATCH_TRIPPED,
                                (unsigned long long)t->id, t->name);
         if (t->fail_why == WEFT__FAIL_DEVICE)
             return weft__error(WEFT_ETASKFAILED, "task %llu '%s' failed: its device work failed (%s)%s",
