@@ -53,6 +53,7 @@
  *   gil_state.c  where CPython keeps the GIL's state (its internal headers, per
  *              version), for the hand-off
  *   body.c     the task body trampoline, its argument destructor, failure records
+ *   kind.c     a task's names: its label in messages, its kind for the models
  *   coro.c     `async def` bodies: the coroutine driver (suspending a task in a C
  *              continuation, weft_ctx_continue), and what a coroutine may await
  *   runtime.c  weft.Runtime, and which runtime weft.spawn & co. mean
@@ -190,7 +191,7 @@ typedef struct {
     /* weft.TaskWarning (a RuntimeWarning): what closing a runtime reports
      * that nobody saw — keys depended on but never spawned, task exceptions
      * never retrieved (runtime.c); a wait that only a spawn can end
-     * (wait.c); functions of different code sharing a kind (body.c). */
+     * (wait.c); functions of different code sharing a kind (kind.c). */
     PyObject *TaskWarning;
     /* Task-space helpers of weft/_space.py (registered at import by
      * weft/__init__.py through _set_space): the expansion of a key naming
@@ -216,7 +217,7 @@ typedef struct {
         *s_priority, *s_task, *s_kwargs, *s_runtime, *s_add_note, *s_placement, *s_share, *s_memory,
         *s_device_data, *s_reduces, *s_scratch, *s_cost, *s_kind;
     /* functools.partial, whose func a spawn's kind check looks through
-     * (body.c, weft_py_spawn_kind). */
+     * (kind.c, weft_py_spawn_kind). */
     PyObject *Partial_T;
     /* Placement helpers of weft/_placement.py (registered at import by
      * weft/__init__.py through _set_placement): the normaliser a spawn with
@@ -382,7 +383,7 @@ typedef struct RuntimeObject {
     PyObject *kinds;            /* dict str -> (code, description), or -> None once told: for
                                    each kind its tasks took from their functions (models
                                    only), the code the first one ran, to tell once that two
-                                   functions share a kind (body.c, weft_py_spawn_kind; a
+                                   functions share a kind (kind.c, weft_py_spawn_kind; a
                                    critical section on the dict around each look and change) */
     PyObject *weakreflist;
 } RuntimeObject;
@@ -677,6 +678,15 @@ void weft_py_task_retrieved(TaskObject *t);
 /* The program has seen t's failure (a wait on it, or a wait_all that raised
  * it): closing the runtime does not report it as never retrieved. */
 void weft_py_task_observed(TaskObject *t);
+/* t is being freed: forget it as a failed task. */
+void weft_py_task_forget_failure(TaskObject *t);
+/* The exception of the live failed task with this C id (new ref), or NULL. */
+PyObject *weft_py_find_failure(RuntimeObject *r, uint64_t id);
+
+/* ------------------------------------------------------------------------ */
+/* A task's names (kind.c)                                                   */
+/* ------------------------------------------------------------------------ */
+
 /* A short name for an unnamed task's messages: the body's function name
  * (fn.__name__ of a function or method, a builtin's name, a class's name),
  * as a C string borrowed from fn (valid while fn lives), or NULL. */
@@ -699,10 +709,6 @@ const char *weft_py_resumed_kind(PyObject *kind, char buf[WEFT_KIND_MAX + 1]);
  * in buf.  Returns buf, or NULL when t has no name or its UTF-8 is refused
  * (no exception is left set). */
 const char *weft_py_desc_name(TaskObject *t, char buf[WEFT_PY_DESC_NAME]);
-/* t is being freed: forget it as a failed task. */
-void weft_py_task_forget_failure(TaskObject *t);
-/* The exception of the live failed task with this C id (new ref), or NULL. */
-PyObject *weft_py_find_failure(RuntimeObject *r, uint64_t id);
 
 /* ------------------------------------------------------------------------ */
 /* Runtimes (runtime.c)                                                      */
