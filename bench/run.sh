@@ -136,7 +136,8 @@ fi
 # weft_ft_vgpu lines) when scripts/python-ft.sh has built it, a
 # heat-map per system (bench/py/gil_plot.py: in docs/ with --docs), and
 # the floor under the f = 0.5 points (bench/py/gil_floor.py: the same
-# bodies with the least machinery; gil_floor_* lines).
+# bodies with the least machinery; gil_floor_* lines), and without the
+# GIL the floor of plain threads at f = 0, 0.5 and 1 (gil_floor_ft_*).
 if [ "$mode" != quick ] && [ -x .venv/bin/python ]; then
   echo
   echo "== Python tasks under GIL contention: weft (default, gil_spin_ns=0) beside ThreadPoolExecutor, Dask"
@@ -158,6 +159,11 @@ if [ "$mode" != quick ] && [ -x .venv/bin/python ]; then
   echo
   echo "== the floor under it: the same bodies on plain threads, through CPython's C API, in pure C"
   .venv/bin/python bench/py/gil_floor.py
+  if [ -x build-ft/venv/bin/python ]; then
+    echo
+    echo "== the floor without the GIL: the same bodies on plain threads (PYTHON_GIL=0; gil_floor_ft_* lines)"
+    PYTHON_GIL=0 build-ft/venv/bin/python bench/py/gil_floor.py --f 0,0.5,1
+  fi
 fi
 
 # Python's overheads, each beside the naive way: handing a task's data to

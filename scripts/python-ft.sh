@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Run the Python test suite on a free-threaded CPython 3.13 (built with
-# --disable-gil), with the GIL disabled.  Not part of `make test`.
+# --disable-gil), with the GIL disabled (`make test` runs it: python-test-ft).
 #
 # Debian 12 ships no free-threaded interpreter, so the first run builds one:
 # the CPython 3.13 source package of Debian trixie is fetched with

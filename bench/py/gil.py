@@ -18,6 +18,8 @@ Shapes: `indep` (N independent tasks, then a wait for all of them) and
 `chain` (each task depends on the one before).  Systems: Weft with its
 default GIL policy (`weft`), Weft with `gil_spin_ns=0` (`weft_spin0`),
 Weft with its workers pinned one per CPU (`weft_pin`: pin_workers=True),
+a second runtime with the default policy (`weft_twin`: the control, which
+shows how far two identical policies' figures differ),
 `concurrent.futures.ThreadPoolExecutor` (`threadpool`; a chain's task first
 waits for the previous future) and Dask's threaded scheduler (`dask`, when
 installed).  Each figure is the median over --reps rounds of the ratio
@@ -49,14 +51,18 @@ weft_ft, weft_ft_vgpu without the GIL):
   gil_default_vs_best <name> <v> the worst ratio, over every point, of the
                                  default policy's time to the best Weft
                                  policy's that ran (weft_spin0, weft_pin;
-                                 1.0: the default is the best)
+                                 per point and policy the median of the
+                                 rounds' ratios; 1.0: the default is the
+                                 best)
+  gil_default_vs_twin <name> <v> the same statistic against weft_twin, the
+                                 default itself: what noise alone gives
 
 --json FILE writes every row (bench/py/gil_plot.py draws heat-maps from it).
 
     python bench/py/gil.py [--quick] [--reps 5] [--T 50,200,1000]
                            [--f 0,0.1,0.25,0.5,1] [--workers 1,2]
                            [--where cpu,vgpu]
-                           [--systems weft,weft_spin0,weft_pin,threadpool,dask]
+                           [--systems weft,weft_spin0,weft_pin,weft_twin,threadpool,dask]
                            [--work-ms 10] [--json FILE]
     PYTHON_GIL=0 build-ft/venv/bin/python bench/py/gil.py   # free-threaded
 """
@@ -206,11 +212,13 @@ def run_seq(ctx, body, n, shape, n_py, c_ns):
 NGPU = 2  # virtual GPUs of the `vgpu` variant ("cpu,vgpu:2")
 
 
-def _weft_runner(gil_spin_ns, pin=None):
-    """pin: pin_workers= (None: the runtime's default, "auto")."""
+def _weft_runner(gil_spin_ns, pin=None, twin=False):
+    """pin: pin_workers= (None: the runtime's default, "auto"); twin: a
+    runtime of its own with the same settings (the control: the same
+    policy measured as another system)."""
     def run(ctx, body, n, shape, n_py, c_ns):
         vgpu = ctx["where"] == "vgpu"
-        key = ("weft", gil_spin_ns, pin)
+        key = ("weft", gil_spin_ns, pin, twin)
         rt = ctx.get(key)
         if rt is None:
             kw = {} if gil_spin_ns is None else {"gil_spin_ns": gil_spin_ns}
@@ -298,10 +306,11 @@ SYSTEMS = {
     "weft": (_weft_runner(None), None),
     "weft_spin0": (_weft_runner(0), None),
     "weft_pin": (_weft_runner(None, pin=True), None),
+    "weft_twin": (_weft_runner(None, twin=True), None),
     "threadpool": (run_threadpool, None),
     "dask": (run_dask, "dask"),
 }
-WEFT_POLICIES = ("weft", "weft_spin0", "weft_pin")
+WEFT_POLICIES = ("weft", "weft_spin0", "weft_pin")  # (weft_twin is the control, not a policy)
 
 
 def available(mod):
@@ -425,8 +434,9 @@ def summarise(rows, Ts, gil):
         ch = [r["extra_us"]["weft"] for r in mine
               if r["shape"] == "chain" and r["workers"] == 2 and r["T"] == min(Ts) and "weft" in r["extra_us"]]
         lines.append(f"gil_chain_extra_us {name} {max(ch):.2f}" if ch else f"gil_chain_extra_us {name} n/a")
-        dvb = [r["default_vs_best"] for r in mine if "default_vs_best" in r]
-        lines.append(f"gil_default_vs_best {name} {max(dvb):.3f}" if dvb else f"gil_default_vs_best {name} n/a")
+        for fig in ("default_vs_best", "default_vs_twin"):
+            v = [r[fig] for r in mine if fig in r]
+            lines.append(f"gil_{fig} {name} {max(v):.3f}" if v else f"gil_{fig} {name} n/a")
     return lines
 
 
@@ -441,7 +451,7 @@ def main(argv=None):
     ap.add_argument("--where", default="cpu,vgpu",
                     help="cpu: bodies on the workers; vgpu: bodies placed on virtual GPUs "
                          f"(cpu,vgpu:{NGPU}) queueing their C part on the task's stream (Weft only)")
-    ap.add_argument("--systems", default="weft,weft_spin0,weft_pin,threadpool,dask")
+    ap.add_argument("--systems", default="weft,weft_spin0,weft_pin,weft_twin,threadpool,dask")
     ap.add_argument("--reps", type=int, default=5, help="rounds per point (the median is kept)")
     ap.add_argument("--work-ms", type=float, default=10.0,
                     help="sequential work per run (ms): sets the number of bodies (at least 8)")
@@ -499,7 +509,7 @@ def main(argv=None):
         rows = []
         for where in wheres:
             # Virtual GPUs: Weft's policies only (its peers have no devices).
-            here = systems if where == "cpu" else [s for s in systems if s in WEFT_POLICIES]
+            here = systems if where == "cpu" else [s for s in systems if s in WEFT_POLICIES + ("weft_twin",)]
             if not here:
                 continue
             for workers in workers_list:
@@ -544,10 +554,28 @@ def run_point(ctx, body, systems, shape, T, f, planned, args, gil):
         row["extra_us"][s] = statistics.median((w - a) / n * 1e6 for a, w in zip(seq, walls[s]))
     others = [p for p in WEFT_POLICIES if p != "weft" and p in systems]
     if "weft" in systems and others:
-        # The default's time over the best policy's that ran, round by round.
-        row["default_vs_best"] = max(1.0, statistics.median(
-            w / min(walls[p][k] for p in ["weft"] + others) for k, w in enumerate(walls["weft"])))
+        # The default's time over the point's best other policy: for each,
+        # the median of the rounds' ratios (paired: one round's systems ran
+        # under the same conditions).  Not each round's least time of all:
+        # the least of several noisy times is biased low, so a default
+        # identical to another policy would read as losing.
+        row["default_vs_best"] = default_vs_best(walls, others)
+    if "weft" in systems and "weft_twin" in systems:
+        # The same against the default's twin: how far the statistic moves
+        # between two identical policies (its noise, at this point).
+        row["default_vs_twin"] = max(1.0, paired(walls["weft"], walls["weft_twin"]))
     return row
+
+
+def paired(a, b):
+    """The median over rounds of a's time over b's in the same round."""
+    return statistics.median(x / y for x, y in zip(a, b))
+
+
+def default_vs_best(walls, others):
+    """The default's (walls["weft"]) time over the best of the other
+    policies', each compared round by round (paired); at least 1.0."""
+    return max(1.0, max(paired(walls["weft"], walls[p]) for p in others))
 
 
 def print_table(rows, systems):
@@ -555,14 +583,15 @@ def print_table(rows, systems):
     head = " ".join(f"{s:>10}" for s in systems)
     print("# efficiency (speed-up over the sequential loop / bound)")
     print(f"# {'where':<5}{'shape':<6}{'w':>2}{'T_us':>6}{'f':>6}{'bound':>6} {'seq_us':>8} {head}"
-          "  weft_extra_us  default/best")
+          "  weft_extra_us  default/best  default/twin")
     for row in rows:
         cells = " ".join(f"{fmt(row['eff'].get(s)):>10}" for s in systems)
-        dvb = row.get("default_vs_best")
+        dvb, dvt = row.get("default_vs_best"), row.get("default_vs_twin")
         ex = row["extra_us"].get("weft") if row["shape"] == "chain" else None
         print(f"# {row['where']:<5}{row['shape']:<6}{row['workers']:>2}{row['T']:>6.0f}{row['f']:>6.2f}"
               f"{row['bound']:>6.2f} {row['seq_us']:>8.1f} "
-              f"{cells}  {'' if ex is None else f'{ex:13.2f}'}  {'' if dvb is None else f'{dvb:12.3f}'}")
+              f"{cells}  {'' if ex is None else f'{ex:13.2f}'}  {'' if dvb is None else f'{dvb:12.3f}'}"
+              f"  {'' if dvt is None else f'{dvt:12.3f}'}")
 
 
 if __name__ == "__main__":

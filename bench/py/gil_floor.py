@@ -30,6 +30,11 @@ scheduler):
                       with a SCHED_IDLE spinner on every CPU: a sleeping
                       waiter is woken on a CPU that is not halted
 
+On the free-threaded build (PYTHON_GIL=0) there is no GIL to hand off:
+the question is then what two plain threads get from the same bodies, and
+only weft, weft_pin, weft_nopin, threads and threads_pin run (by default
+the first four); the bound is 2 at every f, and no hand-off is timed.
+
 efficiency = (sequential time / system time) / min(2, 1/f), the sequential
 time being the system's own one-thread form: gil.py's plain loop for weft
 and threads, capi on one pthread for the capi rows, c on one pthread for
@@ -51,6 +56,9 @@ with, per point:
                                                _pin forms (the best CPython
                                                allows through its API)
   gil_floor_weft_pin_vs_best T=<T> f=<f> <v>   the same for weft_pin
+
+(gil_floor_ft_... on the free-threaded build, against the best of threads
+and threads_pin.)
 
     .venv/bin/python bench/py/gil_floor.py [--T 50,200,1000] [--f 0.5]
         [--reps 7] [--work-ms 40] [--systems ...] [--rounds]
@@ -125,6 +133,9 @@ def cpus():
 def _threads(pin):
     def run(ctx, p):
         body, n, n_py, c_ns = ctx["body"], p["n"], p["n_py"], p["c_ns"]
+        # Under the GIL the threads share one iterator (each takes the next
+        # body when it is free); without it a range iterator is not safe to
+        # share (3.13t hands one index to both), so each takes every other.
         it = iter(range(n))
         out = []
         rec = out.append
@@ -133,7 +144,7 @@ def _threads(pin):
         def loop(k):
             if pin:
                 os.sched_setaffinity(0, {where[k % len(where)]})
-            for i in it:
+            for i in it if ctx["gil"] else range(k, n, 2):
                 body(i, n_py, c_ns, rec)
 
         t0 = time.perf_counter()
@@ -209,6 +220,8 @@ SYSTEMS = {
     "c_awake_pin": (_c(2, 0, 1, awake=1), "c_seq"),
 }
 RAW = ("threads", "threads_pin", "capi", "capi_pin")  # the best CPython allows, without Weft
+FT_SYSTEMS = ("weft", "weft_pin", "weft_nopin", "threads", "threads_pin")  # those without a GIL
+FT_DEFAULT = "weft,weft_pin,threads,threads_pin"
 
 
 def run_point(ctx, names, p, reps, busy_stats):
@@ -274,7 +287,7 @@ def plan_point(ctx, T, f, args):
 def one_point(ctx, shown, names, T, f, args, busy):
     p = plan_point(ctx, T, f, args)
     walls = run_point(ctx, names, p, args.reps, busy)
-    b = min(2.0, 1.0 / f) if f > 0 else 2.0
+    b = min(2.0, 1.0 / f) if f > 0 and ctx["gil"] else 2.0
     eff = {s: statistics.median(a / w for a, w in zip(walls[SYSTEMS[s][1]], walls[s])) / b
            for s in shown}
     raw = [eff[s] for s in RAW if s in eff]
@@ -288,9 +301,9 @@ def one_point(ctx, shown, names, T, f, args, busy):
             print(f"#   {s:<14} us per body, by round: "
                   + " ".join(f"{w / p['n'] * 1e6:6.1f}" for w in walls[s]))
     for s in shown:
-        print(f"gil_floor_eff {s} T={T:g} f={f:g} {eff[s]:.3f}")
+        print(f"{ctx['figure']}_eff {s} T={T:g} f={f:g} {eff[s]:.3f}")
     for w, v in ratios.items():
-        print(f"gil_floor_{w}_vs_best T={T:g} f={f:g} {v:.3f}", flush=True)
+        print(f"{ctx['figure']}_{w}_vs_best T={T:g} f={f:g} {v:.3f}", flush=True)
 
 
 def close_all(ctx):
@@ -312,16 +325,20 @@ def main(argv=None):
     ap.add_argument("--f", default="0.5", help="Python fractions of the body")
     ap.add_argument("--reps", type=int, default=7)
     ap.add_argument("--work-ms", type=float, default=40.0, help="sequential work per run (ms)")
-    ap.add_argument("--systems", default=DEFAULT,
+    ap.add_argument("--systems", default=None,
                     help=f"of {','.join(s for s, (_, b) in SYSTEMS.items() if b)} (their sequential forms run too)")
     ap.add_argument("--rounds", action="store_true", help="also print every round's us per body")
     args = ap.parse_args(argv)
-    if not gil.gil_enabled():
-        ap.error("this measures the GIL's hand-off: run it on a GIL build (or without PYTHON_GIL=0)")
+    has_gil = gil.gil_enabled()
+    if args.systems is None:
+        args.systems = DEFAULT if has_gil else FT_DEFAULT
     shown = [s for s in args.systems.split(",") if s]
     for s in shown:
         if s not in SYSTEMS or SYSTEMS[s][1] is None:
             ap.error(f"--systems: unknown system {s!r}")
+        if not has_gil and s not in FT_SYSTEMS:
+            ap.error(f"--systems: {s} stands in for or hands off the GIL, which this interpreter runs "
+                     f"without (PYTHON_GIL=0): name only {', '.join(FT_SYSTEMS)}")
     names = []
     for s in shown:
         for x in (SYSTEMS[s][1], s):
@@ -333,18 +350,20 @@ def main(argv=None):
     cspin, _qspin, tmp = gil.build_kernel()
     ctx = {}
     try:
-        lib = build_floor(tmp)
+        lib = build_floor(tmp) if has_gil else None
         body = gil.make_body(cspin)
-        ctx.update(lib=lib, body=body, ns_iter=gil.calibrate(body), workers=2, where="cpu")
-        print(f"# GIL floor: python={sys.version.split()[0]} cpus={os.cpu_count()} reps={args.reps} "
-              f"work={args.work_ms} ms/run loadavg={loadavg()} "
-              f"capi_spin={'yes' if lib.floor_capi_can_spin() else 'no (GIL layout unknown: no spin)'}",
-              flush=True)
-        pp = pingpong(lib)
-        print("# one-way hand-off between two threads, us: " +
-              ", ".join(f"{k} {v:.2f}" for k, v in pp.items()), flush=True)
-        for k, v in pp.items():
-            print(f"gil_floor_handoff_us {k} {v:.2f}")
+        ctx.update(lib=lib, body=body, ns_iter=gil.calibrate(body), workers=2, where="cpu", gil=has_gil,
+                   figure="gil_floor" if has_gil else "gil_floor_ft")
+        spin = ('yes' if lib.floor_capi_can_spin() else 'no (GIL layout unknown: no spin)') if lib else '-'
+        print(f"# GIL floor: python={sys.version.split()[0]} gil={'yes' if has_gil else 'no'} "
+              f"cpus={os.cpu_count()} reps={args.reps} work={args.work_ms} ms/run loadavg={loadavg()} "
+              f"capi_spin={spin}", flush=True)
+        if lib:
+            pp = pingpong(lib)
+            print("# one-way hand-off between two threads, us: " +
+                  ", ".join(f"{k} {v:.2f}" for k, v in pp.items()), flush=True)
+            for k, v in pp.items():
+                print(f"gil_floor_handoff_us {k} {v:.2f}")
         busy = {"rerun": 0, "kept": 0}
         print(f"# {'T_us':>6} {'f':>5} {'seq_us':>7} " + " ".join(f"{s:>7}" for s in shown), flush=True)
         for T in Ts:
