@@ -313,31 +313,38 @@ typedef struct weft_config {
      *     per task); a worker is busy while its latest note is less than
      *     10 ms old;
      *   - about once a millisecond, the runtime looks at the latest notes:
-     *     "packed" when two or more busy workers share a CPU.  Three such
-     *     looks in a row, and only then, make it read each CPU's idle time
-     *     in /proc/stat and open a window: it goes on looking, and ends the
-     *     window without deciding when more than a quarter of the looks
-     *     were not packed, or when looks stop for 10 ms (the workers went
-     *     idle); else after 3 ticks of /proc/stat (USER_HZ: 30 ms at
-     *     100 Hz) it reads /proc/stat again and decides;
+     *     "packed" when two or more busy workers share a CPU.  Such a
+     *     look, and only such a look, opens a window, which counts only
+     *     the time both workers are busy: from one look to the next, when
+     *     they are less than 10 ms apart and both found two busy workers,
+     *     the interval and each CPU's idle time in it (read at each look of
+     *     a window: from cpuidle's per-state times in microseconds,
+     *     /sys/devices/system/cpu/cpuN/cpuidle/stateK/time, where every CPU
+     *     has them, else from /proc/stat's ticks of USER_HZ).  Longer gaps
+     *     are pauses (the workers idled: the program did something else),
+     *     left out, so that bursts of tasks a few milliseconds long add up;
+     *     a pause over 1 s closes the window.  It ends without deciding
+     *     when more than a quarter of its counted looks were not packed;
+     *     else once it has counted 5 looks and 4 ms of busy time (30 ms,
+     *     3 ticks at 100 Hz, with /proc/stat) it decides;
      *   - it pins when the workers are no more than the CPUs of the
-     *     creating thread's affinity at weft_runtime_create, at least 8
-     *     looks were made and three quarters of them packed, and those
-     *     CPUs were idle, together, at least half the window (half a CPU
-     *     to spare; each CPU's idle counted a tick short, since /proc/stat
-     *     counts whole ticks): every worker to a CPU of its own
+     *     creating thread's affinity at weft_runtime_create, three
+     *     quarters of the counted looks were packed, and those CPUs were
+     *     idle, together, at least half the busy time counted (half a CPU
+     *     to spare; each CPU's idle counted short by what its source may
+     *     overstate: a tick of /proc/stat, or a microsecond, per run of
+     *     looks without a pause): every worker to a CPU of its own
      *     (pthread_setaffinity_np), busy workers keeping the CPU they were
      *     last seen on where no other worker has it yet (one of the packed
      *     workers keeps their CPU), then the others theirs, the rest the
      *     idlest free CPUs.  It never pins when the CPUs had no time to
      *     spare (they are oversubscribed, by other processes or ranks:
-     *     pinning would not help).  After a window that pinned nothing the
-     *     next waits 10 ms, doubling up to 1 s.  Once pinned the workers
-     *     stay pinned;
+     *     pinning would not help); the next window then waits 10 ms,
+     *     doubling up to 1 s.  Once pinned the workers stay pinned;
      *   - weft_stats.autopins counts it, and the trace (trace_path) shows
      *     a "workers pinned" event naming each worker's CPU.
      * With fewer than two workers or CPUs, more workers than CPUs, bodies
-     * longer than 10 ms (too few notes), where /proc/stat cannot be read
+     * longer than 10 ms (too few notes), where the idle figures cannot be read
      * or the operating system refuses a CPU (the workers are then left, or
      * put back, unpinned; the trace says so), WEFT_PIN_AUTO never pins.
      * Another value makes weft_runtime_create fail with WEFT_EINVAL;

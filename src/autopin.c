@@ -8,7 +8,10 @@
 #include "api/runtime.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -61,20 +64,20 @@ static bool taken(const int *assign, unsigned nworkers, int cpu)
 }
 
 int weft__autopin_plan(const weft__pin_sample *s, unsigned nworkers, const int *cpus, unsigned ncpus,
-                       const uint64_t *idle_ticks, double elapsed_ticks, unsigned scans, unsigned packed,
-                       uint64_t now, int *assign)
+                       const uint64_t *idle_ns, uint64_t busy_ns, uint64_t slack_ns, unsigned scans,
+                       unsigned packed, uint64_t now, int *assign)
 {
     if (nworkers > ncpus)
         return WEFT__PIN_TOO_MANY;
     if (scans < WEFT__PIN_MIN_SCANS || packed > scans || 4 * (uint64_t)packed < 3 * (uint64_t)scans)
         return WEFT__PIN_NOT_PACKED;
-    /* Half a CPU of idle time in the set, each CPU's counted a tick short
-     * of what /proc/stat shows (its figures are whole ticks). */
-    double idle = 0;
+    /* Half a CPU of idle time in the set, each CPU's counted short by
+     * what its source may overstate. */
+    uint64_t idle = 0;
     for (unsigned k = 0; k < ncpus; k++)
-        if (idle_ticks[k] > 1)
-            idle += (double)(idle_ticks[k] - 1);
-    if (idle < elapsed_ticks / 2)
+        if (idle_ns[k] > slack_ns)
+            idle += idle_ns[k] - slack_ns;
+    if (2 * idle < busy_ns)
         return WEFT__PIN_NO_IDLE;
     for (unsigned w = 0; w < nworkers; w++)
         assign[w] = -1;
@@ -90,7 +93,7 @@ int weft__autopin_plan(const weft__pin_sample *s, unsigned nworkers, const int *
             continue;
         int best = -1;
         for (unsigned k = 0; k < ncpus; k++)
-            if (!taken(assign, nworkers, cpus[k]) && (best < 0 || idle_ticks[k] > idle_ticks[best]))
+            if (!taken(assign, nworkers, cpus[k]) && (best < 0 || idle_ns[k] > idle_ns[best]))
                 best = (int)k;
         WEFT__CHECK(best >= 0); /* (no more workers than CPUs) */
         assign[w] = cpus[best];
@@ -101,6 +104,18 @@ int weft__autopin_plan(const weft__pin_sample *s, unsigned nworkers, const int *
 /* ------------------------------------------------------------------------ */
 /* The runtime's side                                                        */
 /* ------------------------------------------------------------------------ */
+
+/* How many cpuidle states CPU cpu has (state0, state1, ...), 0 if none. */
+static unsigned cpuidle_states(int cpu)
+{
+    unsigned n = 0;
+    char path[96];
+    for (;; n++) {
+        snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu%d/cpuidle/state%u/time", cpu, n);
+        if (access(path, R_OK) != 0)
+            return n;
+    }
+}
 
 int weft__autopin_init(weft__rt *rt, const cpu_set_t *set)
 {
@@ -117,11 +132,13 @@ int weft__autopin_init(weft__rt *rt, const cpu_set_t *set)
     if (rt->cfg.pin_workers != WEFT_PIN_AUTO || n < 2 || rt->nworkers < 2 || rt->nworkers > n || hz <= 0)
         return 0; /* nothing to watch for, or no way to tell */
     ap->cpus = weft__alloc(n * sizeof *ap->cpus);
-    ap->base_idle = weft__alloc(n * sizeof *ap->base_idle);
+    ap->nstates = weft__alloc(n * sizeof *ap->nstates);
+    ap->prev_idle = weft__alloc(n * sizeof *ap->prev_idle);
     ap->idle = weft__alloc(n * sizeof *ap->idle);
+    ap->cur_idle = weft__alloc(n * sizeof *ap->cur_idle);
     ap->samples = weft__alloc(rt->nworkers * sizeof *ap->samples);
     ap->assign = weft__alloc(rt->nworkers * sizeof *ap->assign);
-    if (!ap->cpus || !ap->base_idle || !ap->idle || !ap->samples || !ap->assign) {
+    if (!ap->cpus || !ap->nstates || !ap->prev_idle || !ap->idle || !ap->cur_idle || !ap->samples || !ap->assign) {
         weft__autopin_fini(rt);
         return WEFT_ENOMEM;
     }
@@ -129,7 +146,13 @@ int weft__autopin_init(weft__rt *rt, const cpu_set_t *set)
     for (int c = 0; c < CPU_SETSIZE && ap->ncpus < n; c++)
         if (CPU_ISSET(c, set))
             ap->cpus[ap->ncpus++] = c;
-    ap->ticks_per_ns = (double)hz / 1e9;
+    /* cpuidle where every CPU of the set has it, else /proc/stat */
+    for (unsigned k = 0; k < ap->ncpus && ap->nstates; k++)
+        if ((ap->nstates[k] = cpuidle_states(ap->cpus[k])) == 0) {
+            weft__free(ap->nstates);
+            ap->nstates = NULL;
+        }
+    ap->tick_ns = 1000000000ull / (uint64_t)hz;
     ap->backoff_ns = WEFT__PIN_BACKOFF_NS;
     for (unsigned i = 0; i < rt->nworkers; i++)
         rt->workers[i].pin_left = 1; /* a sample at its first task */
@@ -141,20 +164,23 @@ void weft__autopin_fini(weft__rt *rt)
 {
     weft__autopin *ap = &rt->autopin;
     weft__free(ap->cpus);
-    weft__free(ap->base_idle);
+    weft__free(ap->nstates);
+    weft__free(ap->prev_idle);
     weft__free(ap->idle);
+    weft__free(ap->cur_idle);
     weft__free(ap->samples);
     weft__free(ap->assign);
     ap->cpus = NULL;
-    ap->base_idle = ap->idle = NULL;
+    ap->nstates = NULL;
+    ap->prev_idle = ap->idle = ap->cur_idle = NULL;
     ap->samples = NULL;
     ap->assign = NULL;
 }
 
 /* Each CPU of the set's idle time (idle + iowait) in ticks, from
- * /proc/stat, into out[ncpus] (0 for a CPU it does not list); 0, or -1
- * when it cannot be read or lists none of them. */
-static int read_idle(const weft__autopin *ap, uint64_t *out)
+ * /proc/stat, as ns into out[ncpus] (0 for a CPU it does not list); 0, or
+ * -1 when it cannot be read or lists none of them. */
+static int read_idle_stat(const weft__autopin *ap, uint64_t *out)
 {
     FILE *f = fopen("/proc/stat", "re");
     if (!f)
@@ -172,12 +198,41 @@ static int read_idle(const weft__autopin *ap, uint64_t *out)
             v[i] = strtoull(p, &p, 10); /* user nice system idle iowait */
         int k = cpu >= 0 && cpu < CPU_SETSIZE ? cpu_index(ap->cpus, ap->ncpus, (int)cpu) : -1;
         if (k >= 0) {
-            out[k] = v[3] + v[4];
+            out[k] = (v[3] + v[4]) * ap->tick_ns;
             found++;
         }
     }
     fclose(f);
     return found ? 0 : -1;
+}
+
+/* Each CPU of the set's time in its cpuidle states (us), as ns into
+ * out[ncpus]; 0, or -1 when a file cannot be read. */
+static int read_idle_cpuidle(const weft__autopin *ap, uint64_t *out)
+{
+    char path[96], buf[32];
+    for (unsigned k = 0; k < ap->ncpus; k++) {
+        uint64_t us = 0;
+        for (unsigned st = 0; st < ap->nstates[k]; st++) {
+            snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu%d/cpuidle/state%u/time", ap->cpus[k], st);
+            int fd = open(path, O_RDONLY | O_CLOEXEC);
+            if (fd < 0)
+                return -1;
+            ssize_t got = read(fd, buf, sizeof buf - 1);
+            close(fd);
+            if (got <= 0)
+                return -1;
+            buf[got] = 0;
+            us += strtoull(buf, NULL, 10);
+        }
+        out[k] = us * 1000;
+    }
+    return 0;
+}
+
+static int read_idle(const weft__autopin *ap, uint64_t *out)
+{
+    return ap->nstates ? read_idle_cpuidle(ap, out) : read_idle_stat(ap, out);
 }
 
 /* The workers' latest samples. */
@@ -199,11 +254,13 @@ static void note(weft__rt *rt, unsigned worker, uint64_t at, const char *name, c
             obs->at[k].ops->on_note(obs->at[k].self, worker, at, name, detail);
 }
 
-/* The window led nowhere: the next baseline waits longer. */
-static void back_off(weft__autopin *ap, uint64_t now)
+/* The window closes; `nowhere`: it found the CPUs without time to spare
+ * (or their figures unreadable), and the next waits longer. */
+static void close_window(weft__autopin *ap, uint64_t now, bool nowhere)
 {
-    ap->base_ns = 0;
-    ap->streak = 0;
+    ap->open = false;
+    if (!nowhere)
+        return;
     ap->retry_ns = now + ap->backoff_ns;
     ap->backoff_ns = ap->backoff_ns * 2 < WEFT__PIN_BACKOFF_MAX_NS ? ap->backoff_ns * 2 : WEFT__PIN_BACKOFF_MAX_NS;
 }
@@ -216,7 +273,7 @@ static void whole_set(const weft__autopin *ap, cpu_set_t *set)
 }
 
 /* Pin worker i to ap->assign[i], all or none. */
-static void pin(weft__rt *rt, unsigned by, uint64_t now, double elapsed)
+static void pin(weft__rt *rt, unsigned by, uint64_t now)
 {
     weft__autopin *ap = &rt->autopin;
     char detail[256];
@@ -240,14 +297,33 @@ static void pin(weft__rt *rt, unsigned by, uint64_t now, double elapsed)
     uint64_t idle = 0;
     for (unsigned k = 0; k < ap->ncpus; k++)
         idle += ap->idle[k];
-    int at = snprintf(detail, sizeof detail, "workers packed on one CPU in %u of %u scans while the CPUs idled %llu "
-                      "of %.1f ticks of /proc/stat; worker:CPU", ap->packed, ap->scans, (unsigned long long)idle,
-                      elapsed);
+    int at = snprintf(detail, sizeof detail, "workers packed on one CPU in %u of %u scans while the CPUs idled "
+                      "%.1f of %.1f ms busy (%s, %u segment(s)); worker:CPU", ap->packed, ap->scans,
+                      (double)idle / 1e6, (double)ap->busy_ns / 1e6, ap->nstates ? "cpuidle" : "/proc/stat",
+                      ap->segments);
     for (unsigned i = 0; i < rt->nworkers && at > 0 && (size_t)at < sizeof detail; i++)
         at += snprintf(detail + at, sizeof detail - (size_t)at, " %u:%d", i, ap->assign[i]);
     atomic_store(&ap->pins, 1);
     atomic_store(&ap->state, WEFT__AP_PINNED);
     note(rt, by, now, "workers pinned", detail);
+}
+
+/* Open a window at this scan, or start its next segment (after a pause):
+ * the idle figures from here.  false when they cannot be read (the
+ * runtime stops watching). */
+static bool segment_start(weft__rt *rt, unsigned by, uint64_t now)
+{
+    weft__autopin *ap = &rt->autopin;
+    if (read_idle(ap, ap->prev_idle) != 0) {
+        atomic_store(&ap->state, WEFT__AP_OFF); /* no way to tell idle CPUs */
+        note(rt, by, now, "workers not pinned",
+             ap->nstates ? "cpuidle's figures cannot be read: the workers stay unpinned"
+                         : "/proc/stat cannot be read: the workers stay unpinned");
+        return false;
+    }
+    ap->last_scan_ns = now;
+    ap->segments++;
+    return true;
 }
 
 /* Under `deciding`: look at the samples, and go one step (autopin.h). */
@@ -257,44 +333,67 @@ static void scan(weft__rt *rt, unsigned by, uint64_t now)
     atomic_store_explicit(&ap->next_scan, now + WEFT__PIN_EVERY_NS, memory_order_relaxed);
     read_samples(rt, ap->samples);
     bool packed = weft__autopin_packed(ap->samples, rt->nworkers, now) >= 0;
-    if (!ap->base_ns) {
-        ap->streak = packed ? ap->streak + 1 : 0;
-        if (ap->streak < WEFT__PIN_SUSPECT_SCANS || now < ap->retry_ns)
+    unsigned nbusy = 0;
+    for (unsigned i = 0; i < rt->nworkers; i++)
+        nbusy += busy(&ap->samples[i], now);
+    if (nbusy < 2) {
+        /* Not two busy workers (a burst starting or ending, one worker
+         * still asleep): no evidence either way, and the time to the next
+         * scan is left out of the window like a pause. */
+        if (!ap->open)
             return;
-        if (read_idle(ap, ap->base_idle) != 0) {
-            atomic_store(&ap->state, WEFT__AP_OFF); /* no way to tell idle CPUs */
-            note(rt, by, now, "workers not pinned", "/proc/stat cannot be read: the workers stay unpinned");
-            return;
-        }
-        ap->base_ns = ap->last_scan_ns = now;
-        ap->scans = ap->packed = 0;
+        if (now - ap->last_scan_ns > WEFT__PIN_STALE_NS)
+            close_window(ap, now, false);
+        else
+            ap->open = segment_start(rt, by, now);
         return;
     }
-    if (now - ap->last_scan_ns > WEFT__PIN_GAP_NS) { /* the workers went idle meanwhile */
-        back_off(ap, now);
+    if (!ap->open) {
+        if (!packed || now < ap->retry_ns)
+            return;
+        ap->scans = ap->packed = ap->segments = 0;
+        ap->busy_ns = 0;
+        memset(ap->idle, 0, ap->ncpus * sizeof *ap->idle);
+        ap->open = segment_start(rt, by, now);
         return;
     }
+    uint64_t gap = now - ap->last_scan_ns;
+    if (gap > WEFT__PIN_STALE_NS) { /* the workers idled long: start afresh */
+        close_window(ap, now, false);
+        return;
+    }
+    if (gap > WEFT__PIN_GAP_NS) { /* a pause: left out, the window goes on from here */
+        ap->open = segment_start(rt, by, now);
+        return;
+    }
+    if (read_idle(ap, ap->cur_idle) != 0) {
+        close_window(ap, now, true);
+        return;
+    }
+    for (unsigned k = 0; k < ap->ncpus; k++) {
+        ap->idle[k] += ap->cur_idle[k] > ap->prev_idle[k] ? ap->cur_idle[k] - ap->prev_idle[k] : 0;
+        ap->prev_idle[k] = ap->cur_idle[k];
+    }
+    ap->busy_ns += gap;
     ap->last_scan_ns = now;
     ap->scans++;
     ap->packed += packed;
-    if (ap->scans >= 4 && 4 * (ap->scans - ap->packed) > ap->scans) { /* the packing did not hold */
-        back_off(ap, now);
+    if (ap->scans >= 4 && 4 * (ap->scans - ap->packed) > ap->scans) {
+        /* The packing did not hold: the next suspicion may open a window
+         * at once (at the next packed scan: no cost till then). */
+        close_window(ap, now, false);
         return;
     }
-    double elapsed = (double)(now - ap->base_ns) * ap->ticks_per_ns;
-    if (elapsed < WEFT__PIN_WINDOW_TICKS)
+    uint64_t enough = ap->nstates ? WEFT__PIN_WINDOW_NS : WEFT__PIN_WINDOW_TICKS * ap->tick_ns;
+    if (ap->busy_ns < enough || ap->scans < WEFT__PIN_MIN_SCANS)
         return;
-    if (read_idle(ap, ap->idle) != 0) {
-        back_off(ap, now);
-        return;
-    }
-    for (unsigned k = 0; k < ap->ncpus; k++)
-        ap->idle[k] = ap->idle[k] >= ap->base_idle[k] ? ap->idle[k] - ap->base_idle[k] : 0;
-    if (weft__autopin_plan(ap->samples, rt->nworkers, ap->cpus, ap->ncpus, ap->idle, elapsed, ap->scans, ap->packed,
-                           now, ap->assign) == WEFT__PIN_GO)
-        pin(rt, by, now, elapsed);
+    /* what each CPU's idle figure may overstate: a granule per segment */
+    uint64_t slack = (uint64_t)ap->segments * (ap->nstates ? 1000 : ap->tick_ns);
+    if (weft__autopin_plan(ap->samples, rt->nworkers, ap->cpus, ap->ncpus, ap->idle, ap->busy_ns, slack, ap->scans,
+                           ap->packed, now, ap->assign) == WEFT__PIN_GO)
+        pin(rt, by, now);
     else
-        back_off(ap, now);
+        close_window(ap, now, true);
 }
 
 void weft__autopin_sample(weft__worker *w)

@@ -17,28 +17,45 @@
  *   - Scans.  At most once per WEFT__PIN_EVERY_NS in all, the worker whose
  *     sample finds a scan due looks at everyone's latest samples: packed
  *     now when two or more busy workers were on one CPU
- *     (weft__autopin_packed).  WEFT__PIN_SUSPECT_SCANS packed scans in a
- *     row make a suspicion: only then does it read each CPU's idle time
- *     from /proc/stat (the baseline).
- *   - The window.  From the baseline on, each scan counts, and whether it
- *     found the workers packed.  It ends early (nothing decided) when more
- *     than a quarter of the scans were not packed, or when scans stop for
- *     WEFT__PIN_GAP_NS (the workers went idle); else once
- *     WEFT__PIN_WINDOW_TICKS ticks of /proc/stat (USER_HZ: 30 ms at
- *     100 Hz) have passed, /proc/stat is read again and the decision made.
+ *     (weft__autopin_packed).  A packed scan opens a window.
+ *   - Idle time.  Each CPU's idle time, read at every scan of a window:
+ *     from cpuidle (/sys/devices/system/cpu/cpuN/cpuidle/stateK/time,
+ *     microseconds) where every CPU of the set has it, else from /proc/stat
+ *     (ticks of USER_HZ, 10 ms at 100 Hz).
+ *   - The window counts only the time the workers were busy: the interval
+ *     from one scan to the next, with the idle time the CPUs had in it,
+ *     when the scans were less than WEFT__PIN_GAP_NS apart.  Scans further
+ *     apart mean the workers went idle in between (the program was doing
+ *     something else, or waiting): that interval is left out and the
+ *     window goes on from the scan that follows (a new segment), so that
+ *     bursts of tasks a few milliseconds long, with pauses between them,
+ *     add up.  A scan that finds fewer than two workers busy (a burst
+ *     starting or ending) is no evidence either way, and is treated as a
+ *     pause.  (A pause shorter than that counts as busy time, its idle
+ *     included: in a program that pauses its tasks that briefly, the idle
+ *     counted is partly the workers' own.)  A pause longer than
+ *     WEFT__PIN_STALE_NS closes the window.
+ *     It also ends early (nothing decided) when more than a quarter of
+ *     its counted scans were not packed; else once it has counted
+ *     WEFT__PIN_MIN_SCANS scans and WEFT__PIN_WINDOW_NS (cpuidle) or
+ *     WEFT__PIN_WINDOW_TICKS ticks (/proc/stat) of busy time, it decides.
  *   - The decision (weft__autopin_plan, a pure function of the scans'
  *     counts, the samples and the idle figures).  Pin when the workers are
  *     no more than the CPUs of the process's set (its affinity at
- *     weft_runtime_create), at least WEFT__PIN_MIN_SCANS scans were made
- *     and three quarters of them packed, and the CPUs of the set were
- *     idle, together, at least half the window: half a CPU to spare,
- *     counting each CPU's idle a tick short (/proc/stat counts whole
- *     ticks: a window of 3 ticks needs a CPU idle all 3, or two idle 2 of
- *     them).  Not otherwise: no CPU time to spare means the CPUs are
+ *     weft_runtime_create), at least WEFT__PIN_MIN_SCANS scans were
+ *     counted and three quarters of them packed, and the CPUs of the set
+ *     were idle, together, at least half the busy time counted: half a
+ *     CPU to spare.  Each CPU's idle is counted short by what its source
+ *     may overstate: a tick per segment for /proc/stat, whose figures are
+ *     whole ticks (a window of 3 ticks in one segment needs a CPU idle all
+ *     3, or two idle 2 of them), a microsecond per segment for cpuidle.
+ *     Not otherwise: no CPU time to spare means the CPUs are
  *     oversubscribed (other processes, other ranks) and pinning would not
- *     help.  A window that ends without pinning makes the next baseline
- *     wait WEFT__PIN_BACKOFF_NS, doubled at each such end up to
- *     WEFT__PIN_BACKOFF_MAX_NS.
+ *     help.  A window that ends so makes the next one wait
+ *     WEFT__PIN_BACKOFF_NS, doubled at each such end up to
+ *     WEFT__PIN_BACKOFF_MAX_NS (one that ends because the packing did not
+ *     hold does not: packing that comes and goes with each burst of tasks
+ *     is caught in the burst where it holds).
  *   - Pinning, once (pthread_setaffinity_np): busy workers first, in
  *     order, keep the CPU of their latest sample if no worker has taken it
  *     yet (so one packed worker keeps the shared CPU), then the others
@@ -52,7 +69,7 @@
  * (pin_sample), written by that worker only, read by the decider.
  * `deciding` is a try-lock: the worker that takes it scans and decides;
  * the others, finding it taken, go on with their task.  It protects the
- * window's state (baseline, counts, backoff) and the scratch arrays, and
+ * window's state (counts, idle figures, backoff) and the scratch arrays, and
  * makes the pinning happen on one thread.  `state` (atomic) says whether
  * workers still sample; `next_scan` (atomic, written under `deciding`)
  * when the next scan is due.  The set of CPUs is written before the
@@ -68,11 +85,12 @@
 #include <sched.h>
 
 #define WEFT__PIN_EVERY_NS 1000000ull        /* a worker's samples, and the scans: about 1 ms apart */
-#define WEFT__PIN_GAP_NS 10000000ull         /* a sample older is not busy; scans further apart end a window */
-#define WEFT__PIN_SUSPECT_SCANS 3u           /* packed scans in a row before a baseline */
-#define WEFT__PIN_MIN_SCANS 8u               /* scans in a window, at least */
-#define WEFT__PIN_WINDOW_TICKS 3u            /* /proc/stat ticks between its two reads */
-#define WEFT__PIN_BACKOFF_NS 10000000ull     /* the wait for a baseline after a window that led nowhere */
+#define WEFT__PIN_GAP_NS 10000000ull         /* a sample older is not busy; scans further apart: a pause */
+#define WEFT__PIN_MIN_SCANS 5u               /* counted scans in a window, at least */
+#define WEFT__PIN_WINDOW_TICKS 3u            /* busy time in a window, in /proc/stat's ticks */
+#define WEFT__PIN_WINDOW_NS 4000000ull       /* busy time in a window, read from cpuidle */
+#define WEFT__PIN_STALE_NS 1000000000ull     /* a pause in a window longer than this closes it */
+#define WEFT__PIN_BACKOFF_NS 10000000ull     /* the wait for a window after one that led nowhere */
 #define WEFT__PIN_BACKOFF_MAX_NS 1000000000ull
 
 /* One worker's latest sample. */
@@ -92,15 +110,15 @@ enum {
     WEFT__PIN_TOO_MANY,   /* more workers than CPUs in the set */
 };
 
-/* The decision at the end of a window: `scans` scans of which `packed`
- * found the workers packed; for each CPU of the set (cpus[0..ncpus),
- * ascending) the idle ticks /proc/stat counted over the window,
- * `elapsed_ticks` long; the samples at `now`.  On WEFT__PIN_GO assign[w]
- * is worker w's CPU (distinct, all in cpus).  Pure: no clock, no system
- * call. */
+/* The decision at the end of a window: `scans` counted scans of which
+ * `packed` found the workers packed; for each CPU of the set (cpus[0..
+ * ncpus), ascending) its idle time (ns) in the window's counted busy time,
+ * `busy_ns` long, each counted `slack_ns` short (what its source may
+ * overstate); the samples at `now`.  On WEFT__PIN_GO assign[w] is worker
+ * w's CPU (distinct, all in cpus).  Pure: no clock, no system call. */
 int weft__autopin_plan(const weft__pin_sample *s, unsigned nworkers, const int *cpus, unsigned ncpus,
-                       const uint64_t *idle_ticks, double elapsed_ticks, unsigned scans, unsigned packed,
-                       uint64_t now, int *assign);
+                       const uint64_t *idle_ns, uint64_t busy_ns, uint64_t slack_ns, unsigned scans,
+                       unsigned packed, uint64_t now, int *assign);
 
 /* The runtime's part (in weft__rt). */
 typedef struct weft__autopin {
@@ -111,15 +129,19 @@ typedef struct weft__autopin {
     /* Written at workers_start, read-only after. */
     unsigned ncpus;
     int *cpus;                      /* the set, ascending */
-    double ticks_per_ns;            /* USER_HZ / 1e9 */
+    unsigned *nstates;              /* [ncpus]: cpuidle states of each CPU; NULL: /proc/stat */
+    uint64_t tick_ns;               /* one USER_HZ tick of /proc/stat, in ns */
     /* Under deciding. */
-    unsigned streak;                /* packed scans in a row (no window open) */
-    uint64_t base_ns;               /* the window's baseline; 0: no window open */
-    uint64_t last_scan_ns;
-    unsigned scans, packed;         /* the window's scans, and those packed */
-    uint64_t retry_ns;              /* no baseline before */
+    bool open;                      /* a window is open */
+    uint64_t last_scan_ns;          /* the window's latest scan */
+    unsigned scans, packed;         /* the window's counted scans, and those packed */
+    unsigned segments;              /* its runs of scans without a pause */
+    uint64_t busy_ns;               /* the time between its counted scans */
+    uint64_t retry_ns;              /* no window before */
     uint64_t backoff_ns;
-    uint64_t *base_idle, *idle;     /* [ncpus]: /proc/stat idle + iowait ticks */
+    uint64_t *prev_idle;            /* [ncpus]: each CPU's idle (ns) at the latest scan */
+    uint64_t *idle;                 /* [ncpus]: each CPU's idle in the counted intervals */
+    uint64_t *cur_idle;             /* [ncpus]: scratch */
     weft__pin_sample *samples;      /* [nworkers] */
     int *assign;                    /* [nworkers] */
 } weft__autopin;

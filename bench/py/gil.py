@@ -35,6 +35,11 @@ independent tasks (two GPUs), 1/max(f, 1-f) for a chain (a link's body
 starts once the body before it has returned, so its Python part may
 overlap the C part before it).
 
+Each Weft runtime, when made, first runs SETTLE_S (0.2 s) of its first
+point's bodies untimed, so that what its default policy learns as it runs
+(whether to pin its workers: weft_config.pin_workers) is learnt before it
+is timed.
+
 The calibration (each body's measured Python and C parts, timed on their
 own back to back, the least of 7 timings) is printed first; each round
 first scales the Python part to f*T us again (the interpreter's speed
@@ -212,6 +217,15 @@ def run_seq(ctx, body, n, shape, n_py, c_ns):
 NGPU = 2  # virtual GPUs of the `vgpu` variant ("cpu,vgpu:2")
 
 
+# What a Weft runtime runs, untimed, when it is made: what the default
+# policy learns as it runs (whether the operating system keeps its workers
+# packed on one CPU, and then pinning them: weft_config.pin_workers) is
+# learnt before any of its runs is timed, as in a program that runs for
+# longer than this.  (How long the learning takes is measured apart:
+# tests/test_autopin.c, docs/performance.md.)
+SETTLE_S = 0.2
+
+
 def _weft_runner(gil_spin_ns, pin=None, twin=False):
     """pin: pin_workers= (None: the runtime's default, "auto"); twin: a
     runtime of its own with the same settings (the control: the same
@@ -220,31 +234,41 @@ def _weft_runner(gil_spin_ns, pin=None, twin=False):
         vgpu = ctx["where"] == "vgpu"
         key = ("weft", gil_spin_ns, pin, twin)
         rt = ctx.get(key)
-        if rt is None:
+        fresh = rt is None
+        if fresh:
             kw = {} if gil_spin_ns is None else {"gil_spin_ns": gil_spin_ns}
             if pin is not None:
                 kw["pin_workers"] = pin
             if vgpu:
                 kw["devices"] = f"cpu,vgpu:{NGPU}"
             rt = ctx[key] = weft.Runtime(workers=ctx["workers"], **kw)
-        out = []
-        rec = out.append
         spawn = rt.spawn
         kw = {}
         c = c_ns
+        b = body
         if vgpu:  # a whole GPU each: at most NGPU C parts at once
-            body, kw = ctx["vbody"], {"placement": weft.gpu}
+            b, kw = ctx["vbody"], {"placement": weft.gpu}
             c = struct.pack("Q", c_ns) if c_ns else None
-        t0 = time.perf_counter()
-        if shape == "indep":
-            for i in range(n):
-                spawn(body, i, n_py, c, rec, **kw)
-        else:
-            prev = spawn(body, 0, n_py, c, rec, **kw)
-            for i in range(1, n):
-                prev = spawn(body, i, n_py, c, rec, deps=[prev], **kw)
-        rt.wait_all()
-        return time.perf_counter() - t0, out
+
+        def once():
+            out = []
+            rec = out.append
+            t0 = time.perf_counter()
+            if shape == "indep":
+                for i in range(n):
+                    spawn(b, i, n_py, c, rec, **kw)
+            else:
+                prev = spawn(b, 0, n_py, c, rec, **kw)
+                for i in range(1, n):
+                    prev = spawn(b, i, n_py, c, rec, deps=[prev], **kw)
+            rt.wait_all()
+            return time.perf_counter() - t0, out
+
+        if fresh:
+            end = time.perf_counter() + SETTLE_S
+            while time.perf_counter() < end:
+                once()
+        return once()
 
     return run
 
