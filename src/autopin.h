@@ -21,7 +21,9 @@
  *   - Idle time.  Each CPU's idle time, read at every scan of a window:
  *     from cpuidle (/sys/devices/system/cpu/cpuN/cpuidle/stateK/time,
  *     microseconds) where every CPU of the set has it, else from /proc/stat
- *     (ticks of USER_HZ, 10 ms at 100 Hz).
+ *     (ticks of USER_HZ, 10 ms at 100 Hz).  cpuidle adds an idle period
+ *     when it ends: a CPU idle since before a reading, and still, shows
+ *     less than it had, so the rule errs towards not pinning.
  *   - The window counts only the time the workers were busy: the interval
  *     from one scan to the next, with the idle time the CPUs had in it,
  *     when the scans were less than WEFT__PIN_GAP_NS apart.  Scans further
@@ -31,7 +33,7 @@
  *     bursts of tasks a few milliseconds long, with pauses between them,
  *     add up.  A scan that finds fewer than two workers busy (a burst
  *     starting or ending) is no evidence either way, and is treated as a
- *     pause.  (A pause shorter than that counts as busy time, its idle
+ *     pause.  (A pause shorter than WEFT__PIN_GAP_NS counts as busy time, its idle
  *     included: in a program that pauses its tasks that briefly, the idle
  *     counted is partly the workers' own.)  A pause longer than
  *     WEFT__PIN_STALE_NS closes the window.
@@ -51,7 +53,8 @@
  *     3, or two idle 2 of them), a microsecond per segment for cpuidle.
  *     Not otherwise: no CPU time to spare means the CPUs are
  *     oversubscribed (other processes, other ranks) and pinning would not
- *     help.  A window that ends so makes the next one wait
+ *     help.  A window that decides not to pin, or cannot read the idle
+ *     figures, makes the next one wait
  *     WEFT__PIN_BACKOFF_NS, doubled at each such end up to
  *     WEFT__PIN_BACKOFF_MAX_NS (one that ends because the packing did not
  *     hold does not: packing that comes and goes with each burst of tasks
