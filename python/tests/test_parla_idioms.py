@@ -6,6 +6,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 import warnings
 
@@ -342,6 +343,32 @@ def test_share_zero_is_refused_not_taken_as_the_whole_device():
         with pytest.raises(ValueError, match=r"share= takes a number in \(0, 1\], not -0.5"):
             rt.spawn(lambda: None, placement=weft.gpu, share=-0.5)
         assert rt.spawn(lambda: 1, placement=weft.gpu).result(timeout=30) == 1
+
+
+def test_share_without_placement_is_refused_not_dropped():
+    # Parla's vcus= on a CPU task: share= reserves part of the placement's
+    # devices, and a spawn without placement= has none: refused, saying to
+    # add placement=weft.cpu (which two share=0.75 tasks then respect).
+    with weft.Runtime(workers=2) as rt:
+        for kw in ({"share": 0.75}, {"memory": 1 << 20}):
+            with pytest.raises(ValueError, match=r"add placement=weft.cpu"):
+                rt.spawn(lambda: None, **kw)
+        with pytest.raises(TypeError, match=r"share= \(a fraction of each device of placement=.*weft.cpu"):
+            rt.spawn(lambda: None, vcus=0.5)
+        seen = []
+        lock = threading.Lock()
+
+        def body(i):
+            with lock:
+                seen.append(("in", i))
+            time.sleep(0.05)
+            with lock:
+                seen.append(("out", i))
+
+        for i in range(2):
+            rt.spawn(body, i, placement=weft.cpu, share=0.75)
+        rt.wait_all()
+        assert [e for e, _ in seen] == ["in", "out", "in", "out"], seen  # never both at once
 
 
 def test_cycle_message_through_data_with_tuple_keys(rt):

@@ -274,8 +274,8 @@ def _normalize(fn: Any, placement: _Placement, share: float | None,
     if share is not None and not isinstance(share, (int, float)) or isinstance(share, bool):
         raise TypeError(f"spawn(): share= takes a number in (0, 1], not {share!r}")
     if share is not None and share > 1 or share != share:
-        raise ValueError(f"spawn(): share= takes a number in (0, 1], not {share!r} (a fraction of each GPU "
-                         "of the placement; 1 or leaving share= out: the whole GPU)")
+        raise ValueError(f"spawn(): share= takes a number in (0, 1], not {share!r} (a fraction of each device "
+                         "of the placement; 1 or leaving share= out: the whole device)")
     if share is not None and share <= 0:
         # (Parla's vcus=0 reserves nothing; a share of 0 would reserve the
         # whole device, the opposite: refused rather than taken silently.)
@@ -293,6 +293,12 @@ def _normalize(fn: Any, placement: _Placement, share: float | None,
         alts = [_alt(ds, share, memory, _best(fn, ds)) for ds in sets]
         return fn.default, alts
     if placement is None:
+        if share or memory:
+            # (Nothing to reserve them on: they would be dropped.)
+            what = "share=" if share else "memory="
+            raise ValueError(f"spawn(): {what} reserves part of each device of the task's placement, and this "
+                             "spawn names none: add placement=weft.cpu to reserve it on the CPU (as one "
+                             "whole: two share=0.75 tasks never run at once), or placement=weft.gpu for a GPU")
         return fn, []
     items = placement if isinstance(placement, list) else [placement]
     if not items:

@@ -259,7 +259,8 @@ parse_kw(modstate *st, PyObject *const *args, Py_ssize_t nargs, PyObject *kwname
             static const char *const parla[][2] = {
                 {"dependencies", "deps=[...] (tasks, slots T[i], slices T[0:i], or a whole TaskSpace)"},
                 {"taskid", "task=T[i]"},
-                {"vcus", "share= (a fraction of each GPU)"},
+                {"vcus", "share= (a fraction of each device of placement=: a GPU, or the CPU as one whole "
+                         "with placement=weft.cpu)"},
                 {"input", "reads=[...] (buffers)"},
                 {"output", "writes=[...] (buffers)"},
                 {"inout", "readwrites=[...] (buffers)"},
