@@ -291,6 +291,12 @@ def test_misuse_is_refused_with_a_hint(rt):
     with pytest.raises(TypeError, match="without an event loop"):
         rt.spawn(foreign).result(timeout=T_OUT)
 
+    async def asyncio_sleep():
+        await asyncio.sleep(0)  # yields None to its loop
+
+    with pytest.raises(TypeError, match=r"awaited something that yields to an event loop \(asyncio\.sleep\(0\)"):
+        rt.spawn(asyncio_sleep).result(timeout=T_OUT)
+
     async def not_a_task():
         await weft.gather(weft.spawn(sq, 1), 5)
 

@@ -440,10 +440,17 @@ weft_py_drive(RuntimeObject *r, TaskObject *t, weft_ctx *ctx, int placed, PyObje
         if (Py_TYPE(out) != st->Await_T) {
             /* Something an event loop would understand (asyncio.sleep, a
              * future): no loop runs here.  Raised at that await. */
-            PyErr_Format(PyExc_TypeError,
-                         "a weft task's coroutine awaited %.200R: weft runs `async def` bodies without an event "
-                         "loop, so they may await only weft.Tasks, task-space slots, weft.gather(...) and "
-                         "TaskSpaces (for asyncio, call asyncio.run(...) inside a plain body)", out);
+            if (out == Py_None) /* (a bare yield to the loop: asyncio.sleep(0) makes one) */
+                PyErr_SetString(PyExc_TypeError,
+                                "a weft task's coroutine awaited something that yields to an event loop "
+                                "(asyncio.sleep(0) does): weft runs `async def` bodies without an event loop, so "
+                                "they may await only weft.Tasks, task-space slots, weft.gather(...) and "
+                                "TaskSpaces (for asyncio, call asyncio.run(...) inside a plain body)");
+            else
+                PyErr_Format(PyExc_TypeError,
+                             "a weft task's coroutine awaited %.200R: weft runs `async def` bodies without an "
+                             "event loop, so they may await only weft.Tasks, task-space slots, weft.gather(...) "
+                             "and TaskSpaces (for asyncio, call asyncio.run(...) inside a plain body)", out);
             Py_DECREF(out);
             exc = weft_py_fetch_exc();
             continue;
