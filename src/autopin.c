@@ -336,23 +336,12 @@ static void scan(weft__rt *rt, unsigned by, uint64_t now)
     unsigned nbusy = 0;
     for (unsigned i = 0; i < rt->nworkers; i++)
         nbusy += busy(&ap->samples[i], now);
-    if (nbusy < 2) {
-        /* Not two busy workers (a burst starting or ending, one worker
-         * still asleep): no evidence either way, and the time to the next
-         * scan is left out of the window like a pause. */
-        if (!ap->open)
-            return;
-        if (now - ap->last_scan_ns > WEFT__PIN_STALE_NS)
-            close_window(ap, now, false);
-        else
-            ap->open = segment_start(rt, by, now);
-        return;
-    }
     if (!ap->open) {
-        if (!packed || now < ap->retry_ns)
+        if (nbusy < 2 || !packed || now < ap->retry_ns)
             return;
         ap->scans = ap->packed = ap->segments = 0;
         ap->busy_ns = 0;
+        ap->paused = false;
         memset(ap->idle, 0, ap->ncpus * sizeof *ap->idle);
         ap->open = segment_start(rt, by, now);
         return;
@@ -362,7 +351,14 @@ static void scan(weft__rt *rt, unsigned by, uint64_t now)
         close_window(ap, now, false);
         return;
     }
-    if (gap > WEFT__PIN_GAP_NS) { /* a pause: left out, the window goes on from here */
+    if (nbusy < 2) {
+        /* Not two busy workers (a burst starting or ending, one worker
+         * still asleep): no evidence either way; a pause, left out. */
+        ap->paused = true;
+        return;
+    }
+    if (ap->paused || gap > WEFT__PIN_GAP_NS) { /* after a pause: the window goes on from here */
+        ap->paused = false;
         ap->open = segment_start(rt, by, now);
         return;
     }

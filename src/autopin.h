@@ -136,6 +136,7 @@ typedef struct weft__autopin {
     uint64_t tick_ns;               /* one USER_HZ tick of /proc/stat, in ns */
     /* Under deciding. */
     bool open;                      /* a window is open */
+    bool paused;                    /* a scan since its latest found fewer than two workers busy */
     uint64_t last_scan_ns;          /* the window's latest scan */
     unsigned scans, packed;         /* the window's counted scans, and those packed */
     unsigned segments;              /* its runs of scans without a pause */
