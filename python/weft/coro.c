@@ -358,6 +358,11 @@ pin_here(TaskObject *t, weft_ctx *ctx)
     t->has_pin = 1;
 }
 
+/* What a body's coroutine may await: the tail of the message for anything else. */
+#define AWAIT_ONLY                                                                                          \
+    ": weft runs `async def` bodies without an event loop, so they may await only weft.Tasks, task-space "  \
+    "slots, weft.gather(...) and TaskSpaces (for asyncio, call asyncio.run(...) inside a plain body)"
+
 /* Suspend t until the tasks in deps have finished: a continuation whose
  * body resumes coro.  1 when suspended (t keeps coro), or -1 with an
  * exception (the continuation could not be spawned: thrown into coro). */
@@ -441,16 +446,10 @@ weft_py_drive(RuntimeObject *r, TaskObject *t, weft_ctx *ctx, int placed, PyObje
             /* Something an event loop would understand (asyncio.sleep, a
              * future): no loop runs here.  Raised at that await. */
             if (out == Py_None) /* (a bare yield to the loop: asyncio.sleep(0) makes one) */
-                PyErr_SetString(PyExc_TypeError,
-                                "a weft task's coroutine awaited something that yields to an event loop "
-                                "(asyncio.sleep(0) does): weft runs `async def` bodies without an event loop, so "
-                                "they may await only weft.Tasks, task-space slots, weft.gather(...) and "
-                                "TaskSpaces (for asyncio, call asyncio.run(...) inside a plain body)");
+                PyErr_SetString(PyExc_TypeError, "a weft task's coroutine awaited something that yields to an "
+                                                 "event loop (asyncio.sleep(0) does)" AWAIT_ONLY);
             else
-                PyErr_Format(PyExc_TypeError,
-                             "a weft task's coroutine awaited %.200R: weft runs `async def` bodies without an "
-                             "event loop, so they may await only weft.Tasks, task-space slots, weft.gather(...) "
-                             "and TaskSpaces (for asyncio, call asyncio.run(...) inside a plain body)", out);
+                PyErr_Format(PyExc_TypeError, "a weft task's coroutine awaited %.200R" AWAIT_ONLY, out);
             Py_DECREF(out);
             exc = weft_py_fetch_exc();
             continue;
