@@ -285,6 +285,80 @@ static void test_gpu_suspend(void) {
     weft_runtime_destroy(rt);
 }
 
+/* A continuation placed on a GPU, awaiting a child on the same GPU whose
+ * body queued 30 ms of work there: it runs once the child has finished
+ * (its body asks how it ended), not as soon as the child's body returned,
+ * as a GPU-only task ordered behind GPU work by events may. */
+static atomic_int slow_kernel_done, cont_saw_status = -1;
+
+static int slow_kernel(void *arg) {
+    (void)arg;
+    atomic_store(&slow_kernel_done, 1);
+    return 0;
+}
+
+static int slow_child(weft_ctx *ctx, void *arg) {
+    (void)arg;
+    return weft_ctx_queue(ctx, 0, slow_kernel, NULL, 30000000);
+}
+
+static weft_task *slow_child_task;
+
+static int cont_after_slow(weft_ctx *ctx, void *arg) {
+    (void)ctx;
+    (void)arg;
+    weft_task_status st;
+    if (weft_task_status_get(slow_child_task, &st) != 0) return 1;
+    atomic_store(&cont_saw_status, (int)st);
+    return 0;
+}
+
+static int root_awaiting_slow(weft_ctx *ctx, void *arg) {
+    (void)arg;
+    weft_placement p;
+    if (weft_placement_parse("gpu:0", &p) != 0) return 1;
+    weft_task_desc c;
+    weft_task_desc_init(&c);
+    c.body = slow_child;
+    c.name = "slow child";
+    c.placements = &p;
+    c.nplacements = 1;
+    if (weft_spawn(weft_ctx_runtime(ctx), &c, &slow_child_task) != 0) return 2;
+    weft_task_desc n;
+    weft_task_desc_init(&n);
+    n.body = cont_after_slow;
+    n.name = "cont";
+    n.deps = &slow_child_task;
+    n.ndeps = 1;
+    n.placements = &p;
+    n.nplacements = 1;
+    return weft_ctx_continue(ctx, &n, NULL) != 0 ? 3 : 0;
+}
+
+static void test_gpu_continuation_waits_for_device_work(void) {
+    test_step("gpu continuation after device work");
+    weft_runtime *rt = test_make_devices("cpu,vgpu:1", 2, 0, false);
+    weft_placement p;
+    CHECK_OK(weft_placement_parse("gpu:0", &p));
+    weft_task_desc d;
+    weft_task_desc_init(&d);
+    d.body = root_awaiting_slow;
+    d.name = "root";
+    d.placements = &p;
+    d.nplacements = 1;
+    weft_task *root;
+    CHECKF(weft_spawn(rt, &d, &root) == 0, "%s", weft_last_error());
+    CHECKF(weft_task_wait(root) == 0, "%s", weft_last_error());
+    CHECKF(atomic_load(&cont_saw_status) == WEFT_TASK_COMPLETED,
+           "the continuation ran while the child it awaits was in status %d, not completed (%d)",
+           atomic_load(&cont_saw_status), (int)WEFT_TASK_COMPLETED);
+    CHECK(atomic_load(&slow_kernel_done) == 1);
+    CHECK_OK(weft_wait_all(rt));
+    weft_task_release(slow_child_task);
+    weft_task_release(root);
+    weft_runtime_destroy(rt);
+}
+
 /* A body on a GPU that waits for its child placed on the same GPU lends it
  * its reservation while it waits. */
 static int gpu_parent(weft_ctx *ctx, void *arg) {
@@ -438,6 +512,7 @@ int main(void) {
     test_data_reached();
     test_misuse();
     test_gpu_suspend();
+    test_gpu_continuation_waits_for_device_work();
     test_gpu_lend(1);
     test_gpu_lend(2);
     printf("test_continue: ok\n");

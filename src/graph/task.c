@@ -761,7 +761,7 @@ static const char *task_kind(const weft_task_desc *d, char *buf, size_t len)
     return buf;
 }
 
-static int spawn_new(weft__graph *g, const weft_task_desc *d, size_t *extra, weft__task **out)
+static int spawn_new(weft__graph *g, const weft_task_desc *d, bool continuation, size_t *extra, weft__task **out)
 {
     weft__task *t = weft__slot_alloc(WEFT__POOL_TASK, sizeof(weft__task));
     if (!t)
@@ -784,7 +784,9 @@ static int spawn_new(weft__graph *g, const weft_task_desc *d, size_t *extra, wef
         } else if (d->kind || d->cost > 0) {
             weft__place_hints_unused(g->placer);
         }
-        t->early_ok = t->place->gpu_only && !touches_host(d);
+        /* (Never a continuation: it runs once its dependencies have
+         * finished, for its body to ask how they ended: weft_ctx_continue.) */
+        t->early_ok = t->place->gpu_only && !touches_host(d) && !continuation;
         if (t->early_ok) {
             /* It may be released before its GPU predecessors finish (their
              * events order its streams), holding one op for each: its
@@ -1013,7 +1015,7 @@ int weft__task_spawn(weft__graph *g, const void *rt_handle, const weft_task_desc
 {
     size_t extra = 0;
     weft__task *t = NULL;
-    int rc = spawn_new(g, d, &extra, &t);
+    int rc = spawn_new(g, d, x && x->cont_of, &extra, &t);
     if (rc)
         return rc;
     uint32_t nuser = (uint32_t)d->naccesses, nfam = 0, nov = 0;
