@@ -198,6 +198,14 @@ typedef struct weft_config {
      * weft_runtime_destroy; they may block (destroy waits for them). */
     void (*on_worker_start)(unsigned worker, void *hook_arg);
     void (*on_worker_stop)(unsigned worker, void *hook_arg);
+    /* Called on a worker thread when it lets go of what a body left held
+     * for its next body (weft_ctx_hold_over: the Python GIL), before it does
+     * anything else: before it idles, before a task with another body
+     * function, with data accesses or placements, or a continuation, and
+     * before it stops.  May be NULL: weft_ctx_hold_over
+     * then answers 0.  It must not block for long, and must not call the
+     * runtime. */
+    void (*on_worker_let_go)(unsigned worker, void *hook_arg);
     void *hook_arg;
     /* The devices, as a comma-separated list (blanks around items ignored):
      *   cpu             the CPU cores (the workers) and host memory
@@ -1837,6 +1845,21 @@ WEFT_API weft_task *weft_ctx_task(const weft_ctx *ctx);
  * backpressure, as weft_spawn does from a task.  Thread-safety: as
  * weft_spawn; only the body's own thread may call it. */
 WEFT_API WEFT_NODISCARD int weft_ctx_continue(weft_ctx *ctx, const weft_task_desc *next, weft_task **out);
+
+/* Ask the worker to keep what the body holds (a lock of the caller's, such
+ * as the Python GIL) for its next body, so that consecutive bodies take and
+ * give it once.  Returns 1 when it will: the body returns with it held, and
+ * the worker then either starts at once another task whose body function is
+ * this one's, with no data accesses or placements and not a continuation
+ * (that body finds it held: the caller keeps the record, per thread), or
+ * first calls weft_config.on_worker_let_go on this thread, whose job is to
+ * let it go.  Returns 0 when it will not: ctx is NULL, the body is nested
+ * in another's wait, the task has data accesses or placements, is or makes
+ * a continuation, no task is queued (the worker would most likely idle
+ * next), or the runtime has no on_worker_let_go; the body then lets go
+ * itself.  Call it as the body's last step, from the body's own thread.
+ * Never blocks. */
+WEFT_API int weft_ctx_hold_over(weft_ctx *ctx);
 
 /* The alternative of weft_task_desc.placements the task runs (0 for a task
  * without placements).  Never fails. */

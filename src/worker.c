@@ -26,12 +26,26 @@
 
 _Thread_local weft__worker *weft__tls_worker;
 
+/* Let go of what the last body left held for the next (weft_ctx_hold_over). */
+static inline void let_go(weft__worker *w)
+{
+    if (w->held) {
+        w->held = NULL;
+        w->rt->cfg.on_worker_let_go(w->index, w->rt->cfg.hook_arg);
+    }
+}
+
 /* Run t, then whatever its completion handed back, until nothing is. */
 static void run_chain(weft__worker *w, weft__qnode *n)
 {
     while (n) {
         weft__task *t = weft__task_of(n);
         weft__qnode *next = NULL;
+        /* What the last body left held goes on only to a body of the same
+         * function with nothing to wait for (its data's transfers, its
+         * devices): such waits may need what is held. */
+        if (w->held && (t->body != w->held || !weft__task_holdable(t)))
+            let_go(w);
         switch (weft__task_start(t)) {
         case WEFT__START_DEFER:
             break; /* a commute member holds its data: requeued on release */
@@ -60,6 +74,7 @@ static void run_chain(weft__worker *w, weft__qnode *n)
             uint64_t t0 = obs->n ? weft__now_ns() : 0;
             struct weft__guard *guard = w->rt->graph.check_data ? weft__task_guard_begin(t) : NULL;
             ctx.guard = guard;
+            w->held = NULL; /* (what was held is the body's now) */
             weft__halo_guard halo;
             if (w->rt->graph.check_data)
                 weft__task_halo_begin(t, &halo);
@@ -249,6 +264,7 @@ static void *worker_main(void *arg)
             run_loop_chain(w, n);
             continue;
         }
+        let_go(w);
         /* Out of work: the runtime may have settled with what this worker
          * just finished (its completions did not wake the settle sleepers:
          * run_loop_chain).  The fence orders its counts before the read of
@@ -330,6 +346,7 @@ static void *worker_main(void *arg)
         if (n)
             run_loop_chain(w, n);
     }
+    let_go(w);
     if (rt->cfg.on_worker_stop)
         rt->cfg.on_worker_stop(w->index, rt->cfg.hook_arg);
     weft__tls_worker = NULL;

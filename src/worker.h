@@ -25,6 +25,8 @@ typedef struct weft__worker {
     _Atomic uint64_t idle_ns;
     _Atomic uint64_t idle_since;       /* start of the current idle period, 0 while busy */
     bool ran;                          /* ran tasks since its last idle moment (its own) */
+    weft_body_fn held;                 /* the body function whose held resource it keeps for
+                                        * its next body (weft_ctx_hold_over), NULL: none (its own) */
     /* WEFT_PIN_AUTO (autopin.h): tasks left until its next sample
      * (UINT64_MAX: it takes none) and between samples, the time of its
      * latest sample (its own); that sample in one word, written by it,
@@ -78,6 +80,13 @@ extern _Thread_local weft__worker *weft__tls_worker;
 
 int weft__workers_start(weft__rt *rt);
 void weft__workers_stop(weft__rt *rt);
+
+/* Whether t's body may start with what the previous body left held
+ * (weft_ctx_hold_over): nothing to wait for before or after it but itself. */
+static inline bool weft__task_holdable(const weft__task *t)
+{
+    return !t->place && t->naccess == 0 && !t->cont_of;
+}
 
 /* Help while waiting for `awaited`: run it if it is queued, else (if
  * with_predecessors) one of its queued predecessors.  Only such tasks are safe to run nested: anything else

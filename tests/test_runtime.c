@@ -32,7 +32,8 @@ static void test_config_defaults(void) {
     CHECK(cfg.trace_max_events > 0);
     CHECKF(cfg.max_inflight == 0 || cfg.max_inflight >= 65536, "default max_inflight = %zu",
            cfg.max_inflight);
-    CHECK(cfg.on_worker_start == NULL && cfg.on_worker_stop == NULL && cfg.hook_arg == NULL);
+    CHECK(cfg.on_worker_start == NULL && cfg.on_worker_stop == NULL && cfg.on_worker_let_go == NULL &&
+          cfg.hook_arg == NULL);
     CHECKF(cfg.max_nesting == 0 || cfg.max_nesting == 64, "default max_nesting %u",
            cfg.max_nesting);
 
@@ -273,6 +274,187 @@ static void test_worker_hooks(void) {
         }
         free(h);
     }
+}
+
+/* weft_ctx_hold_over: a lock shaped like the Python GIL (one owner at a
+ * time, taken by the "kept" bodies), kept by a worker from one body to the
+ * next.  Every other body, a kept-kind body with data, and an idle worker
+ * must find it let go first; a nested body must never keep it. */
+typedef struct {
+    atomic_int owner;      /* 1 + the worker holding the lock, 0: free */
+    atomic_int holds, reused, let_go, bad, ran;
+    atomic_int refused_nested, refused_data;
+} hold_state;
+static hold_state *hold_global;
+static _Thread_local int hold_tl; /* this worker kept the lock from its last body */
+
+static void hold_lock(hold_state *h, unsigned w) {
+    int free_ = 0;
+    while (!atomic_compare_exchange_weak(&h->owner, &free_, (int)w + 1)) {
+        free_ = 0;
+        sched_yield();
+    }
+}
+
+static void hold_unlock(hold_state *h, unsigned w) {
+    if (atomic_exchange(&h->owner, 0) != (int)w + 1)
+        atomic_fetch_add(&h->bad, 1);
+}
+
+static void hold_on_let_go(unsigned worker, void *arg) {
+    hold_state *h = arg;
+    if (!hold_tl)
+        atomic_fetch_add(&h->bad, 1000); /* told to let go of nothing */
+    hold_tl = 0;
+    atomic_fetch_add(&h->let_go, 1);
+    hold_unlock(h, worker);
+}
+
+static int hold_kept_body(weft_ctx *ctx, void *arg);
+
+/* The body that keeps the lock.  arg: non-NULL to spawn and wait for a
+ * child of the same body (which may then run nested here). */
+static int hold_kept_body(weft_ctx *ctx, void *arg) {
+    hold_state *h = hold_global;
+    unsigned w = weft_ctx_worker(ctx);
+    if (hold_tl) {
+        hold_tl = 0; /* kept from the last body: this one's now */
+        atomic_fetch_add(&h->reused, 1);
+        if (atomic_load(&h->owner) != (int)w + 1)
+            atomic_fetch_add(&h->bad, 1);
+    } else {
+        hold_lock(h, w);
+    }
+    atomic_fetch_add(&h->ran, 1);
+    if (arg) {
+        /* Waiting, the body lets the lock go (as a Python body's wait
+         * releases the GIL), and takes it again after. */
+        weft_task *child = NULL;
+        hold_unlock(h, w);
+        if (weft_spawn_simple(weft_ctx_runtime(ctx), hold_kept_body, NULL, &child) != 0 ||
+            weft_task_wait(child) != 0)
+            atomic_fetch_add(&h->bad, 1);
+        weft_task_release(child);
+        hold_lock(h, w);
+    }
+    if (weft_ctx_hold_over(ctx)) {
+        hold_tl = 1;
+        atomic_fetch_add(&h->holds, 1);
+        return 0;
+    }
+    hold_unlock(h, w);
+    return 0;
+}
+
+/* A nested body of the kept kind: nested in a wait, it must not keep. */
+static int hold_nested_probe(weft_ctx *ctx, void *arg) {
+    (void)arg;
+    if (hold_tl)
+        atomic_fetch_add(&hold_global->bad, 1);
+    if (weft_ctx_hold_over(ctx)) /* (depth 2: refused) */
+        atomic_fetch_add(&hold_global->bad, 1);
+    else
+        atomic_fetch_add(&hold_global->refused_nested, 1);
+    return 0;
+}
+
+static int hold_waits_body(weft_ctx *ctx, void *arg) {
+    (void)arg;
+    weft_task *child = NULL;
+    if (weft_spawn_simple(weft_ctx_runtime(ctx), hold_nested_probe, NULL, &child) != 0 ||
+        weft_task_wait(child) != 0)
+        atomic_fetch_add(&hold_global->bad, 1);
+    weft_task_release(child);
+    return 0;
+}
+
+/* Any other body, or the kept kind's with data: the lock was let go. */
+static int hold_other_body(weft_ctx *ctx, void *arg) {
+    (void)arg;
+    hold_state *h = hold_global;
+    if (hold_tl || atomic_load(&h->owner) == (int)weft_ctx_worker(ctx) + 1)
+        atomic_fetch_add(&h->bad, 1);
+    return 0;
+}
+
+static int hold_data_body(weft_ctx *ctx, void *arg) {
+    hold_state *h = hold_global;
+    unsigned w = weft_ctx_worker(ctx);
+    if (hold_tl)
+        atomic_fetch_add(&h->bad, 1);
+    hold_lock(h, w);
+    if (weft_ctx_hold_over(ctx))
+        atomic_fetch_add(&h->bad, 1), hold_tl = 1;
+    else
+        atomic_fetch_add(&h->refused_data, 1), hold_unlock(h, w);
+    (void)arg;
+    return 0;
+}
+
+static void test_hold_over(void) {
+    CHECK(weft_ctx_hold_over(NULL) == 0);
+    hold_state *h = calloc(1, sizeof *h);
+    CHECK(h);
+    hold_global = h;
+    weft_config cfg;
+    weft_config_init(&cfg);
+    cfg.workers = 2;
+    cfg.trace_path = NULL;
+    cfg.on_worker_let_go = hold_on_let_go;
+    cfg.hook_arg = h;
+    weft_runtime *rt;
+    CHECK_OK(weft_runtime_create(&cfg, &rt));
+    static char buf[64];
+    weft_data *d;
+    CHECK_OK(weft_data_register(rt, buf, sizeof buf, &d));
+    enum { ROUNDS = 40, RUN = 25 };
+    int kept = 0;
+    for (int r = 0; r < ROUNDS; r++) {
+        /* A run of kept bodies, then one of each kind that must find the
+         * lock let go, and some with waits. */
+        for (int i = 0; i < RUN; i++, kept++) CHECK_OK(weft_spawn_simple(rt, hold_kept_body, NULL, NULL));
+        CHECK_OK(weft_spawn_simple(rt, hold_other_body, NULL, NULL));
+        weft_access acc = {d, WEFT_RW};
+        weft_task_desc dd;
+        weft_task_desc_init(&dd);
+        dd.body = hold_data_body;
+        dd.accesses = &acc;
+        dd.naccesses = 1;
+        CHECK_OK(weft_spawn(rt, &dd, NULL));
+        for (int i = 0; i < RUN; i++, kept++) CHECK_OK(weft_spawn_simple(rt, hold_kept_body, NULL, NULL));
+        CHECK_OK(weft_spawn_simple(rt, hold_kept_body, (void *)1, NULL));
+        kept += 2;
+        CHECK_OK(weft_spawn_simple(rt, hold_waits_body, NULL, NULL));
+        if (r % 8 == 0)
+            CHECK_OK(weft_wait_all(rt)); /* the workers idle: each lets go first */
+        if (r % 8 == 0)
+            CHECK(atomic_load(&h->owner) == 0);
+    }
+    CHECK_OK(weft_wait_all(rt));
+    CHECK_OK(weft_data_unregister(d));
+    CHECK_OK(weft_runtime_destroy(rt));
+    CHECKF(atomic_load(&h->bad) == 0, "misuse count %d", atomic_load(&h->bad));
+    CHECK(atomic_load(&h->ran) == kept);
+    CHECK(atomic_load(&h->owner) == 0);
+    CHECK(atomic_load(&h->refused_data) == ROUNDS);
+    CHECK(atomic_load(&h->refused_nested) == ROUNDS);
+    /* Every keep was either taken up by the next body or let go. */
+    CHECKF(atomic_load(&h->holds) == atomic_load(&h->reused) + atomic_load(&h->let_go),
+           "kept %d, taken up %d, let go %d", atomic_load(&h->holds), atomic_load(&h->reused),
+           atomic_load(&h->let_go));
+    CHECKF(atomic_load(&h->reused) > 0, "no body found the lock kept (kept %d)", atomic_load(&h->holds));
+
+    /* Without on_worker_let_go, no body may keep anything. */
+    h->holds = 0;
+    weft_config_init(&cfg);
+    cfg.workers = 2;
+    cfg.trace_path = NULL;
+    CHECK_OK(weft_runtime_create(&cfg, &rt));
+    for (int i = 0; i < 50; i++) CHECK_OK(weft_spawn_simple(rt, hold_kept_body, NULL, NULL));
+    CHECK_OK(weft_wait_all(rt));
+    CHECK_OK(weft_runtime_destroy(rt));
+    CHECK(atomic_load(&h->holds) == 0 && atomic_load(&h->owner) == 0);
+    free(h);
 }
 
 static void test_stats(void) {
@@ -722,6 +904,8 @@ int main(void) {
     test_destroy_reports_failure();
     test_handles_outlive_runtime();
     test_worker_hooks();
+    test_step("hold over");
+    test_hold_over();
     test_stats();
     test_both_workers_used();
     test_step("ctx task id");

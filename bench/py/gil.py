@@ -18,6 +18,7 @@ Shapes: `indep` (N independent tasks, then a wait for all of them) and
 `chain` (each task depends on the one before).  Systems: Weft with its
 default GIL policy (`weft`), Weft with `gil_spin_ns=0` (`weft_spin0`),
 Weft with its workers pinned one per CPU (`weft_pin`: pin_workers=True),
+Weft giving the GIL back after every body (`weft_hold0`: gil_hold_ns=0),
 a second runtime with the default policy (`weft_twin`: the control, which
 shows how far two identical policies' figures differ),
 `concurrent.futures.ThreadPoolExecutor` (`threadpool`; a chain's task first
@@ -55,7 +56,8 @@ weft_ft, weft_ft_vgpu without the GIL):
                                  (2 workers, the least T, the largest over f)
   gil_default_vs_best <name> <v> the worst ratio, over every point, of the
                                  default policy's time to the best Weft
-                                 policy's that ran (weft_spin0, weft_pin;
+                                 policy's that ran (weft_spin0, weft_pin,
+                                 weft_hold0;
                                  per point and policy the median of the
                                  rounds' ratios; 1.0: the default is the
                                  best)
@@ -67,7 +69,7 @@ weft_ft, weft_ft_vgpu without the GIL):
     python bench/py/gil.py [--quick] [--reps 5] [--T 50,200,1000]
                            [--f 0,0.1,0.25,0.5,1] [--workers 1,2]
                            [--where cpu,vgpu]
-                           [--systems weft,weft_spin0,weft_pin,weft_twin,threadpool,dask]
+                           [--systems weft,weft_spin0,weft_pin,weft_hold0,weft_twin,threadpool,dask]
                            [--work-ms 10] [--json FILE]
     PYTHON_GIL=0 build-ft/venv/bin/python bench/py/gil.py   # free-threaded
 """
@@ -226,19 +228,22 @@ NGPU = 2  # virtual GPUs of the `vgpu` variant ("cpu,vgpu:2")
 SETTLE_S = 0.2
 
 
-def _weft_runner(gil_spin_ns, pin=None, twin=False):
-    """pin: pin_workers= (None: the runtime's default, "auto"); twin: a
-    runtime of its own with the same settings (the control: the same
-    policy measured as another system)."""
+def _weft_runner(gil_spin_ns, pin=None, twin=False, hold=None):
+    """pin: pin_workers= (None: the runtime's default, "auto"); hold:
+    gil_hold_ns= (None: the default); twin: a runtime of its own with the
+    same settings (the control: the same policy measured as another
+    system)."""
     def run(ctx, body, n, shape, n_py, c_ns):
         vgpu = ctx["where"] == "vgpu"
-        key = ("weft", gil_spin_ns, pin, twin)
+        key = ("weft", gil_spin_ns, pin, twin, hold)
         rt = ctx.get(key)
         fresh = rt is None
         if fresh:
             kw = {} if gil_spin_ns is None else {"gil_spin_ns": gil_spin_ns}
             if pin is not None:
                 kw["pin_workers"] = pin
+            if hold is not None:
+                kw["gil_hold_ns"] = hold
             if vgpu:
                 kw["devices"] = f"cpu,vgpu:{NGPU}"
             rt = ctx[key] = weft.Runtime(workers=ctx["workers"], **kw)
@@ -330,11 +335,12 @@ SYSTEMS = {
     "weft": (_weft_runner(None), None),
     "weft_spin0": (_weft_runner(0), None),
     "weft_pin": (_weft_runner(None, pin=True), None),
+    "weft_hold0": (_weft_runner(None, hold=0), None),
     "weft_twin": (_weft_runner(None, twin=True), None),
     "threadpool": (run_threadpool, None),
     "dask": (run_dask, "dask"),
 }
-WEFT_POLICIES = ("weft", "weft_spin0", "weft_pin")  # (weft_twin is the control, not a policy)
+WEFT_POLICIES = ("weft", "weft_spin0", "weft_pin", "weft_hold0")  # (weft_twin is the control, not a policy)
 
 
 def available(mod):
@@ -475,7 +481,7 @@ def main(argv=None):
     ap.add_argument("--where", default="cpu,vgpu",
                     help="cpu: bodies on the workers; vgpu: bodies placed on virtual GPUs "
                          f"(cpu,vgpu:{NGPU}) queueing their C part on the task's stream (Weft only)")
-    ap.add_argument("--systems", default="weft,weft_spin0,weft_pin,weft_twin,threadpool,dask")
+    ap.add_argument("--systems", default="weft,weft_spin0,weft_pin,weft_hold0,weft_twin,threadpool,dask")
     ap.add_argument("--reps", type=int, default=5, help="rounds per point (the median is kept)")
     ap.add_argument("--work-ms", type=float, default=10.0,
                     help="sequential work per run (ms): sets the number of bodies (at least 8)")

@@ -11,6 +11,8 @@ scheduler):
                       "auto", which pins them once it sees them packed)
   weft_nopin          (not run unless named) weft with pin_workers=False:
                       the workers left to the scheduler
+  weft_hold0          (not run unless named) weft with gil_hold_ns=0: the
+                      GIL given back after every body
   threads, threads_pin  two threading.Thread sharing one iterator over the
                       bodies: gil.py's body (its C part through ctypes)
   capi, capi_pin      gil_floor.c: two pthreads, each PyGILState_Ensure once,
@@ -32,7 +34,7 @@ scheduler):
 
 On the free-threaded build (PYTHON_GIL=0) there is no GIL to hand off:
 the question is then what two plain threads get from the same bodies, and
-only weft, weft_pin, weft_nopin, threads and threads_pin run (by default
+only weft, weft_pin, weft_nopin, weft_hold0, threads and threads_pin run (by default
 the first four); the bound is 2 at every f, and no hand-off is timed.
 
 efficiency = (sequential time / system time) / min(2, 1/f), the sequential
@@ -160,11 +162,11 @@ def _threads(pin):
     return run
 
 
-def _weft(pin):
-    run_weft = gil._weft_runner(None, pin=pin)
+def _weft(pin, hold=None):
+    run_weft = gil._weft_runner(None, pin=pin, hold=hold)
 
     def run(ctx, p):
-        sub = ctx.setdefault(("weft_ctx", pin), {"workers": 2, "where": "cpu"})
+        sub = ctx.setdefault(("weft_ctx", pin, hold), {"workers": 2, "where": "cpu"})
         wall, out = run_weft(sub, ctx["body"], p["n"], "indep", p["n_py"], p["c_ns"])
         gil.check("indep", p["n"], out)
         return wall
@@ -206,6 +208,7 @@ SYSTEMS = {
     "weft": (_weft(None), "seq"),
     "weft_pin": (_weft(True), "seq"),
     "weft_nopin": (_weft(False), "seq"),
+    "weft_hold0": (_weft(None, hold=0), "seq"),
     "threads": (_threads(0), "seq"),
     "threads_pin": (_threads(1), "seq"),
     "capi_seq": (_capi(1, 0, 0), None),
@@ -220,7 +223,7 @@ SYSTEMS = {
     "c_awake_pin": (_c(2, 0, 1, awake=1), "c_seq"),
 }
 RAW = ("threads", "threads_pin", "capi", "capi_pin")  # the best CPython allows, without Weft
-FT_SYSTEMS = ("weft", "weft_pin", "weft_nopin", "threads", "threads_pin")  # those without a GIL
+FT_SYSTEMS = ("weft", "weft_pin", "weft_nopin", "weft_hold0", "threads", "threads_pin")  # those without a GIL
 FT_DEFAULT = "weft,weft_pin,threads,threads_pin"
 
 

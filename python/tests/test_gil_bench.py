@@ -22,7 +22,7 @@ def load():
 
 def test_gil_sweep_smoke(capsys, tmp_path):
     gil = load()
-    systems = "weft,weft_spin0,weft_pin,weft_twin,threadpool"
+    systems = "weft,weft_spin0,weft_pin,weft_hold0,weft_twin,threadpool"
     js = tmp_path / "gil.json"
     rows = gil.main(["--T", "50", "--f", "0,0.5", "--workers", "1,2", "--reps", "1", "--work-ms", "0.4",
                      "--systems", systems, "--no-busy-check", "--json", str(js)])
@@ -31,7 +31,7 @@ def test_gil_sweep_smoke(capsys, tmp_path):
     # (every system) and on virtual GPUs (Weft's policies), a positive efficiency
     assert len(rows) == 2 * 2 * 2 * 2
     for row in rows:
-        want = systems.split(",") if row["where"] == "cpu" else ["weft", "weft_spin0", "weft_pin", "weft_twin"]
+        want = systems.split(",") if row["where"] == "cpu" else ["weft", "weft_spin0", "weft_pin", "weft_hold0", "weft_twin"]
         assert set(row["eff"]) == set(want)
         assert all(v > 0 for v in row["eff"].values())
         assert row["default_vs_best"] >= 1.0 and row["default_vs_twin"] >= 1.0

@@ -1,5 +1,6 @@
 """The workers' GIL hand-off (python/weft/gil.c): what a worker that needs
 the GIL spins on while another worker has it."""
+import ctypes
 import sys
 import sysconfig
 import threading
@@ -134,3 +135,96 @@ def test_pin_workers_takes_a_bool_or_auto():
         weft.Runtime(workers=1, pin_workers="always")
     with weft.Runtime(workers=1, pin_workers="auto") as rt:
         assert rt.stats()["autopins"] == 0
+
+
+def _hold_gil(n):
+    x = 0
+    for _ in range(n):
+        x += 1
+    return x
+
+
+@pytest.mark.timeout(120)
+def test_a_worker_keeps_the_gil_for_bodies_that_hold_it():
+    """Bodies that hold the GIL all through (pure Python), while the other
+    worker waits for it: the worker keeps the GIL for its next body rather
+    than hand it over (gil.c), and stats() counts the bodies that found it
+    kept; gil_hold_ns=0 gives it back after every body."""
+    with weft.Runtime(workers=2) as rt:
+        if _weft._gil_spin_signal(rt) != "gil":
+            pytest.skip(f"the GIL is kept only where its state is known ({_weft._gil_spin_signal(rt)!r} here)")
+        ts = [rt.spawn(_hold_gil, 20000) for _ in range(200)]
+        rt.wait_all()
+        assert [t.result() for t in ts] == [20000] * 200
+        kept = rt.stats()["gil_kept"]
+    assert kept > 0
+    with weft.Runtime(workers=2, gil_hold_ns=0) as rt:
+        ts = [rt.spawn(_hold_gil, 20000) for _ in range(50)]
+        rt.wait_all()
+        assert rt.stats()["gil_kept"] == 0
+
+
+def test_gil_hold_ns_takes_a_count_of_nanoseconds():
+    with pytest.raises((TypeError, ValueError), match="gil_hold_ns"):
+        weft.Runtime(workers=1, gil_hold_ns=-1)
+    with pytest.raises(TypeError, match="gil_hold_ns"):
+        weft.Runtime(workers=1, gil_hold_ns="1ms")
+
+
+@pytest.mark.timeout(300)
+def test_a_kept_gil_is_let_go_for_every_other_kind_of_work():
+    """The GIL kept as long as allowed (gil_hold_ns of an hour) between
+    bodies that hold it: every other kind of work still runs, and nothing
+    waits for a GIL a worker keeps: a C function as a body that calls back
+    into Python (taking the GIL itself on the worker), bodies with data,
+    bodies on virtual GPUs queueing Python callables (run by the GPUs'
+    threads, which need the GIL), async bodies, bodies that wait for other
+    tasks, and a second thread spawning meanwhile."""
+    np = pytest.importorskip("numpy")
+    seen = []
+    proto = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p)
+    callback = proto(lambda p: seen.append(1) or 0)
+    native = weft.native(ctypes.cast(callback, ctypes.c_void_p).value)
+    queued = []
+
+    def on_gpu(i):
+        weft.context().queue(queued.append, i)
+
+    async def later(t):
+        return (await t) + 1
+
+    def waits(t):
+        return t.result() + 1
+
+    a = np.zeros(8)
+
+    def add(x):
+        x += 1
+
+    with weft.Runtime(workers=2, devices="cpu,vgpu:2", gil_hold_ns=3600 * 10**9) as rt:
+        results = []
+        side = []
+
+        def other_thread():
+            side.extend(rt.spawn(_hold_gil, 500) for _ in range(100))
+
+        th = threading.Thread(target=other_thread)
+        th.start()
+        for r in range(20):
+            held = [rt.spawn(_hold_gil, 3000) for _ in range(10)]
+            rt.spawn(native)
+            rt.spawn(add, a, readwrites=[a])
+            rt.spawn(on_gpu, r, placement=weft.gpu)
+            results.append(rt.spawn(later, held[-1]))
+            results.append(rt.spawn(waits, held[0]))
+            held += [rt.spawn(_hold_gil, 3000) for _ in range(10)]
+        th.join(60)
+        assert not th.is_alive()
+        rt.wait_all()
+        assert [t.result() for t in results] == [3001] * 40
+        assert [t.result() for t in side] == [500] * 100
+        assert rt.spawn(lambda: a.copy(), reads=[a]).result().tolist() == [20.0] * 8
+        if _weft._gil_spin_signal(rt) == "gil":
+            assert rt.stats()["gil_kept"] > 0  # (else this tests nothing)
+    assert len(seen) == 20
+    assert sorted(queued) == list(range(20))

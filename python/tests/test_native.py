@@ -4,6 +4,7 @@ and on virtual GPUs, its order among Python tasks, its failures, and
 misuse."""
 import ctypes
 import struct
+import time
 
 import pytest
 
@@ -15,6 +16,7 @@ C_SOURCE = r"""
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
+#include <time.h>
 
 /* The addresses after an argument of len bytes. */
 static void **addrs(void *p, size_t len) { return (void **)((char *)p + ((len + 7) & ~(size_t)7)); }
@@ -65,6 +67,18 @@ int first_byte(void *p) { void **a = p; *(unsigned char *)a[1] = *(unsigned char
 
 /* a reduction's private copy (access 0, a double) += arg */
 int red_add(void *p) { double v; memcpy(&v, p, 8); *(double *)addrs(p, 8)[0] += v; return 0; }
+
+/* arg: the address of two flags: sets the first, then waits (10 s at most)
+ * for a Python body to set the second */
+int handshake(void *p)
+{
+    volatile unsigned char *f;
+    memcpy(&f, p, sizeof f);
+    f[0] = 1;
+    struct timespec pause = {0, 100000};
+    for (int i = 0; i < 100000 && !f[1]; i++) nanosleep(&pause, NULL);
+    return f[1] ? 0 : 9;
+}
 """
 
 
@@ -113,6 +127,38 @@ def test_what_the_function_is_handed(lib, rt):
     assert got[3:6] == [r.ctypes.data, out.ctypes.data, rw.ctypes.data]
     assert seen[:3] == (r.ctypes.data, out.ctypes.data, rw.ctypes.data)
     assert got[6] != 0    # a reduction's private copy
+
+
+@pytest.mark.timeout(120)
+def test_runs_without_the_gil_after_bodies_that_kept_it(lib):
+    """A native body that a worker starts right after Python bodies that
+    kept the GIL (gil.c) runs without it: a Python body on the other worker
+    runs meanwhile, and lets the native body finish."""
+    flags = np.zeros(2, dtype=np.uint8)
+    arg = struct.pack("=Q", flags.ctypes.data)
+    k = weft.native(lib.handshake)
+
+    def hold():
+        x = 0
+        for _ in range(3000):
+            x += 1
+
+    def answer():
+        while flags[0] == 0:
+            time.sleep(0.0002)
+        flags[1] = 1
+
+    with weft.Runtime(workers=2, gil_hold_ns=3600 * 10**9) as rt:
+        for _ in range(10):
+            flags[:] = 0
+            for _ in range(40):
+                rt.spawn(hold)
+            done = rt.spawn(k, arg)
+            rt.spawn(answer)
+            rt.wait_all()
+            assert done.result() is None and flags.tolist() == [1, 1]
+        if weft._weft._gil_spin_signal(rt) == "gil":  # (where the GIL's state is known: else nothing kept it)
+            assert rt.stats()["gil_kept"] > 0
 
 
 def test_no_argument_and_no_access(lib, rt):

@@ -351,6 +351,10 @@ typedef struct RuntimeObject {
     PyObject *spaces;           /* dict C space name -> TaskSpace bound to this runtime (strong) */
     uint64_t next_space;        /* serial for the C names of bound spaces */
     uint64_t spin_gil_ns;       /* the longest spin for another worker's GIL claim */
+    uint64_t gil_hold_ns;       /* the longest a worker keeps the GIL over bodies (gil.c);
+                                   0: never */
+    _Atomic uint64_t gil_kept;  /* bodies that found the GIL kept from their worker's last
+                                   (stats()["gil_kept"]) */
     _Atomic int py_in_body;     /* a worker took the GIL for a body and has not given it back
                                    (it may have released it inside the body); written with
                                    the GIL held (gil.c) */
@@ -365,6 +369,8 @@ typedef struct RuntimeObject {
                                    holder is a worker when it is one of these (gil.c) */
     _Atomic unsigned worker_ts_n; /* worker_ts[0, worker_ts_n) may be set */
     _Atomic int gil_taking;     /* a worker is taking the GIL (its turn; gil.c) */
+    _Atomic int gil_waiting;    /* workers between weft_py_busy_enter and _taken: waiting
+                                   for the GIL now (gil.c) */
     struct cell *_Atomic cells; /* finished cells whose `placed` reference is to drop
                                    (weft_py_release_drain) */
     struct TaskObject *_Atomic released; /* tasks whose bodies ran, references to drop
@@ -595,6 +601,13 @@ void weft_py_busy_exit(RuntimeObject *r);
  * take (NULL: none). */
 int weft_py_gil_take(RuntimeObject *r);
 void weft_py_gil_give(RuntimeObject *r, int g);
+/* At a body's start: whether this worker kept the GIL from its last body
+ * (then the GIL is the body's now, taken as weft_py_gil_take(r) takes it). */
+int weft_py_gil_held_over(RuntimeObject *r);
+/* At the end of a body that took the GIL (g from weft_py_gil_take(r), or
+ * -1 when it was held over): keep it for the worker's next body where the
+ * policy and the C runtime allow (weft_ctx_hold_over), else give it. */
+void weft_py_gil_body_give(RuntimeObject *r, int g, weft_ctx *ctx);
 /* Take the GIL on a device thread (a virtual GPU's queue thread, CUDA's
  * host-function thread) to run a queued callable, ahead of the workers;
  * own_thread: a virtual GPU's queue thread (gil.c).  Returns what
@@ -604,6 +617,8 @@ void weft_py_dev_gil_give(int g);
 /* The C runtime's on_worker_start / on_worker_stop hooks (arg: the Runtime). */
 void weft_py_on_worker_start(unsigned worker, void *arg);
 void weft_py_on_worker_stop(unsigned worker, void *arg);
+/* The C runtime's on_worker_let_go hook: give the GIL a body held over. */
+void weft_py_on_worker_let_go(unsigned worker, void *arg);
 
 /* Release the GIL around a C call that may block or run tasks inline. */
 #define BEGIN_NOGIL                                  \

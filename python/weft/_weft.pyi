@@ -160,6 +160,7 @@ class _Stats(TypedDict):
     trace_dropped: int
     workers: int
     autopins: int
+    gil_kept: int
 
 class _Bound(TypedDict):
     """Runtime.bound(): a lower bound of the makespan (seconds), weft_runtime_bound's."""
@@ -226,6 +227,7 @@ class Runtime:
         policy: Literal["dmda", "load", "round-robin", "balance"] | None = None,
         bound: bool | None = None,
         pin_workers: bool | Literal["auto"] | None = None,
+        gil_hold_ns: int | None = None,
     ) -> Self: ...
     @overload
     def spawn(self, fn: Native, arg: _BufferLike | None = None, /, **options: Unpack[_SpawnOptionsBase]) -> Task[None]: ...

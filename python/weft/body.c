@@ -82,8 +82,9 @@ weft_py_trampoline(weft_ctx *ctx, void *arg)
     cell *c = arg;
     RuntimeObject *r = c->rt;
     int attached = weft_py_tl_attached;
-    int g = 0;
-    if (!attached) g = weft_py_gil_take(r);
+    int g = -1;
+    if (weft_py_gil_held_over(r)) attached = 0; /* kept from this worker's last body: ours now */
+    else if (!attached) g = weft_py_gil_take(r);
     weft_py_tl_attached = 1;
 
     TaskObject *t = c->t;
@@ -190,7 +191,7 @@ weft_py_trampoline(weft_ctx *ctx, void *arg)
         Py_DECREF(t);
     }
     weft_py_tl_attached = attached;
-    if (!attached) weft_py_gil_give(r, g);
+    if (!attached) weft_py_gil_body_give(r, g, ctx);
     return rc;
 }
 

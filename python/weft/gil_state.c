@@ -5,7 +5,8 @@
  * CPython's API has no call that tells whether another thread holds the
  * GIL.  Its GIL is a struct _gil_runtime_state whose `locked` (1 while a
  * thread holds it) and `last_holder` (the holder's thread state) the
- * interpreter itself reads without its mutex.  Their layout is internal and
+ * interpreter itself reads without its mutex, and whose `switch_number`
+ * counts the takes by a thread that was not the last holder.  Their layout is internal and
  * known per minor version; this is the only file that reads CPython's
  * internal headers:
  *   3.11       _PyRuntime.ceval.gil (one GIL for every interpreter)
@@ -42,6 +43,7 @@ weft_py_gil_view(weft_py_gil_state *out)
 {
     out->locked = NULL;
     out->holder = NULL;
+    out->switches = NULL;
 #ifdef WEFT_PY_GIL_LAYOUT_KNOWN
 #if PY_VERSION_HEX < 0x030C0000
     struct _gil_runtime_state *g = &_PyRuntime.ceval.gil;
@@ -60,6 +62,7 @@ weft_py_gil_view(weft_py_gil_state *out)
         return 0;
     out->locked = locked;
     out->holder = holder;
+    out->switches = &g->switch_number;
     return 1;
 #else
     return 0;

@@ -68,6 +68,7 @@ typedef struct {
     weft_config cfg;
     int spawn_mode;
     uint64_t gil_spin;
+    uint64_t gil_hold;
     PyObject *trace_b;
 } runtime_args;
 
@@ -75,14 +76,15 @@ typedef struct {
 static int
 runtime_parse(PyObject *args, PyObject *kwds, runtime_args *a)
 {
-    static char *kwlist[] = {"workers", "trace", "spin_ns", "max_inflight", "gil_spin_ns",
-                             "spawn_gil", "devices", "vgpu_memory", "policy", "bound", "pin_workers", NULL};
-    PyObject *workers = NULL, *trace = NULL, *spin = NULL, *maxin = NULL, *gspin = NULL;
+    static char *kwlist[] = {"workers", "trace", "spin_ns", "max_inflight", "gil_spin_ns", "spawn_gil",
+                             "devices", "vgpu_memory", "policy", "bound", "pin_workers", "gil_hold_ns", NULL};
+    PyObject *workers = NULL, *trace = NULL, *spin = NULL, *maxin = NULL, *gspin = NULL, *ghold = NULL;
     PyObject *vgpu_mem = NULL, *bound = NULL, *pin = NULL;
     const char *spawn_gil = NULL, *devices = NULL, *policy = NULL;
     a->trace_b = NULL;
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "|O$OOOOzzOzOO:Runtime", kwlist, &workers, &trace, &spin,
-                                     &maxin, &gspin, &spawn_gil, &devices, &vgpu_mem, &policy, &bound, &pin))
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "|O$OOOOzzOzOOO:Runtime", kwlist, &workers, &trace, &spin,
+                                     &maxin, &gspin, &spawn_gil, &devices, &vgpu_mem, &policy, &bound, &pin,
+                                     &ghold))
         return -1;
     if (bound != NULL && bound != Py_None && !PyBool_Check(bound)) {
         PyErr_Format(PyExc_TypeError, "Runtime(): bound= expects True, False or None, got '%.100s'",
@@ -143,6 +145,11 @@ runtime_parse(PyObject *args, PyObject *kwds, runtime_args *a)
     if (env && *env) a->gil_spin = strtoull(env, NULL, 10);
     if ((has = parse_size(gspin, "gil_spin_ns", &v)) < 0) return -1;
     if (has) a->gil_spin = v;
+    a->gil_hold = 1000000; /* 1 ms */
+    env = getenv("WEFT_GIL_HOLD_NS");
+    if (env && *env) a->gil_hold = strtoull(env, NULL, 10);
+    if ((has = parse_size(ghold, "gil_hold_ns", &v)) < 0) return -1;
+    if (has) a->gil_hold = v;
     if (trace && trace != Py_None) {
         if (!PyUnicode_FSConverter(trace, &a->trace_b)) return -1;
         cfg->trace_path = PyBytes_AS_STRING(a->trace_b);
@@ -178,6 +185,8 @@ runtime_object(PyTypeObject *type, modstate *st, const runtime_args *a)
     r->kinds = PyDict_New();
     r->next_space = 0;
     r->spin_gil_ns = a->gil_spin;
+    r->gil_hold_ns = a->gil_hold;
+    atomic_init(&r->gil_kept, 0);
     atomic_init(&r->gil_spin_now, a->gil_spin);
     atomic_init(&r->py_in_body, 0);
     r->gil_off = 0;
@@ -196,8 +205,10 @@ runtime_object(PyTypeObject *type, modstate *st, const runtime_args *a)
     for (unsigned i = 0; i < WEFT_PY_GIL_WORKERS_KNOWN; i++) atomic_init(&r->worker_ts[i], NULL);
     atomic_init(&r->worker_ts_n, 0);
     atomic_init(&r->gil_taking, 0);
+    atomic_init(&r->gil_waiting, 0);
     r->gil.locked = NULL;
     r->gil.holder = NULL;
+    r->gil.switches = NULL;
     /* Where the GIL's layout is known, the workers' spin follows its state
      * (gil.c); this thread holds the GIL, which the view checks. */
     if (!r->gil_off) weft_py_gil_view(&r->gil);
@@ -229,6 +240,7 @@ Runtime_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
     }
     a.cfg.on_worker_start = weft_py_on_worker_start;
     a.cfg.on_worker_stop = weft_py_on_worker_stop;
+    a.cfg.on_worker_let_go = weft_py_on_worker_let_go;
     a.cfg.hook_arg = r;
     int rc;
     weft_runtime *rt = NULL;
@@ -622,7 +634,7 @@ Runtime_stats(RuntimeObject *r, PyObject *Py_UNUSED(ignored))
     weft_stats s;
     int rc = weft_runtime_stats(r->rt, &s);
     if (rc != 0) return weft_py_err_weft(rc, "stats()");
-    return Py_BuildValue("{sKsKsKsKsKsKsKsKsKsKsKsIsK}", "tasks_spawned",
+    return Py_BuildValue("{sKsKsKsKsKsKsKsKsKsKsKsIsKsK}", "tasks_spawned",
                          (unsigned long long)s.tasks_spawned, "tasks_run",
                          (unsigned long long)s.tasks_run, "tasks_failed",
                          (unsigned long long)s.tasks_failed, "tasks_cancelled",
@@ -633,7 +645,8 @@ Runtime_stats(RuntimeObject *r, PyObject *Py_UNUSED(ignored))
                          (unsigned long long)s.inflight_peak, "bytes_per_task",
                          (unsigned long long)s.bytes_per_task, "trace_dropped",
                          (unsigned long long)s.trace_dropped, "workers", s.workers, "autopins",
-                         (unsigned long long)s.autopins);
+                         (unsigned long long)s.autopins, "gil_kept",
+                         (unsigned long long)atomic_load_explicit(&r->gil_kept, memory_order_relaxed));
 }
 
 static PyObject *
@@ -782,7 +795,7 @@ static PyMemberDef Runtime_members[] = {
 static PyType_Slot Runtime_slots[] = {
     {Py_tp_doc, "Runtime(workers=0, *, trace=None, spin_ns=None, max_inflight=None, gil_spin_ns=None, "
                 "spawn_gil=None, devices=None, vgpu_memory=None, policy=None, bound=None, "
-                "pin_workers=None)\n\n"
+                "pin_workers=None, gil_hold_ns=None)\n\n"
                 "A Weft runtime: worker threads that run Python tasks.  Use it as a context "
                 "manager; leaving the block waits for every task, re-raises the first task "
                 "exception and closes the runtime."},

@@ -658,6 +658,23 @@ weft_task *weft_ctx_task(const weft_ctx *ctx)
     return weft__handle_encode(t);
 }
 
+int weft_ctx_hold_over(weft_ctx *ctx)
+{
+    if (!ctx || !ctx->rt->cfg.on_worker_let_go)
+        return 0;
+    weft__worker *w = ctx->worker;
+    weft__task *t = ctx->task;
+    /* Only the outermost body (a nested one returns into its waiter's
+     * body), and only while tasks are queued: with none, the worker's next
+     * step is most likely to idle, and it would let go only after this
+     * task's completion. */
+    if (w->current != t || atomic_load_explicit(&w->depth, memory_order_relaxed) != 1 ||
+        !weft__task_holdable(t) || t->continued || !weft__sched_any(&ctx->rt->sched))
+        return 0;
+    w->held = t->body;
+    return 1;
+}
+
 const weft__task *weft__ctx_data_task(const weft_ctx *ctx)
 {
     const weft__task *t = ctx->task;
