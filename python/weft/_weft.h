@@ -10,10 +10,11 @@
  *     object (one strong reference).  The C body (weft_py_trampoline, body.c)
  *     attaches the worker's persistent thread state, calls fn(*args), stores
  *     the result or the exception (with its traceback) on the Task, drops the
- *     references to fn/args and to the Task, and detaches.  The argument
- *     destructor (weft_py_arg_destroy) then only has to free the cell,
- *     without the GIL; it takes the GIL only for a task that never ran
- *     (cancelled, or a failed spawn).
+ *     references to fn/args and to the Task, and detaches (or keeps the
+ *     GIL for the worker's next body, where handing it over would only
+ *     cost: gil.c).  The argument destructor (weft_py_arg_destroy) then
+ *     only has to free the cell, without the GIL; it takes the GIL only
+ *     for a task that never ran (cancelled, or a failed spawn).
  *   - Each worker creates one PyThreadState when it starts and deletes it
  *     when it stops (gil.c; deleting needs the GIL, so destroy runs with the
  *     GIL released), and every blocking call (waits, unregister, destroy, a
