@@ -1414,7 +1414,9 @@ WEFT_API void weft_task_release(weft_task *t);
  * while waiting).  Returns 0, or WEFT_ETASKFAILED if any task failed since the
  * previous weft_wait_all (cancelled dependents of a failure do not count
  * twice), WEFT_EINVAL/WEFT_ECLOSED for a bad runtime, WEFT_EDEADLK from inside
- * one of its tasks or from an on_finish callback.  Blocks. */
+ * one of its tasks or from an on_finish callback.  Blocks: it sleeps, but
+ * wakes when one task is left and checks for up to 250 us, once, so that it
+ * returns as that task ends (as does weft_wait_settled_timed). */
 WEFT_API WEFT_NODISCARD int weft_wait_all(weft_runtime *rt);
 
 /* As weft_wait_all with a timeout (WEFT_ETIMEDOUT). */

@@ -89,10 +89,31 @@ static void unlink_sleeper(weft__waitset *ws, weft__sleeper *s)
         atomic_fetch_sub(&ws->nwork, 1);
 }
 
+/* Check w's condition for up to w->linger_ns (or until its deadline),
+ * polling device progress and yielding now and then: the thread it waits
+ * for may need this core. */
+static void linger(const weft__wait *w)
+{
+    uint64_t until = weft__now_ns() + w->linger_ns;
+    if (until > w->deadline)
+        until = w->deadline;
+    for (unsigned i = 1; !w->done(w->arg); i++) {
+        weft__cpu_relax();
+        if ((i & 63) == 0) {
+            if (weft__now_ns() >= until)
+                break;
+            if (w->progress)
+                w->progress(w->progress_arg);
+            sched_yield();
+        }
+    }
+}
+
 int weft__wait_until(weft__waitset *ws, const weft__wait *w)
 {
     atomic_fetch_add_explicit(&ws->n_waits, 1, memory_order_relaxed);
     unsigned spins = 0;
+    bool lingered = false;
     for (;;) {
         if (w->done(w->arg))
             return 0;
@@ -154,6 +175,10 @@ int weft__wait_until(weft__waitset *ws, const weft__wait *w)
                 atomic_fetch_add_explicit(&ws->n_wake_event, 1, memory_order_relaxed);
             else if (timed_out)
                 atomic_fetch_add_explicit(&ws->n_wake_timer, 1, memory_order_relaxed);
+        }
+        if (woken && !lingered && w->linger_ns) {
+            lingered = true;
+            linger(w);
         }
         spins = w->spin; /* after a sleep, check and help, but do not spin again */
     }

@@ -61,6 +61,11 @@ typedef struct weft__wait {
     _Atomic int32_t *blocked;            /* bumped while asleep: a worker that cannot run tasks (may be NULL) */
     uint64_t deadline;                   /* absolute, weft__now_ns(); UINT64_MAX for none */
     unsigned spin;                       /* condition checks before the first sleep */
+    /* After the first wake-up that finds the condition false, keep
+     * checking it for up to this long before sleeping again (0: never).
+     * For waits whose notifier wakes them early, when the end is near
+     * (weft__graph_leave), so that waking up overlaps the last work. */
+    uint64_t linger_ns;
 } weft__wait;
 
 void weft__waitset_init(weft__waitset *ws);

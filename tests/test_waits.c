@@ -5,6 +5,7 @@
  * wait under test has gone to sleep, and the wait must wake a bounded number
  * of times, every time because of an event, never because of a timer. */
 #include <pthread.h>
+#include <time.h>
 
 #include "check.h"
 
@@ -128,6 +129,53 @@ static void timed_out(weft_runtime *rt) {
     weft_task_release(t);
 }
 
+/* With one task left, a wait for all (or for the runtime to settle) is
+ * woken early and lingers a little, so that its wake-up overlaps the last
+ * task (weft__graph_leave); through a long last task it then sleeps again,
+ * woken by its end, rather than spin. */
+static void *open_gate_after_200ms(void *arg) {
+    (void)arg;
+    sleep_ms(200);
+    atomic_store(&gate, 1);
+    return NULL;
+}
+
+static int sleep_100ms(weft_ctx *ctx, void *arg) {
+    (void)ctx;
+    (void)arg;
+    sleep_ms(100);
+    return 0;
+}
+
+static void one_task_left(weft_runtime *rt) {
+    for (int settle = 0; settle < 2; settle++) {
+        block_workers_reset();
+        CHECK_OK(weft_spawn_simple(rt, blocker, NULL, NULL));
+        CHECK_OK(weft_spawn_simple(rt, sleep_100ms, NULL, NULL)); /* ends while the wait sleeps */
+        weft_stats a, b;
+        CHECK_OK(weft_runtime_stats(rt, &a));
+        pthread_t th;
+        CHECK(pthread_create(&th, NULL, open_gate_after_200ms, NULL) == 0);
+        struct timespec c0, c1;
+        CHECK(clock_gettime(CLOCK_THREAD_CPUTIME_ID, &c0) == 0);
+        CHECK_OK(settle ? weft_wait_settled_timed(rt, UINT64_MAX) : weft_wait_all(rt));
+        CHECK(clock_gettime(CLOCK_THREAD_CPUTIME_ID, &c1) == 0);
+        CHECK(atomic_load(&gate) == 1);
+        pthread_join(th, NULL);
+        CHECK_OK(weft_runtime_stats(rt, &b));
+        double cpu_ms = (double)(c1.tv_sec - c0.tv_sec) * 1e3 + (double)(c1.tv_nsec - c0.tv_nsec) / 1e6;
+        printf("%-28s %.2f ms of CPU through a 200 ms wait; sleeps %llu\n",
+               settle ? "wait_settled, one left" : "wait_all, one left", cpu_ms,
+               (unsigned long long)(b.wait_sleeps - a.wait_sleeps));
+        CHECKF(cpu_ms < 50, "the wait spun through the last task: %.1f ms of CPU", cpu_ms);
+        /* Woken early (with one task left), then by the end. */
+        CHECKF(b.wait_sleeps - a.wait_sleeps == 2 && b.wait_wakeups_event - a.wait_wakeups_event == 2,
+               "%llu sleeps, %llu woken by an event", (unsigned long long)(b.wait_sleeps - a.wait_sleeps),
+               (unsigned long long)(b.wait_wakeups_event - a.wait_wakeups_event));
+        CHECK(b.wait_wakeups_timer == a.wait_wakeups_timer);
+    }
+}
+
 int main(void) {
     test_watchdog(test_pick(60, 200));
     weft_config cfg;
@@ -154,6 +202,8 @@ int main(void) {
         measured(rt, cases[i].name, cases[i].fn, NULL, cases[i].max_sleeps);
         CHECK_OK(weft_wait_all(rt));
     }
+    test_step("one task left");
+    one_task_left(rt);
     test_step("timed out");
     timed_out(rt);
     CHECK_OK(weft_runtime_destroy(rt));

@@ -173,6 +173,11 @@ int weft__wait_task_or(weft__rt *rt, weft__task *t, bool (*done)(const void *), 
     return weft__wait_until(&rt->waits, &spec);
 }
 
+/* How long a wait for all lingers after the early wake-up with one task
+ * left (weft__graph_leave): the wake-up of a sleeping thread, and most
+ * short tasks, take less. */
+#define WEFT__WAIT_LINGER_NS 250000u
+
 static bool idle(const void *arg)
 {
     const weft__rt *rt = arg;
@@ -182,6 +187,7 @@ static bool idle(const void *arg)
 int weft__wait_idle(weft__rt *rt, uint64_t deadline)
 {
     weft__wait spec = spec_of(rt, &weft__key_idle, idle, rt, &rt->graph.sleepers_all, deadline);
+    spec.linger_ns = WEFT__WAIT_LINGER_NS;
     return wait_telling_stalls(rt, &spec, "weft_wait_all");
 }
 
@@ -218,6 +224,7 @@ static bool settled(const void *arg)
 int weft__wait_settled(weft__rt *rt, uint64_t deadline)
 {
     weft__wait spec = spec_of(rt, &weft__key_settle, settled, rt, &rt->graph.sleepers_settle, deadline);
+    spec.linger_ns = WEFT__WAIT_LINGER_NS;
     return weft__wait_until(&rt->waits, &spec);
 }
 

@@ -93,6 +93,17 @@ void weft__graph_leave(weft__graph *g, int64_t counts)
     int64_t left = atomic_fetch_sub(&g->inflight, counts) - counts;
     if (left == 0 && atomic_load(&g->sleepers_all) > 0)
         weft__wake(ws, &weft__key_idle);
+    /* One task left: wake the threads waiting for all (or for the runtime
+     * to settle) now, early, so that they wake up (tens of microseconds)
+     * while it runs and find it done the moment it ends (their waits
+     * linger: weft__wait.linger_ns) rather than wake up only then.  (A
+     * settle sleeper is otherwise woken by the worker's next idle moment.) */
+    if (left == 1) {
+        if (atomic_load(&g->sleepers_all) > 0)
+            weft__wake(ws, &weft__key_idle);
+        if (atomic_load(&g->sleepers_settle) > 0)
+            weft__wake(ws, &weft__key_settle);
+    }
     /* Outside producers wait for the in-flight count to reach the low mark;
      * producers inside tasks wait for the backlog (in flight minus bodies
      * executing), which this layer cannot see: they re-check at every
