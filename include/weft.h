@@ -405,7 +405,8 @@ WEFT_API int weft_runtime_destroy(weft_runtime *rt);
 WEFT_API unsigned weft_runtime_workers(const weft_runtime *rt);
 
 typedef struct weft_stats {
-    uint64_t tasks_spawned;   /* tasks accepted by weft_spawn */
+    uint64_t tasks_spawned;   /* tasks accepted by weft_spawn (and the other spawns:
+                                 weft_space_spawn, weft_ctx_continue's continuations) */
     uint64_t tasks_run;       /* bodies executed (a weft_data_acquire counts one: its internal task) */
     uint64_t tasks_failed;    /* bodies that returned non-zero */
     uint64_t tasks_cancelled; /* tasks that never ran */

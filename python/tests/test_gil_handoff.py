@@ -164,11 +164,30 @@ def test_a_worker_keeps_the_gil_for_bodies_that_hold_it():
         assert rt.stats()["gil_kept"] == 0
 
 
-def test_gil_hold_ns_takes_a_count_of_nanoseconds():
-    with pytest.raises((TypeError, ValueError), match="gil_hold_ns"):
+def test_gil_hold_ns_takes_a_count_of_nanoseconds(monkeypatch):
+    with pytest.raises(ValueError, match=r"gil_hold_ns= must be >= 0, got -1"):
         weft.Runtime(workers=1, gil_hold_ns=-1)
-    with pytest.raises(TypeError, match="gil_hold_ns"):
-        weft.Runtime(workers=1, gil_hold_ns="1ms")
+    with pytest.raises(ValueError, match=r"gil_hold_ns=100000000000000000000 is too large"):
+        weft.Runtime(workers=1, gil_hold_ns=10**20)
+    for bad in ("1ms", True, 1.5):
+        with pytest.raises(TypeError, match=rf"gil_hold_ns= expects an int, got '{type(bad).__name__}'"):
+            weft.Runtime(workers=1, gil_hold_ns=bad)
+    # The environment's, checked as strictly (a typo is not read as 0 or 1 ns).
+    for name, keyword in (("WEFT_GIL_HOLD_NS", "gil_hold_ns"), ("WEFT_GIL_SPIN_NS", "gil_spin_ns")):
+        for bad in ("abc", "1ms", "-5", "99999999999999999999"):
+            monkeypatch.setenv(name, bad)
+            with pytest.raises(ValueError, match=rf"{name}='{bad}' is not a count of nanoseconds: .* pass {keyword}="):
+                weft.Runtime(workers=1)
+            weft.Runtime(workers=1, **{keyword: 0}).close()  # (the keyword's over it, as the message says)
+        monkeypatch.setenv(name, " 0 ")
+        weft.Runtime(workers=1).close()
+        monkeypatch.delenv(name)
+    monkeypatch.setenv("WEFT_GIL_HOLD_NS", "0")
+    with weft.Runtime(workers=2) as rt:
+        for _ in range(50):
+            rt.spawn(_hold_gil, 20000)
+        rt.wait_all()
+        assert rt.stats()["gil_kept"] == 0
 
 
 @pytest.mark.timeout(300)

@@ -4,6 +4,8 @@
  */
 #include "_weft.h"
 
+#include <errno.h>
+
 /* ------------------------------------------------------------------------ */
 /* Runtime resolution                                                        */
 /* ------------------------------------------------------------------------ */
@@ -46,18 +48,49 @@ static int
 parse_size(PyObject *o, const char *what, unsigned long long *out)
 {
     if (o == NULL || o == Py_None) return 0;
-    if (!PyLong_Check(o)) {
+    if (!PyLong_Check(o) || PyBool_Check(o)) {
         PyErr_Format(PyExc_TypeError, "Runtime(): %s= expects an int, got '%.100s'", what,
                      Py_TYPE(o)->tp_name);
         return -1;
     }
-    long long v = PyLong_AsLongLong(o);
+    int overflow = 0;
+    long long v = PyLong_AsLongLongAndOverflow(o, &overflow);
     if (v == -1 && PyErr_Occurred()) return -1;
-    if (v < 0) {
-        PyErr_Format(PyExc_ValueError, "Runtime(): %s= must be >= 0, got %lld", what, v);
+    if (overflow > 0) {
+        PyErr_Format(PyExc_ValueError, "Runtime(): %s=%R is too large (at most %lld)", what, o, LLONG_MAX);
+        return -1;
+    }
+    if (overflow < 0 || v < 0) {
+        PyErr_Format(PyExc_ValueError, "Runtime(): %s= must be >= 0, got %R", what, o);
         return -1;
     }
     *out = (unsigned long long)v;
+    return 1;
+}
+
+/* A count of nanoseconds from the environment variable name, if set and
+ * not blank: 1 with *out, 0 when unset, -1 (ValueError naming it and the
+ * keyword that does the same) when it is not a plain decimal count. */
+static int
+env_ns(const char *name, const char *keyword, unsigned long long *out)
+{
+    const char *env = getenv(name);
+    if (env == NULL || *env == '\0') return 0;
+    const char *p = env;
+    while (*p == ' ' || *p == '\t') p++;
+    char *end = NULL;
+    errno = 0;
+    unsigned long long v = (*p >= '0' && *p <= '9') ? strtoull(p, &end, 10) : 0;
+    if (end != NULL)
+        while (*end == ' ' || *end == '\t') end++;
+    if (end == NULL || *end != '\0' || errno == ERANGE || v > (unsigned long long)LLONG_MAX) {
+        PyErr_Format(PyExc_ValueError,
+                     "Runtime(): %s='%.50s' is not a count of nanoseconds: write a whole number "
+                     "(e.g. %s=1000000 for 1 ms), or unset it, or pass %s= instead",
+                     name, env, name, keyword);
+        return -1;
+    }
+    *out = v;
     return 1;
 }
 
@@ -140,15 +173,14 @@ runtime_parse(PyObject *args, PyObject *kwds, runtime_args *a)
     if (pin != NULL && PyUnicode_Check(pin)) cfg->pin_workers = WEFT_PIN_AUTO;
     if ((has = parse_size(vgpu_mem, "vgpu_memory", &v)) < 0) return -1;
     if (has) cfg->vgpu_memory = (size_t)v;
+    /* The keyword, else the environment, else the default. */
     a->gil_spin = 20000; /* 20 us */
-    const char *env = getenv("WEFT_GIL_SPIN_NS");
-    if (env && *env) a->gil_spin = strtoull(env, NULL, 10);
-    if ((has = parse_size(gspin, "gil_spin_ns", &v)) < 0) return -1;
+    if ((has = parse_size(gspin, "gil_spin_ns", &v)) == 0) has = env_ns("WEFT_GIL_SPIN_NS", "gil_spin_ns", &v);
+    if (has < 0) return -1;
     if (has) a->gil_spin = v;
     a->gil_hold = 1000000; /* 1 ms */
-    env = getenv("WEFT_GIL_HOLD_NS");
-    if (env && *env) a->gil_hold = strtoull(env, NULL, 10);
-    if ((has = parse_size(ghold, "gil_hold_ns", &v)) < 0) return -1;
+    if ((has = parse_size(ghold, "gil_hold_ns", &v)) == 0) has = env_ns("WEFT_GIL_HOLD_NS", "gil_hold_ns", &v);
+    if (has < 0) return -1;
     if (has) a->gil_hold = v;
     if (trace && trace != Py_None) {
         if (!PyUnicode_FSConverter(trace, &a->trace_b)) return -1;

@@ -16,8 +16,9 @@ a bare `OverflowError: int too big to convert` that does not name the
 argument.
 
 Runs a child per value (300 pure-Python bodies on 2 workers) and prints
-`rt.stats()["gil_kept"]` and anything written on stderr; exits 1 when a
-malformed value changed the behaviour without a message.
+`rt.stats()["gil_kept"]` and the last line written on stderr; exits 1 when
+a malformed value is taken without a message naming the variable, or a bad
+argument without one naming the argument.
 """
 import os
 import subprocess
@@ -37,18 +38,25 @@ with weft.Runtime(workers=2) as rt:
 """
 
 bad = False
-for value in ("", "abc", "1ms", "-5"):
+for value in ("", "0", "abc", "1ms", "-5"):
     r = subprocess.run([sys.executable, "-W", "always", "-c", CHILD], capture_output=True, text=True,
                        timeout=60, env={**os.environ, "WEFT_GIL_HOLD_NS": value})
-    kept = int(r.stdout.split()[-1])
-    said = r.stderr.strip()
-    print(f"WEFT_GIL_HOLD_NS={value!r:6}: gil_kept {kept:4}   stderr: {said or '(nothing)'}")
-    if value == "abc" and kept == 0 and not said:
+    said = r.stderr.strip().splitlines()[-1] if r.stderr.strip() else ""
+    kept = r.stdout.split()[-1] if r.returncode == 0 and r.stdout.split() else "-"
+    print(f"WEFT_GIL_HOLD_NS={value!r:6}: exit {r.returncode}, gil_kept {kept:>4}   stderr: {said or '(nothing)'}")
+    malformed = value not in ("", "0")
+    if malformed and (r.returncode == 0 or "WEFT_GIL_HOLD_NS" not in said):
+        bad = True  # taken without a word
+    if not malformed and r.returncode != 0:
         bad = True
-try:
-    import weft
-    weft.Runtime(workers=1, gil_hold_ns=10**20).close()
-except OverflowError as e:
-    print(f"gil_hold_ns=10**20: OverflowError: {e}")
-    bad |= "gil_hold_ns" not in str(e)
+import weft  # noqa: E402
+
+for arg in (10**20, True):
+    try:
+        weft.Runtime(workers=1, gil_hold_ns=arg).close()
+        print(f"gil_hold_ns={arg!r}: accepted")
+        bad = True
+    except (OverflowError, ValueError, TypeError) as e:
+        print(f"gil_hold_ns={arg!r}: {type(e).__name__}: {e}")
+        bad |= "gil_hold_ns" not in str(e)
 sys.exit(1 if bad else 0)
