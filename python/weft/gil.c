@@ -233,8 +233,8 @@ weft_py_gil_give(RuntimeObject *r, int g)
  * GIL back after each body and takes it again before the next pays, per
  * body, a release that wakes the other worker asleep in the GIL (to find
  * it taken again), and a take: bodies that hold the GIL throughout lose
- * several per cent to it (T = 200 us, f = 1: 0.92 of the bound, against
- * 0.96 with the GIL kept).  So a worker keeps the GIL for its next body
+ * several per cent to it (T = 200 us, f = 1: 0.89-0.91 of the bound,
+ * against 0.95-0.97 with the GIL kept).  So a worker keeps the GIL for its next body
  * when another worker waits for it (r->gil_waiting) and has waited in vain
  * all through this body: no thread took the GIL meanwhile (its switch
  * count did not move: gil_state.h), so the bodies hold it throughout and a
