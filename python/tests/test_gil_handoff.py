@@ -4,6 +4,7 @@ import ctypes
 import sys
 import sysconfig
 import threading
+import time
 
 import pytest
 
@@ -153,11 +154,14 @@ def test_a_worker_keeps_the_gil_for_bodies_that_hold_it():
     with weft.Runtime(workers=2) as rt:
         if _weft._gil_spin_signal(rt) != "gil":
             pytest.skip(f"the GIL is kept only where its state is known ({_weft._gil_spin_signal(rt)!r} here)")
-        ts = [rt.spawn(_hold_gil, 20000) for _ in range(200)]
-        rt.wait_all()
-        assert [t.result() for t in ts] == [20000] * 200
-        kept = rt.stats()["gil_kept"]
-    assert kept > 0
+        # (Runs of bodies until one kept it: on a loaded machine the other
+        # worker may not get a CPU to wait for the GIL during a run.)
+        end = time.monotonic() + 60
+        while rt.stats()["gil_kept"] == 0 and time.monotonic() < end:
+            ts = [rt.spawn(_hold_gil, 20000) for _ in range(100)]
+            rt.wait_all()
+            assert [t.result() for t in ts] == [20000] * 100
+        assert rt.stats()["gil_kept"] > 0
     with weft.Runtime(workers=2, gil_hold_ns=0) as rt:
         ts = [rt.spawn(_hold_gil, 20000) for _ in range(50)]
         rt.wait_all()
@@ -221,29 +225,36 @@ def test_a_kept_gil_is_let_go_for_every_other_kind_of_work():
         x += 1
 
     with weft.Runtime(workers=2, devices="cpu,vgpu:2", gil_hold_ns=3600 * 10**9) as rt:
-        results = []
-        side = []
+        known = _weft._gil_spin_signal(rt) == "gil"
+        end = time.monotonic() + 60
+        passes = 0
+        # Passes until bodies kept the GIL in one (where its state is known;
+        # else this checks only that the mix runs): on a loaded machine the
+        # other worker may not get a CPU to wait for the GIL in a pass.
+        while passes == 0 or (known and rt.stats()["gil_kept"] == 0 and time.monotonic() < end):
+            results = []
+            side = []
 
-        def other_thread():
-            side.extend(rt.spawn(_hold_gil, 500) for _ in range(100))
+            def other_thread():
+                side.extend(rt.spawn(_hold_gil, 500) for _ in range(100))
 
-        th = threading.Thread(target=other_thread)
-        th.start()
-        for r in range(20):
-            held = [rt.spawn(_hold_gil, 3000) for _ in range(10)]
-            rt.spawn(native)
-            rt.spawn(add, a, readwrites=[a])
-            rt.spawn(on_gpu, r, placement=weft.gpu)
-            results.append(rt.spawn(later, held[-1]))
-            results.append(rt.spawn(waits, held[0]))
-            held += [rt.spawn(_hold_gil, 3000) for _ in range(10)]
-        th.join(60)
-        assert not th.is_alive()
-        rt.wait_all()
-        assert [t.result() for t in results] == [3001] * 40
-        assert [t.result() for t in side] == [500] * 100
-        assert rt.spawn(lambda: a.copy(), reads=[a]).result().tolist() == [20.0] * 8
-        if _weft._gil_spin_signal(rt) == "gil":
-            assert rt.stats()["gil_kept"] > 0  # (else this tests nothing)
-    assert len(seen) == 20
-    assert sorted(queued) == list(range(20))
+            th = threading.Thread(target=other_thread)
+            th.start()
+            for r in range(20):
+                held = [rt.spawn(_hold_gil, 3000) for _ in range(10)]
+                rt.spawn(native)
+                rt.spawn(add, a, readwrites=[a])
+                rt.spawn(on_gpu, r, placement=weft.gpu)
+                results.append(rt.spawn(later, held[-1]))
+                results.append(rt.spawn(waits, held[0]))
+                held += [rt.spawn(_hold_gil, 3000) for _ in range(10)]
+            th.join(60)
+            assert not th.is_alive()
+            rt.wait_all()
+            passes += 1
+            assert [t.result() for t in results] == [3001] * 40
+            assert [t.result() for t in side] == [500] * 100
+            assert rt.spawn(lambda: a.copy(), reads=[a]).result().tolist() == [20.0 * passes] * 8
+            assert len(seen) == 20 * passes
+            assert sorted(queued) == sorted(list(range(20)) * passes)
+        assert rt.stats()["gil_kept"] > 0 or not known

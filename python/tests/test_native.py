@@ -149,7 +149,15 @@ def test_runs_without_the_gil_after_bodies_that_kept_it(lib):
         flags[1] = 1
 
     with weft.Runtime(workers=2, gil_hold_ns=3600 * 10**9) as rt:
-        for _ in range(10):
+        # Rounds until bodies have kept the GIL (where its state is known:
+        # elsewhere nothing keeps it) in a few of them: on a loaded machine
+        # the other worker may not get a CPU to wait for the GIL at all
+        # during a round, and then nothing is kept.
+        known = weft._weft._gil_spin_signal(rt) == "gil"
+        end = time.monotonic() + 60
+        rounds = kept_rounds = 0
+        while rounds < 10 or (known and kept_rounds < 3 and time.monotonic() < end):
+            kept = rt.stats()["gil_kept"]
             flags[:] = 0
             for _ in range(40):
                 rt.spawn(hold)
@@ -157,8 +165,9 @@ def test_runs_without_the_gil_after_bodies_that_kept_it(lib):
             rt.spawn(answer)
             rt.wait_all()
             assert done.result() is None and flags.tolist() == [1, 1]
-        if weft._weft._gil_spin_signal(rt) == "gil":  # (where the GIL's state is known: else nothing kept it)
-            assert rt.stats()["gil_kept"] > 0
+            rounds += 1
+            kept_rounds += rt.stats()["gil_kept"] > kept
+        assert kept_rounds >= 3 or not known, f"bodies kept the GIL in {kept_rounds} of {rounds} rounds"
 
 
 def test_no_argument_and_no_access(lib, rt):
