@@ -139,3 +139,12 @@ def test_gil_floor_smoke(capsys):
         assert re.search(rf"^{fig}_{w}_vs_best T=50 f=0.5 [0-9.]+$", out, re.M), w
     if not has_gil:
         assert "capi_pin stands in for or hands off the GIL" in err
+
+
+def test_wait_tail_smoke(capsys):
+    spec = importlib.util.spec_from_file_location("weft_wait_tail", GIL_PY.parent / "wait_tail.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    assert mod.main(["--links", "20", "--us", "5", "--runs", "2"]) == 0
+    out = capsys.readouterr().out
+    assert re.search(r"^wait_tail_us weft [0-9.]+$", out, re.M)
