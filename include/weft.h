@@ -226,7 +226,7 @@ typedef struct weft_config {
      * weft_runtime_create: WEFT_VGPU_LATENCY_US (default 2),
      * WEFT_VGPU_HOST_GBPS (host <-> GPU, default 25), WEFT_VGPU_PEER_GBPS
      * (GPU <-> GPU, and the virtual communicator's links, default 50);
-     * values that are not positive numbers are ignored.
+     * each must be a positive number.
      * WEFT_VGPU_COPIES=timing makes copies take their modelled time and
      * move no bytes — data on virtual GPUs is then NOT the program's (a
      * warning says so once on stderr) — for scheduling studies whose
@@ -372,13 +372,21 @@ typedef struct weft_config {
 #define WEFT_PIN_AUTO 2u
 
 /* Fill *cfg with defaults, then apply the environment overrides named above.
- * Malformed environment values are ignored.  Never fails; never blocks. */
+ * A malformed value is skipped here (this never fails), and
+ * weft_runtime_create then refuses it.  Never blocks. */
 WEFT_API void weft_config_init(weft_config *cfg);
 
 /* Create a runtime and start its workers and devices.  cfg may be NULL
  * (defaults plus environment).  On success *out owns the runtime until
  * weft_runtime_destroy.  Errors: WEFT_EINVAL (out is NULL, a bad device
- * string), WEFT_ENOMEM, WEFT_ESYSTEM (a worker or device thread could not
+ * string, or, whatever cfg is given, a variable of this header set in the
+ * environment to what it does not accept: a whole number out of the
+ * field's range, a flag other than 1, 0, on, off, yes, no, true or false
+ * (WEFT_BOUND, WEFT_PREFETCH, WEFT_VGPU_CHECK, WEFT_PERFMODEL), a
+ * bandwidth or latency that is not a positive number, WEFT_PIN_WORKERS
+ * other than auto, 1 or 0, WEFT_VGPU_COPIES other than timing;
+ * weft_last_error names the variable; an empty one counts as unset),
+ * WEFT_ENOMEM, WEFT_ESYSTEM (a worker or device thread could not
  * start; none is left running).  Blocks only to start threads.
  * Must not be called from a task. */
 WEFT_API WEFT_NODISCARD int weft_runtime_create(const weft_config *cfg, weft_runtime **out);
@@ -1841,8 +1849,8 @@ WEFT_API weft_task *weft_ctx_task(const weft_ctx *ctx);
  *     from a task, helps with its continuation and what that waits for.
  * Errors (nothing is spawned; arg_destroy, if set, has been called, except
  * for WEFT_EAGAIN): those of weft_spawn; WEFT_EINVAL also when called
- * outside the body of ctx's task, a second time in one body, or with data
- * accesses; WEFT_EDEADLK when one of next->deps is the continued task, or
+ * outside the body of ctx's task, a second time in one body, with data
+ * accesses, or after weft_ctx_hold_over returned 1 in this body; WEFT_EDEADLK when one of next->deps is the continued task, or
  * depends on it (as far as a bounded walk of the graph shows): the
  * continued task would wait for itself.  May block (help) under
  * backpressure, as weft_spawn does from a task.  Thread-safety: as

@@ -46,7 +46,7 @@ import sys
 # written statement of the allowed direction; docs/design.md draws the same
 # picture.
 LAYERS = [
-    ("base", ["base.c"], []),                           # errors, the clock
+    ("base", ["base.c", "env.c"], []),                  # errors, the clock, the environment
     ("alloc", ["alloc.c"], ["base"]),                   # the allocator, handle slots
     ("wait", ["wait.c"], ["alloc"]),                    # the wait engine, pollers
     ("device", ["device/*.c"], ["wait"]),               # the device interface and kinds

@@ -98,6 +98,69 @@ static void test_config_env(void) {
     clear_env();
 }
 
+/* weft_runtime_create refuses a malformed WEFT_* variable, whatever
+ * configuration it is given, naming it; well-formed spellings pass. */
+static void test_config_env_refused(void) {
+    clear_env();
+    static const struct { const char *var, *value, *says; } bad[] = {
+        {"WEFT_WORKERS", "lots", "whole number from 1 to 4096"},
+        {"WEFT_WORKERS", "0", "whole number from 1 to 4096"},
+        {"WEFT_WORKERS", "5000", "whole number from 1 to 4096"},
+        {"WEFT_SPIN_NS", "-3", "whole number"},
+        {"WEFT_MAX_NESTING", "99999999", "from 1 to 1048576"},
+        {"WEFT_MAX_INFLIGHT", "1e6", "whole number"},
+        {"WEFT_BOUND", "2", "1 or 0"},
+        {"WEFT_VGPU_CHECK", "maybe", "1 or 0"},
+        {"WEFT_PREFETCH", "never", "1 or 0"},
+        {"WEFT_PERFMODEL", "none", "1 or 0"},
+        {"WEFT_VGPU_HOST_GBPS", "fast", "positive number"},
+        {"WEFT_VGPU_LATENCY_US", "0", "positive number"},
+        {"WEFT_PIN_WORKERS", "yes", "auto, 1, 0"},
+        {"WEFT_VGPU_COPIES", "none", "timing"},
+        {"WEFT_VGPU_SCHEDULE", "seed", "whole number"},
+        {"WEFT_STALL_WARN_MS", "99999999999999999999999", "whole number"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        setenv(bad[i].var, bad[i].value, 1);
+        weft_config cfg;
+        weft_config_init(&cfg); /* skips it, and never fails */
+        cfg.workers = 1;
+        for (int explicit = 0; explicit < 2; explicit++) {
+            weft_runtime *rt = NULL;
+            int rc = weft_runtime_create(explicit ? &cfg : NULL, &rt);
+            CHECKF(rc == WEFT_EINVAL && rt == NULL, "%s=%s: create gave %d", bad[i].var, bad[i].value, rc);
+            char want[96];
+            snprintf(want, sizeof want, "%s=\"%s\"", bad[i].var, bad[i].value);
+            CHECKF(strstr(weft_last_error(), want) && strstr(weft_last_error(), bad[i].says) &&
+                       strstr(weft_last_error(), "unset it"),
+                   "%s=%s: message: %s", bad[i].var, bad[i].value, weft_last_error());
+        }
+        unsetenv(bad[i].var);
+    }
+    /* Other spellings of good values pass, blanks around them too. */
+    static const struct { const char *var, *value; } good[] = {
+        {"WEFT_WORKERS", " 2 "}, {"WEFT_BOUND", "off"}, {"WEFT_VGPU_CHECK", "No"}, {"WEFT_PREFETCH", "true"},
+        {"WEFT_PIN_WORKERS", "AUTO"}, {"WEFT_VGPU_SCHEDULE", "0x2a"}, {"WEFT_VGPU_PEER_GBPS", "12.5"},
+        {"WEFT_PERFMODEL", "off"}, {"WEFT_SPIN_NS", ""},
+    };
+    for (size_t i = 0; i < sizeof good / sizeof good[0]; i++)
+        setenv(good[i].var, good[i].value, 1);
+    weft_config cfg;
+    weft_config_init(&cfg);
+    CHECKF(cfg.workers == 2, "WEFT_WORKERS=' 2 ' gave %u", cfg.workers);
+    CHECK(cfg.bound == WEFT_BOUND_OFF);
+    weft_runtime *rt = NULL;
+    int rc = weft_runtime_create(NULL, &rt);
+    CHECKF(rc == 0, "good spellings refused: %s", weft_last_error());
+    if (rc == 0) {
+        CHECK(weft_runtime_workers(rt) == 2);
+        CHECK_OK(weft_runtime_destroy(rt));
+    }
+    for (size_t i = 0; i < sizeof good / sizeof good[0]; i++)
+        unsetenv(good[i].var);
+    clear_env();
+}
+
 static int add_one(weft_ctx *ctx, void *arg) {
     (void)ctx;
     atomic_fetch_add((atomic_int *)arg, 1);
@@ -283,7 +346,7 @@ static void test_worker_hooks(void) {
 typedef struct {
     atomic_int owner;      /* 1 + the worker holding the lock, 0: free */
     atomic_int holds, reused, let_go, bad, ran;
-    atomic_int refused_nested, refused_data;
+    atomic_int refused_nested, refused_data, refused_continue, continued;
 } hold_state;
 static hold_state *hold_global;
 static _Thread_local int hold_tl; /* this worker kept the lock from its last body */
@@ -391,6 +454,45 @@ static int hold_data_body(weft_ctx *ctx, void *arg) {
     return 0;
 }
 
+static int hold_noop(weft_ctx *ctx, void *arg) {
+    (void)ctx, (void)arg;
+    return 0;
+}
+
+/* A kept-kind body that continues: after weft_ctx_hold_over the continue
+ * is refused (hold_over must be the last step); before it, hold_over
+ * declines (a task that continues keeps nothing). */
+static int hold_continue_body(weft_ctx *ctx, void *arg) {
+    hold_state *h = hold_global;
+    unsigned w = weft_ctx_worker(ctx);
+    if (hold_tl) /* (a body of another function: let go before it) */
+        atomic_fetch_add(&h->bad, 1);
+    hold_lock(h, w);
+    weft_task_desc next;
+    weft_task_desc_init(&next);
+    next.body = hold_noop;
+    if (arg) { /* continue first */
+        if (weft_ctx_continue(ctx, &next, NULL) != 0)
+            atomic_fetch_add(&h->bad, 1);
+        if (weft_ctx_hold_over(ctx))
+            atomic_fetch_add(&h->bad, 1), hold_tl = 1;
+        else
+            atomic_fetch_add(&h->continued, 1), hold_unlock(h, w);
+        return 0;
+    }
+    if (!weft_ctx_hold_over(ctx)) { /* nothing queued: nothing to try */
+        hold_unlock(h, w);
+        return 0;
+    }
+    hold_tl = 1;
+    atomic_fetch_add(&h->holds, 1);
+    if (weft_ctx_continue(ctx, &next, NULL) == WEFT_EINVAL && strstr(weft_last_error(), "weft_ctx_hold_over"))
+        atomic_fetch_add(&h->refused_continue, 1);
+    else
+        atomic_fetch_add(&h->bad, 1);
+    return 0;
+}
+
 static void test_hold_over(void) {
     CHECK(weft_ctx_hold_over(NULL) == 0);
     hold_state *h = calloc(1, sizeof *h);
@@ -425,6 +527,8 @@ static void test_hold_over(void) {
         CHECK_OK(weft_spawn_simple(rt, hold_kept_body, (void *)1, NULL));
         kept += 2;
         CHECK_OK(weft_spawn_simple(rt, hold_waits_body, NULL, NULL));
+        CHECK_OK(weft_spawn_simple(rt, hold_continue_body, (void *)(intptr_t)(r % 2), NULL));
+        for (int i = 0; i < 4; i++, kept++) CHECK_OK(weft_spawn_simple(rt, hold_kept_body, NULL, NULL));
         if (r % 8 == 0)
             CHECK_OK(weft_wait_all(rt)); /* the workers idle: each lets go first */
         if (r % 8 == 0)
@@ -438,6 +542,8 @@ static void test_hold_over(void) {
     CHECK(atomic_load(&h->owner) == 0);
     CHECK(atomic_load(&h->refused_data) == ROUNDS);
     CHECK(atomic_load(&h->refused_nested) == ROUNDS);
+    CHECK(atomic_load(&h->continued) == ROUNDS / 2);
+    CHECKF(atomic_load(&h->refused_continue) > 0, "no continue after hold_over was tried (of %d)", ROUNDS / 2);
     /* Every keep was either taken up by the next body or let go. */
     CHECKF(atomic_load(&h->holds) == atomic_load(&h->reused) + atomic_load(&h->let_go),
            "kept %d, taken up %d, let go %d", atomic_load(&h->holds), atomic_load(&h->reused),
@@ -899,6 +1005,7 @@ int main(void) {
     test_watchdog(test_pick(60, 150));
     test_config_defaults();
     test_config_env();
+    test_config_env_refused();
     test_create_destroy_cycles();
     test_destroy_runs_everything();
     test_destroy_reports_failure();

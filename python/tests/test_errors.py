@@ -199,3 +199,24 @@ def test_parent_waiting_for_a_child_that_depends_on_it_is_refused(rt):
         return "refused"
 
     assert rt.spawn(parent).result(timeout=60) == "refused"
+
+
+@pytest.mark.parametrize(
+    "var,value,says",
+    [
+        ("WEFT_WORKERS", "lots", "a whole number from 1 to 4096"),
+        ("WEFT_VGPU_CHECK", "maybe", "1 or 0"),
+        ("WEFT_PIN_WORKERS", "yes", "one of: auto, 1, 0"),
+        ("WEFT_VGPU_PEER_GBPS", "fast", "a positive number"),
+    ],
+)
+def test_malformed_environment_is_refused(monkeypatch, var, value, says):
+    # The core's variables are checked at Runtime(), keywords or not: a typo
+    # is named, never read as the default.
+    monkeypatch.setenv(var, value)
+    for kw in ({}, {"workers": 1}):
+        with pytest.raises(ValueError, match=rf'{var}="{value}", which is not {says} .* or unset it'):
+            weft.Runtime(**kw)
+    monkeypatch.delenv(var)
+    with weft.Runtime(workers=1) as rt:  # the module stays usable
+        assert rt.spawn(int, 7).result() == 7

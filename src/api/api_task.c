@@ -463,6 +463,12 @@ int weft_ctx_continue(weft_ctx *ctx, const weft_task_desc *next, weft_task **out
     if (t->continued)
         return spawn_fail(next, weft__error(WEFT_EINVAL, "weft_ctx_continue: the body of task %llu '%s' has "
                                                          "continued already", (unsigned long long)t->id, t->name));
+    if (ctx->worker->held) /* (cleared as every body starts: this body kept it) */
+        return spawn_fail(next, weft__error(WEFT_EINVAL, "weft_ctx_continue: the body of task %llu '%s' called "
+                                                         "weft_ctx_hold_over, which must be its last step "
+                                                         "(continue first: hold_over then declines, and the "
+                                                         "body lets go itself)",
+                                            (unsigned long long)t->id, t->name));
     if (next->naccesses)
         return spawn_fail(next, weft__error(WEFT_EINVAL, "weft_ctx_continue: a continuation names no data "
                                                          "(task %llu '%s' holds its data until it finishes)",

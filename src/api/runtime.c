@@ -6,6 +6,7 @@
 #include "data/reduce.h"
 #include "device/vcheck.h"
 #include "device/cuda.h"
+#include "env.h"
 #include "testing.h"
 #include "trace.h"
 
@@ -32,20 +33,6 @@ int weft__refuse_in_callback(const char *fn)
 /* Configuration                                                             */
 /* ------------------------------------------------------------------------ */
 
-static bool env_u64(const char *name, uint64_t *out)
-{
-    const char *s = getenv(name);
-    if (!s || !*s)
-        return false;
-    char *end;
-    errno = 0;
-    unsigned long long v = strtoull(s, &end, 10);
-    if (errno || *end || s[0] == '-')
-        return false;
-    *out = v;
-    return true;
-}
-
 void weft_config_init(weft_config *cfg)
 {
     if (!cfg)
@@ -58,35 +45,34 @@ void weft_config_init(weft_config *cfg)
     cfg->max_inflight = 0;
     cfg->max_nesting = 64;
     uint64_t v;
-    if (env_u64("WEFT_WORKERS", &v) && v > 0 && v <= 4096)
+    if (weft__env_uint("WEFT_WORKERS", &v)) /* (1 to 4096: env.c's table) */
         cfg->workers = (unsigned)v;
     const char *trace = getenv("WEFT_TRACE");
     if (trace && *trace)
         cfg->trace_path = trace;
-    if (env_u64("WEFT_SPIN_NS", &v))
+    if (weft__env_uint("WEFT_SPIN_NS", &v))
         cfg->spin_ns = v;
-    if (env_u64("WEFT_MAX_INFLIGHT", &v) && v > 0)
+    if (weft__env_uint("WEFT_MAX_INFLIGHT", &v))
         cfg->max_inflight = (size_t)v;
-    if (env_u64("WEFT_MAX_NESTING", &v) && v > 0 && v <= 1u << 20)
+    if (weft__env_uint("WEFT_MAX_NESTING", &v))
         cfg->max_nesting = (unsigned)v;
-    if (env_u64("WEFT_STALL_WARN_MS", &v))
+    if (weft__env_uint("WEFT_STALL_WARN_MS", &v))
         cfg->stall_warn_ms = v;
     const char *devices = getenv("WEFT_DEVICES");
     if (devices && *devices)
         cfg->devices = devices;
-    if (env_u64("WEFT_VGPU_MEMORY", &v) && v > 0)
+    if (weft__env_uint("WEFT_VGPU_MEMORY", &v))
         cfg->vgpu_memory = (size_t)v;
     const char *policy = getenv("WEFT_POLICY");
     if (policy && *policy)
         cfg->policy = policy;
-    if (env_u64("WEFT_BOUND", &v) && v <= 1)
-        cfg->bound = v ? WEFT_BOUND_PRINT : WEFT_BOUND_OFF;
+    bool flag;
+    if (weft__env_flag("WEFT_BOUND", &flag))
+        cfg->bound = flag ? WEFT_BOUND_PRINT : WEFT_BOUND_OFF;
     cfg->pin_workers = WEFT_PIN_AUTO;
-    const char *pin = getenv("WEFT_PIN_WORKERS");
-    if (pin && strcmp(pin, "auto") == 0)
-        cfg->pin_workers = WEFT_PIN_AUTO;
-    else if (env_u64("WEFT_PIN_WORKERS", &v) && v <= 1)
-        cfg->pin_workers = v ? WEFT_PIN_ON : WEFT_PIN_OFF;
+    unsigned pin; /* the index in env.c's list: auto, 1, 0 */
+    if (weft__env_word("WEFT_PIN_WORKERS", &pin))
+        cfg->pin_workers = pin == 0 ? WEFT_PIN_AUTO : pin == 1 ? WEFT_PIN_ON : WEFT_PIN_OFF;
 }
 
 static int add_device(weft__rt *rt, weft__device *dev)
@@ -273,6 +259,9 @@ int weft_runtime_create(const weft_config *cfg_in, weft_runtime **out)
     weft__clear_error();
     if (!out)
         return weft__error(WEFT_EINVAL, "weft_runtime_create: out is NULL");
+    int rc = weft__env_check("weft_runtime_create");
+    if (rc != 0)
+        return rc;
     weft_config cfg;
     if (cfg_in)
         cfg = *cfg_in;
@@ -358,8 +347,8 @@ int weft_runtime_create(const weft_config *cfg_in, weft_runtime **out)
         return weft__error(WEFT_ENOMEM, "weft_runtime_create: out of memory");
     }
     rt->graph.check_data = weft__vcheck_wanted(); /* the checking mode (WEFT_VGPU_CHECK) */
-    uint64_t prefetch = 1; /* the prefetch queues: on unless WEFT_PREFETCH=0 */
-    rt->graph.no_prefetch = env_u64("WEFT_PREFETCH", &prefetch) && prefetch == 0;
+    bool prefetch = true; /* the prefetch queues: on unless WEFT_PREFETCH=0 */
+    rt->graph.no_prefetch = weft__env_flag("WEFT_PREFETCH", &prefetch) && !prefetch;
     /* Workers are cache-line aligned so their counters do not share lines. */
     size_t bytes = sizeof(weft__worker) * n;
     rt->workers = weft__alloc_aligned(WEFT__CACHELINE, bytes);
@@ -380,7 +369,7 @@ int weft_runtime_create(const weft_config *cfg_in, weft_runtime **out)
         return weft__error(WEFT_ENOMEM, "weft_runtime_create: out of memory");
     }
     atomic_store(&rt->open, true);
-    int rc = weft__workers_start(rt);
+    rc = weft__workers_start(rt);
     if (rc != 0) {
         atomic_store(&rt->open, false);
         rt_free(rt);

@@ -2,6 +2,7 @@
  * device/vcheck.c — the virtual GPUs' checking mode (see vcheck.h).
  */
 #include "device/vcheck.h"
+#include "env.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -9,8 +10,8 @@
 
 bool weft__vcheck_wanted(void)
 {
-    const char *s = getenv("WEFT_VGPU_CHECK");
-    return s && *s && strcmp(s, "0") != 0;
+    bool on;
+    return weft__env_flag("WEFT_VGPU_CHECK", &on) && on;
 }
 
 /* check_lock protects the queue counter, the host clock and the writers.

@@ -24,6 +24,7 @@
 #include "device/device.h"
 #include "device/vcheck.h"
 #include "device/vsched.h"
+#include "env.h"
 #include "testing.h"
 
 #include <sched.h>
@@ -991,17 +992,6 @@ static const weft__device_ops vgpu_ops = {
     .spans = vg_spans,
 };
 
-/* A positive number from the environment, or 0. */
-static double env_number(const char *name)
-{
-    const char *s = getenv(name);
-    if (!s || !*s)
-        return 0;
-    char *end;
-    double v = strtod(s, &end);
-    return *end == '\0' && v > 0 && v < 1e12 ? v : 0;
-}
-
 void weft__vgpu_params_default(weft__vgpu_params *p)
 {
     memset(p, 0, sizeof *p);
@@ -1014,20 +1004,21 @@ void weft__vgpu_params_default(weft__vgpu_params *p)
     p->scheduled = weft__vsched_wanted(&p->schedule_seed);
     /* The environment may model another machine (weft.h, vgpu_memory). */
     double v;
-    if ((v = env_number("WEFT_VGPU_LATENCY_US")) > 0)
+    if (weft__env_number("WEFT_VGPU_LATENCY_US", &v))
         p->latency_ns = (uint64_t)(v * 1000);
-    if ((v = env_number("WEFT_VGPU_HOST_GBPS")) > 0)
+    if (weft__env_number("WEFT_VGPU_HOST_GBPS", &v))
         p->host_bw = v * 1e9;
-    if ((v = env_number("WEFT_VGPU_PEER_GBPS")) > 0)
+    if (weft__env_number("WEFT_VGPU_PEER_GBPS", &v))
         p->peer_bw = v * 1e9;
-    const char *copies = getenv("WEFT_VGPU_COPIES");
-    p->copy_timing_only = copies && strcmp(copies, "timing") == 0 && !p->check;
+    unsigned word;
+    bool timing = weft__env_word("WEFT_VGPU_COPIES", &word); /* (its one word: timing) */
+    p->copy_timing_only = timing && !p->check;
     static atomic_bool told;
     if (p->copy_timing_only && !atomic_exchange(&told, true))
         fprintf(stderr, "weft: WEFT_VGPU_COPIES=timing: copies to, from and between virtual GPUs take their "
                         "modelled time and move no bytes, so data on virtual GPUs is not the program's (for "
                         "scheduling studies whose kernels compute nothing, as weft-cholesky --model-only)\n");
-    else if (copies && strcmp(copies, "timing") == 0 && p->check && !atomic_exchange(&told, true))
+    else if (timing && p->check && !atomic_exchange(&told, true))
         fprintf(stderr, "weft: WEFT_VGPU_COPIES=timing is ignored in the checking mode (WEFT_VGPU_CHECK): "
                         "copies move their bytes\n");
 }

@@ -2,6 +2,7 @@
  * device/vsched.c — the virtual GPUs' seeded schedule (see vsched.h).
  */
 #include "device/vsched.h"
+#include "env.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -24,16 +25,7 @@ static struct {
 
 bool weft__vsched_wanted(uint64_t *seed)
 {
-    const char *s = getenv("WEFT_VGPU_SCHEDULE");
-    if (!s || !*s)
-        return false;
-    char *end;
-    errno = 0;
-    unsigned long long v = strtoull(s, &end, 0);
-    if (*end != '\0' || errno != 0)
-        return false;
-    *seed = v;
-    return true;
+    return weft__env_uint("WEFT_VGPU_SCHEDULE", seed);
 }
 
 /* The seeded choice for item `seq` of queue `id` (splitmix64's finaliser

@@ -10,6 +10,7 @@
  * (those are replaced by '_' when a model is made).
  */
 #include "sched/perfmodel.h"
+#include "env.h"
 
 #include <errno.h>
 #include <math.h>
@@ -246,8 +247,8 @@ void weft__pm_observe(weft__perfmodel *pm, weft__pm_model *m, uint64_t size, dou
 bool weft__pm_path(char *buf, size_t len)
 {
     buf[0] = '\0';
-    const char *off = getenv("WEFT_PERFMODEL");
-    if (off && (strcmp(off, "0") == 0 || strcmp(off, "off") == 0))
+    bool on;
+    if (weft__env_flag("WEFT_PERFMODEL", &on) && !on)
         return false;
     const char *dir = getenv("WEFT_PERFMODEL_DIR"), *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
     char d[900];
