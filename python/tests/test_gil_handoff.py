@@ -258,3 +258,44 @@ def test_a_kept_gil_is_let_go_for_every_other_kind_of_work():
             assert len(seen) == 20 * passes
             assert sorted(queued) == sorted(list(range(20)) * passes)
         assert rt.stats()["gil_kept"] > 0 or not known
+
+
+def _hold_gil_for(i, seconds, done):
+    end = time.perf_counter() + seconds
+    while time.perf_counter() < end:  # pure Python: the GIL held throughout
+        pass
+    done.append(i)
+
+
+@pytest.mark.timeout(120)
+def test_a_wait_takes_the_gil_back_between_bodies_that_hold_it():
+    """The program's thread, waiting in wait_all, takes the GIL back every
+    slice to run signal handlers.  A worker running a chain of bodies that
+    hold the GIL throughout gives it up and takes it again between bodies;
+    it must let the waiting thread have it first, else the thread (and its
+    handlers: Ctrl-C) waits until the chain ends."""
+    import signal
+
+    if threading.current_thread() is not threading.main_thread():
+        pytest.skip("signal handlers run on the main thread only")
+    n, body_s = 300, 0.001
+    done, fired = [], []
+
+    def on_alarm(signum, frame):
+        fired.append(len(done))
+
+    old = signal.signal(signal.SIGALRM, on_alarm)
+    try:
+        with weft.Runtime(workers=1) as rt:
+            prev = rt.spawn(_hold_gil_for, 0, body_s, done)
+            for i in range(1, n):
+                prev = rt.spawn(_hold_gil_for, i, body_s, done, deps=[prev])
+            signal.setitimer(signal.ITIMER_REAL, 0.03)
+            rt.wait_all()
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, old)
+    assert len(done) == n
+    # The handler ran within a wait slice or two of the alarm (30 ms, 20 ms
+    # slices: about 40 bodies in), not when the chain of 300 ms ended.
+    assert fired and fired[0] < n * 2 // 3, f"the handler ran only after {fired[0] if fired else n} of {n} bodies"

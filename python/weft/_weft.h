@@ -597,6 +597,10 @@ extern PyMethodDef weft_py_place_methods[];
 void weft_py_busy_enter(RuntimeObject *r);
 void weft_py_busy_taken(RuntimeObject *r);
 void weft_py_busy_exit(RuntimeObject *r);
+/* Threads other than workers (a wait's slice ending on the program's
+ * thread, to check signals) between giving the GIL up in a wait and taking
+ * it back: workers let them go first (gil.c, weft_py_busy_enter). */
+extern _Atomic int weft_py_outside_gil_wait;
 /* Take the GIL on a worker (or any thread not holding it); returns what
  * weft_py_gil_give needs to hand it back.  r: the runtime whose claim to
  * take (NULL: none). */
@@ -652,8 +656,10 @@ weft_py_owner_rt(void)
 
 #define END_NOGIL_W                                                          \
         if (_own_rt) weft_py_busy_enter(_own_rt);                            \
+        else atomic_fetch_add(&weft_py_outside_gil_wait, 1);                 \
         PyEval_RestoreThread(_save);                                         \
         if (_own_rt) weft_py_busy_taken(_own_rt);                            \
+        else atomic_fetch_sub(&weft_py_outside_gil_wait, 1);                 \
         weft_py_tl_attached = _prev_att;                                     \
     }
 

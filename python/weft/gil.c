@@ -123,10 +123,31 @@ gil_wait_turn(RuntimeObject *r)
     atomic_fetch_sub_explicit(&spinners, 1, memory_order_relaxed);
 }
 
+_Atomic int weft_py_outside_gil_wait;
+
+/* How long a worker about to take the GIL for a body lets a thread outside
+ * the workers take it first (weft_py_outside_gil_wait): a wake-up's time,
+ * with room for a loaded machine. */
+#define GIL_OUTSIDE_FIRST_NS 1000000u
+
 void
 weft_py_busy_enter(RuntimeObject *r)
 {
     if (r->gil_off) return;
+    /* A thread outside the workers taking the GIL back after a wait goes
+     * first.  A worker that gives the GIL up after one body and takes it
+     * again for the next would otherwise take it before that thread wakes,
+     * body after body: CPython's waiter forces a switch only when the
+     * GIL's switch count stood still for 5 ms, and these takes keep it
+     * moving, so the thread (the program's, checking for signals every
+     * WAIT_SLICE_NS) could wait until the bodies stop, and its wake-ups
+     * on every release slow each hand-off between bodies meanwhile. */
+    if (atomic_load_explicit(&weft_py_outside_gil_wait, memory_order_relaxed) > 0) {
+        uint64_t t0 = weft_py_now_ns();
+        while (atomic_load_explicit(&weft_py_outside_gil_wait, memory_order_relaxed) > 0 &&
+               weft_py_now_ns() - t0 < GIL_OUTSIDE_FIRST_NS)
+            sched_yield();
+    }
     /* A device thread waiting to run a queued callable goes first: the
      * workers' hand-off would otherwise keep the GIL among themselves, and
      * the device thread would get it only when CPython forces a switch
@@ -269,7 +290,8 @@ gil_keep(RuntimeObject *r, weft_ctx *ctx)
     /* (Cheapest first: this runs with the GIL held, after every body.) */
     if (r->gil_off || !r->gil.switches || *r->gil.switches != tl_switches || !r->gil_hold_ns ||
         atomic_load_explicit(&r->gil_waiting, memory_order_relaxed) == 0 ||
-        atomic_load_explicit(&r->dev_gil_wait, memory_order_relaxed) > 0)
+        atomic_load_explicit(&r->dev_gil_wait, memory_order_relaxed) > 0 ||
+        atomic_load_explicit(&weft_py_outside_gil_wait, memory_order_relaxed) > 0)
         return 0;
     uint64_t now = weft_py_now_ns();
     if (tl_held_since == 0) tl_held_since = now;
