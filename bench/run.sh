@@ -131,7 +131,8 @@ fi
 # and the rest in C with the GIL released, on 1 and 2 workers, on the CPU
 # beside ThreadPoolExecutor and Dask (installed by bench/py/run.sh above),
 # and placed on virtual GPUs; ends with gil_eff_min_t200, gil_eff_min_t50,
-# gil_chain_extra_us and gil_default_vs_best lines (weft, weft_vgpu).  Then
+# gil_chain_extra_us, gil_chain_gap_us and gil_default_vs_best lines (weft,
+# weft_vgpu).  Then
 # the same under the free-threaded interpreter (PYTHON_GIL=0; weft_ft,
 # weft_ft_vgpu lines) when scripts/python-ft.sh has built it, a
 # heat-map per system (bench/py/gil_plot.py: in docs/ with --docs), and

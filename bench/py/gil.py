@@ -53,7 +53,14 @@ weft_ft, weft_ft_vgpu without the GIL):
   gil_eff_min_t50 <name> <v>     least efficiency, independent tasks, 2
                                  workers, T = 50 us, f <= 0.25
   gil_chain_extra_us <name> <v>  a chain's cost per task beyond its bodies
-                                 (2 workers, the least T, the largest over f)
+                                 (2 workers, the least T, the largest over f):
+                                 its time against the sequential loop's
+  gil_chain_gap_us <name> <v>    the same, from the time outside the bodies
+                                 (each body timed inside, in both runs):
+                                 what the interpreter's speed moving
+                                 between the two runs leaves out (but a
+                                 body slowed inside, waiting for the GIL,
+                                 counts as body)
   gil_default_vs_best <name> <v> the worst ratio, over every point, of the
                                  default policy's time to the best Weft
                                  policy's that ran (weft_spin0, weft_pin,
@@ -380,14 +387,29 @@ def rescale_py(body, n_py, py_us):
     return max(1, round(n_py * py_us / got))
 
 
-def point(ctx, body, systems, n, shape, n_py, c_ns, reps, check_busy, py_us=0.0):
+def timed_body(body):
+    """(body wrapped to time each call, the list of the calls' times): a
+    chain's time outside its bodies is its wall time less their sum."""
+    spans = []
+    pc = time.perf_counter
+
+    def timed(i, n_py, c_ns, record):
+        t0 = pc()
+        body(i, n_py, c_ns, record)
+        spans.append(pc() - t0)
+
+    return timed, spans
+
+
+def point(ctx, body, systems, n, shape, n_py, c_ns, reps, check_busy, py_us=0.0, spans=None, gaps=None):
     """{system: [wall s of each round]}, seq included.  Each round runs the
     sequential loop, then the systems, starting with the next one each round.
     The run right after the sequential loop can be slower (by up to a third
     on 1 ms bodies on a 2-vCPU VM, where the CPU left idle during the loop
     seems to come back late), so each system takes that place in turn.
     With py_us, each round first scales the Python part to py_us again
-    (rescale_py)."""
+    (rescale_py).  With spans (timed_body's list, body being the timed
+    one), gaps[system] also gets each round's wall time less the bodies'."""
     names = ["seq"] + systems
     walls = {s: [] for s in names}
     n_py0 = n_py
@@ -399,12 +421,16 @@ def point(ctx, body, systems, n, shape, n_py, c_ns, reps, check_busy, py_us=0.0)
                 n_py = rescale_py(body, n_py, py_us)
                 STATS["py_scale"] = (min(STATS["py_scale"][0], n_py / n_py0), max(STATS["py_scale"][1], n_py / n_py0))
             a = _cpu_snapshot()
-            got = {}
+            got, gap = {}, {}
             for s in order:
                 run = run_seq if s == "seq" else SYSTEMS[s][0]
+                if spans is not None:
+                    spans.clear()
                 w, out = run(ctx, body, n, shape, n_py, c_ns)
                 check(shape, n, out)
                 got[s] = w
+                if spans is not None:
+                    gap[s] = w - sum(spans)
             busy = _others_busy(a, _cpu_snapshot()) if check_busy else 0.0
             if busy <= 0.25:
                 break
@@ -414,6 +440,8 @@ def point(ctx, body, systems, n, shape, n_py, c_ns, reps, check_busy, py_us=0.0)
             STATS["rerun"] += 1
         for s in names:
             walls[s].append(got[s])
+            if gaps is not None and s in gap:
+                gaps.setdefault(s, []).append(gap[s])
     return walls
 
 
@@ -464,6 +492,9 @@ def summarise(rows, Ts, gil):
         ch = [r["extra_us"]["weft"] for r in mine
               if r["shape"] == "chain" and r["workers"] == 2 and r["T"] == min(Ts) and "weft" in r["extra_us"]]
         lines.append(f"gil_chain_extra_us {name} {max(ch):.2f}" if ch else f"gil_chain_extra_us {name} n/a")
+        gp = [r["gap_us"]["weft"] for r in mine if r["shape"] == "chain" and r["workers"] == 2 and
+              r["T"] == min(Ts) and "weft" in r.get("gap_us", {})]
+        lines.append(f"gil_chain_gap_us {name} {max(gp):.2f}" if gp else f"gil_chain_gap_us {name} n/a")
         for fig in ("default_vs_best", "default_vs_twin"):
             v = [r[fig] for r in mine if fig in r]
             lines.append(f"gil_{fig} {name} {max(v):.3f}" if v else f"gil_{fig} {name} n/a")
@@ -570,9 +601,14 @@ def run_point(ctx, body, systems, shape, T, f, planned, args, gil):
     """One row: every system's efficiency at (shape, T, f) on ctx's workers."""
     n_py, c_ns, n = planned
     workers, where = ctx["workers"], ctx["where"]
+    spans, gaps = None, None
+    if shape == "chain" and where == "cpu":  # (on virtual GPUs a body's C part runs after it returns)
+        body, spans = timed_body(body)
+        gaps = {}
     # A warm-up (runtimes, pools, caches), not timed.
-    point(ctx, body, systems, min(n, 8), shape, n_py, c_ns, 1, False)
-    walls = point(ctx, body, systems, n, shape, n_py, c_ns, args.reps, not args.no_busy_check, f * T)
+    point(ctx, body, systems, min(n, 8), shape, n_py, c_ns, 1, False, spans=spans)
+    walls = point(ctx, body, systems, n, shape, n_py, c_ns, args.reps, not args.no_busy_check, f * T,
+                  spans=spans, gaps=gaps)
     b = bound(shape, where, workers, f, gil)
     seq = walls["seq"]
     row = {"T": T, "f": f, "shape": shape, "workers": workers, "where": where, "n": n, "bound": b,
@@ -582,6 +618,9 @@ def run_point(ctx, body, systems, shape, T, f, planned, args, gil):
         row["eff"][s] = statistics.median(ratios) / b
         row["us"][s] = statistics.median(walls[s]) / n * 1e6
         row["extra_us"][s] = statistics.median((w - a) / n * 1e6 for a, w in zip(seq, walls[s]))
+        if gaps:
+            row.setdefault("gap_us", {})[s] = statistics.median(
+                (w - a) / n * 1e6 for a, w in zip(gaps["seq"], gaps[s]))
     others = [p for p in WEFT_POLICIES if p != "weft" and p in systems]
     if "weft" in systems and others:
         # The default's time over the point's best other policy: for each,
@@ -613,14 +652,16 @@ def print_table(rows, systems):
     head = " ".join(f"{s:>10}" for s in systems)
     print("# efficiency (speed-up over the sequential loop / bound)")
     print(f"# {'where':<5}{'shape':<6}{'w':>2}{'T_us':>6}{'f':>6}{'bound':>6} {'seq_us':>8} {head}"
-          "  weft_extra_us  default/best  default/twin")
+          "  weft_extra_us  weft_gap_us  default/best  default/twin")
     for row in rows:
         cells = " ".join(f"{fmt(row['eff'].get(s)):>10}" for s in systems)
         dvb, dvt = row.get("default_vs_best"), row.get("default_vs_twin")
         ex = row["extra_us"].get("weft") if row["shape"] == "chain" else None
+        gp = row.get("gap_us", {}).get("weft")
         print(f"# {row['where']:<5}{row['shape']:<6}{row['workers']:>2}{row['T']:>6.0f}{row['f']:>6.2f}"
               f"{row['bound']:>6.2f} {row['seq_us']:>8.1f} "
-              f"{cells}  {'' if ex is None else f'{ex:13.2f}'}  {'' if dvb is None else f'{dvb:12.3f}'}"
+              f"{cells}  {'' if ex is None else f'{ex:13.2f}'}  {'' if gp is None else f'{gp:11.2f}'}"
+              f"  {'' if dvb is None else f'{dvb:12.3f}'}"
               f"  {'' if dvt is None else f'{dvt:12.3f}'}")
 
 

@@ -36,11 +36,16 @@ def test_gil_sweep_smoke(capsys, tmp_path):
         assert all(v > 0 for v in row["eff"].values())
         assert row["default_vs_best"] >= 1.0 and row["default_vs_twin"] >= 1.0
     assert {r["where"] for r in rows} == {"cpu", "vgpu"}
+    # A chain on the workers is also timed outside its bodies.
+    for row in rows:
+        assert ("gap_us" in row) == (row["shape"] == "chain" and row["where"] == "cpu")
+        if "gap_us" in row:
+            assert set(row["gap_us"]) == set(row["eff"])
     assert re.search(r"^# calibration: [0-9.]+ ns per Python loop iteration$", out, re.M)
     ft = "" if gil.gil_enabled() else "_ft"
     for where in ("", "_vgpu"):
-        for name in ("gil_eff_min_t200", "gil_eff_min_t50", "gil_chain_extra_us", "gil_default_vs_best",
-                     "gil_default_vs_twin"):
+        for name in ("gil_eff_min_t200", "gil_eff_min_t50", "gil_chain_extra_us", "gil_chain_gap_us",
+                     "gil_default_vs_best", "gil_default_vs_twin"):
             assert re.search(rf"^{name} weft{ft}{where} (n/a|-?[0-9.]+)$", out, re.M), name
         assert re.search(rf"^gil_eff_min_t50 weft{ft}{where} [0-9.]+$", out, re.M)
         assert re.search(rf"^gil_eff_min_t200 weft{ft}{where} n/a$", out, re.M)  # no T >= 200 here
