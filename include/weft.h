@@ -299,10 +299,13 @@ typedef struct weft_config {
      * (1: WEFT_BOUND_PRINT, 0: off). */
     unsigned bound;
     /* Where the workers run:
-     *   WEFT_PIN_AUTO (2, what weft_config_init sets)  unpinned at first;
-     *       the runtime pins them, once, when it sees the operating system
-     *       keep busy workers packed on one CPU while CPU time goes unused
-     *       (below);
+     *   WEFT_PIN_AUTO (2, what weft_config_init sets)  unpinned at first:
+     *       worker i starts on the (i+1)-th of those CPUs after the one
+     *       the creating thread runs on (wrapping around), and is then
+     *       free to move (its affinity is the creating thread's again at
+     *       once); the runtime pins them, once, when it sees the operating
+     *       system keep busy workers packed on one CPU while CPU time goes
+     *       unused (below);
      *   WEFT_PIN_ON (1)   worker i pinned from the start to the (i mod n)-th
      *       of the n CPUs the creating thread may run on (its affinity at
      *       weft_runtime_create);

@@ -248,10 +248,26 @@ static unsigned cores_here(cpu_set_t *set)
     return n > 0 ? (unsigned)n : 1;
 }
 
+/* Move the calling worker to w->start_cpu, then give it back every CPU it
+ * had: placed, not pinned (weft__workers_start says why). */
+static void place(weft__worker *w)
+{
+    cpu_set_t all, one;
+    if (w->start_cpu < 0 || sched_getaffinity(0, sizeof all, &all) != 0 || !CPU_ISSET(w->start_cpu, &all))
+        return;
+    CPU_ZERO(&one);
+    CPU_SET(w->start_cpu, &one);
+    if (pthread_setaffinity_np(pthread_self(), sizeof one, &one) == 0)
+        (void)pthread_setaffinity_np(pthread_self(), sizeof all, &all);
+}
+
+static int nth_cpu(const cpu_set_t *set, unsigned i);
+
 static void *worker_main(void *arg)
 {
     weft__worker *w = arg;
     weft__rt *rt = w->rt;
+    place(w);
     weft__tls_worker = w;
     weft__tls_q = w->q;
     weft__tls_stats = &w->stats;
@@ -404,6 +420,22 @@ int weft__workers_start(weft__rt *rt)
     sigset_t all, old;
     sigfillset(&all);
     pthread_sigmask(SIG_BLOCK, &all, &old);
+    /* WEFT_PIN_AUTO: each worker starts on a CPU of its own where there
+     * are enough, worker i on the (i+1)-th CPU of the set after the
+     * creating thread's, and is then free to move.  A new thread otherwise
+     * goes where the system puts it, which can be one CPU for two workers
+     * (the one the busy creating thread is not on), and they stay packed
+     * until its balancing moves one, milliseconds later (4-5 ms a run on a
+     * 2-vCPU VM, for a runtime made per run: docs/performance.md).
+     * Starting after the creator's CPU spreads the workers of runtimes
+     * that several processes create on the same CPUs. */
+    int first = 0, here = sched_getcpu();
+    if (here >= 0 && here < CPU_SETSIZE && CPU_ISSET(here, &set))
+        for (int c = 0; c <= here; c++)
+            first += CPU_ISSET(c, &set) ? 1 : 0;
+    for (unsigned i = 0; i < rt->nworkers; i++)
+        rt->workers[i].start_cpu =
+            rt->cfg.pin_workers == WEFT_PIN_AUTO && CPU_COUNT(&set) > 1 ? nth_cpu(&set, (unsigned)first + i) : -1;
     int rc = 0;
     for (unsigned i = 0; i < rt->nworkers; i++) {
         int cpu;

@@ -17,6 +17,8 @@ typedef struct weft__worker {
     unsigned index;
     pthread_t thread;
     bool started;
+    int start_cpu;                     /* WEFT_PIN_AUTO: the CPU it starts on (placed there, not
+                                        * pinned: weft__workers_start), -1: none */
     weft__readyq *q;                   /* its ready queue (sched) */
     weft__task *current;               /* task whose body runs now (innermost) */
     _Atomic int64_t depth;             /* bodies executing on this worker (nested waits) */
