@@ -248,6 +248,19 @@ static unsigned cores_here(cpu_set_t *set)
     return n > 0 ? (unsigned)n : 1;
 }
 
+/* The (i mod n)-th of the n CPUs in set, or -1 if set is empty. */
+static int nth_cpu(const cpu_set_t *set, unsigned i)
+{
+    int n = CPU_COUNT(set);
+    if (n <= 0)
+        return -1;
+    int k = (int)(i % (unsigned)n);
+    for (int c = 0; c < CPU_SETSIZE; c++)
+        if (CPU_ISSET(c, set) && k-- == 0)
+            return c;
+    return -1;
+}
+
 /* Move the calling worker to w->start_cpu, then give it back every CPU it
  * had: placed, not pinned (weft__workers_start says why). */
 static void place(weft__worker *w)
@@ -260,8 +273,6 @@ static void place(weft__worker *w)
     if (pthread_setaffinity_np(pthread_self(), sizeof one, &one) == 0)
         (void)pthread_setaffinity_np(pthread_self(), sizeof all, &all);
 }
-
-static int nth_cpu(const cpu_set_t *set, unsigned i);
 
 static void *worker_main(void *arg)
 {
@@ -371,18 +382,6 @@ static void *worker_main(void *arg)
     return NULL;
 }
 
-/* The (i mod n)-th of the n CPUs in set, or -1 if set is empty. */
-static int nth_cpu(const cpu_set_t *set, unsigned i)
-{
-    int n = CPU_COUNT(set);
-    if (n <= 0)
-        return -1;
-    int k = (int)(i % (unsigned)n);
-    for (int c = 0; c < CPU_SETSIZE; c++)
-        if (CPU_ISSET(c, set) && k-- == 0)
-            return c;
-    return -1;
-}
 
 /* Start worker i, pinned to the (i mod n)-th CPU of set under
  * WEFT_PIN_ON (cfg.pin_workers); 0 or an error number. */

@@ -130,6 +130,17 @@ _Atomic int weft_py_outside_gil_wait;
  * with room for a loaded machine. */
 #define GIL_OUTSIDE_FIRST_NS 1000000u
 
+/* Yield this worker's core while *waiting counts threads that are to take
+ * the GIL before it, for at most `most` ns. */
+static void
+let_first(_Atomic int *waiting, uint64_t most)
+{
+    if (atomic_load_explicit(waiting, memory_order_relaxed) == 0) return;
+    uint64_t t0 = weft_py_now_ns();
+    while (atomic_load_explicit(waiting, memory_order_relaxed) > 0 && weft_py_now_ns() - t0 < most)
+        sched_yield();
+}
+
 void
 weft_py_busy_enter(RuntimeObject *r)
 {
@@ -142,22 +153,11 @@ weft_py_busy_enter(RuntimeObject *r)
      * moving, so the thread (the program's, checking for signals every
      * WAIT_SLICE_NS) could wait until the bodies stop, and its wake-ups
      * on every release slow each hand-off between bodies meanwhile. */
-    if (atomic_load_explicit(&weft_py_outside_gil_wait, memory_order_relaxed) > 0) {
-        uint64_t t0 = weft_py_now_ns();
-        while (atomic_load_explicit(&weft_py_outside_gil_wait, memory_order_relaxed) > 0 &&
-               weft_py_now_ns() - t0 < GIL_OUTSIDE_FIRST_NS)
-            sched_yield();
-    }
-    /* A device thread waiting to run a queued callable goes first: the
-     * workers' hand-off would otherwise keep the GIL among themselves, and
-     * the device thread would get it only when CPython forces a switch
-     * (every 5 ms).  Yielding lets it run on this core. */
-    if (atomic_load_explicit(&r->dev_gil_wait, memory_order_relaxed) > 0) {
-        uint64_t t0 = weft_py_now_ns();
-        while (atomic_load_explicit(&r->dev_gil_wait, memory_order_relaxed) > 0 &&
-               weft_py_now_ns() - t0 < r->spin_gil_ns)
-            sched_yield();
-    }
+    let_first(&weft_py_outside_gil_wait, GIL_OUTSIDE_FIRST_NS);
+    /* A device thread waiting to run a queued callable goes first too, for
+     * the same reason (it would get the GIL only when CPython forces a
+     * switch, every 5 ms).  Yielding lets it run on this core. */
+    let_first(&r->dev_gil_wait, r->spin_gil_ns);
     if (r->gil.locked) {
         atomic_fetch_add_explicit(&r->py_busy, 1, memory_order_relaxed);
         atomic_fetch_add_explicit(&r->gil_waiting, 1, memory_order_relaxed);
