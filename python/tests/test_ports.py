@@ -14,6 +14,7 @@ SMALL = {
     "parla_blocked_cholesky.py": ["-b", "48", "-nblocks", "5", "-trials", "2"],
     "dask_array_reductions.py": ["--n", "480", "--chunk", "120"],
     "dask_delayed_tree_sum.py": ["--count", "64", "--sleep", "0.0005"],
+    "dask_delayed_tree.py": ["--count", "512", "--work", "100"],
     "dask_word_count.py": ["--lines", "200", "--repeat", "1", "--reps", "1"],
     "parla_timestep_gil.py": ["--steps", "8", "-t", "1000", "--frac", "0.5", "--restrict", "1"],
 }
