@@ -268,34 +268,48 @@ def _hold_gil_for(i, seconds, done):
 
 
 @pytest.mark.timeout(120)
-def test_a_wait_takes_the_gil_back_between_bodies_that_hold_it():
-    """The program's thread, waiting in wait_all, takes the GIL back every
-    slice to run signal handlers.  A worker running a chain of bodies that
-    hold the GIL throughout gives it up and takes it again between bodies;
-    it must let the waiting thread have it first, else the thread (and its
-    handlers: Ctrl-C) waits until the chain ends."""
+@pytest.mark.parametrize("workers", [1, 2])
+@pytest.mark.parametrize("wait", ["wait_all", "result"])
+def test_a_wait_takes_the_gil_back_between_bodies_that_hold_it(wait, workers):
+    """The program's thread, waiting in wait_all() or .result(), takes the
+    GIL back every slice to run signal handlers.  A worker running bodies
+    that hold the GIL throughout gives it up and takes it again between
+    them, or keeps it over to its next body while another worker waits for
+    it; either way it must let the waiting thread have it first, else the
+    thread (and its handlers: Ctrl-C) waits until the bodies run out."""
     import signal
 
     if threading.current_thread() is not threading.main_thread():
         pytest.skip("signal handlers run on the main thread only")
-    n, body_s = 300, 0.001
+    # Bodies shorter than a kept GIL's hold (gil_hold_ns, 1 ms), so that a
+    # worker keeps it over several: 6000 of 50 us, 300 ms in all.
+    n, body_s = 6000, 0.00005
     done, fired = [], []
+    go = threading.Event()  # the bodies start once every task is spawned
 
     def on_alarm(signum, frame):
         fired.append(len(done))
 
     old = signal.signal(signal.SIGALRM, on_alarm)
     try:
-        with weft.Runtime(workers=1) as rt:
-            prev = rt.spawn(_hold_gil_for, 0, body_s, done)
-            for i in range(1, n):
-                prev = rt.spawn(_hold_gil_for, i, body_s, done, deps=[prev])
-            signal.setitimer(signal.ITIMER_REAL, 0.03)
+        with weft.Runtime(workers=workers) as rt:
+            gate = rt.spawn(go.wait)
+            tasks = [rt.spawn(_hold_gil_for, i, body_s, done, deps=[gate]) for i in range(n)]
+            signal.setitimer(signal.ITIMER_REAL, 0.03, 0.03)  # every 30 ms
+            go.set()
+            if wait == "result":  # one .result() waiting all through
+                assert rt.spawn(len, tasks, deps=tasks).result() == n
             rt.wait_all()
+            kept = rt.stats()["gil_kept"]
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, old)
     assert len(done) == n
-    # The handler ran within a wait slice or two of the alarm (30 ms, 20 ms
-    # slices: about 40 bodies in), not when the chain of 300 ms ended.
-    assert fired and fired[0] < n * 2 // 3, f"the handler ran only after {fired[0] if fired else n} of {n} bodies"
+    if workers == 2:
+        assert kept > 0, "no body kept the GIL over: the case this test is for did not arise"
+    # The handler ran within a wait slice or two of each alarm (30 ms, 20 ms
+    # slices: 40 ms, 700-800 bodies, apart), not late (1600 bodies or more
+    # without the waiting thread going first), nor when the bodies ran out.
+    marks = [0] + [f for f in fired if f < n] + [n]
+    gap = max(b - a for a, b in zip(marks, marks[1:]))
+    assert gap < n // 4, f"the handler did not run for {gap} of {n} bodies (it ran after {fired} bodies)"

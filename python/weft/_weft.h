@@ -625,18 +625,6 @@ void weft_py_on_worker_stop(unsigned worker, void *arg);
 /* The C runtime's on_worker_let_go hook: give the GIL a body held over. */
 void weft_py_on_worker_let_go(unsigned worker, void *arg);
 
-/* Release the GIL around a C call that may block or run tasks inline. */
-#define BEGIN_NOGIL                                  \
-    {                                                \
-        int _prev_att = weft_py_tl_attached;         \
-        weft_py_tl_attached = 0;                     \
-        PyThreadState *_save = PyEval_SaveThread();
-
-#define END_NOGIL                                    \
-        PyEval_RestoreThread(_save);                 \
-        weft_py_tl_attached = _prev_att;             \
-    }
-
 /* The runtime whose GIL claim this worker holds (inside a body), or NULL. */
 static inline RuntimeObject *
 weft_py_owner_rt(void)
@@ -644,9 +632,14 @@ weft_py_owner_rt(void)
     return weft_py_tl_cur ? weft_py_tl_cur->rt : NULL;
 }
 
-/* Release the GIL on a worker that advertises itself as the GIL owner: its
- * claim is dropped too, so the other workers of its runtime do not spin. */
-#define BEGIN_NOGIL_W                                                        \
+/* Release the GIL around a C call that may block or run tasks inline, on
+ * any thread.  On a worker inside a body its claim is dropped too, so the
+ * other workers of its runtime do not spin, and taken again before the
+ * GIL.  Any other thread (the program's, in a wait or a spawn held back)
+ * counts itself in weft_py_outside_gil_wait while it takes the GIL back,
+ * so that workers let it go first (gil.c): every wait of the program's
+ * thread goes through here, or its signal handlers wait for the bodies. */
+#define BEGIN_NOGIL                                                      \
     {                                                                        \
         int _prev_att = weft_py_tl_attached;                                 \
         RuntimeObject *_own_rt = weft_py_tl_ts ? weft_py_owner_rt() : NULL;  \
@@ -654,7 +647,7 @@ weft_py_owner_rt(void)
         PyThreadState *_save = PyEval_SaveThread();                          \
         if (_own_rt) weft_py_busy_exit(_own_rt);
 
-#define END_NOGIL_W                                                          \
+#define END_NOGIL                                                        \
         if (_own_rt) weft_py_busy_enter(_own_rt);                            \
         else atomic_fetch_add(&weft_py_outside_gil_wait, 1);                 \
         PyEval_RestoreThread(_save);                                         \

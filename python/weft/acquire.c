@@ -149,9 +149,9 @@ acquire(RuntimeObject *r, PyObject *obj, unsigned mode, uint64_t timeout_ns, con
         /* Counted before the C call: an unregister of one of them from now
          * on is refused rather than left waiting for a release. */
         weft_py_data_count_acquired(r, dats, +1);
-        BEGIN_NOGIL_W
+        BEGIN_NOGIL
         rc = weft_data_acquire_many(acc, n, timeout_ns);
-        END_NOGIL_W
+        END_NOGIL
         PyMem_Free(acc);
         if (rc == 0) {
             a->dats = dats;

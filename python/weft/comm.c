@@ -162,7 +162,7 @@ static void
 comm_shutdown(CommObject *co)
 {
     weft_comm *c = NULL;
-    BEGIN_NOGIL_W
+    BEGIN_NOGIL
     pthread_mutex_lock(&co->lock);
     co->closed = 1;
     while (co->posting > 0) pthread_cond_wait(&co->idle, &co->lock);
@@ -170,7 +170,7 @@ comm_shutdown(CommObject *co)
     co->c = NULL;
     pthread_mutex_unlock(&co->lock);
     if (c) (void)weft_comm_destroy(c);
-    END_NOGIL_W
+    END_NOGIL
     prune(co, 1);
 }
 
@@ -385,9 +385,9 @@ mpi_start(modstate *st, const char *what)
 {
     int was = mpi_running();
     int rc;
-    BEGIN_NOGIL_W
+    BEGIN_NOGIL
     rc = weft_mpi_init();
-    END_NOGIL_W
+    END_NOGIL
     if (rc != 0) {
         char buf[64];
         snprintf(buf, sizeof buf, "%s", what);
@@ -438,9 +438,9 @@ static int
 mpi_end(modstate *st)
 {
     int rc;
-    BEGIN_NOGIL_W
+    BEGIN_NOGIL
     rc = weft_mpi_finalize();
-    END_NOGIL_W
+    END_NOGIL
     atomic_store(&st->mpi_started, 0);
     if (rc != 0) {
         weft_py_err_weft(rc, "mpi_finalize()");
@@ -541,9 +541,9 @@ Comm_mpi(PyObject *cls, PyObject *args, PyObject *kwds)
     weft_comm *c = NULL;
     int rc;
     Py_INCREF(r);
-    BEGIN_NOGIL_W /* collective over the ranks: it waits for the others */
+    BEGIN_NOGIL /* collective over the ranks: it waits for the others */
     rc = weft_comm_create_mpi(r->rt, addr, &cfg, &c);
-    END_NOGIL_W
+    END_NOGIL
     if (rc != 0) {
         Py_DECREF(r);
         return create_error(rc, "Communicator.mpi()");
@@ -772,9 +772,9 @@ op_posted(CommObject *co, TaskObject *t, weft_task *h, post_ctx *p)
     if (err) {
         /* Out of memory: keep the buffers alive by waiting for the operation. */
         PyErr_Clear();
-        BEGIN_NOGIL_W
+        BEGIN_NOGIL
         (void)weft_task_wait(h);
-        END_NOGIL_W
+        END_NOGIL
         record_outcome(t);
     }
     if (need_prune) prune(co, 0);
@@ -1013,9 +1013,9 @@ collective(CommObject *co, unsigned which, PyObject *args, PyObject *kwds)
     weft_task *h = NULL;
     int rc;
     weft_comm *cc = co->c; /* stays while we are counted as posting */
-    BEGIN_NOGIL_W
+    BEGIN_NOGIL
     rc = weft_comm_post(cc, &c, &h);
-    END_NOGIL_W
+    END_NOGIL
     if (rc != 0) {
         weft_py_err_weft(rc, a.fn);
         goto done;
@@ -1211,9 +1211,9 @@ Comm_exchange(CommObject *co, PyObject *args, PyObject *kwds)
     weft_task *h = NULL;
     int rc;
     weft_comm *cc = co->c;
-    BEGIN_NOGIL_W
+    BEGIN_NOGIL
     rc = weft_comm_exchange(cc, x, (size_t)n, namebuf, &h);
-    END_NOGIL_W
+    END_NOGIL
     if (rc != 0) {
         weft_py_err_weft(rc, fn);
         goto done;
@@ -1340,9 +1340,9 @@ Comm_dealloc(CommObject *co)
     if (co->c) {
         weft_comm *c = co->c;
         co->c = NULL;
-        BEGIN_NOGIL_W
+        BEGIN_NOGIL
         (void)weft_comm_destroy(c);
-        END_NOGIL_W
+        END_NOGIL
     }
     Py_CLEAR(co->inflight);
     Py_CLEAR(co->rt);

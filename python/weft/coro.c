@@ -415,9 +415,9 @@ suspend(RuntimeObject *r, TaskObject *t, weft_ctx *ctx, weft_task **deps, size_t
     weft_py_tl_attached = prev;
     desc.flags = 0;
     if (rc == WEFT_EAGAIN) {
-        BEGIN_NOGIL_W
+        BEGIN_NOGIL
         rc = weft_ctx_continue(ctx, &desc, NULL);
-        END_NOGIL_W
+        END_NOGIL
     }
     weft_py_tl_suspending = NULL;
     if (rc != 0) { /* weft_py_arg_destroy ran: the cell and its reference are gone */
@@ -464,9 +464,9 @@ weft_py_drive(RuntimeObject *r, TaskObject *t, weft_ctx *ctx, int placed, PyObje
              * queued predecessor of it), never unrelated work — which costs
              * less than a continuation.  Without the GIL, as any wait. */
             int hrc;
-            BEGIN_NOGIL_W
+            BEGIN_NOGIL
             hrc = weft_task_timedwait(deps[0], 1);
-            END_NOGIL_W
+            END_NOGIL
             /* Finished (how: the await answers).  Anything else (still
              * running, or the wait refused: it depends on a body suspended
              * under this one, which a continuation frees) suspends. */

@@ -442,9 +442,9 @@ weft_py_spawn_noop(RuntimeObject *r, const weft_access *acc, size_t n, const cha
     desc.naccesses = n;
     desc.name = name;
     int rc;
-    BEGIN_NOGIL_W
+    BEGIN_NOGIL
     rc = weft_spawn(rt, &desc, out);
-    END_NOGIL_W
+    END_NOGIL
     return rc;
 }
 
@@ -725,9 +725,9 @@ weft_py_data_unregister(DataObject *d)
     char probe_failed[512] = ""; /* why the probe itself failed (its data not brought back) */
     rc = weft_py_spawn_noop(r, &acc, 1, "weft.py unregister", &probe);
     if (rc == 0) {
-        BEGIN_NOGIL_W
+        BEGIN_NOGIL
         rc = weft_task_wait(probe);
-        END_NOGIL_W
+        END_NOGIL
         weft_task_release(probe);
         if (rc == WEFT_ETASKFAILED) /* (the checking mode's report, a device's error: raised below) */
             snprintf(probe_failed, sizeof probe_failed, "%s", weft_last_error());
@@ -749,15 +749,9 @@ weft_py_data_unregister(DataObject *d)
 
     /* Nobody names it from now on but spawns that looked it up before
      * (spawn.c looks their accesses up again if the C core refuses them). */
-    if (weft_py_tl_ts != NULL) {
-        BEGIN_NOGIL_W
-        rc = weft_data_unregister(h);
-        END_NOGIL_W
-    } else {
-        BEGIN_NOGIL
-        rc = weft_data_unregister(h);
-        END_NOGIL
-    }
+    BEGIN_NOGIL
+    rc = weft_data_unregister(h);
+    END_NOGIL
     if (rc != 0 && r->rt == NULL) goto out;
     if (rc != 0) {
         /* Not expected (the wait above would have failed first); it stays

@@ -198,10 +198,10 @@ mod_busy(PyObject *m, PyObject *arg)
         return NULL;
     }
     uint64_t ns = (uint64_t)(us * 1000.0);
-    BEGIN_NOGIL_W
+    BEGIN_NOGIL
     uint64_t t0 = weft_py_now_ns();
     while (weft_py_now_ns() - t0 < ns) weft_py_cpu_relax();
-    END_NOGIL_W
+    END_NOGIL
     Py_RETURN_NONE;
 }
 

@@ -276,9 +276,9 @@ Runtime_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
     a.cfg.hook_arg = r;
     int rc;
     weft_runtime *rt = NULL;
-    BEGIN_NOGIL_W
+    BEGIN_NOGIL
     rc = weft_runtime_create(&a.cfg, &rt);
-    END_NOGIL_W
+    END_NOGIL
     Py_CLEAR(a.trace_b);
     if (rc != 0) {
         weft_py_err_weft(rc, "Runtime()");
@@ -325,9 +325,9 @@ weft_py_runtime_close(RuntimeObject *r)
     }
     /* Two threads closing at once: the second waits for the first, then
      * finds the runtime closed. */
-    BEGIN_NOGIL_W
+    BEGIN_NOGIL
     pthread_mutex_lock(&r->close_lock);
-    END_NOGIL_W
+    END_NOGIL
     int rc = r->rt ? close_locked(r) : 0;
     pthread_mutex_unlock(&r->close_lock);
     return rc;
@@ -439,9 +439,9 @@ close_locked(RuntimeObject *r)
     for (;;) {
         int rc;
         weft_runtime *rt = r->rt;
-        BEGIN_NOGIL_W
+        BEGIN_NOGIL
         rc = weft_wait_settled_timed(rt, WAIT_SLICE_NS);
-        END_NOGIL_W
+        END_NOGIL
         if (rc != WEFT_ETIMEDOUT) break;
         if (interrupt == NULL && PyErr_CheckSignals() < 0) {
             interrupt = weft_py_fetch_exc();
@@ -456,9 +456,9 @@ close_locked(RuntimeObject *r)
     r->closing = 1;
     weft_runtime *rt = r->rt;
     int rc;
-    BEGIN_NOGIL_W
+    BEGIN_NOGIL
     rc = weft_runtime_destroy(rt);
-    END_NOGIL_W
+    END_NOGIL
     (void)rc;
     r->rt = NULL;
     /* Then its communicators (weft_comm_destroy after the runtime only

@@ -107,9 +107,9 @@ spawn_into_core(RuntimeObject *r, weft_runtime *rt, weft_space *space, TaskObjec
         desc->flags = 0;
     }
     if (rc == WEFT_EAGAIN) {
-        BEGIN_NOGIL_W
+        BEGIN_NOGIL
         rc = space ? weft_space_spawn(space, &t->index, 1, desc, h) : weft_spawn(rt, desc, h);
-        END_NOGIL_W
+        END_NOGIL
     }
     return rc;
 }

@@ -181,28 +181,16 @@ partition_c(RuntimeObject *r, weft_data *h, const weft_tiling *t, weft_data **ti
         {
             rc = weft_py_spawn_noop(r, &acc, 1, "weft.py partition", &probe);
             if (rc != 0) return rc;
-            if (weft_py_tl_ts != NULL) {
-                BEGIN_NOGIL_W
-                rc = weft_task_wait(probe);
-                END_NOGIL_W
-            } else {
-                BEGIN_NOGIL
-                rc = weft_task_wait(probe);
-                END_NOGIL
-            }
+            BEGIN_NOGIL
+            rc = weft_task_wait(probe);
+            END_NOGIL
             weft_task_release(probe);
             if (rc == WEFT_ETASKFAILED || rc == WEFT_ECANCELLED) rc = 0; /* it finished */
             if (rc != 0) return rc;
         }
-        if (weft_py_tl_ts != NULL) {
-            BEGIN_NOGIL_W
-            rc = weft_data_partition(h, t, tiles);
-            END_NOGIL_W
-        } else {
-            BEGIN_NOGIL
-            rc = weft_data_partition(h, t, tiles);
-            END_NOGIL
-        }
+        BEGIN_NOGIL
+        rc = weft_data_partition(h, t, tiles);
+        END_NOGIL
         if (rc != WEFT_EBUSY || strstr(weft_last_error(), "pending") == NULL) return rc;
     }
     return rc;

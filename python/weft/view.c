@@ -263,9 +263,9 @@ view_finish(weft_py_frame *f, ViewObject *v, PyObject *keep, int readonly, char 
              * the copies in (and what it queued) have run, and what it
              * writes there is the task's output (weft_ctx_sync). */
             int rc;
-            BEGIN_NOGIL_W
+            BEGIN_NOGIL
             rc = weft_ctx_sync(f->ctx);
-            END_NOGIL_W
+            END_NOGIL
             if (rc != 0) {
                 v->scope = NULL;
                 Py_DECREF(v);

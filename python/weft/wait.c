@@ -130,13 +130,13 @@ wait_handle(TaskObject *t, weft_task *h, RuntimeObject *r, uint64_t deadline)
     if (weft_py_tl_ts != NULL) {
         /* On a worker (inside a task): the C runtime runs other tasks while
          * we wait; Ctrl-C is for the main thread. */
-        BEGIN_NOGIL_W
+        BEGIN_NOGIL
         if (deadline == 0) rc = weft_task_wait(h);
         else {
             uint64_t now = weft_py_now_ns();
             rc = weft_task_timedwait(h, deadline > now ? deadline - now : 0);
         }
-        END_NOGIL_W
+        END_NOGIL
         return rc;
     }
     uint64_t now0 = weft_py_now_ns(), grace = stall_warn_ns();
@@ -298,9 +298,9 @@ weft_py_runtime_wait_all(RuntimeObject *r, uint64_t deadline)
         weft_runtime *rt = r->rt;
         /* Tasks waiting (directly or not) for task-space slots nobody has
          * spawned into are not waited for: only a spawn can move them. */
-        BEGIN_NOGIL_W /* from a task of another runtime: let its workers have the GIL */
+        BEGIN_NOGIL /* from a task of another runtime: let its workers have the GIL */
         rc = weft_wait_settled_timed(rt, slice);
-        END_NOGIL_W
+        END_NOGIL
         if (rc != WEFT_ETIMEDOUT) break;
         if (PyErr_CheckSignals() < 0) {
             weft_py_cancel_pending(r);
