@@ -146,7 +146,8 @@ typedef struct weft_task weft_task;
 typedef struct weft_data weft_data;
 
 typedef struct weft_config {
-    /* Worker threads.  0 means one per online CPU core.  Env: WEFT_WORKERS. */
+    /* Worker threads, at most 4096.  0 means one per online CPU core.
+     * Env: WEFT_WORKERS (0 to 4096). */
     unsigned workers;
     /* Path of a Chrome-trace JSON file written when the runtime is destroyed,
      * or NULL for no trace.  A track per worker with each task body (a
@@ -361,7 +362,8 @@ typedef struct weft_config {
      * Another value makes weft_runtime_create fail with WEFT_EINVAL;
      * under WEFT_PIN_ON a CPU the operating system refuses makes it fail
      * with WEFT_ESYSTEM.  Read during weft_runtime_create only.  Env:
-     * WEFT_PIN_WORKERS (auto, 1 or 0). */
+     * WEFT_PIN_WORKERS (auto, or a flag's words: 1, on, yes, true for
+     * WEFT_PIN_ON; 0, off, no, false for WEFT_PIN_OFF; any case). */
     unsigned pin_workers;
 } weft_config;
 
@@ -387,7 +389,7 @@ WEFT_API void weft_config_init(weft_config *cfg);
  * field's range, a flag other than 1, 0, on, off, yes, no, true or false
  * (WEFT_BOUND, WEFT_PREFETCH, WEFT_VGPU_CHECK, WEFT_PERFMODEL), a
  * bandwidth or latency that is not a positive number, WEFT_PIN_WORKERS
- * other than auto, 1 or 0, WEFT_VGPU_COPIES other than timing;
+ * other than auto or a flag's words, WEFT_VGPU_COPIES other than timing;
  * weft_last_error names the variable; an empty one counts as unset),
  * WEFT_ENOMEM, WEFT_ESYSTEM (a worker or device thread could not
  * start; none is left running).  Blocks only to start threads.

@@ -19,7 +19,7 @@ typedef struct {
     env_kind kind;
     uint64_t lo, hi;        /* ENV_UINT: the range, inclusive */
     int base;               /* ENV_UINT: 10, or 0 where hex is natural (a seed) */
-    const char *words[4];   /* ENV_WORDS: the accepted words, NULL-terminated */
+    const char *words[10];  /* ENV_WORDS: the accepted words, NULL-terminated */
     const char *means;      /* what the value sets, for the message */
 } env_var;
 
@@ -27,7 +27,7 @@ typedef struct {
  * free text (WEFT_TRACE, WEFT_DEVICES, WEFT_POLICY, WEFT_PERFMODEL_DIR) are
  * checked where they are used, with the configuration's own fields. */
 static const env_var VARS[] = {
-    {"WEFT_WORKERS", ENV_UINT, 1, 4096, 10, {NULL}, "the number of worker threads"},
+    {"WEFT_WORKERS", ENV_UINT, 0, 4096, 10, {NULL}, "the number of worker threads; 0: one per CPU core"},
     {"WEFT_SPIN_NS", ENV_UINT, 0, UINT64_MAX, 10, {NULL}, "how long an idle worker spins, in nanoseconds"},
     {"WEFT_MAX_INFLIGHT", ENV_UINT, 1, SIZE_MAX, 10, {NULL}, "the most tasks spawned and not finished"},
     {"WEFT_MAX_NESTING", ENV_UINT, 1, 1u << 20, 10, {NULL}, "the deepest nesting of bodies"},
@@ -41,7 +41,10 @@ static const env_var VARS[] = {
     {"WEFT_VGPU_LATENCY_US", ENV_NUMBER, 0, 0, 0, {NULL}, "a virtual GPU copy's latency, in microseconds"},
     {"WEFT_VGPU_HOST_GBPS", ENV_NUMBER, 0, 0, 0, {NULL}, "host <-> virtual GPU bandwidth, in GB/s"},
     {"WEFT_VGPU_PEER_GBPS", ENV_NUMBER, 0, 0, 0, {NULL}, "virtual GPU <-> GPU bandwidth, in GB/s"},
-    {"WEFT_PIN_WORKERS", ENV_WORDS, 0, 0, 0, {"auto", "1", "0", NULL}, "how workers are pinned to CPUs"},
+    /* (PIN_WORKERS: auto, then a flag's words for yes and for no, in the
+     * order runtime.c reads them.) */
+    {"WEFT_PIN_WORKERS", ENV_WORDS, 0, 0, 0, {"auto", "1", "on", "yes", "true", "0", "off", "no", "false", NULL},
+     "how workers are pinned to CPUs"},
     {"WEFT_VGPU_COPIES", ENV_WORDS, 0, 0, 0, {"timing", NULL}, "copies that take time and move no bytes"},
 };
 
@@ -172,7 +175,7 @@ int weft__env_check(const char *fn)
         accepted(v, what, sizeof what);
         return weft__error(WEFT_EINVAL,
                            "%s: the environment sets %s=\"%.60s\", which is not %s (%s); write a value it "
-                           "accepts, or unset it",
+                           "accepts, or unset it (it is checked even where the configuration overrides it)",
                            fn, v->name, getenv(v->name), what, v->means);
     }
     return 0;

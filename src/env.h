@@ -23,9 +23,9 @@ int weft__env_flag(const char *name, bool *out);
 /* A positive number below 1e12 (WEFT_VGPU_LATENCY_US, ...): 1 with *out
  * set, 0 when unset or malformed. */
 int weft__env_number(const char *name, double *out);
-/* A word from the variable's table list (WEFT_PIN_WORKERS: auto, 0, 1;
- * WEFT_VGPU_COPIES: timing): 1 with *out the word's index in that list, 0
- * when unset or malformed. */
+/* A word from the variable's table list, any case (WEFT_PIN_WORKERS: auto,
+ * then 1, on, yes, true, then 0, off, no, false; WEFT_VGPU_COPIES: timing):
+ * 1 with *out the word's index in that list, 0 when unset or malformed. */
 int weft__env_word(const char *name, unsigned *out);
 
 /* 0 when every variable of the table is unset or well formed; else

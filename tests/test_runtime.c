@@ -103,9 +103,9 @@ static void test_config_env(void) {
 static void test_config_env_refused(void) {
     clear_env();
     static const struct { const char *var, *value, *says; } bad[] = {
-        {"WEFT_WORKERS", "lots", "whole number from 1 to 4096"},
-        {"WEFT_WORKERS", "0", "whole number from 1 to 4096"},
-        {"WEFT_WORKERS", "5000", "whole number from 1 to 4096"},
+        {"WEFT_WORKERS", "lots", "whole number from 0 to 4096"},
+        {"WEFT_WORKERS", "-1", "whole number from 0 to 4096"},
+        {"WEFT_WORKERS", "5000", "whole number from 0 to 4096"},
         {"WEFT_SPIN_NS", "-3", "whole number"},
         {"WEFT_MAX_NESTING", "99999999", "from 1 to 1048576"},
         {"WEFT_MAX_INFLIGHT", "1e6", "whole number"},
@@ -115,7 +115,7 @@ static void test_config_env_refused(void) {
         {"WEFT_PERFMODEL", "none", "1 or 0"},
         {"WEFT_VGPU_HOST_GBPS", "fast", "positive number"},
         {"WEFT_VGPU_LATENCY_US", "0", "positive number"},
-        {"WEFT_PIN_WORKERS", "yes", "auto, 1, 0"},
+        {"WEFT_PIN_WORKERS", "sometimes", "one of: auto, 1, on, yes, true, 0, off, no, false"},
         {"WEFT_VGPU_COPIES", "none", "timing"},
         {"WEFT_VGPU_SCHEDULE", "seed", "whole number"},
         {"WEFT_STALL_WARN_MS", "99999999999999999999999", "whole number"},
@@ -158,6 +158,23 @@ static void test_config_env_refused(void) {
     }
     for (size_t i = 0; i < sizeof good / sizeof good[0]; i++)
         unsetenv(good[i].var);
+    /* WEFT_WORKERS=0 means what workers = 0 means: one per CPU core. */
+    unsigned per_core = 0;
+    weft_config_init(&cfg);
+    if (weft_runtime_create(&cfg, &rt) == 0) {
+        per_core = weft_runtime_workers(rt);
+        CHECK_OK(weft_runtime_destroy(rt));
+    }
+    setenv("WEFT_WORKERS", "0", 1);
+    weft_config_init(&cfg);
+    CHECKF(cfg.workers == 0, "WEFT_WORKERS=0 gave %u", cfg.workers);
+    rc = weft_runtime_create(NULL, &rt);
+    CHECKF(rc == 0, "WEFT_WORKERS=0 refused: %s", weft_last_error());
+    if (rc == 0) {
+        CHECKF(per_core >= 1 && weft_runtime_workers(rt) == per_core, "WEFT_WORKERS=0: %u workers, not %u",
+               weft_runtime_workers(rt), per_core);
+        CHECK_OK(weft_runtime_destroy(rt));
+    }
     clear_env();
 }
 
@@ -954,7 +971,8 @@ static void test_pin_workers(void) {
     CHECK(WEFT_PIN_OFF == 0 && WEFT_PIN_ON == 1); /* (0 and 1 keep their meaning) */
     static const struct { const char *env; unsigned want; } envs[] = {
         {"1", WEFT_PIN_ON}, {"0", WEFT_PIN_OFF}, {"auto", WEFT_PIN_AUTO},
-        {"2", WEFT_PIN_AUTO}, {"yes", WEFT_PIN_AUTO}, {"AUTO", WEFT_PIN_AUTO}, /* malformed: the default */
+        {"yes", WEFT_PIN_ON}, {"On", WEFT_PIN_ON}, {"false", WEFT_PIN_OFF}, {"AUTO", WEFT_PIN_AUTO},
+        {"2", WEFT_PIN_AUTO}, {"sometimes", WEFT_PIN_AUTO}, /* malformed: the default */
     };
     for (size_t i = 0; i < sizeof envs / sizeof envs[0]; i++) {
         setenv("WEFT_PIN_WORKERS", envs[i].env, 1);

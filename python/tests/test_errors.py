@@ -204,9 +204,9 @@ def test_parent_waiting_for_a_child_that_depends_on_it_is_refused(rt):
 @pytest.mark.parametrize(
     "var,value,says",
     [
-        ("WEFT_WORKERS", "lots", "a whole number from 1 to 4096"),
+        ("WEFT_WORKERS", "lots", "a whole number from 0 to 4096"),
         ("WEFT_VGPU_CHECK", "maybe", "1 or 0"),
-        ("WEFT_PIN_WORKERS", "yes", "one of: auto, 1, 0"),
+        ("WEFT_PIN_WORKERS", "sometimes", "one of: auto, 1, on, yes, true, 0, off, no, false"),
         ("WEFT_VGPU_PEER_GBPS", "fast", "a positive number"),
     ],
 )
@@ -220,3 +220,18 @@ def test_malformed_environment_is_refused(monkeypatch, var, value, says):
     monkeypatch.delenv(var)
     with weft.Runtime(workers=1) as rt:  # the module stays usable
         assert rt.spawn(int, 7).result() == 7
+
+
+def test_keywords_win_over_their_environment_variables(monkeypatch):
+    # A variable stands in for a keyword left None; a keyword given wins.
+    monkeypatch.setenv("WEFT_WORKERS", "1")
+    with weft.Runtime() as rt:
+        assert rt.workers == 1
+    with weft.Runtime(workers=2) as rt:
+        assert rt.workers == 2
+    monkeypatch.setenv("WEFT_WORKERS", "0")  # as workers=0: one per core
+    with weft.Runtime() as rt, weft.Runtime(workers=0) as per_core:
+        assert rt.workers == per_core.workers >= 1
+    monkeypatch.setenv("WEFT_PIN_WORKERS", "off")  # a flag's words, as WEFT_VGPU_CHECK takes
+    with weft.Runtime(workers=1) as rt:
+        assert rt.spawn(int, 3).result() == 3

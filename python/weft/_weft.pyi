@@ -215,7 +215,7 @@ class TaskWarning(RuntimeWarning): ...
 class Runtime:
     def __new__(
         cls,
-        workers: int | None = 0,
+        workers: int | None = None,
         *,
         trace: str | bytes | PathLike[str] | PathLike[bytes] | None = None,
         spin_ns: int | None = None,

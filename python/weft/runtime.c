@@ -825,7 +825,7 @@ static PyMemberDef Runtime_members[] = {
     {NULL, 0, 0, 0, NULL}};
 
 static PyType_Slot Runtime_slots[] = {
-    {Py_tp_doc, "Runtime(workers=0, *, trace=None, spin_ns=None, max_inflight=None, gil_spin_ns=None, "
+    {Py_tp_doc, "Runtime(workers=None, *, trace=None, spin_ns=None, max_inflight=None, gil_spin_ns=None, "
                 "spawn_gil=None, devices=None, vgpu_memory=None, policy=None, bound=None, "
                 "pin_workers=None, gil_hold_ns=None)\n\n"
                 "A Weft runtime: worker threads that run Python tasks.  Use it as a context "

@@ -45,7 +45,7 @@ void weft_config_init(weft_config *cfg)
     cfg->max_inflight = 0;
     cfg->max_nesting = 64;
     uint64_t v;
-    if (weft__env_uint("WEFT_WORKERS", &v)) /* (1 to 4096: env.c's table) */
+    if (weft__env_uint("WEFT_WORKERS", &v)) /* (0 to 4096: env.c's table) */
         cfg->workers = (unsigned)v;
     const char *trace = getenv("WEFT_TRACE");
     if (trace && *trace)
@@ -70,9 +70,9 @@ void weft_config_init(weft_config *cfg)
     if (weft__env_flag("WEFT_BOUND", &flag))
         cfg->bound = flag ? WEFT_BOUND_PRINT : WEFT_BOUND_OFF;
     cfg->pin_workers = WEFT_PIN_AUTO;
-    unsigned pin; /* the index in env.c's list: auto, 1, 0 */
+    unsigned pin; /* the index in env.c's list: auto, four words for yes, four for no */
     if (weft__env_word("WEFT_PIN_WORKERS", &pin))
-        cfg->pin_workers = pin == 0 ? WEFT_PIN_AUTO : pin == 1 ? WEFT_PIN_ON : WEFT_PIN_OFF;
+        cfg->pin_workers = pin == 0 ? WEFT_PIN_AUTO : pin <= 4 ? WEFT_PIN_ON : WEFT_PIN_OFF;
 }
 
 static int add_device(weft__rt *rt, weft__device *dev)
