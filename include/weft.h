@@ -398,8 +398,10 @@ WEFT_API WEFT_NODISCARD int weft_runtime_create(const weft_config *cfg, weft_run
 
 /* Release the data still acquired (weft_data_acquire: the host's copy is
  * then their value), finish every outstanding task (they run to completion; once only tasks
- * waiting for task-space keys nobody spawned are left, the runtime's task
- * spaces are destroyed, which cancels those), stop and join all workers,
+ * waiting for task-space keys nobody spawned are left, and bodies in
+ * weft_task_wait for such a key, the runtime's task spaces are destroyed,
+ * which cancels those: the bodies' waits return WEFT_ECANCELLED), stop and
+ * join all workers,
  * write the trace if configured, unregister the data handles still
  * registered (their handles become invalid: WEFT_EINVAL), and free the
  * runtime.  Task handles the caller still holds stay valid for wait, status,
@@ -407,8 +409,9 @@ WEFT_API WEFT_NODISCARD int weft_runtime_create(const weft_config *cfg, weft_run
  * released.  Later calls with rt return WEFT_ECLOSED.  NULL is accepted and
  * returns 0.  Returns 0, or WEFT_ETASKFAILED when some task failed since the
  * last weft_wait_all (the runtime is destroyed either way), else
- * WEFT_ECANCELLED when tasks waiting for keys nobody spawned were cancelled
- * (weft_last_error names a key; destroyed either way), WEFT_ECLOSED for
+ * WEFT_ECANCELLED when tasks (or bodies' waits) waiting for keys nobody
+ * spawned were cancelled (weft_last_error names a key; destroyed either
+ * way), WEFT_ECLOSED for
  * an already destroyed runtime, WEFT_EDEADLK if called from one of this
  * runtime's tasks or from an on_finish callback (nothing is destroyed
  * then).  Blocks. */
@@ -1438,8 +1441,9 @@ WEFT_API WEFT_NODISCARD int weft_wait_all_timed(weft_runtime *rt, uint64_t timeo
 
 /* Wait until no task of the runtime is in flight, or until every task still
  * in flight waits (directly or not) for a task-space key nobody has spawned:
- * no body is running, none is ready, no device work is in flight — the point
- * where only a spawn (of those keys) can move anything.  Unlike weft_wait_all it does not
+ * no body is running but bodies in weft_task_wait for such a key, none is
+ * ready, no device work is in flight — the point where only a spawn (of
+ * those keys) can move anything.  Unlike weft_wait_all it does not
  * report or reset failures.  Returns 0, WEFT_ETIMEDOUT, WEFT_EINVAL /
  * WEFT_ECLOSED for a bad runtime, WEFT_EDEADLK from inside one of its tasks
  * or from an on_finish callback.  Blocks. */

@@ -605,6 +605,66 @@ static void test_stall_word(void) {
     CHECK_OK(weft_runtime_destroy(rt));
 }
 
+/* A body that waits (weft_task_wait) for a key nobody spawns is left only
+ * a spawn to end its wait, as a task that depends on the key is: destroy
+ * cancels the key, the wait returns WEFT_ECANCELLED, and destroy says so
+ * rather than waiting for the body for ever.  A key another body spawns
+ * while destroy waits is not cancelled. */
+static atomic_int waited_rc;
+
+static int wait_for_key(weft_ctx *ctx, void *arg) {
+    (void)ctx;
+    atomic_store(&waited_rc, weft_task_wait((weft_task *)arg));
+    return 0;
+}
+
+typedef struct late_key {
+    weft_space *s;
+    int64_t k;
+} late_key;
+
+static int spawn_key_late(weft_ctx *ctx, void *arg) {
+    (void)ctx;
+    late_key *l = arg;
+    struct timespec ts = {0, 100 * 1000000L};
+    nanosleep(&ts, NULL);
+    return sspawn(l->s, l->k, record, 5, NULL, 0, "late", NULL);
+}
+
+static void test_body_waits_for_unspawned(void) {
+    weft_runtime *rt = make_rt(2);
+    weft_space *s;
+    CHECK_OK(weft_space_create(rt, "W", &s));
+    weft_task *missing = key(s, 3);
+    weft_task_desc d;
+    weft_task_desc_init(&d);
+    d.body = wait_for_key;
+    d.arg = missing;
+    d.name = "waits-in-body";
+    atomic_store(&waited_rc, -1);
+    CHECK_OK(weft_spawn(rt, &d, NULL));
+    CHECK_ERR(weft_runtime_destroy(rt), WEFT_ECANCELLED);
+    CHECKF(strstr(weft_last_error(), "W[3]") != NULL, "message: %s", weft_last_error());
+    CHECKF(atomic_load(&waited_rc) == WEFT_ECANCELLED, "the body's wait gave %d", atomic_load(&waited_rc));
+    weft_task_release(missing);
+
+    /* The key is spawned by a body still running when destroy begins. */
+    rt = make_rt(2);
+    CHECK_OK(weft_space_create(rt, "L", &s));
+    missing = key(s, 4);
+    atomic_store(&waited_rc, -1);
+    d.arg = missing;
+    CHECK_OK(weft_spawn(rt, &d, NULL));
+    late_key l = {s, 4};
+    weft_task_desc_init(&d);
+    d.body = spawn_key_late;
+    d.arg = &l;
+    CHECK_OK(weft_spawn(rt, &d, NULL));
+    CHECK_OK(weft_runtime_destroy(rt));
+    CHECKF(atomic_load(&waited_rc) == 0, "the body's wait gave %d", atomic_load(&waited_rc));
+    weft_task_release(missing);
+}
+
 int main(void) {
     test_watchdog(test_pick(60, 200));
     test_step("out of order");
@@ -629,6 +689,8 @@ int main(void) {
     test_misuse();
     test_step("a wait that only a spawn can end says so");
     test_stall_word();
+    test_step("a body waiting for an unspawned key");
+    test_body_waits_for_unspawned();
     printf("test_space: ok\n");
     return 0;
 }

@@ -19,6 +19,14 @@ def test_body_receives_the_object(rt):
     assert "8 bytes" in repr(d)
 
 
+def test_a_list_inside_the_accesses_is_refused_with_what_to_write(rt):
+    # reads=[blocks] for reads=blocks: the message says to give the list itself.
+    blocks = [bytearray(8), bytearray(8)]
+    with pytest.raises(TypeError, match=r"reads\[0\]: .*got 'list' \(.*give xs itself or \[\*xs, y\], not \[xs\]"):
+        rt.spawn(len, blocks, reads=[blocks])
+    assert rt.spawn(len, blocks, reads=blocks).result() == 2
+
+
 def test_writers_in_spawn_order(rt):
     buf = bytearray(1)
     log = []

@@ -232,6 +232,23 @@ def test_a_task_argument_taken_for_its_value_gets_a_note():
         assert not any("weft.Task" in n for n in getattr(ei.value, "__notes__", []))
 
 
+def test_a_task_given_to_numpy_is_refused_not_taken_as_an_object():
+    # NumPy would make a 0-d object array of a Task: np.vstack([t, t])
+    # returned an array of Tasks without a word.  It is a TypeError saying
+    # to call .result(), and a body's gets the note on what to write.
+    np = pytest.importorskip("numpy")
+    with weft.Runtime(workers=2) as rt:
+        blk = rt.spawn(np.ones, (2, 2), name="block")
+        with pytest.raises(TypeError, match=r"weft.Task 'block' is not an array.*\.result\(\)"):
+            np.asarray(blk)
+        for fn in (np.linalg.qr, lambda t: np.vstack([t, t]), lambda t: t @ np.eye(2)):
+            with pytest.raises(TypeError) as ei:
+                rt.spawn(fn, blk, deps=[blk]).result(timeout=30)
+            notes = getattr(ei.value, "__notes__", [])
+            assert any("argument 0 of this task is a weft.Task" in n for n in notes), notes
+        assert np.vstack([blk.result(), blk.result()]).shape == (4, 2)
+
+
 def test_tasks_in_a_list_or_keyword_argument_get_the_note_too():
     # Dask's delayed(sum)([x, y]) and add(1, y=y): Tasks inside a list or
     # tuple argument, or given as a keyword argument, reach the body as Tasks

@@ -305,7 +305,7 @@ def test_a_wait_takes_the_gil_back_between_bodies_that_hold_it(wait, workers):
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, old)
     assert len(done) == n
-    if workers == 2:
+    if workers == 2 and GIL and LAYOUT_KNOWN:  # (the GIL is kept only where its state is known)
         assert kept > 0, "no body kept the GIL over: the case this test is for did not arise"
     # The handler ran within a wait slice or two of each alarm (30 ms, 20 ms
     # slices: 40 ms, 700-800 bodies, apart), not late (1600 bodies or more

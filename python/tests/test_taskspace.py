@@ -70,7 +70,7 @@ def test_stencil_with_task_space(rt):
 def test_spawn_twice_into_slot(rt):
     T = weft.TaskSpace()
     weft.spawn(int, task=T[0])
-    with pytest.raises(ValueError, match="already spawned"):
+    with pytest.raises(ValueError, match=r"already spawned \(a key takes one task: .*\.clear\(\)"):
         weft.spawn(int, task=T[0])
 
 
@@ -108,6 +108,34 @@ def test_never_spawned_dependency_cancelled_at_close():
     assert t.status == "cancelled"
     with pytest.raises(weft.CancelledError, match="never spawned"):
         t.result()
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("wait", ["result", "wait"])
+def test_body_waiting_for_a_slot_never_spawned_is_cancelled_at_close(wait):
+    # A body that waits for a slot nobody spawns into is left only a spawn
+    # to end its wait, as a task that depends on the slot is: closing the
+    # runtime cancels the slot, the body's wait raises, the close warns.
+    T = weft.TaskSpace("B")
+    with pytest.warns(weft.TaskWarning, match=r"nobody spawned: B\[0\]"):
+        with weft.Runtime(workers=2) as rt:
+            t = rt.spawn(lambda: getattr(T[0], wait)(), name="reader")
+    if wait == "result":
+        with pytest.raises(weft.CancelledError, match=r"'B\[0\]' was cancelled: it was never spawned"):
+            t.result()
+    else:  # wait() returns the task, whatever its outcome
+        assert t.result() is T[0]
+    # A slot another body spawns into while the close waits is not cancelled.
+    import time
+
+    def late():
+        time.sleep(0.1)
+        weft.spawn(lambda: 42, task=T[1])
+
+    with weft.Runtime(workers=2) as rt:
+        t = rt.spawn(lambda: T[1].result(), name="reader")
+        rt.spawn(late)
+    assert t.result() == 42
 
 
 def test_cancel_deferred(rt):

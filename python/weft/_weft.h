@@ -432,7 +432,7 @@ typedef struct TaskObject {
     int cancel_requested;  /* cancel() on a slot of an unbound space (critical section on the space) */
     int ran;               /* the body finished (result/exc are final) */
     _Atomic int retrieved; /* its exception was handed to the user */
-    _Atomic int depended;  /* a slot some task (or await) followed while it was declared:
+    _Atomic int depended;  /* a slot some task (or await, or body waiting) followed while declared:
                               reported at close if nobody ever spawned into it */
     _Atomic uint64_t unobs_id; /* its key in rt->unobserved while its failure is unseen (0: none) */
     uint64_t fail_id;      /* its C id, under which rt->failed lists it (0: not listed) */

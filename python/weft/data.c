@@ -513,10 +513,16 @@ static int
 get_buffer(PyObject *obj, Py_buffer *view, int *readonly, const char *what)
 {
     if (!PyObject_CheckBuffer(obj)) {
+        /* A list or tuple inside the list of accesses: the program meant
+         * its items (reads=[blocks] for reads=blocks). */
+        int nested = PyList_Check(obj) || PyTuple_Check(obj);
         PyErr_Format(PyExc_TypeError,
                      "%s: expected a weft.Data or an object supporting the buffer "
-                     "protocol (bytearray, memoryview, numpy array...), got '%.100s'",
-                     what, Py_TYPE(obj)->tp_name);
+                     "protocol (bytearray, memoryview, numpy array...), got '%.100s'%s",
+                     what, Py_TYPE(obj)->tp_name,
+                     nested ? " (a list of accesses names each buffer once: for the buffers of a list xs, "
+                              "give xs itself or [*xs, y], not [xs])"
+                            : "");
         return -1;
     }
     *readonly = 0;

@@ -87,6 +87,11 @@ desc_fill(weft_task_desc *desc, TaskObject *t, cell *c, weft_task **deps, size_t
     }
 }
 
+/* What a second spawn into a key is told to write instead. */
+#define SPAWNED_HINT                                                                                   \
+    " (a key takes one task: to reuse the space for another round, call .clear() on it between rounds, " \
+    "make a TaskSpace per round, or put the round in the key, T[it, i])"
+
 /* Spawn desc into space (t's key) or rt: *h, or the core's error. */
 static int
 spawn_into_core(RuntimeObject *r, weft_runtime *rt, weft_space *space, TaskObject *t, weft_task_desc *desc,
@@ -143,8 +148,8 @@ submit_error(TaskObject *t, weft_space *space, int rc, char *why, size_t whylen)
         return -1;
     }
     if (rc == WEFT_EINVAL && space && strstr(weft_last_error(), "already spawned")) {
-        PyErr_Format(PyExc_ValueError, "spawn(): task %R was already spawned",
-                     t->name ? t->name : Py_None);
+        PyErr_Format(PyExc_ValueError, "spawn(): task %R was already spawned%s",
+                     t->name ? t->name : Py_None, SPAWNED_HINT);
         return -1;
     }
     weft_py_err_weft(rc, "spawn()");
@@ -1040,7 +1045,7 @@ claim_slot(spawn_call *s)
     if (!atomic_compare_exchange_strong(&slot->phase, &declared, PH_SPAWNING)) {
         PyErr_Format(PyExc_ValueError, "spawn(): task %R was already spawned%s",
                      slot->name ? slot->name : Py_None,
-                     declared == PH_SPAWNING ? " (another thread is spawning it now)" : "");
+                     declared == PH_SPAWNING ? " (another thread is spawning it now)" : SPAWNED_HINT);
         return -1;
     }
     s->slot = slot;

@@ -423,6 +423,30 @@ Task_repr(TaskObject *t)
     return res;
 }
 
+/* NumPy asks an object it is given for an array through __array__: a task
+ * given where its result was meant (np.linalg.qr(t), t @ x) would
+ * otherwise become a 0-d array of objects, and some calls would then
+ * return wrong values without a word (np.vstack([t, t])). */
+static PyObject *
+Task_array(TaskObject *t, PyObject *args, PyObject *kwargs)
+{
+    (void)args;
+    (void)kwargs;
+    PyObject *label = weft_py_task_label(t);
+    if (label == NULL) return NULL;
+    if (label == Py_None)
+        PyErr_SetString(PyExc_TypeError,
+                        "a weft.Task is not an array: NumPy was given the task, not its result; call .result() "
+                        "on it (in a body: spawn with deps=[t] and call t.result() there)");
+    else
+        PyErr_Format(PyExc_TypeError,
+                     "weft.Task %R is not an array: NumPy was given the task, not its result; call .result() "
+                     "on it (in a body: spawn with deps=[t] and call t.result() there)",
+                     label);
+    Py_DECREF(label);
+    return NULL;
+}
+
 static PyMethodDef Task_methods[] = {
     {"wait", (PyCFunction)(void (*)(void))Task_wait, METH_VARARGS | METH_KEYWORDS,
      "wait(timeout=None) -> self\n\nBlock until the task finished (completed, failed or cancelled)."},
@@ -437,6 +461,8 @@ static PyMethodDef Task_methods[] = {
     /* weft.Task[int] in annotations evaluated at run time (the stub,
      * _weft.pyi, makes Task generic in its result's type). */
     {"__class_getitem__", Py_GenericAlias, METH_O | METH_CLASS, "See PEP 585."},
+    {"__array__", (PyCFunction)(void (*)(void))Task_array, METH_VARARGS | METH_KEYWORDS,
+     "Raises TypeError: a task is not its result (call .result())."},
     {NULL, NULL, 0, NULL}};
 
 static PyGetSetDef Task_getset[] = {

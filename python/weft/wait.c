@@ -42,10 +42,21 @@ wait_declared(TaskObject *t, uint64_t deadline)
         Py_INCREF(r);
     }
     weft_task *ph = weft_py_slot_handle(t, r);
+    /* A body of r waiting for it: closing r cancels the key if nobody
+     * spawned it (the C runtime's settled point), and says so. */
+    int in_body = weft_py_tl_cur != NULL && weft_py_tl_cur->rt == r;
+    if (ph && in_body) atomic_store_explicit(&t->depended, 1, memory_order_relaxed);
     int rc = ph ? wait_handle(t, ph, r, deadline) : RC_PYERR;
     Py_DECREF(r);
     if (rc == RC_PYERR || rc == WEFT_ETIMEDOUT || rc == WEFT_EBUSY || rc == WEFT_EDEADLK) return rc;
     if (t->ran) return t->exc ? WEFT_ETASKFAILED : 0;
+    if (atomic_load(&t->phase) == PH_DECLARED && !t->cancel_requested) {
+        /* (Cached on the slot: .result() raises it.) */
+        PyObject *e = weft_py_task_cancel_exc(t, "it was never spawned, and its task space closed with the "
+                                                 "runtime (spawn a task into it, or do not wait for it)");
+        if (e == NULL) return RC_PYERR;
+        Py_DECREF(e);
+    }
     return WEFT_ECANCELLED;
 }
 

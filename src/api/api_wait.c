@@ -145,12 +145,24 @@ int weft__wait_task(weft__rt *rt, weft__task *t, uint64_t deadline)
     bool helping = w && w->rt == rt;
     help_arg a = {rt, w, t, NULL};
     weft__wait spec = spec_of(rt, t, task_final, t, &t->waiters, deadline);
-    if (helping) {
-        spec.help = help_task;
-        spec.help_arg = &a;
-        spec.blocked = &w->blocked;
-    }
-    return wait_telling_stalls(rt, &spec, "weft_task_wait");
+    if (!helping)
+        return wait_telling_stalls(rt, &spec, "weft_task_wait");
+    spec.help = help_task;
+    spec.help_arg = &a;
+    spec.blocked = &w->blocked;
+    /* Counted while it waits: if t is the placeholder of a key nobody has
+     * spawned, only a spawn of the key can move this body (settled), so a
+     * thread waiting for the runtime to settle looks again.  (Sequentially
+     * consistent, as that thread's count of itself and its look at these
+     * counts: one of the two sees the other.) */
+    atomic_fetch_add(&rt->body_waits, 1);
+    atomic_fetch_add(&t->body_waiters, 1);
+    if (atomic_load(&rt->graph.sleepers_settle) > 0)
+        weft__wake(&rt->waits, &weft__key_settle);
+    int rc = weft__wait_until(&rt->waits, &spec);
+    atomic_fetch_sub(&t->body_waiters, 1);
+    atomic_fetch_sub(&rt->body_waits, 1);
+    return rc;
 }
 
 typedef struct task_or_arg {
@@ -191,10 +203,15 @@ int weft__wait_idle(weft__rt *rt, uint64_t deadline)
     return wait_telling_stalls(rt, &spec, "weft_wait_all");
 }
 
-/* Settled: nothing is ready, running or in flight on a device, so only a
- * spawn (of a task-space key, say) can move what is left.  Two scans of the
- * ready/done counts in a row that read the same sums, balanced: the counts
- * only grow, so nothing moved in between. */
+/* Settled: nothing is ready, running or in flight on a device, but bodies
+ * waiting for keys nobody has spawned, so only a spawn (of a task-space
+ * key, say) can move what is left.  Two scans of the ready/done counts in a
+ * row that read the same sums, balanced but for those bodies (between the
+ * scans: weft__spaces_body_waits): the counts only grow, so nothing moved
+ * in between.  A body is counted waiting only while its key is unspawned
+ * and its placeholder not final, both read under the space's lock: a key
+ * spawned or cancelled (the body about to run again) no longer counts, and
+ * the body is then one more task ready and not done. */
 typedef struct settle_scan {
     uint64_t ready, done;
 } settle_scan;
@@ -215,7 +232,8 @@ static bool settled(const void *arg)
     if (atomic_load(&rt->graph.inflight) == 0)
         return true;
     settle_scan a = scan(rt);
-    if (a.ready != a.done)
+    if (a.ready != a.done &&
+        (atomic_load(&rt->body_waits) == 0 || a.ready != a.done + weft__spaces_body_waits(rt)))
         return false;
     settle_scan b = scan(rt);
     return a.ready == b.ready && a.done == b.done;

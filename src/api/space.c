@@ -450,6 +450,15 @@ int weft_space_cancel(weft_space *h, const int64_t *key, size_t nkey)
  * drop the space's references.  Its handle goes stale.  Returns how many
  * of those keys had tasks waiting for them (now cancelled); the first
  * one's label goes to first (32 bytes). */
+/* Whether tasks or bodies wait for e's key, which nobody spawned: tasks
+ * that depend on it (its placeholder's successors), or bodies in
+ * weft_task_wait for it. */
+static bool waited_for(const entry *e)
+{
+    weft__edge *succ = atomic_load_explicit(&e->task->successors, memory_order_acquire);
+    return (succ && succ != WEFT__CLOSED) || atomic_load_explicit(&e->task->body_waiters, memory_order_acquire) > 0;
+}
+
 static size_t space_close(weft__space *s, char *first)
 {
     size_t waited = 0;
@@ -467,8 +476,7 @@ static size_t space_close(weft__space *s, char *first)
         if (!e->spawned) {
             char why[32];
             label(s, e->key, e->nkey, why);
-            weft__edge *succ = atomic_load_explicit(&e->task->successors, memory_order_acquire);
-            if (succ && succ != WEFT__CLOSED && waited++ == 0)
+            if (waited_for(e) && waited++ == 0)
                 memcpy(first, why, sizeof why);
             weft__task_proxy_abandon(e->task, why);
         }
@@ -538,14 +546,31 @@ size_t weft__spaces_unspawned(weft__rt *rt, char *first)
             entry *e = s->table[i];
             if (!e || e->spawned)
                 continue;
-            weft__edge *succ = atomic_load_explicit(&e->task->successors, memory_order_acquire);
-            if (succ && succ != WEFT__CLOSED && waited++ == 0)
+            if (waited_for(e) && waited++ == 0)
                 label(s, e->key, e->nkey, first);
         }
         pthread_mutex_unlock(&s->lock);
     }
     pthread_mutex_unlock(&rt->data_lock);
     return waited;
+}
+
+uint64_t weft__spaces_body_waits(weft__rt *rt)
+{
+    uint64_t n = 0;
+    pthread_mutex_lock(&rt->data_lock);
+    for (weft__space *s = rt->spaces; s; s = s->next) {
+        pthread_mutex_lock(&s->lock);
+        for (size_t i = 0; i < s->cap; i++) {
+            entry *e = s->table[i];
+            /* (The entry holds a reference to its placeholder: alive here.) */
+            if (e && !e->spawned && !weft__state_final(atomic_load(&e->task->state)))
+                n += (uint64_t)atomic_load_explicit(&e->task->body_waiters, memory_order_acquire);
+        }
+        pthread_mutex_unlock(&s->lock);
+    }
+    pthread_mutex_unlock(&rt->data_lock);
+    return n;
 }
 
 size_t weft__spaces_close_all(weft__rt *rt, char *first)

@@ -158,6 +158,10 @@ struct weft__task {
     _Atomic int32_t pending;           /* unfinished dependencies (+1 while spawning) */
     _Atomic int run_gate;
     _Atomic int32_t waiters;           /* threads sleeping until this task finishes */
+    /* Bodies of this task's runtime in weft_task_wait for it (weft__wait_task):
+     * while it is a key's placeholder nobody spawned, only a spawn of the
+     * key ends their wait (weft__spaces_body_waits). */
+    _Atomic int32_t body_waiters;
     _Atomic int32_t ops;               /* device work in flight, +1 while the body runs (has_ops only) */
     _Atomic int op_error;              /* first error a device reported for its work */
     bool has_ops;                      /* the body queued device work (body thread only), or,
