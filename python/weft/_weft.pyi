@@ -27,7 +27,7 @@ import types
 from collections.abc import Callable, Coroutine, Generator, Hashable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import CancelledError as _FuturesCancelledError
 from os import PathLike
-from typing import Any, Final, Generic, Literal, NewType, Protocol, SupportsFloat, SupportsIndex, TypedDict, final, overload, type_check_only
+from typing import Any, Final, Generic, Literal, NewType, NoReturn, Protocol, SupportsFloat, SupportsIndex, TypedDict, final, overload, type_check_only
 
 from typing_extensions import Buffer, CapsuleType, Self, TypeAlias, TypeVar, Unpack
 
@@ -283,6 +283,8 @@ class Task(Generic[_R_co]):
     def id(self) -> int | None: ...
     def __await__(self) -> Generator[Any, Any, _R_co]: ...
     def __class_getitem__(cls, item: Any, /) -> types.GenericAlias: ...
+    # Raises TypeError: a task given to NumPy is not its result.
+    def __array__(self, *args: Any, **kwargs: Any) -> NoReturn: ...
 
 @final
 class TaskSpace:
