@@ -536,40 +536,52 @@ int weft_space_destroy(weft_space *h)
     return 0;
 }
 
-size_t weft__spaces_unspawned(weft__rt *rt, char *first)
+/* Call visit(s, e, arg) for each entry of rt's spaces whose key nobody
+ * spawned, under rt->data_lock and s->lock (e holds a reference to its
+ * placeholder, e->task: alive meanwhile). */
+static void each_unspawned(weft__rt *rt, void (*visit)(weft__space *, entry *, void *), void *arg)
 {
-    size_t waited = 0;
     pthread_mutex_lock(&rt->data_lock);
     for (weft__space *s = rt->spaces; s; s = s->next) {
         pthread_mutex_lock(&s->lock);
-        for (size_t i = 0; i < s->cap; i++) {
-            entry *e = s->table[i];
-            if (!e || e->spawned)
-                continue;
-            if (waited_for(e) && waited++ == 0)
-                label(s, e->key, e->nkey, first);
-        }
+        for (size_t i = 0; i < s->cap; i++)
+            if (s->table[i] && !s->table[i]->spawned)
+                visit(s, s->table[i], arg);
         pthread_mutex_unlock(&s->lock);
     }
     pthread_mutex_unlock(&rt->data_lock);
-    return waited;
+}
+
+typedef struct unspawned_count {
+    size_t waited;
+    char *first;
+} unspawned_count;
+
+static void count_waited(weft__space *s, entry *e, void *arg)
+{
+    unspawned_count *c = arg;
+    if (waited_for(e) && c->waited++ == 0)
+        label(s, e->key, e->nkey, c->first);
+}
+
+size_t weft__spaces_unspawned(weft__rt *rt, char *first)
+{
+    unspawned_count c = {0, first};
+    each_unspawned(rt, count_waited, &c);
+    return c.waited;
+}
+
+static void add_body_waits(weft__space *s, entry *e, void *arg)
+{
+    (void)s;
+    if (!weft__state_final(atomic_load(&e->task->state)))
+        *(uint64_t *)arg += (uint64_t)atomic_load_explicit(&e->task->body_waiters, memory_order_acquire);
 }
 
 uint64_t weft__spaces_body_waits(weft__rt *rt)
 {
     uint64_t n = 0;
-    pthread_mutex_lock(&rt->data_lock);
-    for (weft__space *s = rt->spaces; s; s = s->next) {
-        pthread_mutex_lock(&s->lock);
-        for (size_t i = 0; i < s->cap; i++) {
-            entry *e = s->table[i];
-            /* (The entry holds a reference to its placeholder: alive here.) */
-            if (e && !e->spawned && !weft__state_final(atomic_load(&e->task->state)))
-                n += (uint64_t)atomic_load_explicit(&e->task->body_waiters, memory_order_acquire);
-        }
-        pthread_mutex_unlock(&s->lock);
-    }
-    pthread_mutex_unlock(&rt->data_lock);
+    each_unspawned(rt, add_body_waits, &n);
     return n;
 }
 
