@@ -158,8 +158,9 @@ void weft__acquired_release_all(weft__rt *rt);
  * label in first (32 bytes). */
 size_t weft__spaces_close_all(weft__rt *rt, char *first);
 
-/* api/space.c: how many keys nobody has spawned have tasks waiting for
- * them, the first one's label in first (32 bytes).  Changes nothing. */
+/* api/space.c: how many keys nobody has spawned have tasks (or bodies in
+ * weft_task_wait) waiting for them, the first one's label in first (32
+ * bytes).  Changes nothing. */
 size_t weft__spaces_unspawned(weft__rt *rt, char *first);
 /* How many bodies wait (weft__wait_task) for a placeholder of a key of rt's
  * spaces that nobody spawned and that is not final: bodies only a spawn of

@@ -446,10 +446,6 @@ int weft_space_cancel(weft_space *h, const int64_t *key, size_t nkey)
     return rc;
 }
 
-/* Close s (the caller claimed it): cancel placeholders of unspawned keys,
- * drop the space's references.  Its handle goes stale.  Returns how many
- * of those keys had tasks waiting for them (now cancelled); the first
- * one's label goes to first (32 bytes). */
 /* Whether tasks or bodies wait for e's key, which nobody spawned: tasks
  * that depend on it (its placeholder's successors), or bodies in
  * weft_task_wait for it. */
@@ -459,6 +455,11 @@ static bool waited_for(const entry *e)
     return (succ && succ != WEFT__CLOSED) || atomic_load_explicit(&e->task->body_waiters, memory_order_acquire) > 0;
 }
 
+/* Close s (the caller claimed it): cancel placeholders of unspawned keys,
+ * drop the space's references.  Its handle goes stale.  Returns how many
+ * of those keys had tasks or bodies waiting for them (now cancelled: the
+ * bodies' waits return); the first
+ * one's label goes to first (32 bytes). */
 static size_t space_close(weft__space *s, char *first)
 {
     size_t waited = 0;
