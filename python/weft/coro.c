@@ -125,8 +125,13 @@ static PyObject *
 await_one(TaskObject *t, int for_result)
 {
     int rc = weft_py_task_wait(t, NO_DEADLINE);
-    if (weft_py_raise_outcome(t, rc, for_result) < 0) return NULL;
-    return Py_NewRef(for_result && t->result ? t->result : Py_None);
+    PyObject *res = NULL;
+    if (weft_py_raise_outcome(t, rc, for_result) == 0)
+        res = Py_NewRef(for_result && t->result ? t->result : Py_None);
+    /* This thread's last access to t: another thread may free it once the
+     * await drops its reference (WEFT_PY_HANDOFF_RELEASE in _weft.h). */
+    WEFT_PY_HANDOFF_RELEASE(t);
+    return res;
 }
 
 /* The value of the await (the tasks have finished: the driver resumed
@@ -286,7 +291,7 @@ step(modstate *st, weft_ctx *ctx, int placed, PyObject *coro, PyObject *exc, PyO
  * (PyMem, *n of them; NULL when none), leaving out finished tasks.  0, or
  * -1 with an exception. */
 static int
-await_deps(RuntimeObject *r, TaskObject *self, AwaitObject *a, weft_task ***deps, size_t *n)
+await_deps_of(RuntimeObject *r, TaskObject *self, AwaitObject *a, weft_task ***deps, size_t *n)
 {
     Py_ssize_t m = PyTuple_GET_SIZE(a->tasks);
     *deps = NULL;
@@ -329,6 +334,17 @@ await_deps(RuntimeObject *r, TaskObject *self, AwaitObject *a, weft_task ***deps
     if (*n == 0) PyMem_Free(d);
     else *deps = d;
     return 0;
+}
+
+/* await_deps_of, and then this thread's last access to each awaited task:
+ * another thread may free one once the await drops its reference
+ * (WEFT_PY_HANDOFF_RELEASE in _weft.h). */
+static int
+await_deps(RuntimeObject *r, TaskObject *self, AwaitObject *a, weft_task ***deps, size_t *n)
+{
+    int rc = await_deps_of(r, self, a, deps, n);
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(a->tasks); i++) WEFT_PY_HANDOFF_RELEASE(PyTuple_GET_ITEM(a->tasks, i));
+    return rc;
 }
 
 /* Whether the running segment's task holds data on its GPU (spawned with

@@ -428,7 +428,7 @@ Task_repr(TaskObject *t)
  * otherwise become a 0-d array of objects, and some calls would then
  * return wrong values without a word (np.vstack([t, t])). */
 static PyObject *
-Task_array(TaskObject *t, PyObject *args, PyObject *kwargs)
+Task_array_impl(TaskObject *t, PyObject *args, PyObject *kwargs)
 {
     (void)args;
     (void)kwargs;
@@ -446,6 +446,7 @@ Task_array(TaskObject *t, PyObject *args, PyObject *kwargs)
     Py_DECREF(label);
     return NULL;
 }
+RELEASING_KW(Task_array)
 
 static PyMethodDef Task_methods[] = {
     {"wait", (PyCFunction)(void (*)(void))Task_wait, METH_VARARGS | METH_KEYWORDS,
