@@ -110,6 +110,27 @@ def test_never_spawned_dependency_cancelled_at_close():
         t.result()
 
 
+def test_a_slot_reported_at_one_close_is_not_reported_again_by_the_next_runtime():
+    # The first runtime's close cancelled what depended on N[0] and said
+    # so; a second runtime using the space for other keys has nothing
+    # waiting for N[0], and says nothing about it.  A task of its own
+    # depending on N[0] is reported again.
+    T = weft.TaskSpace("N")
+    with pytest.warns(weft.TaskWarning, match=r"nobody spawned: N\[0\]"):
+        with weft.Runtime(workers=1):
+            weft.spawn(int, deps=[T[0]])
+    with warnings.catch_warnings(record=True) as said:
+        warnings.simplefilter("always")
+        with weft.Runtime(workers=1):
+            assert weft.spawn(int, task=T[1]).result() == 0
+    assert [str(w.message) for w in said if issubclass(w.category, weft.TaskWarning)] == []
+    assert T[0].status == "declared"
+    with pytest.warns(weft.TaskWarning, match=r"nobody spawned: N\[0\]"):
+        with weft.Runtime(workers=1):
+            t = weft.spawn(int, deps=[T[0]])
+    assert t.status == "cancelled"
+
+
 @pytest.mark.timeout(60)
 @pytest.mark.parametrize("wait", ["result", "wait"])
 def test_body_waiting_for_a_slot_never_spawned_is_cancelled_at_close(wait):

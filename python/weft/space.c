@@ -303,8 +303,14 @@ weft_py_spaces_unbind(RuntimeObject *r)
             s->s = NULL; /* destroyed with the C runtime; the space may bind to another one */
             s->rt = NULL;
             PyObject *vals = s->tasks ? PyDict_Values(s->tasks) : NULL;
-            for (Py_ssize_t i = 0; vals && i < PyList_GET_SIZE(vals); i++)
-                ((TaskObject *)PyList_GET_ITEM(vals, i))->ph = NULL;
+            for (Py_ssize_t i = 0; vals && i < PyList_GET_SIZE(vals); i++) {
+                TaskObject *t = (TaskObject *)PyList_GET_ITEM(vals, i);
+                t->ph = NULL;
+                /* What depended on it was this runtime's, cancelled and
+                 * reported by its close: a later runtime reports the slot
+                 * only if one of its own tasks depends on it. */
+                atomic_store_explicit(&t->depended, 0, memory_order_relaxed);
+            }
             Py_XDECREF(vals);
             if (PyErr_Occurred()) PyErr_Clear();
         }
