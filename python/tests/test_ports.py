@@ -18,6 +18,11 @@ SMALL = {
     "dask_word_count.py": ["--lines", "200", "--repeat", "1", "--reps", "1"],
     "parla_timestep_gil.py": ["--steps", "8", "-t", "1000", "--frac", "0.5", "--restrict", "1"],
     "parla_tsqr.py": ["-r", "2100", "-c", "50", "-b", "250", "-i", "2", "--reps", "1"],
+    "ray_nested_quicksort.py": ["--size", "20000", "--threshold", "1000", "--np-size", "200000",
+                                "--np-threshold", "10000", "--reps", "1", "--probes", "0", "--pool-deadline", "1",
+                                "--timeout", "100"],
+    "ray_monte_carlo_pi.py": ["--tasks", "8", "--samples", "5000", "--np-samples", "100000", "--reps", "1",
+                              "--pool-deadline", "1", "--timeout", "100"],
 }
 
 
