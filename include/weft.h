@@ -397,10 +397,14 @@ WEFT_API void weft_config_init(weft_config *cfg);
 WEFT_API WEFT_NODISCARD int weft_runtime_create(const weft_config *cfg, weft_runtime **out);
 
 /* Release the data still acquired (weft_data_acquire: the host's copy is
- * then their value), finish every outstanding task (they run to completion; once only tasks
- * waiting for task-space keys nobody spawned are left, and bodies in
- * weft_task_wait for such a key, the runtime's task spaces are destroyed,
- * which cancels those: the bodies' waits return WEFT_ECANCELLED), stop and
+ * then their value), finish every outstanding task (they run to completion;
+ * once the runtime has settled (weft_wait_settled_timed: what is left can
+ * move only by a spawn), the runtime's task spaces are destroyed, which
+ * cancels the keys nobody spawned and so whatever waits for them, directly
+ * or through other tasks: a body's weft_task_wait for such a key returns
+ * WEFT_ECANCELLED, and a body waiting for a task that waits for one gets
+ * that task's outcome; tasks left that wait for nothing such a key ends
+ * (bodies waiting for each other) are waited for, for ever), stop and
  * join all workers,
  * write the trace if configured, unregister the data handles still
  * registered (their handles become invalid: WEFT_EINVAL), and free the
@@ -1439,20 +1443,23 @@ WEFT_API WEFT_NODISCARD int weft_wait_all(weft_runtime *rt);
 /* As weft_wait_all with a timeout (WEFT_ETIMEDOUT). */
 WEFT_API WEFT_NODISCARD int weft_wait_all_timed(weft_runtime *rt, uint64_t timeout_ns);
 
-/* Wait until no task of the runtime is in flight, or until every task still
- * in flight waits (directly or not) for a task-space key nobody has spawned:
- * no body is running but bodies in weft_task_wait for such a key, none is
- * ready, no device work is in flight — the point where only a spawn (of
- * those keys) can move anything.  Unlike weft_wait_all it does not
+/* Wait until no task of the runtime is in flight, or until the runtime has
+ * settled: only a spawn (of a task-space key nobody has spawned, say) can
+ * move what is left.  Settled: no device work is in flight, and every task
+ * still in flight waits for its dependencies, or is a body blocked in a
+ * weft_task_wait without a timeout for a task not finished (with the
+ * bodies nested under that wait on its worker), or, while every worker
+ * holds such a body, is queued where none of those waits can run it.  A
+ * body in a timed wait, or blocked anywhere else (a lock, a sleep), counts
+ * as running.  Unlike weft_wait_all it does not
  * report or reset failures.  Returns 0, WEFT_ETIMEDOUT, WEFT_EINVAL /
  * WEFT_ECLOSED for a bad runtime, WEFT_EDEADLK from inside one of its tasks
  * or from an on_finish callback.  Blocks. */
 WEFT_API WEFT_NODISCARD int weft_wait_settled_timed(weft_runtime *rt, uint64_t timeout_ns);
 
-/* When only a spawn can move what is left of the runtime — nothing is
- * ready, running or in flight on a device (weft_wait_settled_timed's point)
- * and tasks wait for task-space keys nobody has spawned — how many such
- * keys; the first one's label ("T[3]") goes to key, NUL-terminated.  0
+/* When only a spawn can move what is left of the runtime (it has settled:
+ * weft_wait_settled_timed) and tasks or bodies wait for task-space keys
+ * nobody has spawned — how many such keys; the first one's label ("T[3]") goes to key, NUL-terminated.  0
  * otherwise, and for a bad runtime or key NULL (key untouched).  For a
  * waiter that wants to say why it still waits (the Python front end warns
  * with it).  Never blocks; thread-safe. */

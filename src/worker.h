@@ -23,6 +23,17 @@ typedef struct weft__worker {
     weft__task *current;               /* task whose body runs now (innermost) */
     _Atomic int64_t depth;             /* bodies executing on this worker (nested waits) */
     _Atomic int32_t blocked;           /* asleep in a wait: runs nothing until woken */
+    /* The innermost untimed weft_task_wait of a body on this worker: the
+     * task it waits for (NULL: none) and `depth` when it began.  Written by
+     * this worker only, under wait_seq (odd while they change), and read
+     * by the settle check (api_wait.c). */
+    _Atomic uint32_t wait_seq;
+    weft__task *_Atomic wait_on;
+    _Atomic int64_t wait_depth;
+    /* The queues' push count (weft__sched_pushes) read before that wait's
+     * last look for work it could run, which found none (UINT64_MAX: not
+     * looked yet); written by this worker only. */
+    _Atomic uint64_t wait_seen;
     weft__task_stats stats;            /* written by this worker only */
     _Atomic uint64_t idle_ns;
     _Atomic uint64_t idle_since;       /* start of the current idle period, 0 while busy */

@@ -610,14 +610,6 @@ static void test_stall_word(void) {
  * cancels the key, the wait returns WEFT_ECANCELLED, and destroy says so
  * rather than waiting for the body for ever.  A key another body spawns
  * while destroy waits is not cancelled. */
-static atomic_int waited_rc;
-
-static int wait_for_key(weft_ctx *ctx, void *arg) {
-    (void)ctx;
-    atomic_store(&waited_rc, weft_task_wait((weft_task *)arg));
-    return 0;
-}
-
 typedef struct late_key {
     weft_space *s;
     int64_t k;
@@ -631,37 +623,139 @@ static int spawn_key_late(weft_ctx *ctx, void *arg) {
     return sspawn(l->s, l->k, record, 5, NULL, 0, "late", NULL);
 }
 
+/* A body that waits for `on` (a task), its wait's result in *rc; with
+ * `inner` set, it first spawns a task running inner's body and waits for
+ * that instead (a body nested under this one on the same worker, when
+ * the worker helps). */
+typedef struct waiter {
+    weft_runtime *rt;
+    weft_task *on;
+    atomic_int rc;
+    struct waiter *inner;
+} waiter;
+
+static int wait_in_body(weft_ctx *ctx, void *arg);
+
+static weft_task *spawn_waiter(weft_runtime *rt, waiter *w, const char *name) {
+    weft_task_desc d;
+    weft_task_desc_init(&d);
+    d.body = wait_in_body;
+    d.arg = w;
+    d.name = name;
+    weft_task *t = NULL;
+    CHECK_OK(weft_spawn(rt, &d, &t));
+    return t;
+}
+
+static int wait_in_body(weft_ctx *ctx, void *arg) {
+    (void)ctx;
+    waiter *w = arg;
+    weft_task *on = w->on;
+    if (w->inner)
+        on = spawn_waiter(w->rt, w->inner, "inner");
+    atomic_store(&w->rc, weft_task_wait(on));
+    if (w->inner)
+        weft_task_release(on);
+    return 0;
+}
+
+/* Bodies waiting for a key nobody spawns through another task: one that
+ * depends on the key, a body that waits for it, a body nested under the
+ * waiting one on the same worker.  Destroy cancels the key, and every
+ * wait returns. */
+static void test_body_waits_indirectly_for_unspawned(void) {
+    for (unsigned workers = 1; workers <= 2; workers++) {
+        /* Through a dependency: A waits for X, which depends on I[1]. */
+        weft_runtime *rt = make_rt(workers);
+        weft_space *s;
+        CHECK_OK(weft_space_create(rt, "I", &s));
+        weft_task *missing = key(s, 1);
+        weft_task_desc d;
+        weft_task_desc_init(&d);
+        d.body = record;
+        d.arg = (void *)(intptr_t)1;
+        d.deps = &missing;
+        d.ndeps = 1;
+        weft_task *x = NULL;
+        CHECK_OK(weft_spawn(rt, &d, &x));
+        waiter a = {rt, x, -1, NULL};
+        weft_task_release(spawn_waiter(rt, &a, "A"));
+        CHECK_ERR(weft_runtime_destroy(rt), WEFT_ECANCELLED);
+        CHECKF(strstr(weft_last_error(), "I[1]") != NULL, "message: %s", weft_last_error());
+        CHECKF(atomic_load(&a.rc) == WEFT_ECANCELLED, "A's wait gave %d", atomic_load(&a.rc));
+        weft_task_release(x);
+        weft_task_release(missing);
+
+        /* Through a body: A waits for B, whose body waits for J[2]; then
+         * C waits for A too.  On one worker A is queued behind B, on two
+         * C is queued behind A and B (or runs A nested in its wait): tasks
+         * that none of the stuck waits can run. */
+        for (int levels = 2; levels <= 3; levels++) {
+            rt = make_rt(workers);
+            CHECK_OK(weft_space_create(rt, "J", &s));
+            missing = key(s, 2);
+            waiter b = {rt, missing, -1, NULL};
+            weft_task *tb = spawn_waiter(rt, &b, "B");
+            waiter wa = {rt, tb, -1, NULL};
+            weft_task *ta = spawn_waiter(rt, &wa, "A");
+            waiter c = {rt, ta, -1, NULL};
+            if (levels == 3)
+                weft_task_release(spawn_waiter(rt, &c, "C"));
+            CHECK_ERR(weft_runtime_destroy(rt), WEFT_ECANCELLED);
+            CHECKF(strstr(weft_last_error(), "J[2]") != NULL, "message: %s", weft_last_error());
+            CHECKF(atomic_load(&b.rc) == WEFT_ECANCELLED, "B's wait gave %d", atomic_load(&b.rc));
+            CHECKF(atomic_load(&wa.rc) == 0, "A's wait gave %d (B completed)", atomic_load(&wa.rc));
+            CHECKF(levels < 3 || atomic_load(&c.rc) == 0, "C's wait gave %d", atomic_load(&c.rc));
+            weft_task_release(ta);
+            weft_task_release(tb);
+            weft_task_release(missing);
+        }
+
+        /* Nested: A spawns B and waits for it, B spawns C and waits for
+         * it, C's body waits for N[3] (on one worker, B runs nested under
+         * A's wait and C under B's). */
+        rt = make_rt(workers);
+        CHECK_OK(weft_space_create(rt, "N", &s));
+        missing = key(s, 3);
+        waiter nc = {rt, missing, -1, NULL};
+        waiter nb = {rt, NULL, -1, &nc};
+        waiter na = {rt, NULL, -1, &nb};
+        weft_task_release(spawn_waiter(rt, &na, "A"));
+        CHECK_ERR(weft_runtime_destroy(rt), WEFT_ECANCELLED);
+        CHECKF(strstr(weft_last_error(), "N[3]") != NULL, "message: %s", weft_last_error());
+        CHECKF(atomic_load(&nc.rc) == WEFT_ECANCELLED, "C's wait gave %d", atomic_load(&nc.rc));
+        CHECKF(atomic_load(&nb.rc) == 0, "B's wait gave %d", atomic_load(&nb.rc));
+        CHECKF(atomic_load(&na.rc) == 0, "A's wait gave %d", atomic_load(&na.rc));
+        weft_task_release(missing);
+    }
+}
+
 static void test_body_waits_for_unspawned(void) {
     weft_runtime *rt = make_rt(2);
     weft_space *s;
     CHECK_OK(weft_space_create(rt, "W", &s));
     weft_task *missing = key(s, 3);
-    weft_task_desc d;
-    weft_task_desc_init(&d);
-    d.body = wait_for_key;
-    d.arg = missing;
-    d.name = "waits-in-body";
-    atomic_store(&waited_rc, -1);
-    CHECK_OK(weft_spawn(rt, &d, NULL));
+    waiter w = {rt, missing, -1, NULL};
+    weft_task_release(spawn_waiter(rt, &w, "waits-in-body"));
     CHECK_ERR(weft_runtime_destroy(rt), WEFT_ECANCELLED);
     CHECKF(strstr(weft_last_error(), "W[3]") != NULL, "message: %s", weft_last_error());
-    CHECKF(atomic_load(&waited_rc) == WEFT_ECANCELLED, "the body's wait gave %d", atomic_load(&waited_rc));
+    CHECKF(atomic_load(&w.rc) == WEFT_ECANCELLED, "the body's wait gave %d", atomic_load(&w.rc));
     weft_task_release(missing);
 
     /* The key is spawned by a body still running when destroy begins. */
     rt = make_rt(2);
     CHECK_OK(weft_space_create(rt, "L", &s));
     missing = key(s, 4);
-    atomic_store(&waited_rc, -1);
-    d.arg = missing;
-    CHECK_OK(weft_spawn(rt, &d, NULL));
+    waiter l_w = {rt, missing, -1, NULL};
+    weft_task_release(spawn_waiter(rt, &l_w, "waits-in-body"));
     late_key l = {s, 4};
+    weft_task_desc d;
     weft_task_desc_init(&d);
     d.body = spawn_key_late;
     d.arg = &l;
     CHECK_OK(weft_spawn(rt, &d, NULL));
     CHECK_OK(weft_runtime_destroy(rt));
-    CHECKF(atomic_load(&waited_rc) == 0, "the body's wait gave %d", atomic_load(&waited_rc));
+    CHECKF(atomic_load(&l_w.rc) == 0, "the body's wait gave %d", atomic_load(&l_w.rc));
     weft_task_release(missing);
 }
 
@@ -691,6 +785,8 @@ int main(void) {
     test_stall_word();
     test_step("a body waiting for an unspawned key");
     test_body_waits_for_unspawned();
+    test_step("bodies waiting for an unspawned key through other tasks");
+    test_body_waits_indirectly_for_unspawned();
     printf("test_space: ok\n");
     return 0;
 }

@@ -110,6 +110,39 @@ def test_never_spawned_dependency_cancelled_at_close():
         t.result()
 
 
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("workers", [1, 2])
+@pytest.mark.parametrize("through", ["body", "deps", "await", "two bodies"])
+def test_a_body_waiting_for_a_task_that_waits_for_a_slot_never_spawned_is_released_at_close(through, workers):
+    # The slot is one task (or two) away from the body that waits: the
+    # close cancels the slot, the task waiting for it ends, and so does the
+    # body's wait, with that task's outcome.  On one worker the outer body
+    # is queued behind the inner one, stuck in its wait.
+    T = weft.TaskSpace("I")
+
+    async def awaits():
+        return await T["never"]
+
+    with warnings.catch_warnings(record=True) as said:
+        warnings.simplefilter("always")
+        with weft.Runtime(workers=workers) as rt:
+            if through == "body":
+                inner = rt.spawn(lambda: T["never"].result(), name="inner")
+            elif through == "deps":
+                inner = rt.spawn(lambda: 1, deps=[T["never"]], name="inner")
+            elif through == "await":
+                inner = rt.spawn(awaits, name="inner")
+            else:
+                innermost = rt.spawn(lambda: T["never"].result(), name="innermost")
+                inner = rt.spawn(lambda: innermost.result(), name="inner")
+            outer = rt.spawn(lambda: inner.result(), name="outer")
+    assert any("nobody spawned: I['never']" in str(w.message) for w in said), [str(w.message) for w in said]
+    with pytest.raises(weft.CancelledError):
+        inner.result()
+    with pytest.raises(weft.CancelledError):
+        outer.result()
+
+
 def test_a_slot_reported_at_one_close_is_not_reported_again_by_the_next_runtime():
     # The first runtime's close cancelled what depended on N[0] and said
     # so; a second runtime using the space for other keys has nothing

@@ -38,10 +38,21 @@ static bool deep(const weft__worker *w)
            another_worker_idle(w);
 }
 
+/* Run the awaited task, or one it waits for, if one is queued.  When none
+ * is, say which queued tasks this wait has looked at: those pushed before
+ * the look (settled). */
 static bool help_task(void *arg)
 {
     help_arg *a = arg;
-    return weft__help_task(a->w, a->t, !deep(a->w));
+    uint64_t pushes = weft__sched_pushes(&a->rt->sched);
+    if (weft__help_task(a->w, a->t, !deep(a->w)))
+        return true;
+    /* A new look may settle the runtime: a thread waiting for that looks
+     * again.  (Sequentially consistent, as that thread's count of itself
+     * and its look at wait_seen: one of the two sees the other.) */
+    if (atomic_exchange(&a->w->wait_seen, pushes) != pushes && atomic_load(&a->rt->graph.sleepers_settle) > 0)
+        weft__wake(&a->rt->waits, &weft__key_settle);
+    return false;
 }
 
 void weft__rt_progress(void *arg)
@@ -139,6 +150,19 @@ void weft__wait_cond(weft__rt *rt, const void *key, bool (*done)(const void *), 
     (void)weft__wait_until(&rt->waits, &spec);
 }
 
+/* Publish (on, depth) as w's innermost untimed body wait (w's own thread;
+ * on NULL: none), which has not looked for work yet. */
+static void wait_frame_set(weft__worker *w, weft__task *on, int64_t depth)
+{
+    uint32_t seq = atomic_load_explicit(&w->wait_seq, memory_order_relaxed);
+    atomic_store_explicit(&w->wait_seq, seq + 1, memory_order_relaxed);
+    atomic_thread_fence(memory_order_release);
+    atomic_store_explicit(&w->wait_on, on, memory_order_relaxed);
+    atomic_store_explicit(&w->wait_depth, depth, memory_order_relaxed);
+    atomic_store_explicit(&w->wait_seen, UINT64_MAX, memory_order_relaxed);
+    atomic_store_explicit(&w->wait_seq, seq + 2, memory_order_release);
+}
+
 int weft__wait_task(weft__rt *rt, weft__task *t, uint64_t deadline)
 {
     weft__worker *w = weft__tls_worker;
@@ -150,16 +174,26 @@ int weft__wait_task(weft__rt *rt, weft__task *t, uint64_t deadline)
     spec.help = help_task;
     spec.help_arg = &a;
     spec.blocked = &w->blocked;
-    /* Counted while it waits: if t is the placeholder of a key nobody has
-     * spawned, only a spawn of the key can move this body (settled), so a
-     * thread waiting for the runtime to settle looks again.  (Sequentially
+    /* Published while it waits, without a deadline: while t is not final
+     * and nothing runs on this worker above the waiting body, every body
+     * here is stuck, and the settle check counts them (settled).  A thread
+     * waiting for the runtime to settle looks again.  (Sequentially
      * consistent, as that thread's count of itself and its look at these
-     * counts: one of the two sees the other.) */
+     * counts: one of the two sees the other.)  body_waiters tells the
+     * spaces' close that a body waits for the key (waited_for). */
+    weft__task *outer_on = atomic_load_explicit(&w->wait_on, memory_order_relaxed);
+    int64_t outer_depth = atomic_load_explicit(&w->wait_depth, memory_order_relaxed);
+    bool untimed = deadline == UINT64_MAX;
     atomic_fetch_add(&rt->body_waits, 1);
     atomic_fetch_add(&t->body_waiters, 1);
+    if (untimed)
+        wait_frame_set(w, t, atomic_load_explicit(&w->depth, memory_order_relaxed));
+    atomic_thread_fence(memory_order_seq_cst);
     if (atomic_load(&rt->graph.sleepers_settle) > 0)
         weft__wake(&rt->waits, &weft__key_settle);
     int rc = weft__wait_until(&rt->waits, &spec);
+    if (untimed)
+        wait_frame_set(w, outer_on, outer_depth);
     atomic_fetch_sub(&t->body_waiters, 1);
     atomic_fetch_sub(&rt->body_waits, 1);
     return rc;
@@ -204,26 +238,77 @@ int weft__wait_idle(weft__rt *rt, uint64_t deadline)
 }
 
 /* Settled: nothing is ready, running or in flight on a device, but bodies
- * waiting for keys nobody has spawned, so only a spawn (of a task-space
- * key, say) can move what is left.  Two scans of the ready/done counts in a
- * row that read the same sums, balanced but for those bodies (between the
- * scans: weft__spaces_body_waits): the counts only grow, so nothing moved
- * in between.  A body is counted waiting only while its key is unspawned
- * and its placeholder not final, both read under the space's lock: a key
- * spawned or cancelled (the body about to run again) no longer counts, and
- * the body is then one more task ready and not done. */
+ * stuck in waits and tasks queued that only they could run, so only a
+ * spawn (of a task-space key, say) can move what is left.  Two scans in a
+ * row of the counts of tasks made ready, done, failed and cancelled (and
+ * placeholders ended), and of tasks ever queued, read the same sums, so
+ * nothing moved in between (the counts only grow); and the sums balance
+ * but for the stuck bodies, which are ready and not done (stuck_on, read
+ * between the scans), and, when every worker is stuck, the tasks queued. */
 typedef struct settle_scan {
-    uint64_t ready, done;
+    uint64_t ready, done, ended, pushes;
 } settle_scan;
 
 static settle_scan scan(weft__rt *rt)
 {
-    settle_scan r = {atomic_load(&rt->graph.ext.n_ready), atomic_load(&rt->graph.ext.n_done)};
+    const weft__task_stats *ext = &rt->graph.ext;
+    settle_scan r = {atomic_load(&ext->n_ready), atomic_load(&ext->n_done),
+                     atomic_load(&ext->n_failed) + atomic_load(&ext->n_cancelled) +
+                         atomic_load(&rt->graph.proxies_final),
+                     weft__sched_pushes(&rt->sched)};
     for (unsigned i = 0; i < rt->nworkers; i++) {
-        r.ready += atomic_load(&rt->workers[i].stats.n_ready);
-        r.done += atomic_load(&rt->workers[i].stats.n_done);
+        const weft__task_stats *st = &rt->workers[i].stats;
+        r.ready += atomic_load(&st->n_ready);
+        r.done += atomic_load(&st->n_done);
+        r.ended += atomic_load(&st->n_failed) + atomic_load(&st->n_cancelled);
     }
     return r;
+}
+
+/* The bodies executing on w, if every one of them is stuck: the innermost
+ * is in an untimed wait (wait_frame_set) for a task not final, and each
+ * body under it waits under that one; else 0.  Only the end of that task
+ * can move them, and it is counted when it comes (a completion, a
+ * failure, a cancellation, a placeholder ending: scan).  A frame read
+ * while it changes (the worker entering or leaving a wait) counts 0, as
+ * does a body running above the wait (the worker helping).  *seen: the
+ * wait has looked at every task queued before `pushes` and can run none
+ * (help_task). */
+static uint64_t stuck_on(weft__worker *w, uint64_t pushes, bool *seen)
+{
+    *seen = false;
+    uint32_t seq = atomic_load_explicit(&w->wait_seq, memory_order_acquire);
+    if (seq & 1)
+        return 0;
+    weft__task *on = atomic_load_explicit(&w->wait_on, memory_order_relaxed);
+    int64_t depth = atomic_load_explicit(&w->wait_depth, memory_order_relaxed);
+    /* (A task's slot is type-stable: reading a stale one's state is safe,
+     * and the sequence check below throws such a read away.) */
+    bool stuck = on && depth > 0 && atomic_load_explicit(&w->depth, memory_order_relaxed) == depth &&
+                 !weft__state_final(atomic_load(&on->state));
+    bool looked = atomic_load(&w->wait_seen) == pushes;
+    atomic_thread_fence(memory_order_acquire);
+    if (atomic_load_explicit(&w->wait_seq, memory_order_relaxed) != seq || !stuck)
+        return 0;
+    *seen = looked;
+    return (uint64_t)depth;
+}
+
+/* Whether scan a balances but for stuck bodies (and, when every worker is
+ * stuck and has looked at every task queued, those tasks). */
+static bool balanced_but_stuck(weft__rt *rt, const settle_scan *a)
+{
+    uint64_t stuck = 0;
+    bool all = true;
+    for (unsigned i = 0; i < rt->nworkers; i++) {
+        bool seen;
+        uint64_t n = stuck_on(&rt->workers[i], a->pushes, &seen);
+        stuck += n;
+        all = all && n > 0 && seen;
+    }
+    if (a->ready == a->done + stuck)
+        return true;
+    return all && a->ready == a->done + stuck + weft__sched_queued(&rt->sched);
 }
 
 static bool settled(const void *arg)
@@ -232,11 +317,10 @@ static bool settled(const void *arg)
     if (atomic_load(&rt->graph.inflight) == 0)
         return true;
     settle_scan a = scan(rt);
-    if (a.ready != a.done &&
-        (atomic_load(&rt->body_waits) == 0 || a.ready != a.done + weft__spaces_body_waits(rt)))
+    if (a.ready != a.done && (atomic_load(&rt->body_waits) == 0 || !balanced_but_stuck(rt, &a)))
         return false;
     settle_scan b = scan(rt);
-    return a.ready == b.ready && a.done == b.done;
+    return a.ready == b.ready && a.done == b.done && a.ended == b.ended && a.pushes == b.pushes;
 }
 
 int weft__wait_settled(weft__rt *rt, uint64_t deadline)

@@ -50,8 +50,8 @@ struct weft__rt {
     bool cpu_tasks;                    /* "cpu" was among the devices asked for */
     weft__copy_counts copied;          /* bytes copied between data replicas (weft_stats) */
     _Atomic uint32_t next_data_id;     /* data handles' numbers (the trace's d1, d2, ...) */
-    _Atomic int32_t body_waits;        /* bodies in weft__wait_task now: settled looks for those
-                                          a key nobody spawned holds only while there are some */
+    _Atomic int32_t body_waits;        /* bodies in weft__wait_task now: settled looks for stuck
+                                          bodies only while there are some */
     weft__mnode mnodes[WEFT__MAX_DEVICES]; /* each device's replicas (data layer) */
     _Atomic bool yield_idle;           /* idle workers yield their core now and then: virtual
                                           GPUs' queue threads and MPI communicators' progress
@@ -162,10 +162,5 @@ size_t weft__spaces_close_all(weft__rt *rt, char *first);
  * weft_task_wait) waiting for them, the first one's label in first (32
  * bytes).  Changes nothing. */
 size_t weft__spaces_unspawned(weft__rt *rt, char *first);
-/* How many bodies wait (weft__wait_task) for a placeholder of a key of rt's
- * spaces that nobody spawned and that is not final: bodies only a spawn of
- * those keys can move, which settled counts as not running.  Takes
- * rt->data_lock and each space's lock. */
-uint64_t weft__spaces_body_waits(weft__rt *rt);
 
 #endif

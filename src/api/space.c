@@ -572,20 +572,6 @@ size_t weft__spaces_unspawned(weft__rt *rt, char *first)
     return c.waited;
 }
 
-static void add_body_waits(weft__space *s, entry *e, void *arg)
-{
-    (void)s;
-    if (!weft__state_final(atomic_load(&e->task->state)))
-        *(uint64_t *)arg += (uint64_t)atomic_load_explicit(&e->task->body_waiters, memory_order_acquire);
-}
-
-uint64_t weft__spaces_body_waits(weft__rt *rt)
-{
-    uint64_t n = 0;
-    each_unspawned(rt, add_body_waits, &n);
-    return n;
-}
-
 size_t weft__spaces_close_all(weft__rt *rt, char *first)
 {
     size_t waited = 0;

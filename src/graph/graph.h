@@ -159,8 +159,8 @@ struct weft__task {
     _Atomic int run_gate;
     _Atomic int32_t waiters;           /* threads sleeping until this task finishes */
     /* Bodies of this task's runtime in weft_task_wait for it (weft__wait_task):
-     * while it is a key's placeholder nobody spawned, only a spawn of the
-     * key ends their wait (weft__spaces_body_waits). */
+     * while it is a key's placeholder nobody spawned, closing the key's
+     * space reports it as waited for (api/space.c). */
     _Atomic int32_t body_waiters;
     _Atomic int32_t ops;               /* device work in flight, +1 while the body runs (has_ops only) */
     _Atomic int op_error;              /* first error a device reported for its work */
@@ -275,6 +275,10 @@ struct weft__graph {
     _Atomic int32_t sleepers_settle;   /* sleeping until settled (weft__key_settle) */
     int64_t throttle_low;              /* backpressure resumes at or below this */
     weft__task_stats ext;
+    /* Placeholders (proxies) that became final, which the blocks above do
+     * not count: the settle check (weft_wait_settled_timed) reads it with
+     * them, so that a body woken by a placeholder ending is seen to move. */
+    _Atomic uint64_t proxies_final;
     bool check_data;                   /* the checking mode: each task's data checked as it starts */
     bool no_prefetch;                  /* WEFT_PREFETCH=0: copies in on the task's stream only */
     weft__bound_log *blog;             /* each task recorded for the makespan's bound

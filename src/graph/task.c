@@ -2184,6 +2184,8 @@ void weft__task_complete(weft__task *t, int final, weft__qnode **next)
     }
     if (!t->proxy)
         count_final(g, final, !(t->continued && !t->cont_of));
+    else
+        atomic_fetch_add(&g->proxies_final, 1);
     if (atomic_load(&t->waiters) > 0)
         weft__wake(g->ws, t);
     const weft__task_stats *here = weft__tls_stats;

@@ -107,6 +107,7 @@ static void queue_push(weft__readyq *q, weft__qnode *n)
     q->heap->prev = NULL;
     atomic_store_explicit(&n->on, q, memory_order_relaxed);
     atomic_fetch_add(&q->size, 1);
+    atomic_fetch_add(&q->pushes, 1);
     pthread_mutex_unlock(&q->lock);
 }
 
@@ -196,6 +197,22 @@ bool weft__sched_any(weft__sched *s)
         if (atomic_load(&s->q[i].size) > 0)
             return true;
     return false;
+}
+
+size_t weft__sched_queued(weft__sched *s)
+{
+    size_t n = 0;
+    for (unsigned i = 0; i < s->nq; i++)
+        n += atomic_load(&s->q[i].size);
+    return n;
+}
+
+uint64_t weft__sched_pushes(weft__sched *s)
+{
+    uint64_t n = 0;
+    for (unsigned i = 0; i < s->nq; i++)
+        n += atomic_load(&s->q[i].pushes);
+    return n;
 }
 
 void weft__sched_park(weft__sched *s, weft__readyq *q)

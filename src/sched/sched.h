@@ -30,6 +30,7 @@ struct weft__readyq {
     pthread_mutex_t lock;
     weft__qnode *heap;
     _Atomic size_t size;
+    _Atomic uint64_t pushes;     /* nodes ever queued here (counted under lock, after the node) */
     /* park_lock protects wake; parked is read without it by wakers.
      * Nothing nests under it. */
     pthread_mutex_t park_lock;
@@ -65,6 +66,10 @@ bool weft__sched_take(weft__qnode *n);
 /* Pop from own queue, else steal. */
 weft__qnode *weft__sched_find(weft__sched *s, weft__readyq *own);
 bool weft__sched_any(weft__sched *s);
+/* Nodes queued now, and nodes ever queued, over all queues (each queue's
+ * count read once: exact only while nothing is pushed or taken). */
+size_t weft__sched_queued(weft__sched *s);
+uint64_t weft__sched_pushes(weft__sched *s);
 /* Sleep until woken, unless work or stop shows up first. */
 void weft__sched_park(weft__sched *s, weft__readyq *q);
 void weft__sched_wake_all(weft__sched *s);
