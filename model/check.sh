@@ -1,13 +1,16 @@
 #!/usr/bin/env bash
-# Exhaustive check of model/coherence.pml with spin: the protocol (DEFECT 0)
-# must verify with the search complete, and every defect variant must be
-# caught (an assertion violated or an invalid end state).  The variants run
-# in parallel, each in its own directory.  Usage: check.sh [work-dir]
+# Exhaustive check of a model (model/<name>.pml) with spin: the protocol
+# (DEFECT 0) must verify with the search complete, and every variant the
+# model's "check.sh: defects" line lists must be caught (an assertion
+# violated or an invalid end state).  The variants run in parallel, each in
+# its own directory.  Usage: check.sh coherence|settle [work-dir]
 # Exit: 0 all good, 1 a failure, 77 spin not installed (skipped).
 set -u
 command -v spin >/dev/null 2>&1 || { echo "check.sh: spin not installed, skipped"; exit 77; }
 here=$(cd "$(dirname "$0")" && pwd)
-work=${1:-}
+model=${1:?usage: check.sh coherence|settle [work-dir]}
+[ -f "$here/$model.pml" ] || { echo "check.sh: no model $here/$model.pml"; exit 1; }
+work=${2:-}
 if [ -z "$work" ]; then # a directory of its own, removed if all is well
     work=${TMPDIR:-/tmp}/weft-model.$$
     trap '[ "${fail:-1}" = 0 ] && rm -rf "$work"' EXIT
@@ -16,23 +19,24 @@ command -v gcc >/dev/null 2>&1 || { echo "check.sh: gcc not installed"; exit 1; 
 mkdir -p "$work" || exit 1
 start=$(date +%s.%N)
 
-# The defect variants (their list: the end of coherence.pml, docs/design.md)
-defects="1 2 3 4 5 6 7 8 9 10 11 12 13 14"
+# The defect variants (their list: the end of the model)
+defects=$(sed -n 's/^ \* check\.sh: defects //p' "$here/$model.pml")
+[ -n "$defects" ] || { echo "check.sh: $model.pml has no 'check.sh: defects' line"; exit 1; }
 
 # The verifier, compiled once (gcc -O0: its C is large and the search
 # short; -O2 costs more to compile than it saves); `defect` comes from
 # WEFT_DEFECT.  SAFETY: no cycle checks; MEMLIM: at most 1 GiB a run.
 cd "$work" || exit 1
 rm -rf d[0-9]* pan pan.c pan.[bhmpt] ./*.trail
-cp "$here/coherence.pml" .
-if ! spin -a coherence.pml >spin.log 2>&1; then cat spin.log; echo "check.sh: spin -a failed"; exit 1; fi
+cp "$here/$model.pml" .
+if ! spin -a "$model.pml" >spin.log 2>&1; then cat spin.log; echo "check.sh: spin -a failed"; exit 1; fi
 if ! gcc -O0 -w -DSAFETY -DMEMLIM=1024 -o pan pan.c >gcc.log 2>&1; then cat gcc.log; echo "check.sh: gcc failed"; exit 1; fi
 
 # Each variant in $work/d<n>, all at once: pan.log its report, rc its status.
 pids=()
 for d in 0 $defects; do
     mkdir -p "d$d"
-    (cd "d$d" && cp ../coherence.pml . && WEFT_DEFECT=$d ../pan -m100000 -w22 >pan.log 2>&1; echo $? >rc) &
+    (cd "d$d" && cp "../$model.pml" . && WEFT_DEFECT=$d ../pan -m100000 -w22 >pan.log 2>&1; echo $? >rc) &
     pids+=($!)
 done
 wait "${pids[@]}"
@@ -43,13 +47,13 @@ complete() { # the search ran to its end
 fail=0
 log="$work/d0/pan.log"
 if [ "$(cat "$work/d0/rc" 2>/dev/null)" = 0 ] && grep -q 'errors: 0' "$log" && complete "$log"; then
-    echo "protocol: no error, search complete: $(awk '/states, stored/ {print $1}' "$log") states stored," \
+    echo "$model: no error, search complete: $(awk '/states, stored/ {print $1}' "$log") states stored," \
          "$(awk '/transitions \(= / {print $1}' "$log") transitions"
 else
-    echo "protocol: FAILED (rc $(cat "$work/d0/rc" 2>/dev/null))"
+    echo "$model: FAILED (rc $(cat "$work/d0/rc" 2>/dev/null))"
     tail -30 "$log" 2>/dev/null
-    if [ -f "$work/d0/coherence.pml.trail" ]; then
-        (cd "$work/d0" && spin -t -p -DDEFECT=0 coherence.pml | tail -40)
+    if [ -f "$work/d0/$model.pml.trail" ]; then
+        (cd "$work/d0" && spin -t -p -DDEFECT=0 "$model.pml" | tail -40)
     fi
     fail=1
 fi

@@ -674,6 +674,7 @@ init {
  * The defect variants (WEFT_DEFECT=n for pan, -DDEFECT=n for spin); each
  * puts back one class of defect of issue 28, and check.sh requires each to
  * be caught.  What catches it (in the search spin makes) is in the doc.
+ * check.sh: defects 1 2 3 4 5 6 7 8 9 10 11 12 13 14
  *  1  early_ok ignores a host access: a GPU task reading on the host is
  *     released early
  *  2  undo by version: an abort undoes only if nobody acquired since
