@@ -71,6 +71,8 @@ parser.add_argument("--pool-deadline", type=float, default=None,
 parser.add_argument("--probes", type=int, default=1, help="1: try the Ray idioms and the unspawned-key waits")
 parser.add_argument("--strict", action="store_true", help="a probe that hangs makes the run exit 1 too")
 parser.add_argument("--timeout", type=float, default=600, help="the whole run's deadline (faulthandler)")
+parser.add_argument("--pools", type=int, default=1,
+                    help="0: leave out the ThreadPoolExecutor runs (their deadlocked threads are left blocked)")
 args = parser.parse_args()
 
 # Never hang silently: dump every thread's stack and exit 1 at the deadline.
@@ -213,6 +215,8 @@ def run_case(label, data, threshold, np_mode, reps):
               f"{'equal to the sequential run' if same else 'DIFFERS from the sequential run'}"
               f"   (tasks_run {st['tasks_run']}, steals {st['steals']})")
 
+    if not args.pools:
+        return ok
     deadline_s = args.pool_deadline if args.pool_deadline is not None else 10 * seq_t + 2
     for threads in (tasks, args.workers):
         name = f"ThreadPoolExecutor({threads})"
