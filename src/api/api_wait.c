@@ -151,16 +151,18 @@ void weft__wait_cond(weft__rt *rt, const void *key, bool (*done)(const void *), 
 }
 
 /* Publish (on, depth) as w's innermost untimed body wait (w's own thread;
- * on NULL: none), which has not looked for work yet. */
+ * on NULL: none), which has not looked for work yet.  Every store
+ * sequentially consistent, as the reader's loads (stuck_on): a reader that
+ * sees any of the new fields sees the odd count before them, or the count
+ * after them.  (No fences: ThreadSanitizer does not support them.) */
 static void wait_frame_set(weft__worker *w, weft__task *on, int64_t depth)
 {
     uint32_t seq = atomic_load_explicit(&w->wait_seq, memory_order_relaxed);
-    atomic_store_explicit(&w->wait_seq, seq + 1, memory_order_relaxed);
-    atomic_thread_fence(memory_order_release);
-    atomic_store_explicit(&w->wait_on, on, memory_order_relaxed);
-    atomic_store_explicit(&w->wait_depth, depth, memory_order_relaxed);
-    atomic_store_explicit(&w->wait_seen, UINT64_MAX, memory_order_relaxed);
-    atomic_store_explicit(&w->wait_seq, seq + 2, memory_order_release);
+    atomic_store(&w->wait_seq, seq + 1);
+    atomic_store(&w->wait_on, on);
+    atomic_store(&w->wait_depth, depth);
+    atomic_store(&w->wait_seen, UINT64_MAX);
+    atomic_store(&w->wait_seq, seq + 2);
 }
 
 int weft__wait_task(weft__rt *rt, weft__task *t, uint64_t deadline)
@@ -188,7 +190,6 @@ int weft__wait_task(weft__rt *rt, weft__task *t, uint64_t deadline)
     atomic_fetch_add(&t->body_waiters, 1);
     if (untimed)
         wait_frame_set(w, t, atomic_load_explicit(&w->depth, memory_order_relaxed));
-    atomic_thread_fence(memory_order_seq_cst);
     if (atomic_load(&rt->graph.sleepers_settle) > 0)
         weft__wake(&rt->waits, &weft__key_settle);
     int rc = weft__wait_until(&rt->waits, &spec);
@@ -277,18 +278,17 @@ static settle_scan scan(weft__rt *rt)
 static uint64_t stuck_on(weft__worker *w, uint64_t pushes, bool *seen)
 {
     *seen = false;
-    uint32_t seq = atomic_load_explicit(&w->wait_seq, memory_order_acquire);
+    uint32_t seq = atomic_load(&w->wait_seq);
     if (seq & 1)
         return 0;
-    weft__task *on = atomic_load_explicit(&w->wait_on, memory_order_relaxed);
-    int64_t depth = atomic_load_explicit(&w->wait_depth, memory_order_relaxed);
+    weft__task *on = atomic_load(&w->wait_on);
+    int64_t depth = atomic_load(&w->wait_depth);
     /* (A task's slot is type-stable: reading a stale one's state is safe,
      * and the sequence check below throws such a read away.) */
     bool stuck = on && depth > 0 && atomic_load_explicit(&w->depth, memory_order_relaxed) == depth &&
                  !weft__state_final(atomic_load(&on->state));
     bool looked = atomic_load(&w->wait_seen) == pushes;
-    atomic_thread_fence(memory_order_acquire);
-    if (atomic_load_explicit(&w->wait_seq, memory_order_relaxed) != seq || !stuck)
+    if (atomic_load(&w->wait_seq) != seq || !stuck)
         return 0;
     *seen = looked;
     return (uint64_t)depth;
