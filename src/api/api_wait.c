@@ -19,6 +19,7 @@ typedef struct help_arg {
     weft__worker *w;
     weft__task *t;
     weft__data *d;
+    bool frame;                        /* the wait published its frame (wait_frame_set) */
 } help_arg;
 
 static bool another_worker_idle(const weft__worker *w)
@@ -39,14 +40,17 @@ static bool deep(const weft__worker *w)
 }
 
 /* Run the awaited task, or one it waits for, if one is queued.  When none
- * is, say which queued tasks this wait has looked at: those pushed before
- * the look (settled). */
+ * is, a wait that published its frame says which queued tasks it has
+ * looked at: those pushed before the look (settled).  (A timed wait nested
+ * above such a frame leaves it alone: its looks are for another task.) */
 static bool help_task(void *arg)
 {
     help_arg *a = arg;
-    uint64_t pushes = weft__sched_pushes(&a->rt->sched);
+    uint64_t pushes = a->frame ? weft__sched_pushes(&a->rt->sched) : 0;
     if (weft__help_task(a->w, a->t, !deep(a->w)))
         return true;
+    if (!a->frame)
+        return false;
     /* A new look may settle the runtime: a thread waiting for that looks
      * again.  (Sequentially consistent, as that thread's count of itself
      * and its look at wait_seen: one of the two sees the other.) */
@@ -169,7 +173,7 @@ int weft__wait_task(weft__rt *rt, weft__task *t, uint64_t deadline)
 {
     weft__worker *w = weft__tls_worker;
     bool helping = w && w->rt == rt;
-    help_arg a = {rt, w, t, NULL};
+    help_arg a = {rt, w, t, NULL, deadline == UINT64_MAX};
     weft__wait spec = spec_of(rt, t, task_final, t, &t->waiters, deadline);
     if (!helping)
         return wait_telling_stalls(rt, &spec, "weft_task_wait");
@@ -185,15 +189,14 @@ int weft__wait_task(weft__rt *rt, weft__task *t, uint64_t deadline)
      * spaces' close that a body waits for the key (waited_for). */
     weft__task *outer_on = atomic_load_explicit(&w->wait_on, memory_order_relaxed);
     int64_t outer_depth = atomic_load_explicit(&w->wait_depth, memory_order_relaxed);
-    bool untimed = deadline == UINT64_MAX;
     atomic_fetch_add(&rt->body_waits, 1);
     atomic_fetch_add(&t->body_waiters, 1);
-    if (untimed)
+    if (a.frame)
         wait_frame_set(w, t, atomic_load_explicit(&w->depth, memory_order_relaxed));
     if (atomic_load(&rt->graph.sleepers_settle) > 0)
         weft__wake(&rt->waits, &weft__key_settle);
     int rc = weft__wait_until(&rt->waits, &spec);
-    if (untimed)
+    if (a.frame)
         wait_frame_set(w, outer_on, outer_depth);
     atomic_fetch_sub(&t->body_waiters, 1);
     atomic_fetch_sub(&rt->body_waits, 1);
@@ -398,7 +401,7 @@ void weft__wait_data_unused(weft__rt *rt, weft__data *d)
 {
     weft__worker *w = weft__tls_worker;
     bool helping = w && w->rt == rt;
-    help_arg a = {rt, w, NULL, d};
+    help_arg a = {rt, w, NULL, d, false};
     weft__wait spec = spec_of(rt, d, unused, d, NULL, UINT64_MAX);
     if (helping) {
         spec.help = help_data;
