@@ -109,14 +109,23 @@ static void linger(const weft__wait *w)
     }
 }
 
-int weft__wait_until(weft__waitset *ws, const weft__wait *w)
+/* How a wait ended, for an adapting spin. */
+enum { ENDED_AT_ONCE, ENDED_SPINNING, ENDED_AFTER_SLEEP };
+
+/* weft__wait_until with `spin` checks before the first sleep; *how: how it
+ * ended. */
+static int wait_spinning(weft__waitset *ws, const weft__wait *w, unsigned spin, int *how)
 {
     atomic_fetch_add_explicit(&ws->n_waits, 1, memory_order_relaxed);
     unsigned spins = 0;
     bool lingered = false;
+    *how = ENDED_AT_ONCE;
     for (;;) {
-        if (w->done(w->arg))
+        if (w->done(w->arg)) {
+            if (spins > 0 && *how == ENDED_AT_ONCE)
+                *how = ENDED_SPINNING;
             return 0;
+        }
         if (w->help && w->help(w->help_arg)) {
             spins = 0;
             continue;
@@ -129,10 +138,10 @@ int weft__wait_until(weft__waitset *ws, const weft__wait *w)
          * read at every spin a timed wait would spin some 100 us, not 20,
          * taking the core from the thread that has the work to do on a
          * machine with more runnable threads than cores. */
-        bool look = spins >= w->spin || (spins & 63) == 0;
+        bool look = spins >= spin || (spins & 63) == 0;
         if (look && w->deadline != UINT64_MAX && weft__now_ns() >= w->deadline)
             return WEFT_ETIMEDOUT;
-        if (spins < w->spin) {
+        if (spins < spin) {
             spins++;
             weft__cpu_relax();
             continue;
@@ -155,8 +164,10 @@ int weft__wait_until(weft__waitset *ws, const weft__wait *w)
             weft__wake(ws, &weft__key_throttle); /* a throttled producer may now go ahead */
         }
         bool timed_out = false;
-        if (!again) /* counted as it starts, so that a watcher can see a wait asleep */
+        if (!again) { /* counted as it starts, so that a watcher can see a wait asleep */
             atomic_fetch_add_explicit(&ws->n_sleeps, 1, memory_order_relaxed);
+            *how = ENDED_AFTER_SLEEP;
+        }
         pthread_mutex_lock(&ws->lock);
         while (!again && !s.woken) {
             if (w->deadline == UINT64_MAX) {
@@ -187,8 +198,24 @@ int weft__wait_until(weft__waitset *ws, const weft__wait *w)
             lingered = true;
             linger(w);
         }
-        spins = w->spin; /* after a sleep, check and help, but do not spin again */
+        spins = spin; /* after a sleep, check and help, but do not spin again */
     }
+}
+
+int weft__wait_until(weft__waitset *ws, const weft__wait *w)
+{
+    weft__spin_adapt *a = w->adapt;
+    int how;
+    if (!a)
+        return wait_spinning(ws, w, w->spin, &how);
+    unsigned len = a->len == 0 || a->len > w->spin ? w->spin : a->len;
+    bool probe = ++a->waits % WEFT__SPIN_PROBE_EVERY == 0;
+    int rc = wait_spinning(ws, w, probe ? w->spin : len, &how);
+    if (how == ENDED_AFTER_SLEEP)
+        a->len = len / 2 < WEFT__SPIN_MIN ? WEFT__SPIN_MIN : len / 2;
+    else if (how == ENDED_SPINNING)
+        a->len = probe || len * 2 > w->spin ? w->spin : len * 2;
+    return rc;
 }
 
 /* ------------------------------------------------------------------------ */

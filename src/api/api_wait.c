@@ -84,10 +84,14 @@ int weft__rt_poller_add(weft__rt *rt, weft__poll_fn fn, void *arg, int *slot)
 
 void weft__rt_poller_remove(weft__rt *rt, int slot) { weft__poller_remove(&rt->polls, slot); }
 
+/* The spin of this thread's waits when it is not a worker (wait.h). */
+static _Thread_local weft__spin_adapt tl_outside_spin;
+
 /* What every runtime wait shares: its key and condition, the progress step
  * (when a device finds completions by polling, or a progress step is
  * registered: a communicator across ranks), the interest
- * counter its notifier reads, the deadline, a brief spin. */
+ * counter its notifier reads, the deadline, a brief spin (adapting, on a
+ * thread outside the workers: tl_outside_spin). */
 static weft__wait spec_of(weft__rt *rt, const void *key, bool (*done)(const void *), const void *arg,
                           _Atomic int32_t *interest, uint64_t deadline)
 {
@@ -102,6 +106,7 @@ static weft__wait spec_of(weft__rt *rt, const void *key, bool (*done)(const void
         .interest = interest,
         .deadline = deadline,
         .spin = 2000,
+        .adapt = weft__tls_worker ? NULL : &tl_outside_spin,
     };
     return w;
 }
