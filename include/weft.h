@@ -190,8 +190,12 @@ typedef struct weft_config {
      * long, in milliseconds, while every task left waits (directly or not)
      * for task-space keys nobody has spawned, says so once on stderr, naming
      * a key: only a spawn of it can end the wait (from another thread, or
-     * from a callback), and a program that never spawns it hangs.  The wait
-     * goes on.  0 means 5000; UINT64_MAX never.  Env: WEFT_STALL_WARN_MS. */
+     * from a callback), and a program that never spawns it hangs.  Likewise
+     * when every task left is a body in a weft_task_wait without a timeout,
+     * or waits for one, and none can end (bodies waiting for each other, or
+     * for tasks queued behind waiting bodies on every worker): it says so,
+     * naming the tasks waited for.  The wait goes on.  0 means 5000;
+     * UINT64_MAX never.  Env: WEFT_STALL_WARN_MS. */
     uint64_t stall_warn_ms;
     /* Called on each worker thread when it starts, before it runs any task,
      * and when it stops, after its last task (e.g. to create and delete a
@@ -1464,6 +1468,17 @@ WEFT_API WEFT_NODISCARD int weft_wait_settled_timed(weft_runtime *rt, uint64_t t
  * waiter that wants to say why it still waits (the Python front end warns
  * with it).  Never blocks; thread-safe. */
 WEFT_API size_t weft_runtime_stalled(weft_runtime *rt, char key[32]);
+
+/* When the runtime has settled (weft_wait_settled_timed) with no task-space
+ * key to wait for, and bodies blocked in weft_task_wait without a timeout
+ * for tasks that cannot end (bodies waiting for each other, or for tasks
+ * queued behind waiting bodies on every worker): a deadlock that only
+ * another thread can end.  Returns how many workers hold such bodies, and
+ * writes the tasks they wait for ("task 'b' (id 3), task id 4", the first
+ * three) to what, NUL-terminated within len bytes.  0 otherwise, and for a
+ * bad runtime, what NULL or len 0 (what untouched).  For a waiter that
+ * wants to say why it still waits.  Never blocks; thread-safe. */
+WEFT_API size_t weft_runtime_deadlocked(weft_runtime *rt, char *what, size_t len);
 
 /* Cancel every task of the runtime that has not started yet (running tasks
  * finish).  Tasks spawned afterwards are not affected.  The cancellation is

@@ -6,6 +6,7 @@
 #include "check.h"
 
 #include <sched.h>
+#include <sys/wait.h>
 
 static atomic_int seq;
 static atomic_int order[64];
@@ -759,6 +760,102 @@ static void test_body_waits_for_unspawned(void) {
     weft_task_release(missing);
 }
 
+/* Bodies that wait for each other without a timeout: A for B, B for A,
+ * each on a worker of its own (both running before either waits: a body
+ * that ran B nested in A's wait would have B's wait for A refused). */
+static weft_task *_Atomic cycle_a, *_Atomic cycle_b;
+static atomic_int cycle_started;
+
+static int wait_for_other(weft_ctx *ctx, void *arg) {
+    (void)ctx;
+    weft_task *_Atomic *other = arg;
+    atomic_fetch_add(&cycle_started, 1);
+    weft_task *t;
+    while (atomic_load(&cycle_started) < 2 || !(t = atomic_load(other)))
+        sched_yield();
+    return weft_task_wait(t);
+}
+
+/* In a child process (the deadlock it makes never ends): a wait_all beside
+ * bodies in a cycle of waits says so once on stderr, naming the tasks
+ * waited for; the wait goes on (timed here, so that the child can look). */
+static void deadlock_word_child(void) {
+    unsigned workers = 2;
+    weft_config cfg;
+    weft_config_init(&cfg);
+    cfg.workers = workers;
+    cfg.devices = "cpu";
+    cfg.stall_warn_ms = 30;
+    weft_runtime *rt;
+    CHECK_OK(weft_runtime_create(&cfg, &rt));
+    weft_task_desc d;
+    weft_task_desc_init(&d);
+    d.body = wait_for_other;
+    d.name = "A";
+    d.arg = (void *)&cycle_b;
+    weft_task *a, *b;
+    CHECK_OK(weft_spawn(rt, &d, &a));
+    d.name = "B";
+    d.arg = (void *)&cycle_a;
+    CHECK_OK(weft_spawn(rt, &d, &b));
+    atomic_store(&cycle_a, a);
+    atomic_store(&cycle_b, b);
+    fflush(stderr);
+    FILE *f = tmpfile();
+    CHECK(f != NULL);
+    int saved = dup(2);
+    CHECK(saved >= 0 && dup2(fileno(f), 2) == 2);
+    int rc = weft_wait_all_timed(rt, 1500ull * 1000000ull);
+    fflush(stderr);
+    CHECK(dup2(saved, 2) == 2);
+    CHECK_RC(rc, WEFT_ETIMEDOUT);
+    char said[2048];
+    rewind(f);
+    size_t got = fread(said, 1, sizeof said - 1, f);
+    said[got] = '\0';
+    CHECKF(strstr(said, "deadlock") && strstr(said, "weft_wait_all"), "stderr: %s", said);
+    CHECKF(strstr(said, "task 'A'") || strstr(said, "task 'B'"), "no task named: %s", said);
+    char *second = strstr(said, "deadlock");
+    CHECKF(!strstr(second + 1, "no task can move"), "said twice: %s", said);
+    char what[96] = "x";
+    CHECK(weft_runtime_deadlocked(rt, what, sizeof what) == 2);
+    CHECKF(strstr(what, "task 'A' (id ") && strstr(what, "task 'B' (id "), "what: %s", what);
+    CHECK(weft_runtime_deadlocked(rt, what, 12) == 2 && strlen(what) == 11); /* cut to len */
+    strcpy(what, "x");
+    CHECK(weft_runtime_deadlocked(rt, NULL, 8) == 0 && weft_runtime_deadlocked(rt, what, 0) == 0);
+    CHECK(weft_runtime_deadlocked(NULL, what, sizeof what) == 0 && strcmp(what, "x") == 0);
+    fflush(stdout);
+    _exit(0);
+}
+
+static void test_deadlock_word(void) {
+    fflush(stdout);
+    fflush(stderr);
+    pid_t pid = fork();
+    CHECK(pid >= 0);
+    if (pid == 0)
+        deadlock_word_child();
+    int status;
+    CHECK(waitpid(pid, &status, 0) == pid);
+    CHECKF(WIFEXITED(status) && WEXITSTATUS(status) == 0, "the child ended with status %d", status);
+    /* A runtime with nothing stuck: no deadlock, even while a body runs. */
+    weft_config cfg;
+    weft_config_init(&cfg);
+    cfg.workers = 2;
+    cfg.devices = "cpu";
+    weft_runtime *rt;
+    CHECK_OK(weft_runtime_create(&cfg, &rt));
+    char what[64] = "x";
+    CHECK(weft_runtime_deadlocked(rt, what, sizeof what) == 0 && strcmp(what, "x") == 0);
+    weft_task_desc d;
+    weft_task_desc_init(&d);
+    d.body = sleepy;
+    d.arg = (void *)(uintptr_t)(100 * 1000000ull);
+    CHECK_OK(weft_spawn(rt, &d, NULL));
+    CHECK(weft_runtime_deadlocked(rt, what, sizeof what) == 0);
+    CHECK_OK(weft_runtime_destroy(rt));
+}
+
 int main(void) {
     test_watchdog(test_pick(60, 200));
     test_step("out of order");
@@ -783,6 +880,8 @@ int main(void) {
     test_misuse();
     test_step("a wait that only a spawn can end says so");
     test_stall_word();
+    test_step("a wait beside bodies waiting for each other says so");
+    test_deadlock_word();
     test_step("a body waiting for an unspawned key");
     test_body_waits_for_unspawned();
     test_step("bodies waiting for an unspawned key through other tasks");

@@ -1,3 +1,6 @@
+import os
+import subprocess
+import sys
 import threading
 import time
 import warnings
@@ -327,3 +330,43 @@ def test_a_wait_only_a_spawn_can_end_says_so(monkeypatch):
         with pytest.warns(weft.TaskWarning, match=r"V\[0\]"):
             assert T2[0].result(timeout=60) == 0
         timer.join()
+
+
+_DEADLOCK = r"""
+import os, sys, threading, warnings
+import weft
+both = threading.Barrier(2)
+box = {}
+def a():
+    both.wait()
+    return box["b"].result()
+def b():
+    both.wait()
+    return box["a"].result()
+rt = weft.Runtime(workers=2)
+box["a"] = rt.spawn(a, name="A")
+box["b"] = rt.spawn(b, name="B")
+with warnings.catch_warnings(record=True) as seen:
+    warnings.simplefilter("always")
+    try:
+        box["a"].result(timeout=3)
+        print("no timeout")
+    except TimeoutError:
+        pass
+print("\n".join(str(w.message) for w in seen if issubclass(w.category, weft.TaskWarning)))
+sys.stdout.flush()
+os._exit(0)  # (the bodies never end: nothing can close the runtime)
+"""
+
+
+def test_a_wait_beside_bodies_waiting_for_each_other_says_they_are_a_deadlock():
+    # Bodies on two workers each wait for the other's result: nothing can end
+    # either.  A wait for one of them warns, naming the tasks waited for,
+    # instead of hanging without a word.
+    env = dict(os.environ, WEFT_STALL_WARN_MS="200")
+    out = subprocess.run([sys.executable, "-c", _DEADLOCK], env=env, capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert "no timeout" not in out.stdout
+    assert "deadlock" in out.stdout, out.stdout + out.stderr
+    assert "task 'A' (id" in out.stdout and "task 'B' (id" in out.stdout, out.stdout

@@ -86,7 +86,7 @@ stall_warn_ns(void)
 
 /* Warn (weft.TaskWarning) that the wait for t (a task of r, borrowed) can
  * end only when a slot nobody has spawned into is spawned (t's own, or one
- * it waits for), if that is so:
+ * it waits for), or that bodies' waits are a deadlock, if that is so:
  * 1 if it warned, 0 if not (nothing stalls), -1 if the warning raised. */
 static int
 tell_stall(TaskObject *t, RuntimeObject *r)
@@ -103,7 +103,16 @@ tell_stall(TaskObject *t, RuntimeObject *r)
                                 "nothing else runs: only a spawn into it ends this wait (spawn it from another "
                                 "thread)", t->name ? t->name : Py_None) < 0 ? -1 : 1;
     }
-    if (weft_runtime_stalled(crt, key) == 0) return 0;
+    char what[160];
+    if (weft_runtime_stalled(crt, key) == 0) {
+        if (weft_runtime_deadlocked(crt, what, sizeof what) == 0) return 0;
+        return PyErr_WarnFormat(r->st->TaskWarning, 1,
+                                "weft: waiting for a task while no task can move: bodies wait, without a "
+                                "timeout, for tasks that cannot end (%s): the waits are a deadlock (bodies "
+                                "waiting for each other, or for tasks queued behind waiting bodies on every "
+                                "worker); wait through deps= instead, or give the waits a timeout",
+                                what) < 0 ? -1 : 1;
+    }
     PyObject *never = weft_py_never_spawned(r);
     PyObject *slots = never ? weft_py_join_some(never, ", ") : NULL;
     Py_XDECREF(never);

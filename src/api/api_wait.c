@@ -112,10 +112,19 @@ static weft__wait spec_of(weft__rt *rt, const void *key, bool (*done)(const void
 }
 
 static bool settled(const void *arg);
+static size_t stuck_targets(weft__rt *rt, char *buf, size_t len);
 
 size_t weft__stalled_keys(weft__rt *rt, char *key)
 {
     return settled(rt) ? weft__spaces_unspawned(rt, key) : 0;
+}
+
+size_t weft__deadlocked(weft__rt *rt, char *what, size_t len)
+{
+    char key[32];
+    if (!settled(rt) || weft__spaces_unspawned(rt, key) > 0)
+        return 0;
+    return stuck_targets(rt, what, len);
 }
 
 /* Wait as spec says (a thread outside the runtime's workers: inside a body
@@ -136,12 +145,21 @@ static int wait_telling_stalls(weft__rt *rt, weft__wait *spec, const char *what)
             return 0;
         if (spec->deadline == deadline)
             return WEFT_ETIMEDOUT;
-        char key[32];
-        if (weft__stalled_keys(rt, key) > 0) {
+        char key[32], targets[160];
+        if (settled(rt) && weft__spaces_unspawned(rt, key) > 0) {
             fprintf(stderr, "weft: %s has waited %.1f s while every task left waits for task-space keys "
                             "nobody has spawned, such as %s: only a spawn of them ends this wait (spawn the "
                             "key, or destroy its space to cancel what waits for it)\n",
                     what, (double)(weft__now_ns() - start) / 1e9, key);
+            spec->deadline = deadline;
+            return weft__wait_until(&rt->waits, spec);
+        }
+        if (weft__deadlocked(rt, targets, sizeof targets) > 0) {
+            fprintf(stderr, "weft: %s has waited %.1f s while no task can move: bodies wait, without a "
+                            "timeout, for tasks that cannot end (%s): the waits are a deadlock (bodies waiting "
+                            "for each other, or for tasks queued behind waiting bodies on every worker); wait "
+                            "with dependencies (deps) instead, or give the waits a timeout\n",
+                    what, (double)(weft__now_ns() - start) / 1e9, targets);
             spec->deadline = deadline;
             return weft__wait_until(&rt->waits, spec);
         }
@@ -300,6 +318,36 @@ static uint64_t stuck_on(weft__worker *w, uint64_t pushes, bool *seen)
         return 0;
     *seen = looked;
     return (uint64_t)depth;
+}
+
+/* How many workers hold stuck bodies (stuck_on), and when some do, the
+ * tasks they wait for, labelled ("task 'b' (id 3)", the first three, then
+ * "and others"), into out (len bytes, cut to fit).  A label is kept only
+ * if the worker's frame did not change while it was read. */
+static size_t stuck_targets(weft__rt *rt, char *out, size_t len)
+{
+    char buf[256];
+    size_t n = 0, used = 0;
+    buf[0] = '\0';
+    for (unsigned i = 0; i < rt->nworkers; i++) {
+        weft__worker *w = &rt->workers[i];
+        bool seen;
+        uint32_t seq = atomic_load(&w->wait_seq);
+        if (stuck_on(w, 0, &seen) == 0)
+            continue;
+        char label[64];
+        weft__task_label(atomic_load(&w->wait_on), label, sizeof label);
+        if (atomic_load(&w->wait_seq) != seq)
+            continue;
+        if (n < 3 && used < sizeof buf)
+            used += (size_t)snprintf(buf + used, sizeof buf - used, "%s%s", n ? ", " : "", label);
+        else if (n == 3 && used < sizeof buf)
+            used += (size_t)snprintf(buf + used, sizeof buf - used, " and others");
+        n++;
+    }
+    if (n > 0)
+        snprintf(out, len, "%s", buf);
+    return n;
 }
 
 /* Whether scan a balances but for stuck bodies (and, when every worker is

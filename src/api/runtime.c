@@ -566,6 +566,19 @@ size_t weft_runtime_stalled(weft_runtime *h, char key[32])
     return n;
 }
 
+size_t weft_runtime_deadlocked(weft_runtime *h, char *what, size_t len)
+{
+    int err;
+    if (!what || len == 0)
+        return 0;
+    weft__rt *rt = weft__rt_enter(h, "weft_runtime_deadlocked", &err, 1, true); /* (destroy waits for it) */
+    if (!rt)
+        return 0;
+    size_t n = weft__deadlocked(rt, what, len);
+    weft__rt_leave(rt, 1);
+    return n;
+}
+
 int weft_wait_settled_timed(weft_runtime *h, uint64_t timeout_ns)
 {
     weft__clear_error();

@@ -122,6 +122,10 @@ const weft__task *weft__ctx_data_task(const weft_ctx *ctx);
  * left (settled, and keys nobody spawned have tasks waiting for them), how
  * many such keys, the first one's label in key (32 bytes); else 0. */
 size_t weft__stalled_keys(weft__rt *rt, char *key);
+/* api/api_wait.c: when the runtime has settled with no such key and bodies
+ * stuck in untimed waits (weft_runtime_deadlocked), how many workers hold
+ * them, the tasks they wait for labelled in what (len bytes); else 0. */
+size_t weft__deadlocked(weft__rt *rt, char *what, size_t len);
 /* inflight == 0, or every task left waits for a task-space key nobody
  * spawned: no body running, nothing ready, no device work (outside threads). */
 int weft__wait_settled(weft__rt *rt, uint64_t deadline);

@@ -691,9 +691,7 @@ static int add_overlap_orders(weft__task *t, const weft_task_desc *d, uint32_t n
     return 0;
 }
 
-/* "task 'name' (id N)", or "task id N" for a task without a name: for
- * error messages. */
-static void task_label(const weft__task *p, char *buf, size_t len)
+void weft__task_label(const weft__task *p, char *buf, size_t len)
 {
     if (p->name[0])
         snprintf(buf, len, "task '%.31s' (id %llu)", p->name, (unsigned long long)p->id);
@@ -862,7 +860,7 @@ static int spawn_check_deps(const weft_task_desc *d, const weft__spawn_extra *x)
         const weft__task *p = weft__task_get(d->deps[i]);
         if (x->forbidden(x->arg, p)) {
             char who[80];
-            task_label(p, who, sizeof who);
+            weft__task_label(p, who, sizeof who);
             return weft__error(WEFT_EDEADLK, "%s: its dependency %zu (%s) already waits, directly or "
                                "not, for the key being spawned", x->forbidden_what, i, who);
         }
@@ -921,7 +919,7 @@ static int spawn_plan(weft__task *t, const weft_task_desc *d, const weft__spawn_
             while (j + 1 < nuser && (t->access[j].data != sorted[hi].data || is_scratch(&t->access[j])))
                 j++;
             char who[80];
-            task_label(p, who, sizeof who);
+            weft__task_label(p, who, sizeof who);
             return weft__error(WEFT_EDEADLK, "%s: its data access %u follows %s, a %s of that data, which "
                                "already waits, directly or not, for the key being spawned", x->forbidden_what, j,
                                who, writer ? "writer" : "reader");
