@@ -319,12 +319,12 @@ typedef struct weft__spawn_extra {
 int weft__task_spawn(weft__graph *g, const void *rt_handle, const weft_task_desc *d,
                      const weft__spawn_extra *x, bool want_handle, weft__task **out);
 
-/* A task-space placeholder named `name` (with a handle, lent by the space);
- * it completes as its fulfilling task does, or is cancelled by abandon. */
 /* "task 'name' (id N)", or "task id N" for a task without a name: for
  * messages. */
 void weft__task_label(const weft__task *p, char *buf, size_t len);
 
+/* A task-space placeholder named `name` (with a handle, lent by the space);
+ * it completes as its fulfilling task does, or is cancelled by abandon. */
 weft__task *weft__task_proxy_new(weft__graph *g, const void *rt_handle, const char *name);
 void weft__task_proxy_abandon(weft__task *p, const char *cause);
 
