@@ -1405,6 +1405,28 @@ WEFT_API WEFT_NODISCARD int weft_task_wait(weft_task *t);
  * whose 0 waits without limit). */
 WEFT_API WEFT_NODISCARD int weft_task_timedwait(weft_task *t, uint64_t timeout_ns);
 
+/* Wait until at least one of the n tasks tasks[0..n) has finished
+ * (completed, failed or cancelled), or timeout_ns nanoseconds passed
+ * (0 polls; UINT64_MAX waits without limit).  Returns 0 with *which the
+ * index of a finished task (the lowest one found finished: a duplicate
+ * entry is reported by its first index), whatever its outcome (ask
+ * weft_task_status_get or weft_task_wait for that); WEFT_ETIMEDOUT;
+ * WEFT_EINVAL (tasks or which NULL, n 0, an entry NULL or released, tasks
+ * of different runtimes, or their runtime destroyed); WEFT_EBUSY (the
+ * calling task is among them) and WEFT_EDEADLK (from a task: one of them
+ * is suspended below the caller on its worker or depends on the caller, as
+ * weft_task_wait says; and from an on_finish callback, always), checked
+ * whether or not another of them could end the wait.  Ends when one of
+ * them finishes (the finishing thread wakes it), never by polling; a
+ * sleeping waiter re-checks the n tasks at every task its runtime finishes.
+ * Blocks.  From a task, the waiting worker runs any of them that is queued,
+ * or one of their queued predecessors, as weft_task_wait does for one (and
+ * lends a GPU-placed body's reservation the same way); while it waits it
+ * counts as running for weft_wait_settled_timed, as a timed wait does.
+ * Thread-safe; the handles stay valid and the caller keeps them. */
+WEFT_API WEFT_NODISCARD int weft_task_wait_any(weft_task *const *tasks, size_t n, uint64_t timeout_ns,
+                                               size_t *which);
+
 /* Current status.  Errors: WEFT_EINVAL.  Never blocks. */
 WEFT_API WEFT_NODISCARD int weft_task_status_get(const weft_task *t, weft_task_status *out);
 

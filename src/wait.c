@@ -15,6 +15,7 @@
 const char weft__key_idle = 'i';
 const char weft__key_throttle = 't';
 const char weft__key_settle = 's';
+const char weft__key_any_final = 'a';
 
 struct weft__sleeper {
     pthread_cond_t cond;

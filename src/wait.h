@@ -45,6 +45,7 @@ typedef struct weft__waitset {
 extern const char weft__key_idle;     /* a runtime's in-flight count reached zero */
 extern const char weft__key_throttle; /* backpressure may have eased, or a worker stopped running */
 extern const char weft__key_settle;   /* a task completed: the runtime may have settled */
+extern const char weft__key_any_final; /* a task finished: one of several may be (weft_task_wait_any) */
 
 /* A spin that adapts to how waits of one thread end (weft__wait.adapt):
  * its length, halved when a wait had to sleep and doubled (up to the

@@ -58,6 +58,11 @@ def usage() -> None:
         assert_type(t.status, weft._weft._TaskStatus)
         assert_type(rt.spawn(total, 10), weft.Task[int])
         assert_type(weft.spawn(print, "x", runtime=rt), weft.Task[None])
+        done, not_done = weft.wait([t, t], timeout=0.5, return_when=weft.FIRST_COMPLETED)
+        assert_type(done, set[weft.Task[int]])
+        assert_type(weft.wait([t]).not_done, set[weft.Task[int]])
+        for f in weft.as_completed([t], timeout=2):
+            assert_type(f.result(), int)
 
         # deps=: a Task, slots, slices, whole spaces, nested lists, iterables.
         later = [weft.spawn(square, i) for i in range(3)]
@@ -179,6 +184,7 @@ def misuse(rt: weft.Runtime, t: weft.Task[int], T: weft.TaskSpace, a: npt.NDArra
     weft.spawn(noop, deps=5)  # type: ignore[call-overload]                # nor a number
     weft.spawn(noop, reads=["abc"])  # type: ignore[list-item]             # a str is not a buffer
     weft.spawn(noop, writes=[3])  # type: ignore[list-item]                # nor an int
+    weft.wait(["x"])  # type: ignore[arg-type]                             # weft.wait takes tasks
     weft.spawn(noop, dependencies=[t])  # type: ignore[call-overload]      # Parla's keyword: weft's is deps=
     weft.spawn(T[0], noop)  # type: ignore[call-overload]                  # Parla's order: the function comes first
     weft.spawn(noop, task=T[0:2])  # type: ignore[call-overload]           # one slot, not a slice

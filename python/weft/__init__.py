@@ -122,6 +122,17 @@ _weft._set_space(_space_mod._expand, TaskList, _space_mod._flatten_deps)
 from ._access import unordered
 
 _weft._set_access(unordered)
+from ._wait import (
+    ALL_COMPLETED,
+    FIRST_COMPLETED,
+    FIRST_EXCEPTION,
+    DoneAndNotDone,
+    as_completed,
+    wait,
+)
+from . import _wait as _wait_mod
+
+_wait_mod._install_future_guard()
 from . import bench  # noqa: F401
 
 __version__ = "0.1.0"
@@ -147,6 +158,12 @@ __all__ = [
     "current_runtime",
     "current_task",
     "gather",
+    "wait",
+    "as_completed",
+    "DoneAndNotDone",
+    "FIRST_COMPLETED",
+    "FIRST_EXCEPTION",
+    "ALL_COMPLETED",
     "bench",
     "R",
     "W",

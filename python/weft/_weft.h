@@ -1084,6 +1084,9 @@ int weft_py_raise_outcome(TaskObject *t, int rc, int for_result);
 int weft_py_runtime_wait_all(RuntimeObject *r, uint64_t deadline);
 /* Cancel every task of r that has not started. */
 int weft_py_cancel_pending(RuntimeObject *r);
+/* _wait_any(tasks, timeout=None) -> list[int]: the module function
+ * weft.wait and weft.as_completed wait with (weft/_wait.py). */
+PyObject *weft_py_wait_any(PyObject *module, PyObject *args);
 
 #pragma GCC visibility pop
 

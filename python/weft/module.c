@@ -272,6 +272,10 @@ static PyMethodDef module_methods[] = {
     {"data", (PyCFunction)mod_data, METH_O,
      "data(obj) -> Data: the current runtime's weft.Data of the memory obj's buffer covers "
      "(registered on first use)."},
+    {"_wait_any", (PyCFunction)weft_py_wait_any, METH_VARARGS,
+     "_wait_any(tasks, timeout=None) -> list[int]: wait until one of tasks (a list of distinct "
+     "weft.Tasks of one runtime) has finished, or the timeout passed; the indices of those finished "
+     "then (empty: timed out).  For weft.wait and weft.as_completed."},
     {"_close_all", (PyCFunction)mod_close_all, METH_NOARGS, "Close every open runtime (atexit)."},
     {"_set_space", (PyCFunction)mod_set_space, METH_VARARGS,
      "_set_space(expand, TaskList, flatten_deps): the task-space helpers of weft/_space.py."},

@@ -466,6 +466,9 @@ static PyMethodDef Task_methods[] = {
      "Raises TypeError: a task is not its result (call .result())."},
     {NULL, NULL, 0, NULL}};
 
+/* (weft/_wait.py gives the type _condition and _state too, so that
+ * concurrent.futures.wait / as_completed given a Task raise a TypeError
+ * naming weft.wait / weft.as_completed.) */
 static PyGetSetDef Task_getset[] = {
     {"status", (getter)Task_get_status, NULL,
      "'declared' (a task-space slot nobody spawned into yet), 'waiting', 'ready', 'running', "

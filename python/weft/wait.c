@@ -362,3 +362,215 @@ weft_py_runtime_wait_all(RuntimeObject *r, uint64_t deadline)
     }
     return 0;
 }
+
+/* ------------------------------------------------------------------------ */
+/* Waiting for the first of several tasks (weft.wait, weft.as_completed)     */
+/* ------------------------------------------------------------------------ */
+
+/* t's runtime (new reference; NULL with an error set) and, in *h, the C
+ * task whose end ends the wait for t: its own once submitted; for a slot
+ * nobody spawned into, its key's placeholder in the C space (binding the
+ * space to the current runtime if it is not bound, as wait_declared does),
+ * which finishes when the task spawned for the key does, or is cancelled
+ * when the space closes; NULL when the runtime is closed (its tasks have
+ * finished). */
+static RuntimeObject *
+any_handle(TaskObject *t, weft_task **h)
+{
+    *h = NULL;
+    if (atomic_load(&t->phase) == PH_SUBMITTED) {
+        *h = atomic_load(&t->h);
+        return (RuntimeObject *)Py_NewRef(t->rt);
+    }
+    SpaceObject *s = (SpaceObject *)t->space;
+    RuntimeObject *r = NULL;
+    if (s) {
+        WEFT_PY_CS_BEGIN(s)
+        r = (RuntimeObject *)Py_XNewRef(s->rt);
+        WEFT_PY_CS_END();
+    }
+    if (r == NULL) {
+        modstate *st = weft_py_state_of_type(Py_TYPE(t));
+        r = st ? weft_py_current_runtime(st, 0) : NULL;
+        if (r == NULL) return NULL;
+        Py_INCREF(r);
+    }
+    if (r->rt == NULL) return r;
+    *h = weft_py_slot_handle(t, r);
+    if (*h == NULL) {
+        Py_DECREF(r);
+        return NULL;
+    }
+    /* A body of r waiting for it: closing r reports the slot if nobody
+     * spawned into it. */
+    if (weft_py_tl_cur != NULL && weft_py_tl_cur->rt == r)
+        atomic_store_explicit(&t->depended, 1, memory_order_relaxed);
+    return r;
+}
+
+/* Whether the wait for a task whose C task is h is over (h NULL: its
+ * runtime closed). */
+static int
+any_finished(weft_task *h)
+{
+    weft_task_status s;
+    if (h == NULL || weft_task_status_get(h, &s) != 0) return 1;
+    return s == WEFT_TASK_COMPLETED || s == WEFT_TASK_FAILED || s == WEFT_TASK_CANCELLED;
+}
+
+/* The indices of the finished ones among hs[0..n): a list of int (new
+ * reference), or NULL with an error set. */
+static PyObject *
+any_sweep(weft_task *const *hs, Py_ssize_t n)
+{
+    PyObject *done = PyList_New(0);
+    for (Py_ssize_t i = 0; done && i < n; i++) {
+        if (!any_finished(hs[i])) continue;
+        PyObject *k = PyLong_FromSsize_t(i);
+        if (k == NULL || PyList_Append(done, k) < 0) Py_CLEAR(done);
+        Py_XDECREF(k);
+    }
+    return done;
+}
+
+/* Warn (weft.TaskWarning) when only a spawn into a task-space slot nobody
+ * spawned into can end the wait for the n tasks hs of r (ts: their
+ * Tasks), as tell_stall does for one: 1 if it warned, 0 if not, -1 if the
+ * warning raised. */
+static int
+tell_stall_any(PyObject *ts, weft_task *const *hs, Py_ssize_t n, RuntimeObject *r)
+{
+    for (Py_ssize_t i = 0; i < n; i++) {
+        TaskObject *t = (TaskObject *)PyTuple_GET_ITEM(ts, i);
+        if (atomic_load(&t->phase) == PH_DECLARED && !any_finished(hs[i])) {
+            int told = tell_stall(t, r);
+            if (told != 0) return told;
+        }
+    }
+    char key[32];
+    if (r->rt == NULL || weft_runtime_stalled(r->rt, key) == 0) return 0;
+    PyObject *never = weft_py_never_spawned(r);
+    PyObject *slots = never ? weft_py_join_some(never, ", ") : NULL;
+    Py_XDECREF(never);
+    if (slots == NULL) {
+        PyErr_Clear();
+        slots = PyUnicode_FromString(key);
+        if (slots == NULL) return -1;
+    }
+    int rc = PyErr_WarnFormat(r->st->TaskWarning, 1,
+                              "weft: waiting for the first of %zd tasks, which all wait (directly or not) for "
+                              "task-space slots nobody has spawned into (%U): only a spawn into them ends this "
+                              "wait (spawn them from another thread, or leave them out of deps=)", n, slots);
+    Py_DECREF(slots);
+    return rc < 0 ? -1 : 1;
+}
+
+/* _wait_any(tasks, timeout=None) -> list[int], for weft.wait and
+ * weft.as_completed (weft/_wait.py): wait until at least one of tasks (a
+ * list of distinct weft.Tasks of one runtime) has finished, or the
+ * timeout passed; the indices of those finished then (empty: timed out).
+ * In a body the worker runs the awaited tasks (and what they wait for)
+ * meanwhile, as for Task.result(); outside tasks the wait checks Ctrl-C
+ * every WAIT_SLICE_NS and warns when only a spawn can end it. */
+PyObject *
+weft_py_wait_any(PyObject *module, PyObject *args)
+{
+    PyObject *list, *to = NULL;
+    if (!PyArg_ParseTuple(args, "O!|O:_wait_any", &PyList_Type, &list, &to)) return NULL;
+    uint64_t deadline;
+    if (weft_py_parse_timeout(to, &deadline) < 0) return NULL;
+    modstate *st = weft_py_state_of_module(module);
+    PyObject *ts = PyList_AsTuple(list); /* (the caller's list may change while we wait) */
+    if (ts == NULL) return NULL;
+    Py_ssize_t n = PyTuple_GET_SIZE(ts);
+    PyObject *res = NULL;
+    RuntimeObject *r = NULL;
+    weft_task **hs = PyMem_Calloc(n ? (size_t)n : 1, sizeof *hs);
+    if (hs == NULL) {
+        PyErr_NoMemory();
+        goto out;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *x = PyTuple_GET_ITEM(ts, i);
+        if (!PyObject_TypeCheck(x, st->Task_T)) {
+            PyErr_Format(PyExc_TypeError, "weft.wait(): item %zd is %.100s, not a weft.Task (pass the tasks "
+                                          "weft.spawn() returns, or task-space slots)", i, Py_TYPE(x)->tp_name);
+            goto out;
+        }
+        RuntimeObject *ri = any_handle((TaskObject *)x, &hs[i]);
+        if (ri == NULL) goto out;
+        if (r == NULL) r = ri;
+        else {
+            Py_DECREF(ri);
+            if (ri != r) {
+                PyErr_Format(PyExc_ValueError, "weft.wait(): item 0 (%R) and item %zd (%R) are tasks of "
+                                               "different runtimes: wait for each runtime's tasks in a call of "
+                                               "its own", PyTuple_GET_ITEM(ts, 0), i, x);
+                goto out;
+            }
+        }
+    }
+    res = any_sweep(hs, n);
+    if (res == NULL || PyList_GET_SIZE(res) > 0 || n == 0) goto out;
+    Py_CLEAR(res);
+    size_t which;
+    int rc;
+    if (weft_py_tl_ts != NULL) {
+        /* On a worker (inside a task): the C runtime runs the awaited tasks
+         * (or what they wait for) while we wait; Ctrl-C is for the main
+         * thread. */
+        BEGIN_NOGIL
+        uint64_t now = weft_py_now_ns();
+        rc = weft_task_wait_any(hs, (size_t)n, deadline == NO_DEADLINE ? UINT64_MAX
+                                               : deadline > now        ? deadline - now
+                                                                       : 0,
+                                &which);
+        END_NOGIL
+    } else {
+        uint64_t now0 = weft_py_now_ns(), grace = stall_warn_ns();
+        uint64_t tell_at = grace > UINT64_MAX - now0 ? 0 : now0 + grace; /* 0: told (or never) */
+        for (;;) {
+            uint64_t slice = WAIT_SLICE_NS;
+            if (deadline) {
+                uint64_t now = weft_py_now_ns();
+                if (now >= deadline) {
+                    rc = WEFT_ETIMEDOUT;
+                    break;
+                }
+                if (deadline - now < slice) slice = deadline - now;
+            }
+            BEGIN_NOGIL
+            rc = weft_task_wait_any(hs, (size_t)n, slice, &which);
+            END_NOGIL
+            if (rc != WEFT_ETIMEDOUT) break;
+            if (tell_at && weft_py_now_ns() >= tell_at) {
+                int told = tell_stall_any(ts, hs, n, r);
+                if (told < 0) goto out;
+                tell_at = told ? 0 : tell_at + 1000000000ull; /* look again in a second */
+            }
+            if (PyErr_CheckSignals() < 0) {
+                weft_py_cancel_pending(r);
+                goto out;
+            }
+        }
+    }
+    if (rc == WEFT_EBUSY || rc == WEFT_EDEADLK) {
+        weft_py_err_weft(rc, "weft.wait()");
+        goto out;
+    }
+    /* Finished (or timed out, or the runtime closed meanwhile: its tasks
+     * have finished then): the sweep says which. */
+    res = any_sweep(hs, n);
+    if (res && PyList_GET_SIZE(res) == 0 && rc != 0 && rc != WEFT_ETIMEDOUT) {
+        Py_CLEAR(res);
+        weft_py_err_weft(rc, "weft.wait()");
+    }
+out:
+    if (r) {
+        weft_py_release_drain(r);
+        Py_DECREF(r);
+    }
+    PyMem_Free(hs);
+    Py_DECREF(ts);
+    return res;
+}

@@ -585,6 +585,91 @@ int weft_task_timedwait(weft_task *h, uint64_t timeout_ns)
 
 int weft_task_wait(weft_task *t) { return weft_task_timedwait(t, UINT64_MAX); }
 
+/* The waits of weft_task_wait_any up to this many tasks keep their task
+ * pointers on the stack. */
+#define WAIT_ANY_STACK 16
+
+int weft_task_wait_any(weft_task *const *hs, size_t n, uint64_t timeout_ns, size_t *which)
+{
+    weft__clear_error();
+    if (!hs || !which || n == 0)
+        return weft__error(WEFT_EINVAL, "weft_task_wait_any: %s", !hs ? "tasks is NULL"
+                                                                  : !which ? "which is NULL"
+                                                                           : "no tasks to wait for (n is 0)");
+    int rc = weft__refuse_in_callback("weft_task_wait_any");
+    if (rc)
+        return rc;
+    weft__task *stack[WAIT_ANY_STACK];
+    weft__task **ts = n <= WAIT_ANY_STACK ? stack : weft__alloc(n * sizeof *ts);
+    if (!ts)
+        return weft__error(WEFT_ENOMEM, "weft_task_wait_any: out of memory for %zu tasks", n);
+    const void *rt_handle = NULL;
+    for (size_t i = 0; i < n; i++) {
+        ts[i] = weft__task_get(hs[i]);
+        if (!ts[i]) {
+            rc = weft__error(WEFT_EINVAL, "weft_task_wait_any: tasks[%zu] is NULL or was released", i);
+            goto out;
+        }
+        if (i == 0)
+            rt_handle = ts[0]->rt_handle;
+        else if (ts[i]->rt_handle != rt_handle) {
+            rc = weft__error(WEFT_EINVAL, "weft_task_wait_any: tasks[%zu] (task %llu '%s') belongs to another "
+                                          "runtime than tasks[0]: wait for each runtime's tasks apart", i,
+                             (unsigned long long)ts[i]->id, ts[i]->name);
+            goto out;
+        }
+    }
+    weft__rt *rt = weft__handle_decode(rt_handle);
+    if (!rt || ((weft__slot *)rt)->pool_id != WEFT__POOL_RUNTIME) {
+        rc = weft__error(WEFT_EINVAL, "weft_task_wait_any: the tasks' runtime was destroyed");
+        goto out;
+    }
+    weft__worker *w = weft__tls_worker;
+    if (w && w->rt == rt) {
+        for (size_t i = 0; i < n; i++) {
+            weft__task *t = ts[i];
+            if (w->current == t) {
+                rc = weft__error(WEFT_EBUSY, "weft_task_wait_any: tasks[%zu] is the calling task %llu '%s' "
+                                             "itself", i, (unsigned long long)t->id, t->name);
+                goto out;
+            }
+            for (weft__task *x = w->current; x; x = x->outer)
+                if (x == t) {
+                    rc = weft__error(WEFT_EDEADLK, "weft_task_wait_any: tasks[%zu] (task %llu '%s') is "
+                                                   "suspended below the caller on this worker and cannot "
+                                                   "finish first", i, (unsigned long long)t->id, t->name);
+                    goto out;
+                }
+            if (!weft__state_final(atomic_load(&t->state)) && weft__depends_on_suspended(w, t)) {
+                rc = weft__error(WEFT_EDEADLK, "weft_task_wait_any: tasks[%zu] (task %llu '%s') depends on "
+                                               "the calling task (or a task suspended under it), which cannot "
+                                               "finish first", i, (unsigned long long)t->id, t->name);
+                goto out;
+            }
+        }
+    }
+    for (size_t i = 0; i < n; i++)
+        if (weft__state_final(atomic_load(&ts[i]->state))) {
+            *which = i;
+            rc = 0;
+            goto out;
+        }
+    /* A body placed on GPUs lends its reservation while it waits (as
+     * weft_task_timedwait). */
+    weft__task *lender = w && w->rt == rt && timeout_ns ? w->current : NULL;
+    if (lender)
+        weft__task_lend(lender);
+    int timed_out = weft__wait_any(rt, ts, n, weft__deadline(timeout_ns), which);
+    if (lender)
+        weft__task_unlend(lender);
+    rc = timed_out ? weft__error(WEFT_ETIMEDOUT, "weft_task_wait_any: none of the %zu tasks finished in time", n)
+                   : 0;
+out:
+    if (ts != stack)
+        weft__free(ts);
+    return rc;
+}
+
 int weft_task_status_get(const weft_task *h, weft_task_status *out)
 {
     weft__task *t = weft__task_get(h);

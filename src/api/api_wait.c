@@ -226,6 +226,58 @@ int weft__wait_task(weft__rt *rt, weft__task *t, uint64_t deadline)
     return rc;
 }
 
+/* One of several tasks finished: the first such index goes to *which. */
+typedef struct any_arg {
+    weft__task *const *ts;
+    size_t n;
+    size_t *which;
+    help_arg help;
+} any_arg;
+
+static bool any_final(const void *arg)
+{
+    const any_arg *a = arg;
+    for (size_t i = 0; i < a->n; i++)
+        if (task_final(a->ts[i])) {
+            *a->which = i;
+            return true;
+        }
+    return false;
+}
+
+/* Run one of the awaited tasks, or one they wait for, if one is queued. */
+static bool help_any(void *arg)
+{
+    any_arg *a = arg;
+    for (size_t i = 0; i < a->n; i++)
+        if (weft__help_task(a->help.w, a->ts[i], !deep(a->help.w)))
+            return true;
+    return false;
+}
+
+int weft__wait_any(weft__rt *rt, weft__task *const *ts, size_t n, uint64_t deadline, size_t *which)
+{
+    weft__worker *w = weft__tls_worker;
+    bool helping = w && w->rt == rt;
+    any_arg a = {ts, n, which, {rt, w, NULL, NULL, false}};
+    weft__wait spec = spec_of(rt, &weft__key_any_final, any_final, &a, &rt->graph.sleepers_any, deadline);
+    /* The spin checks all n each time: the same number of task checks as
+     * a wait for one. */
+    spec.spin = n < spec.spin ? spec.spin / (unsigned)n : 1;
+    if (!helping)
+        return wait_telling_stalls(rt, &spec, "weft_task_wait_any");
+    spec.help = help_any;
+    spec.help_arg = &a;
+    spec.blocked = &w->blocked;
+    /* body_waiters: the spaces' close reports a key a body waits for. */
+    for (size_t i = 0; i < n; i++)
+        atomic_fetch_add(&ts[i]->body_waiters, 1);
+    int rc = weft__wait_until(&rt->waits, &spec);
+    for (size_t i = 0; i < n; i++)
+        atomic_fetch_sub(&ts[i]->body_waiters, 1);
+    return rc;
+}
+
 typedef struct task_or_arg {
     weft__task *t;
     bool (*done)(const void *);

@@ -112,6 +112,8 @@ void weft__bound_print(weft__rt *rt);
 
 /* api/api_wait.c: the runtime's waits, built on the wait engine. */
 int weft__wait_task(weft__rt *rt, weft__task *t, uint64_t deadline);
+/* Until one of ts[0..n) has finished (its index to *which): 0 or WEFT_ETIMEDOUT. */
+int weft__wait_any(weft__rt *rt, weft__task *const *ts, size_t n, uint64_t deadline, size_t *which);
 int weft__wait_idle(weft__rt *rt, uint64_t deadline);           /* inflight == 0 (outside threads) */
 /* api/api_task.c: the task whose data accesses the body of ctx reaches:
  * its own; for a continuation (weft_ctx_continue, which names no data),

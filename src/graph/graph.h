@@ -273,6 +273,8 @@ struct weft__graph {
     _Atomic int32_t sleepers_throttle; /* sleeping for backpressure, outside threads */
     _Atomic int32_t sleepers_throttle_in; /* sleeping for backpressure, inside tasks */
     _Atomic int32_t sleepers_settle;   /* sleeping until settled (weft__key_settle) */
+    _Atomic int32_t sleepers_any;      /* sleeping until one of several tasks finished
+                                          (weft__key_any_final) */
     int64_t throttle_low;              /* backpressure resumes at or below this */
     weft__task_stats ext;
     /* Placeholders (proxies) that became final, which the blocks above do

@@ -75,6 +75,7 @@ void weft__graph_init(weft__graph *g, weft__sched *s, weft__waitset *ws, int64_t
     atomic_store(&g->sleepers_throttle, 0);
     atomic_store(&g->sleepers_throttle_in, 0);
     atomic_store(&g->sleepers_settle, 0);
+    atomic_store(&g->sleepers_any, 0);
     g->sched = s;
     g->ws = ws;
     g->throttle_low = throttle_low;
@@ -2186,6 +2187,8 @@ void weft__task_complete(weft__task *t, int final, weft__qnode **next)
         atomic_fetch_add(&g->proxies_final, 1);
     if (atomic_load(&t->waiters) > 0)
         weft__wake(g->ws, t);
+    if (atomic_load(&g->sleepers_any) > 0)
+        weft__wake(g->ws, &weft__key_any_final);
     const weft__task_stats *here = weft__tls_stats;
     if (!(here && here->owner == g && here->settle_later) && atomic_load(&g->sleepers_settle) > 0)
         weft__wake(g->ws, &weft__key_settle);

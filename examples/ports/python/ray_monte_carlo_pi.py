@@ -22,8 +22,7 @@ every sampling task) against a sequential run of the same functions:
               task spawning its two halves and waiting for them: nested
               waits deeper than the workers
   as-done     the tasks' results taken in the order they finish (Ray's
-              `ray.wait(refs, num_returns=1)`): Weft has no wait-for-any, so
-              the port polls `.done()`
+              `ray.wait(refs, num_returns=1)`): `weft.as_completed`
 
 with `--body py` (the tutorial's pure-Python loop: the GIL held) and
 `--body np` (NumPy's generator and `np.hypot` over blocks of points: the
@@ -156,16 +155,11 @@ def tree(fn, n, progress, lo, hi):
 
 
 def as_done(fn, n, progress):
-    pending = {weft.spawn(fn, n, i, progress): i for i in range(args.tasks)}
-    out, polls = [0] * args.tasks, 0
-    while pending:
-        ready = [t for t in pending if t.done()]
-        if not ready:
-            polls += 1
-            time.sleep(0.0005)
-        for t in ready:
-            out[pending.pop(t)] = t.result()
-    return out, polls
+    index = {weft.spawn(fn, n, i, progress): i for i in range(args.tasks)}
+    out = [0] * args.tasks
+    for t in weft.as_completed(index):
+        out[index[t]] = t.result()
+    return out
 
 
 # ---- the thread pool ---------------------------------------------------------------
@@ -229,8 +223,8 @@ def run_body(label, fn, n):
             check(f"weft w={workers} g: returns its Tasks", t, got)
             t, got = median_time(lambda: rt.spawn(tree, fn, n, Progress(total), 0, args.tasks).result(), args.reps)
             check(f"weft w={workers} tree", t, got)
-            t, (got, polls) = median_time(lambda: as_done(fn, n, Progress(total)), args.reps)
-            check(f"weft w={workers} as-done (polls .done())", t, got, f"   ({polls} empty polls)")
+            t, got = median_time(lambda: as_done(fn, n, Progress(total)), args.reps)
+            check(f"weft w={workers} as-done (as_completed)", t, got)
 
     if not args.pools:
         return ok

@@ -264,10 +264,13 @@ def idioms():
         except Exception as e:
             print(f"{type(e).__name__}: {str(e)[:90]}...")
         print(f"  ray.get(list) as [t.result() for t in refs]: {[t.result() for t in refs]}")
-        # ray.wait(refs, num_returns=1): concurrent.futures.wait / as_completed
+        # ray.wait(refs, num_returns=1): concurrent.futures.wait / as_completed, and weft's own
         for what, call in (("concurrent.futures.wait(refs, return_when=FIRST_COMPLETED)",
                             lambda: cf.wait(refs, timeout=1, return_when=cf.FIRST_COMPLETED)),
-                           ("concurrent.futures.as_completed(refs)", lambda: list(cf.as_completed(refs, timeout=1)))):
+                           ("concurrent.futures.as_completed(refs)", lambda: list(cf.as_completed(refs, timeout=1))),
+                           ("weft.wait(refs, return_when=weft.FIRST_COMPLETED)",
+                            lambda: weft.wait(refs, timeout=1, return_when=weft.FIRST_COMPLETED)),
+                           ("weft.as_completed(refs)", lambda: list(weft.as_completed(refs, timeout=1)))):
             try:
                 call()
                 print(f"  ray.wait as {what}: works")
