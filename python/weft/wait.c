@@ -571,6 +571,9 @@ out:
         Py_DECREF(r);
     }
     PyMem_Free(hs);
+    /* The tasks' last accesses here: released for TSan before the tuple
+     * drops its references (WEFT_PY_HANDOFF_RELEASE in _weft.h). */
+    for (Py_ssize_t i = 0; i < n; i++) WEFT_PY_HANDOFF_RELEASE(PyTuple_GET_ITEM(ts, i));
     Py_DECREF(ts);
     return res;
 }
