@@ -21,12 +21,11 @@ weft_py_cancel_pending(RuntimeObject *r)
 
 static int wait_handle(TaskObject *t, weft_task *h, RuntimeObject *r, uint64_t deadline);
 
-/* A slot nobody spawned into yet: wait for its key's placeholder in the C
- * space (binding the space to the current runtime if it is not bound), which
- * finishes when the task spawned for the key does, or is cancelled when the
- * space closes.  The slot's own fields then say how its task ended. */
-static int
-wait_declared(TaskObject *t, uint64_t deadline)
+/* The runtime a slot nobody spawned into yet waits in (new reference): its
+ * space's, or the current one (which the slot's handle then binds the
+ * space to); NULL with an error set when there is none. */
+static RuntimeObject *
+slot_runtime(TaskObject *t)
 {
     SpaceObject *s = (SpaceObject *)t->space;
     RuntimeObject *r = NULL;
@@ -38,9 +37,20 @@ wait_declared(TaskObject *t, uint64_t deadline)
     if (r == NULL) {
         modstate *st = weft_py_state_of_type(Py_TYPE(t));
         r = st ? weft_py_current_runtime(st, 0) : NULL;
-        if (r == NULL) return RC_PYERR;
-        Py_INCREF(r);
+        Py_XINCREF(r);
     }
+    return r;
+}
+
+/* A slot nobody spawned into yet: wait for its key's placeholder in the C
+ * space (binding the space to the current runtime if it is not bound), which
+ * finishes when the task spawned for the key does, or is cancelled when the
+ * space closes.  The slot's own fields then say how its task ended. */
+static int
+wait_declared(TaskObject *t, uint64_t deadline)
+{
+    RuntimeObject *r = slot_runtime(t);
+    if (r == NULL) return RC_PYERR;
     weft_task *ph = weft_py_slot_handle(t, r);
     /* A body of r waiting for it: closing r cancels the key if nobody
      * spawned it (the C runtime's settled point), and says so. */
@@ -382,19 +392,8 @@ any_handle(TaskObject *t, weft_task **h)
         *h = atomic_load(&t->h);
         return (RuntimeObject *)Py_NewRef(t->rt);
     }
-    SpaceObject *s = (SpaceObject *)t->space;
-    RuntimeObject *r = NULL;
-    if (s) {
-        WEFT_PY_CS_BEGIN(s)
-        r = (RuntimeObject *)Py_XNewRef(s->rt);
-        WEFT_PY_CS_END();
-    }
-    if (r == NULL) {
-        modstate *st = weft_py_state_of_type(Py_TYPE(t));
-        r = st ? weft_py_current_runtime(st, 0) : NULL;
-        if (r == NULL) return NULL;
-        Py_INCREF(r);
-    }
+    RuntimeObject *r = slot_runtime(t);
+    if (r == NULL) return NULL;
     if (r->rt == NULL) return r;
     *h = weft_py_slot_handle(t, r);
     if (*h == NULL) {
