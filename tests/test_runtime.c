@@ -482,9 +482,16 @@ static int hold_noop(weft_ctx *ctx, void *arg) {
 static int hold_continue_body(weft_ctx *ctx, void *arg) {
     hold_state *h = hold_global;
     unsigned w = weft_ctx_worker(ctx);
-    if (hold_tl) /* (a body of another function: let go before it) */
-        atomic_fetch_add(&h->bad, 1);
-    hold_lock(h, w);
+    if (hold_tl) {
+        /* Kept by the last body, one of this function (of another, it
+         * would have been let go before this one): this one's now. */
+        hold_tl = 0;
+        atomic_fetch_add(&h->reused, 1);
+        if (atomic_load(&h->owner) != (int)w + 1)
+            atomic_fetch_add(&h->bad, 1);
+    } else {
+        hold_lock(h, w);
+    }
     weft_task_desc next;
     weft_task_desc_init(&next);
     next.body = hold_noop;
