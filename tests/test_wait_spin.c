@@ -22,13 +22,16 @@ static bool true_after(const void *arg)
 }
 
 /* One wait: its condition true from the n-th check (0: never); sleeps:
- * whether it is to sleep, then ending at a deadline 1 ms away (nobody
- * wakes it), else no deadline. */
+ * whether it is to sleep, then ending at a deadline 100 ms away (nobody
+ * wakes it), else no deadline.  (The deadline is far enough that the spin
+ * ends before it on a loaded machine under ThreadSanitizer: a wait whose
+ * deadline comes while it spins never sleeps, and says nothing to the
+ * adapting spin.) */
 static int wait_once(weft__waitset *ws, weft__spin_adapt *adapt, unsigned n, bool sleeps)
 {
     after a = {0, n};
     weft__wait w = {.key = &key, .done = true_after, .arg = &a, .spin = 2000, .adapt = adapt,
-                    .deadline = sleeps ? weft__now_ns() + 1000000 : UINT64_MAX};
+                    .deadline = sleeps ? weft__now_ns() + 100000000 : UINT64_MAX};
     return weft__wait_until(ws, &w);
 }
 
