@@ -353,6 +353,8 @@ with warnings.catch_warnings(record=True) as seen:
         print("no timeout")
     except TimeoutError:
         pass
+    done, _ = weft.wait([box["a"], box["b"]], timeout=1)
+    print("waited: %d done" % len(done))
 print("\n".join(str(w.message) for w in seen if issubclass(w.category, weft.TaskWarning)))
 sys.stdout.flush()
 os._exit(0)  # (the bodies never end: nothing can close the runtime)
@@ -361,12 +363,13 @@ os._exit(0)  # (the bodies never end: nothing can close the runtime)
 
 def test_a_wait_beside_bodies_waiting_for_each_other_says_they_are_a_deadlock():
     # Bodies on two workers each wait for the other's result: nothing can end
-    # either.  A wait for one of them warns, naming the tasks waited for,
-    # instead of hanging without a word.
+    # either.  A wait for one of them (Task.result(), weft.wait) warns,
+    # naming the tasks waited for, instead of hanging without a word.
     env = dict(os.environ, WEFT_STALL_WARN_MS="200")
     out = subprocess.run([sys.executable, "-c", _DEADLOCK], env=env, capture_output=True, text=True,
                          timeout=120)
     assert out.returncode == 0, out.stderr
     assert "no timeout" not in out.stdout
-    assert "deadlock" in out.stdout, out.stdout + out.stderr
+    assert "waited: 0 done" in out.stdout, out.stdout
+    assert out.stdout.count("deadlock") == 2, out.stdout + out.stderr  # Task.result(), then weft.wait
     assert "task 'A' (id" in out.stdout and "task 'B' (id" in out.stdout, out.stdout

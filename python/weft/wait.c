@@ -94,6 +94,38 @@ stall_warn_ns(void)
     return ms > UINT64_MAX / 1000000 ? UINT64_MAX : ms * 1000000;
 }
 
+/* The slots nobody spawned into that r's tasks wait for, joined for a
+ * message (new reference); key, the first one's label, when they cannot
+ * be listed; NULL with an error set on failure. */
+static PyObject *
+unspawned_slots(RuntimeObject *r, const char *key)
+{
+    PyObject *never = weft_py_never_spawned(r);
+    PyObject *slots = never ? weft_py_join_some(never, ", ") : NULL;
+    Py_XDECREF(never);
+    if (slots == NULL) {
+        PyErr_Clear();
+        slots = PyUnicode_FromString(key);
+    }
+    return slots;
+}
+
+/* Warn (weft.TaskWarning) that bodies' untimed waits in crt (r's) are a
+ * deadlock, if they are: 1 if it warned, 0 if not, -1 if the warning
+ * raised. */
+static int
+tell_deadlock(RuntimeObject *r, weft_runtime *crt)
+{
+    char what[160];
+    if (weft_runtime_deadlocked(crt, what, sizeof what) == 0) return 0;
+    return PyErr_WarnFormat(r->st->TaskWarning, 1,
+                            "weft: waiting for a task while no task can move: bodies wait, without a "
+                            "timeout, for tasks that cannot end (%s): the waits are a deadlock (bodies "
+                            "waiting for each other, or for tasks queued behind waiting bodies on every "
+                            "worker); wait through deps= instead, or give the waits a timeout",
+                            what) < 0 ? -1 : 1;
+}
+
 /* Warn (weft.TaskWarning) that the wait for t (a task of r, borrowed) can
  * end only when a slot nobody has spawned into is spawned (t's own, or one
  * it waits for), or that bodies' waits are a deadlock, if that is so:
@@ -113,24 +145,9 @@ tell_stall(TaskObject *t, RuntimeObject *r)
                                 "nothing else runs: only a spawn into it ends this wait (spawn it from another "
                                 "thread)", t->name ? t->name : Py_None) < 0 ? -1 : 1;
     }
-    char what[160];
-    if (weft_runtime_stalled(crt, key) == 0) {
-        if (weft_runtime_deadlocked(crt, what, sizeof what) == 0) return 0;
-        return PyErr_WarnFormat(r->st->TaskWarning, 1,
-                                "weft: waiting for a task while no task can move: bodies wait, without a "
-                                "timeout, for tasks that cannot end (%s): the waits are a deadlock (bodies "
-                                "waiting for each other, or for tasks queued behind waiting bodies on every "
-                                "worker); wait through deps= instead, or give the waits a timeout",
-                                what) < 0 ? -1 : 1;
-    }
-    PyObject *never = weft_py_never_spawned(r);
-    PyObject *slots = never ? weft_py_join_some(never, ", ") : NULL;
-    Py_XDECREF(never);
-    if (slots == NULL) {
-        PyErr_Clear();
-        slots = PyUnicode_FromString(key);
-        if (slots == NULL) return -1;
-    }
+    if (weft_runtime_stalled(crt, key) == 0) return tell_deadlock(r, crt);
+    PyObject *slots = unspawned_slots(r, key);
+    if (slots == NULL) return -1;
     /* An unnamed task by its function's name, which its C task carries. */
     weft_task_info info;
     weft_task *h = atomic_load(&t->h);
@@ -434,8 +451,8 @@ any_sweep(weft_task *const *hs, Py_ssize_t n)
 
 /* Warn (weft.TaskWarning) when only a spawn into a task-space slot nobody
  * spawned into can end the wait for the n tasks hs of r (ts: their
- * Tasks), as tell_stall does for one: 1 if it warned, 0 if not, -1 if the
- * warning raised. */
+ * Tasks), or when bodies' waits are a deadlock, as tell_stall does for
+ * one: 1 if it warned, 0 if not, -1 if the warning raised. */
 static int
 tell_stall_any(PyObject *ts, weft_task *const *hs, Py_ssize_t n, RuntimeObject *r)
 {
@@ -447,15 +464,10 @@ tell_stall_any(PyObject *ts, weft_task *const *hs, Py_ssize_t n, RuntimeObject *
         }
     }
     char key[32];
-    if (r->rt == NULL || weft_runtime_stalled(r->rt, key) == 0) return 0;
-    PyObject *never = weft_py_never_spawned(r);
-    PyObject *slots = never ? weft_py_join_some(never, ", ") : NULL;
-    Py_XDECREF(never);
-    if (slots == NULL) {
-        PyErr_Clear();
-        slots = PyUnicode_FromString(key);
-        if (slots == NULL) return -1;
-    }
+    if (r->rt == NULL) return 0;
+    if (weft_runtime_stalled(r->rt, key) == 0) return tell_deadlock(r, r->rt);
+    PyObject *slots = unspawned_slots(r, key);
+    if (slots == NULL) return -1;
     int rc = PyErr_WarnFormat(r->st->TaskWarning, 1,
                               "weft: waiting for the first of %zd tasks, which all wait (directly or not) for "
                               "task-space slots nobody has spawned into (%U): only a spawn into them ends this "
