@@ -23,7 +23,11 @@
  *     microseconds) where every CPU of the set has it, else from /proc/stat
  *     (ticks of USER_HZ, 10 ms at 100 Hz).  cpuidle adds an idle period
  *     when it ends: a CPU idle since before a reading, and still, shows
- *     less than it had, so the rule errs towards not pinning.
+ *     less than it had, so the rule errs towards not pinning.  A CPU
+ *     asleep through every burst of tasks (nothing else woke it during
+ *     them) shows its idle only after each burst, outside the window's
+ *     counted time: such bursts are pinned only once a burst finds it
+ *     woken during it (docs/performance.md).
  *   - The window counts only the time the workers were busy: the interval
  *     from one scan to the next, with the idle time the CPUs had in it,
  *     when the scans were less than WEFT__PIN_GAP_NS apart.  Scans further
