@@ -322,6 +322,15 @@ def test_parla_positional_task_id_is_refused(rt):
     assert T[0].status == "declared" and T[1].status == "declared"
 
 
+def test_parla_cpu_number_is_refused_saying_what_to_write():
+    # Parla's @spawn(placement=cpu(0)) (examples/jacobi.py's driver).
+    with pytest.raises(TypeError, match=r"weft.cpu\(0\): .*write placement=weft.cpu \(Parla's cpu\(0\)\)"):
+        weft.cpu(0)
+    with pytest.raises(TypeError, match=r"only weft.gpu takes a GPU number"):
+        (weft.cpu + weft.gpu)(0)
+    assert weft.gpu(0) == weft.gpu(0)
+
+
 def test_unnamed_tasks_go_by_their_function_name(rt):
     def parse():
         raise ValueError("x")

@@ -17,6 +17,7 @@ SMALL = {
     "dask_delayed_tree.py": ["--count", "512", "--work", "100"],
     "dask_word_count.py": ["--lines", "200", "--repeat", "1", "--reps", "1"],
     "parla_timestep_gil.py": ["--steps", "8", "-t", "1000", "--frac", "0.5", "--restrict", "1"],
+    "parla_jacobi.py": ["--n", "300", "--steps", "4", "--divisions", "6", "--reps", "1"],
     "parla_tsqr.py": ["-r", "2100", "-c", "50", "-b", "250", "-i", "2", "--reps", "1"],
     "ray_nested_quicksort.py": ["--size", "20000", "--threshold", "1000", "--np-size", "200000",
                                 "--np-threshold", "10000", "--reps", "1", "--probes", "0", "--pool-deadline", "1",

@@ -61,6 +61,10 @@ class DeviceSet:
         raise AttributeError("weft device sets are immutable")
 
     def __call__(self, i: int) -> DeviceSet:
+        if self.cpu and not self.gpus:
+            # Parla's placement=cpu(0): Weft's CPU is one device, all its workers.
+            raise TypeError(f"weft.cpu({i!r}): the CPU is one device, run by all the workers, and takes no "
+                            "number: write placement=weft.cpu (Parla's cpu(0)); only weft.gpu takes a GPU number")
         if self.gpus != 1 or self.gpu != -1 or self.cpu:
             raise TypeError(f"{self!r}(...): only weft.gpu takes a GPU number")
         if not isinstance(i, int) or isinstance(i, bool) or i < 0:
