@@ -70,3 +70,29 @@ def test_zero_and_small_timeouts_still_time_out(rt):
     finally:
         ev.set()
     assert t.result(timeout=60) is True
+
+
+def test_a_timeout_names_the_task_its_status_and_what_it_waits_for(rt):
+    # A bare "timed out" left the user to find out which task, and why.
+    ev = threading.Event()
+    running = weft.spawn(ev.wait, 60, name="slow")
+    T = weft.TaskSpace("T")
+    behind = weft.spawn(int, deps=[T[3]])
+    try:
+        with pytest.raises(TimeoutError, match=r"the weft task 'slow' \(running: its body is running\)"):
+            running.result(timeout=0.01)
+        with pytest.raises(TimeoutError, match=r"the weft task 'T\[0\]' \(declared: nobody has spawned into its "
+                                               r"slot\)"):
+            T[0].result(timeout=0.01)
+        ev.set()
+        assert running.result(timeout=60) is True
+        # Settled: only a spawn into T[3] can move the dependent, and the
+        # message says so; an unnamed task goes by its function's name.
+        with pytest.raises(TimeoutError, match=r"the weft task int \(id \d+\) \(waiting: it waits for tasks it "
+                                               r"depends on, and nothing else runs: the runtime waits for "
+                                               r"task-space slots nobody has spawned into: .*T\[3\]"):
+            behind.result(timeout=0.2)
+    finally:
+        ev.set()
+    rt.spawn(int, task=T[3])
+    assert behind.result(timeout=60) == 0

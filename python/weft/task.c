@@ -75,6 +75,23 @@ phase_status(TaskObject *t, weft_task_status *cs)
     return "unknown";
 }
 
+const char *
+weft_py_task_status_name(TaskObject *t)
+{
+    return phase_status(t, NULL);
+}
+
+PyObject *
+weft_py_task_who(TaskObject *t)
+{
+    if (t->name) return PyUnicode_FromFormat("%R", t->name);
+    weft_task_info info;
+    weft_task *h = task_handle(t);
+    if (h && weft_task_info_get(h, &info) == 0 && info.name[0])
+        return PyUnicode_FromFormat("%s (id %llu)", info.name, (unsigned long long)info.id);
+    return PyUnicode_FromString("(unnamed)");
+}
+
 PyObject *
 weft_py_task_label(TaskObject *t)
 {

@@ -148,13 +148,7 @@ tell_stall(TaskObject *t, RuntimeObject *r)
     if (weft_runtime_stalled(crt, key) == 0) return tell_deadlock(r, crt);
     PyObject *slots = unspawned_slots(r, key);
     if (slots == NULL) return -1;
-    /* An unnamed task by its function's name, which its C task carries. */
-    weft_task_info info;
-    weft_task *h = atomic_load(&t->h);
-    int known = h && weft_task_info_get(h, &info) == 0 && info.name[0];
-    PyObject *who = t->name ? PyUnicode_FromFormat("%R", t->name)
-                  : known   ? PyUnicode_FromFormat("%s (id %llu)", info.name, (unsigned long long)info.id)
-                            : PyUnicode_FromString("(unnamed)");
+    PyObject *who = weft_py_task_who(t);
     if (who == NULL) {
         Py_DECREF(slots);
         return -1;
@@ -211,6 +205,37 @@ wait_handle(TaskObject *t, weft_task *h, RuntimeObject *r, uint64_t deadline)
     }
 }
 
+/* The TimeoutError of a wait for t that ran out: which task, its status,
+ * and what it is waiting for (the slots nobody spawned into that it waits
+ * for, when the runtime has settled). */
+static void
+raise_timeout(TaskObject *t)
+{
+    const char *status = weft_py_task_status_name(t);
+    const char *why = strcmp(status, "declared") == 0 ? ": nobody has spawned into its slot"
+                    : strcmp(status, "waiting") == 0  ? ": it waits for tasks it depends on"
+                    : strcmp(status, "running") == 0  ? ": its body is running"
+                                                      : ": it is queued for a worker";
+    PyObject *who = weft_py_task_who(t);
+    if (who == NULL) return;
+    PyObject *slots = NULL;
+    char key[32];
+    RuntimeObject *r = t->rt;
+    if (strcmp(status, "waiting") == 0 && r && r->rt && weft_runtime_stalled(r->rt, key) != 0 &&
+        (slots = unspawned_slots(r, key)) == NULL) {
+        Py_DECREF(who);
+        return;
+    }
+    if (slots)
+        PyErr_Format(PyExc_TimeoutError,
+                     "timed out waiting for the weft task %U (%s%s, and nothing else runs: the runtime waits "
+                     "for task-space slots nobody has spawned into: %U)", who, status, why, slots);
+    else
+        PyErr_Format(PyExc_TimeoutError, "timed out waiting for the weft task %U (%s%s)", who, status, why);
+    Py_DECREF(who);
+    Py_XDECREF(slots);
+}
+
 /* Raise for a wait outcome; returns 0 if the task completed. */
 int
 weft_py_raise_outcome(TaskObject *t, int rc, int for_result)
@@ -218,9 +243,7 @@ weft_py_raise_outcome(TaskObject *t, int rc, int for_result)
     switch (rc) {
     case RC_PYERR: return -1;
     case 0: return 0;
-    case WEFT_ETIMEDOUT:
-        PyErr_SetString(PyExc_TimeoutError, "timed out waiting for the weft task");
-        return -1;
+    case WEFT_ETIMEDOUT: raise_timeout(t); return -1;
     case WEFT_ETASKFAILED:
         if (!for_result) {
             weft_py_task_observed(t); /* wait() saw it fail: not "never retrieved" */
