@@ -212,10 +212,12 @@ static void
 raise_timeout(TaskObject *t)
 {
     const char *status = weft_py_task_status_name(t);
-    const char *why = strcmp(status, "declared") == 0 ? ": nobody has spawned into its slot"
-                    : strcmp(status, "waiting") == 0  ? ": it waits for tasks it depends on"
-                    : strcmp(status, "running") == 0  ? ": its body is running"
-                                                      : ": it is queued for a worker";
+    const char *why = strcmp(status, "declared") == 0  ? ": nobody has spawned into its slot"
+                    : strcmp(status, "waiting") == 0   ? ": it waits for tasks it depends on"
+                    : strcmp(status, "ready") == 0     ? ": it is queued for a worker"
+                    : strcmp(status, "running") == 0   ? ": its body is running"
+                    : strcmp(status, "enqueued") == 0  ? ": its device work is in flight"
+                                                       : ": it finished as the wait ran out";
     PyObject *who = weft_py_task_who(t);
     if (who == NULL) return;
     PyObject *slots = NULL;
