@@ -23,7 +23,9 @@ a second runtime with the default policy (`weft_twin`: the control, which
 shows how far two identical policies' figures differ),
 `concurrent.futures.ThreadPoolExecutor` (`threadpool`; a chain's task first
 waits for the previous future) and Dask's threaded scheduler (`dask`, when
-installed).  Each figure is the median over --reps rounds of the ratio
+installed); on request (`--systems ...,seq_again`, not by default) the
+sequential loop again, as a system in the rotation: a control of the
+order in which a round runs them.  Each figure is the median over --reps rounds of the ratio
 taken within one round; a round during which other processes used more
 than a quarter of the machine is run again (at most twice).
 
@@ -346,6 +348,7 @@ SYSTEMS = {
     "weft_twin": (_weft_runner(None, twin=True), None),
     "threadpool": (run_threadpool, None),
     "dask": (run_dask, "dask"),
+    "seq_again": (run_seq, None),
 }
 WEFT_POLICIES = ("weft", "weft_spin0", "weft_pin", "weft_hold0")  # (weft_twin is the control, not a policy)
 
