@@ -25,9 +25,12 @@ shows how far two identical policies' figures differ),
 waits for the previous future) and Dask's threaded scheduler (`dask`, when
 installed); on request (`--systems ...,seq_again`, not by default) the
 sequential loop again, as a system in the rotation: a control of the
-order in which a round runs them.  Each figure is the median over --reps rounds of the ratio
-taken within one round; a round during which other processes used more
-than a quarter of the machine is run again (at most twice).
+order in which a round runs them.  Each figure is the median over --reps
+rounds of the ratio taken within one round; a round during which other
+processes used more than a quarter of the machine is run again (at most
+twice).  For chains on the workers, --json's rows also keep each round's
+mean body time (timed inside the body) and the process's CPU time over
+the wall time, per system (`rounds`).
 
 Where (--where): `cpu`, the bodies as above; `vgpu`, Weft's policies only,
 on a runtime with devices "cpu,vgpu:2": each task is placed on a whole
@@ -404,7 +407,8 @@ def timed_body(body):
     return timed, spans
 
 
-def point(ctx, body, systems, n, shape, n_py, c_ns, reps, check_busy, py_us=0.0, spans=None, gaps=None):
+def point(ctx, body, systems, n, shape, n_py, c_ns, reps, check_busy, py_us=0.0, spans=None, gaps=None,
+          bodies=None):
     """{system: [wall s of each round]}, seq included.  Each round runs the
     sequential loop, then the systems, starting with the next one each round.
     The run right after the sequential loop can be slower (by up to a third
@@ -412,7 +416,9 @@ def point(ctx, body, systems, n, shape, n_py, c_ns, reps, check_busy, py_us=0.0,
     seems to come back late), so each system takes that place in turn.
     With py_us, each round first scales the Python part to py_us again
     (rescale_py).  With spans (timed_body's list, body being the timed
-    one), gaps[system] also gets each round's wall time less the bodies'."""
+    one), gaps[system] also gets each round's wall time less the bodies',
+    and bodies[system] each round's mean body time (s) and the process's
+    CPU time over the wall time (1: one thread running throughout)."""
     names = ["seq"] + systems
     walls = {s: [] for s in names}
     n_py0 = n_py
@@ -424,16 +430,19 @@ def point(ctx, body, systems, n, shape, n_py, c_ns, reps, check_busy, py_us=0.0,
                 n_py = rescale_py(body, n_py, py_us)
                 STATS["py_scale"] = (min(STATS["py_scale"][0], n_py / n_py0), max(STATS["py_scale"][1], n_py / n_py0))
             a = _cpu_snapshot()
-            got, gap = {}, {}
+            got, gap, span = {}, {}, {}
             for s in order:
                 run = run_seq if s == "seq" else SYSTEMS[s][0]
                 if spans is not None:
                     spans.clear()
+                cpu0 = time.process_time()
                 w, out = run(ctx, body, n, shape, n_py, c_ns)
+                cpu = time.process_time() - cpu0
                 check(shape, n, out)
                 got[s] = w
                 if spans is not None:
                     gap[s] = w - sum(spans)
+                    span[s] = (sum(spans) / len(spans), cpu / w)
             busy = _others_busy(a, _cpu_snapshot()) if check_busy else 0.0
             if busy <= 0.25:
                 break
@@ -445,6 +454,8 @@ def point(ctx, body, systems, n, shape, n_py, c_ns, reps, check_busy, py_us=0.0,
             walls[s].append(got[s])
             if gaps is not None and s in gap:
                 gaps.setdefault(s, []).append(gap[s])
+            if bodies is not None and s in span:
+                bodies.setdefault(s, []).append(span[s])
     return walls
 
 
@@ -604,14 +615,14 @@ def run_point(ctx, body, systems, shape, T, f, planned, args, gil):
     """One row: every system's efficiency at (shape, T, f) on ctx's workers."""
     n_py, c_ns, n = planned
     workers, where = ctx["workers"], ctx["where"]
-    spans, gaps = None, None
+    spans, gaps, bodies = None, None, None
     if shape == "chain" and where == "cpu":  # (on virtual GPUs a body's C part runs after it returns)
         body, spans = timed_body(body)
-        gaps = {}
+        gaps, bodies = {}, {}
     # A warm-up (runtimes, pools, caches), not timed.
     point(ctx, body, systems, min(n, 8), shape, n_py, c_ns, 1, False, spans=spans)
     walls = point(ctx, body, systems, n, shape, n_py, c_ns, args.reps, not args.no_busy_check, f * T,
-                  spans=spans, gaps=gaps)
+                  spans=spans, gaps=gaps, bodies=bodies)
     b = bound(shape, where, workers, f, gil)
     seq = walls["seq"]
     row = {"T": T, "f": f, "shape": shape, "workers": workers, "where": where, "n": n, "bound": b,
@@ -624,6 +635,9 @@ def run_point(ctx, body, systems, shape, T, f, planned, args, gil):
         if gaps:
             row.setdefault("gap_us", {})[s] = statistics.median(
                 (w - a) / n * 1e6 for a, w in zip(gaps["seq"], gaps[s]))
+    if bodies:
+        # each round's mean body (us) and CPU time over wall time, per system
+        row["rounds"] = {s: [[round(m * 1e6, 2), round(c, 3)] for m, c in v] for s, v in bodies.items()}
     others = [p for p in WEFT_POLICIES if p != "weft" and p in systems]
     if "weft" in systems and others:
         # The default's time over the point's best other policy: for each,

@@ -2,14 +2,15 @@
 interleaved rounds: back to back in a loop on the program's thread
 (`main`), the same loop inside one task on a worker (`one_task`), each
 body a task of a chain on a 2-worker runtime (`chain`), and each body an
-independent task (`indep`).  Prints the median body time of each way per
-round (the median and the mean: the mean counts bodies held up
-mid-way), and the ratios of `chain` and `indep` to `one_task` (the same
-worker thread, nothing of the runtime's between the bodies) over the
-rounds: what running the runtime's work between two bodies costs the
-bodies themselves, which a chain's time outside its bodies
-(gil.py's `gil_chain_gap_us`) leaves out and its time against the
-sequential loop (`gil_chain_extra_us`) counts.
+independent task (`indep`).  Prints each way's body time per round (the
+median and the mean: the mean counts bodies held up mid-way), and the
+medians over the rounds of the ratios of `chain` and `indep` to
+`one_task` (a worker thread, nothing of the runtime's between the
+bodies): what running the runtime's work between two bodies costs the
+bodies themselves, which a chain's time outside its bodies (gil.py's
+`gil_chain_gap_us`) leaves out and its time against the sequential loop
+(`gil_chain_extra_us`) counts; and of `main` to `one_task`: the program's
+thread against a worker's.
 
     .venv/bin/python bench/py/gil_body_speed.py [--us 50] [--bodies 2000] [--rounds 9]
 """
@@ -57,7 +58,7 @@ def main(argv=None):
             body(n, out.append)
 
     ways = ("main", "one_task", "chain", "indep")
-    ratios = {"chain": [], "indep": []}
+    ratios = {"main": [], "chain": [], "indep": []}
     with weft.Runtime(workers=2) as rt:
         def run(way):
             out = []
