@@ -138,6 +138,20 @@ def test_as_completed_timeout_raises(rt):
     ev.set()
 
 
+def test_as_completed_timeout_names_the_unfinished_tasks(rt):
+    """As Task.result's TimeoutError names its task and status, so does
+    as_completed's for the tasks left (the first five)."""
+    ev = threading.Event()
+    slow = [weft.spawn(ev.wait, 30, name=f"slow{i}") for i in range(7)]
+    try:
+        with pytest.raises(TimeoutError, match=r"7 \(of 7\) tasks unfinished when the timeout ran out: "
+                           r"<weft.Task 'slow0' \w+>, .*'slow4'.* and 2 more") as e:
+            next(weft.as_completed(slow, timeout=0.05))
+        assert "slow5" not in str(e.value)
+    finally:
+        ev.set()
+
+
 def test_empty_input():
     assert weft.wait([]) == (set(), set())
     assert weft.wait([], return_when=weft.FIRST_COMPLETED) == (set(), set())
@@ -292,3 +306,51 @@ def test_concurrent_futures_wait_on_a_mixed_list_leaves_no_future_locked(rt):
     th.join(10)
     assert not th.is_alive()
     assert [f.result(timeout=10) for f in fs] == [0, 1, 2, 3]
+
+
+def test_an_iterables_own_type_error_is_not_renamed():
+    """A TypeError raised while the iterable is iterated is its own, not a
+    claim that the argument is not iterable."""
+    def tasks():
+        yield 1 + "x"
+
+    for call in (weft.wait, weft.as_completed):
+        with pytest.raises(TypeError, match="unsupported operand") as e:
+            call(tasks())
+        assert "iterable of weft.Task" not in str(e.value)
+
+
+def test_a_task_space_is_refused_naming_its_slots():
+    """Iterating a TaskSpace gives its keys: passing the space itself would
+    wait for nothing (an empty space) or name an int as item 0."""
+    T = weft.TaskSpace("T")
+    with weft.Runtime(workers=1) as rt:
+        for call in (weft.wait, weft.as_completed):
+            with pytest.raises(TypeError, match=r"not the space: pass its slots, as T\[0:n\]"):
+                call(T)  # empty: would have returned (set(), set())
+        rt.spawn(lambda: 1, task=T[0])
+        for call in (weft.wait, weft.as_completed):
+            with pytest.raises(TypeError, match=r"not the space"):
+                call(T)
+        assert weft.wait(T[0:1]).done == {T[0]}
+
+
+class _Index:
+    """A whole number of seconds that has __index__ and no __float__."""
+
+    def __index__(self):
+        return 5
+
+
+def test_timeouts_as_task_result_takes_them(rt):
+    """An int too large for a float waits without limit (as Task.result's
+    timeout), a negative one is a ValueError, an __index__ number is taken."""
+    t = rt.spawn(lambda: 1)
+    t.result(timeout=10**400)
+    assert weft.wait([t], timeout=10**400).done == {t}
+    assert list(weft.as_completed([t], timeout=10**400)) == [t]
+    assert weft.wait([t], timeout=_Index()).done == {t}
+    with pytest.raises(ValueError, match="timeout must be >= 0"):
+        weft.wait([t], timeout=-10**400)
+    with pytest.raises(TypeError, match="timeout must be a number"):
+        weft.wait([t], timeout=bytearray(b"1"))

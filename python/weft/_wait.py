@@ -23,7 +23,7 @@ from concurrent.futures import FIRST_EXCEPTION as FIRST_EXCEPTION
 from typing import Any, Generic, NamedTuple, TypeVar
 
 from . import _weft
-from ._weft import Task
+from ._weft import Task, TaskSpace
 
 _T = TypeVar("_T")
 
@@ -44,11 +44,17 @@ def _tasks_of(tasks: Iterable[Task[_T]], fn: str) -> list[Task[_T]]:
     if isinstance(tasks, Task):
         raise TypeError(f"weft.{fn}() takes an iterable of tasks, not one weft.Task: pass [task] "
                         "(or call task.wait() / task.result())")
+    if isinstance(tasks, TaskSpace):
+        # (Iterating a space gives its keys, not its tasks.)
+        raise TypeError(f"weft.{fn}() takes the tasks of a weft.TaskSpace, not the space: pass its "
+                        "slots, as T[0:n] or [T[k] for k in keys] (or call T.wait() for every task "
+                        "spawned into it so far)")
     try:
-        items = list(tasks)
+        it = iter(tasks)
     except TypeError:
         raise TypeError(f"weft.{fn}() takes an iterable of weft.Task objects (a list, a set, a "
                         f"TaskList), not {type(tasks).__name__!r}") from None
+    items = list(it)  # (what the iteration itself raises propagates as it is)
     for i, t in enumerate(items):
         if not isinstance(t, Task):
             raise TypeError(f"weft.{fn}(): item {i} is {type(t).__name__!r}, not a weft.Task: pass the "
@@ -61,10 +67,16 @@ def _deadline(timeout: float | None, fn: str) -> float:
     """The monotonic time at which the wait gives up (inf: never)."""
     if timeout is None:
         return math.inf
-    if isinstance(timeout, (str, bytes, bool)) or not hasattr(timeout, "__float__"):
+    if isinstance(timeout, (str, bytes, bytearray, bool)) or not (
+            hasattr(timeout, "__float__") or hasattr(timeout, "__index__")):
         raise TypeError(f"weft.{fn}(): timeout must be a number of seconds or None, "
                         f"got {type(timeout).__name__!r}")
-    seconds = float(timeout)
+    try:
+        seconds = float(timeout)
+    except OverflowError:
+        # A number too large for a float (an int): its sign decides, as for
+        # Task.result's timeout.
+        seconds = math.inf if timeout > 0 else -math.inf
     if not seconds >= 0:
         raise ValueError(f"weft.{fn}(): timeout must be >= 0 seconds (or None: no limit), got {timeout!r}")
     return time.monotonic() + seconds
@@ -122,8 +134,10 @@ def as_completed(tasks: Iterable[Task[_T]], timeout: float | None = None) -> Ite
     already first, then each as it finishes (several finishing together:
     in the order given).  Duplicates are yielded once.  timeout: seconds
     from this call for the whole iteration; when it runs out with tasks
-    unfinished, the iterator raises TimeoutError.  The tasks are checked
-    here, at the call (TypeError, ValueError as weft.wait); the waits
+    unfinished, the iterator raises TimeoutError naming them (the first
+    five).  The tasks are checked here, at the call (TypeError,
+    ValueError as weft.wait; a TaskSpace is refused: iterating it gives
+    its keys, not its tasks); the waits
     happen as the iterator is advanced, as weft.wait's, from any thread or
     from a body."""
     items = _tasks_of(tasks, "as_completed")
@@ -131,13 +145,19 @@ def as_completed(tasks: Iterable[Task[_T]], timeout: float | None = None) -> Ite
     return _as_completed(items, end)
 
 
+_NAMED = 5  # the unfinished tasks an as_completed TimeoutError names
+
+
 def _as_completed(pending: list[Task[_T]], end: float) -> Generator[Task[_T], None, None]:
     total = len(pending)
     while pending:
         idx = _weft._wait_any(pending, _left(end))
         if not idx:
+            named = ", ".join(repr(t) for t in pending[:_NAMED])
+            more = f" and {len(pending) - _NAMED} more" if len(pending) > _NAMED else ""
             raise TimeoutError(f"weft.as_completed(): {len(pending)} (of {total}) tasks unfinished "
-                               "when the timeout ran out")
+                               f"when the timeout ran out: {named}{more} (task.result(timeout=0) on "
+                               "one says what it waits for)")
         taken = set(idx)
         now = [pending[i] for i in idx]
         pending = [t for i, t in enumerate(pending) if i not in taken]
