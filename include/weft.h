@@ -191,8 +191,9 @@ typedef struct weft_config {
      * for task-space keys nobody has spawned, says so once on stderr, naming
      * a key: only a spawn of it can end the wait (from another thread, or
      * from a callback), and a program that never spawns it hangs.  Likewise
-     * when every task left is a body in a weft_task_wait without a timeout,
-     * or waits for one, and none can end (bodies waiting for each other, or
+     * when every task left is a body in a weft_task_wait or
+     * weft_task_wait_any without a timeout, or waits for one, and none can
+     * end (bodies waiting for each other, or
      * for tasks queued behind waiting bodies on every worker): it says so,
      * naming the tasks waited for.  The wait goes on.  0 means 5000;
      * UINT64_MAX never.  Env: WEFT_STALL_WARN_MS. */
@@ -1421,9 +1422,11 @@ WEFT_API WEFT_NODISCARD int weft_task_timedwait(weft_task *t, uint64_t timeout_n
  * sleeping waiter re-checks the n tasks at every task its runtime finishes.
  * Blocks.  From a task, the waiting worker runs any of them that is queued,
  * or one of their queued predecessors, as weft_task_wait does for one (and
- * lends a GPU-placed body's reservation the same way); while it waits it
- * counts as running for weft_wait_settled_timed, as a timed wait does.
- * Thread-safe; the handles stay valid and the caller keeps them. */
+ * lends a GPU-placed body's reservation the same way); a body in it
+ * without a timeout is stuck for weft_wait_settled_timed while none of the
+ * n has finished, as one in weft_task_wait is for its task (so the
+ * runtime settles, and a task space's close cancels keys it waits for),
+ * and with one counts as running.  Thread-safe; the handles stay valid and the caller keeps them. */
 WEFT_API WEFT_NODISCARD int weft_task_wait_any(weft_task *const *tasks, size_t n, uint64_t timeout_ns,
                                                size_t *which);
 
@@ -1473,8 +1476,9 @@ WEFT_API WEFT_NODISCARD int weft_wait_all_timed(weft_runtime *rt, uint64_t timeo
  * settled: only a spawn (of a task-space key nobody has spawned, say) can
  * move what is left.  Settled: no device work is in flight, and every task
  * still in flight waits for its dependencies, or is a body blocked in a
- * weft_task_wait without a timeout for a task not finished (with the
- * bodies nested under that wait on its worker), or, while every worker
+ * weft_task_wait without a timeout for a task not finished, or in a
+ * weft_task_wait_any without a timeout for tasks none of which has finished
+ * (with the bodies nested under that wait on its worker), or, while every worker
  * holds such a body, is queued where none of those waits can run it.  A
  * body in a timed wait, or blocked anywhere else (a lock, a sleep), counts
  * as running.  Unlike weft_wait_all it does not
@@ -1492,11 +1496,12 @@ WEFT_API WEFT_NODISCARD int weft_wait_settled_timed(weft_runtime *rt, uint64_t t
 WEFT_API size_t weft_runtime_stalled(weft_runtime *rt, char key[32]);
 
 /* When the runtime has settled (weft_wait_settled_timed) with no task-space
- * key to wait for, and bodies blocked in weft_task_wait without a timeout
- * for tasks that cannot end (bodies waiting for each other, or for tasks
- * queued behind waiting bodies on every worker): a deadlock that only
- * another thread can end.  Returns how many workers hold such bodies, and
- * writes the tasks they wait for ("task 'b' (id 3), task id 4", the first
+ * key to wait for, and bodies blocked in weft_task_wait or
+ * weft_task_wait_any without a timeout for tasks that cannot end (bodies
+ * waiting for each other, or for tasks queued behind waiting bodies on
+ * every worker): a deadlock that only another thread can end.  Returns
+ * how many workers hold such bodies, and writes the tasks they wait for
+ * ("task 'b' (id 3), any of task 'c' (id 5) and 2 others", the first
  * three) to what, NUL-terminated within len bytes.  0 otherwise, and for a
  * bad runtime, what NULL or len 0 (what untouched).  For a waiter that
  * wants to say why it still waits.  Never blocks; thread-safe. */

@@ -23,12 +23,19 @@ typedef struct weft__worker {
     weft__task *current;               /* task whose body runs now (innermost) */
     _Atomic int64_t depth;             /* bodies executing on this worker (nested waits) */
     _Atomic int32_t blocked;           /* asleep in a wait: runs nothing until woken */
-    /* The innermost untimed weft_task_wait of a body on this worker: the
-     * task it waits for (NULL: none) and `depth` when it began.  Written by
-     * this worker only, under wait_seq (odd while they change), and read
-     * by the settle check (api_wait.c). */
+    /* The innermost untimed weft_task_wait or weft_task_wait_any of a body
+     * on this worker: the task it waits for (wait_on; NULL: none, or a
+     * wait for any), or the tasks of a wait for any (wait_any_n > 0: a
+     * copy in wait_any, a buffer of this worker's that only grows, the
+     * buffers it outgrew kept until the runtime is destroyed, so that the
+     * settle check never reads freed memory), and `depth` when it began.
+     * Written by this worker only, under wait_seq (odd while they change),
+     * and read by the settle check (api_wait.c). */
     _Atomic uint32_t wait_seq;
     weft__task *_Atomic wait_on;
+    _Atomic size_t wait_any_n;
+    struct weft__wait_set *_Atomic wait_any;
+    weft__task *const *wait_any_src;   /* the caller's array of that wait for any (its own) */
     _Atomic int64_t wait_depth;
     /* The queues' push count (weft__sched_pushes) read before that wait's
      * last look for work it could run, which found none (UINT64_MAX: not

@@ -1,8 +1,8 @@
 /* weft_task_wait_any: from the program's thread (polling, timing out, woken
  * by whichever task finishes, whatever its outcome, duplicates, a task
  * finished already), from a body on one worker (it runs the awaited tasks
- * meanwhile), and its refusals (no tasks, NULL, tasks of two runtimes, the
- * calling task itself). */
+ * meanwhile), its refusals (no tasks, NULL, tasks of two runtimes, the
+ * calling task itself), and a body stuck in it letting the runtime settle. */
 #include "check.h"
 
 static atomic_int gates[2];
@@ -138,12 +138,100 @@ static void test_misuse(void) {
     CHECK_OK(weft_runtime_destroy(b));
 }
 
+/* A body in an untimed wait for any of keys nobody spawns is stuck: the
+ * runtime settles beside it (weft_wait_settled_timed returns, and
+ * weft_runtime_stalled names a key), and the destroy cancels the keys,
+ * which ends the wait.  Twenty keys (past the first copy's room), and on
+ * one worker a wait for any that runs the task it waits for nested, whose
+ * body waits for a key in turn (frames one over the other). */
+static weft_space *keys_space;
+static atomic_int keys_rc, keys_which;
+
+static int any_keys_body(weft_ctx *ctx, void *arg) {
+    (void)ctx;
+    size_t n = (size_t)(uintptr_t)arg;
+    weft_task *ts[20];
+    for (size_t i = 0; i < n; i++) {
+        int64_t k = 100 + (int64_t)i;
+        if (weft_space_task(keys_space, &k, 1, &ts[i]) != 0) return 1;
+    }
+    size_t which = SIZE_MAX;
+    atomic_store(&keys_rc, weft_task_wait_any(ts, n, UINT64_MAX, &which));
+    atomic_store(&keys_which, (int)which);
+    return 0;
+}
+
+static int key_waiter_body(weft_ctx *ctx, void *arg) {
+    (void)ctx;
+    (void)arg;
+    int64_t k = 7;
+    weft_task *t;
+    if (weft_space_task(keys_space, &k, 1, &t) != 0) return 1;
+    return weft_task_wait(t) == WEFT_ECANCELLED ? 0 : 1;
+}
+
+static weft_task *_Atomic nested_target;
+static atomic_int nested_known;
+
+static int any_nested_body(weft_ctx *ctx, void *arg) {
+    (void)ctx;
+    (void)arg;
+    if (wait_flag(&nested_known, 20000) != 0) return 1;
+    weft_task *t = atomic_load(&nested_target);
+    size_t which = SIZE_MAX;
+    atomic_store(&keys_rc, weft_task_wait_any(&t, 1, UINT64_MAX, &which));
+    atomic_store(&keys_which, (int)which);
+    return 0;
+}
+
+static void test_settles(void) {
+    test_step("a body waiting for any of keys nobody spawns lets the runtime settle");
+    for (int nested = 0; nested < 2; nested++) {
+        weft_runtime *rt = make_rt(nested ? 1 : 2);
+        CHECK_OK(weft_space_create(rt, "K", &keys_space));
+        atomic_store(&keys_rc, -1);
+        atomic_store(&keys_which, -1);
+        atomic_store(&nested_known, 0);
+        weft_task *b;
+        if (!nested) {
+            CHECK_OK(weft_spawn_simple(rt, any_keys_body, (void *)(uintptr_t)20, &b));
+        } else {
+            /* (the waiting body runs first, on the one worker, and waits
+             * for the waiter once it is queued: it runs it on its stack) */
+            CHECK_OK(weft_spawn_simple(rt, any_nested_body, NULL, &b));
+            weft_task *t;
+            CHECK_OK(weft_spawn_simple(rt, key_waiter_body, NULL, &t));
+            atomic_store(&nested_target, t);
+            atomic_store(&nested_known, 1);
+        }
+        CHECK_OK(weft_wait_settled_timed(rt, 20ull * 1000000000ull));
+        char key[32] = "";
+        CHECK(weft_runtime_stalled(rt, key) >= 1);
+        CHECKF(strncmp(key, "K[", 2) == 0, "key: %s", key);
+        CHECK(atomic_load(&keys_rc) == -1); /* still waiting */
+        weft_task_status st;
+        CHECK_OK(weft_task_status_get(b, &st));
+        CHECK(st == WEFT_TASK_RUNNING);
+        CHECK_ERR(weft_runtime_destroy(rt), WEFT_ECANCELLED); /* (the keys) */
+        CHECK_RC(atomic_load(&keys_rc), 0);
+        CHECKF(nested ? atomic_load(&keys_which) == 0 : atomic_load(&keys_which) >= 0 && atomic_load(&keys_which) < 20,
+               "which: %d", atomic_load(&keys_which));
+        CHECK_OK(weft_task_wait(b));
+        weft_task_release(b);
+        if (nested) {
+            CHECK_OK(weft_task_wait(atomic_load(&nested_target)));
+            weft_task_release(atomic_load(&nested_target));
+        }
+    }
+}
+
 int main(void) {
     test_watchdog(test_pick(60, 150));
     test_outside(2); /* (each gated task holds a worker) */
     test_outside(3);
     test_inside();
     test_misuse();
+    test_settles();
     printf("test_wait_any: ok\n");
     return 0;
 }

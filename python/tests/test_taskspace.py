@@ -337,12 +337,15 @@ import os, sys, threading, warnings
 import weft
 both = threading.Barrier(2)
 box = {}
+WAIT = sys.argv[1]
+def wait_for(t):
+    return t.result() if WAIT == "result" else weft.wait([t])
 def a():
     both.wait()
-    return box["b"].result()
+    return wait_for(box["b"])
 def b():
     both.wait()
-    return box["a"].result()
+    return wait_for(box["a"])
 rt = weft.Runtime(workers=2)
 box["a"] = rt.spawn(a, name="A")
 box["b"] = rt.spawn(b, name="B")
@@ -361,12 +364,14 @@ os._exit(0)  # (the bodies never end: nothing can close the runtime)
 """
 
 
-def test_a_wait_beside_bodies_waiting_for_each_other_says_they_are_a_deadlock():
-    # Bodies on two workers each wait for the other's result: nothing can end
-    # either.  A wait for one of them (Task.result(), weft.wait) warns,
-    # naming the tasks waited for, instead of hanging without a word.
+@pytest.mark.parametrize("body_wait", ["result", "weft.wait"])
+def test_a_wait_beside_bodies_waiting_for_each_other_says_they_are_a_deadlock(body_wait):
+    # Bodies on two workers each wait for the other (its result, or
+    # weft.wait): nothing can end either.  A wait for one of them
+    # (Task.result(), weft.wait) warns, naming the tasks waited for, instead
+    # of hanging without a word.
     env = dict(os.environ, WEFT_STALL_WARN_MS="200")
-    out = subprocess.run([sys.executable, "-c", _DEADLOCK], env=env, capture_output=True, text=True,
+    out = subprocess.run([sys.executable, "-c", _DEADLOCK, body_wait], env=env, capture_output=True, text=True,
                          timeout=120)
     assert out.returncode == 0, out.stderr
     assert "no timeout" not in out.stdout

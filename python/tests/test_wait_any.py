@@ -354,3 +354,31 @@ def test_timeouts_as_task_result_takes_them(rt):
         weft.wait([t], timeout=-10**400)
     with pytest.raises(TypeError, match="timeout must be a number"):
         weft.wait([t], timeout=bytearray(b"1"))
+
+
+@pytest.mark.parametrize("how", ["wait", "as_completed", "dependent"])
+@pytest.mark.parametrize("workers", [1, 2])
+def test_a_body_waiting_for_a_slot_nobody_spawns_is_cancelled_at_close(how, workers):
+    # The body's untimed wait lets the runtime settle, so the close cancels
+    # the slot, which ends the wait (it hung the close for ever, silently).
+    T = weft.TaskSpace("T")
+    got = []
+
+    def body():
+        if how == "wait":
+            done, not_done = weft.wait([T[5]])
+            got.append((len(done), len(not_done)))
+        elif how == "as_completed":
+            got.append(list(weft.as_completed([T[5], T[6]])))
+        else:
+            got.append(weft.wait([weft.spawn(int, deps=[T[5]])]))
+
+    with pytest.warns(weft.TaskWarning, match=r"T\[5\]"):
+        with weft.Runtime(workers=workers):
+            b = weft.spawn(body)
+    assert b.result(timeout=0) is None
+    assert len(got) == 1
+    if how == "wait":
+        assert got[0] == (1, 0)
+    elif how == "as_completed":
+        assert len(got[0]) == 2

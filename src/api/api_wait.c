@@ -19,7 +19,7 @@ typedef struct help_arg {
     weft__worker *w;
     weft__task *t;
     weft__data *d;
-    bool frame;                        /* the wait published its frame (wait_frame_set) */
+    bool frame;                        /* the wait published its frame (frame_put) */
 } help_arg;
 
 static bool another_worker_idle(const weft__worker *w)
@@ -43,19 +43,25 @@ static bool deep(const weft__worker *w)
  * is, a wait that published its frame says which queued tasks it has
  * looked at: those pushed before the look (settled).  (A timed wait nested
  * above such a frame leaves it alone: its looks are for another task.) */
+/* A wait with a published frame found nothing it could run among the
+ * tasks queued before `pushes`: say so (wait_seen).  A new look may settle
+ * the runtime: a thread waiting for that looks again.  (Sequentially
+ * consistent, as that thread's count of itself and its look at wait_seen:
+ * one of the two sees the other.) */
+static void looked(help_arg *a, uint64_t pushes)
+{
+    if (atomic_exchange(&a->w->wait_seen, pushes) != pushes && atomic_load(&a->rt->graph.sleepers_settle) > 0)
+        weft__wake(&a->rt->waits, &weft__key_settle);
+}
+
 static bool help_task(void *arg)
 {
     help_arg *a = arg;
     uint64_t pushes = a->frame ? weft__sched_pushes(&a->rt->sched) : 0;
     if (weft__help_task(a->w, a->t, !deep(a->w)))
         return true;
-    if (!a->frame)
-        return false;
-    /* A new look may settle the runtime: a thread waiting for that looks
-     * again.  (Sequentially consistent, as that thread's count of itself
-     * and its look at wait_seen: one of the two sees the other.) */
-    if (atomic_exchange(&a->w->wait_seen, pushes) != pushes && atomic_load(&a->rt->graph.sleepers_settle) > 0)
-        weft__wake(&a->rt->waits, &weft__key_settle);
+    if (a->frame)
+        looked(a, pushes);
     return false;
 }
 
@@ -177,19 +183,88 @@ void weft__wait_cond(weft__rt *rt, const void *key, bool (*done)(const void *), 
     (void)weft__wait_until(&rt->waits, &spec);
 }
 
-/* Publish (on, depth) as w's innermost untimed body wait (w's own thread;
- * on NULL: none), which has not looked for work yet.  Every store
- * sequentially consistent, as the reader's loads (stuck_on): a reader that
- * sees any of the new fields sees the odd count before them, or the count
- * after them.  (No fences: ThreadSanitizer does not support them.) */
-static void wait_frame_set(weft__worker *w, weft__task *on, int64_t depth)
+/* A worker's copy of the tasks of an untimed wait for any (worker.h):
+ * `older`, the buffer it outgrew; `cap` set before it is published. */
+struct weft__wait_set {
+    struct weft__wait_set *older;
+    size_t cap;
+    weft__task *_Atomic t[];
+};
+
+/* A body's untimed wait as the settle check sees it: the task (on), or
+ * the n tasks of a wait for any (the caller's array `any`, copied into the
+ * worker's buffer when published), and the depth of bodies when it began;
+ * all empty: none. */
+typedef struct wait_frame {
+    weft__task *on;
+    weft__task *const *any;
+    size_t n;
+    int64_t depth;
+} wait_frame;
+
+/* w's innermost published frame (w's own thread). */
+static wait_frame frame_get(weft__worker *w)
+{
+    return (wait_frame){atomic_load_explicit(&w->wait_on, memory_order_relaxed), w->wait_any_src,
+                        atomic_load_explicit(&w->wait_any_n, memory_order_relaxed),
+                        atomic_load_explicit(&w->wait_depth, memory_order_relaxed)};
+}
+
+/* A buffer of w's with room for n tasks (w's own thread): its own, or a
+ * larger one that keeps its own as `older` (frame_put publishes it);
+ * NULL when out of memory. */
+static struct weft__wait_set *frame_room(weft__worker *w, size_t n)
+{
+    struct weft__wait_set *s = atomic_load_explicit(&w->wait_any, memory_order_relaxed);
+    if (s && s->cap >= n)
+        return s;
+    size_t cap = s ? s->cap : 8;
+    while (cap < n)
+        cap *= 2;
+    struct weft__wait_set *b = weft__alloc(sizeof *b + cap * sizeof b->t[0]);
+    if (!b)
+        return NULL;
+    b->older = s;
+    b->cap = cap;
+    for (size_t i = 0; i < cap; i++)
+        atomic_init(&b->t[i], NULL);
+    return b;
+}
+
+/* Publish f as w's innermost untimed body wait (w's own thread; a wait
+ * for any copied into `set`, a buffer of frame_room's with room for it),
+ * which has not looked for work yet.  Every store sequentially consistent,
+ * as the reader's loads (stuck_on): a reader that sees any of the new
+ * fields sees the odd count before them, or the count after them.  (No
+ * fences: ThreadSanitizer does not support them.) */
+static void frame_put(weft__worker *w, wait_frame f, struct weft__wait_set *set)
 {
     uint32_t seq = atomic_load_explicit(&w->wait_seq, memory_order_relaxed);
     atomic_store(&w->wait_seq, seq + 1);
-    atomic_store(&w->wait_on, on);
-    atomic_store(&w->wait_depth, depth);
+    atomic_store(&w->wait_on, f.on);
+    if (f.n) {
+        for (size_t i = 0; i < f.n; i++)
+            atomic_store(&set->t[i], f.any[i]);
+        atomic_store(&w->wait_any, set);
+    }
+    atomic_store(&w->wait_any_n, f.n);
+    w->wait_any_src = f.any;
+    atomic_store(&w->wait_depth, f.depth);
     atomic_store(&w->wait_seen, UINT64_MAX);
     atomic_store(&w->wait_seq, seq + 2);
+}
+
+void weft__wait_frames_fini(weft__rt *rt)
+{
+    for (unsigned i = 0; i < rt->nworkers; i++) {
+        struct weft__wait_set *s = atomic_load(&rt->workers[i].wait_any);
+        while (s) {
+            struct weft__wait_set *older = s->older;
+            weft__free(s);
+            s = older;
+        }
+        atomic_store(&rt->workers[i].wait_any, NULL);
+    }
 }
 
 int weft__wait_task(weft__rt *rt, weft__task *t, uint64_t deadline)
@@ -210,17 +285,16 @@ int weft__wait_task(weft__rt *rt, weft__task *t, uint64_t deadline)
      * consistent, as that thread's count of itself and its look at these
      * counts: one of the two sees the other.)  body_waiters tells the
      * spaces' close that a body waits for the key (waited_for). */
-    weft__task *outer_on = atomic_load_explicit(&w->wait_on, memory_order_relaxed);
-    int64_t outer_depth = atomic_load_explicit(&w->wait_depth, memory_order_relaxed);
+    wait_frame outer = frame_get(w);
     atomic_fetch_add(&rt->body_waits, 1);
     atomic_fetch_add(&t->body_waiters, 1);
     if (a.frame)
-        wait_frame_set(w, t, atomic_load_explicit(&w->depth, memory_order_relaxed));
+        frame_put(w, (wait_frame){t, NULL, 0, atomic_load_explicit(&w->depth, memory_order_relaxed)}, NULL);
     if (atomic_load(&rt->graph.sleepers_settle) > 0)
         weft__wake(&rt->waits, &weft__key_settle);
     int rc = weft__wait_until(&rt->waits, &spec);
     if (a.frame)
-        wait_frame_set(w, outer_on, outer_depth);
+        frame_put(w, outer, atomic_load_explicit(&w->wait_any, memory_order_relaxed));
     atomic_fetch_sub(&t->body_waiters, 1);
     atomic_fetch_sub(&rt->body_waits, 1);
     return rc;
@@ -245,13 +319,17 @@ static bool any_final(const void *arg)
     return false;
 }
 
-/* Run one of the awaited tasks, or one they wait for, if one is queued. */
+/* Run one of the awaited tasks, or one they wait for, if one is queued;
+ * when none is, as help_task. */
 static bool help_any(void *arg)
 {
     any_arg *a = arg;
+    uint64_t pushes = a->help.frame ? weft__sched_pushes(&a->help.rt->sched) : 0;
     for (size_t i = 0; i < a->n; i++)
         if (weft__help_task(a->help.w, a->ts[i], !deep(a->help.w)))
             return true;
+    if (a->help.frame)
+        looked(&a->help, pushes);
     return false;
 }
 
@@ -269,12 +347,27 @@ int weft__wait_any(weft__rt *rt, weft__task *const *ts, size_t n, uint64_t deadl
     spec.help = help_any;
     spec.help_arg = &a;
     spec.blocked = &w->blocked;
-    /* body_waiters: the spaces' close reports a key a body waits for. */
+    /* Published while it waits without a deadline, as weft__wait_task's
+     * frame: while none of ts is final and nothing runs on this worker
+     * above the waiting body, every body here is stuck.  (Out of memory
+     * for the copy: not published, and the body counts as running.)
+     * body_waiters: the spaces' close reports a key a body waits for. */
+    wait_frame outer = frame_get(w);
+    struct weft__wait_set *set = deadline == UINT64_MAX ? frame_room(w, n) : NULL;
+    a.help.frame = set != NULL;
+    atomic_fetch_add(&rt->body_waits, 1);
     for (size_t i = 0; i < n; i++)
         atomic_fetch_add(&ts[i]->body_waiters, 1);
+    if (a.help.frame)
+        frame_put(w, (wait_frame){NULL, ts, n, atomic_load_explicit(&w->depth, memory_order_relaxed)}, set);
+    if (atomic_load(&rt->graph.sleepers_settle) > 0)
+        weft__wake(&rt->waits, &weft__key_settle);
     int rc = weft__wait_until(&rt->waits, &spec);
+    if (a.help.frame)
+        frame_put(w, outer, atomic_load_explicit(&w->wait_any, memory_order_relaxed));
     for (size_t i = 0; i < n; i++)
         atomic_fetch_sub(&ts[i]->body_waiters, 1);
+    atomic_fetch_sub(&rt->body_waits, 1);
     return rc;
 }
 
@@ -344,8 +437,31 @@ static settle_scan scan(weft__rt *rt)
     return r;
 }
 
+/* Whether the tasks of w's published frame are all unfinished: its task,
+ * or every task of its wait for any (a frame read while it changes may
+ * mix two frames: the caller's sequence check throws such a read away;
+ * the buffer and the task slots it reads stay readable meanwhile). */
+static bool frame_pending(weft__worker *w)
+{
+    size_t n = atomic_load(&w->wait_any_n);
+    if (n == 0) {
+        weft__task *on = atomic_load(&w->wait_on);
+        return on && !weft__state_final(atomic_load(&on->state));
+    }
+    struct weft__wait_set *set = atomic_load(&w->wait_any);
+    if (!set || n > set->cap)
+        return false;
+    for (size_t i = 0; i < n; i++) {
+        weft__task *t = atomic_load(&set->t[i]);
+        if (!t || weft__state_final(atomic_load(&t->state)))
+            return false;
+    }
+    return true;
+}
+
 /* The bodies executing on w, if every one of them is stuck: the innermost
- * is in an untimed wait (wait_frame_set) for a task not final, and each
+ * is in an untimed wait (frame_put) for a task not final (or for any of
+ * tasks none of which is final), and each
  * body under it waits under that one; else 0.  Only the end of that task
  * can move them, and it is counted when it comes (a completion, a
  * failure, a cancellation, a placeholder ending: scan).  A frame read
@@ -359,12 +475,10 @@ static uint64_t stuck_on(weft__worker *w, uint64_t pushes, bool *seen)
     uint32_t seq = atomic_load(&w->wait_seq);
     if (seq & 1)
         return 0;
-    weft__task *on = atomic_load(&w->wait_on);
     int64_t depth = atomic_load(&w->wait_depth);
     /* (A task's slot is type-stable: reading a stale one's state is safe,
      * and the sequence check below throws such a read away.) */
-    bool stuck = on && depth > 0 && atomic_load_explicit(&w->depth, memory_order_relaxed) == depth &&
-                 !weft__state_final(atomic_load(&on->state));
+    bool stuck = depth > 0 && atomic_load_explicit(&w->depth, memory_order_relaxed) == depth && frame_pending(w);
     bool looked = atomic_load(&w->wait_seen) == pushes;
     if (atomic_load(&w->wait_seq) != seq || !stuck)
         return 0;
@@ -376,6 +490,22 @@ static uint64_t stuck_on(weft__worker *w, uint64_t pushes, bool *seen)
  * tasks they wait for, labelled ("task 'b' (id 3)", the first three, then
  * "and others"), into out (len bytes, cut to fit).  A label is kept only
  * if the worker's frame did not change while it was read. */
+/* The task w's frame waits for, labelled ("task 'b' (id 3)"; a wait for
+ * any: "any of task 'b' (id 3) and 2 others"), into out. */
+static void frame_label(weft__worker *w, char *out, size_t len)
+{
+    size_t n = atomic_load(&w->wait_any_n);
+    struct weft__wait_set *set = n ? atomic_load(&w->wait_any) : NULL;
+    weft__task *first = !n ? atomic_load(&w->wait_on) : set && n <= set->cap ? atomic_load(&set->t[0]) : NULL;
+    char label[64] = "a task"; /* (the frame changed meanwhile: the caller throws this away) */
+    if (first)
+        weft__task_label(first, label, sizeof label);
+    if (n <= 1)
+        snprintf(out, len, "%s", label);
+    else
+        snprintf(out, len, "any of %s and %zu other%s", label, n - 1, n > 2 ? "s" : "");
+}
+
 static size_t stuck_targets(weft__rt *rt, char *out, size_t len)
 {
     char buf[256];
@@ -387,8 +517,8 @@ static size_t stuck_targets(weft__rt *rt, char *out, size_t len)
         uint32_t seq = atomic_load(&w->wait_seq);
         if (stuck_on(w, 0, &seen) == 0)
             continue;
-        char label[64];
-        weft__task_label(atomic_load(&w->wait_on), label, sizeof label);
+        char label[96];
+        frame_label(w, label, sizeof label);
         if (atomic_load(&w->wait_seq) != seq)
             continue;
         if (n < 3 && used < sizeof buf)

@@ -229,6 +229,8 @@ static void rt_free(weft__rt *rt)
     weft__trace_free(rt->tracer);
     rt->tracer = NULL;
     weft__autopin_fini(rt);
+    if (rt->workers)
+        weft__wait_frames_fini(rt);
     weft__free(rt->workers);
     rt->workers = NULL;
     if (rt->sched.q)

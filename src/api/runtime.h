@@ -50,8 +50,8 @@ struct weft__rt {
     bool cpu_tasks;                    /* "cpu" was among the devices asked for */
     weft__copy_counts copied;          /* bytes copied between data replicas (weft_stats) */
     _Atomic uint32_t next_data_id;     /* data handles' numbers (the trace's d1, d2, ...) */
-    _Atomic int32_t body_waits;        /* bodies in weft__wait_task now: settled looks for stuck
-                                          bodies only while there are some */
+    _Atomic int32_t body_waits;        /* bodies in weft__wait_task or weft__wait_any now: settled
+                                          looks for stuck bodies only while there are some */
     weft__mnode mnodes[WEFT__MAX_DEVICES]; /* each device's replicas (data layer) */
     _Atomic bool yield_idle;           /* idle workers yield their core now and then: virtual
                                           GPUs' queue threads and MPI communicators' progress
@@ -115,6 +115,9 @@ int weft__wait_task(weft__rt *rt, weft__task *t, uint64_t deadline);
 /* Until one of ts[0..n) has finished (its index to *which): 0 or WEFT_ETIMEDOUT. */
 int weft__wait_any(weft__rt *rt, weft__task *const *ts, size_t n, uint64_t deadline, size_t *which);
 int weft__wait_idle(weft__rt *rt, uint64_t deadline);           /* inflight == 0 (outside threads) */
+/* Free the workers' copies of their waits for any (at destroy, the
+ * workers stopped). */
+void weft__wait_frames_fini(weft__rt *rt);
 /* api/api_task.c: the task whose data accesses the body of ctx reaches:
  * its own; for a continuation (weft_ctx_continue, which names no data),
  * the task it continues. */
