@@ -650,7 +650,7 @@ int weft_task_wait_any(weft_task *const *hs, size_t n, uint64_t timeout_ns, size
     }
     for (size_t i = 0; i < n; i++)
         if (weft__state_final(atomic_load(&ts[i]->state))) {
-            *which = i;
+            *which = weft__first_index(ts, i);
             rc = 0;
             goto out;
         }

@@ -308,12 +308,23 @@ typedef struct any_arg {
     help_arg help;
 } any_arg;
 
+/* The first index of ts[i] in ts (a duplicate is reported by its first
+ * entry, also when the task finished while the entries before i were
+ * looked at). */
+size_t weft__first_index(weft__task *const *ts, size_t i)
+{
+    for (size_t j = 0; j < i; j++)
+        if (ts[j] == ts[i])
+            return j;
+    return i;
+}
+
 static bool any_final(const void *arg)
 {
     const any_arg *a = arg;
     for (size_t i = 0; i < a->n; i++)
         if (task_final(a->ts[i])) {
-            *a->which = i;
+            *a->which = weft__first_index(a->ts, i);
             return true;
         }
     return false;

@@ -112,8 +112,11 @@ void weft__bound_print(weft__rt *rt);
 
 /* api/api_wait.c: the runtime's waits, built on the wait engine. */
 int weft__wait_task(weft__rt *rt, weft__task *t, uint64_t deadline);
-/* Until one of ts[0..n) has finished (its index to *which): 0 or WEFT_ETIMEDOUT. */
+/* Until one of ts[0..n) has finished (its index to *which, the first
+ * entry of a task listed twice): 0 or WEFT_ETIMEDOUT. */
 int weft__wait_any(weft__rt *rt, weft__task *const *ts, size_t n, uint64_t deadline, size_t *which);
+/* The first index in ts of the task at ts[i]. */
+size_t weft__first_index(weft__task *const *ts, size_t i);
 int weft__wait_idle(weft__rt *rt, uint64_t deadline);           /* inflight == 0 (outside threads) */
 /* Free the workers' copies of their waits for any (at destroy, the
  * workers stopped). */
