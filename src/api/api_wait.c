@@ -39,10 +39,6 @@ static bool deep(const weft__worker *w)
            another_worker_idle(w);
 }
 
-/* Run the awaited task, or one it waits for, if one is queued.  When none
- * is, a wait that published its frame says which queued tasks it has
- * looked at: those pushed before the look (settled).  (A timed wait nested
- * above such a frame leaves it alone: its looks are for another task.) */
 /* A wait with a published frame found nothing it could run among the
  * tasks queued before `pushes`: say so (wait_seen).  A new look may settle
  * the runtime: a thread waiting for that looks again.  (Sequentially
@@ -54,6 +50,10 @@ static void looked(help_arg *a, uint64_t pushes)
         weft__wake(&a->rt->waits, &weft__key_settle);
 }
 
+/* Run the awaited task, or one it waits for, if one is queued.  When none
+ * is, a wait that published its frame says which queued tasks it has
+ * looked at: those pushed before the look (settled).  (A timed wait nested
+ * above such a frame leaves it alone: its looks are for another task.) */
 static bool help_task(void *arg)
 {
     help_arg *a = arg;
@@ -497,10 +497,6 @@ static uint64_t stuck_on(weft__worker *w, uint64_t pushes, bool *seen)
     return (uint64_t)depth;
 }
 
-/* How many workers hold stuck bodies (stuck_on), and when some do, the
- * tasks they wait for, labelled ("task 'b' (id 3)", the first three, then
- * "and others"), into out (len bytes, cut to fit).  A label is kept only
- * if the worker's frame did not change while it was read. */
 /* The task w's frame waits for, labelled ("task 'b' (id 3)"; a wait for
  * any: "any of task 'b' (id 3) and 2 others"), into out. */
 static void frame_label(weft__worker *w, char *out, size_t len)
@@ -517,6 +513,10 @@ static void frame_label(weft__worker *w, char *out, size_t len)
         snprintf(out, len, "any of %s and %zu other%s", label, n - 1, n > 2 ? "s" : "");
 }
 
+/* How many workers hold stuck bodies (stuck_on), and when some do, the
+ * tasks they wait for, labelled ("task 'b' (id 3)", the first three, then
+ * "and others"), into out (len bytes, cut to fit).  A label is kept only
+ * if the worker's frame did not change while it was read. */
 static size_t stuck_targets(weft__rt *rt, char *out, size_t len)
 {
     char buf[256];
