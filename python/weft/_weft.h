@@ -774,8 +774,9 @@ PyObject *weft_py_task_label(TaskObject *t);
 /* Who it is, for messages (new ref): its name's repr, else its function's
  * name and id ("work (id 7)"), else "(unnamed)"; NULL with an error. */
 PyObject *weft_py_task_who(TaskObject *t);
-/* Its .status ("declared", "waiting", "ready", "running", ...). */
-const char *weft_py_task_status_name(TaskObject *t);
+/* Its .status ("declared", "waiting", "ready", "running", ...), and the
+ * C status to *code (-1: declared, a slot nobody spawned into). */
+const char *weft_py_task_status_name(TaskObject *t, int *code);
 /* The CancelledError for t (new ref); why: the reason when it never entered
  * the runtime, NULL to ask the C runtime for the cause. */
 PyObject *weft_py_make_cancelled(TaskObject *t, const char *why);

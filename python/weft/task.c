@@ -76,9 +76,12 @@ phase_status(TaskObject *t, weft_task_status *cs)
 }
 
 const char *
-weft_py_task_status_name(TaskObject *t)
+weft_py_task_status_name(TaskObject *t, int *code)
 {
-    return phase_status(t, NULL);
+    weft_task_status s = (weft_task_status)-1; /* stays so for a slot nobody spawned into */
+    const char *name = phase_status(t, &s);
+    *code = (int)s;
+    return name;
 }
 
 PyObject *

@@ -211,19 +211,20 @@ wait_handle(TaskObject *t, weft_task *h, RuntimeObject *r, uint64_t deadline)
 static void
 raise_timeout(TaskObject *t)
 {
-    const char *status = weft_py_task_status_name(t);
-    const char *why = strcmp(status, "declared") == 0  ? ": nobody has spawned into its slot"
-                    : strcmp(status, "waiting") == 0   ? ": it waits for tasks it depends on"
-                    : strcmp(status, "ready") == 0     ? ": it is queued for a worker"
-                    : strcmp(status, "running") == 0   ? ": its body is running"
-                    : strcmp(status, "enqueued") == 0  ? ": its device work is in flight"
-                                                       : ": it finished as the wait ran out";
+    int code;
+    const char *status = weft_py_task_status_name(t, &code);
+    const char *why = code == -1                  ? ": nobody has spawned into its slot"
+                    : code == WEFT_TASK_WAITING  ? ": it waits for tasks it depends on"
+                    : code == WEFT_TASK_READY    ? ": it is queued for a worker"
+                    : code == WEFT_TASK_RUNNING  ? ": its body is running"
+                    : code == WEFT_TASK_ENQUEUED ? ": its device work is in flight"
+                                                 : ": it finished as the wait ran out";
     PyObject *who = weft_py_task_who(t);
     if (who == NULL) return;
     PyObject *slots = NULL;
     char key[32];
     RuntimeObject *r = t->rt;
-    if (strcmp(status, "waiting") == 0 && r && r->rt && weft_runtime_stalled(r->rt, key) != 0 &&
+    if (code == WEFT_TASK_WAITING && r && r->rt && weft_runtime_stalled(r->rt, key) != 0 &&
         (slots = unspawned_slots(r, key)) == NULL) {
         Py_DECREF(who);
         return;
